@@ -1,0 +1,199 @@
+"""The mutation pass: every patch in mutants/ must be killed by the test it names.
+
+For each mutant file (a header, then a unified diff relative to the repository root):
+
+    # mutant: what the mutation breaks
+    # brief: the brief's mutant number, or -
+    # package: the package whose tests kill it
+    # killed-by: tests/test_x.py::test_name[, more]     (relative to packages/<package>/)
+
+the pass works in one scratch copy of the tree (never in the checkout), with one virtualenv per package
+holding an *editable* install of that package and its declared Mosaic packages from the scratch copy, so
+a patch applied to the scratch sources is what the tests import. Then:
+
+1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing);
+2. the patch must apply cleanly (`patch -p1`), else the mutant is an error;
+3. the named tests run again: the mutant is killed only when pytest reports failed tests (exit 1).
+   Exit 0 means it survived; any other exit (no such test, collection error) is an error, never a kill;
+4. the patch is reverted before the next mutant.
+
+It prints a table (mutant, package, brief, killed by, result, time) and exits 1 if any mutant survived
+or errored. `python ci/mutants.py STEM...` runs only the named mutants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import workspace
+
+MUTANTS_DIR = workspace.ROOT / "mutants"
+TEST_TIMEOUT_S = 600
+COPY_IGNORE = shutil.ignore_patterns(".git", ".nox", ".cache", "node_modules", "__pycache__", ".hypothesis",
+                                     "*.pyc", ".venv")
+
+
+@dataclasses.dataclass
+class Mutant:
+    path: pathlib.Path
+    what: str
+    brief: str
+    package: str
+    killed_by: list[str]
+
+    @property
+    def stem(self) -> str:
+        return self.path.stem
+
+
+@dataclasses.dataclass
+class Outcome:
+    result: str  # killed | SURVIVED | ERROR
+    detail: str
+    seconds: float
+
+
+def parse(path: pathlib.Path) -> Mutant:
+    fields: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        key, _, value = line[1:].partition(":")
+        fields[key.strip()] = value.strip()
+    missing = [k for k in ("mutant", "brief", "package", "killed-by") if not fields.get(k)]
+    if missing:
+        raise SystemExit(f"{path.name}: header lacks {', '.join(missing)}")
+    if fields["package"] not in workspace.PACKAGES:
+        raise SystemExit(f"{path.name}: unknown package {fields['package']!r}")
+    killers = [k.strip() for k in fields["killed-by"].split(",") if k.strip()]
+    return Mutant(path, fields["mutant"], fields["brief"], fields["package"], killers)
+
+
+def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, text=True, capture_output=True, **kw)  # type: ignore[call-overload,no-any-return]
+
+
+class Scratch:
+    """A scratch copy of the tree with one editable venv per package, made on first use."""
+
+    def __init__(self) -> None:
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="mosaic-mutants-"))
+        self.tree = self.dir / "tree"
+        shutil.copytree(workspace.ROOT, self.tree, ignore=COPY_IGNORE, symlinks=True)
+        self.venvs: dict[str, pathlib.Path] = {}
+
+    def python(self, package: str) -> pathlib.Path:
+        if package not in self.venvs:
+            venv = self.dir / f"venv-{package}"
+            out = _run(["uv", "venv", "-q", "--python", sys.executable, str(venv)])
+            if out.returncode:
+                raise SystemExit(f"uv venv failed for {package}:\n{out.stderr}")
+            pkgs = self.tree / "packages"
+            args: list[str] = []
+            for dep in workspace.closure(package):
+                spec = str(pkgs / dep) + ("[test]" if dep == package else "")
+                args += ["-e", spec]
+            out = _run(["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *args])
+            if out.returncode:
+                raise SystemExit(f"installing {package} for the mutation pass failed:\n{out.stderr}")
+            self.venvs[package] = venv / "bin" / "python"
+        return self.venvs[package]
+
+    def pytest(self, mutant: Mutant) -> subprocess.CompletedProcess[str]:
+        pkg_dir = self.tree / "packages" / mutant.package
+        ids = [str(pkg_dir / k) for k in mutant.killed_by]
+        env = dict(os.environ, MOSAIC_REPO=str(self.tree), PYTHONDONTWRITEBYTECODE="1")
+        cmd = [str(self.python(mutant.package)), "-m", "pytest", "-p", "no:cacheprovider", "-x", "-q",
+               "--import-mode=importlib", "--rootdir", str(pkg_dir / "tests"), *ids]
+        try:
+            return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            return subprocess.CompletedProcess(cmd, -9, str(exc.stdout or ""), f"timeout after {TEST_TIMEOUT_S}s")
+
+    def patch(self, mutant: Mutant, *, reverse: bool = False, dry: bool = False) -> subprocess.CompletedProcess[str]:
+        cmd = ["patch", "-p1", "--batch", "--forward", "-s", "-d", str(self.tree), "-i", str(mutant.path)]
+        if reverse:
+            cmd.remove("--forward")
+            cmd.insert(1, "-R")
+        if dry:
+            cmd.append("--dry-run")
+        return _run(cmd)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _tail(proc: subprocess.CompletedProcess[str], n: int = 12) -> str:
+    text = (proc.stdout or "") + (proc.stderr or "")
+    return "\n".join(text.strip().splitlines()[-n:])
+
+
+def run_one(scratch: Scratch, mutant: Mutant) -> Outcome:
+    start = time.monotonic()
+    base = scratch.pytest(mutant)
+    if base.returncode != 0:
+        return Outcome("ERROR", "named test does not pass on the unpatched tree:\n" + _tail(base),
+                       time.monotonic() - start)
+    dry = scratch.patch(mutant, dry=True)
+    if dry.returncode != 0:
+        return Outcome("ERROR", "patch does not apply:\n" + _tail(dry), time.monotonic() - start)
+    applied = scratch.patch(mutant)
+    if applied.returncode != 0:
+        return Outcome("ERROR", "patch failed:\n" + _tail(applied), time.monotonic() - start)
+    try:
+        mutated = scratch.pytest(mutant)
+    finally:
+        undone = scratch.patch(mutant, reverse=True)
+        if undone.returncode != 0:
+            raise SystemExit(f"could not revert {mutant.path.name}; scratch tree left at {scratch.tree}")
+    took = time.monotonic() - start
+    if mutated.returncode == 1:
+        return Outcome("killed", "", took)
+    if mutated.returncode == 0:
+        return Outcome("SURVIVED", "the named tests pass with the mutation applied", took)
+    return Outcome("ERROR", f"pytest exit {mutated.returncode} (not a test failure):\n" + _tail(mutated), took)
+
+
+def main(argv: list[str]) -> int:
+    paths = sorted(MUTANTS_DIR.glob("*.patch"))
+    if argv:
+        wanted = set(argv)
+        paths = [p for p in paths if p.stem in wanted]
+        unknown = wanted - {p.stem for p in paths}
+        if unknown:
+            print(f"no such mutant: {', '.join(sorted(unknown))}")
+            return 2
+    if not paths:
+        print("mutants: no mutant files in mutants/ (nothing was checked, which is a failure)")
+        return 1
+    mutants = [parse(p) for p in paths]
+    scratch = Scratch()
+    rows: list[tuple[Mutant, Outcome]] = []
+    try:
+        for m in mutants:
+            print(f"mutant {m.stem} ({m.package}) ...", flush=True)
+            out = run_one(scratch, m)
+            rows.append((m, out))
+            print(f"  {out.result} in {out.seconds:.1f}s" + (f"\n{out.detail}" if out.detail else ""), flush=True)
+    finally:
+        scratch.remove()
+    width = max(len(m.stem) for m, _ in rows)
+    print()
+    print(f"{'mutant'.ljust(width)}  {'package':<17} {'brief':<5} {'result':<8} {'time':>7}  killed by")
+    for m, out in rows:
+        print(f"{m.stem.ljust(width)}  {m.package:<17} {m.brief:<5} {out.result:<8} {out.seconds:6.1f}s  "
+              f"{', '.join(m.killed_by)}")
+    bad = [m.stem for m, out in rows if out.result != "killed"]
+    print(f"\nmutants: {len(rows) - len(bad)} killed, {len(bad)} not killed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

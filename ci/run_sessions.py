@@ -1,0 +1,59 @@
+"""Run every nox session one after another and end with a table: passed, failed, or skipped with the reason.
+
+A session counts as passed only when nox exits 0 and did not report it skipped. A skipped session is never
+shown as passed, and its reason is printed beside it. Exit status: 1 if any session failed, else 0.
+`python3 ci/run_sessions.py lint safe-open` runs only those sessions.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import workspace
+
+SESSIONS = [*workspace.PACKAGES, "lint", "mutants", "cohort", "smoke", "bench", "demo"]
+SKIP_RE = re.compile(r"^nox > Session (\S+) skipped: (.*?)(?: \(took .*\))?\.?$")
+
+
+def run(name: str) -> tuple[str, str, float]:
+    start = time.monotonic()
+    proc = subprocess.Popen(["nox", "-s", name], cwd=workspace.ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    reason = ""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        m = SKIP_RE.match(line.rstrip("\n"))
+        if m and m.group(1) == name:
+            reason = m.group(2)
+    code = proc.wait()
+    took = time.monotonic() - start
+    if code != 0:
+        return "failed", f"nox exit {code}", took
+    if reason:
+        return "skipped", reason, took
+    return "passed", "", took
+
+
+def main(argv: list[str]) -> int:
+    names = argv or SESSIONS
+    rows = []
+    for name in names:
+        print(f"\n===== nox -s {name} =====", flush=True)
+        rows.append((name, *run(name)))
+    width = max(len(r[0]) for r in rows)
+    print("\n===== sessions =====")
+    for name, status, why, took in rows:
+        print(f"{name.ljust(width)}  {status:<8} {took:7.1f}s  {why}")
+    counts = {s: sum(1 for r in rows if r[1] == s) for s in ("passed", "failed", "skipped")}
+    total = sum(r[3] for r in rows)
+    print(f"total time {total:.0f}s")
+    print(f"sessions: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

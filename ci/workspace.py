@@ -1,0 +1,94 @@
+"""What the monorepo holds, read from the packages' own pyproject files (no second list to keep in sync).
+
+The layer table of DESIGN.md lives here as data (`MAY_IMPORT`); ci/layers.py checks every package's
+declared dependencies and every import in its source and tests against it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import tomllib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Bottom to top. DESIGN.md "Packages and layers".
+PACKAGES = [
+    "safe-open",
+    "pi-format",
+    "chat-pages",
+    "writer-claim",
+    "cgroup-cohort",
+    "pi-rpc",
+    "controller",
+    "mediated-terminal",
+]
+
+# DESIGN.md: which packages each may import (the "may import" column).
+MAY_IMPORT: dict[str, set[str]] = {
+    "safe-open": set(),
+    "pi-format": set(),
+    "chat-pages": {"safe-open", "pi-format"},
+    "writer-claim": {"safe-open"},
+    "cgroup-cohort": set(),
+    "pi-rpc": set(),
+    "controller": {"safe-open", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort", "pi-rpc"},
+    "mediated-terminal": {"controller"},
+}
+
+ISSUE = {
+    "safe-open": 2,
+    "pi-format": 2,
+    "chat-pages": 3,
+    "writer-claim": 4,
+    "cgroup-cohort": 5,
+    "pi-rpc": 6,
+    "controller": 0,
+    "mediated-terminal": 0,
+}
+
+
+def package_dir(name: str) -> pathlib.Path:
+    return ROOT / "packages" / name
+
+
+def module_name(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def pyproject(name: str) -> dict:  # type: ignore[type-arg]
+    with open(package_dir(name) / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def declared_mosaic_deps(name: str) -> set[str]:
+    """The Mosaic packages `name` declares in [project].dependencies (by package name, no prefix)."""
+    out: set[str] = set()
+    for req in pyproject(name)["project"].get("dependencies", []):
+        m = re.match(r"\s*mosaic-([a-z-]+)", req)
+        if m:
+            out.add(m.group(1))
+    return out
+
+
+def closure(name: str) -> list[str]:
+    """`name` and every Mosaic package it needs, transitively, bottom first."""
+    seen: list[str] = []
+
+    def visit(n: str) -> None:
+        for d in sorted(declared_mosaic_deps(n)):
+            visit(d)
+        if n not in seen:
+            seen.append(n)
+
+    visit(name)
+    return seen
+
+
+def has_tests(name: str) -> bool:
+    return any((package_dir(name) / "tests").glob("**/test_*.py"))
+
+
+def issue_of(name: str) -> str:
+    n = ISSUE[name]
+    return str(n) if n else "the controller issue (not yet filed)"
