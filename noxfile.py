@@ -70,11 +70,13 @@ for _name in workspace.PACKAGES:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff, mypy --strict for every package, and the layers contract of DESIGN.md."""
+    """ruff, mypy --strict for every package, the layers contract of DESIGN.md, the fixture manifest."""
     session.install("ruff==0.17.6", "mypy==2.4.1", "cffi>=1.17", "pytest>=8", "hypothesis>=6.100",
                     "jsonschema>=4.20", "types-jsonschema")
     session.run("ruff", "check", "packages", "ci", "mutants", "noxfile.py")
     session.run("python", "ci/layers.py")
+    # The committed fixtures still match fixtures/MANIFEST.json (no Pi, no network needed).
+    session.run("python", "fixtures/make/regenerate.py", "--check")
     src_dirs = [str(workspace.package_dir(n) / "src") for n in workspace.PACKAGES]
     modules: list[str] = []
     for n in workspace.PACKAGES:

@@ -1,0 +1,70 @@
+"""mosaic.pi_format: a pure parser from the bytes of a Pi 0.85.1 session file to its header, entries,
+branches, default branch and notices.
+
+    from mosaic.pi_format import parse, Parsed, FormatRefusal
+    result = parse(data, project="/abs/project", realpath=os.path.realpath)
+    if isinstance(result, FormatRefusal): ...          # code, reconcile, message
+    branch = result.branches[result.default_branch]
+    for item in branch.items: ...                       # Item: id, kind, line, timestamp, blocks, attrs
+
+No I/O: the caller reads the bytes and injects realpath. See the package README for every rule.
+"""
+
+from ._ids import CHAT01_ID_PATTERN, HASH_PREFIX, MAIN_BRANCH, is_chat01_id, safe_id
+from ._model import (
+    NOTICE_CODES,
+    Block,
+    Branch,
+    CommandBlock,
+    Entry,
+    FormatRefusal,
+    Header,
+    ImageBlock,
+    Item,
+    ItemKind,
+    Json,
+    Notice,
+    NoticeCode,
+    Parsed,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    UnavailableBlock,
+    UnsupportedBlock,
+)
+from ._parse import SUPPORTED_VERSIONS, parse
+from ._render import HIDDEN_TYPES, ROLES, SHOWN_TYPES
+from ._summary import summary
+
+__all__ = [
+    "CHAT01_ID_PATTERN",
+    "HASH_PREFIX",
+    "HIDDEN_TYPES",
+    "MAIN_BRANCH",
+    "NOTICE_CODES",
+    "ROLES",
+    "SHOWN_TYPES",
+    "SUPPORTED_VERSIONS",
+    "Block",
+    "Branch",
+    "CommandBlock",
+    "Entry",
+    "FormatRefusal",
+    "Header",
+    "ImageBlock",
+    "Item",
+    "ItemKind",
+    "Json",
+    "Notice",
+    "NoticeCode",
+    "Parsed",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "UnavailableBlock",
+    "UnsupportedBlock",
+    "is_chat01_id",
+    "parse",
+    "safe_id",
+    "summary",
+]

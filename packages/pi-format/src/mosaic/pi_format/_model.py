@@ -1,0 +1,317 @@
+"""The output model: frozen values for a parsed Pi session, and the refusal value.
+
+Everything here is data. `Branch.items` is computed on first use from the shared tree (see `_tree.py`),
+so parsing a file with many forks never materialises every branch (README, "Complexity").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from ._tree import Forest
+
+#: A JSON value as json.loads returns it (strings may hold lone surrogates from \\udXXX escapes).
+Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
+
+ItemKind: TypeAlias = Literal[
+    "user",
+    "assistant",
+    "toolResult",
+    "bashExecution",
+    "custom_message",
+    "compaction",
+    "branch_summary",
+    "notice",
+]
+
+NoticeCode: TypeAlias = Literal[
+    "malformed-line",
+    "missing-parent",
+    "loop",
+    "unknown-entry-type",
+    "unknown-role",
+    "forked-from-earlier-session",
+    "duplicate-id",
+]
+
+#: Every notice code with where it appears (the README's notice table is checked against this).
+NOTICE_CODES: Mapping[str, str] = MappingProxyType(
+    {
+        "malformed-line": "every branch, at the line's file position",
+        "missing-parent": "in place, before the entry whose parent is missing",
+        "loop": "in place, before the entry whose parent link closes a loop",
+        "unknown-entry-type": "in place of the entry",
+        "unknown-role": "in place of the message entry",
+        "forked-from-earlier-session": "global, and first item of every branch",
+        "duplicate-id": "global only",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """Plain text (message text, tool output, a compaction or branch summary)."""
+
+    text: str
+    kind: Literal["text"] = field(default="text", init=False)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"kind": self.kind, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    """Reasoning text the model made visible. thinkingSignature is never read."""
+
+    text: str
+    kind: Literal["thinking"] = field(default="thinking", init=False)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"kind": self.kind, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class UnavailableBlock:
+    """Content that exists but is not readable here: redacted reasoning (`redacted: true`). Text is empty."""
+
+    reason: str
+    text: str = ""
+    kind: Literal["unavailable"] = field(default="unavailable", init=False)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"kind": self.kind, "reason": self.reason, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallBlock:
+    """A tool call: its safe id (hashed when outside the id pattern), the tool name and the arguments."""
+
+    id: str | None
+    name: str | None
+    arguments: Json
+    kind: Literal["toolCall"] = field(default="toolCall", init=False)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"kind": self.kind, "id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class ImageBlock:
+    """An image placeholder: the media type only; the base64 data is not carried."""
+
+    mime_type: str | None
+    kind: Literal["image"] = field(default="image", init=False)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"kind": self.kind, "mimeType": self.mime_type}
+
+
+@dataclass(frozen=True, slots=True)
+class CommandBlock:
+    """The command line of a bashExecution message."""
+
+    text: str
+    kind: Literal["command"] = field(default="command", init=False)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"kind": self.kind, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class UnsupportedBlock:
+    """A content block this parser does not render (an unknown or malformed block); `type` names it."""
+
+    type: str
+    kind: Literal["unsupported"] = field(default="unsupported", init=False)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"kind": self.kind, "type": self.type}
+
+
+Block: TypeAlias = (
+    TextBlock | ThinkingBlock | UnavailableBlock | ToolCallBlock | ImageBlock | CommandBlock | UnsupportedBlock
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something the reader must show instead of (or around) history: a code, a message, its lines.
+
+    `id` is an `x.` id, stable while the file grows. `line` is the 1-based line it is about (None for none);
+    `lines` lists related lines (the unreadable lines named by a missing-parent notice, the superseding
+    line of a duplicate-id notice).
+    """
+
+    id: str
+    code: NoticeCode
+    message: str
+    line: int | None
+    lines: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Json]:
+        return {
+            "id": self.id,
+            "code": self.code,
+            "message": self.message,
+            "line": self.line,
+            "lines": list(self.lines),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One rendered thing on a branch: an entry (`n.` id) or a notice (`x.` id), at a 1-based file line.
+
+    `entry` is the namespaced id of the entry the item renders or stands for (None for a line notice).
+    `attrs` holds the kind's small fields (README, "Items"); every long string is in `blocks`.
+    """
+
+    id: str
+    kind: ItemKind
+    line: int
+    timestamp: str | None
+    blocks: tuple[Block, ...] = ()
+    attrs: Mapping[str, Json] = field(default_factory=dict)
+    entry: str | None = None
+    notice: Notice | None = None
+
+    def to_json(self) -> dict[str, Json]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "line": self.line,
+            "timestamp": self.timestamp,
+            "entry": self.entry,
+            "blocks": [b.to_json() for b in self.blocks],
+            "attrs": dict(self.attrs),
+            "notice": None if self.notice is None else self.notice.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """Line 1. `id` is the raw Pi session id; `cwd` is absolute (else the file was refused)."""
+
+    id: str
+    version: int
+    timestamp: str | None
+    cwd: str
+    parent_session: str | None
+
+
+@dataclass(frozen=True, eq=False)
+class Entry:
+    """One entry of the tree (the winner where an id repeats).
+
+    `id`/`parent` are namespaced; `parent` is None for a root (parentId null, a missing parent, or the
+    cut point of a loop). `branch` is the name of the branch whose own segment holds the entry. `item` is
+    the entry's rendered item, its notice item (unknown type or role), or None for a hidden entry; it is
+    rendered on first use.
+    """
+
+    id: str
+    raw_id: str
+    type: str | None
+    line: int
+    timestamp: str | None
+    parent: str | None
+    raw_parent_id: Json
+    branch: str
+    _forest: Forest = field(repr=False)
+    _index: int = field(repr=False)
+
+    @property
+    def item(self) -> Item | None:
+        return self._forest.item(self._index)
+
+
+@dataclass(frozen=True, eq=False)
+class Branch:
+    """A root-to-leaf history. `items` is computed on first use; `item_count` is known without it.
+
+    `start` is the entry that starts the branch (the first root for `main`, else `b.<id>`'s entry),
+    `parent_branch`/`fork_point` say where it leaves its parent branch (None for a root branch). `leaf` is
+    None only for `main` in a file without entries.
+    """
+
+    name: str
+    leaf: str | None
+    start: str | None
+    parent_branch: str | None
+    fork_point: str | None
+    item_count: int
+    _forest: Forest = field(repr=False)
+    _leaf_index: int = field(repr=False)
+
+    @cached_property
+    def items(self) -> tuple[Item, ...]:
+        """Items in order: the root-to-leaf path merged with every line notice by file position."""
+        return self._forest.branch_items(self._leaf_index)
+
+    @cached_property
+    def item_ids(self) -> tuple[str, ...]:
+        """The ids of `items`, in order: what a follow cursor digests."""
+        return tuple(item.id for item in self.items)
+
+    @cached_property
+    def entry_ids(self) -> tuple[str, ...]:
+        """Namespaced ids of every entry on the path, root to leaf, hidden entries included."""
+        return self._forest.path_ids(self._leaf_index)
+
+
+@dataclass(frozen=True, eq=False)
+class Parsed:
+    """A parsed session file (see README, "Output model")."""
+
+    header: Header
+    entries: Mapping[str, Entry]
+    branches: Mapping[str, Branch]
+    default_branch: str
+    default_leaf: str | None
+    notices: tuple[Notice, ...]
+    unreadable_lines: tuple[int, ...]
+    superseded_lines: tuple[int, ...]
+    forked_from_earlier_session: bool
+    incomplete: bool
+    line_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class FormatRefusal:
+    """Why bytes are not a session this reader shows: a code from `CODES`, its reconcile flag, a message.
+
+    Build one with `FormatRefusal.of(code, message)`; a code outside `CODES` raises ValueError (a
+    programming error, never a refusal).
+    """
+
+    code: str
+    reconcile: bool
+    message: str
+
+    #: code -> reconcile. The seed README's "Refusal codes" rows that the parser can produce.
+    CODES: ClassVar[Mapping[str, bool]] = MappingProxyType(
+        {
+            "not-a-pi-session": False,
+            "incomplete-header": True,
+            "foreign-project": False,
+        }
+    )
+
+    def __post_init__(self) -> None:
+        if self.code not in self.CODES:
+            raise ValueError(f"unknown pi-format refusal code {self.code!r}")
+
+    @classmethod
+    def of(cls, code: str, message: str) -> FormatRefusal:
+        if code not in cls.CODES:
+            raise ValueError(f"unknown pi-format refusal code {code!r}")
+        return cls(code=code, reconcile=cls.CODES[code], message=message)
+
+    def to_dict(self) -> dict[str, object]:
+        """The wire form: exactly {"code", "reconcile", "message"}."""
+        return {"code": self.code, "reconcile": self.reconcile, "message": self.message}

@@ -1,0 +1,398 @@
+"""parse(): bytes of a Pi 0.85.1 session file -> Parsed | FormatRefusal. No I/O.
+
+The rules are the seed README's "Parser" section, corrected by FACTS.md (c): the default leaf is the last
+valid entry in file order (session-manager.js _buildIndex 686-707), where an id repeats the later entry wins
+(byId, 694), and parentSession is never opened. The README of this package states each rule with the
+decision taken where the seed is silent.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from ._ids import BRANCH_PREFIX, MAIN_BRANCH, NATIVE_PREFIX, NOTICE_PREFIX, safe_id
+from ._model import Branch, FormatRefusal, Header, Item, Notice, Parsed
+from ._render import describe, notice_item, shows
+from ._tree import EntryMap, Forest
+
+#: Session versions this parser reads. Version 3 is what 0.85.1 writes (newSession, session-manager.js
+#: 645-670); version 2 has the same tree and differs only in a renamed role, which shows as unknown-role.
+SUPPORTED_VERSIONS = (2, 3)
+
+
+def _reject_constant(name: str) -> NoReturn:
+    # Python's json accepts NaN/Infinity; JSON.parse (Pi's loader) does not, so such a line is malformed.
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _decode_line(raw: bytes) -> tuple[Any, str | None]:
+    """(value, None) for a line holding one JSON value, else (None, a short reason). Never raises."""
+    # Pi's reader splits on LF only and strips one trailing CR (jsonl.js 18-41); U+2028/U+2029/U+0085 are
+    # ordinary characters inside a line (FACTS.md loader quirk 9), so the caller splits bytes on b"\n".
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    try:
+        return _DECODER.decode(text), None
+    except (ValueError, RecursionError):
+        # ValueError covers JSONDecodeError, NaN/Infinity and integers over Python's digit limit;
+        # RecursionError covers nesting deeper than the interpreter's stack.
+        return None, "not JSON" if text.strip() else "blank"
+
+
+@dataclass(slots=True)
+class _Record:
+    line: int
+    raw_id: str
+    obj: dict[str, Any]
+
+
+def parse(
+    data: bytes,
+    *,
+    project: str | None = None,
+    realpath: Callable[[str], str] | None = None,
+) -> Parsed | FormatRefusal:
+    """Parse the bytes of a session file.
+
+    Returns a `Parsed` for any bytes whose line 1 is a complete Pi session header with an acceptable cwd,
+    else a `FormatRefusal` (not-a-pi-session, incomplete-header, foreign-project). Bad input never raises:
+    malformed lines, bad fields, duplicate ids, missing parents and loops all become notices.
+
+    Only complete lines (ending in LF) are read; a trailing partial line is ignored and sets
+    `incomplete`, so a reader can pass its snapshot or the whole file.
+
+    cwd rule: the header cwd must be absolute. When `project` is given the cwd must be the project or
+    inside it, comparing `realpath(cwd)` with `realpath(project)` when `realpath` is given (the only call
+    this function makes outside itself; an OSError or ValueError from it refuses foreign-project), else
+    the two paths after posixpath.normpath.
+
+    Raises TypeError when `data` is not bytes-like and ValueError when `project` is not an absolute path:
+    those are programming errors, not refusals.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("parse() takes the bytes of a session file")
+    if project is not None and (not isinstance(project, str) or not project.startswith("/")):
+        raise ValueError("project must be an absolute path")
+
+    pieces = bytes(data).split(b"\n")
+    tail = pieces.pop()  # b"" when the data ends with LF, else the partial last line
+    incomplete = bool(tail)
+    if not pieces:
+        return _partial_header(tail)
+
+    header = _read_header(pieces[0])
+    if isinstance(header, FormatRefusal):
+        return header
+    refusal = _check_cwd(header.cwd, project, realpath)
+    if refusal is not None:
+        return refusal
+
+    # --- lines 2..: valid entries, or unreadable lines -------------------------------------------------
+    records: list[_Record] = []
+    unreadable: dict[int, str] = {}
+    for index in range(1, len(pieces)):
+        line = index + 1
+        value, reason = _decode_line(pieces[index])
+        if reason is None:
+            if not isinstance(value, dict):
+                reason = "not a JSON object"
+            elif value.get("type") == "session":
+                reason = "a second session header"
+            elif not isinstance(value.get("id"), str):
+                reason = "no string id"
+        if reason is not None:
+            unreadable[line] = reason
+            continue
+        records.append(_Record(line, value["id"], value))
+
+    line_notices: list[Item] = []
+    forked = header.parent_session is not None
+    global_notices: list[Notice] = []
+    if forked:
+        forked_notice = Notice(
+            id=NOTICE_PREFIX + "forked",
+            code="forked-from-earlier-session",
+            message="this session was forked from an earlier session, which is not opened",
+            line=1,
+        )
+        global_notices.append(forked_notice)
+        line_notices.append(Item(forked_notice.id, "notice", 1, None, notice=forked_notice))
+    for line, reason in unreadable.items():
+        nid = f"{NOTICE_PREFIX}line-{line}"
+        line_notices.append(
+            Item(
+                nid,
+                "notice",
+                line,
+                None,
+                notice=Notice(nid, "malformed-line", f"line {line} is unreadable ({reason}) and skipped", line),
+            )
+        )
+
+    # --- duplicate ids: the later entry wins, as in Pi's byId index (session-manager.js 694) -----------
+    last: dict[str, int] = {}
+    for position, record in enumerate(records):
+        last[record.raw_id] = position
+    winners: list[_Record] = []
+    superseded: list[int] = []
+    for position, record in enumerate(records):
+        if last[record.raw_id] == position:
+            winners.append(record)
+            continue
+        superseded.append(record.line)
+        by = records[last[record.raw_id]].line
+        global_notices.append(
+            Notice(
+                id=f"{NOTICE_PREFIX}dup-{record.line}",
+                code="duplicate-id",
+                message=f"the entry at line {record.line} is replaced by the later entry with its id at line {by}",
+                line=record.line,
+                lines=(by,),
+            )
+        )
+
+    return _build(header, winners, unreadable, tuple(line_notices), global_notices, superseded, incomplete,
+                  len(pieces))
+
+
+def _build(
+    header: Header,
+    winners: list[_Record],
+    unreadable: dict[int, str],
+    line_notices: tuple[Item, ...],
+    global_notices: list[Notice],
+    superseded: list[int],
+    incomplete: bool,
+    line_count: int,
+) -> Parsed:
+    n = len(winners)
+    index = {record.raw_id: i for i, record in enumerate(winners)}
+    safe = [safe_id(record.raw_id) for record in winners]
+    ids = [NATIVE_PREFIX + s for s in safe]
+
+    # --- parent links; roots are parentId null (or absent: FACTS.md loader quirk 4), or a missing parent
+    parent = [-1] * n
+    gap = [False] * n
+    for i, record in enumerate(winners):
+        pid = record.obj.get("parentId")
+        if pid is None:
+            continue
+        j = index.get(pid) if isinstance(pid, str) else None
+        if j is None:
+            gap[i] = True
+        else:
+            parent[i] = j
+
+    # --- loops: Pi's getBranch walks a loop forever (FACTS.md quirk 6). Each loop is cut once, at its
+    # member earliest in the file, which becomes a root with a loop notice. Parent links are a functional
+    # graph, so one pass with three colours finds every loop in O(n).
+    loop_members: dict[int, list[int]] = {}
+    state = bytearray(n)  # 0 unseen, 1 on the current walk, 2 done
+    for i in range(n):
+        if state[i]:
+            continue
+        walk: list[int] = []
+        j = i
+        while j != -1 and state[j] == 0:
+            state[j] = 1
+            walk.append(j)
+            j = parent[j]
+        if j != -1 and state[j] == 1:
+            cycle = walk[walk.index(j):]
+            cut = min(cycle)
+            parent[cut] = -1
+            loop_members[cut] = sorted(cycle)
+        for w in walk:
+            state[w] = 2
+
+    # --- first children, in file order: the earliest child continues its parent's branch --------------
+    first_child = [-1] * n
+    children: list[list[int]] = [[] for _ in range(n)]
+    roots: list[int] = []
+    for i in range(n):
+        p = parent[i]
+        if p == -1:
+            roots.append(i)
+        else:
+            if first_child[p] == -1:
+                first_child[p] = i
+            children[p].append(i)
+
+    # --- in-place notices (gap or loop) and item counts; entries themselves render lazily (_tree.py) ----
+    pre: list[Item | None] = [None] * n
+    own = [0] * n  # items entry i adds to a path
+    for i, record in enumerate(winners):
+        if gap[i]:
+            pre[i] = _gap_notice(record, safe[i], ids[i], unreadable)
+        elif i in loop_members:
+            lines = tuple(winners[m].line for m in loop_members[i])
+            shown = ", ".join(str(x) for x in lines[:10]) + (", ..." if len(lines) > 10 else "")
+            pre[i] = notice_item(
+                "loop",
+                "loop",
+                safe[i],
+                record.line,
+                f"the parent links of the entries at lines {shown} form a loop; the history stops here",
+                ids[i],
+                lines,
+            )
+        own[i] = (pre[i] is not None) + shows(record.obj)
+
+    # --- names and item counts, parents before children ----------------------------------------------
+    name = [""] * n
+    count = [0] * n
+    stack = list(reversed(roots))
+    for r in roots:
+        name[r] = MAIN_BRANCH if r == roots[0] else BRANCH_PREFIX + safe[r]
+        count[r] = own[r]
+    while stack:
+        i = stack.pop()
+        for c in children[i]:
+            name[c] = name[i] if first_child[i] == c else BRANCH_PREFIX + safe[c]
+            count[c] = count[i] + own[c]
+            stack.append(c)
+
+    forest = Forest(
+        parent,
+        ids,
+        [record.raw_id for record in winners],
+        [record.line for record in winners],
+        [record.obj for record in winners],
+        pre,
+        line_notices,
+    )
+    n_line = len(line_notices)
+
+    # --- branches: one per leaf, named after the entry that starts it ---------------------------------
+    branches: dict[str, Branch] = {}
+    if n == 0:
+        branches[MAIN_BRANCH] = Branch(MAIN_BRANCH, None, None, None, None, n_line, forest, -1)
+    else:
+        starts = [roots[0]] + [i for i in range(n) if i != roots[0] and
+                               (parent[i] == -1 or first_child[parent[i]] != i)]
+        for s in starts:
+            leaf = s
+            while first_child[leaf] != -1:
+                leaf = first_child[leaf]
+            p = parent[s]
+            branches[name[s]] = Branch(
+                name=name[s],
+                leaf=ids[leaf],
+                start=ids[s],
+                parent_branch=None if p == -1 else name[p],
+                fork_point=None if p == -1 else ids[p],
+                item_count=count[leaf] + n_line,
+                _forest=forest,
+                _leaf_index=leaf,
+            )
+
+    forest.names = name
+    entries = EntryMap(forest)
+
+    # The default leaf is the last valid entry in file order (FACTS.md (c), _buildIndex): it is always a
+    # winner, since the last occurrence of every id wins.
+    return Parsed(
+        header=header,
+        entries=entries,
+        branches=branches,
+        default_branch=name[n - 1] if n else MAIN_BRANCH,
+        default_leaf=ids[n - 1] if n else None,
+        notices=tuple(sorted(global_notices, key=lambda x: (x.line or 0, x.id))),
+        unreadable_lines=tuple(unreadable),
+        superseded_lines=tuple(superseded),
+        forked_from_earlier_session=header.parent_session is not None,
+        incomplete=incomplete,
+        line_count=line_count,
+    )
+
+
+def _gap_notice(record: _Record, safe: str, nsid: str, unreadable: dict[int, str]) -> Item:
+    pid = record.obj.get("parentId")
+    line = record.line
+    nearby: list[int] = []
+    k = line - 1
+    while k in unreadable:
+        nearby.append(k)
+        k -= 1
+    nearby.reverse()
+    if isinstance(pid, str):
+        message = f"the parent {describe(pid)} of the entry at line {line} is missing"
+    else:
+        message = f"the entry at line {line} has a parentId that is {describe(pid)}, not an id"
+    if nearby:
+        span = str(nearby[0]) if len(nearby) == 1 else f"{nearby[0]}-{nearby[-1]}"
+        plural = "line" if len(nearby) == 1 else "lines"
+        message += f"; unreadable {plural} {span} just before it are the likely place of the parent"
+    message += "; the history stops here and is not joined across the gap"
+    return notice_item("missing-parent", "gap", safe, line, message, nsid, tuple(nearby))
+
+
+def _partial_header(tail: bytes) -> FormatRefusal:
+    """No complete line yet: the header may still be being written, unless it cannot become one."""
+    start = tail.lstrip()[:1]
+    if start in (b"", b"{"):
+        return FormatRefusal.of("incomplete-header", "line 1 is not complete yet (no newline)")
+    return FormatRefusal.of("not-a-pi-session", "line 1 is not a JSON object")
+
+
+def _read_header(raw: bytes) -> Header | FormatRefusal:
+    """Line 1 must be {"type":"session","id":<string>,"version":2|3,"cwd":<absolute>,...}."""
+    value, reason = _decode_line(raw)
+    if reason is not None:
+        return FormatRefusal.of("not-a-pi-session", f"line 1 is not a Pi session header ({reason})")
+    if not isinstance(value, dict) or value.get("type") != "session":
+        return FormatRefusal.of("not-a-pi-session", "line 1 is not a Pi session header")
+    sid = value.get("id")
+    if not isinstance(sid, str):
+        return FormatRefusal.of("not-a-pi-session", "the session header has no string id")
+    version = value.get("version")
+    if isinstance(version, bool) or not isinstance(version, (int, float)) or version not in SUPPORTED_VERSIONS:
+        return FormatRefusal.of(
+            "not-a-pi-session", f"session version {describe(version)} is not one this reader supports (2, 3)"
+        )
+    cwd = value.get("cwd")
+    if cwd is None:
+        return FormatRefusal.of("foreign-project", "the session header has no cwd")
+    if not isinstance(cwd, str) or not cwd.startswith("/"):
+        # Seed "Parser": a relative cwd is refused as foreign-project; so is a missing one.
+        return FormatRefusal.of("foreign-project", f"the header cwd {describe(cwd)} is not an absolute path")
+    timestamp = value.get("timestamp")
+    parent_session = value.get("parentSession")
+    return Header(
+        id=sid,
+        version=int(version),
+        timestamp=timestamp if isinstance(timestamp, str) else None,
+        cwd=cwd,
+        parent_session=parent_session if isinstance(parent_session, str) and parent_session else None,
+    )
+
+
+def _check_cwd(cwd: str, project: str | None, realpath: Callable[[str], str] | None) -> FormatRefusal | None:
+    if project is None:
+        return None
+    if realpath is not None:
+        # Seed "Opening a file": real paths are compared; a cwd that no longer exists compares as written
+        # (os.path.realpath does that). A NUL byte or an unencodable character raises ValueError there.
+        try:
+            real_cwd = realpath(cwd)
+            real_project = realpath(project)
+        except (OSError, ValueError) as exc:
+            return FormatRefusal.of("foreign-project", f"the header cwd cannot be resolved ({type(exc).__name__})")
+    else:
+        real_cwd = posixpath.normpath(cwd)
+        real_project = posixpath.normpath(project)
+    base = real_project if real_project.endswith("/") else real_project + "/"
+    if real_cwd == real_project or real_cwd.startswith(base):
+        return None
+    return FormatRefusal.of("foreign-project", "the header cwd is outside the project")
