@@ -11,7 +11,8 @@ the pass works in one scratch copy of the tree (never in the checkout), with one
 holding an *editable* install of that package and its declared Mosaic packages from the scratch copy, so
 a patch applied to the scratch sources is what the tests import. Then:
 
-1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing);
+1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing;
+   checked once per package for all its named tests together);
 2. the patch must apply cleanly (`patch -p1`), else the mutant is an error;
 3. the named tests run again: the mutant is killed only when pytest reports failed tests (exit 1).
    Exit 0 means it survived; any other exit (no such test, collection error) is an error, never a kill;
@@ -106,11 +107,11 @@ class Scratch:
             self.venvs[package] = venv / "bin" / "python"
         return self.venvs[package]
 
-    def pytest(self, mutant: Mutant) -> subprocess.CompletedProcess[str]:
-        pkg_dir = self.tree / "packages" / mutant.package
-        ids = [str(pkg_dir / k) for k in mutant.killed_by]
+    def pytest(self, package: str, killed_by: list[str]) -> subprocess.CompletedProcess[str]:
+        pkg_dir = self.tree / "packages" / package
+        ids = [str(pkg_dir / k) for k in killed_by]
         env = dict(os.environ, MOSAIC_REPO=str(self.tree), PYTHONDONTWRITEBYTECODE="1")
-        cmd = [str(self.python(mutant.package)), "-m", "pytest", "-p", "no:cacheprovider", "-x", "-q",
+        cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-x", "-q",
                "--import-mode=importlib", "--rootdir", str(pkg_dir / "tests"), *ids]
         try:
             return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
@@ -135,12 +136,13 @@ def _tail(proc: subprocess.CompletedProcess[str], n: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
-def run_one(scratch: Scratch, mutant: Mutant) -> Outcome:
+def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: bool) -> Outcome:
     start = time.monotonic()
-    base = scratch.pytest(mutant)
-    if base.returncode != 0:
-        return Outcome("ERROR", "named test does not pass on the unpatched tree:\n" + _tail(base),
-                       time.monotonic() - start)
+    if not baseline_ok:
+        base = scratch.pytest(mutant.package, mutant.killed_by)
+        if base.returncode != 0:
+            return Outcome("ERROR", "named test does not pass on the unpatched tree:\n" + _tail(base),
+                           time.monotonic() - start)
     dry = scratch.patch(mutant, dry=True)
     if dry.returncode != 0:
         return Outcome("ERROR", "patch does not apply:\n" + _tail(dry), time.monotonic() - start)
@@ -148,7 +150,7 @@ def run_one(scratch: Scratch, mutant: Mutant) -> Outcome:
     if applied.returncode != 0:
         return Outcome("ERROR", "patch failed:\n" + _tail(applied), time.monotonic() - start)
     try:
-        mutated = scratch.pytest(mutant)
+        mutated = scratch.pytest(mutant.package, mutant.killed_by)
     finally:
         undone = scratch.patch(mutant, reverse=True)
         if undone.returncode != 0:
@@ -177,9 +179,19 @@ def main(argv: list[str]) -> int:
     scratch = Scratch()
     rows: list[tuple[Mutant, Outcome]] = []
     try:
+        # Baseline once per package: every named test passes on the unpatched copy. Only when that
+        # fails are the mutants of that package checked one by one, to name the test that fails anyway.
+        baseline: dict[str, bool] = {}
+        for pkg in sorted({m.package for m in mutants}):
+            killers = sorted({k for m in mutants if m.package == pkg for k in m.killed_by})
+            print(f"baseline {pkg}: {len(killers)} named test(s) on the unpatched tree ...", flush=True)
+            proc = scratch.pytest(pkg, killers)
+            baseline[pkg] = proc.returncode == 0
+            if not baseline[pkg]:
+                print(_tail(proc), flush=True)
         for m in mutants:
             print(f"mutant {m.stem} ({m.package}) ...", flush=True)
-            out = run_one(scratch, m)
+            out = run_one(scratch, m, baseline[m.package])
             rows.append((m, out))
             print(f"  {out.result} in {out.seconds:.1f}s" + (f"\n{out.detail}" if out.detail else ""), flush=True)
     finally:
