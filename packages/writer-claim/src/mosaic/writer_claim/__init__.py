@@ -1,0 +1,116 @@
+"""mosaic.writer_claim: the two-key writer claim (brief §2 "Writer-claim record (D1)").
+
+At most one controller owns a session: a claim holds two keys, the seat tuple (seat, project, workspace)
+and the native session identity, tied by a random claim ID. Revisions are published with
+temp-file + fsync + link() + directory fsync, never rewritten, and read back strictly. Restart
+classification completes or classifies what a dead owner left, under the same claim ID, and never
+touches a claim whose owner is alive.
+
+    store = ClaimStore(claim_root)                     # no default root: a required argument
+    claim = store.acquire(seat, session, binding)      # reserved on both keys (or ClaimRefusal)
+    claim.mark_spawn()                                 # spawn marker; then the caller spawns
+    claim.activate(invocation_id=..., engine=...)      # active
+    claim.begin_stop(stop_id)                          # stopping, before any signal
+    claim.release(cohort_proof)                        # stopped with the proof, session key first
+    report = store.restart(seat, session, probe)       # after a crash: classify under the same claim ID
+
+Unit and cohort questions come from an injected `CohortProbe` (cgroup-cohort answers them); owner
+liveness from an injected `OwnerLiveness` (`ProcLiveness`, /proc, by default).
+"""
+
+from ._codec import (
+    FORMAT,
+    MAX_REVISION_BYTES,
+    RecordError,
+    decode_revision,
+    encode_revision,
+    revision_to_json,
+)
+from ._core import (
+    GroupDecision,
+    KeyObservation,
+    PairObservation,
+    Publication,
+    Unreadable,
+    classify,
+    refusal_for,
+)
+from ._host import ProcLiveness, current_host, current_process, process_start_time
+from ._model import (
+    Binding,
+    EngineIdentity,
+    HostIdentity,
+    Outcome,
+    Owner,
+    Pins,
+    ProcessIdentity,
+    ProofKind,
+    ProofRef,
+    Revision,
+    SeatKey,
+    SessionKey,
+    State,
+    StopInfo,
+    UnitObservation,
+    Writer,
+    revision_name,
+    unit_name_for,
+)
+from ._refusal import ClaimRefusal
+from ._store import (
+    BARRIER_POINTS,
+    Barrier,
+    BarrierHook,
+    Claim,
+    ClaimStore,
+    CohortProbe,
+    OwnerLiveness,
+    RestartReport,
+)
+
+__all__ = [
+    "BARRIER_POINTS",
+    "FORMAT",
+    "MAX_REVISION_BYTES",
+    "Barrier",
+    "BarrierHook",
+    "Binding",
+    "Claim",
+    "ClaimRefusal",
+    "ClaimStore",
+    "CohortProbe",
+    "EngineIdentity",
+    "GroupDecision",
+    "HostIdentity",
+    "KeyObservation",
+    "Outcome",
+    "Owner",
+    "OwnerLiveness",
+    "PairObservation",
+    "Pins",
+    "ProcLiveness",
+    "ProcessIdentity",
+    "ProofKind",
+    "ProofRef",
+    "Publication",
+    "RecordError",
+    "RestartReport",
+    "Revision",
+    "SeatKey",
+    "SessionKey",
+    "State",
+    "StopInfo",
+    "UnitObservation",
+    "Unreadable",
+    "Writer",
+    "classify",
+    "current_host",
+    "current_process",
+    "decode_revision",
+    "encode_revision",
+    "process_start_time",
+    "refusal_for",
+    "revision_name",
+    "revision_to_json",
+    "unit_name_for",
+]

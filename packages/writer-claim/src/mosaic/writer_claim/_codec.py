@@ -1,0 +1,244 @@
+"""The revision record's JSON form, and its strict reader.
+
+The format is documented in the package README ("Record format") and as JSON Schema in
+`revision.schema.json` beside this file; the tests hold every revision they produce to that schema.
+
+Reading is strict because §2 "Unreadable revision" makes any damage visible: a head that is not exactly
+this format (a missing or extra field, a wrong type, a key or number that does not match where the file
+sits) is unreadable, and an unreadable head holds its key as uncertain.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._model import (
+    Binding,
+    EngineIdentity,
+    HostIdentity,
+    KeyKind,
+    Owner,
+    Pins,
+    ProcessIdentity,
+    ProofKind,
+    ProofRef,
+    Revision,
+    SeatKey,
+    SessionKey,
+    State,
+    StopInfo,
+    Writer,
+    WriterRole,
+    canonical_json,
+)
+
+FORMAT = "mosaic-writer-claim/1"
+# A revision is about 1.5 KiB; anything past this cap is not one of ours and is read as unreadable.
+MAX_REVISION_BYTES = 64 * 1024
+
+
+class RecordError(ValueError):
+    """The bytes are not a valid revision (the message says why)."""
+
+
+def _process_json(p: ProcessIdentity) -> dict[str, object]:
+    return {"pid": p.pid, "startTime": p.start_time, "pidNamespace": p.pid_namespace}
+
+
+def revision_to_json(rev: Revision) -> dict[str, object]:
+    """The JSON object of a revision (README "Record format")."""
+    b = rev.binding
+    return {
+        "format": FORMAT,
+        "key": rev.key,
+        "revision": rev.number,
+        "seat": rev.seat.to_json(),
+        "session": rev.session.to_json(),
+        "claimId": rev.claim_id,
+        "state": rev.state.value,
+        "bindingId": b.binding_id,
+        "harness": b.harness,
+        "conversation": b.conversation,
+        "branch": b.branch,
+        "leaf": b.leaf,
+        "pins": {
+            "engineVersion": b.pins.engine_version,
+            "binarySha256": b.pins.binary_sha256,
+            "argvDigest": b.pins.argv_digest,
+        },
+        "host": {"machineId": rev.host.machine_id, "bootId": rev.host.boot_id},
+        "owner": {**_process_json(rev.owner.process), "incarnation": rev.owner.incarnation},
+        "writer": {**_process_json(rev.writer.process), "incarnation": rev.writer.incarnation,
+                   "role": rev.writer.role},
+        "unitName": rev.unit_name,
+        "spawnMarker": rev.spawn_marker,
+        "invocationId": rev.invocation_id,
+        "engine": None if rev.engine is None else {"pid": rev.engine.pid, "startTime": rev.engine.start_time},
+        "generation": rev.generation,
+        "stop": None
+        if rev.stop is None
+        else {"stopId": rev.stop.stop_id, "confirmation": rev.stop.confirmation, "phase": rev.stop.phase},
+        "proof": None
+        if rev.proof is None
+        else {"kind": rev.proof.kind.value, "digest": rev.proof.digest, "detail": dict(rev.proof.detail)},
+        "reason": rev.reason,
+        "publishedAt": rev.published_at,
+    }
+
+
+def encode_revision(rev: Revision) -> bytes:
+    """The bytes published for a revision: canonical JSON and a trailing newline."""
+    return canonical_json(revision_to_json(rev)) + b"\n"
+
+
+# -- strict reading ----------------------------------------------------------------------------------------
+
+
+def _obj(value: object, what: str, keys: set[str]) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise RecordError(f"{what} is not an object")
+    got = set(value)
+    if got != keys:
+        missing, extra = sorted(keys - got), sorted(got - keys)
+        raise RecordError(f"{what}: missing {missing}, unexpected {extra}")
+    return value
+
+
+def _str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise RecordError(f"{what} is not a string")
+    return value
+
+
+def _opt_str(value: object, what: str) -> str | None:
+    return None if value is None else _str(value, what)
+
+
+def _int(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise RecordError(f"{what} is not an integer")
+    return value
+
+
+def _process(value: object, what: str, extra: set[str]) -> tuple[ProcessIdentity, Mapping[str, Any]]:
+    o = _obj(value, what, {"pid", "startTime", "pidNamespace"} | extra)
+    return (
+        ProcessIdentity(_int(o["pid"], f"{what}.pid"), _int(o["startTime"], f"{what}.startTime"),
+                        _str(o["pidNamespace"], f"{what}.pidNamespace")),
+        o,
+    )
+
+
+_TOP = {
+    "format", "key", "revision", "seat", "session", "claimId", "state", "bindingId", "harness",
+    "conversation", "branch", "leaf", "pins", "host", "owner", "writer", "unitName", "spawnMarker",
+    "invocationId", "engine", "generation", "stop", "proof", "reason", "publishedAt",
+}
+
+
+def revision_from_json(value: object) -> Revision:
+    """Build a revision from its JSON object, refusing anything that is not exactly the format."""
+    o = _obj(value, "revision", _TOP)
+    if o["format"] != FORMAT:
+        raise RecordError(f"format is {o['format']!r}, not {FORMAT!r}")
+    key = o["key"]
+    if key not in ("seat", "session"):
+        raise RecordError(f"key {key!r} is not seat or session")
+    seat = _obj(o["seat"], "seat", {"seat", "project", "workspace"})
+    session = _obj(o["session"], "session", {"harness", "sessionId"})
+    pins = _obj(o["pins"], "pins", {"engineVersion", "binarySha256", "argvDigest"})
+    host = _obj(o["host"], "host", {"machineId", "bootId"})
+    owner_p, owner = _process(o["owner"], "owner", {"incarnation"})
+    writer_p, writer = _process(o["writer"], "writer", {"incarnation", "role"})
+    engine = None
+    if o["engine"] is not None:
+        e = _obj(o["engine"], "engine", {"pid", "startTime"})
+        engine = EngineIdentity(_int(e["pid"], "engine.pid"), _int(e["startTime"], "engine.startTime"))
+    stop = None
+    if o["stop"] is not None:
+        s = _obj(o["stop"], "stop", {"stopId", "confirmation", "phase"})
+        stop = StopInfo(_str(s["stopId"], "stop.stopId"), _opt_str(s["confirmation"], "stop.confirmation"),
+                        _str(s["phase"], "stop.phase"))
+    proof = None
+    if o["proof"] is not None:
+        p = _obj(o["proof"], "proof", {"kind", "digest", "detail"})
+        if not isinstance(p["detail"], dict):
+            raise RecordError("proof.detail is not an object")
+        proof = ProofRef(ProofKind(_str(p["kind"], "proof.kind")), _str(p["digest"], "proof.digest"), p["detail"])
+    spawn = o["spawnMarker"]
+    if not isinstance(spawn, bool):
+        raise RecordError("spawnMarker is not a bool")
+    kind: KeyKind = "seat" if key == "seat" else "session"
+    role: WriterRole
+    if writer["role"] == "owner":
+        role = "owner"
+    elif writer["role"] == "restart":
+        role = "restart"
+    else:
+        raise RecordError(f"writer.role {writer['role']!r} is not owner or restart")
+    return Revision(
+        key=kind,
+        number=_int(o["revision"], "revision"),
+        seat=SeatKey(_str(seat["seat"], "seat.seat"), _str(seat["project"], "seat.project"),
+                     _str(seat["workspace"], "seat.workspace")),
+        session=SessionKey(_str(session["harness"], "session.harness"),
+                           _str(session["sessionId"], "session.sessionId")),
+        claim_id=_str(o["claimId"], "claimId"),
+        state=State(_str(o["state"], "state")),
+        binding=Binding(
+            binding_id=_str(o["bindingId"], "bindingId"),
+            harness=_str(o["harness"], "harness"),
+            conversation=_str(o["conversation"], "conversation"),
+            branch=_str(o["branch"], "branch"),
+            leaf=_opt_str(o["leaf"], "leaf"),
+            pins=Pins(_str(pins["engineVersion"], "pins.engineVersion"),
+                      _str(pins["binarySha256"], "pins.binarySha256"),
+                      _str(pins["argvDigest"], "pins.argvDigest")),
+        ),
+        host=HostIdentity(_str(host["machineId"], "host.machineId"), _str(host["bootId"], "host.bootId")),
+        owner=Owner(owner_p, _str(owner["incarnation"], "owner.incarnation")),
+        writer=Writer(writer_p, _str(writer["incarnation"], "writer.incarnation"), role),
+        unit_name=_str(o["unitName"], "unitName"),
+        spawn_marker=spawn,
+        invocation_id=_opt_str(o["invocationId"], "invocationId"),
+        engine=engine,
+        generation=_int(o["generation"], "generation"),
+        stop=stop,
+        proof=proof,
+        reason=_str(o["reason"], "reason"),
+        published_at=_str(o["publishedAt"], "publishedAt"),
+    )
+
+
+def decode_revision(data: bytes, *, key: KeyKind, dirname: str, number: int) -> Revision:
+    """Parse the bytes of `r<number>.json` in key directory `dirname`, or raise RecordError.
+
+    Beyond the format, the revision must say where it sits: its `key` and its number must match the
+    chain and file name, and the key directory must be the one its own key hashes to. A revision copied
+    or renamed into another place is therefore unreadable, never mistaken for that place's head.
+    """
+    if len(data) > MAX_REVISION_BYTES:
+        raise RecordError(f"{len(data)} bytes is over the {MAX_REVISION_BYTES}-byte cap")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RecordError(f"not JSON: {e}") from None
+    try:
+        rev = revision_from_json(value)
+    except RecordError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise RecordError(str(e)) from None
+    if rev.key != key:
+        raise RecordError(f"a {rev.key} revision in a {key} chain")
+    if rev.number != number:
+        raise RecordError(f"revision {rev.number} stored as number {number}")
+    if rev.dirname != dirname:
+        raise RecordError("the revision's own key does not hash to this key directory")
+    if data != encode_revision(rev):
+        # Not canonical: not written by this format's writer (or altered after). Reading it anyway would
+        # accept bytes no publisher produced.
+        raise RecordError("the bytes are not the canonical encoding of the record")
+    return rev

@@ -1,0 +1,480 @@
+"""The values a writer claim is made of: keys, identities, proofs, states and revisions.
+
+Brief §2 "Writer-claim record (D1)", "Fields". Everything here is a frozen value with no I/O, so the
+decision core (`_core`) and the tests can build and compare them freely. The JSON form is `_codec`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Literal
+
+# A claim ID is minted at acquisition (§2 "Keys and claim ID": "A claim ID, random and minted at
+# acquisition"): 128 random bits, so two contenders never mint the same one.
+CLAIM_ID_RE = re.compile(r"^claim-[0-9a-f]{32}$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+# Every free-text field is bounded so a revision stays small (the reader caps a revision file's size).
+MAX_TEXT = 4096
+MAX_DETAIL_ITEMS = 32
+
+KeyKind = Literal["seat", "session"]
+JSONScalar = str | int | bool | None
+
+
+def _text(value: object, what: str, *, empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string, not {type(value).__name__}")
+    if not value and not empty:
+        raise ValueError(f"{what} must not be empty")
+    if len(value) > MAX_TEXT or "\0" in value:
+        raise ValueError(f"{what} is longer than {MAX_TEXT} characters or holds a NUL")
+    return value
+
+
+def _count(value: object, what: str, *, minimum: int = 0) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{what} must be an integer >= {minimum}")
+    return value
+
+
+def canonical_json(value: object) -> bytes:
+    """The canonical bytes of a JSON value: sorted keys, no spaces, UTF-8. Digests are taken over these."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class State(StrEnum):
+    """A key's state. §2 "Pair state": uncertain, stopping, active, reserved, stopped, most conservative
+    first."""
+
+    RESERVED = "reserved"
+    ACTIVE = "active"
+    STOPPING = "stopping"
+    UNCERTAIN = "uncertain"
+    STOPPED = "stopped"
+
+
+# §2 "Pair state": "The pair's state is the more conservative of the two, in this order: uncertain,
+# stopping, active, reserved, stopped." A higher rank is more conservative.
+CONSERVATIVE_RANK: Mapping[State, int] = MappingProxyType(
+    {State.STOPPED: 0, State.RESERVED: 1, State.ACTIVE: 2, State.STOPPING: 3, State.UNCERTAIN: 4}
+)
+
+
+def more_conservative(a: State, b: State) -> State:
+    """The more conservative of two states (§2 "Pair state")."""
+    return a if CONSERVATIVE_RANK[a] >= CONSERVATIVE_RANK[b] else b
+
+
+@dataclass(frozen=True)
+class SeatKey:
+    """The seat tuple (seat, project, workspace): one of the two keys of a claim (§2, RUNTIME.md §3 item 3)."""
+
+    seat: str
+    project: str
+    workspace: str
+
+    def __post_init__(self) -> None:
+        _text(self.seat, "seat")
+        _text(self.project, "project")
+        _text(self.workspace, "workspace")
+
+    kind: KeyKind = field(default="seat", init=False, repr=False, compare=False)
+
+    def to_json(self) -> dict[str, object]:
+        return {"seat": self.seat, "project": self.project, "workspace": self.workspace}
+
+    @functools.cached_property
+    def dirname(self) -> str:
+        """The key's directory under the claim root: `seat-` and the SHA-256 of the canonical tuple.
+
+        Hashing keeps any seat, project or workspace text (slashes, dots, long names) out of the path; the
+        full key is stored in every revision and checked on read.
+        """
+        return "seat-" + hashlib.sha256(canonical_json(["seat", self.seat, self.project, self.workspace])).hexdigest()
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """The native session identity: the Pi header ID (or a Claude session UUID), with its harness (§2)."""
+
+    harness: str
+    session_id: str
+
+    def __post_init__(self) -> None:
+        _text(self.harness, "harness")
+        _text(self.session_id, "session id")
+
+    kind: KeyKind = field(default="session", init=False, repr=False, compare=False)
+
+    def to_json(self) -> dict[str, object]:
+        return {"harness": self.harness, "sessionId": self.session_id}
+
+    @functools.cached_property
+    def dirname(self) -> str:
+        """The key's directory under the claim root: `session-` and the SHA-256 of (harness, id)."""
+        return "session-" + hashlib.sha256(canonical_json(["session", self.harness, self.session_id])).hexdigest()
+
+
+@dataclass(frozen=True)
+class Pins:
+    """The config pins a claim was launched with (§2 "Fields": engine version, binary sha256, argv digest)."""
+
+    engine_version: str
+    binary_sha256: str
+    argv_digest: str
+
+    def __post_init__(self) -> None:
+        _text(self.engine_version, "engine version")
+        _text(self.binary_sha256, "binary sha256")
+        _text(self.argv_digest, "argv digest")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What the claim binds (§2 "Fields"): the binding ID, harness, conversation, branch and leaf at launch,
+    and the config pins. The leaf is None for a session with no entries yet."""
+
+    binding_id: str
+    harness: str
+    conversation: str
+    branch: str
+    leaf: str | None
+    pins: Pins
+
+    def __post_init__(self) -> None:
+        _text(self.binding_id, "binding id")
+        _text(self.harness, "harness")
+        _text(self.conversation, "conversation")
+        _text(self.branch, "branch")
+        if self.leaf is not None:
+            _text(self.leaf, "leaf")
+        if not isinstance(self.pins, Pins):
+            raise ValueError("pins must be a Pins")
+
+
+@dataclass(frozen=True)
+class HostIdentity:
+    """The host (/etc/machine-id) and boot (/proc/sys/kernel/random/boot_id) a revision was written on."""
+
+    machine_id: str
+    boot_id: str
+
+    def __post_init__(self) -> None:
+        _text(self.machine_id, "machine id")
+        _text(self.boot_id, "boot id")
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """A process as the owner check sees it: pid, start time (clock ticks after boot, /proc/<pid>/stat
+    field 22) and the pid namespace the pid is read in (`pid:[inode]` from /proc/self/ns/pid).
+
+    §2 "Owner check": the owner is gone when "no process with the recorded pid and start time" exists.
+    The namespace is this package's addition: a pid means nothing in another pid namespace, so an owner
+    recorded in another namespace is never proven gone from this one.
+    """
+
+    pid: int
+    start_time: int
+    pid_namespace: str
+
+    def __post_init__(self) -> None:
+        _count(self.pid, "pid", minimum=1)
+        _count(self.start_time, "start time")
+        _text(self.pid_namespace, "pid namespace")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The owning controller of a claim: its process and its incarnation token (§2 "Fields")."""
+
+    process: ProcessIdentity
+    incarnation: str
+
+    def __post_init__(self) -> None:
+        _text(self.incarnation, "incarnation token")
+
+
+WriterRole = Literal["owner", "restart"]
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who published one revision. The owner publishes its own lifecycle; a restart classifier publishes
+    the revisions of a claim whose owner is proven gone, and never becomes its owner (§2 "Restart")."""
+
+    process: ProcessIdentity
+    incarnation: str
+    role: WriterRole
+
+    def __post_init__(self) -> None:
+        _text(self.incarnation, "incarnation token")
+        if self.role not in ("owner", "restart"):
+            raise ValueError(f"writer role {self.role!r} is not owner or restart")
+
+
+@dataclass(frozen=True)
+class EngineIdentity:
+    """The engine process, once spawned: pid and start time (§2 "Fields")."""
+
+    pid: int
+    start_time: int
+
+    def __post_init__(self) -> None:
+        _count(self.pid, "engine pid", minimum=1)
+        _count(self.start_time, "engine start time")
+
+
+@dataclass(frozen=True)
+class StopInfo:
+    """§6 "Force stop": "The stop ID, the answered confirmation and the current phase go into the stopping
+    revision before any signal." The confirmation is an opaque reference (None for a plain release)."""
+
+    stop_id: str
+    confirmation: str | None
+    phase: str
+
+    def __post_init__(self) -> None:
+        _text(self.stop_id, "stop id")
+        if self.confirmation is not None:
+            _text(self.confirmation, "confirmation")
+        _text(self.phase, "stop phase")
+
+
+class ProofKind(StrEnum):
+    """The three proof kinds that allow stopped (§2 "Fields"). Nothing else does: disconnect,
+    agent_settled, EOF, SIGTERM, idle and an abort acknowledgement are not proofs (§2 "What never releases
+    a claim") and cannot be expressed as one."""
+
+    COHORT = "cohort-proof"
+    BOOT = "boot-proof"
+    NO_UNIT = "no-unit"
+
+
+@dataclass(frozen=True)
+class ProofRef:
+    """A reference to the proof that allowed stopped: its kind, the verification digest of the full proof
+    (the cohortProof itself belongs to cgroup-cohort and the controller's evidence) and a small detail
+    mapping of JSON scalars.
+
+    A no-unit observation is valid only for a claim with no spawn marker (§2); the store enforces that.
+    """
+
+    kind: ProofKind
+    digest: str
+    detail: Mapping[str, JSONScalar] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        try:
+            kind = ProofKind(self.kind)
+        except ValueError:
+            raise ValueError(
+                f"{self.kind!r} is not a proof kind; only {[k.value for k in ProofKind]} allow stopped"
+            ) from None
+        object.__setattr__(self, "kind", kind)
+        if not isinstance(self.digest, str) or not DIGEST_RE.match(self.digest):
+            raise ValueError("a proof digest is sha256:<64 lowercase hex>")
+        if not isinstance(self.detail, Mapping) or len(self.detail) > MAX_DETAIL_ITEMS:
+            raise ValueError(f"proof detail must be a mapping of at most {MAX_DETAIL_ITEMS} items")
+        clean: dict[str, JSONScalar] = {}
+        for k, v in self.detail.items():
+            _text(k, "proof detail key")
+            if isinstance(v, str):
+                _text(v, f"proof detail {k!r}", empty=True)
+            elif v is not None and not isinstance(v, bool | int):
+                raise ValueError(f"proof detail {k!r} must be a JSON scalar (str, int, bool or null)")
+            clean[k] = v
+        object.__setattr__(self, "detail", MappingProxyType(dict(sorted(clean.items()))))
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.digest, tuple(self.detail.items())))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProofRef):
+            return NotImplemented
+        return (self.kind, self.digest, dict(self.detail)) == (other.kind, other.digest, dict(other.detail))
+
+    @classmethod
+    def never_spawned(cls, claim_id: str, reason: str) -> ProofRef:
+        """The no-unit reference of a claim that this process itself never spawned under: the W4 loser's
+        follow-up (§2 "Keys and claim ID": "it follows that revision with stopped and a no-unit proof
+        reference (it never spawned)")."""
+        detail: dict[str, JSONScalar] = {"basis": "never-spawned", "claimId": claim_id, "reason": reason}
+        return cls(ProofKind.NO_UNIT, sha256_digest(canonical_json(detail)), detail)
+
+
+UnitPresence = Literal["absent", "present", "unavailable"]
+
+
+@dataclass(frozen=True)
+class UnitObservation:
+    """A probe's answer about the intended unit of a claim (§2 "Restart", §6 "Unavailable is not empty").
+
+    - absent: the probe looked and no unit of that name exists;
+    - present: a unit of that name exists (whatever its invocation ID);
+    - unavailable: the probe could not tell. It counts as present: unavailable is never absent.
+    """
+
+    unit_name: str
+    presence: UnitPresence
+    detail: Mapping[str, JSONScalar] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        _text(self.unit_name, "unit name")
+        if self.presence not in ("absent", "present", "unavailable"):
+            raise ValueError(f"unit presence {self.presence!r} is not absent, present or unavailable")
+        object.__setattr__(self, "detail", MappingProxyType(dict(self.detail)))
+
+    def no_unit_proof(self, claim_id: str, host: HostIdentity) -> ProofRef:
+        """The no-unit observation as a proof reference. Only an `absent` answer makes one."""
+        if self.presence != "absent":
+            raise ValueError(f"a {self.presence} unit is not a no-unit observation")
+        detail: dict[str, JSONScalar] = {
+            "basis": "probe",
+            "claimId": claim_id,
+            "unitName": self.unit_name,
+            "machineId": host.machine_id,
+            "bootId": host.boot_id,
+        }
+        for k, v in sorted(self.detail.items()):
+            detail.setdefault(f"probe.{k}", v)
+        return ProofRef(ProofKind.NO_UNIT, sha256_digest(canonical_json(detail)), detail)
+
+
+def mint_claim_id() -> str:
+    """A fresh random claim ID (`claim-` and 32 hex digits)."""
+    return "claim-" + secrets.token_hex(16)
+
+
+def unit_name_for(claim_id: str) -> str:
+    """The intended scope unit name, derived from the claim ID (§2 "Fields", §6 "Producer").
+
+    The shape follows cgroup-facts.md (`systemd-run --user --scope --unit=cohort-<claim>`), so the name
+    recorded before anything is spawned is the name the launcher uses.
+    """
+    if not CLAIM_ID_RE.match(claim_id):
+        raise ValueError(f"{claim_id!r} is not a claim ID")
+    return f"cohort-{claim_id}.scope"
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision of one key: the complete record, as published at `r<number, 10 digits>.json`.
+
+    Every revision is complete on its own (§2 "Atomic publication"): it names both keys of its pair, so
+    the head of either chain says which other key to look at. `key` says which chain it was published in.
+    """
+
+    key: KeyKind
+    number: int
+    seat: SeatKey
+    session: SessionKey
+    claim_id: str
+    state: State
+    binding: Binding
+    host: HostIdentity
+    owner: Owner
+    writer: Writer
+    unit_name: str
+    spawn_marker: bool
+    invocation_id: str | None
+    engine: EngineIdentity | None
+    generation: int
+    stop: StopInfo | None
+    proof: ProofRef | None
+    reason: str
+    published_at: str
+
+    def __post_init__(self) -> None:
+        if self.key not in ("seat", "session"):
+            raise ValueError(f"key {self.key!r} is not seat or session")
+        _count(self.number, "revision number", minimum=1)
+        if self.number > 9_999_999_999:
+            raise ValueError("revision numbers have at most 10 digits")
+        if not isinstance(self.claim_id, str) or not CLAIM_ID_RE.match(self.claim_id):
+            raise ValueError(f"{self.claim_id!r} is not a claim ID")
+        object.__setattr__(self, "state", State(self.state))
+        if self.unit_name != unit_name_for(self.claim_id):
+            raise ValueError("the unit name is not the one derived from the claim ID")
+        if not isinstance(self.spawn_marker, bool):
+            raise ValueError("spawn marker must be a bool")
+        if self.invocation_id is not None:
+            _text(self.invocation_id, "invocation id")
+        _count(self.generation, "generation", minimum=1)
+        _text(self.reason, "reason")
+        _text(self.published_at, "published at")
+        if self.state is State.STOPPING and self.stop is None:
+            raise ValueError("a stopping revision records its stop")
+        if self.proof is not None and self.state is not State.STOPPED:
+            raise ValueError("only a stopped revision carries a proof reference")
+        # A stopped revision without a proof is representable (another writer may have made one); it is
+        # never held free, and this package never writes one (`_core.check_transition`).
+
+    @property
+    def key_value(self) -> SeatKey | SessionKey:
+        return self.seat if self.key == "seat" else self.session
+
+    @property
+    def dirname(self) -> str:
+        return self.key_value.dirname
+
+    @property
+    def filename(self) -> str:
+        return revision_name(self.number)
+
+    @property
+    def is_free(self) -> bool:
+        """§2: "A key counts as held when its highest revision is anything other than stopped with a proof
+        reference"."""
+        return self.state is State.STOPPED and self.proof is not None
+
+    def evolve(self, **changes: object) -> Revision:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+REVISION_NAME_RE = re.compile(r"^r([0-9]{10})\.json$")
+
+
+def revision_name(number: int) -> str:
+    """`r` and the number in 10 digits, `.json`: r0000000001.json is the first revision of a key."""
+    if not 1 <= number <= 9_999_999_999:
+        raise ValueError(f"revision number {number} out of range")
+    return f"r{number:010d}.json"
+
+
+def parse_revision_name(name: str) -> int | None:
+    m = REVISION_NAME_RE.match(name)
+    if m is None:
+        return None
+    n = int(m.group(1))
+    return n if n >= 1 else None
+
+
+class Outcome(StrEnum):
+    """What restart classification found for one claim on a pair (§2 "Owner check", "Restart and
+    half-done pairs"). The package README lists each with the revisions it publishes."""
+
+    FREE = "free"
+    FOREIGN_HOST = "foreign-host"
+    UNREADABLE = "unreadable"
+    OWNER_ALIVE = "owner-alive"
+    STOPPED_BOOT_PROOF = "stopped-boot-proof"
+    BOOT_PROOF_UNAVAILABLE = "boot-proof-unavailable"
+    STOPPED_NO_UNIT = "stopped-no-unit"
+    UNCERTAIN_SPAWN_MARKER = "uncertain-spawn-marker"
+    UNCERTAIN_UNIT = "uncertain-unit"
+    UNCERTAIN_HELD = "uncertain-held"
+    STOP_IN_PROGRESS = "stop-in-progress"
+    RELEASE_COMPLETED = "release-completed"

@@ -1,0 +1,348 @@
+"""Shared fixtures for the writer-claim tests: identities, a recording probe and liveness, the lifecycle
+scenario, and an independent reader of the revision chains.
+
+The independent reader parses revision files with `json` and the package's JSON Schema only; it never
+calls the package's codec or decision code, so a bug there cannot hide from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from mosaic.writer_claim import (
+    Binding,
+    ClaimStore,
+    EngineIdentity,
+    HostIdentity,
+    Owner,
+    Pins,
+    ProcessIdentity,
+    ProofKind,
+    ProofRef,
+    RestartReport,
+    Revision,
+    SeatKey,
+    SessionKey,
+    UnitObservation,
+    encode_revision,
+)
+
+HOST = HostIdentity("0123456789abcdef0123456789abcdef", "11111111-1111-4111-8111-111111111111")
+OTHER_BOOT = HostIdentity(HOST.machine_id, "22222222-2222-4222-8222-222222222222")
+OTHER_MACHINE = HostIdentity("fedcba9876543210fedcba9876543210", "33333333-3333-4333-8333-333333333333")
+
+SEAT = SeatKey("seat-a", "/fixtures/project", "main")
+SEAT2 = SeatKey("seat-b", "/fixtures/project", "main")
+SESSION = SessionKey("pi", "01a22a58-944f-7072-a9ab-f808835fc6a2")
+SESSION2 = SessionKey("pi", "01a22a58-944f-7072-a9ab-f808835fc6b3")
+PINS = Pins("0.85.1", "ab" * 32, "sha256:" + "cd" * 32)
+BINDING = Binding("binding-1", "pi", "pi-conversation-1", "main", "leaf-1", PINS)
+
+FAKE_NS = "pid:[test]"
+
+
+def fake_process(pid: int) -> ProcessIdentity:
+    return ProcessIdentity(pid, 10_000 + pid, FAKE_NS)
+
+
+def digest(tag: str) -> str:
+    return "sha256:" + hashlib.sha256(tag.encode()).hexdigest()
+
+
+def cohort_proof(tag: str = "stop-1") -> ProofRef:
+    return ProofRef(ProofKind.COHORT, digest("cohort:" + tag), {"stop": tag, "membershipComplete": True})
+
+
+class Liveness:
+    """Owner liveness by pid: `alive` pids are alive, `unknown` pids cannot be told, the rest are gone."""
+
+    def __init__(self, alive: set[int] | None = None, unknown: set[int] | None = None) -> None:
+        self.alive = set(alive or ())
+        self.unknown = set(unknown or ())
+        self.asked: list[int] = []
+
+    def owner_alive(self, owner: Owner) -> bool | None:
+        self.asked.append(owner.process.pid)
+        if owner.process.pid in self.unknown:
+            return None
+        return owner.process.pid in self.alive
+
+
+class Probe:
+    """A cohort probe that answers from a table and records every question."""
+
+    def __init__(self, units: dict[str, str] | None = None, *, default: str = "absent",
+                 boot_proofs: bool = True) -> None:
+        self.units = dict(units or {})
+        self.default = default
+        self.boot_proofs = boot_proofs
+        self.unit_questions: list[str] = []
+        self.boot_questions: list[str] = []
+
+    def observe_unit(self, unit_name: str) -> UnitObservation:
+        self.unit_questions.append(unit_name)
+        presence = self.units.get(unit_name, self.default)
+        return UnitObservation(unit_name, presence, {"source": "test-probe"})  # type: ignore[arg-type]
+
+    def boot_proof(self, claim: Revision, host: HostIdentity) -> ProofRef | None:
+        self.boot_questions.append(claim.claim_id)
+        if not self.boot_proofs:
+            return None
+        detail = {"recordedBoot": claim.host.boot_id, "currentBoot": host.boot_id, "claimId": claim.claim_id}
+        return ProofRef(ProofKind.BOOT, digest(json.dumps(detail, sort_keys=True)), detail)
+
+
+def make_store(root: Path | str, *, pid: int = 1001, host: HostIdentity = HOST,
+               liveness: Liveness | None = None, **kw: Any) -> ClaimStore:
+    """A store with a fake owner process (pid `pid`) whose liveness the test decides."""
+    return ClaimStore(root, host=host, process=fake_process(pid), incarnation=f"inc-{pid}",
+                      liveness=liveness if liveness is not None else Liveness(), **kw)
+
+
+# -- the lifecycle scenario ----------------------------------------------------------------------------------
+
+Ack = tuple[str, str]  # (claim id, step)
+
+# Steps acknowledged by the scenario, in order. "spawned" and "cohort-stopped" are the caller's own acts
+# (the engine exists from "spawned" until "cohort-stopped"), not store calls.
+STEPS = ("acquire", "spawn-marker", "spawned", "active", "stopping", "cohort-stopped", "released")
+
+
+def run_lifecycle(store: ClaimStore, ack: Callable[[str, str], None], *, seat: SeatKey = SEAT,
+                  session: SessionKey = SESSION, tag: str = "1") -> str:
+    """acquire -> spawn marker -> (spawn) -> active -> stopping -> (cohort stopped) -> release."""
+    c = store.acquire(seat, session, BINDING)
+    ack(c.claim_id, "acquire")
+    c.mark_spawn()
+    ack(c.claim_id, "spawn-marker")
+    ack(c.claim_id, "spawned")
+    c.activate(invocation_id=f"inv-{tag}", engine=EngineIdentity(4242, 99))
+    ack(c.claim_id, "active")
+    c.begin_stop(f"stop-{tag}", confirmation=f"conf-{tag}", phase="kill")
+    ack(c.claim_id, "stopping")
+    ack(c.claim_id, "cohort-stopped")
+    c.release(cohort_proof(f"stop-{tag}"))
+    ack(c.claim_id, "released")
+    return c.claim_id
+
+
+def acked_steps(acks: list[Ack]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for claim_id, step in acks:
+        out.setdefault(claim_id, set()).add(step)
+    return out
+
+
+def unit_world(acks: list[Ack], seat: SeatKey = SEAT, session: SessionKey = SESSION,
+               *, collected: bool = False) -> dict[str, str]:
+    """Which intended units exist after a crash, from what was acknowledged: a claim's unit exists from
+    "spawned" until "cohort-stopped". With `collected`, the engine exited and its scope was collected
+    before the restart (W20): no unit exists at all."""
+    units: dict[str, str] = {}
+    for claim_id, steps in acked_steps(acks).items():
+        name = f"cohort-{claim_id}.scope"
+        units[name] = "present" if ("spawned" in steps and "cohort-stopped" not in steps and not collected) \
+            else "absent"
+    return units
+
+
+# -- the independent reader ----------------------------------------------------------------------------------
+
+REV_RE = re.compile(r"^r([0-9]{10})\.json$")
+SCHEMA = json.loads(resources.files("mosaic.writer_claim").joinpath("revision.schema.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema_valid(data: bytes) -> bool:
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(value, dict) and VALIDATOR.is_valid(value)
+
+
+def parse_raw(data: bytes) -> dict[str, Any] | None:
+    """The record in `data`, or None when it is not a complete, schema-valid revision."""
+    if not _schema_valid(data):
+        return None
+    value: dict[str, Any] = json.loads(data)
+    return value
+
+
+def raw_chain(root: Path, dirname: str) -> list[tuple[int, bytes]]:
+    d = Path(root) / dirname
+    if not d.is_dir():
+        return []
+    out = []
+    for name in os.listdir(d):
+        m = REV_RE.match(name)
+        if m:
+            out.append((int(m.group(1)), (d / name).read_bytes()))
+    return sorted(out)
+
+
+def raw_records(root: Path, dirname: str) -> list[dict[str, Any] | None]:
+    return [parse_raw(data) for _, data in raw_chain(root, dirname)]
+
+
+def raw_head(root: Path, dirname: str) -> tuple[int, dict[str, Any] | None] | None:
+    chain = raw_chain(root, dirname)
+    if not chain:
+        return None
+    n, data = chain[-1]
+    return n, parse_raw(data)
+
+
+def raw_is_held(rec: dict[str, Any] | None) -> bool:
+    return rec is None or not (rec["state"] == "stopped" and rec["proof"] is not None)
+
+
+def raw_holders(root: Path, seat: SeatKey, session: SessionKey) -> set[str]:
+    """Claim IDs holding either key of the pair ("?" for an unreadable head)."""
+    out: set[str] = set()
+    for key in (seat, session):
+        head = raw_head(root, key.dirname)
+        if head is not None and raw_is_held(head[1]):
+            out.add(head[1]["claimId"] if head[1] is not None else "?")
+    return out
+
+
+def completeness_problems(root: Path) -> list[str]:
+    """Every visible revision must be complete and sit where it says: schema-valid, its number equal to
+    its file name's, numbered 1..n with no gap."""
+    problems = []
+    for d in sorted(Path(root).iterdir()):
+        if not d.is_dir():
+            continue
+        chain = raw_chain(root, d.name)
+        numbers = [n for n, _ in chain]
+        if numbers != list(range(1, len(numbers) + 1)):
+            problems.append(f"{d.name}: revision numbers {numbers} are not 1..n")
+        for n, data in chain:
+            rec = parse_raw(data)
+            if rec is None:
+                problems.append(f"{d.name}/r{n:010d}.json is not a complete revision: {data[:60]!r}")
+            elif rec["revision"] != n or not d.name.startswith(rec["key"] + "-"):
+                problems.append(f"{d.name}/r{n:010d}.json says revision {rec['revision']} of a {rec['key']} key")
+    return problems
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    """Every file under root, by relative path (to prove that nothing was written)."""
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+def write_raw(root: Path, dirname: str, number: int, data: bytes) -> None:
+    """Another writer's file at r<number>.json (damage, or a record this package would never write)."""
+    d = Path(root) / dirname
+    d.mkdir(exist_ok=True)
+    fd = os.open(d / f"r{number:010d}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def write_revision(root: Path, rev: Revision) -> None:
+    write_raw(root, rev.dirname, rev.number, encode_revision(rev))
+
+
+# -- the restart invariants (W5) -------------------------------------------------------------------------------
+
+
+@dataclass
+class Checked:
+    """What one invariant check saw (for coverage assertions)."""
+
+    outcomes: list[str] = field(default_factory=list)
+    free_after: bool = False
+
+
+def check_restart(root: Path, acks: list[Ack], report: RestartReport, pre_holders: set[str], *,
+                  seat: SeatKey = SEAT, session: SessionKey = SESSION,
+                  rerun: Callable[[], RestartReport] | None = None) -> Checked:
+    """The W5 invariants after a crash and a restart classification:
+
+    - only complete revisions are visible (before and after: the restart adds only complete ones);
+    - never two holders, before or after;
+    - never a lost claim: an acknowledged acquisition is visible until its cohort was stopped, and a claim
+      whose spawn marker was acknowledged is never freed without a cohort or boot proof;
+    - a half-done pair is completed or classified under its claim ID: after the restart both keys agree,
+      and a held claim of a dead owner is uncertain or stopping, never reserved or active again;
+    - no no-unit stop for a claim that ever published a spawn marker;
+    - a second restart publishes nothing.
+    """
+    problems = completeness_problems(root)
+    assert not problems, problems
+    assert len(pre_holders) <= 1, f"two holders before restart: {pre_holders}"
+    post = raw_holders(root, seat, session)
+    assert len(post) <= 1, f"two holders after restart: {post}"
+    assert "?" not in post
+    steps = acked_steps(acks)
+    revs: dict[str, list[dict[str, Any]]] = {}
+    for key in (seat, session):
+        for rec in raw_records(root, key.dirname):
+            assert rec is not None
+            revs.setdefault(rec["claimId"], []).append(rec)
+    for claim_id, done in steps.items():
+        if "acquire" in done and "cohort-stopped" not in done:
+            assert claim_id in pre_holders, f"acknowledged claim {claim_id} lost before restart ({done})"
+    for claim_id, records in revs.items():
+        done = steps.get(claim_id, set())
+        marker = any(r["spawnMarker"] for r in records) or "spawn-marker" in done
+        strong = [r for r in records if r["proof"] is not None and r["proof"]["kind"] in ("cohort-proof", "boot-proof")]
+        no_unit = [r for r in records if r["proof"] is not None and r["proof"]["kind"] == "no-unit"]
+        assert not (marker and no_unit), f"{claim_id}: a no-unit stop after a spawn marker"
+        if marker and not strong:
+            assert claim_id in post, f"{claim_id} had a spawn marker and was freed without a proof"
+        heads = [raw_head(root, k.dirname) for k in (seat, session)]
+        mine = [h[1] for h in heads if h is not None and h[1] is not None and h[1]["claimId"] == claim_id]
+        if claim_id in post:
+            states = {r["state"] for r in mine}
+            assert len(states) == 1, f"{claim_id}: keys disagree after restart: {states}"
+            assert states <= {"uncertain", "stopping"}, f"{claim_id}: a dead owner's claim left {states}"
+        if claim_id in pre_holders and claim_id not in post:
+            assert all(not raw_is_held(r) for r in mine)
+    if rerun is not None:
+        again = rerun()
+        assert again.published == (), f"a second restart published {again.published}"
+    return Checked([o.value for o in report.outcomes], report.free)
+
+
+def read_line(stream: Any, timeout: float = 60.0) -> str:
+    """One line from a child's stdout pipe (opened with bufsize=0), waiting at most `timeout` seconds in
+    total; a timeout fails the test. Reads byte by byte, so nothing past the line is consumed."""
+    import selectors  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    fd = stream.fileno()
+    deadline = time.monotonic() + timeout
+    out = bytearray()
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not out.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise AssertionError(f"no complete line from the child within {timeout} s (got {bytes(out)!r})")
+            b = os.read(fd, 1)
+            if not b:
+                raise AssertionError(f"the child closed its stdout mid-line (got {bytes(out)!r})")
+            out += b
+    return out.decode()

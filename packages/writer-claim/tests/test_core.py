@@ -1,0 +1,184 @@
+"""The decision core on its own (DESIGN principle 1): `classify` and `refusal_for` are pure functions of
+the observed heads and the oracle's answers. Hypothesis draws arbitrary pairs of heads, including
+half-done, foreign, other-boot, unreadable and two-claim pairs, and arbitrary oracle answers; the rules
+of §2 must hold for every one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from claim_helpers import BINDING, HOST, OTHER_BOOT, OTHER_MACHINE, SEAT, SESSION, cohort_proof, fake_process
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mosaic.writer_claim import (
+    HostIdentity,
+    KeyObservation,
+    Outcome,
+    Owner,
+    PairObservation,
+    ProofKind,
+    ProofRef,
+    Revision,
+    State,
+    StopInfo,
+    UnitObservation,
+    Unreadable,
+    Writer,
+    classify,
+    refusal_for,
+    unit_name_for,
+)
+from mosaic.writer_claim._core import check_proof
+
+CLAIMS = ["claim-" + "a" * 32, "claim-" + "b" * 32]
+RESTARTER = Writer(fake_process(9000), "inc-restart", "restart")
+NOW = "2026-01-01T00:00:00.000Z"
+
+
+@dataclass
+class Oracle:
+    alive: dict[int, bool | None]
+    units: dict[str, str]
+    boot_proofs: bool
+    log: list[tuple[str, object]] = field(default_factory=list)
+
+    def owner_alive(self, owner: Owner) -> bool | None:
+        self.log.append(("alive", owner.process.pid))
+        return self.alive.get(owner.process.pid, False)
+
+    def unit(self, unit_name: str) -> UnitObservation:
+        self.log.append(("unit", unit_name))
+        return UnitObservation(unit_name, self.units.get(unit_name, "absent"))  # type: ignore[arg-type]
+
+    def boot_proof(self, claim: Revision) -> ProofRef | None:
+        self.log.append(("boot", claim.claim_id))
+        if not self.boot_proofs:
+            return None
+        return ProofRef(ProofKind.BOOT, "sha256:" + "b" * 64, {"claimId": claim.claim_id})
+
+
+@st.composite
+def heads(draw: st.DrawFn, key: str) -> KeyObservation:
+    dirname = SEAT.dirname if key == "seat" else SESSION.dirname
+    kind = draw(st.sampled_from(["empty", "unreadable", "revision", "revision", "revision"]))
+    number = draw(st.integers(1, 50))
+    if kind == "empty":
+        return KeyObservation(key, dirname, 0, None)  # type: ignore[arg-type]
+    if kind == "unreadable":
+        return KeyObservation(key, dirname, number, Unreadable(number, "damaged"))  # type: ignore[arg-type]
+    claim_id = draw(st.sampled_from([CLAIMS[0], CLAIMS[0], CLAIMS[0], CLAIMS[1]]))
+    state = draw(st.sampled_from(list(State)))
+    marker = draw(st.booleans())
+    proof = None
+    if state is State.STOPPED:
+        proof = draw(st.sampled_from([
+            None, cohort_proof(), ProofRef.never_spawned(claim_id, "t"),
+            ProofRef(ProofKind.BOOT, "sha256:" + "c" * 64),
+        ]))
+    host = draw(st.sampled_from([HOST, HOST, HOST, HOST, OTHER_BOOT, OTHER_MACHINE]))
+    pid = draw(st.sampled_from([1, 2]))
+    owner = Owner(fake_process(pid), f"inc-{pid}")
+    rev = Revision(
+        key=key, number=number, seat=SEAT, session=SESSION, claim_id=claim_id, state=state,  # type: ignore[arg-type]
+        binding=BINDING, host=host, owner=owner, writer=Writer(owner.process, owner.incarnation, "owner"),
+        unit_name=unit_name_for(claim_id), spawn_marker=marker, invocation_id=None, engine=None, generation=1,
+        stop=StopInfo("s", None, "p") if state is State.STOPPING else None, proof=proof, reason="x",
+        published_at=NOW,
+    )
+    return KeyObservation(key, dirname, number, rev)  # type: ignore[arg-type]
+
+
+oracles = st.builds(
+    Oracle,
+    alive=st.fixed_dictionaries({1: st.sampled_from([False, False, True, None]),
+                                 2: st.sampled_from([False, False, True, None])}),
+    units=st.fixed_dictionaries({unit_name_for(c): st.sampled_from(["absent", "absent", "present", "unavailable"])
+                                 for c in CLAIMS}),
+    boot_proofs=st.booleans(),
+)
+
+
+def _after(pair: PairObservation, decisions: tuple) -> PairObservation:  # type: ignore[type-arg]
+    obs = {"seat": pair.seat, "session": pair.session}
+    for d in decisions:
+        for p in d.publications:
+            obs[p.key] = KeyObservation(p.key, obs[p.key].dirname, p.revision.number, p.revision)
+    return PairObservation(obs["seat"], obs["session"])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(seat=heads("seat"), session=heads("session"), oracle=oracles,
+       me=st.sampled_from([HOST, HOST, HOST, OTHER_BOOT]))
+def test_classification_rules_hold_for_any_pair(seat: KeyObservation, session: KeyObservation, oracle: Oracle,
+                                                me: HostIdentity) -> None:
+    pair = PairObservation(seat, session)
+    decisions = classify(pair, me=me, writer=RESTARTER, now=NOW, oracle=oracle)
+    revs = [o.revision for o in pair.keys() if o.revision is not None]
+
+    # A head from another machine: foreign-host for the whole pair, nothing written, nothing asked (W17, K16).
+    if any(r.host.machine_id != me.machine_id for r in revs):
+        assert [d.outcome for d in decisions] == [Outcome.FOREIGN_HOST]
+        assert decisions[0].publications == () and oracle.log == []
+        assert refusal_for(pair, me).code == "foreign-host"  # type: ignore[union-attr]
+        return
+
+    asked_alive = {pid: oracle.alive.get(pid, False) for kind, pid in oracle.log if kind == "alive"}
+    for d in decisions:
+        claim_revs = [r for r in revs if r.claim_id == d.claim_id]
+        marker = any(r.spawn_marker for r in claim_revs)
+        if d.outcome is Outcome.OWNER_ALIVE:
+            assert d.publications == ()
+        for p in d.publications:
+            head = pair.get(p.key)
+            # Only a key this claim holds (or held and freed, for a finished release) is written, at the
+            # next number, under the same claim ID, keeping the claim's fixed fields.
+            assert head.revision is not None and head.revision.claim_id == d.claim_id
+            assert p.revision.number == head.head_number + 1
+            assert (p.revision.binding, p.revision.host, p.revision.owner, p.revision.unit_name) == (
+                head.revision.binding, head.revision.host, head.revision.owner, head.revision.unit_name)
+            assert p.revision.writer == RESTARTER and head.held
+            check_proof(p.revision.proof, state=p.revision.state, spawn_marker=p.revision.spawn_marker,
+                        by_restart=True)
+            # Never a no-unit stop for a claim with a spawn marker anywhere on the pair (W20, mutant 29).
+            if p.revision.proof is not None and p.revision.proof.kind is ProofKind.NO_UNIT:
+                assert not marker
+            # Same boot: nothing is published unless every recorded owner was proven gone (W12, mutant 13).
+            held = [o.revision for o in pair.keys() if o.held and o.revision is not None
+                    and o.revision.claim_id == d.claim_id]
+            if any(r.host.boot_id == me.boot_id for r in held):
+                owners = {r.owner.process.pid for r in held}
+                assert all(asked_alive.get(pid) is False for pid in owners), (owners, asked_alive)
+        # Stopped frees the session key first; everything else goes seat first.
+        keys = [p.key for p in d.publications]
+        if d.publications and all(p.revision.state is State.STOPPED for p in d.publications):
+            assert keys == sorted(keys, reverse=True)
+        else:
+            assert keys == sorted(keys)
+    # The probe is asked about a unit only after the owner was proven gone.
+    for i, (kind, _) in enumerate(oracle.log):
+        if kind == "unit":
+            assert any(k == "alive" and oracle.alive.get(v, False) is False for k, v in oracle.log[:i])  # type: ignore[call-overload]
+    # Classification converges: classifying its own result again publishes nothing.
+    again = classify(_after(pair, decisions), me=me, writer=RESTARTER, now=NOW, oracle=oracle)
+    assert all(d.publications == () for d in again), again
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(seat=heads("seat"), session=heads("session"), me=st.sampled_from([HOST, OTHER_BOOT]))
+def test_refusal_for_is_the_pair_rule(seat: KeyObservation, session: KeyObservation, me: HostIdentity) -> None:
+    """refusal_for is None exactly when both keys are free and nothing is foreign; otherwise its code
+    follows §2: foreign-host, then unsafe-replacement for unreadable or two claims, then by pair state."""
+    pair = PairObservation(seat, session)
+    refusal = refusal_for(pair, me)
+    revs = [o.revision for o in pair.keys() if o.revision is not None]
+    if any(r.host.machine_id != me.machine_id for r in revs):
+        assert refusal is not None and refusal.code == "foreign-host"
+    elif pair.free:
+        assert refusal is None
+    elif any(isinstance(o.head, Unreadable) for o in pair.keys()) or len(pair.holders) > 1:
+        assert refusal is not None and refusal.code == "unsafe-replacement"
+    else:
+        assert refusal is not None
+        assert refusal.code == ("already-active" if pair.state in (State.RESERVED, State.ACTIVE)
+                                else "unsafe-replacement")

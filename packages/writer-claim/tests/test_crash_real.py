@@ -1,0 +1,191 @@
+"""W5 and W12 with real processes: an owner SIGKILLed at every publication barrier, and an owner paused
+with SIGSTOP. Every process here is a child of the test, waited for and, if still running, killed by the
+pid the test recorded."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from claim_helpers import (
+    BINDING,
+    SEAT,
+    SESSION,
+    Ack,
+    Probe,
+    check_restart,
+    raw_chain,
+    raw_holders,
+    read_line,
+    run_lifecycle,
+    tree_bytes,
+    unit_world,
+)
+
+from mosaic.writer_claim import (
+    Barrier,
+    ClaimRefusal,
+    ClaimStore,
+    Outcome,
+)
+from mosaic.writer_claim._host import process_state
+
+
+def _barrier_count(tmp: Path) -> list[Barrier]:
+    root = tmp / "count"
+    root.mkdir()
+    seen: list[Barrier] = []
+    run_lifecycle(ClaimStore(root, barrier=seen.append), lambda c, s: None)
+    shutil.rmtree(root)
+    return seen
+
+
+def _run_killed_child(root: Path, kill_at: int) -> list[Ack]:
+    """Fork an owner that runs the lifecycle and SIGKILLs itself right after barrier number `kill_at`.
+    Returns what it acknowledged (written to a pipe before the next step began)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 3
+        try:
+            os.close(r)
+            count = 0
+
+            def hook(b: Barrier) -> None:
+                nonlocal count
+                count += 1
+                if count == kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            def ack(claim_id: str, step: str) -> None:
+                os.write(w, f"{claim_id} {step}\n".encode())
+
+            run_lifecycle(ClaimStore(root, barrier=hook), ack)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    data = b""
+    try:
+        while chunk := os.read(r, 65536):
+            data += chunk
+    finally:
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, f"child status {status:#x}"
+    acks = []
+    for line in data.decode().splitlines():
+        claim_id, step = line.split()
+        acks.append((claim_id, step))
+    return acks
+
+
+def test_W5_sigkill_at_every_publication_barrier_then_restart(tmp_path: Path) -> None:
+    """W5: a real owner process is SIGKILLed after each step of acquire, spawn marker, active, stopping
+    and release: after the temp write, after its fsync, after link(), after the directory fsync, and
+    between the two keys (and at the key directories' creation). A restart on the same boot, with the
+    owner's death proven by /proc (pid and start time), must show never two holders, never a lost claim,
+    only complete revisions, and the half-done pair completed or classified under its claim ID. Each kill
+    is restarted in two worlds: the engine's unit still exists, or its scope was collected (W20)."""
+    barriers = _barrier_count(tmp_path)
+    assert {b.point for b in barriers} >= {"temp-written", "temp-fsynced", "linked", "dir-fsynced",
+                                           "between-keys"}
+    outcomes: dict[bool, set[str]] = {False: set(), True: set()}
+    for n in range(1, len(barriers) + 1):
+        killed = tmp_path / f"killed-{n}"
+        killed.mkdir()
+        acks = _run_killed_child(killed, n)
+        pre = raw_holders(killed, SEAT, SESSION)
+        for collected in (False, True):
+            root = tmp_path / f"restart-{n}-{collected}"
+            shutil.copytree(killed, root)
+            probe = Probe(unit_world(acks, collected=collected))
+            restarter = ClaimStore(root)
+            report = restarter.restart(SEAT, SESSION, probe)
+            checked = check_restart(root, acks, report, pre,
+                                    rerun=lambda r=restarter, p=probe: r.restart(SEAT, SESSION, p))
+            outcomes[collected].update(checked.outcomes)
+            if report.free:
+                ClaimStore(root).acquire(SEAT, SESSION, BINDING)
+            else:
+                with pytest.raises(ClaimRefusal):
+                    ClaimStore(root).acquire(SEAT, SESSION, BINDING)
+            shutil.rmtree(root)
+        shutil.rmtree(killed)
+    common = {"free", "stopped-no-unit", "stop-in-progress", "release-completed"}
+    assert common | {"uncertain-unit"} <= outcomes[False], outcomes
+    assert common | {"uncertain-spawn-marker"} <= outcomes[True], outcomes
+
+
+_PAUSED_OWNER = textwrap.dedent(
+    """
+    import sys
+    from mosaic.writer_claim import *
+    store = ClaimStore(sys.argv[1])
+    c = store.acquire(SeatKey("seat-a", "/fixtures/project", "main"),
+                      SessionKey("pi", "01a22a58-944f-7072-a9ab-f808835fc6a2"),
+                      Binding("binding-1", "pi", "pi-conversation-1", "main", "leaf-1",
+                              Pins("0.85.1", "ab" * 32, "sha256:" + "cd" * 32)))
+    c.mark_spawn()
+    c.activate(invocation_id="inv-w12", engine=EngineIdentity(4242, 99))
+    print(c.claim_id, flush=True)
+    sys.stdin.readline()                      # resumed: finish the owner's own stop and release
+    c.begin_stop("stop-w12", phase="kill")
+    c.release(ProofRef(ProofKind.COHORT, "sha256:" + "ee" * 32, {"stop": "stop-w12"}))
+    print("released", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_W12_sigstopped_owner_is_never_touched(claim_root: Path) -> None:
+    """W12 / mutant 13: a live owner paused with SIGSTOP; a second controller starts. It refuses
+    already-active (acquire and adopt), its restart classification reports owner-alive and writes
+    nothing, and after SIGCONT the paused owner's revisions are unchanged and it carries on with its own
+    release at the next revision numbers."""
+    child = subprocess.Popen([sys.executable, "-c", _PAUSED_OWNER, str(claim_root)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        claim_id = read_line(child.stdout).strip()
+        owned = {k.dirname: raw_chain(claim_root, k.dirname) for k in (SEAT, SESSION)}
+        os.kill(child.pid, signal.SIGSTOP)
+        _, status = os.waitpid(child.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status)
+        assert process_state(child.pid) in ("T", "t")
+        before = tree_bytes(claim_root)
+
+        second = ClaimStore(claim_root)  # real /proc liveness, this host and boot
+        with pytest.raises(ClaimRefusal) as e:
+            second.acquire(SEAT, SESSION, BINDING)
+        assert e.value.code == "already-active"
+        probe = Probe(default="present")
+        report = second.restart(SEAT, SESSION, probe)
+        assert report.outcomes == (Outcome.OWNER_ALIVE,) and report.published == ()
+        assert probe.unit_questions == [] and probe.boot_questions == []
+        with pytest.raises(ClaimRefusal) as e:
+            second.adopt(SEAT, SESSION, claim_id)
+        assert e.value.code == "already-active"
+        assert tree_bytes(claim_root) == before
+
+        os.kill(child.pid, signal.SIGCONT)
+        _, status = os.waitpid(child.pid, os.WCONTINUED)
+        assert os.WIFCONTINUED(status)
+        child.stdin.write(b"go\n")
+        assert read_line(child.stdout).strip() == "released"
+        for key in (SEAT, SESSION):
+            chain = raw_chain(claim_root, key.dirname)
+            assert chain[: len(owned[key.dirname])] == owned[key.dirname]  # unchanged
+            assert [n for n, _ in chain] == list(range(1, len(owned[key.dirname]) + 3))  # then its own 2
+        assert raw_holders(claim_root, SEAT, SESSION) == set()
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+        child.wait(timeout=60)
