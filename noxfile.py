@@ -110,10 +110,22 @@ def smoke(session: nox.Session) -> None:
     session.skip("not built yet: the pi-rpc issue (6) adds the sealed real-binary smoke")
 
 
+# Each benchmark: (package, script under packages/<package>/, arguments). Numbers are ratios against a
+# floor the script measures in the same run; nothing here asserts a time.
+BENCHMARKS: list[tuple[str, str, list[str]]] = [
+    ("writer-claim", "bench/bench_claim.py", ["--cycles", "100"]),
+]
+
+
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks as ratios against a floor measured in the same run. Reserved for issues 3-5."""
-    session.skip("not built yet: the reader, claim and cohort issues add their benchmarks")
+    """Benchmarks as ratios against a floor measured in the same run (never asserted in tests)."""
+    names = sorted({pkg for pkg, _, _ in BENCHMARKS})
+    paths = {str(workspace.package_dir(dep)) for n in names for dep in workspace.closure(n)}
+    session.install(*sorted(paths))
+    for pkg, script, args in BENCHMARKS:
+        session.log(f"benchmark {pkg}: {script}")
+        session.run("python", str(workspace.package_dir(pkg) / script), *args, *session.posargs)
 
 
 @nox.session(python=PYTHON)
