@@ -106,8 +106,19 @@ def cohort(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def smoke(session: nox.Session) -> None:
-    """The real Pi 0.85.1 smoke and conformance suite. Reserved for issue 6."""
-    session.skip("not built yet: the pi-rpc issue (6) adds the sealed real-binary smoke")
+    """The sealed real Pi 0.85.1 in a loopback-only network namespace, and the fake held to it.
+
+    Installs the pinned Pi from the npm registry into .cache/pi (the installer verifies the pin), then runs
+    packages/pi-rpc/tests_smoke inside a fresh network namespace with only loopback up, so nothing can
+    leave the machine even by mistake. The suite fails, never skips, outside that namespace.
+    """
+    session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
+    pi = str(ROOT / ".cache" / "pi")
+    session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
+    tests = str(workspace.package_dir("pi-rpc") / "tests_smoke")
+    session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python", "-m", "pytest",
+                "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", tests,
+                env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
 
 
 # Each benchmark: (package, script under packages/<package>/, arguments). Numbers are ratios against a
