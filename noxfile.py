@@ -44,7 +44,7 @@ def _make_package_session(name: str) -> None:
         _install_package(session, name)
         tests = workspace.package_dir(name) / "tests"
         if not workspace.has_tests(name):
-            session.skip(f"{name} is a stub with no tests yet (filled by issue {workspace.issue_of(name)})")
+            session.skip(f"{name} is a stub with no tests yet (filled by {workspace.issue_of(name)})")
         env = {"MOSAIC_REPO": str(ROOT)}
         session.run(
             "python",

@@ -90,5 +90,6 @@ def has_tests(name: str) -> bool:
 
 
 def issue_of(name: str) -> str:
+    """Which issue fills a package, as words: "issue 3", or "a later issue" where none is filed yet."""
     n = ISSUE[name]
-    return str(n) if n else "the controller issue (not yet filed)"
+    return f"issue {n}" if n else "a later issue, not yet filed"
