@@ -1,0 +1,319 @@
+"""The I/O shell around the stop machines: performs each action and feeds back what it observed.
+
+``force_stop`` never decides anything itself; every decision is in ``_stop.py``. It only moves requests to
+the shim (or, for the process-group fallback, to the kernel through pidfds) and turns every failure to
+observe into an ``Unavailable``/``IdentityUnavailable`` event, never into a value.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _cgroupfs as cg
+from ._channel import ShimChannel
+from ._errors import CohortRefusal, EvidenceUnavailable
+from ._launchers import UserManager
+from ._model import CohortClaim, Containment, Death, MemberRef, ObservedIdentity, StopRequest
+from ._proc import boot_id, machine_id, read_stat
+from ._proof import FixtureVerifier, build_cohort_proof
+from ._stop import (
+    Action,
+    AwaitGrace,
+    CheckIdentity,
+    Collect,
+    Enumerate,
+    Enumerated,
+    Event,
+    Finish,
+    Freeze,
+    Frozen,
+    FrozenRechecked,
+    GraceEnded,
+    GroupObserved,
+    IdentityObserved,
+    IdentityUnavailable,
+    Kill,
+    Killed,
+    KillGroup,
+    ObserveGroup,
+    PgroupStopMachine,
+    Reaped,
+    RecheckFrozen,
+    SendTerm,
+    StopMachine,
+    StopOutcome,
+    TermSent,
+    Unavailable,
+)
+
+__all__ = ["StopResult", "force_stop"]
+
+Machine = StopMachine | PgroupStopMachine
+Hook = Callable[[Machine, Action], None]
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """The outcome, and the cohortProof when (and only when) the outcome is ``stopped``."""
+
+    outcome: StopOutcome
+    proof: dict[str, Any] | None
+
+
+def _members(raw: Any) -> tuple[MemberRef, ...]:
+    return tuple(MemberRef(int(p), int(s)) for p, s in raw)
+
+
+class _ShimExecutor:
+    def __init__(self, claim: CohortClaim, manager: UserManager | None, io_slack: float) -> None:
+        self.claim = claim
+        self.manager = manager
+        self.io_slack = io_slack
+        self.ch: ShimChannel | None = None
+
+    def close(self) -> None:
+        if self.ch is not None:
+            self.ch.close()
+
+    def _call(self, op: str, wait: float = 0.0, **params: Any) -> dict[str, Any]:
+        if self.ch is None:
+            raise EvidenceUnavailable("shim-gone", "no channel")
+        try:
+            return self.ch.call(op, io_timeout=wait + self.io_slack, **params)
+        except CohortRefusal as e:
+            raise EvidenceUnavailable("shim-gone", f"{op} refused: {e.message}") from e
+
+    def identity(self) -> Event:
+        claim = self.claim
+        try:
+            mid, bid = machine_id(), boot_id()
+        except (OSError, ValueError) as e:
+            return IdentityUnavailable("identity-unavailable", f"host identity: {e}")
+        invocation = None
+        unit_id = None
+        try:
+            if claim.kind == "scope":
+                if self.manager is None:
+                    return IdentityUnavailable("identity-unavailable", "no manager access to read InvocationID")
+                invocation = self.manager.invocation_id(claim.unit)
+                if invocation is None:
+                    # A collected scope is an absent observation, never an empty one (brief §6).
+                    return IdentityUnavailable("identity-unavailable", f"no loaded unit {claim.unit}")
+            else:
+                if claim.cgroup_path is None:
+                    return IdentityUnavailable("identity-unavailable", "claim records no cgroup path")
+                mount = cg.find_cgroup2()
+                unit_id = cg.cgroup_id(os.path.normpath(mount.mount_point + claim.cgroup_path))
+            if claim.socket_path is None:
+                return IdentityUnavailable("shim-gone", "claim records no shim socket")
+            self.ch = ShimChannel(claim.socket_path, timeout=30.0 + self.io_slack)
+            hello = self._call("hello")
+        except EvidenceUnavailable as e:
+            known = ("shim-gone", "identity-unavailable", "cgroup-unavailable")
+            return IdentityUnavailable(e.reason if e.reason in known else "identity-unavailable", e.detail)
+        try:
+            return self._observed(mid, bid, invocation, unit_id, hello)
+        except (KeyError, TypeError, ValueError) as e:
+            return IdentityUnavailable("shim-gone", f"malformed hello: {e!r}")
+
+    @staticmethod
+    def _observed(mid: str, bid: str, invocation: str | None, unit_id: int | None,
+                  hello: dict[str, Any]) -> IdentityObserved:
+        return IdentityObserved(
+            ObservedIdentity(
+                machine_id=mid,
+                boot_id=bid,
+                invocation_id=invocation,
+                shim_invocation_id=hello.get("invocationId"),
+                unit_cgroup_id=unit_id,
+                shim_unit_cgroup_id=hello.get("unitCgroupId"),
+                engine_cgroup_id=hello.get("engineCgroupIdNow"),
+                containment=Containment.from_dict(hello["containment"]) if hello.get("containment") else None,
+                features=tuple(hello.get("features", ())),
+            )
+        )
+
+    def perform(self, action: Action) -> Event:
+        try:
+            if isinstance(action, CheckIdentity):
+                return self.identity()
+            if isinstance(action, SendTerm):
+                r = self._call("term")
+                return TermSent(_members(r["termed"]), _members(r["skipped"]))
+            if isinstance(action, AwaitGrace):
+                r = self._call("events", action.seconds, until="populated0", timeout=action.seconds)
+                return GraceEnded(bool(r["populated"]))
+            if isinstance(action, Freeze):
+                r = self._call("freeze", action.timeout, timeout=action.timeout)
+                return Frozen(bool(r["frozen"]), str(r.get("detail", "")))
+            if isinstance(action, Enumerate):
+                r = self._call("members")
+                return Enumerated(_members(r["members"]), bool(r["stable"]))
+            if isinstance(action, RecheckFrozen):
+                r = self._call("events")
+                return FrozenRechecked(r.get("frozen") is True and r.get("treeFrozen") is True)
+            if isinstance(action, Kill):
+                r = self._call("kill", action.timeout, timeout=action.timeout)
+                at = r.get("at")
+                return Killed(bool(r["populated0"]), float(at) if at is not None else time.time(),
+                              bool(r["written"]))
+            if isinstance(action, Collect):
+                r = self._call("deaths", action.timeout, members=[[m.pid, m.start_time] for m in action.members],
+                               timeout=action.timeout)
+                deaths = tuple(Death.from_dict(d) for d in r["deaths"])
+                return Reaped(deaths, _members(r["survivors"]))
+        except EvidenceUnavailable as e:
+            return Unavailable(e.reason, e.detail)
+        except (KeyError, TypeError, ValueError) as e:
+            # A reply without the fields asked for is no observation at all.
+            return Unavailable("shim-gone", f"malformed reply to {type(action).__name__}: {e!r}")
+        raise TypeError(f"unexpected action {action!r}")
+
+
+class _PgroupExecutor:
+    """Process-group fallback: finds the group's processes in /proc and signals them through pidfds."""
+
+    def __init__(self, claim: CohortClaim) -> None:
+        self.claim = claim
+        self.killed: list[tuple[MemberRef, int]] = []
+
+    def close(self) -> None:
+        for _, fd in self.killed:
+            os.close(fd)
+        self.killed = []
+
+    def _group(self) -> list[MemberRef]:
+        pgid = self.claim.pgid
+        assert pgid is not None
+        leader = read_stat(pgid)
+        if leader is not None and leader.start_time != self.claim.engine.start_time:
+            return []  # the number now leads another group: nothing there is ours
+        found: list[MemberRef] = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                st = read_stat(int(name))
+            except OSError:
+                continue
+            if st is not None and st.pgid == pgid and st.state not in ("Z", "X"):
+                found.append(MemberRef(st.pid, st.start_time))
+        return sorted(found)
+
+    def _signal(self, members: list[MemberRef], sig: int, keep: bool) -> tuple[list[MemberRef], list[MemberRef]]:
+        done: list[MemberRef] = []
+        skipped: list[MemberRef] = []
+        for m in members:
+            try:
+                fd = os.pidfd_open(m.pid)
+            except ProcessLookupError:
+                skipped.append(m)
+                continue
+            st = read_stat(m.pid)
+            if st is None or st.start_time != m.start_time or st.pgid != self.claim.pgid:
+                os.close(fd)
+                skipped.append(m)
+                continue
+            try:
+                signal.pidfd_send_signal(fd, sig)
+                done.append(m)
+            except ProcessLookupError:
+                skipped.append(m)
+            if keep:
+                self.killed.append((m, fd))
+            else:
+                os.close(fd)
+        return done, skipped
+
+    def _wait_exit(self, fds: list[int], timeout: float) -> None:
+        sel = selectors.DefaultSelector()
+        for fd in fds:
+            sel.register(fd, selectors.EVENT_READ)
+        pending = set(fds)
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for key, _ in sel.select(max(0.0, deadline - time.monotonic())):
+                sel.unregister(key.fd)
+                pending.discard(int(key.fd))
+        sel.close()
+
+    def perform(self, action: Action) -> Event:
+        if isinstance(action, CheckIdentity):
+            try:
+                return IdentityObserved(ObservedIdentity(machine_id(), boot_id()))
+            except (OSError, ValueError) as e:
+                return IdentityUnavailable("identity-unavailable", str(e))
+        if isinstance(action, SendTerm):
+            done, skipped = self._signal(self._group(), signal.SIGTERM, keep=True)
+            return TermSent(tuple(done), tuple(skipped))
+        if isinstance(action, AwaitGrace):
+            self._wait_exit([fd for _, fd in self.killed], action.seconds)
+            self.close()
+            return GraceEnded(bool(self._group()))
+        if isinstance(action, KillGroup):
+            self._signal(self._group(), signal.SIGKILL, keep=True)
+            return Killed(False, time.time(), True)
+        if isinstance(action, ObserveGroup):
+            self._wait_exit([fd for _, fd in self.killed], 5.0)
+            self.close()
+            return GroupObserved(tuple(self._group()))
+        raise TypeError(f"unexpected action {action!r}")
+
+
+def force_stop(
+    claim: CohortClaim,
+    request: StopRequest,
+    *,
+    manager: UserManager | None = None,
+    grace: float = 2.0,
+    freeze_timeout: float = 10.0,
+    kill_timeout: float = 10.0,
+    collect_timeout: float = 5.0,
+    verifier: FixtureVerifier | None = None,
+    on_action: Hook | None = None,
+) -> StopResult:
+    """Run the brief's force-stop sequence for ``claim`` (seeds/003 §6 "Force stop") and return its result.
+
+    Identity check, TERM through pidfds (each member checked to be still in engine/), a bounded grace,
+    freeze and frozen 1, enumeration, frozen 1 again, cgroup.kill, populated 0, deaths. ``stopped`` comes
+    with a cohortProof, registered with ``verifier`` when one is given (the trusted party here is the
+    caller that ran the stop). Anything unobservable ends ``uncertain``; nothing raises for it.
+
+    ``on_action(machine, action)`` is called before each action is performed: the seam a controller
+    uses to publish the current phase (K10, K11) and tests use to inject events at an exact step.
+    A restart (K10) calls ``force_stop`` again with the same claim and request: it re-checks identity and
+    re-runs from TERM; nothing from the interrupted run is carried over.
+    """
+    machine: Machine
+    executor: _ShimExecutor | _PgroupExecutor
+    if claim.kind == "pgroup":
+        machine = PgroupStopMachine(claim, request, grace=grace)
+        executor = _PgroupExecutor(claim)
+    else:
+        machine = StopMachine(claim, request, grace=grace, freeze_timeout=freeze_timeout,
+                              kill_timeout=kill_timeout, collect_timeout=collect_timeout)
+        executor = _ShimExecutor(claim, manager, io_slack=15.0)
+    try:
+        action = machine.action
+        while not isinstance(action, Finish):
+            if on_action is not None:
+                on_action(machine, action)
+                action = machine.action  # the hook may have fed events
+                if isinstance(action, Finish):
+                    break
+            action = machine.feed(executor.perform(action))
+    finally:
+        executor.close()
+    outcome = action.outcome
+    proof = None
+    if outcome.state == "stopped":
+        proof = build_cohort_proof(claim, request, outcome)
+        if verifier is not None:
+            verifier.register(proof)
+    return StopResult(outcome, proof)

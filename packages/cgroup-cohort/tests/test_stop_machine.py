@@ -1,0 +1,422 @@
+"""The sans-io force-stop core: every path through seeds/003 §6 "Force stop", fed events in exact order."""
+
+from __future__ import annotations
+
+import pytest
+
+from mosaic.cgroup_cohort import (
+    UNCERTAIN_REASONS,
+    CohortClaim,
+    Containment,
+    Death,
+    MemberRef,
+    ObservedIdentity,
+    PgroupStopMachine,
+    StopMachine,
+    StopRequest,
+    check_identity,
+)
+from mosaic.cgroup_cohort._stop import (
+    Acknowledged,
+    AwaitGrace,
+    CheckIdentity,
+    Collect,
+    Enumerate,
+    Enumerated,
+    Finish,
+    Freeze,
+    Frozen,
+    FrozenRechecked,
+    GraceEnded,
+    GroupObserved,
+    IdentityObserved,
+    IdentityUnavailable,
+    Kill,
+    Killed,
+    KillGroup,
+    ObserveGroup,
+    Reaped,
+    RecheckFrozen,
+    SendTerm,
+    TermSent,
+    Unavailable,
+)
+
+M1, M2, M3 = MemberRef(10, 100), MemberRef(11, 101), MemberRef(12, 102)
+SIGNALLING = (SendTerm, Freeze, Kill, KillGroup)
+
+
+def _kill_phase(machine: StopMachine, members: tuple[MemberRef, ...] = (M1, M2)) -> Finish:
+    """Drive a machine that is in the grace phase through a clean kill phase."""
+    assert isinstance(machine.feed(GraceEnded(populated=True)), Freeze)
+    assert isinstance(machine.feed(Frozen(True)), Enumerate)
+    assert isinstance(machine.feed(Enumerated(members, stable=True)), RecheckFrozen)
+    assert isinstance(machine.feed(FrozenRechecked(True)), Kill)
+    collect = machine.feed(Killed(populated0=True, at=1000.5))
+    assert isinstance(collect, Collect) and collect.members == members
+    done = machine.feed(Reaped(tuple(Death(m, 1000.6, "reaped", signal=9) for m in members)))
+    assert isinstance(done, Finish)
+    return done
+
+
+def _to_grace(machine: StopMachine, identity: ObservedIdentity) -> None:
+    assert isinstance(machine.action, CheckIdentity)
+    assert isinstance(machine.feed(IdentityObserved(identity)), SendTerm)
+    assert isinstance(machine.feed(TermSent((M1, M2, M3))), AwaitGrace)
+
+
+@pytest.mark.parametrize("kind", ["scope", "direct"])
+def test_K1_full_sequence_reaches_stopped_with_complete_membership(kind, claim_factory, identity_factory,
+                                                                   request_):
+    claim = claim_factory(kind)
+    m = StopMachine(claim, request_, grace=1.5)
+    _to_grace(m, identity_factory(claim))
+    assert m.action == AwaitGrace(1.5)
+    done = _kill_phase(m)
+    assert done.outcome.state == "stopped" and done.outcome.membership_complete
+    assert done.outcome.signalled
+    assert m.evidence.phases == ["identity", "term", "grace", "freeze", "enumerate", "recheck", "kill",
+                                 "collect", "done"]
+
+
+def test_K3_sigterm_acknowledged_stays_stopping_until_kill_phase(claim_factory, identity_factory, request_):
+    """K3 / mutant 6: an acknowledged SIGTERM never promotes the stop; the kill phase still runs."""
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    _to_grace(m, identity_factory(claim))
+    pending = m.action
+    for what in ("sigterm-ack", "eof", "agent_settled", "idle", "abort-ack"):
+        assert m.feed(Acknowledged(what)) == pending  # type: ignore[arg-type]
+        assert m.state == "stopping" and m.outcome is None
+    # The cohort still has a TERM-ignoring member: the kill phase runs and only then is it stopped.
+    done = _kill_phase(m, (M3,))
+    assert done.outcome.state == "stopped"
+    assert m.evidence.acknowledgements == ["sigterm-ack", "eof", "agent_settled", "idle", "abort-ack"]
+
+
+@pytest.mark.parametrize("when", ["before-term", "during-grace", "after-grace"])
+def test_K3_acknowledgement_at_any_step_changes_nothing(when, claim_factory, identity_factory, request_):
+    claim = claim_factory("direct")
+    m = StopMachine(claim, request_)
+    if when == "before-term":
+        m.feed(Acknowledged("sigterm-ack"))
+        assert isinstance(m.action, CheckIdentity)
+    _to_grace(m, identity_factory(claim))
+    if when == "during-grace":
+        assert isinstance(m.feed(Acknowledged("sigterm-ack")), AwaitGrace)
+    assert isinstance(m.feed(GraceEnded(populated=False)), Freeze)
+    if when == "after-grace":
+        assert isinstance(m.feed(Acknowledged("sigterm-ack")), Freeze)
+    assert m.state == "stopping"
+
+
+def test_K3_empty_after_term_still_runs_the_kill_phase(claim_factory, identity_factory, request_):
+    """Emptiness is only ever read in the kill phase: TERM alone never stops."""
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    _to_grace(m, identity_factory(claim))
+    assert isinstance(m.feed(GraceEnded(populated=False)), Freeze)
+    assert m.state == "stopping"
+    assert isinstance(m.feed(Frozen(True)), Enumerate)
+    m.feed(Enumerated((), stable=True))
+    m.feed(FrozenRechecked(True))
+    assert isinstance(m.feed(Killed(True, 5.0)), Collect)
+    done = m.feed(Reaped(()))
+    assert isinstance(done, Finish) and done.outcome.state == "stopped"
+    assert m.evidence.members == ()
+
+
+def test_K14_other_invocation_id_sends_no_signal(claim_factory, identity_factory, request_):
+    """K14 / mutant 22: a unit with the recorded name but another invocation ID is never signalled."""
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    other = "22222222222222222222222222222222"
+    done = m.feed(IdentityObserved(identity_factory(claim, invocation_id=other, shim_invocation_id=other)))
+    assert isinstance(done, Finish)
+    assert done.outcome.state == "uncertain" and done.outcome.reason == "identity-mismatch"
+    assert not done.outcome.signalled
+    assert m.evidence.phases == ["identity", "done"]
+
+
+def test_K14_shim_reporting_another_invocation_sends_no_signal(claim_factory, identity_factory, request_):
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    done = m.feed(IdentityObserved(identity_factory(claim, shim_invocation_id="3" * 32)))
+    assert isinstance(done, Finish) and done.outcome.reason == "identity-mismatch"
+    assert not done.outcome.signalled
+
+
+@pytest.mark.parametrize("field", ["unit_cgroup_id", "shim_unit_cgroup_id", "engine_cgroup_id"])
+def test_K14_direct_cgroup_id_mismatch_is_another_epoch(field, claim_factory, identity_factory, request_):
+    """On the direct path the epoch is the cgroup id: a recreated cgroup of the same name is another cohort."""
+    claim = claim_factory("direct")
+    m = StopMachine(claim, request_)
+    done = m.feed(IdentityObserved(identity_factory(claim, **{field: 999})))
+    assert isinstance(done, Finish)
+    assert (done.outcome.state, done.outcome.reason, done.outcome.signalled) == (
+        "uncertain", "identity-mismatch", False)
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"invocation_id": None},
+        {"shim_invocation_id": None},
+        {"engine_cgroup_id": None},
+        {"shim_unit_cgroup_id": None},
+        {"machine_id": None},
+        {"boot_id": None},
+    ],
+)
+def test_K15_unreadable_identity_is_unavailable_and_silent(over, claim_factory, identity_factory, request_):
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    done = m.feed(IdentityObserved(identity_factory(claim, **over)))
+    assert isinstance(done, Finish)
+    assert done.outcome.reason == "identity-unavailable" and not done.outcome.signalled
+
+
+@pytest.mark.parametrize("reason", ["shim-gone", "identity-unavailable", "cgroup-unavailable"])
+def test_K15_shim_gone_or_cgroup_missing_at_identity_sends_nothing(reason, claim_factory, request_):
+    m = StopMachine(claim_factory("scope"), request_)
+    done = m.feed(IdentityUnavailable(reason, "x"))
+    assert isinstance(done, Finish)
+    assert (done.outcome.state, done.outcome.reason, done.outcome.signalled) == ("uncertain", reason, False)
+
+
+@pytest.mark.parametrize("step", ["term", "grace", "freeze", "enumerate", "recheck", "kill", "collect"])
+def test_K15_unavailable_mid_stop_is_never_empty(step, claim_factory, identity_factory, request_):
+    """A cgroup that vanishes (or a shim that dies) at any step ends uncertain at once, never stopped."""
+    claim = claim_factory("direct")
+    m = StopMachine(claim, request_)
+    m.feed(IdentityObserved(identity_factory(claim)))
+    script = [TermSent((M1,)), GraceEnded(True), Frozen(True), Enumerated((M1,), True), FrozenRechecked(True),
+              Killed(True, 1.0)]
+    order = ["term", "grace", "freeze", "enumerate", "recheck", "kill", "collect"]
+    for ev in script[: order.index(step)]:
+        m.feed(ev)
+    assert m.phase == step
+    done = m.feed(Unavailable("cgroup-unavailable", "engine/ gone"))
+    assert isinstance(done, Finish)
+    assert done.outcome.state == "uncertain" and done.outcome.reason == "cgroup-unavailable"
+    assert not done.outcome.membership_complete
+
+
+def test_K13_containment_not_held_never_stops(claim_factory, identity_factory, request_):
+    """Where the canary escaped, the whole escalation runs but the outcome is uncertain (K1 expects it)."""
+    escaped = Containment(False, "none", (("supervisor/cgroup.procs", "MOVED"),))
+    claim = claim_factory("direct", containment=escaped)
+    m = StopMachine(claim, request_)
+    _to_grace(m, identity_factory(claim))
+    done = _kill_phase(m)
+    assert done.outcome.state == "uncertain" and done.outcome.reason == "containment-not-held"
+    assert done.outcome.signalled and not done.outcome.membership_complete
+
+
+def test_K13_live_shim_without_containment_never_stops(claim_factory, identity_factory, request_):
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    _to_grace(m, identity_factory(claim, containment=None))
+    done = _kill_phase(m)
+    assert done.outcome.reason == "containment-not-held"
+
+
+def test_kill_phase_failures_still_kill_but_end_uncertain(claim_factory, identity_factory, request_):
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    _to_grace(m, identity_factory(claim))
+    m.feed(GraceEnded(True))
+    # frozen 1 never observed: the kill is still written (best effort) but the stop is uncertain.
+    assert isinstance(m.feed(Frozen(False, "frozen 0 after 10s")), Kill)
+    m.feed(Killed(True, 2.0))
+    done = m.feed(Reaped(()))
+    assert isinstance(done, Finish)
+    assert done.outcome.reason == "freeze-failed" and not done.outcome.membership_complete
+
+
+@pytest.mark.parametrize(
+    ("events", "reason"),
+    [
+        ([Frozen(True), Enumerated((M1,), True), FrozenRechecked(True), Killed(False, 1.0),
+          Reaped((Death(M1, 1.0, "reaped", 9),))], "populated-timeout"),
+        ([Frozen(True), Enumerated((M1,), True), FrozenRechecked(True), Killed(False, 1.0, written=False),
+          Reaped(())], "kill-failed"),
+        ([Frozen(True), Enumerated((M1, M2), True), FrozenRechecked(True), Killed(True, 1.0),
+          Reaped((Death(M1, 1.0, "reaped", 9),), survivors=(M2,))], "member-survived"),
+        ([Frozen(True), Enumerated((M1, M2), True), FrozenRechecked(True), Killed(True, 1.0),
+          Reaped((Death(M1, 1.0, "reaped", 9),))], "enumeration-incomplete"),
+    ],
+)
+def test_each_missing_observation_makes_the_stop_uncertain(events, reason, claim_factory, identity_factory,
+                                                           request_):
+    claim = claim_factory("direct")
+    m = StopMachine(claim, request_)
+    _to_grace(m, identity_factory(claim))
+    m.feed(GraceEnded(True))
+    action = None
+    for ev in events:
+        action = m.feed(ev)
+    assert isinstance(action, Finish)
+    assert action.outcome.state == "uncertain" and action.outcome.reason == reason
+    assert reason in UNCERTAIN_REASONS
+
+
+def test_K12_failed_recheck_refreezes_and_reads_the_members_again(claim_factory, identity_factory, request_):
+    """frozen 0 after the enumeration (a woken frozen task) or an unstable reading: freeze, read again."""
+    claim = claim_factory("direct")
+    m = StopMachine(claim, request_, freeze_rounds=3)
+    _to_grace(m, identity_factory(claim))
+    m.feed(GraceEnded(True))
+    m.feed(Frozen(True))
+    m.feed(Enumerated((M1,), True))
+    assert isinstance(m.feed(FrozenRechecked(False)), Freeze)  # round 2
+    m.feed(Frozen(True))
+    m.feed(Enumerated((M1, M2), False))
+    assert isinstance(m.feed(FrozenRechecked(True)), Freeze)  # round 3: the reading was not stable
+    m.feed(Frozen(True))
+    m.feed(Enumerated((M1, M2), True))
+    assert isinstance(m.feed(FrozenRechecked(True)), Kill)
+    m.feed(Killed(True, 1.0))
+    done = m.feed(Reaped((Death(M1, 1.0, "reaped", 9), Death(M2, 1.0, "reaped", 9))))
+    assert isinstance(done, Finish) and done.outcome.state == "stopped"
+    assert m.evidence.members == (M1, M2) and m.evidence.freeze_rounds == 3
+
+
+@pytest.mark.parametrize(
+    ("last", "reason"),
+    [((Enumerated((M1,), True), FrozenRechecked(False)), "freeze-failed"),
+     ((Enumerated((M1,), False), FrozenRechecked(True)), "enumeration-incomplete")],
+)
+def test_K12_freeze_rounds_exhausted_is_uncertain_but_still_killed(last, reason, claim_factory,
+                                                                  identity_factory, request_):
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_, freeze_rounds=2)
+    _to_grace(m, identity_factory(claim))
+    m.feed(GraceEnded(True))
+    for _ in range(2):
+        m.feed(Frozen(True))
+        action = None
+        for ev in last:
+            action = m.feed(ev)
+    assert isinstance(action, Kill)  # best effort: the cohort is still killed
+    m.feed(Killed(True, 1.0))
+    done = m.feed(Reaped((Death(M1, 1.0, "reaped", 9),)))
+    assert isinstance(done, Finish)
+    assert done.outcome.state == "uncertain" and done.outcome.reason == reason
+
+
+@pytest.mark.parametrize("missing", ["cgroup.freeze", "cgroup.kill"])
+def test_missing_kernel_feature_is_uncertain(missing, claim_factory, identity_factory, request_):
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    features = tuple(f for f in ("cgroup.freeze", "cgroup.kill") if f != missing)
+    assert isinstance(m.feed(IdentityObserved(identity_factory(claim, features=features))), SendTerm)
+    m.feed(TermSent((M1,)))
+    action = m.feed(GraceEnded(True))
+    while not isinstance(action, Finish):
+        action = m.feed({Freeze: Frozen(True), Enumerate: Enumerated((M1,), True),
+                         RecheckFrozen: FrozenRechecked(True), Kill: Killed(True, 1.0),
+                         Collect: Reaped((Death(M1, 1.0, "reaped", 9),))}[type(action)])
+    assert action.outcome.reason == "kernel-feature-missing"
+    assert not action.outcome.membership_complete
+
+
+def test_K10_restart_rechecks_identity_and_reruns_from_term(claim_factory, identity_factory, request_):
+    """A machine killed between TERM and kill: the restart starts at the identity check, then TERM."""
+    claim = claim_factory("scope")
+    first = StopMachine(claim, request_)
+    _to_grace(first, identity_factory(claim))
+    assert first.phase == "grace"  # the controller dies here
+    restarted = StopMachine(claim, request_)
+    assert isinstance(restarted.action, CheckIdentity)
+    assert restarted.evidence.termed == ()  # nothing carried over as done
+    assert isinstance(restarted.feed(IdentityObserved(identity_factory(claim))), SendTerm)
+    restarted.feed(TermSent((M3,)))
+    done = _kill_phase(restarted, (M3,))
+    assert done.outcome.state == "stopped"
+    assert restarted.evidence.members == (M3,)
+
+
+def test_K10_restart_with_unreadable_identity_sends_nothing(claim_factory, request_):
+    restarted = StopMachine(claim_factory("direct"), request_)
+    done = restarted.feed(IdentityUnavailable("shim-gone", "socket refused"))
+    assert isinstance(done, Finish) and not done.outcome.signalled
+
+
+def test_events_out_of_phase_are_ignored(claim_factory, identity_factory, request_):
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    assert isinstance(m.feed(Killed(True, 1.0)), CheckIdentity)
+    assert isinstance(m.feed(Reaped(())), CheckIdentity)
+    _to_grace(m, identity_factory(claim))
+    assert isinstance(m.feed(Killed(True, 1.0)), AwaitGrace)
+    assert m.state == "stopping"
+
+
+def test_finished_machine_ignores_further_events(claim_factory, request_):
+    m = StopMachine(claim_factory("scope"), request_)
+    done = m.feed(IdentityUnavailable("shim-gone", "x"))
+    assert m.feed(Killed(True, 1.0)) is done
+
+
+def test_different_boot_or_host_is_a_mismatch_for_force_stop(claim_factory, identity_factory):
+    claim = claim_factory("scope")
+    assert check_identity(claim, identity_factory(claim, boot_id="a" * 32))[0] == "identity-mismatch"
+    assert check_identity(claim, identity_factory(claim, machine_id="b" * 32))[0] == "identity-mismatch"
+    assert check_identity(claim, identity_factory(claim)) is None
+
+
+def test_pgroup_claim_needs_its_own_machine(claim_factory, request_):
+    with pytest.raises(ValueError):
+        StopMachine(claim_factory("pgroup"), request_)
+    with pytest.raises(ValueError):
+        PgroupStopMachine(claim_factory("scope"), request_)
+
+
+def _pgroup_run(claim: CohortClaim, request: StopRequest, remaining: tuple[MemberRef, ...]) -> Finish:
+    m = PgroupStopMachine(claim, request, grace=0.5)
+    assert isinstance(m.action, CheckIdentity)
+    assert isinstance(m.feed(IdentityObserved(ObservedIdentity(claim.machine_id, claim.boot_id))), SendTerm)
+    assert isinstance(m.feed(TermSent((M1,))), AwaitGrace)
+    assert isinstance(m.feed(GraceEnded(True)), KillGroup)
+    assert isinstance(m.feed(Killed(False, 1.0)), ObserveGroup)
+    done = m.feed(GroupObserved(remaining))
+    assert isinstance(done, Finish)
+    return done
+
+
+@pytest.mark.parametrize("remaining", [(), (M2,)])
+def test_K2_process_group_fallback_never_reaches_stopped(remaining, claim_factory, request_):
+    """K2 / mutant 7: even an empty group after SIGKILL is uncertain (a setsid child left the group)."""
+    done = _pgroup_run(claim_factory("pgroup"), request_, remaining)
+    assert done.outcome.state == "uncertain"
+    assert done.outcome.reason == "process-group-fallback"
+    assert not done.outcome.membership_complete and done.outcome.signalled
+
+
+def test_K2_acknowledgement_on_the_fallback_changes_nothing(claim_factory, request_):
+    claim = claim_factory("pgroup")
+    m = PgroupStopMachine(claim, request_)
+    m.feed(IdentityObserved(ObservedIdentity(claim.machine_id, claim.boot_id)))
+    m.feed(TermSent((M1,)))
+    assert isinstance(m.feed(Acknowledged("sigterm-ack")), AwaitGrace)
+    assert m.state == "stopping"
+
+
+def test_pgroup_on_another_boot_sends_nothing(claim_factory, request_):
+    claim = claim_factory("pgroup")
+    m = PgroupStopMachine(claim, request_)
+    done = m.feed(IdentityObserved(ObservedIdentity(claim.machine_id, "c" * 32)))
+    assert isinstance(done, Finish) and not done.outcome.signalled
+
+
+def test_stop_evidence_serialises(claim_factory, identity_factory, request_):
+    claim = claim_factory("scope")
+    m = StopMachine(claim, request_)
+    _to_grace(m, identity_factory(claim))
+    _kill_phase(m)
+    d = m.evidence.to_dict()
+    assert d["members"] == [{"pid": 10, "startTime": 100}, {"pid": 11, "startTime": 101}]
+    assert d["populated0"] is True and d["failures"] == []
+
+

@@ -1,0 +1,396 @@
+"""The real-kernel cohort suite: a real cgroup2 tree, a real systemd user manager, real processes.
+
+Needs root (it creates cgroups under the cgroup2 root, starts a sandboxed manager, runs the engine under
+the dedicated uid ``cohorttest``). Two paths, every K test on both where the brief allows:
+
+* ``direct``: DirectCgroupLauncher under ``<cgroup2 root>/mosaic-cohort-<hex>`` (root-owned), no systemd;
+* ``scope``:  ScopeLauncher on a root ``systemd --user`` in a private mount + cgroup namespace
+  (ci/cohort/sandbox.py), the shim as root, the engine as cohorttest (facts §4.4a).
+
+Every cgroup, sandbox, socket directory and process made here is recorded by exact name and removed in
+finalizers, also when a test fails; a last sweep kills any process carrying this run's marker in its
+environment (all of them were started here) and reports it as a failure of the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mosaic.cgroup_cohort import (
+    CohortHandle,
+    Credentials,
+    DirectCgroupLauncher,
+    MemberRef,
+    ScopeLauncher,
+    StopRequest,
+    StopResult,
+    UserManager,
+    find_cgroup2,
+    force_stop,
+    unit_name_for,
+)
+from mosaic.cgroup_cohort._cgroupfs import remove_tree
+from mosaic.cgroup_cohort._proc import read_stat
+from mosaic.cgroup_cohort.testing import alive, kill_member, stage_tree
+
+REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
+sys.path.insert(0, str(REPO / "ci" / "cohort"))
+import sandbox  # noqa: E402  (ci/cohort/sandbox.py, the harness)
+
+ENGINE_USER = "cohorttest"
+RUN = secrets.token_hex(6)
+MARKER = f"MOSAIC_COHORT_RUN={RUN}"
+GRACE = 0.3
+
+
+def _direct_reason() -> str | None:
+    if sys.platform != "linux":
+        return "not Linux"
+    if os.geteuid() != 0:
+        return "needs root: it creates cgroups under the cgroup2 root and runs the engine as another uid"
+    try:
+        mount = find_cgroup2()
+    except Exception as e:  # noqa: BLE001 - any failure is the reason to skip
+        return f"no cgroup2 mount: {e}"
+    if not os.access(os.path.join(mount.mount_point, "cgroup.procs"), os.W_OK):
+        return f"cgroup2 root {mount.mount_point} is not writable"
+    if not os.access("/usr/bin/python3", os.X_OK):
+        return "no /usr/bin/python3 (the engine tree runs on it: the venv under /root is unreadable to cohorttest)"
+    return None
+
+
+DIRECT_REASON = _direct_reason()
+SCOPE_REASON = DIRECT_REASON or sandbox.available()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [
+        f"cohort suite run {RUN}: direct path: {DIRECT_REASON or 'available'}; "
+        f"scope path: {SCOPE_REASON or 'available'}",
+    ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if DIRECT_REASON is not None and SCOPE_REASON is not None:
+        reason = f"SKIPPED LOUDLY: no writable cgroup2 ({DIRECT_REASON}) and no user manager ({SCOPE_REASON})"
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "path" in metafunc.fixturenames:
+        # test_scope_* are about systemd units (names, invocation IDs): scope path only.
+        scope_only = metafunc.function.__name__.startswith("test_scope_")
+        metafunc.parametrize("path", ["scope"] if scope_only else ["direct", "scope"])
+
+
+@pytest.fixture(scope="session")
+def engine_credentials() -> Credentials:
+    if DIRECT_REASON is not None:
+        pytest.skip(DIRECT_REASON)
+    subprocess.run([str(REPO / "ci" / "cohort" / "ensure-user.sh"), ENGINE_USER], check=True,
+                   capture_output=True)
+    pw = pwd.getpwnam(ENGINE_USER)
+    return Credentials(pw.pw_uid, pw.pw_gid, ())
+
+
+@pytest.fixture(scope="session")
+def run_marker() -> str:
+    """This run's marker: engines get MOSAIC_COHORT_RUN=<it>, the final sweep looks for it."""
+    return RUN
+
+
+@pytest.fixture(scope="session")
+def stage() -> Iterator[str]:
+    """A world-readable directory with the tree script (facts §7.7: /root is 0700)."""
+    d = tempfile.mkdtemp(prefix=f"mosaic-cohort-stage-{RUN}-")
+    stage_tree(d)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def socket_dir() -> Iterator[str]:
+    d = tempfile.mkdtemp(prefix=f"mosaic-cohort-sock-{RUN}-")
+    os.chmod(d, 0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def direct_parent() -> Iterator[str]:
+    """``<cgroup2 root>/mosaic-cohort-<run>``: root-owned, so the engine uid owns no ancestor of engine/."""
+    if DIRECT_REASON is not None:
+        pytest.skip(DIRECT_REASON)
+    path = os.path.join(find_cgroup2().mount_point, f"mosaic-cohort-{RUN}")
+    os.mkdir(path, 0o755)
+    yield path
+    remove_tree(path)
+
+
+@pytest.fixture(scope="session")
+def root_manager() -> Iterator[sandbox.Sandbox]:
+    if SCOPE_REASON is not None:
+        pytest.skip(f"scope path unavailable: {SCOPE_REASON}")
+    sb = sandbox.up("root", name=f"mosaic-cohort-sbx-{RUN}")
+    yield sb
+    sandbox.down(sb)
+
+
+@pytest.fixture(scope="session")
+def user_manager(engine_credentials: Credentials) -> Iterator[sandbox.Sandbox]:
+    """An unprivileged ``systemd --user`` (uid cohorttest) in its own sandbox (facts §2.2)."""
+    if SCOPE_REASON is not None:
+        pytest.skip(f"scope path unavailable: {SCOPE_REASON}")
+    sb = sandbox.up(ENGINE_USER, name=f"mosaic-cohort-usbx-{RUN}")
+    yield sb
+    sandbox.down(sb)
+
+
+@pytest.fixture(scope="session")
+def vendored_shim() -> Iterator[str]:
+    """The package, cffi, pycparser and _cffi_backend copied where an unprivileged uid can read them.
+
+    /root is 0700 (facts §7.7), so a shim running as cohorttest cannot import from this venv; it runs
+    /usr/bin/python3 (the same CPython 3.11 ABI) on this copy instead.
+    """
+    import _cffi_backend  # noqa: PLC0415
+    import cffi  # noqa: PLC0415
+    import pycparser  # noqa: PLC0415
+
+    import mosaic.cgroup_cohort as pkg  # noqa: PLC0415
+
+    probe = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.implementation.cache_tag)"],
+                           capture_output=True, text=True)
+    if probe.stdout.strip() != sys.implementation.cache_tag:
+        pytest.skip(f"/usr/bin/python3 is {probe.stdout.strip()!r}, not {sys.implementation.cache_tag}: the "
+                    "vendored _cffi_backend would not load in an unprivileged shim")
+    d = tempfile.mkdtemp(prefix=f"mosaic-cohort-vendor-{RUN}-")
+    shutil.copytree(Path(pkg.__file__).parent, Path(d) / "mosaic" / "cgroup_cohort",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for mod in (cffi, pycparser):
+        shutil.copytree(Path(mod.__file__).parent, Path(d) / Path(mod.__file__).parent.name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(_cffi_backend.__file__, d)
+    for root, _dirs, files in os.walk(d):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@dataclass
+class Launched:
+    """A cohort started by a test: its handle, the engine's ready message, and where things are."""
+
+    handle: CohortHandle
+    ready: dict[str, Any]
+    engine_path_host: str  # engine/ as the test (host) sees it
+    unit_path_host: str
+    launcher: Any = None
+
+    @property
+    def claim(self):  # type: ignore[no-untyped-def]
+        return self.handle.claim
+
+    def members(self, role_prefix: str = "") -> list[MemberRef]:
+        return [MemberRef(m["pid"], m["startTime"]) for m in self.ready["members"]
+                if m["role"].startswith(role_prefix)]
+
+    def member(self, role: str) -> dict[str, Any]:
+        (m,) = [m for m in self.ready["members"] if m["role"] == role]
+        return m
+
+    def send(self, obj: dict[str, Any]) -> None:
+        assert self.handle.stdin is not None
+        self.handle.stdin.write((json.dumps(obj) + "\n").encode())
+
+    def read_line(self, timeout: float = 20.0) -> dict[str, Any]:
+        """The engine's next stdout line, waited for with a bound (a timeout fails the test)."""
+        out = self.handle.stdout
+        assert out is not None
+        buf = b""
+        while not buf.endswith(b"\n"):
+            ready, _, _ = select.select([out], [], [], timeout)
+            if not ready:
+                raise AssertionError(f"no line from the engine within {timeout}s (got {buf!r})")
+            chunk = os.read(out.fileno(), 1)
+            if not chunk:
+                raise AssertionError(f"engine stdout closed (got {buf!r})")
+            buf += chunk
+        return json.loads(buf)
+
+
+def marked_processes() -> list[MemberRef]:
+    """Every live process whose environment carries this run's marker (all started by this suite)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if MARKER.encode() in env:
+            st = read_stat(int(name))
+            if st is not None and st.state not in ("Z", "X"):
+                found.append(MemberRef(st.pid, st.start_time))
+    return found
+
+
+@dataclass
+class Lab:
+    """Launches cohorts on one path and cleans every one of them up by its recorded name."""
+
+    path: str
+    socket_dir: str
+    stage: str
+    engine: Credentials
+    direct_parent: str | None = None
+    manager: sandbox.Sandbox | None = None
+    launched: list[Launched] = field(default_factory=list)
+    tracked: list[MemberRef] = field(default_factory=list)
+    extra_cgroups: list[str] = field(default_factory=list)
+
+    # --- where things are
+    def names(self, name: str) -> tuple[str, str, str]:
+        """(cgroup name, unit path as the ENGINE sees it, unit path as the TEST sees it)."""
+        if self.path == "direct":
+            assert self.direct_parent is not None
+            unit = os.path.join(self.direct_parent, name)
+            return name, unit, unit
+        assert self.manager is not None
+        unit = unit_name_for(name)
+        return unit, f"/sys/fs/cgroup/app.slice/{unit}", os.path.join(self.manager.cgroup, "app.slice", unit)
+
+    def engine_view_root(self) -> str:
+        """The cgroup2 mount point as the engine sees it."""
+        return find_cgroup2().mount_point if self.path == "direct" else "/sys/fs/cgroup"
+
+    def host_root(self) -> str:
+        """The directory the engine sees as its cgroup2 mount root, as the test sees it."""
+        if self.path == "direct":
+            return find_cgroup2().mount_point
+        assert self.manager is not None
+        return self.manager.cgroup
+
+    def user_manager(self) -> UserManager | None:
+        return None if self.manager is None else UserManager(self.manager.prefix())
+
+    def launcher(self, engine: Credentials | None) -> DirectCgroupLauncher | ScopeLauncher:
+        if self.path == "direct":
+            assert self.direct_parent is not None
+            return DirectCgroupLauncher(self.direct_parent, self.socket_dir, engine=engine, log_dir=self.socket_dir)
+        assert self.manager is not None
+        return ScopeLauncher(UserManager(self.manager.prefix()), self.socket_dir, engine=engine,
+                             log_dir=self.socket_dir)
+
+    def launch(self, spec: dict[str, Any] | Callable[[str], dict[str, Any]], *, name: str | None = None,
+               as_root: bool = False, launcher: Any = None) -> Launched:
+        """Start the misbehaving tree as the engine; returns once every member has reported."""
+        name = name or f"k{secrets.token_hex(4)}"
+        _, engine_unit, host_unit = self.names(name)
+        if callable(spec):
+            spec = spec(engine_unit)
+        launcher = launcher or self.launcher(None if as_root else self.engine)
+        handle = launcher.launch(name, ["/usr/bin/python3", os.path.join(self.stage, "misbehaving_tree.py"),
+                                        json.dumps(spec)],
+                                 env={"PATH": "/usr/bin:/bin", "MOSAIC_COHORT_RUN": RUN}, cwd=self.stage)
+        launched = Launched(handle, {}, os.path.join(host_unit, "engine"), host_unit, launcher)
+        self.launched.append(launched)
+        self.tracked.append(handle.claim.engine)
+        launched.ready = launched.read_line()
+        assert launched.ready["type"] == "ready"
+        self.tracked.extend(launched.members())
+        return launched
+
+    def stop(self, launched: Launched | Any, **kw: Any) -> StopResult:
+        claim = launched.claim if isinstance(launched, Launched) else launched
+        request = StopRequest(f"stop-{secrets.token_hex(3)}", f"pi-{claim.claim_id}", f"exec-{claim.claim_id}",
+                              {"confirmation": f"conf-{secrets.token_hex(3)}", "actor": "local-operator"})
+        kw.setdefault("grace", GRACE)
+        return force_stop(claim, request, manager=self.user_manager(), **kw)
+
+    def other_cgroup(self) -> tuple[str, str]:
+        """A cgroup outside the cohort owned by the engine uid: (engine's view, test's view)."""
+        name = f"other-{RUN}-{secrets.token_hex(2)}"
+        host = os.path.join(self.host_root() if self.path == "scope" else self.direct_parent or "", name)
+        os.mkdir(host)
+        self.extra_cgroups.append(host)
+        for rel in (".", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"):
+            os.chown(os.path.join(host, rel), self.engine.uid, self.engine.gid)
+        view = os.path.join(self.engine_view_root(), name) if self.path == "scope" else host
+        return view, host
+
+    def cleanup(self) -> list[str]:
+        problems: list[str] = []
+        for item in self.launched:
+            try:
+                remove_tree(item.engine_path_host) if os.path.isdir(item.engine_path_host) else None
+            except OSError as e:
+                problems.append(f"{item.engine_path_host}: {e}")
+            try:
+                item.handle.release(force=True, timeout=15)
+            except Exception as e:  # noqa: BLE001 - keep cleaning the others
+                problems.append(f"release {item.claim.unit}: {e}")
+            if self.path == "direct" and os.path.isdir(item.unit_path_host):
+                try:
+                    remove_tree(item.unit_path_host)
+                except OSError as e:
+                    problems.append(f"{item.unit_path_host}: {e}")
+        for m in self.tracked:
+            if alive(m):
+                kill_member(m)
+        for path in self.extra_cgroups:
+            try:
+                remove_tree(path)
+            except OSError as e:
+                problems.append(f"{path}: {e}")
+        return problems
+
+
+@pytest.fixture
+def lab(request: pytest.FixtureRequest, path: str, socket_dir: str, stage: str,
+        engine_credentials: Credentials) -> Iterator[Lab]:
+    if path == "direct":
+        if DIRECT_REASON is not None:
+            pytest.skip(DIRECT_REASON)
+        lab = Lab(path, socket_dir, stage, engine_credentials,
+                  direct_parent=request.getfixturevalue("direct_parent"))
+    else:
+        if SCOPE_REASON is not None:
+            pytest.skip(f"scope path unavailable: {SCOPE_REASON}")
+        lab = Lab(path, socket_dir, stage, engine_credentials, manager=request.getfixturevalue("root_manager"))
+    yield lab
+    problems = lab.cleanup()
+    assert not problems, problems
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftovers() -> Iterator[None]:
+    """After the whole suite: no process of this run alive, nothing of ours under the cgroup2 root."""
+    yield
+    left = marked_processes()
+    for m in left:
+        kill_member(m)
+    assert not left, f"processes of run {RUN} were still alive after the suite (killed now): {left}"
+    if DIRECT_REASON is None:
+        root = find_cgroup2().mount_point
+        ours = [n for n in os.listdir(root) if RUN in n]
+        assert not ours, f"cgroups of run {RUN} left under {root}: {ours}"

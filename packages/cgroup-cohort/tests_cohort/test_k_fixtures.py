@@ -1,0 +1,424 @@
+"""Brief §6 fixtures K1-K4, K10, K12-K16 against the real kernel, on the direct path and the scope path.
+
+The engine is the misbehaving tree (setsid daemons, a fork loop, TERM-ignoring members) running as the
+dedicated uid ``cohorttest``, which owns no ancestor of engine/: the kernel-enforced K13 boundary of
+cgroup-facts.md §4.4. The same-uid design of the brief (no nsdelegate here) is shown escaping, and then
+K1 ends uncertain, as the brief requires.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+
+import jsonschema
+import pytest
+
+from mosaic.cgroup_cohort import (
+    FixtureVerifier,
+    MemberRef,
+    PgroupLauncher,
+    StopRequest,
+    boot_id,
+    build_boot_proof,
+    force_stop,
+    machine_id,
+    proof_json_schema,
+    read_events,
+)
+from mosaic.cgroup_cohort._model import CohortClaim
+from mosaic.cgroup_cohort._proc import cgroup_of, read_stat
+from mosaic.cgroup_cohort._stop import Acknowledged, AwaitGrace
+from mosaic.cgroup_cohort.testing import alive, kill_member
+
+GRACE = 0.3
+
+
+def _validate(proof: dict) -> None:
+    jsonschema.Draft202012Validator(proof_json_schema()).validate(proof)
+
+
+def _proof_members(proof: dict) -> dict[MemberRef, dict]:
+    return {MemberRef(m["pid"], m["startTime"]): m for m in proof["members"]}
+
+
+# ---------------------------------------------------------------------------------------------------- K1
+def test_K1_setsid_child_is_killed_and_the_proof_verifies(lab):
+    launched = lab.launch({"setsid_daemon": True, "sleepers": 2, "term_ignorers": 1})
+    claim = launched.claim
+    assert claim.containment.held and claim.containment.method == "engine-uid"
+    daemon = launched.member("setsid-daemon")
+    assert daemon["sid"] != launched.ready["pid"]  # it really left the engine's session and group
+    daemon_ref = MemberRef(daemon["pid"], daemon["startTime"])
+    assert alive(daemon_ref)
+    verifier = FixtureVerifier()
+    result = lab.stop(launched, verifier=verifier)
+    assert result.outcome.state == "stopped", result.outcome
+    assert result.proof is not None and result.outcome.membership_complete
+    _validate(result.proof)
+    assert verifier.verify(result.proof) == result.proof["verification"]["digest"]
+    members = _proof_members(result.proof)
+    # The daemon ignored TERM, so it was in the cohort at the freeze and died by the kill.
+    assert daemon_ref in members and members[daemon_ref]["death"] == "reaped:signal 9"
+    assert not alive(daemon_ref)
+    for m in launched.members() + [claim.engine]:
+        assert not alive(m)
+    assert read_events(launched.engine_path_host).populated is False
+
+
+def test_K1_and_K13_same_uid_engine_escapes_so_the_stop_is_uncertain(lab):
+    """The brief's design without nsdelegate (facts §4.1): an engine with the owner's uid is not contained.
+
+    The canary escapes, an escaping member survives the kill, and K1 ends uncertain, recorded.
+    """
+    def spec(unit: str) -> dict:
+        return {"setsid_daemon": True, "escape": [os.path.join(unit, "supervisor", "cgroup.procs")]}
+
+    launched = lab.launch(spec, as_root=True)
+    assert not launched.claim.containment.held
+    assert ["MOVED"] == [r for _, r in launched.claim.containment.attempts][-1:]
+    escaper = launched.member("escaper")
+    assert escaper["results"][-1][1] == "MOVED" and escaper["cgroup"].endswith("/supervisor")
+    esc = MemberRef(escaper["pid"], escaper["startTime"])
+    result = lab.stop(launched)
+    assert result.outcome.state == "uncertain" and result.proof is None
+    assert result.outcome.reason == "containment-not-held"
+    # What the proof would have hidden: populated 0 for engine/, and yet a member of the cohort lives on.
+    assert result.outcome.evidence.populated0 is True
+    assert alive(esc), "the escaped member survived the engine's kill (facts §4.1)"
+    assert esc not in result.outcome.evidence.members
+
+
+# ---------------------------------------------------------------------------------------------------- K2
+def test_K2_process_group_fallback_is_uncertain_and_the_setsid_child_escapes(stage, engine_credentials,
+                                                                            run_marker):
+    launcher = PgroupLauncher(engine=engine_credentials)
+    handle = launcher.launch("k2", ["/usr/bin/python3", os.path.join(stage, "misbehaving_tree.py"),
+                                    json.dumps({"setsid_daemon": True, "sleepers": 2})],
+                             env={"PATH": "/usr/bin:/bin", "MOSAIC_COHORT_RUN": run_marker}, cwd=stage)
+    started: list[MemberRef] = [handle.claim.engine]
+    try:
+        ready = _read_json_line(handle.stdout)
+        started += [MemberRef(m["pid"], m["startTime"]) for m in ready["members"]]
+        (d,) = [m for m in ready["members"] if m["role"] == "setsid-daemon"]
+        daemon = MemberRef(d["pid"], d["startTime"])
+        assert read_stat(daemon.pid).pgid != handle.claim.pgid
+        request = StopRequest("stop-k2", "pi-k2", "exec-k2", {"confirmation": "c"})
+        result = force_stop(handle.claim, request, grace=GRACE)
+        assert result.outcome.state == "uncertain" and result.proof is None
+        assert result.outcome.reason == "process-group-fallback"
+        assert result.outcome.evidence.populated0 is True  # the group is empty ...
+        assert alive(daemon)  # ... and the setsid child is alive: why the fallback can never prove a stop
+        assert not alive(handle.claim.engine)
+    finally:
+        for m in started:
+            kill_member(m)
+        handle.release(timeout=10)
+
+
+def _read_json_line(f, timeout: float = 20.0) -> dict:
+    buf = b""
+    while not buf.endswith(b"\n"):
+        r, _, _ = select.select([f], [], [], timeout)
+        assert r, f"no line within {timeout}s"
+        chunk = os.read(f.fileno(), 1)
+        assert chunk, "stream closed"
+        buf += chunk
+    return json.loads(buf)
+
+
+# ---------------------------------------------------------------------------------------------------- K3
+def test_K3_sigterm_acknowledged_stays_stopping_until_the_kill_phase(lab):
+    launched = lab.launch({"ack_term": True, "term_ignorers": 1})
+    ignorer = launched.members("term-ignorer")[0]
+    seen: dict[str, object] = {}
+
+    def hook(machine, action) -> None:
+        if isinstance(action, AwaitGrace) and "ack" not in seen:
+            ack = launched.read_line()  # the engine acknowledges TERM and exits; a member does not
+            assert ack == {"type": "term-ack"}
+            machine.feed(Acknowledged("sigterm-ack"))
+            seen["ack"] = True
+            seen["state_after_ack"] = machine.state
+            seen["ignorer_alive_after_ack"] = alive(ignorer)
+
+    result = lab.stop(launched, on_action=hook)
+    assert seen == {"ack": True, "state_after_ack": "stopping", "ignorer_alive_after_ack": True}
+    assert result.outcome.state == "stopped", result.outcome
+    assert result.outcome.evidence.acknowledgements == ["sigterm-ack"]
+    assert result.outcome.evidence.phases[-3:] == ["kill", "collect", "done"]
+    members = _proof_members(result.proof)
+    assert members[ignorer]["death"] == "reaped:signal 9"  # it died in the kill phase, not from TERM
+    assert launched.claim.engine not in members  # the engine exited on TERM, before the freeze
+
+
+# ---------------------------------------------------------------------------------------------------- K4
+def test_K4_two_engines_stop_one_the_other_survives(lab):
+    a = lab.launch({"sleepers": 1, "term_ignorers": 1})
+    b = lab.launch({"sleepers": 1, "term_ignorers": 1})
+    result = lab.stop(a)
+    assert result.outcome.state == "stopped", result.outcome
+    # Independent observation of B: its own cgroup is populated, its members live, it answers get_state.
+    assert read_events(b.engine_path_host).populated is True
+    assert all(alive(m) for m in b.members()) and alive(b.claim.engine)
+    b.send({"type": "get_state"})
+    reply = b.read_line()
+    assert reply["command"] == "get_state" and reply["success"] and reply["data"]["pid"] == b.ready["pid"]
+    assert not set(_proof_members(result.proof)) & set(b.members())
+    assert (r := lab.stop(b)).outcome.state == "stopped", r.outcome
+
+
+# --------------------------------------------------------------------------------------------------- K10
+DRIVER = r"""
+import json, os, signal, sys
+from mosaic.cgroup_cohort import CohortClaim, StopRequest, UserManager, force_stop
+from mosaic.cgroup_cohort._stop import AwaitGrace
+claim = CohortClaim.from_dict(json.loads(sys.argv[1]))
+request = StopRequest(**json.loads(sys.argv[2]))
+prefix = json.loads(sys.argv[3])
+def die(machine, action):
+    if isinstance(action, AwaitGrace):      # TERM sent, kill phase not started: the controller dies here
+        sys.stdout.write(json.dumps({"termed": len(machine.evidence.termed)}) + "\n"); sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+force_stop(claim, request, manager=UserManager(prefix) if prefix is not None else None, grace=30, on_action=die)
+"""
+
+
+def test_K10_controller_killed_between_term_and_kill_restart_reruns_from_term(lab):
+    launched = lab.launch({"sleepers": 1, "term_ignorers": 2, "setsid_daemon": True})
+    request = {"stop_id": "stop-k10", "conversation": "pi-k10", "execution": "exec-k10",
+               "authority": {"confirmation": "conf-k10"}}
+    prefix = None if lab.manager is None else lab.manager.prefix()
+    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(launched.claim.to_dict()),
+                           json.dumps(request), json.dumps(prefix)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert json.loads(proc.stdout)["termed"] >= 4
+    ignorers = launched.members("term-ignorer")
+    assert all(alive(m) for m in ignorers)  # nothing was killed by the dead controller
+    assert read_events(launched.engine_path_host).populated is True
+    # The restart: same claim (from its JSON record), same stop; identity re-checked, then TERM again.
+    claim = CohortClaim.from_dict(json.loads(json.dumps(launched.claim.to_dict())))
+    result = force_stop(claim, StopRequest(**request), manager=lab.user_manager(), grace=GRACE)
+    assert result.outcome.evidence.phases[:3] == ["identity", "term", "grace"]
+    assert result.outcome.state == "stopped", result.outcome
+    assert result.proof["stop"] == "stop-k10"
+    members = _proof_members(result.proof)
+    for m in ignorers:
+        assert members[m]["death"] == "reaped:signal 9"
+    assert set(members) == set(result.outcome.evidence.members)  # only what this run observed
+
+
+# --------------------------------------------------------------------------------------------------- K12
+def test_K12_fork_loop_is_frozen_enumerated_and_killed(lab):
+    def spec(unit: str) -> dict:
+        return {"fork_loop": True, "fork_cap": 60, "term_ignorers": 1, "setsid_daemon": True,
+                "subcgroup": os.path.join(unit, "engine", "sub")}
+
+    launched = lab.launch(spec)
+    sub = launched.member("subcgroup")
+    assert sub["cgroup"] == "/sub"  # the engine is in a cgroup namespace rooted at engine/
+    result = lab.stop(launched, grace=GRACE)
+    ev = result.outcome.evidence
+    assert result.outcome.state == "stopped", result.outcome
+    assert ev.frozen and ev.enumeration_stable and ev.frozen_rechecked and ev.populated0
+    members = _proof_members(result.proof)
+    forker = MemberRef(launched.member("fork-loop")["pid"], launched.member("fork-loop")["startTime"])
+    assert forker in members and MemberRef(sub["pid"], sub["startTime"]) in members
+    assert len(members) > 5, "the fork loop's children were caught in the freeze"
+    # Every member enumerated while frozen died by the kill and was reaped by the shim (subreaper).
+    assert {m["death"] for m in members.values()} == {"reaped:signal 9"}
+    assert not any(alive(m) for m in members)
+    assert read_events(launched.engine_path_host).populated is False
+    assert read_events(os.path.join(launched.engine_path_host, "sub")).populated is False
+
+
+# --------------------------------------------------------------------------------------------------- K13
+def test_K13_member_writing_its_pid_elsewhere_is_refused_and_the_kill_is_complete(lab):
+    other_view, other_host = lab.other_cgroup()
+
+    def spec(unit: str) -> dict:
+        parent = os.path.dirname(unit)
+        return {"escape": [os.path.join(unit, "supervisor", "cgroup.procs"),
+                           os.path.join(unit, "cgroup.procs"),
+                           os.path.join(parent, "cgroup.procs"),
+                           os.path.join(lab.engine_view_root(), "cgroup.procs"),
+                           os.path.join(other_view, "cgroup.procs")],
+                "term_ignorers": 1}
+
+    launched = lab.launch(spec)
+    escaper = launched.member("escaper")
+    results = dict(escaper["results"])
+    assert len(results) == 5 and set(results.values()) == {"EACCES"}, results
+    assert escaper["cgroup"] == "/"  # still in engine/ (the root of its cgroup namespace)
+    assert read_events(other_host).populated is False
+    # The canary reported the same boundary at launch.
+    assert launched.claim.containment.held
+    assert {r for _, r in launched.claim.containment.attempts} == {"EACCES"}
+    result = lab.stop(launched)
+    assert result.outcome.state == "stopped", result.outcome
+    esc = MemberRef(escaper["pid"], escaper["startTime"])
+    assert _proof_members(result.proof)[esc]["death"] == "reaped:signal 9"
+    assert not alive(esc)
+
+
+def test_K13_engine_cannot_regain_root_through_a_setuid_binary(lab):
+    """no_new_privs: the ownership boundary cannot be undone by exec of a set-uid program."""
+    launched = lab.launch({"sleepers": 1})
+    with open(f"/proc/{launched.claim.engine.pid}/status", encoding="ascii") as f:
+        status = dict(line.split(":", 1) for line in f.read().splitlines())
+    assert status["NoNewPrivs"].strip() == "1"
+    assert status["Uid"].split()[0] == str(lab.engine.uid)
+    assert (r := lab.stop(launched)).outcome.state == "stopped", r.outcome
+
+
+# --------------------------------------------------------------------------------------------------- K14
+def test_K14_same_name_other_epoch_gets_no_signal(lab):
+    name = f"k14{os.urandom(3).hex()}"
+    first = lab.launch({"sleepers": 1}, name=name)
+    old_claim = first.claim
+    assert (r := lab.stop(first)).outcome.state == "stopped", r.outcome
+    first.handle.release(timeout=15)
+    # Recreate under the same name (scope: the name is busy for tens of ms, the launcher retries).
+    second = lab.launch({"sleepers": 1, "term_ignorers": 1}, name=name)
+    assert second.claim.unit == old_claim.unit
+    if lab.path == "scope":
+        assert second.claim.invocation_id != old_claim.invocation_id
+    assert second.claim.unit_cgroup_id != old_claim.unit_cgroup_id
+    result = lab.stop(old_claim)
+    assert result.outcome.state == "uncertain" and result.proof is None
+    assert result.outcome.reason == "identity-mismatch" and not result.outcome.signalled
+    assert result.outcome.evidence.phases == ["identity", "done"]
+    assert all(alive(m) for m in second.members()) and alive(second.claim.engine)
+    assert read_events(second.engine_path_host).populated is True
+    assert (r := lab.stop(second)).outcome.state == "stopped", r.outcome
+
+
+def test_scope_unit_name_busy_until_the_previous_scope_ends_is_retried(lab):
+    """A unit name stays loaded while (and for tens of ms after) its scope runs: the launcher retries."""
+    name = f"reuse{os.urandom(3).hex()}"
+    first = lab.launch({"sleepers": 1}, name=name)
+    assert (r := lab.stop(first)).outcome.state == "stopped", r.outcome
+    busy = threading.Event()
+    launcher = lab.launcher(lab.engine)
+    launcher.on_busy = lambda attempt, message: busy.set()
+    box: dict[str, object] = {}
+
+    def second() -> None:
+        try:
+            box["launched"] = lab.launch({"sleepers": 1}, name=name, launcher=launcher)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            box["error"] = e
+
+    t = threading.Thread(target=second)
+    t.start()
+    # The second launch is refused "already loaded" while the first scope lives: wait for that, bounded.
+    assert busy.wait(20), box
+    first.handle.release(timeout=15)  # the first scope ends; its name frees tens of ms later
+    t.join(30)
+    assert not t.is_alive() and "error" not in box, box
+    launched = box["launched"]
+    assert launched.claim.unit == first.claim.unit
+    assert launched.claim.invocation_id != first.claim.invocation_id
+    assert (r := lab.stop(launched)).outcome.state == "stopped", r.outcome
+
+
+# --------------------------------------------------------------------------------------------------- K15
+def test_K15_shim_gone_is_unavailable_and_nothing_is_signalled(lab):
+    launched = lab.launch({"sleepers": 1, "term_ignorers": 1})
+    shim = launched.handle.hello["shim"]
+    pidfd = os.pidfd_open(shim["pid"])
+    try:
+        assert read_stat(shim["pid"]).start_time == shim["startTime"]
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
+    assert launched.handle.wait(15) is not None
+    result = lab.stop(launched)
+    assert result.outcome.state == "uncertain" and result.proof is None
+    assert result.outcome.reason in ("shim-gone", "identity-unavailable")
+    assert not result.outcome.signalled
+    assert all(alive(m) for m in launched.members()) and alive(launched.claim.engine)
+
+
+def test_K15_missing_engine_cgroup_is_unavailable_not_empty(lab):
+    launched = lab.launch({"exit_on_eof": True})
+    launched.handle.stdin.close()
+    launched.handle.stdin = None
+    engine = launched.claim.engine
+    fd = os.pidfd_open(engine.pid)
+    try:
+        select.select([fd], [], [], 20)  # the engine exits on EOF: engine/ becomes empty
+    finally:
+        os.close(fd)
+    ok = _wait_unpopulated(launched.engine_path_host)
+    assert ok
+    os.rmdir(launched.engine_path_host)  # the engine cgroup path is now missing
+    result = lab.stop(launched)
+    assert result.outcome.state == "uncertain" and result.proof is None
+    assert result.outcome.reason in ("identity-unavailable", "cgroup-unavailable")
+    assert not result.outcome.signalled
+    # A new directory under the same name is another cgroup, not the cohort's: still unavailable.
+    os.mkdir(launched.engine_path_host)
+    result = lab.stop(launched)
+    assert result.outcome.state == "uncertain" and not result.outcome.signalled
+    os.rmdir(launched.engine_path_host)
+
+
+def _wait_unpopulated(path: str) -> bool:
+    from mosaic.cgroup_cohort._cgroupfs import wait_events
+
+    ok, _ = wait_events(path, lambda e: not e.populated, 20)
+    return ok
+
+
+# --------------------------------------------------------------------------------------------------- K16
+def test_K16_boot_proof_for_another_machine_is_foreign_host(lab):
+    from mosaic.cgroup_cohort import CohortRefusal
+
+    launched = lab.launch({"sleepers": 1})
+    claim = launched.claim
+    assert claim.machine_id == machine_id() and claim.boot_id == boot_id()
+    request = StopRequest("stop-k16", "pi-k16", "exec-k16", {"confirmation": "c"})
+    from dataclasses import replace
+
+    foreign = replace(claim, machine_id="f" * 32)
+    with pytest.raises(CohortRefusal) as e:
+        build_boot_proof(foreign, request, machine_id=machine_id(), boot_id=boot_id(), boot_time=0,
+                         observed_at=0)
+    assert e.value.code == "foreign-host"
+    # The same claim from an earlier boot of this host gets a boot proof that the verifier accepts.
+    earlier = replace(claim, boot_id="0" * 32)
+    proof = build_boot_proof(earlier, request, machine_id=machine_id(), boot_id=boot_id(), boot_time=1.0,
+                             observed_at=2.0)
+    v = FixtureVerifier()
+    v.register(proof)
+    assert v.verify(proof)
+    # And a force stop of a claim recorded on another host sends nothing.
+    result = lab.stop(foreign)
+    assert result.outcome.reason == "identity-mismatch" and not result.outcome.signalled
+    assert alive(claim.engine)
+    assert (r := lab.stop(launched)).outcome.state == "stopped", r.outcome
+
+
+def test_engine_runs_in_engine_cgroup_under_the_engine_uid(lab):
+    launched = lab.launch({"subcgroup": None})
+    engine = launched.claim.engine
+    path = cgroup_of(engine.pid)  # as this (init cgroup namespace) process sees it
+    assert path is not None and path.endswith("/engine")
+    assert os.path.samefile(lab.host_root() + path.removeprefix(_ns_prefix(lab)), launched.engine_path_host)
+    with open(f"/proc/{engine.pid}/status", encoding="ascii") as f:
+        assert f"Uid:\t{lab.engine.uid}\t" in f.read()
+    assert (r := lab.stop(launched)).outcome.state == "stopped", r.outcome
+
+
+def _ns_prefix(lab) -> str:
+    """The sandbox's cgroup (its cgroup namespace root) as a path from the host root, or ''."""
+    if lab.manager is None:
+        return ""
+    return "/" + os.path.basename(lab.manager.cgroup)

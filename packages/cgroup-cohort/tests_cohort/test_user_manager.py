@@ -1,0 +1,71 @@
+"""The brief's own K13 design on this host: a user-owned systemd --user scope, the shim and the engine
+as that same user, the engine in a cgroup namespace rooted at engine/, and no nsdelegate (facts §4.1).
+
+The escape is NOT refused here, so K1 must end uncertain, recorded (brief §6 K13: "If not refused,
+stopped is unavailable for real cohorts, and K1 expects uncertain").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import tempfile
+
+from mosaic.cgroup_cohort import MemberRef, ScopeLauncher, StopRequest, UserManager, force_stop, read_events
+from mosaic.cgroup_cohort.testing import alive, kill_member
+
+
+def _line(f, timeout: float = 30.0) -> dict:
+    buf = b""
+    while not buf.endswith(b"\n"):
+        r, _, _ = select.select([f], [], [], timeout)
+        assert r, f"no line within {timeout}s"
+        chunk = os.read(f.fileno(), 1)
+        assert chunk, f"stream closed after {buf!r}"
+        buf += chunk
+    return json.loads(buf)
+
+
+def test_K13_brief_design_same_uid_user_scope_escapes_and_K1_is_uncertain(
+    user_manager, vendored_shim, stage, engine_credentials, run_marker
+):
+    sockets = tempfile.mkdtemp(prefix=f"mosaic-cohort-usock-{run_marker}-")
+    os.chown(sockets, engine_credentials.uid, engine_credentials.gid)
+    os.chmod(sockets, 0o700)
+    manager = UserManager(user_manager.prefix())
+    launcher = ScopeLauncher(manager, sockets, engine=None, cgroupns=True, shim_python="/usr/bin/python3",
+                             shim_path=vendored_shim, shim_uid=engine_credentials.uid)
+    name = f"u{run_marker[:6]}"
+    unit_view = f"/sys/fs/cgroup/app.slice/mosaic-{name}.scope"
+    spec = {"setsid_daemon": True, "term_ignorers": 1,
+            "escape": [os.path.join(unit_view, "supervisor", "cgroup.procs")]}
+    handle = launcher.launch(name, ["/usr/bin/python3", os.path.join(stage, "misbehaving_tree.py"), json.dumps(spec)],
+                             env={"PATH": "/usr/bin:/bin", "MOSAIC_COHORT_RUN": run_marker}, cwd=stage)
+    started = [handle.claim.engine]
+    try:
+        ready = _line(handle.stdout)
+        started += [MemberRef(m["pid"], m["startTime"]) for m in ready["members"]]
+        hello = handle.hello
+        assert hello["engineUid"] == engine_credentials.uid and hello["engineUserns"] is True
+        assert hello["invocationId"] and hello["invocationId"] == hello["invocationIdEnv"]
+        assert hello["nsdelegate"] is False
+        # The launch canary escaped: containment does not hold on this host for this design.
+        assert not handle.claim.containment.held
+        assert handle.claim.containment.attempts[-1][1] == "MOVED"
+        (esc,) = [m for m in ready["members"] if m["role"] == "escaper"]
+        assert esc["results"][-1][1] == "MOVED"
+        escaper = MemberRef(esc["pid"], esc["startTime"])
+        result = force_stop(handle.claim, StopRequest("stop-u", "pi-u", "exec-u", {"confirmation": "c"}),
+                            manager=manager, grace=0.3)
+        assert result.outcome.state == "uncertain" and result.proof is None
+        assert result.outcome.reason == "containment-not-held"
+        engine_host = os.path.join(user_manager.cgroup, "app.slice", f"mosaic-{name}.scope", "engine")
+        assert read_events(engine_host).populated is False  # engine/ reads empty ...
+        assert alive(escaper)  # ... and a member of the cohort is alive in supervisor/: stopped would be false
+    finally:
+        for m in started:
+            kill_member(m)
+        handle.release(force=True, timeout=15)
+        shutil.rmtree(sockets, ignore_errors=True)
