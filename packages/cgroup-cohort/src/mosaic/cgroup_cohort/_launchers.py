@@ -295,6 +295,21 @@ def _shim_env() -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
+def _hello_of(status: Mapping[str, Any] | None, nonce: str) -> Mapping[str, Any] | None:
+    """The shim's hello when ``status`` is an ok status carrying this launch's nonce; else None."""
+    if status is None or not status.get("ok") or status.get("hello", {}).get("nonce") != nonce:
+        return None
+    hello: Mapping[str, Any] = status["hello"]
+    return hello
+
+
+def _status_error(status: Mapping[str, Any] | None) -> str:
+    """The error a failed status reports, for the diagnostics ("" when there is no failed status)."""
+    if status is not None and not status.get("ok"):
+        return str(status.get("error"))
+    return ""
+
+
 class _Pipes:
     """The engine's stdin/stdout pipes plus the launcher's status and diagnostics pipes."""
 
@@ -321,7 +336,33 @@ class _Pipes:
         return os.fdopen(self.stdin_w, "wb", buffering=0), os.fdopen(self.stdout_r, "rb", buffering=0)
 
 
-class ScopeLauncher:
+class _ShimLauncher:
+    """What the scope and direct launchers share: the private socket directory and how the shim starts."""
+
+    def __init__(
+        self,
+        socket_dir: str,
+        *,
+        shim_uid: int | None,
+        engine: Credentials | None,
+        cgroupns: bool,
+        shim_python: str,
+        start_timeout: float,
+        log_dir: str | None,
+    ) -> None:
+        self.socket_dir = _check_socket_dir(socket_dir, shim_uid)
+        self.engine = engine
+        self.cgroupns = cgroupns
+        self.shim_python = shim_python
+        self.start_timeout = start_timeout
+        self.log_dir = log_dir
+
+    def _log_path(self, name: str) -> str | None:
+        """Where the shim of ``name`` logs (None: no log)."""
+        return None if self.log_dir is None else os.path.join(self.log_dir, f"{name}.log")
+
+
+class ScopeLauncher(_ShimLauncher):
     """Launch the shim as the first process of a delegated systemd user scope (seeds/000 src/cohort.mjs).
 
     ``shim_python`` and ``shim_path`` (the directory holding the ``mosaic`` package, with cffi importable)
@@ -350,15 +391,11 @@ class ScopeLauncher:
     ) -> None:
         self.manager = manager
         self.on_busy = on_busy
-        self.socket_dir = _check_socket_dir(socket_dir, shim_uid)
+        super().__init__(socket_dir, shim_uid=shim_uid, engine=engine, cgroupns=cgroupns,
+                         shim_python=shim_python, start_timeout=start_timeout, log_dir=log_dir)
         self.shim_path = shim_path
-        self.engine = engine
-        self.cgroupns = cgroupns
-        self.shim_python = shim_python
         self.name_reuse_timeout = name_reuse_timeout
-        self.start_timeout = start_timeout
         self.busy_retries = 0  # how many "already loaded" retries the last launch needed
-        self.log_dir = log_dir
 
     def launch(
         self,
@@ -403,7 +440,7 @@ class ScopeLauncher:
             devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
             stderr = devnull
         nonce = secrets.token_hex(16)
-        log = None if self.log_dir is None else os.path.join(self.log_dir, f"{unit}.log")
+        log = self._log_path(unit)
         argv = [
             *self.manager.prefix, self.manager.systemd_run, "--user", "--scope", "--quiet", "--collect",
             f"--unit={unit}", "-p", "Delegate=yes", "--", self.shim_python,
@@ -430,17 +467,15 @@ class ScopeLauncher:
             status, diag = _read_status(pipes.status_r, pipes.diag_r, proc_fd, self.start_timeout)
         finally:
             os.close(proc_fd)
-        if status is None or not status.get("ok") or status.get("hello", {}).get("nonce") != nonce:
+        hello = _hello_of(status, nonce)
+        if hello is None:
             pipes.close_all()
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            if status is not None and not status.get("ok"):
-                diag += str(status.get("error"))
-            return None, diag
-        hello = status["hello"]
+            return None, diag + _status_error(status)
         # The shim read the InvocationID from the manager; read it again independently (brief §6).
         try:
             inv = self.manager.invocation_id(unit)
@@ -468,7 +503,7 @@ def _abort(handle: CohortHandle) -> None:
     handle.close()
 
 
-class DirectCgroupLauncher:
+class DirectCgroupLauncher(_ShimLauncher):
     """The shim on a cgroup2 directory this launcher creates under ``parent``, with no systemd.
 
     ``parent`` must be a directory of the cgroup2 mount that the launcher may write (root, or a
@@ -495,12 +530,8 @@ class DirectCgroupLauncher:
             raise CohortRefusal("configuration", f"{parent!r} is not a cgroup directory")
         self.mount = mount
         self.parent = real
-        self.socket_dir = _check_socket_dir(socket_dir)
-        self.engine = engine
-        self.cgroupns = cgroupns
-        self.shim_python = shim_python
-        self.start_timeout = start_timeout
-        self.log_dir = log_dir
+        super().__init__(socket_dir, shim_uid=None, engine=engine, cgroupns=cgroupns,
+                         shim_python=shim_python, start_timeout=start_timeout, log_dir=log_dir)
 
     def launch(
         self,
@@ -527,7 +558,7 @@ class DirectCgroupLauncher:
         pipes = _Pipes()
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         nonce = secrets.token_hex(16)
-        log = None if self.log_dir is None else os.path.join(self.log_dir, f"{name}.log")
+        log = self._log_path(name)
         unit_fd = os.open(unit_dir, cg.O_DIR)
         try:
             argv = [self.shim_python, *_shim_args(
@@ -549,17 +580,17 @@ class DirectCgroupLauncher:
             os.close(devnull)
         pipes.child_side_closed()
         status, diag = _read_status(pipes.status_r, pipes.diag_r, child.pidfd, self.start_timeout)
-        ok = status is not None and status.get("ok") and status.get("hello", {}).get("nonce") == nonce
-        hello: Mapping[str, Any] = status["hello"] if ok and status is not None else {}
-        if ok:
+        hello = _hello_of(status, nonce)
+        if hello is not None:
             # The epoch as the launcher sees it must be the one the shim reports (facts §5).
             try:
-                ok = cg.cgroup_id(unit_dir) == hello["unitCgroupId"]
+                same = cg.cgroup_id(unit_dir) == hello["unitCgroupId"]
             except EvidenceUnavailable:
-                ok = False
-            if not ok:
+                same = False
+            if not same:
                 diag += "cgroup id of the created directory differs from the shim's"
-        if not ok:
+                hello = None
+        if hello is None:
             pipes.close_all()
             try:
                 cg.write_value(unit_dir, "cgroup.kill", "1")
@@ -568,8 +599,7 @@ class DirectCgroupLauncher:
             os.waitpid(child.pid, 0)
             child.close()
             cg.remove_tree(unit_dir)
-            if status is not None and not status.get("ok"):
-                diag += str(status.get("error"))
+            diag += _status_error(status)
             raise CohortRefusal("launch-failed", f"{name}: {diag.strip()[-2000:]}")
         stdin, stdout = pipes.parent_ends()
         rel = "/" + os.path.relpath(unit_dir, self.mount.mount_point)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from ._errors import UNCERTAIN_REASONS
 from ._model import CohortClaim, Death, MemberRef, ObservedIdentity, StopRequest
@@ -345,9 +345,65 @@ def check_identity(claim: CohortClaim, seen: ObservedIdentity) -> tuple[str, str
 
 
 Phase = Literal["identity", "term", "grace", "freeze", "enumerate", "recheck", "kill", "collect", "done"]
+PgPhase = Literal["identity", "term", "grace", "kill", "observe", "done"]
+# Constrained, not bounded: mypy checks the shared code once per machine's phase set, so a phase name
+# used there ("grace", "done") must exist in both.
+_P = TypeVar("_P", Phase, PgPhase)
 
 
-class StopMachine:
+class _StopCore(Generic[_P]):
+    """What both force-stop machines do identically: their state, the identity-first start, the phase log,
+    acknowledgements that change nothing (rule 3), and TERM -> grace (rule 2).
+
+    It never builds a ``StopOutcome``: each machine's own ``_finish`` does, so which outcomes a machine can
+    reach is decided by that machine alone (the process-group machine has no path to ``stopped``, rule 7).
+    """
+
+    def __init__(self, claim: CohortClaim, request: StopRequest, grace: float, phase: _P) -> None:
+        self.claim = claim
+        self.request = request
+        self.grace = grace
+        self.evidence = StopEvidence()
+        self.outcome: StopOutcome | None = None
+        self.phase: _P = phase
+        self._signalled = False
+        self.action: Action = CheckIdentity()
+        self.evidence.phases.append(phase)
+
+    @property
+    def state(self) -> Literal["stopping", "stopped", "uncertain"]:
+        """``stopping`` until the outcome is final."""
+        return "stopping" if self.outcome is None else self.outcome.state
+
+    def _go(self, phase: _P, action: Action) -> Action:
+        self.phase = phase
+        self.evidence.phases.append(phase)
+        self.action = action
+        return action
+
+    def _on_acknowledgement(self, event: Acknowledged) -> Action:
+        # SIGTERM, EOF, an abort acknowledgement, agent_settled and idle never promote a stop (seeds/003
+        # §6 "Proof", CHAT-01 line 325; K3). They are recorded and the pending action stays.
+        self.evidence.acknowledgements.append(event.what)
+        return self.action
+
+    def feed(self, event: Event) -> Action:
+        """Advance on ``event``; returns the next action. Events that do not fit the phase are ignored."""
+        if self.outcome is not None:
+            return self.action
+        if isinstance(event, Acknowledged):
+            return self._on_acknowledgement(event)
+        if self.phase == "term" and isinstance(event, TermSent):
+            self.evidence.termed, self.evidence.term_skipped = event.termed, event.skipped
+            return self._go("grace", AwaitGrace(self.grace))
+        return self._step(event)
+
+    def _step(self, event: Event) -> Action:
+        """The machine's own transitions (anything but an acknowledgement or TERM sent)."""
+        raise NotImplementedError
+
+
+class StopMachine(_StopCore[Phase]):
     """Force stop of a cgroup cohort (scope or direct launcher). Feed events, perform the returned action.
 
     ``machine.action`` is the pending action; ``feed(event)`` returns the next one. When it is a
@@ -368,33 +424,14 @@ class StopMachine:
     ) -> None:
         if claim.kind == "pgroup":
             raise ValueError("a process-group claim needs PgroupStopMachine")
-        self.claim = claim
-        self.request = request
-        self.grace = grace
+        super().__init__(claim, request, grace, "identity")
         self.freeze_timeout = freeze_timeout
         self.freeze_rounds = freeze_rounds
         self.kill_timeout = kill_timeout
         self.collect_timeout = collect_timeout
         self.clock = clock
-        self.evidence = StopEvidence()
-        self.outcome: StopOutcome | None = None
-        self.phase: Phase = "identity"
-        self._signalled = False
-        self.action: Action = CheckIdentity()
-        self.evidence.phases.append("identity")
-
-    @property
-    def state(self) -> Literal["stopping", "stopped", "uncertain"]:
-        """``stopping`` until the outcome is final."""
-        return "stopping" if self.outcome is None else self.outcome.state
 
     # -- helpers
-    def _go(self, phase: Phase, action: Action) -> Action:
-        self.phase = phase
-        self.evidence.phases.append(phase)
-        self.action = action
-        return action
-
     def _fail(self, reason: str, detail: str) -> None:
         assert reason in UNCERTAIN_REASONS, reason
         self.evidence.failures.append((reason, detail))
@@ -428,19 +465,8 @@ class StopMachine:
         self.outcome = outcome
         return self._go("done", Finish(outcome))
 
-    def _on_acknowledgement(self, event: Acknowledged) -> Action:
-        # SIGTERM, EOF, an abort acknowledgement, agent_settled and idle never promote a stop (seeds/003
-        # §6 "Proof", CHAT-01 line 325; K3). They are recorded and the pending action stays.
-        self.evidence.acknowledgements.append(event.what)
-        return self.action
-
-    # -- the transition table
-    def feed(self, event: Event) -> Action:
-        """Advance on ``event``; returns the next action. Events that do not fit the phase are ignored."""
-        if self.outcome is not None:
-            return self.action
-        if isinstance(event, Acknowledged):
-            return self._on_acknowledgement(event)
+    # -- the transition table (acknowledgements and TERM sent: _StopCore.feed)
+    def _step(self, event: Event) -> Action:
         if isinstance(event, Unavailable):
             self._fail(event.reason, event.detail)
             return self._finish()
@@ -462,9 +488,6 @@ class StopMachine:
                 self._fail("kernel-feature-missing", f"missing {', '.join(missing)}")
             self._signalled = True
             return self._go("term", SendTerm())
-        if self.phase == "term" and isinstance(event, TermSent):
-            ev.termed, ev.term_skipped = event.termed, event.skipped
-            return self._go("grace", AwaitGrace(self.grace))
         if self.phase == "grace" and isinstance(event, GraceEnded):
             ev.grace_populated = event.populated
             # Empty after TERM or not, the kill phase runs: TERM alone never stops (K3).
@@ -518,10 +541,7 @@ class StopMachine:
         return self._go("kill", Kill(self.kill_timeout))
 
 
-PgPhase = Literal["identity", "term", "grace", "kill", "observe", "done"]
-
-
-class PgroupStopMachine:
+class PgroupStopMachine(_StopCore[PgPhase]):
     """Force stop of the process-group fallback (no cgroup). Always ends ``uncertain`` (K2).
 
     A process group cannot be enumerated: a member that called setsid() (or setpgid) has left it and no
@@ -540,25 +560,7 @@ class PgroupStopMachine:
     ) -> None:
         if claim.kind != "pgroup":
             raise ValueError("PgroupStopMachine takes a process-group claim")
-        self.claim = claim
-        self.request = request
-        self.grace = grace
-        self.evidence = StopEvidence()
-        self.outcome: StopOutcome | None = None
-        self.phase: PgPhase = "identity"
-        self._signalled = False
-        self.action: Action = CheckIdentity()
-        self.evidence.phases.append("identity")
-
-    @property
-    def state(self) -> Literal["stopping", "stopped", "uncertain"]:
-        return "stopping" if self.outcome is None else self.outcome.state
-
-    def _go(self, phase: PgPhase, action: Action) -> Action:
-        self.phase = phase
-        self.evidence.phases.append(phase)
-        self.action = action
-        return action
+        super().__init__(claim, request, grace, "identity")
 
     def _finish(self, reason: str, detail: str) -> Action:
         self.evidence.failures.append((reason, detail))
@@ -566,12 +568,8 @@ class PgroupStopMachine:
         self.outcome = StopOutcome("uncertain", r, d, False, self._signalled, self.evidence)
         return self._go("done", Finish(self.outcome))
 
-    def feed(self, event: Event) -> Action:
-        if self.outcome is not None:
-            return self.action
-        if isinstance(event, Acknowledged):
-            self.evidence.acknowledgements.append(event.what)
-            return self.action
+    # -- the transition table (acknowledgements and TERM sent: _StopCore.feed)
+    def _step(self, event: Event) -> Action:
         if isinstance(event, (Unavailable, IdentityUnavailable)):
             return self._finish(event.reason, event.detail)
         if self.phase == "identity" and isinstance(event, IdentityObserved):
@@ -581,9 +579,6 @@ class PgroupStopMachine:
                 return self._finish("identity-mismatch", "host or boot differs from the claim")
             self._signalled = True
             return self._go("term", SendTerm())
-        if self.phase == "term" and isinstance(event, TermSent):
-            self.evidence.termed, self.evidence.term_skipped = event.termed, event.skipped
-            return self._go("grace", AwaitGrace(self.grace))
         if self.phase == "grace" and isinstance(event, GraceEnded):
             self.evidence.grace_populated = event.populated
             return self._go("kill", KillGroup())
