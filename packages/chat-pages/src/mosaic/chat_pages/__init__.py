@@ -1,5 +1,92 @@
-"""mosaic.chat_pages: The read-only reader: roots, catalogue, snapshots, CHAT-01 pages, cursors, follow, and the two GET routes.
+"""mosaic.chat_pages: the read-only reader (the seed's CHAT-02): roots, catalogue, snapshots, CHAT-01 pages,
+cursors, follow, and the two GET routes.
 
-Stub: issue 3 fills this package."""
+    from mosaic.chat_pages import roots_from_specs, create_reader, RepositorySpec, SeatRegistration
+    reader = create_reader(roots=lambda: roots_from_specs(specs, registrations))
+    reader.catalogue()                                   # {"ok", "conversations", "refusedRoots", "generatedAt"}
+    reader.open(conversation=cid, branch=None)           # first page
+    reader.next(cursor=c, conversation=cid, branch=b)    # next page, or a follow
 
-__all__: list[str] = []
+open and next return {"ok": True, "page", "cursor", "follow", "view"} or {"ok": False, "refusal": {"code",
+"reconcile", "message"}}. Nothing here writes a file. See the package README for every rule.
+"""
+
+from ._cli import main
+from ._http import REFUSAL_STATUS, ReaderServer, route, serve
+from ._jsonout import dump_bytes, dumps
+from ._parts import (
+    INLINE_FIELD_JSON,
+    MAX_BLOCKS_PER_PART,
+    MAX_FRAGMENT_JSON,
+    MAX_PAGE_BYTES,
+    MAX_PART_BYTES,
+    MAX_PARTS_PER_PAGE,
+    MAX_STRING_UNITS,
+    fragments,
+    item_parts,
+)
+from ._reader import (
+    CURSOR_CAP,
+    CURSOR_TTL_SECONDS,
+    HISTORY,
+    LOCAL_OPERATOR,
+    RACY_NS,
+    Reader,
+    create_reader,
+    items_digest,
+    source_epoch,
+)
+from ._refusal import ReaderRefusal
+from ._sources import (
+    PI_HARNESS,
+    RefusedSpec,
+    RepositorySpec,
+    Roots,
+    SeatRegistration,
+    SessionRoot,
+    UnsupportedRoot,
+    conversation_id,
+    roots_from_specs,
+    same_path,
+    sessions_rel,
+)
+
+__all__ = [
+    "CURSOR_CAP",
+    "CURSOR_TTL_SECONDS",
+    "HISTORY",
+    "INLINE_FIELD_JSON",
+    "LOCAL_OPERATOR",
+    "MAX_BLOCKS_PER_PART",
+    "MAX_FRAGMENT_JSON",
+    "MAX_PAGE_BYTES",
+    "MAX_PARTS_PER_PAGE",
+    "MAX_PART_BYTES",
+    "MAX_STRING_UNITS",
+    "PI_HARNESS",
+    "RACY_NS",
+    "REFUSAL_STATUS",
+    "Reader",
+    "ReaderRefusal",
+    "ReaderServer",
+    "RefusedSpec",
+    "RepositorySpec",
+    "Roots",
+    "SeatRegistration",
+    "SessionRoot",
+    "UnsupportedRoot",
+    "conversation_id",
+    "create_reader",
+    "dump_bytes",
+    "dumps",
+    "fragments",
+    "item_parts",
+    "items_digest",
+    "main",
+    "roots_from_specs",
+    "route",
+    "same_path",
+    "serve",
+    "sessions_rel",
+    "source_epoch",
+]

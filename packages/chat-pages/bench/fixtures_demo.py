@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The reader on the committed fixtures (the README's main-job command; not a test).
+
+Copies fixtures/pi-0.85.1/proj-rpc, proj-sm and fixtures/adversarial/proj-adv into a temporary directory,
+rewriting each header cwd as fixtures/README.md says (line 1 only), then runs `mosaic-read` on it: the
+catalogue, and the first page of one conversation (default: proj-sm's forks.jsonl, on every branch), as
+readable text or, with --json, JSON lines. The temporary directory is removed at the end.
+
+    python packages/chat-pages/bench/fixtures_demo.py [--json] [--file proj-sm/forks.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
+PROJECTS = {"proj-rpc": "pi-0.85.1/proj-rpc", "proj-sm": "pi-0.85.1/proj-sm", "proj-adv": "adversarial/proj-adv"}
+
+
+def materialise(dest: Path) -> list[Path]:
+    roots = []
+    for name, rel in PROJECTS.items():
+        src = REPO / "fixtures" / rel
+        root = dest / name
+        shutil.copytree(src, root, symlinks=True)
+        real = os.path.realpath(root)
+        sessions = root / ".pi/state/alpha/sessions"
+        for f in sorted(sessions.iterdir()):
+            data = f.read_bytes()
+            nl = data.find(b"\n")
+            try:
+                header = json.loads(data[:nl].decode("utf-8")) if nl >= 0 else None
+            except ValueError:
+                header = None
+            old = f"/tmp/mosaic-fixtures/{name}"
+            if isinstance(header, dict) and isinstance(header.get("cwd"), str) and (
+                    header["cwd"] == old or header["cwd"].startswith(old + "/")):
+                header["cwd"] = real + header["cwd"][len(old):]
+                f.write_bytes(json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode() + data[nl:])
+        roots.append(root)
+    return roots
+
+
+def main() -> int:
+    from mosaic.chat_pages import conversation_id
+    from mosaic.chat_pages import main as mosaic_read
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--file", default="proj-sm/forks.jsonl")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="chat-pages-demo-") as tmp:
+        roots = materialise(Path(tmp))
+        spec: list[str] = []
+        for r in roots:
+            spec += ["--spec", str(r), "alpha"]
+        fmt = [] if args.json else ["--text"]
+        print(f"$ mosaic-read {' '.join(fmt)} --spec <tmp>/proj-rpc alpha --spec <tmp>/proj-sm alpha "
+              f"--spec <tmp>/proj-adv alpha catalogue")
+        mosaic_read([*spec, *fmt, "catalogue"])
+        project, name = args.file.split("/", 1)
+        cid = conversation_id(str(Path(tmp) / project), "alpha", name)
+        print(f"\n$ mosaic-read {' '.join(fmt)} --spec ... open {cid}    # {args.file}")
+        return mosaic_read([*spec, *fmt, "open", cid])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

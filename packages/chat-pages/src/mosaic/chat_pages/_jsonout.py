@@ -1,0 +1,45 @@
+"""Serialising pages as JSON whose UTF-8 is always valid, even with lone surrogates in strings.
+
+Pi writes JSON from JavaScript strings, which may hold lone surrogates (a `\\udXXX` escape with no partner);
+Python's json carries them into `str` as lone code points, and `str.encode("utf-8")` would raise on them.
+`dumps` writes every other character raw (ensure_ascii=False) and writes each lone surrogate as its JSON
+escape, which is exactly what JSON.stringify does for well-formed output. Inside JSON text a surrogate code
+point can occur only inside a string literal, so replacing it with its escape keeps the text valid.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_LONE = re.compile("[\ud800-\udfff]")
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text of `value` with lone surrogates escaped; its UTF-8 encoding never fails."""
+    text = _ENCODER.encode(value)
+    return _LONE.sub(_escape, text) if _LONE.search(text) else text
+
+
+def dump_bytes(value: Any) -> bytes:
+    """`dumps(value)` as UTF-8: the bytes the page limits count ("8 MiB of serialized UTF-8")."""
+    return dumps(value).encode("utf-8")
+
+
+def json_size(value: Any) -> int:
+    """The length in bytes of `dump_bytes(value)`."""
+    return len(dump_bytes(value))
+
+
+def utf16_units(text: str) -> int:
+    """The length of `text` in UTF-16 code units, as JavaScript counts characters.
+
+    An astral character is two units; a lone surrogate is one.
+    """
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2

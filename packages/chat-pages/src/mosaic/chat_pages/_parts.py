@@ -1,0 +1,236 @@
+"""Items to CHAT-01 parts, and parts to pages, under the CHAT-01 limits (seed README, "Pages").
+
+- at most 100 parts and 8 MiB of serialized UTF-8 per page;
+- at most 64 blocks per part;
+- at most 262,144 characters per string (UTF-16 code units, as the JavaScript consumer counts them).
+
+"Strings split into fragments. A fragment is also cut at 1 MiB of JSON, and blocks group into parts of at
+most 4 MiB, so one part always fits a page. Content is never clipped, and a surrogate pair is never cut."
+
+The wire shape (schemas/chat-01.schema.json):
+
+- A part belongs to one item: `item` (its id), `index` (0 for the item's first part), `last` (True on its
+  final part), `kind`, `line`, `blocks`. The first part also carries `timestamp`, `entry`, `attrs`,
+  `notice`.
+- A block is one of the item's content blocks, with `block` = its index in the item. A string field that
+  does not fit inline is set to null, named in the block's `continued` list, and carried by the
+  `fragment` blocks right after it: {"kind": "fragment", "block", "field", "fragment", "more", "value"}.
+  Item-level strings (`timestamp`, `attrs.<name>`) continue the same way with `block` null.
+- Concatenating the `value`s of one (item, block, field) in `fragment` order gives the string back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mosaic.pi_format import Item
+
+from ._jsonout import dumps, json_size, utf16_units
+
+MAX_PARTS_PER_PAGE = 100
+MAX_PAGE_BYTES = 8 * 1024 * 1024
+MAX_BLOCKS_PER_PART = 64
+MAX_STRING_UNITS = 262_144
+MAX_FRAGMENT_JSON = 1024 * 1024
+MAX_PART_BYTES = 4 * 1024 * 1024
+#: A string field other than a block's body (`text`, `arguments`) stays inline only up to this much JSON,
+#: so a part's fixed fields can never crowd out its blocks: a part with any one fragment stays < 4 MiB.
+INLINE_FIELD_JSON = 64 * 1024
+
+_BODY_FIELDS = frozenset({"text", "arguments"})
+
+
+def fits(text: str, max_json: int = MAX_FRAGMENT_JSON) -> bool:
+    """Whether `text` may stay one string: at most 262,144 UTF-16 units and `max_json` bytes of JSON."""
+    if len(text) * 6 + 2 <= max_json and len(text) * 2 <= MAX_STRING_UNITS:
+        return True  # fast path: no character can take more than 6 bytes of JSON or 2 units
+    return utf16_units(text) <= MAX_STRING_UNITS and json_size(text) <= max_json
+
+
+def fragments(text: str) -> list[str]:
+    """`text` cut into fragments of at most 262,144 UTF-16 units and 1 MiB of JSON each.
+
+    Cuts fall between code points, so an astral character (a surrogate pair in UTF-16) is never cut.
+    Nothing is dropped: "".join(fragments(t)) == t. An empty string is one empty fragment.
+    """
+    out: list[str] = []
+    start, n = 0, len(text)
+    while start < n:
+        end = min(n, start + MAX_STRING_UNITS)
+        units = utf16_units(text[start:end])
+        while units > MAX_STRING_UNITS:
+            # Shrink in proportion; each code point is 1 or 2 units, so this converges in a step or two.
+            end = start + max(1, (end - start) * MAX_STRING_UNITS // units)
+            units = utf16_units(text[start:end])
+        size = json_size(text[start:end])
+        while size > MAX_FRAGMENT_JSON:
+            length = end - start
+            end = start + max(1, min(length - 1, length * (MAX_FRAGMENT_JSON - 8) // size))
+            size = json_size(text[start:end])
+        out.append(text[start:end])
+        start = end
+    return out or [""]
+
+
+def _split_field(
+    holder: dict[str, Any], key: str, wire_field: str, block: int | None, max_json: int, pieces: list[dict[str, Any]]
+) -> bool:
+    value = holder.get(key)
+    if not isinstance(value, str) or fits(value, max_json):
+        return False
+    holder[key] = None
+    frags = fragments(value)
+    last = len(frags) - 1
+    for j, frag in enumerate(frags):
+        pieces.append(
+            {"kind": "fragment", "block": block, "field": wire_field, "fragment": j, "more": j < last, "value": frag}
+        )
+    return True
+
+
+def item_parts(item: Item) -> list[dict[str, Any]]:
+    """Every part of one item, in order. Deterministic, so a cursor can resume at any part index."""
+    return [part for part, _ in sized_parts(item)]
+
+
+def sized_parts(item: Item) -> list[tuple[dict[str, Any], int]]:
+    """`item_parts(item)` with each part's exact serialized size (`json_size(part)`)."""
+    d = item.to_json()
+    fast = _single_part(d)
+    if fast is not None:
+        return [fast]
+    pieces: list[dict[str, Any]] = []
+    head: dict[str, Any] = {
+        "timestamp": d["timestamp"],
+        "entry": d["entry"],
+        "attrs": dict(d["attrs"]),  # type: ignore[arg-type]
+        "notice": d["notice"],
+    }
+    continued: list[str] = []
+    if _split_field(head, "timestamp", "timestamp", None, INLINE_FIELD_JSON, pieces):
+        continued.append("timestamp")
+    attrs: dict[str, Any] = head["attrs"]
+    for key in list(attrs):
+        if _split_field(attrs, key, "attrs." + key, None, INLINE_FIELD_JSON, pieces):
+            continued.append("attrs." + key)
+    if continued:
+        head["continued"] = continued
+    blocks: list[Any] = d["blocks"]  # type: ignore[assignment]
+    for i, raw in enumerate(blocks):
+        b: dict[str, Any] = dict(raw)
+        if b.get("kind") == "toolCall":
+            # The arguments travel as JSON text, so a huge argument is fragmented like any other string.
+            b["arguments"] = dumps(b.get("arguments"))
+        b["block"] = i
+        mine: list[dict[str, Any]] = []
+        cont = [
+            key
+            for key in list(b)
+            if key not in ("kind", "block")
+            and _split_field(b, key, key, i, MAX_FRAGMENT_JSON if key in _BODY_FIELDS else INLINE_FIELD_JSON, mine)
+        ]
+        if cont:
+            b["continued"] = cont
+        pieces.append(b)
+        pieces.extend(mine)
+    return _pack(d["id"], d["kind"], d["line"], head, pieces)  # type: ignore[arg-type]
+
+
+_SHORT = min(INLINE_FIELD_JSON, MAX_STRING_UNITS) // 6 - 2  # any string this short fits inline anywhere
+
+
+def _short(value: Any) -> bool:
+    """True when every string in `value` is at most _SHORT characters (so no field needs fragments)."""
+    if isinstance(value, str):
+        return len(value) <= _SHORT
+    if isinstance(value, dict):
+        return all(_short(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_short(v) for v in value)
+    return True
+
+
+def _single_part(d: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
+    """The common case in one step: few blocks, every string short. Same output as the general path."""
+    blocks: list[Any] = d["blocks"]
+    if len(blocks) > MAX_BLOCKS_PER_PART or not _short(d["timestamp"]) or not _short(d["attrs"]):
+        return None
+    out_blocks: list[dict[str, Any]] = []
+    for i, raw in enumerate(blocks):
+        b: dict[str, Any] = dict(raw)
+        if b.get("kind") == "toolCall":
+            b["arguments"] = dumps(b.get("arguments"))
+        if not _short(b):
+            return None
+        b["block"] = i
+        out_blocks.append(b)
+    part: dict[str, Any] = {"item": d["id"], "index": 0, "last": True, "kind": d["kind"], "line": d["line"],
+                            "timestamp": d["timestamp"], "entry": d["entry"], "attrs": dict(d["attrs"]),
+                            "notice": d["notice"], "blocks": out_blocks}
+    size = json_size(part)
+    if size > MAX_PART_BYTES:
+        return None
+    return part, size
+
+
+def _pack(
+    item_id: str, kind: str, line: int, head: dict[str, Any], pieces: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], int]]:
+    """Group pieces into parts of at most 64 blocks and 4 MiB of JSON; each part with its exact size."""
+    parts: list[tuple[dict[str, Any], int]] = []
+
+    def new_part() -> dict[str, Any]:
+        part: dict[str, Any] = {"item": item_id, "index": len(parts), "last": False, "kind": kind, "line": line}
+        if not parts:
+            part.update(head)
+        part["blocks"] = []
+        return part
+
+    current = new_part()
+    size = json_size(current)  # "last": false is the longer of the two spellings
+    for piece in pieces:
+        psize = json_size(piece)
+        grow = psize + (1 if current["blocks"] else 0)
+        if current["blocks"] and (len(current["blocks"]) >= MAX_BLOCKS_PER_PART or size + grow > MAX_PART_BYTES):
+            parts.append((current, size))
+            current = new_part()
+            size = json_size(current)
+            grow = psize
+        current["blocks"].append(piece)
+        size += grow
+    current["last"] = True
+    parts.append((current, size - 1))  # "last":true is one byte shorter than "last":false
+    return parts
+
+
+def paginate(
+    count: int,
+    start: tuple[int, int],
+    envelope_bytes: int,
+    parts_of: Callable[[int], Sequence[tuple[dict[str, Any], int]]],
+) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    """The parts of one page from position `start` = (item index, part index) among `count` items, and
+    where the next page
+    starts (None when the snapshot's branch is exhausted).
+
+    A page holds at most 100 parts and at most 8 MiB of serialized UTF-8 including `envelope_bytes`, the
+    size of the page with no parts. One part (at most 4 MiB) always fits an empty page.
+    """
+    out: list[dict[str, Any]] = []
+    size = envelope_bytes
+    i, k = start
+    while i < count:
+        parts = parts_of(i)
+        while k < len(parts):
+            if len(out) >= MAX_PARTS_PER_PAGE:
+                return out, (i, k)
+            part, part_size = parts[k]
+            psize = part_size + (1 if out else 0)
+            if out and size + psize > MAX_PAGE_BYTES:
+                return out, (i, k)
+            out.append(part)
+            size += psize
+            k += 1
+        i, k = i + 1, 0
+    return out, None

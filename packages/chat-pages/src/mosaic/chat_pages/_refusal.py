@@ -1,0 +1,45 @@
+"""The reader's refusal table: every row of the seed README's "Refusal codes" section.
+
+safe-open's own codes (unsafe-path, too-large, unreadable, unavailable) and pi-format's (not-a-pi-session,
+incomplete-header, foreign-project) are rows of this table too, so a refusal from either layer reaches the
+caller as a `ReaderRefusal` with the same code and flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from mosaic.safe_open import Refusal
+
+
+class ReaderRefusal(Refusal):
+    """Why the reader refused a call. `CODES` is the seed README's refusal table (code -> reconcile).
+
+    Seed "Refusal codes": not-a-pi-session and incomplete-header share a row whose reconcile column reads
+    "incomplete: yes", so only incomplete-header carries reconcile.
+    """
+
+    CODES: ClassVar[Mapping[str, bool]] = {
+        "unknown-conversation": True,
+        "unknown-branch": True,
+        "unavailable": False,
+        "unsupported-harness": False,
+        "unsafe-path": False,
+        "foreign-project": False,
+        "unreadable": False,
+        "not-a-pi-session": False,
+        "incomplete-header": True,
+        "too-large": False,
+        "cursor-unknown": True,
+        "cursor-expired": True,
+        "cursor-foreign": True,
+        "source-replaced": True,
+        "unknown-actor": False,
+        "unsupported-purpose": False,
+    }
+
+
+def refused(code: str, message: str) -> dict[str, object]:
+    """The API's refusal value: {"ok": False, "refusal": {"code", "reconcile", "message"}}."""
+    return {"ok": False, "refusal": ReaderRefusal(code, message).to_dict()}

@@ -1,0 +1,29 @@
+"""Test setup: helpers.py importable under --import-mode=importlib; the `world` fixture; the check counts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from helpers import CHECKED, World  # noqa: E402
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    terminalreporter.section("chat-pages checks")
+    terminalreporter.write_line(
+        f"reader calls under fingerprint + inotify: {CHECKED['calls']}; pages validated: {CHECKED['pages']}; "
+        f"cursor records validated: {CHECKED['cursors']}; catalogues validated: {CHECKED['catalogues']}"
+    )
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    """An empty temporary tree (tmp_path/w) with a reader whose every call is fingerprinted and watched."""
+    top = tmp_path / "w"
+    top.mkdir()
+    return World(top)

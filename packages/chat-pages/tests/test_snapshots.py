@@ -1,0 +1,165 @@
+"""F11 (snapshots up to the last newline, view.incomplete, snapshotDigest, sourceEpoch) and F14 (every next
+re-verifies the pinned prefix: source-replaced for a new (dev, ino), a shorter file or an in-place rewrite)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from helpers import World, entry, header, materialise, write_session
+
+from mosaic.chat_pages import source_epoch
+
+
+def _session(world: World, n: int = 250) -> tuple[Path, str, Path]:
+    root = world.top / "proj"
+    lines = [header(root)]
+    parent = None
+    for i in range(n):
+        lines.append(entry(f"e{i:04d}", parent, f"text {i}"))
+        parent = f"e{i:04d}"
+    p = write_session(root, "s.jsonl", lines)
+    world.approve(root)
+    return root, world.cid(root, "s.jsonl"), p
+
+
+def test_F11_snapshot_is_the_file_up_to_its_last_newline_and_sets_incomplete(world: World) -> None:
+    root = materialise(world.top, "proj-adv", ["trailing-partial.jsonl", "trailing-complete-no-lf.jsonl", "crlf.jsonl"])
+    world.approve(root)
+    for name in ("trailing-partial.jsonl", "trailing-complete-no-lf.jsonl"):
+        data = (root / ".pi/state/alpha/sessions" / name).read_bytes()
+        res = world.open(world.cid(root, name))
+        snapshot = data[: data.rfind(b"\n") + 1]
+        assert res["view"]["incomplete"] is True
+        assert res["page"]["snapshotDigest"] == hashlib.sha256(snapshot).hexdigest()
+        # The complete-but-unterminated last entry is not in the snapshot (Pi would count it: quirk 3).
+        lines = {p["line"] for p in res["page"]["parts"]}
+        assert max(lines) < data.count(b"\n") + 1
+        st = os.stat(root / ".pi/state/alpha/sessions" / name)
+        assert res["page"]["sourceEpoch"] == source_epoch(st.st_dev, st.st_ino, res["page"]["snapshotDigest"])
+    res = world.open(world.cid(root, "crlf.jsonl"))
+    assert res["view"]["incomplete"] is False
+
+
+def test_F11_new_open_after_growth_hashes_the_longer_prefix_and_gets_another_epoch_id(world: World) -> None:
+    root, cid, p = _session(world, 3)
+    a = world.open(cid)
+    with open(p, "ab") as f:
+        f.write(entry("x1", "e0002", "more"))
+    b = world.open(cid)
+    assert a["page"]["snapshotDigest"] != b["page"]["snapshotDigest"]
+    assert a["page"]["sourceEpoch"] != b["page"]["sourceEpoch"]
+    # A follow keeps the epoch of its chain (F15 tests the page itself).
+    f = world.follow(a)
+    assert f["page"]["sourceEpoch"] == a["page"]["sourceEpoch"]
+    assert f["page"]["snapshotDigest"] == b["page"]["snapshotDigest"]
+
+
+def test_F11_next_pages_come_from_the_pinned_snapshot_while_the_file_grows(world: World) -> None:
+    root, cid, p = _session(world)
+    res = world.open(cid)
+    digest = res["page"]["snapshotDigest"]
+    with open(p, "ab") as f:
+        f.write(entry("x1", "e0249", "appended"))
+        f.write(b'{"partial')
+    seen = [part["item"] for part in res["page"]["parts"]]
+    while res["cursor"]:
+        res = world.next(res["cursor"]["id"], cid, res["page"]["branch"])
+        assert res["page"]["snapshotDigest"] == digest and res["view"]["incomplete"] is False
+        seen += [part["item"] for part in res["page"]["parts"]]
+    assert "n.x1" not in seen and len(seen) == 250
+
+
+def test_F14_replaced_file_new_inode_is_source_replaced(world: World) -> None:
+    root, cid, p = _session(world)
+    res = world.open(cid)
+    data = p.read_bytes()
+    tmp = p.with_name("s.jsonl.new")
+    tmp.write_bytes(data)
+    os.replace(tmp, p)  # same bytes, another inode
+    out = world.next(res["cursor"]["id"], cid, res["page"]["branch"])
+    assert out["refusal"]["code"] == "source-replaced" and out["refusal"]["reconcile"] is True
+    assert world.next(res["cursor"]["id"], cid, res["page"]["branch"])["refusal"]["code"] == "cursor-unknown"
+
+
+def test_F14_shorter_file_is_source_replaced(world: World) -> None:
+    root, cid, p = _session(world)
+    res = world.open(cid)
+    with open(p, "r+b") as f:
+        f.truncate(p.stat().st_size - 10)
+    assert world.next(res["cursor"]["id"], cid, "main")["refusal"]["code"] == "source-replaced"
+
+
+def test_F14_in_place_rewrite_within_the_same_timestamp_tick_is_source_replaced(world: World) -> None:
+    """The file is rewritten in place right after the reader verified it, within the same coarse timestamp
+    tick, with its size and mtime kept (mtime restored to the nanosecond). The reader's stat shortcut
+    must not hide it: a file changed within RACY_NS of a verification is always hashed again, and any later
+    change moves ctime. Repeated, so that some rewrites land in the very tick of the verification."""
+    root, cid, p = _session(world)
+    at = p.read_bytes().index(b"text 1")
+    for attempt in range(20):
+        res = world.open(cid)
+        nxt = world.next(res["cursor"]["id"], cid, "main")  # verified (hashed or shortcut) just now
+        assert nxt["ok"]
+        st = p.stat()
+        data = bytearray(p.read_bytes())
+        data[at : at + 6] = b"TEXT 1" if attempt % 2 == 0 else b"text 1"  # always a change
+        with open(p, "r+b") as f:  # same inode, same size
+            f.write(bytes(data))
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+        st2 = p.stat()
+        assert (st2.st_ino, st2.st_size, st2.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+        out = world.next(nxt["cursor"]["id"], cid, "main")
+        assert out["refusal"] == {"code": "source-replaced", "reconcile": True, "message": out["refusal"]["message"]}
+
+
+def test_F14_the_stat_shortcut_applies_only_to_a_clean_unchanged_file(world: World) -> None:
+    """The shortcut (skip the hash when the stat identity is unchanged) is taken only when the verified
+    stat's ctime is older than the verification by more than RACY_NS; otherwise every next hashes."""
+    from mosaic.chat_pages import RACY_NS
+    from mosaic.chat_pages import Reader as R
+
+    root, cid, p = _session(world, 350)
+    ctime = p.stat().st_ctime_ns
+    # Racy: the verification runs in the tick the file was last changed in. Every next hashes.
+    world.reader = R(world.roots, clock=world.clock, fs_clock_ns=lambda: ctime + RACY_NS // 2)
+    res = world.open(cid)
+    for _ in range(3):
+        res = world.next(res["cursor"]["id"], cid, "main")
+        assert res["ok"]
+    assert world.reader.verify_counts == {"hashed": 3, "skipped": 0}
+    # Clean: the file is older than the verification. The shortcut applies while the stat is unchanged...
+    world.reader = R(world.roots, clock=world.clock, fs_clock_ns=lambda: ctime + 10 * RACY_NS)
+    res = world.open(cid)
+    res = world.next(res["cursor"]["id"], cid, "main")
+    assert res["ok"] and world.reader.verify_counts == {"hashed": 0, "skipped": 1}
+    # ...and an in-place rewrite with mtime restored still changes ctime, so the hash runs and refuses.
+    st = p.stat()
+    p.write_bytes(p.read_bytes().replace(b'"text 5"', b'"TEXT 5"'))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    out = world.next(res["cursor"]["id"], cid, "main")
+    assert out["refusal"]["code"] == "source-replaced"
+    assert world.reader.verify_counts == {"hashed": 1, "skipped": 1}
+
+
+def test_F14_follow_also_verifies_the_old_prefix(world: World) -> None:
+    root, cid, p = _session(world, 3)
+    res = world.open(cid)
+    data = p.read_bytes().replace(b"text 0", b"TEXT 0")
+    with open(p, "r+b") as f:
+        f.write(data + entry("x1", "e0002", "appended"))
+    assert world.follow(res)["refusal"]["code"] == "source-replaced"
+
+
+def test_F14_removed_file_or_root_after_open(world: World) -> None:
+    root, cid, p = _session(world)
+    res = world.open(cid)
+    os.unlink(p)
+    assert world.next(res["cursor"]["id"], cid, "main")["refusal"]["code"] == "unknown-conversation"
+    p2 = write_session(root, "s.jsonl", [header(root)])
+    res = world.open(cid)
+    assert p2.exists()
+    os.rename(root / ".pi/state/alpha/sessions", root / ".pi/state/alpha/moved")
+    out = world.follow(res)
+    assert out["refusal"] == {"code": "unavailable", "reconcile": False, "message": out["refusal"]["message"]}
