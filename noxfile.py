@@ -133,6 +133,7 @@ def smoke(session: nox.Session) -> None:
 # Each benchmark: (package, script under packages/<package>/, arguments). Numbers are ratios against a
 # floor the script measures in the same run; nothing here asserts a time.
 BENCHMARKS: list[tuple[str, str, list[str]]] = [
+    ("chat-pages", "bench/bench_reader.py", ["--repeat", "3"]),
     ("writer-claim", "bench/bench_claim.py", ["--cycles", "100"]),
     ("cgroup-cohort", "bench/bench_stop.py", ["--repeats", "3"]),
 ]

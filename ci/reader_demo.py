@@ -6,7 +6,7 @@ rewriting each header cwd as fixtures/README.md says (line 1 only), then runs `m
 catalogue, and the first page of one conversation (default: proj-sm's forks.jsonl, on every branch), as
 readable text or, with --json, JSON lines. The temporary directory is removed at the end.
 
-    python packages/chat-pages/bench/fixtures_demo.py [--json] [--file proj-sm/forks.jsonl]
+    python ci/reader_demo.py [--json] [--file proj-sm/forks.jsonl]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
+REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[1])
 PROJECTS = {"proj-rpc": "pi-0.85.1/proj-rpc", "proj-sm": "pi-0.85.1/proj-sm", "proj-adv": "adversarial/proj-adv"}
 
 
