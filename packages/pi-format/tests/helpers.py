@@ -81,7 +81,15 @@ def check_invariants(parsed: Parsed) -> None:
     on_some_branch: set[str] = set()
     for name, branch in parsed.branches.items():
         assert branch.name == name and is_chat01_id(name)
+        # items_from before items is materialised (its own code path), checked against items below.
+        count = branch.item_count
+        width = count // 5 + 1
+        sliced = [branch.items_from(s, width) for s in range(0, count + width, width)]
+        tail = branch.items_from(max(0, count - 2), 10)
         items = branch.items
+        assert tuple(x for chunk in sliced for x in chunk) == items
+        assert tail == items[max(0, count - 2):]
+        assert branch.items_from(1, 2) == items[1:3]
         ids = [item.id for item in items]
         assert len(ids) == len(set(ids)), f"duplicate item id on {name}"
         assert len(items) == branch.item_count

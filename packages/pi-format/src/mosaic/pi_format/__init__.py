@@ -32,7 +32,7 @@ from ._model import (
     UnavailableBlock,
     UnsupportedBlock,
 )
-from ._parse import SUPPORTED_VERSIONS, parse
+from ._parse import SUPPORTED_VERSIONS, parse, parse_appended
 from ._render import HIDDEN_TYPES, ROLES, SHOWN_TYPES
 from ._summary import summary
 
@@ -65,6 +65,7 @@ __all__ = [
     "UnsupportedBlock",
     "is_chat01_id",
     "parse",
+    "parse_appended",
     "safe_id",
     "summary",
 ]

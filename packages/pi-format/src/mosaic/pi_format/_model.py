@@ -254,6 +254,25 @@ class Branch:
         return self._forest.branch_items(self._leaf_index)
 
     @cached_property
+    def _path(self) -> list[int]:
+        return self._forest.path(self._leaf_index)
+
+    def items_from(self, start: int, count: int) -> tuple[Item, ...]:
+        """`items[start:start + count]`, rendering only those items (not the whole branch).
+
+        Equal to slicing `items` for every non-negative `start` and `count`; past the end it is shorter
+        or empty. Costs O(depth + line notices) plus rendering the slice; the path is computed once per
+        branch and rendered items are cached, so paging through a branch renders each item once. Raises
+        ValueError for a negative `start` or `count` (a programming error).
+        """
+        if start < 0 or count < 0:
+            raise ValueError("items_from takes a non-negative start and count")
+        cached = self.__dict__.get("items")
+        if cached is not None:
+            return tuple(cached[start:start + count])
+        return self._forest.branch_slice(self._path, start, start + count)
+
+    @cached_property
     def item_ids(self) -> tuple[str, ...]:
         """The ids of `items`, in order: what a follow cursor digests."""
         return tuple(item.id for item in self.items)
@@ -279,6 +298,13 @@ class Parsed:
     forked_from_earlier_session: bool
     incomplete: bool
     line_count: int
+    #: True only for a `parse_appended` result that added the appended lines without touching anything
+    #: before them: every branch of the previous result is then, item for item, the start of the
+    #: same-named branch here. False for `parse` and for a continuation that had to rebuild the tree (the
+    #: appended lines held a duplicate id, a late parent or a loop); the result is the same either way.
+    extends_previous: bool = False
+    # What parse_appended continues from (decoded records, indexes); private to _parse.py.
+    _state: object = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,22 @@ class _Record:
     obj: dict[str, Any]
 
 
+@dataclass(slots=True, eq=False)
+class _State:
+    """What `parse_appended` needs of a result: every decoded record (duplicates included) and unreadable
+    line, for a rebuild, and the tree's indexes, for adding entries in place. Never mutated once built."""
+
+    header: Header
+    records: list[_Record]
+    unreadable: dict[int, str]
+    forest: Forest
+    index: dict[str, int]  # raw id -> winner index
+    safe: list[str]
+    count: list[int]  # items on the path from the root to entry i
+    first_child: list[int]
+    wanted: set[str]  # string parentIds that name no entry (an entry with one of these ids is a late parent)
+
+
 def parse(
     data: bytes,
     *,
@@ -101,8 +117,15 @@ def parse(
     # --- lines 2..: valid entries, or unreadable lines -------------------------------------------------
     records: list[_Record] = []
     unreadable: dict[int, str] = {}
-    for index in range(1, len(pieces)):
-        line = index + 1
+    _decode_lines(pieces, 1, 2, records, unreadable)
+    return _assemble(header, records, unreadable, incomplete, len(pieces))
+
+
+def _decode_lines(
+    pieces: list[bytes], first: int, line: int, records: list[_Record], unreadable: dict[int, str]
+) -> None:
+    """Decode pieces[first:], the first of them being file line `line`, into records and unreadable lines."""
+    for index in range(first, len(pieces)):
         value, reason = _decode_line(pieces[index])
         if reason is None:
             if not isinstance(value, dict):
@@ -113,9 +136,26 @@ def parse(
                 reason = "no string id"
         if reason is not None:
             unreadable[line] = reason
-            continue
-        records.append(_Record(line, value["id"], value))
+        else:
+            records.append(_Record(line, value["id"], value))
+        line += 1
 
+
+def _line_notice(line: int, reason: str) -> Item:
+    nid = f"{NOTICE_PREFIX}line-{line}"
+    return Item(
+        nid,
+        "notice",
+        line,
+        None,
+        notice=Notice(nid, "malformed-line", f"line {line} is unreadable ({reason}) and skipped", line),
+    )
+
+
+def _assemble(
+    header: Header, records: list[_Record], unreadable: dict[int, str], incomplete: bool, line_count: int
+) -> Parsed:
+    """Everything after decoding: line notices, duplicate ids, the tree. Used by parse and parse_appended."""
     line_notices: list[Item] = []
     forked = header.parent_session is not None
     global_notices: list[Notice] = []
@@ -129,16 +169,7 @@ def parse(
         global_notices.append(forked_notice)
         line_notices.append(Item(forked_notice.id, "notice", 1, None, notice=forked_notice))
     for line, reason in unreadable.items():
-        nid = f"{NOTICE_PREFIX}line-{line}"
-        line_notices.append(
-            Item(
-                nid,
-                "notice",
-                line,
-                None,
-                notice=Notice(nid, "malformed-line", f"line {line} is unreadable ({reason}) and skipped", line),
-            )
-        )
+        line_notices.append(_line_notice(line, reason))
 
     # --- duplicate ids: the later entry wins, as in Pi's byId index (session-manager.js 694) -----------
     last: dict[str, int] = {}
@@ -162,8 +193,10 @@ def parse(
             )
         )
 
-    return _build(header, winners, unreadable, tuple(line_notices), global_notices, superseded, incomplete,
-                  len(pieces))
+    parsed, state = _build(header, winners, unreadable, tuple(line_notices), global_notices, superseded,
+                           incomplete, line_count)
+    state.records = records
+    return parsed
 
 
 def _build(
@@ -175,7 +208,7 @@ def _build(
     superseded: list[int],
     incomplete: bool,
     line_count: int,
-) -> Parsed:
+) -> tuple[Parsed, _State]:
     n = len(winners)
     index = {record.raw_id: i for i, record in enumerate(winners)}
     safe = [safe_id(record.raw_id) for record in winners]
@@ -271,6 +304,7 @@ def _build(
         [record.obj for record in winners],
         pre,
         line_notices,
+        own,
     )
     n_line = len(line_notices)
 
@@ -300,6 +334,8 @@ def _build(
     forest.names = name
     entries = EntryMap(forest)
 
+    wanted = {pid for i, r in enumerate(winners) if gap[i] and isinstance(pid := r.obj.get("parentId"), str)}
+    kept = _State(header, [], dict(unreadable), forest, index, safe, count, first_child, wanted)
     # The default leaf is the last valid entry in file order (FACTS.md (c), _buildIndex): it is always a
     # winner, since the last occurrence of every id wins.
     return Parsed(
@@ -314,7 +350,8 @@ def _build(
         forked_from_earlier_session=header.parent_session is not None,
         incomplete=incomplete,
         line_count=line_count,
-    )
+        _state=kept,
+    ), kept
 
 
 def _gap_notice(record: _Record, safe: str, nsid: str, unreadable: dict[int, str]) -> Item:
@@ -396,3 +433,149 @@ def _check_cwd(cwd: str, project: str | None, realpath: Callable[[str], str] | N
     if real_cwd == real_project or real_cwd.startswith(base):
         return None
     return FormatRefusal.of("foreign-project", "the header cwd is outside the project")
+
+
+def parse_appended(previous: Parsed, appended: bytes) -> Parsed:
+    """Continue `previous` (a result of `parse` or `parse_appended`) with the bytes appended after it.
+
+    The result equals `parse(old bytes + appended)` with the project check already done: same header,
+    entries, branches, items, notices and flags. Only complete lines of `appended` are read; a trailing
+    partial line sets `incomplete`. When the appended lines only add entries (new children, new roots,
+    missing parents, malformed lines) they are added in place in O(appended lines + branches + a copy of
+    the index arrays) and `extends_previous` is True. A duplicate id, a late parent (an entry whose id an
+    earlier entry named as its missing parent), a self-parent, or a file that had no entries yet rebuilds
+    the tree from the decoded records (no line is decoded twice) and `extends_previous` is False.
+    `previous` is never changed.
+
+    Raises TypeError when `appended` is not bytes-like or `previous` was not made by this package, and
+    ValueError when `previous` ended in a partial line (its bytes do not end at a line boundary): those are
+    programming errors.
+    """
+    if not isinstance(appended, (bytes, bytearray, memoryview)):
+        raise TypeError("parse_appended() takes the appended bytes")
+    state = previous._state
+    if not isinstance(state, _State):
+        raise TypeError("previous must be a result of parse() or parse_appended()")
+    if previous.incomplete:
+        raise ValueError("previous ended in a partial line: parse the whole snapshot instead")
+    pieces = bytes(appended).split(b"\n")
+    tail = pieces.pop()
+    incomplete = bool(tail)
+    new_records: list[_Record] = []
+    new_unreadable: dict[int, str] = {}
+    _decode_lines(pieces, 0, previous.line_count + 1, new_records, new_unreadable)
+    line_count = previous.line_count + len(pieces)
+    unreadable = {**state.unreadable, **new_unreadable}
+    grown = _extend(previous, state, new_records, new_unreadable, unreadable, incomplete, line_count)
+    if grown is not None:
+        return grown
+    return _assemble(state.header, state.records + new_records, unreadable, incomplete, line_count)
+
+
+def _extend(
+    previous: Parsed,
+    state: _State,
+    new_records: list[_Record],
+    new_unreadable: dict[int, str],
+    unreadable: dict[int, str],
+    incomplete: bool,
+    line_count: int,
+) -> Parsed | None:
+    """The appended records added in place, or None when they could change anything before them.
+
+    Each new record is placed exactly as `_build` would place it in the longer file: its parent (if any)
+    is an earlier winner, so the earliest-child rule, the names and the counts of everything earlier stay,
+    and a new line notice goes after every item on every branch (its line is the largest so far).
+    """
+    old = state.forest
+    if not old.ids and new_records:
+        return None  # the first entry names main and may start it anywhere: rebuild
+    index = dict(state.index)
+    wanted = set(state.wanted)
+    parent = list(old.parent)
+    ids = list(old.ids)
+    raw_ids = list(old.raw_ids)
+    lines = list(old.lines)
+    objs = list(old.objs)
+    pre = list(old.pre)
+    own = list(old.own)
+    names = list(old.names)
+    safe = list(state.safe)
+    count = list(state.count)
+    first_child = list(state.first_child)
+    # name -> (leaf index, start, parent branch, fork point), in the order of `branches`
+    shape: dict[str, tuple[int, str | None, str | None, str | None]] = {
+        b.name: (b._leaf_index, b.start, b.parent_branch, b.fork_point) for b in previous.branches.values()
+    }
+    added: dict[str, list[int]] = {}  # entries appended to the end of an existing branch, in order
+    for record in new_records:
+        rid = record.raw_id
+        pid = record.obj.get("parentId")
+        if rid in index or rid in wanted or pid == rid:
+            return None  # a duplicate id, a late parent or a self-parent: earlier items may change
+        i = len(ids)
+        s = safe_id(rid)
+        nsid = NATIVE_PREFIX + s
+        index[rid] = i
+        ids.append(nsid)
+        raw_ids.append(rid)
+        lines.append(record.line)
+        objs.append(record.obj)
+        safe.append(s)
+        first_child.append(-1)
+        p = -1
+        item: Item | None = None
+        if pid is not None:
+            j = index.get(pid) if isinstance(pid, str) else None
+            if j is None:
+                item = _gap_notice(record, s, nsid, unreadable)
+                if isinstance(pid, str):
+                    wanted.add(pid)
+            else:
+                p = j
+        parent.append(p)
+        pre.append(item)
+        own.append((item is not None) + shows(record.obj))
+        count.append(own[i] + (count[p] if p != -1 else 0))
+        if p != -1 and first_child[p] == -1:
+            first_child[p] = i
+            names.append(names[p])
+            shape[names[p]] = (i, *shape[names[p]][1:])
+            added.setdefault(names[p], []).append(i)
+        else:
+            name = BRANCH_PREFIX + s
+            names.append(name)
+            shape[name] = (i, nsid, None if p == -1 else names[p], None if p == -1 else ids[p])
+    line_notices = old.line_notices + tuple(_line_notice(line, r) for line, r in new_unreadable.items())
+    forest = Forest(parent, ids, raw_ids, lines, objs, pre, line_notices, own)
+    forest.names = names
+    forest.keep_rendered(old)
+    n_line = len(line_notices)
+    branches = {
+        name: Branch(name, ids[leaf] if leaf != -1 else None, start, parent_branch, fork_point,
+                     (count[leaf] if leaf != -1 else 0) + n_line, forest, leaf)
+        for name, (leaf, start, parent_branch, fork_point) in shape.items()
+    }
+    for name, branch in previous.branches.items():
+        # A branch that grew at its leaf has the old path plus the new entries: no walk up from the leaf.
+        old_path = branch.__dict__.get("_path")
+        if old_path is not None:
+            branches[name].__dict__["_path"] = old_path + added.get(name, [])
+    grown = _State(state.header, state.records + new_records, unreadable, forest, index, safe, count,
+                   first_child, wanted)
+    n = len(ids)
+    return Parsed(
+        header=previous.header,
+        entries=EntryMap(forest),
+        branches=branches,
+        default_branch=names[n - 1] if n else previous.default_branch,
+        default_leaf=ids[n - 1] if n else None,
+        notices=previous.notices,
+        unreadable_lines=tuple(unreadable),
+        superseded_lines=previous.superseded_lines,
+        forked_from_earlier_session=previous.forked_from_earlier_session,
+        incomplete=incomplete,
+        line_count=line_count,
+        extends_previous=True,
+        _state=grown,
+    )

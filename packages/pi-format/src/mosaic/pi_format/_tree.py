@@ -22,7 +22,8 @@ from ._render import render_entry
 class Forest:
     """Winning entries in file order: parent links, raw objects, in-place notices, rendered segments."""
 
-    __slots__ = ("parent", "ids", "raw_ids", "lines", "objs", "pre", "line_notices", "names", "_items", "_rendered", "_segments")
+    __slots__ = ("parent", "ids", "raw_ids", "lines", "objs", "pre", "line_notices", "names", "own", "_items",
+                 "_rendered", "_segments")
 
     def __init__(
         self,
@@ -33,6 +34,7 @@ class Forest:
         objs: Sequence[dict[str, Any]],
         pre: Sequence[Item | None],
         line_notices: tuple[Item, ...],
+        own: Sequence[int],
     ) -> None:
         self.parent = parent
         self.ids = ids
@@ -42,10 +44,21 @@ class Forest:
         self.pre = pre  # the gap or loop notice that stands before entry i, if any
         self.line_notices = line_notices
         self.names: Sequence[str] = ()  # branch name of each entry, set once names are known
+        # How many items entry i adds to a path (its in-place notice, plus 1 when it shows): known from the
+        # raw object without rendering (render.shows agrees with render_entry), so a slice of a branch can
+        # be located without rendering what comes before it.
+        self.own = own
         n = len(ids)
         self._items: list[Item | None] = [None] * n
         self._rendered = bytearray(n)
         self._segments: list[tuple[Item, ...] | None] = [None] * n
+
+    def keep_rendered(self, old: Forest) -> None:
+        """Take over what `old` rendered: its entries are this forest's first entries, unchanged."""
+        k = len(self.ids) - len(old.ids)
+        self._items = old._items + [None] * k
+        self._rendered = old._rendered + bytearray(k)
+        self._segments = old._segments + [None] * k
 
     def item(self, i: int) -> Item | None:
         """Entry i's item (or the notice standing for it), None when hidden. Rendered once."""
@@ -74,6 +87,10 @@ class Forest:
         path.reverse()
         return path
 
+    def path(self, leaf: int) -> list[int]:
+        """Entry indices root to leaf (leaf -1: the empty path)."""
+        return self._path(leaf)
+
     def path_ids(self, leaf: int) -> tuple[str, ...]:
         return tuple(self.ids[i] for i in self._path(leaf))
 
@@ -92,6 +109,50 @@ class Forest:
         out.extend(notices[k:])
         return tuple(out)
 
+    def branch_slice(self, path: Sequence[int], start: int, stop: int) -> tuple[Item, ...]:
+        """`branch_items(leaf)[start:stop]` for the path of `leaf`, rendering only the entries in the slice.
+
+        Same merge as `branch_items`: every item of entry i's segment sits at line `lines[i]`, so a line
+        notice goes before entry i's segment exactly when its line is smaller. Entries before `start` are
+        counted with `own`, never rendered. O(depth + line notices) plus the rendering of the slice.
+        """
+        notices = self.line_notices
+        own = self.own
+        lines = self.lines
+        m = len(notices)
+        k = 0
+        pos = 0
+        out: list[Item] = []
+        if stop <= start:
+            return ()
+        for i in path:
+            c = own[i]
+            if not c:
+                continue
+            line = lines[i]
+            while k < m and notices[k].line < line:
+                if pos >= start:
+                    out.append(notices[k])
+                pos += 1
+                k += 1
+                if pos >= stop:
+                    return tuple(out)
+            if pos + c <= start:
+                pos += c
+                continue
+            for item in self.segment(i):
+                if pos >= start:
+                    out.append(item)
+                pos += 1
+                if pos >= stop:
+                    return tuple(out)
+        while k < m and pos < stop:
+            if pos >= start:
+                out.append(notices[k])
+            pos += 1
+            k += 1
+        return tuple(out)
+
 
 class EntryMap(Mapping[str, Entry]):
     """`Parsed.entries`: namespaced id -> Entry, in file order, each Entry built on first access."""
@@ -100,11 +161,16 @@ class EntryMap(Mapping[str, Entry]):
 
     def __init__(self, forest: Forest) -> None:
         self._forest = forest
-        self._index = {nsid: i for i, nsid in enumerate(forest.ids)}
+        self._index: dict[str, int] | None = None  # built on first lookup: a follow may never look one up
         self._cache: dict[int, Entry] = {}
 
+    def _lookup(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {nsid: i for i, nsid in enumerate(self._forest.ids)}
+        return self._index
+
     def __getitem__(self, key: str) -> Entry:
-        i = self._index[key]
+        i = self._lookup()[key]
         entry = self._cache.get(i)
         if entry is None:
             f = self._forest
@@ -134,4 +200,4 @@ class EntryMap(Mapping[str, Entry]):
         return len(self._forest.ids)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        return key in self._lookup()
