@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mosaic.pi_format import FormatRefusal, Parsed, parse
+from mosaic.pi_format import FormatRefusal, Parsed, parse, parse_appended
 from mosaic.safe_open import (
     MAX_SESSION_FILE_BYTES,
     Method,
@@ -52,6 +52,8 @@ _CHUNK = 1 << 20
 RACY_NS = 100_000_000
 _HEADER_MAX = 1 << 20
 _CURSOR_PLACEHOLDER = "c-" + "0" * 32
+#: Items are taken from pi-format in chunks of this many (one page holds at most 100 parts).
+_ITEM_CHUNK = 128
 
 
 @contextmanager
@@ -98,14 +100,27 @@ class _Snap:
     """One parsed snapshot and its rendered parts (the parse and branch-entries caches)."""
 
     parsed: Parsed
+    # The snapshot key this one was continued from in place (pi-format's parse_appended with
+    # extends_previous): every branch of that snapshot is, item for item, the start of the same branch here.
+    grown_from: tuple[int, int, int, str, str] | None = None
     # Keyed by item id: an item's parts do not depend on the branch, and branches share their prefixes.
     parts: dict[str, list[tuple[dict[str, Any], int]]] = field(default_factory=dict)
 
-    def parts_of(self, branch: str) -> Callable[[int], list[tuple[dict[str, Any], int]]]:
-        items = self.parsed.branches[branch].items
+    # (branch, chunk number) -> that chunk of the branch's items, rendered on demand (pi-format's
+    # Branch.items_from), so a page renders about the items it shows, not the whole branch.
+    chunks: dict[tuple[str, int], tuple[Any, ...]] = field(default_factory=dict)
 
+    def item_at(self, branch: str, i: int) -> Any:
+        key = (branch, i // _ITEM_CHUNK)
+        chunk = self.chunks.get(key)
+        if chunk is None:
+            chunk = self.parsed.branches[branch].items_from(key[1] * _ITEM_CHUNK, _ITEM_CHUNK)
+            self.chunks[key] = chunk
+        return chunk[i % _ITEM_CHUNK]
+
+    def parts_of(self, branch: str) -> Callable[[int], list[tuple[dict[str, Any], int]]]:
         def get(i: int) -> list[tuple[dict[str, Any], int]]:
-            item = items[i]
+            item = self.item_at(branch, i)
             got = self.parts.get(item.id)
             if got is None:
                 got = sized_parts(item)
@@ -136,6 +151,10 @@ class _Cursor:
     position: tuple[int, int] = (0, 0)
     served: int = 0
     served_digest: str = ""
+    # SHA-256 state over "id@line" of the first `hashed` items of the branch (see items_digest), carried from
+    # page to page so the digest a follow cursor keeps costs only the items of each page.
+    hasher: Any = None
+    hashed: int = 0
 
     def record(self) -> dict[str, Any]:
         """The CHAT-01 cursor record the caller sees (the position stays here)."""
@@ -369,8 +388,10 @@ class Reader:
             result = parse(data, project=project, realpath=os.path.realpath)
         if isinstance(result, FormatRefusal):
             raise ReaderRefusal(result.code, result.message)
-        snap = _Snap(result)
-        self._snaps[key] = snap
+        return self._store(file_key, project, _Snap(result))
+
+    def _store(self, file_key: tuple[int, int, int, str], project: str, snap: _Snap) -> _Snap:
+        self._snaps[(*file_key, project)] = snap
         while len(self._snaps) > SNAPSHOT_CACHE:
             self._snaps.popitem(last=False)
         return snap
@@ -445,7 +466,9 @@ class Reader:
                     self.verify_counts["skipped"] += 1
                 else:
                     self.verify_counts["hashed"] += 1
-                    keep = c.kind == "follow" or not cached
+                    # The bytes are kept only when the snapshot must be parsed again (it left the cache);
+                    # a follow on a cached snapshot parses only the appended lines (parse_appended).
+                    keep = not cached
                     since = self._fs_clock_ns()
                     st = os.fstat(f.fd)
                     hashed = self._hash_prefix(f.fd, c.length, keep)
@@ -476,23 +499,45 @@ class Reader:
         digest = hasher.hexdigest()
         length = c.length + cut
         incomplete = cut < len(tail)
-        assert prefix is not None
-        snap = self._snap((c.dev, c.ino, length, digest), prefix + appended, project)
-        assert snap is not None
+        old_key = (*key, project)
+        new_key = (c.dev, c.ino, length, digest)
+        snap = self._snap(new_key, None, project)
+        if snap is None:
+            old = self._snaps.get(old_key)
+            if old is not None:
+                # The cursor's snapshot is cached and its prefix was just verified: parse only the appended
+                # complete lines on top of it (pi-format's parse_appended equals a full parse).
+                with _gc_paused():
+                    grown = parse_appended(old.parsed, appended)
+                if grown.extends_previous:
+                    # Same entries, same items: the rendered parts (keyed by item id) carry over.
+                    snap = self._store(new_key, project, _Snap(grown, old_key, old.parts))
+                else:
+                    snap = self._store(new_key, project, _Snap(grown))
+            else:
+                assert prefix is not None  # kept because the snapshot was not cached
+                snap = self._snap(new_key, prefix + appended, project)
+                assert snap is not None
         branch = snap.parsed.branches.get(c.branch)
         if branch is None:
             self._drop(c)
             raise ReaderRefusal("source-replaced", f"branch {c.branch!r} is gone from the session file")
-        with _gc_paused():
-            items = branch.items
-        if len(items) < c.served or items_digest(items[: c.served]) != c.served_digest:
+        if branch.item_count < c.served:
             self._drop(c)
             raise ReaderRefusal("source-replaced", f"the earlier parts of branch {c.branch!r} changed")
+        # The earlier parts are compared unless the new snapshot is the cursor's own (nothing appended) or
+        # was continued from it in place, where pi-format guarantees they are unchanged.
+        if new_key != key and snap.grown_from != old_key:
+            with _gc_paused():
+                items = branch.items
+            if items_digest(items[: c.served]) != c.served_digest:
+                self._drop(c)
+                raise ReaderRefusal("source-replaced", f"the earlier parts of branch {c.branch!r} changed")
         self._drop(c)
         base = _Cursor(
             id="", kind="page", actor=c.actor, purpose=c.purpose, conversation=c.conversation, branch=c.branch,
             project_root=c.project_root, seat=c.seat, name=c.name, dev=c.dev, ino=c.ino, length=length,
-            digest=digest, epoch=c.epoch, incomplete=incomplete, expires=0.0,
+            digest=digest, epoch=c.epoch, incomplete=incomplete, expires=0.0, hasher=c.hasher, hashed=c.served,
         )
         return self._page(base, snap, (c.served, 0))
 
@@ -537,8 +582,7 @@ class Reader:
     def _page(self, base: _Cursor, snap: _Snap, start: tuple[int, int]) -> dict[str, Any]:
         parsed = snap.parsed
         branch = parsed.branches[base.branch]
-        with _gc_paused():
-            items = branch.items  # rendered on first use (pi-format): every item of the branch
+        count = branch.item_count  # known without rendering; pages render only their items (_Snap.item_at)
         page: dict[str, Any] = {
             "conversation": base.conversation,
             "branch": base.branch,
@@ -549,14 +593,25 @@ class Reader:
         }
         envelope = json_size(page)
         with _gc_paused():
-            parts, nxt = paginate(len(items), start, envelope, snap.parts_of(base.branch))
+            parts, nxt = paginate(count, start, envelope, snap.parts_of(base.branch))
+            # The follow digest over "id@line" of every item, carried page to page: each page adds the
+            # items it finished (already rendered for it), so the last page does not walk the branch.
+            if base.hasher is not None and base.hashed <= start[0]:
+                hasher, hashed = base.hasher.copy(), base.hashed
+            else:
+                hasher, hashed = hashlib.sha256(), 0
+            upto = count if nxt is None else nxt[0]
+            for i in range(hashed, upto):
+                item = snap.item_at(base.branch, i)
+                hasher.update(f"{item.id}@{item.line}\n".encode())
         page["parts"] = parts
         if nxt is not None:
-            cur = self._issue(base, "page", position=nxt)
+            cur = self._issue(base, "page", position=nxt, hasher=hasher, hashed=upto)
             page["nextCursor"] = cur.id
             cursor, follow = cur.record(), None
         else:
-            fol = self._issue(base, "follow", served=len(items), served_digest=items_digest(items))
+            fol = self._issue(base, "follow", served=count, served_digest=hasher.hexdigest(), hasher=hasher,
+                              hashed=count)
             page["nextCursor"] = None
             cursor, follow = None, fol.record()
         return {"ok": True, "page": page, "cursor": cursor, "follow": follow, "view": _view(parsed, base.incomplete)}
