@@ -355,6 +355,13 @@ def _follow(
     )
 
 
+# Pair states a restart leaves held, finishing only the lagging key: (outcome, the revision's reason).
+_FINISH_ON_OTHER_KEY: dict[State, tuple[Outcome, str]] = {
+    State.UNCERTAIN: (Outcome.UNCERTAIN_HELD, "restart-finish-uncertain"),
+    State.STOPPING: (Outcome.STOP_IN_PROGRESS, "restart-finish-stopping"),
+}
+
+
 def _classify_group(
     claim_id: str,
     group: Sequence[KeyObservation],
@@ -416,28 +423,19 @@ def _classify_group(
             )
 
     state = ref.effective_state
-    if state is State.UNCERTAIN:
-        # Only a force stop (after adopt) or a boot proof moves an uncertain claim on.
+    if state in _FINISH_ON_OTHER_KEY:
+        # Uncertain: only a force stop (after adopt) or a boot proof moves it on. Stopping: a stop was in
+        # progress when the owner died; the stop itself is continued by whoever adopts the claim (§6
+        # "Controller death during force stop"), never assumed done. Either way the restart only finishes
+        # the unfinished transition on the key that lags.
+        outcome, reason = _FINISH_ON_OTHER_KEY[state]
         return GroupDecision(
             claim_id,
-            Outcome.UNCERTAIN_HELD,
+            outcome,
             _ordered(
-                _follow(o, group, state=State.UNCERTAIN, writer=writer, reason="restart-finish-uncertain", now=now)
+                _follow(o, group, state=state, writer=writer, reason=reason, now=now)
                 for o in held
-                if o.effective_state is not State.UNCERTAIN
-            ),
-        )
-    if state is State.STOPPING:
-        # A stop was in progress when the owner died. Finish the unfinished transition on the other key;
-        # the stop itself is continued by whoever adopts the claim (§6 "Controller death during force
-        # stop"), never assumed done.
-        return GroupDecision(
-            claim_id,
-            Outcome.STOP_IN_PROGRESS,
-            _ordered(
-                _follow(o, group, state=State.STOPPING, writer=writer, reason="restart-finish-stopping", now=now)
-                for o in held
-                if o.effective_state is not State.STOPPING
+                if o.effective_state is not state
             ),
         )
 
