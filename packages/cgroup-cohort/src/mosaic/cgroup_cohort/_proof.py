@@ -128,23 +128,16 @@ def build_cohort_proof(claim: CohortClaim, request: StopRequest, outcome: StopOu
     if ev.populated0_at is None:
         raise ValueError("a stopped outcome without a populated 0 observation")
     deaths = {d.member: d for d in ev.deaths}
-    cohort, epoch = _cohort_reference(claim)
     identity = ev.identity
-    record: dict[str, Any] = {
-        "schema": PROOF_SCHEMA,
-        "kind": "cohort",
-        "stop": request.stop_id,
-        "authority": _authority(request),
-        "conversation": request.conversation,
-        "execution": request.execution,
-        "cohort": cohort,
-        "membershipEpoch": epoch,
-        "membershipComplete": True,
-        "containment": (identity.containment.to_dict() if identity and identity.containment
-                        else claim.containment.to_dict()),
-        "members": [_member(claim.boot_id, deaths[m]) for m in sorted(ev.members)],
-        "observedAt": rfc3339(ev.populated0_at),
-        "evidence": {
+    containment = identity.containment if identity and identity.containment else claim.containment
+    return _sealed_proof(
+        "cohort",
+        claim,
+        request,
+        containment=containment.to_dict(),
+        members=[_member(claim.boot_id, deaths[m]) for m in sorted(ev.members)],
+        observed_at=ev.populated0_at,
+        evidence={
             "kind": "freeze-enumerate-kill",
             "termed": len(ev.termed),
             "frozen": ev.frozen,
@@ -152,6 +145,39 @@ def build_cohort_proof(claim: CohortClaim, request: StopRequest, outcome: StopOu
             "frozenRechecked": ev.frozen_rechecked,
             "populated0": ev.populated0,
         },
+    )
+
+
+def _sealed_proof(
+    kind: str,
+    claim: CohortClaim,
+    request: StopRequest,
+    *,
+    containment: dict[str, Any],
+    members: list[dict[str, Any]],
+    observed_at: float,
+    evidence: dict[str, Any],
+) -> dict[str, Any]:
+    """The cohortProof record both kinds share (every CHAT-01 field of §6 "Proof"), sealed.
+
+    membershipComplete is always true here: a cohort proof is built only from a complete stop, and a boot
+    proof is complete in the only sense a boot change gives (no process of the recorded boot survives it).
+    """
+    cohort, epoch = _cohort_reference(claim)
+    record: dict[str, Any] = {
+        "schema": PROOF_SCHEMA,
+        "kind": kind,
+        "stop": request.stop_id,
+        "authority": _authority(request),
+        "conversation": request.conversation,
+        "execution": request.execution,
+        "cohort": cohort,
+        "membershipEpoch": epoch,
+        "membershipComplete": True,
+        "containment": containment,
+        "members": members,
+        "observedAt": rfc3339(observed_at),
+        "evidence": evidence,
     }
     return _seal(record)
 
@@ -184,29 +210,17 @@ def build_boot_proof(
     relation = classify_host(claim, machine_id=machine_id, boot_id=boot_id)
     if relation == "same-boot":
         raise CohortRefusal("boot-unchanged", f"claim {claim.claim_id} is from the current boot {boot_id}")
-    cohort, epoch = _cohort_reference(claim)
     recorded = [claim.engine] + ([claim.shim] if claim.shim is not None else [])
-    members = [
-        _member(claim.boot_id, Death(m, boot_time, "boot-change")) for m in sorted(set(recorded))
-    ]
-    record: dict[str, Any] = {
-        "schema": PROOF_SCHEMA,
-        "kind": "boot",
-        "stop": request.stop_id,
-        "authority": _authority(request),
-        "conversation": request.conversation,
-        "execution": request.execution,
-        "cohort": cohort,
-        "membershipEpoch": epoch,
-        # Complete in the only sense a boot change gives: no process of the recorded boot survives it.
-        "membershipComplete": True,
-        "containment": claim.containment.to_dict(),
-        "members": members,
-        "observedAt": rfc3339(observed_at),
-        "evidence": {"kind": "boot-change", "recordedBoot": claim.boot_id, "currentBoot": boot_id,
-                     "currentBootStartedAt": rfc3339(boot_time)},
-    }
-    return _seal(record)
+    return _sealed_proof(
+        "boot",
+        claim,
+        request,
+        containment=claim.containment.to_dict(),
+        members=[_member(claim.boot_id, Death(m, boot_time, "boot-change")) for m in sorted(set(recorded))],
+        observed_at=observed_at,
+        evidence={"kind": "boot-change", "recordedBoot": claim.boot_id, "currentBoot": boot_id,
+                  "currentBootStartedAt": rfc3339(boot_time)},
+    )
 
 
 class FixtureVerifier:
