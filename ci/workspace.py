@@ -24,14 +24,16 @@ PACKAGES = [
     "mediated-terminal",
 ]
 
-# DESIGN.md: which packages each may import (the "may import" column).
+# DESIGN.md: which packages each may import (the "may import" column). Every package may import safe-open,
+# the bottom layer: it holds the `Refusal` base of every refusal and the shared host/process/digest
+# identities (issue 9, "One refusal family"; README "Packages and layers" says why).
 MAY_IMPORT: dict[str, set[str]] = {
     "safe-open": set(),
-    "pi-format": set(),
+    "pi-format": {"safe-open"},
     "chat-pages": {"safe-open", "pi-format"},
     "writer-claim": {"safe-open"},
-    "cgroup-cohort": set(),
-    "pi-rpc": set(),
+    "cgroup-cohort": {"safe-open"},
+    "pi-rpc": {"safe-open"},
     "controller": {"safe-open", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort", "pi-rpc"},
     "mediated-terminal": {"controller"},
 }
@@ -43,8 +45,8 @@ ISSUE = {
     "writer-claim": 4,
     "cgroup-cohort": 5,
     "pi-rpc": 6,
-    "controller": 0,
-    "mediated-terminal": 0,
+    "controller": 10,
+    "mediated-terminal": 12,
 }
 
 

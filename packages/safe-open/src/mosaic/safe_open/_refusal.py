@@ -61,6 +61,18 @@ class Refusal(Exception):
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
 
+    # A refusal is a value (DESIGN.md principle 2): two refusals of one class with the same code, flag and
+    # message are equal wherever they were made, so a refusal returned (pi-format's parse) compares like a
+    # refusal raised.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Refusal):
+            return NotImplemented
+        return type(self) is type(other) and (self.code, self.reconcile, self.message) == (
+            other.code, other.reconcile, other.message)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.code, self.reconcile, self.message))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.code!r}, {self.message!r}, reconcile={self.reconcile!r})"
 
