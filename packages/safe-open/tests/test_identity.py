@@ -55,7 +55,7 @@ def test_host_identity_is_32_lowercase_hex_both_ways() -> None:
     assert host == HostIdentity(machine_id(), boot_id())
     assert len(host.boot_id) == 32 and "-" not in host.boot_id
     assert HostIdentity.from_dict(host.to_dict()) == host
-    for bad in ("", "ABCDEF" * 6, "0" * 31, "0" * 8 + "-" + "0" * 23):
+    for bad in ("", "ABCDEF" * 6, "0" * 31, "0" * 8 + "-" + "0" * 23, "0" * 32 + "\n"):
         with pytest.raises(ValueError):
             HostIdentity(bad, "0" * 32)
         with pytest.raises(ValueError):
@@ -89,6 +89,7 @@ def test_digest_is_sha256_prefixed_over_canonical_json(value: object) -> None:
     digest = sha256_digest(data)
     assert so.DIGEST_RE.match(digest)
     assert canonical_json(value) == data  # deterministic
+    assert not so.DIGEST_RE.match(digest + "\n") and not so.DIGEST_RE.match(" " + digest)
 
 
 def test_canonical_json_sorts_keys_and_refuses_nan() -> None:

@@ -49,7 +49,7 @@ BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 PF_EXITING = 0x4  # include/linux/sched.h: the task is in do_exit()
 
 _ID128 = re.compile(r"^[0-9a-f]{32}$")
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}\Z")  # \Z: a trailing newline is not a digest
 
 
 def canonical_json(value: object) -> bytes:
@@ -67,7 +67,7 @@ def sha256_digest(data: bytes) -> str:
 
 
 def _id128(value: object, what: str) -> str:
-    if not isinstance(value, str) or not _ID128.match(value):
+    if not isinstance(value, str) or not _ID128.fullmatch(value):
         raise ValueError(f"{what} must be 32 lowercase hex digits, not {value!r}")
     return value
 
