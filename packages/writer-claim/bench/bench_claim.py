@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from mosaic.safe_open import ProcessRef
 from mosaic.writer_claim import (
     Binding,
     ClaimStore,
-    EngineIdentity,
     Pins,
     ProofKind,
     ProofRef,
@@ -43,11 +43,28 @@ BINDING = Binding("bench-binding", "pi", "pi-bench", "main", "leaf", Pins("0.85.
 PROOF = ProofRef(ProofKind.COHORT, "sha256:" + "ef" * 32, {"bench": True})
 
 
+ENGINE = ProcessRef(4242, 99)
+
+
+def cohort_reference(claim_id: str, store: ClaimStore) -> dict[str, object]:
+    """A cohort reference of the size and shape a scope launcher records (cgroup-cohort's
+    `CohortClaim.to_dict()`), so the revisions measured are as large as real ones."""
+    unit = f"cohort-{claim_id}.scope"
+    return {
+        "kind": "scope", "claimId": claim_id, "unit": unit, **store.host.to_dict(), "engine": ENGINE.to_dict(),
+        "socketPath": f"/run/user/1000/mosaic/{claim_id}.sock", "invocationId": "bench-invocation",
+        "cgroupPath": f"/user.slice/user-1000.slice/user@1000.service/app.slice/{unit}/engine",
+        "unitCgroupId": 7001, "engineCgroupId": 7002, "shim": {"pid": 4241, "startTime": 98}, "pgid": None,
+        "containment": {"held": True, "method": "nsdelegate", "attempts": [["/", "EACCES"]]},
+        "features": ["cgroup.freeze", "cgroup.kill"],
+    }
+
+
 def one_cycle(store: ClaimStore) -> list[int]:
     """One full cycle; returns the sizes of the revisions it published (for the floor)."""
     c = store.acquire(SEAT, SESSION, BINDING)
     c.mark_spawn()
-    c.activate(invocation_id="bench-invocation", engine=EngineIdentity(4242, 99))
+    c.activate(invocation_id="bench-invocation", engine=ENGINE, cohort=cohort_reference(c.claim_id, store))
     c.begin_stop("bench-stop")
     c.release(PROOF)
     return [len(encode_revision(c.head("seat")))] * 10

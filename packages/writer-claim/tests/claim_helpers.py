@@ -1,5 +1,6 @@
-"""Shared fixtures for the writer-claim tests: identities, a recording probe and liveness, the lifecycle
-scenario, and an independent reader of the revision chains.
+"""Shared fixtures for the writer-claim tests: identities, a cohort reference, a recording probe and
+liveness, a barrier hook set later, the lifecycle scenario, and an independent reader of the revision
+chains.
 
 The independent reader parses revision files with `json` and the package's JSON Schema only; it never
 calls the package's codec or decision code, so a bug there cannot hide from it.
@@ -20,11 +21,12 @@ from typing import Any
 
 import jsonschema
 
+from mosaic.safe_open import HostIdentity, ProcessRef, canonical_json, sha256_digest
 from mosaic.writer_claim import (
+    Barrier,
+    BarrierHook,
     Binding,
     ClaimStore,
-    EngineIdentity,
-    HostIdentity,
     Owner,
     Pins,
     ProcessIdentity,
@@ -38,9 +40,21 @@ from mosaic.writer_claim import (
     encode_revision,
 )
 
-HOST = HostIdentity("0123456789abcdef0123456789abcdef", "11111111-1111-4111-8111-111111111111")
-OTHER_BOOT = HostIdentity(HOST.machine_id, "22222222-2222-4222-8222-222222222222")
-OTHER_MACHINE = HostIdentity("fedcba9876543210fedcba9876543210", "33333333-3333-4333-8333-333333333333")
+
+def id128(tag: str) -> str:
+    """A made-up machine or boot ID in the shared form (32 lowercase hex), named by `tag`."""
+    return hashlib.sha256(tag.encode()).hexdigest()[:32]
+
+
+def host(machine: str, boot: str) -> HostIdentity:
+    """A made-up host: machine `machine`, boot `boot` (tags, turned into 32-hex IDs)."""
+    return HostIdentity(id128("machine:" + machine), id128("boot:" + boot))
+
+
+HOST = host("a", "1")
+OTHER_BOOT = host("a", "2")
+OTHER_MACHINE = host("b", "3")
+ENGINE = ProcessRef(4242, 99)
 
 SEAT = SeatKey("seat-a", "/fixtures/project", "main")
 SEAT2 = SeatKey("seat-b", "/fixtures/project", "main")
@@ -64,6 +78,29 @@ def cohort_proof(tag: str = "stop-1") -> ProofRef:
     return ProofRef(ProofKind.COHORT, digest("cohort:" + tag), {"stop": tag, "membershipComplete": True})
 
 
+def cohort_ref(claim_id: str, on: HostIdentity, invocation_id: str, engine: ProcessRef = ENGINE) -> dict[str, Any]:
+    """A cohort reference shaped like cgroup-cohort's `CohortClaim.to_dict()` for a scope launch (this
+    package treats it as opaque; the shape only makes the tests read like the real thing)."""
+    unit = f"cohort-{claim_id}.scope"
+    return {
+        "kind": "scope",
+        "claimId": claim_id,
+        "unit": unit,
+        "machineId": on.machine_id,
+        "bootId": on.boot_id,
+        "engine": engine.to_dict(),
+        "socketPath": f"/run/user/1000/mosaic/{claim_id}.sock",
+        "invocationId": invocation_id,
+        "cgroupPath": f"/user.slice/user-1000.slice/user@1000.service/app.slice/{unit}/engine",
+        "unitCgroupId": 7001,
+        "engineCgroupId": 7002,
+        "shim": {"pid": 4241, "startTime": 98},
+        "pgid": None,
+        "containment": {"held": True, "method": "nsdelegate", "attempts": [["/", "EACCES"]]},
+        "features": ["cgroup.freeze", "cgroup.kill"],
+    }
+
+
 class Liveness:
     """Owner liveness by pid: `alive` pids are alive, `unknown` pids cannot be told, the rest are gone."""
 
@@ -80,7 +117,8 @@ class Liveness:
 
 
 class Probe:
-    """A cohort probe that answers from a table and records every question."""
+    """A cohort probe that answers unit questions from a table, issues boot proofs from what the claim
+    stores, and records every question."""
 
     def __init__(self, units: dict[str, str] | None = None, *, default: str = "absent",
                  boot_proofs: bool = True) -> None:
@@ -89,18 +127,42 @@ class Probe:
         self.boot_proofs = boot_proofs
         self.unit_questions: list[str] = []
         self.boot_questions: list[str] = []
+        self.boot_revisions: list[Revision] = []
 
     def observe_unit(self, unit_name: str) -> UnitObservation:
         self.unit_questions.append(unit_name)
         presence = self.units.get(unit_name, self.default)
         return UnitObservation(unit_name, presence, {"source": "test-probe"})  # type: ignore[arg-type]
 
-    def boot_proof(self, claim: Revision, host: HostIdentity) -> ProofRef | None:
-        self.boot_questions.append(claim.claim_id)
+    def boot_proof(self, revision: Revision, host: HostIdentity) -> ProofRef | None:
+        """As `CohortProbe.boot_proof` promises: from the stored cohort reference when the claim recorded
+        one (its unit, invocation ID and boot), else from the claim's unit name and host."""
+        self.boot_questions.append(revision.claim_id)
+        self.boot_revisions.append(revision)
         if not self.boot_proofs:
             return None
-        detail = {"recordedBoot": claim.host.boot_id, "currentBoot": host.boot_id, "claimId": claim.claim_id}
-        return ProofRef(ProofKind.BOOT, digest(json.dumps(detail, sort_keys=True)), detail)
+        detail: dict[str, str | int | bool | None]
+        if revision.cohort is not None:
+            c = revision.cohort
+            detail = {"basis": "cohort", "unit": c["unit"], "invocationId": c["invocationId"],  # type: ignore[dict-item]
+                      "recordedBoot": c["bootId"]}  # type: ignore[dict-item]
+        else:
+            detail = {"basis": "unit-name", "unit": revision.unit_name, "invocationId": None,
+                      "recordedBoot": revision.host.boot_id}
+        detail.update({"currentBoot": host.boot_id, "claimId": revision.claim_id})
+        return ProofRef(ProofKind.BOOT, sha256_digest(canonical_json(detail)), detail)
+
+
+class Hook:
+    """A barrier hook whose action a test sets after the store exists (None: do nothing), so a crash or
+    an interleaving can be armed at an exact later step."""
+
+    def __init__(self, action: BarrierHook | None = None) -> None:
+        self.action = action
+
+    def __call__(self, b: Barrier) -> None:
+        if self.action is not None:
+            self.action(b)
 
 
 def make_store(root: Path | str, *, pid: int = 1001, host: HostIdentity = HOST,
@@ -121,13 +183,15 @@ STEPS = ("acquire", "spawn-marker", "spawned", "active", "stopping", "cohort-sto
 
 def run_lifecycle(store: ClaimStore, ack: Callable[[str, str], None], *, seat: SeatKey = SEAT,
                   session: SessionKey = SESSION, tag: str = "1") -> str:
-    """acquire -> spawn marker -> (spawn) -> active -> stopping -> (cohort stopped) -> release."""
+    """acquire -> spawn marker -> (spawn) -> active with the cohort reference -> stopping -> (cohort
+    stopped) -> release."""
     c = store.acquire(seat, session, BINDING)
     ack(c.claim_id, "acquire")
     c.mark_spawn()
     ack(c.claim_id, "spawn-marker")
     ack(c.claim_id, "spawned")
-    c.activate(invocation_id=f"inv-{tag}", engine=EngineIdentity(4242, 99))
+    c.activate(invocation_id=f"inv-{tag}", engine=ENGINE,
+               cohort=cohort_ref(c.claim_id, store.host, f"inv-{tag}"))
     ack(c.claim_id, "active")
     c.begin_stop(f"stop-{tag}", confirmation=f"conf-{tag}", phase="kill")
     ack(c.claim_id, "stopping")
@@ -287,6 +351,8 @@ def check_restart(root: Path, acks: list[Ack], report: RestartReport, pre_holder
     - a half-done pair is completed or classified under its claim ID: after the restart both keys agree,
       and a held claim of a dead owner is uncertain or stopping, never reserved or active again;
     - no no-unit stop for a claim that ever published a spawn marker;
+    - a cohort reference, once published on either key, is in every later revision of its claim on both
+      keys, unchanged (a restarted controller force stops from it);
     - a second restart publishes nothing.
     """
     problems = completeness_problems(root)
@@ -310,6 +376,16 @@ def check_restart(root: Path, acks: list[Ack], report: RestartReport, pre_holder
         strong = [r for r in records if r["proof"] is not None and r["proof"]["kind"] in ("cohort-proof", "boot-proof")]
         no_unit = [r for r in records if r["proof"] is not None and r["proof"]["kind"] == "no-unit"]
         assert not (marker and no_unit), f"{claim_id}: a no-unit stop after a spawn marker"
+        cohorts = [r["cohort"] for r in records if r["cohort"] is not None]
+        assert all(c == cohorts[0] for c in cohorts), f"{claim_id}: the cohort reference changed"
+        for key in (seat, session):
+            chain = [r for r in raw_records(root, key.dirname) if r is not None and r["claimId"] == claim_id]
+            first = next((i for i, r in enumerate(chain) if r["cohort"] is not None), len(chain))
+            assert all(r["cohort"] is not None for r in chain[first:]), f"{claim_id}: a cohort was dropped"
+        if cohorts and claim_id in post:
+            for h in (raw_head(root, k.dirname) for k in (seat, session)):
+                if h is not None and h[1] is not None and h[1]["claimId"] == claim_id:
+                    assert h[1]["cohort"] == cohorts[0], f"{claim_id}: a held head lacks the cohort"
         if marker and not strong:
             assert claim_id in post, f"{claim_id} had a spawn marker and was freed without a proof"
         heads = [raw_head(root, k.dirname) for k in (seat, session)]

@@ -30,10 +30,10 @@ from claim_helpers import (
     write_revision,
 )
 
+from mosaic.safe_open import ProcessRef
 from mosaic.writer_claim import (
     Barrier,
     ClaimRefusal,
-    EngineIdentity,
     Outcome,
     ProofKind,
     State,
@@ -56,7 +56,7 @@ def test_W2_acquire_while_reserved_or_active_refuses_already_active(claim_root: 
     if state != "reserved":
         c.mark_spawn()
     if state == "active":
-        c.activate(invocation_id="inv", engine=EngineIdentity(4242, 99))
+        c.activate(invocation_id="inv", engine=ProcessRef(4242, 99))
     refusal = _refused(claim_root, "already-active")
     assert c.claim_id in refusal.message
 
@@ -67,7 +67,7 @@ def test_W3_acquire_while_stopping_uncertain_or_unproven_stopped_refuses_unsafe_
 ) -> None:
     c = make_store(claim_root, pid=2000).acquire(SEAT, SESSION, BINDING)
     c.mark_spawn()
-    c.activate(invocation_id="inv", engine=EngineIdentity(4242, 99))
+    c.activate(invocation_id="inv", engine=ProcessRef(4242, 99))
     if state == "stopping":
         c.begin_stop("stop-1")
     elif state == "uncertain":
@@ -226,7 +226,7 @@ def _other_host_root(tmp_path: Path) -> Path:
     store = make_store(src, pid=2000, host=OTHER_MACHINE)
     c = store.acquire(SEAT, SESSION, BINDING)
     c.mark_spawn()
-    c.activate(invocation_id="inv", engine=EngineIdentity(4242, 99))
+    c.activate(invocation_id="inv", engine=ProcessRef(4242, 99))
     run_lifecycle(store, lambda c, s: None, seat=SEAT2, session=SESSION2)
     return src
 
@@ -267,7 +267,7 @@ def test_release_frees_the_pair_and_records_the_proof(claim_root: Path) -> None:
     store = make_store(claim_root, pid=2000)
     c = store.acquire(SEAT, SESSION, BINDING)
     c.mark_spawn()
-    c.activate(invocation_id="inv", engine=EngineIdentity(4242, 99))
+    c.activate(invocation_id="inv", engine=ProcessRef(4242, 99))
     c.release(cohort_proof("s"))
     assert c.state is State.STOPPED
     for key in (SEAT, SESSION):

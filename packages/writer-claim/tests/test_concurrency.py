@@ -26,7 +26,8 @@ from claim_helpers import (
     raw_records,
 )
 
-from mosaic.writer_claim import ClaimRefusal, ClaimStore, EngineIdentity
+from mosaic.safe_open import ProcessRef
+from mosaic.writer_claim import ClaimRefusal, ClaimStore
 
 _CHILD_BOUND_S = 120.0
 
@@ -132,7 +133,7 @@ def _hammer(root: str, running_w: int) -> dict[str, Any]:
             os.sched_yield()  # let the holder progress (2 cores, 8 contenders)
             continue
         c.mark_spawn()
-        c.activate(invocation_id=f"inv-{os.getpid()}", engine=EngineIdentity(os.getpid(), 1))
+        c.activate(invocation_id=f"inv-{os.getpid()}", engine=ProcessRef(os.getpid(), 1))
         c.begin_stop(f"stop-{c.claim_id}")
         c.release(cohort_proof(c.claim_id))
         cycles.append(c.claim_id)

@@ -1,18 +1,31 @@
 """The decision core on its own (DESIGN principle 1): `classify` and `refusal_for` are pure functions of
 the observed heads and the oracle's answers. Hypothesis draws arbitrary pairs of heads, including
-half-done, foreign, other-boot, unreadable and two-claim pairs, and arbitrary oracle answers; the rules
-of §2 must hold for every one."""
+half-done, foreign, other-boot, unreadable and two-claim pairs, with or without engine and cohort
+records on either key, and arbitrary oracle answers; the rules of §2 must hold for every one."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from claim_helpers import BINDING, HOST, OTHER_BOOT, OTHER_MACHINE, SEAT, SESSION, cohort_proof, fake_process
+import pytest
+from claim_helpers import (
+    BINDING,
+    ENGINE,
+    HOST,
+    OTHER_BOOT,
+    OTHER_MACHINE,
+    SEAT,
+    SESSION,
+    cohort_proof,
+    cohort_ref,
+    fake_process,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mosaic.safe_open import HostIdentity
 from mosaic.writer_claim import (
-    HostIdentity,
     KeyObservation,
     Outcome,
     Owner,
@@ -29,11 +42,11 @@ from mosaic.writer_claim import (
     refusal_for,
     unit_name_for,
 )
-from mosaic.writer_claim._core import check_proof
 
 CLAIMS = ["claim-" + "a" * 32, "claim-" + "b" * 32]
 RESTARTER = Writer(fake_process(9000), "inc-restart", "restart")
-NOW = "2026-01-01T00:00:00.000Z"
+NOW = 1767225600.0  # seconds since the epoch: 2026-01-01T00:00:00Z
+NOW_ISO = "2026-01-01T00:00:00.000Z"
 
 
 @dataclass
@@ -42,6 +55,7 @@ class Oracle:
     units: dict[str, str]
     boot_proofs: bool
     log: list[tuple[str, object]] = field(default_factory=list)
+    boot_revisions: list[Revision] = field(default_factory=list)
 
     def owner_alive(self, owner: Owner) -> bool | None:
         self.log.append(("alive", owner.process.pid))
@@ -51,11 +65,12 @@ class Oracle:
         self.log.append(("unit", unit_name))
         return UnitObservation(unit_name, self.units.get(unit_name, "absent"))  # type: ignore[arg-type]
 
-    def boot_proof(self, claim: Revision) -> ProofRef | None:
-        self.log.append(("boot", claim.claim_id))
+    def boot_proof(self, revision: Revision) -> ProofRef | None:
+        self.log.append(("boot", revision.claim_id))
+        self.boot_revisions.append(revision)
         if not self.boot_proofs:
             return None
-        return ProofRef(ProofKind.BOOT, "sha256:" + "b" * 64, {"claimId": claim.claim_id})
+        return ProofRef(ProofKind.BOOT, "sha256:" + "b" * 64, {"claimId": revision.claim_id})
 
 
 @st.composite
@@ -79,12 +94,16 @@ def heads(draw: st.DrawFn, key: str) -> KeyObservation:
     host = draw(st.sampled_from([HOST, HOST, HOST, HOST, OTHER_BOOT, OTHER_MACHINE]))
     pid = draw(st.sampled_from([1, 2]))
     owner = Owner(fake_process(pid), f"inc-{pid}")
+    # The engine record, and with it (or not) a cohort reference, on this key alone: a half-done pair.
+    recorded = marker and draw(st.booleans())
+    cohort = cohort_ref(claim_id, host, "inv") if recorded and draw(st.booleans()) else None
     rev = Revision(
         key=key, number=number, seat=SEAT, session=SESSION, claim_id=claim_id, state=state,  # type: ignore[arg-type]
         binding=BINDING, host=host, owner=owner, writer=Writer(owner.process, owner.incarnation, "owner"),
-        unit_name=unit_name_for(claim_id), spawn_marker=marker, invocation_id=None, engine=None, generation=1,
+        unit_name=unit_name_for(claim_id), spawn_marker=marker, invocation_id="inv" if recorded else None,
+        engine=ENGINE if recorded else None, cohort=cohort, generation=1,
         stop=StopInfo("s", None, "p") if state is State.STOPPING else None, proof=proof, reason="x",
-        published_at=NOW,
+        published_at=NOW_ISO,
     )
     return KeyObservation(key, dirname, number, rev)  # type: ignore[arg-type]
 
@@ -97,6 +116,37 @@ oracles = st.builds(
                                  for c in CLAIMS}),
     boot_proofs=st.booleans(),
 )
+
+
+def _reserved(key: str, *, cohort: bool, host: HostIdentity = HOST) -> KeyObservation:
+    """A reserved head of CLAIMS[0] with the spawn marker, owned by pid 1; with `cohort`, the engine
+    record and a cohort reference too."""
+    owner = Owner(fake_process(1), "inc-1")
+    rev = Revision(
+        key=key, number=3, seat=SEAT, session=SESSION, claim_id=CLAIMS[0], state=State.RESERVED,  # type: ignore[arg-type]
+        binding=BINDING, host=host, owner=owner, writer=Writer(owner.process, owner.incarnation, "owner"),
+        unit_name=unit_name_for(CLAIMS[0]), spawn_marker=True, invocation_id="inv" if cohort else None,
+        engine=ENGINE if cohort else None, cohort=cohort_ref(CLAIMS[0], host, "inv") if cohort else None,
+        generation=1, stop=None, proof=None, reason="x", published_at=NOW_ISO,
+    )
+    return KeyObservation(key, rev.dirname, 3, rev)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("me", [HOST, OTHER_BOOT], ids=["same-boot", "other-boot"])
+@pytest.mark.parametrize("recorded_on", ["seat", "session"])
+def test_what_either_key_recorded_is_carried_whichever_key_it_is_on(recorded_on: str, me: HostIdentity) -> None:
+    """A half-done pair where only one key recorded the engine and the cohort reference (either one):
+    the boot-proof question carries the cohort, and every revision published carries it on both keys."""
+    pair = PairObservation(_reserved("seat", cohort=recorded_on == "seat"),
+                           _reserved("session", cohort=recorded_on == "session"))
+    oracle = Oracle(alive={1: False}, units={unit_name_for(CLAIMS[0]): "present"}, boot_proofs=True)
+    (decision,) = classify(pair, me=me, writer=RESTARTER, now=NOW, oracle=oracle)
+    expected = cohort_ref(CLAIMS[0], HOST, "inv")
+    assert decision.outcome is (Outcome.UNCERTAIN_UNIT if me == HOST else Outcome.STOPPED_BOOT_PROOF)
+    assert [p.key for p in decision.publications] == (["seat", "session"] if me == HOST else ["session", "seat"])
+    for p in decision.publications:
+        assert (p.revision.cohort, p.revision.engine, p.revision.invocation_id) == (expected, ENGINE, "inv")
+    assert [r.cohort for r in oracle.boot_revisions] == ([] if me == HOST else [expected])
 
 
 def _after(pair: PairObservation, decisions: tuple) -> PairObservation:  # type: ignore[type-arg]
@@ -124,9 +174,16 @@ def test_classification_rules_hold_for_any_pair(seat: KeyObservation, session: K
         return
 
     asked_alive = {pid: oracle.alive.get(pid, False) for kind, pid in oracle.log if kind == "alive"}
+    # A boot proof is asked with what either key of the claim knows: the cohort reference the probe
+    # answers from is there if either key recorded it (W7, §6 "Boot proof").
+    for asked in oracle.boot_revisions:
+        known = [r.cohort for r in revs if r.claim_id == asked.claim_id and r.cohort is not None]
+        assert asked.cohort == (known[0] if known else None)
     for d in decisions:
         claim_revs = [r for r in revs if r.claim_id == d.claim_id]
         marker = any(r.spawn_marker for r in claim_revs)
+        cohorts: list[Mapping[str, object]] = [r.cohort for r in claim_revs if r.cohort is not None]
+        engines = [r.engine for r in claim_revs if r.engine is not None]
         if d.outcome is Outcome.OWNER_ALIVE:
             assert d.publications == ()
         for p in d.publications:
@@ -138,8 +195,13 @@ def test_classification_rules_hold_for_any_pair(seat: KeyObservation, session: K
             assert (p.revision.binding, p.revision.host, p.revision.owner, p.revision.unit_name) == (
                 head.revision.binding, head.revision.host, head.revision.owner, head.revision.unit_name)
             assert p.revision.writer == RESTARTER and head.held
-            check_proof(p.revision.proof, state=p.revision.state, spawn_marker=p.revision.spawn_marker,
-                        by_restart=True)
+            assert p.revision.published_at == NOW_ISO  # the clock reading, formatted where it is built
+            # What either key recorded once is carried, on both keys (a half-done pair forgets nothing).
+            assert p.revision.spawn_marker == marker
+            assert p.revision.cohort == (cohorts[0] if cohorts else None)
+            assert p.revision.engine == (engines[0] if engines else None)
+            # stopped carries a proof and nothing else does (§2 "Fields").
+            assert (p.revision.proof is not None) == (p.revision.state is State.STOPPED)
             # Never a no-unit stop for a claim with a spawn marker anywhere on the pair (W20, mutant 29).
             if p.revision.proof is not None and p.revision.proof.kind is ProofKind.NO_UNIT:
                 assert not marker

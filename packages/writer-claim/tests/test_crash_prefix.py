@@ -40,21 +40,24 @@ from typing import Any
 import pytest
 from claim_helpers import (
     BINDING,
+    ENGINE,
     OTHER_BOOT,
     REV_RE,
     SEAT,
     SESSION,
     Ack,
-    EngineIdentity,
     Liveness,
     Probe,
     check_restart,
+    cohort_ref,
     make_store,
     raw_holders,
     run_lifecycle,
     unit_world,
 )
 
+# A private module on purpose: the point of this test is the store's own file-system calls, which it
+# records by swapping the `os` that module uses (README "Persistence model").
 from mosaic.writer_claim import _store
 
 
@@ -151,7 +154,7 @@ def record_scenario(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[Entry]:
         c.mark_spawn()
         ack(c.claim_id, "spawn-marker")
         ack(c.claim_id, "spawned")
-        c.activate(invocation_id="inv-b", engine=EngineIdentity(4343, 77))
+        c.activate(invocation_id="inv-b", engine=ENGINE, cohort=cohort_ref(c.claim_id, c.head("seat").host, "inv-b"))
         ack(c.claim_id, "active")
     return log
 

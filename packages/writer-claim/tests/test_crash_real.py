@@ -28,13 +28,13 @@ from claim_helpers import (
     unit_world,
 )
 
+from mosaic.safe_open import read_stat
 from mosaic.writer_claim import (
     Barrier,
     ClaimRefusal,
     ClaimStore,
     Outcome,
 )
-from mosaic.writer_claim._host import process_state
 
 
 def _barrier_count(tmp: Path) -> list[Barrier]:
@@ -126,6 +126,7 @@ def test_W5_sigkill_at_every_publication_barrier_then_restart(tmp_path: Path) ->
 _PAUSED_OWNER = textwrap.dedent(
     """
     import sys
+    from mosaic.safe_open import ProcessRef
     from mosaic.writer_claim import *
     store = ClaimStore(sys.argv[1])
     c = store.acquire(SeatKey("seat-a", "/fixtures/project", "main"),
@@ -133,7 +134,7 @@ _PAUSED_OWNER = textwrap.dedent(
                       Binding("binding-1", "pi", "pi-conversation-1", "main", "leaf-1",
                               Pins("0.85.1", "ab" * 32, "sha256:" + "cd" * 32)))
     c.mark_spawn()
-    c.activate(invocation_id="inv-w12", engine=EngineIdentity(4242, 99))
+    c.activate(invocation_id="inv-w12", engine=ProcessRef(4242, 99))
     print(c.claim_id, flush=True)
     sys.stdin.readline()                      # resumed: finish the owner's own stop and release
     c.begin_stop("stop-w12", phase="kill")
@@ -158,7 +159,8 @@ def test_W12_sigstopped_owner_is_never_touched(claim_root: Path) -> None:
         os.kill(child.pid, signal.SIGSTOP)
         _, status = os.waitpid(child.pid, os.WUNTRACED)
         assert os.WIFSTOPPED(status)
-        assert process_state(child.pid) in ("T", "t")
+        stat = read_stat(child.pid)
+        assert stat is not None and stat.state in ("T", "t")
         before = tree_bytes(claim_root)
 
         second = ClaimStore(claim_root)  # real /proc liveness, this host and boot

@@ -12,11 +12,15 @@ from pathlib import Path
 import pytest
 from claim_helpers import (
     BINDING,
+    ENGINE,
+    HOST,
     SEAT,
     SESSION,
+    Hook,
     Liveness,
     Probe,
     cohort_proof,
+    cohort_ref,
     make_store,
     raw_holders,
     raw_records,
@@ -25,11 +29,12 @@ from claim_helpers import (
     tree_bytes,
 )
 
+from mosaic.safe_open import ProcessRef
 from mosaic.writer_claim import (
+    MAX_COHORT_BYTES,
     Barrier,
     ClaimRefusal,
     ClaimStore,
-    EngineIdentity,
     Outcome,
     ProofKind,
     ProofRef,
@@ -108,14 +113,14 @@ def test_lifecycle_guards(claim_root: Path) -> None:
     c = make_store(claim_root).acquire(SEAT, SESSION, BINDING)
     before = tree_bytes(claim_root)
     with pytest.raises(ValueError):
-        c.record_engine("inv", EngineIdentity(1, 1))  # before the spawn marker
+        c.record_engine("inv", ProcessRef(1, 1))  # before the spawn marker
     with pytest.raises(ValueError):
-        c.activate(invocation_id="inv", engine=EngineIdentity(1, 1))  # before the spawn marker
+        c.activate(invocation_id="inv", engine=ProcessRef(1, 1))  # before the spawn marker
     assert tree_bytes(claim_root) == before
     c.mark_spawn()
     with pytest.raises(ValueError):
         c.activate()  # no invocation ID or engine identity yet
-    c.record_engine("inv", EngineIdentity(1, 1))
+    c.record_engine("inv", ProcessRef(1, 1))
     c.activate()
     with pytest.raises(ValueError):
         c.mark_spawn()
@@ -134,9 +139,9 @@ def test_lifecycle_guards(claim_root: Path) -> None:
 
 
 def test_a_step_retried_after_an_error_between_the_keys_is_not_published_twice(claim_root: Path) -> None:
-    c = make_store(claim_root).acquire(SEAT, SESSION, BINDING)
+    hook = Hook()
+    c = make_store(claim_root, barrier=hook).acquire(SEAT, SESSION, BINDING)
     c.mark_spawn()
-    store = c._store
     fail = [True]
 
     def enospc_between_keys(b: Barrier) -> None:
@@ -144,12 +149,70 @@ def test_a_step_retried_after_an_error_between_the_keys_is_not_published_twice(c
             fail[0] = False
             raise OSError(28, "No space left on device")
 
-    store._barrier = enospc_between_keys
+    hook.action = enospc_between_keys
+    cohort = cohort_ref(c.claim_id, HOST, "inv")
     with pytest.raises(OSError):
-        c.activate(invocation_id="inv", engine=EngineIdentity(1, 1))
-    c.activate(invocation_id="inv", engine=EngineIdentity(1, 1))
+        c.activate(invocation_id="inv", engine=ProcessRef(1, 1), cohort=cohort)
+    c.activate(invocation_id="inv", engine=ProcessRef(1, 1), cohort=cohort)
     for key in (SEAT, SESSION):
-        assert [r["state"] for r in raw_records(claim_root, key.dirname)] == ["reserved", "reserved", "active"]  # type: ignore[index]
+        recs = raw_records(claim_root, key.dirname)
+        assert [r["state"] for r in recs] == ["reserved", "reserved", "active"]  # type: ignore[index]
+        assert recs[-1]["cohort"] == cohort  # type: ignore[index]
+
+
+def test_the_cohort_reference_is_recorded_once_and_carried_to_the_end(claim_root: Path) -> None:
+    """The launcher's cohort reference, recorded with the engine (§2 "Lifecycle" 2), is in every later
+    revision of the claim on both keys, unchanged, up to stopped: a restarted controller force stops and
+    asks for a boot proof from it (§6, K10, K11, W7). A later step cannot change or drop it, nor the
+    invocation ID or the engine; a refused step publishes nothing."""
+    store = make_store(claim_root)
+    c = store.acquire(SEAT, SESSION, BINDING)
+    c.mark_spawn()
+    assert c.cohort is None
+    cohort = cohort_ref(c.claim_id, store.host, "inv-1")
+    c.record_engine("inv-1", ENGINE, cohort=cohort)
+    assert c.cohort == cohort and c.head("session").cohort == cohort
+    before = tree_bytes(claim_root)
+    other = {**cohort, "invocationId": "inv-2"}
+    with pytest.raises(ValueError, match="cohort"):
+        c.activate(cohort=other)
+    with pytest.raises(ValueError, match="invocation_id"):
+        c.record_engine("inv-2", ENGINE)
+    with pytest.raises(ValueError, match="engine"):
+        c.activate(engine=ProcessRef(ENGINE.pid, ENGINE.start_time + 1))
+    assert tree_bytes(claim_root) == before
+    c.activate()  # keeps what was recorded
+    c.record_engine("inv-1", ENGINE, cohort=cohort)  # the same again: a retried step, nothing new
+    c.set_generation(2)
+    c.begin_stop("stop-1", confirmation="conf-1", phase="term")
+    c.mark_uncertain()
+    c.release(cohort_proof("stop-1"))
+    for key in (SEAT, SESSION):
+        recs = raw_records(claim_root, key.dirname)
+        assert [r["reason"] for r in recs] == [  # type: ignore[index]
+            "reserve", "spawn-marker", "engine", "active", "generation", "stopping", "uncertain", "stopping",
+            "stopped"]
+        assert [r["cohort"] for r in recs] == [None, None] + [cohort] * 7  # type: ignore[index]
+        assert {(r["invocationId"], r["engine"]["pid"]) for r in recs[2:]} == {("inv-1", 4242)}  # type: ignore[index]
+
+
+def test_a_cohort_reference_is_refused_before_anything_is_published(claim_root: Path) -> None:
+    """Before the spawn marker, or not a bounded JSON object: ValueError, and nothing on disk changes."""
+    c = make_store(claim_root).acquire(SEAT, SESSION, BINDING)
+    cohort = cohort_ref(c.claim_id, HOST, "inv")
+    before = tree_bytes(claim_root)
+    with pytest.raises(ValueError):
+        c.record_engine("inv", ENGINE, cohort=cohort)  # before the spawn marker
+    with pytest.raises(ValueError):
+        c.activate(invocation_id="inv", engine=ENGINE, cohort=cohort)  # before the spawn marker
+    assert tree_bytes(claim_root) == before
+    c.mark_spawn()
+    before = tree_bytes(claim_root)
+    for bad in ({"pad": "x" * MAX_COHORT_BYTES}, {"when": float("nan")}, {"pids": {4242}}):
+        with pytest.raises(ValueError):
+            c.activate(invocation_id="inv", engine=ENGINE, cohort=bad)
+    assert tree_bytes(claim_root) == before
+    assert c.state is State.RESERVED and c.cohort is None
 
 
 def test_a_foreign_revision_on_a_held_key_stops_the_owner(claim_root: Path) -> None:
@@ -169,6 +232,7 @@ def test_a_foreign_revision_on_a_held_key_stops_the_owner(claim_root: Path) -> N
 _OWNER_CHILD = textwrap.dedent(
     """
     import sys
+    from mosaic.safe_open import ProcessRef
     from mosaic.writer_claim import *
     root, mode = sys.argv[1], sys.argv[2]
     store = ClaimStore(root)
@@ -177,7 +241,7 @@ _OWNER_CHILD = textwrap.dedent(
                       Binding("binding-1", "pi", "pi-conversation-1", "main", "leaf-1",
                               Pins("0.85.1", "ab" * 32, "sha256:" + "cd" * 32)))
     c.mark_spawn()
-    c.activate(invocation_id="inv-child", engine=EngineIdentity(4242, 99))
+    c.activate(invocation_id="inv-child", engine=ProcessRef(4242, 99))
     print(c.claim_id, flush=True)
     if mode == "eof":
         sys.stdin.read()          # the client side closes: EOF, then the owner exits without releasing

@@ -1,37 +1,44 @@
-"""The revision record: names, fields, JSON Schema, strict reading, identity defaults, README tables."""
+"""The revision record: names, fields, the cohort reference, JSON Schema, strict reading, the clock,
+identity defaults, README tables."""
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from claim_helpers import (
     BINDING,
+    ENGINE,
     HOST,
     SEAT,
     SESSION,
     VALIDATOR,
     cohort_proof,
+    cohort_ref,
     fake_process,
     make_store,
     raw_chain,
     raw_records,
     run_lifecycle,
+    tree_bytes,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mosaic.safe_open import SafeOpenRefusal
+from mosaic.safe_open import HostIdentity, ProcessRef, SafeOpenRefusal, current_host, read_stat
 from mosaic.writer_claim import (
     FORMAT,
+    MAX_COHORT_BYTES,
+    MAX_REVISION_BYTES,
     Binding,
     ClaimRefusal,
     ClaimStore,
-    EngineIdentity,
-    HostIdentity,
     Outcome,
     Owner,
     Pins,
@@ -44,7 +51,6 @@ from mosaic.writer_claim import (
     State,
     StopInfo,
     Writer,
-    current_process,
     decode_revision,
     encode_revision,
     revision_name,
@@ -68,17 +74,20 @@ def test_revision_names_are_r_and_ten_digits_starting_at_one(claim_root: Path) -
 def test_every_section_2_field_is_recorded(claim_root: Path) -> None:
     """§2 "Fields": key, claim ID, binding ID; harness, conversation, branch and leaf at launch; the pins;
     host and boot; owner pid, start time and incarnation token; the intended unit name (recorded before
-    anything is spawned); invocation ID and engine pid and start time once known; generation; state; the
-    proof reference. Every revision validates against the package's JSON Schema."""
+    anything is spawned); invocation ID and engine pid and start time once known, with the launcher's
+    cohort reference (issue 9); generation; state; the proof reference. Every revision validates against
+    the package's JSON Schema."""
     store = make_store(claim_root, pid=2000)
     c = store.acquire(SEAT, SESSION, BINDING, generation=3)
     first = raw_records(claim_root, SEAT.dirname)[0]
     assert first is not None
     assert first["unitName"] == unit_name_for(first["claimId"]) == c.unit_name
     assert first["spawnMarker"] is False and first["engine"] is None and first["invocationId"] is None
+    assert first["cohort"] is None
     assert re.fullmatch(r"cohort-claim-[0-9a-f]{32}\.scope", first["unitName"])
     c.mark_spawn()
-    c.activate(invocation_id="0123abcd", engine=EngineIdentity(4242, 99))
+    cohort = cohort_ref(c.claim_id, HOST, "0123abcd")
+    c.activate(invocation_id="0123abcd", engine=ENGINE, cohort=cohort)
     c.begin_stop("stop-1", confirmation="conf-1", phase="kill")
     c.release(cohort_proof("stop-1"))
     for key, kind in ((SEAT, "seat"), (SESSION, "session")):
@@ -94,31 +103,34 @@ def test_every_section_2_field_is_recorded(claim_root: Path) -> None:
                 "binding-1", "pi", "pi-conversation-1", "main", "leaf-1")
             assert rec["pins"] == {"engineVersion": "0.85.1", "binarySha256": "ab" * 32,
                                    "argvDigest": "sha256:" + "cd" * 32}
-            assert rec["host"] == {"machineId": HOST.machine_id, "bootId": HOST.boot_id}
+            assert rec["host"] == {"machineId": HOST.machine_id, "bootId": HOST.boot_id} == HOST.to_dict()
             assert rec["owner"] == {"pid": 2000, "startTime": 12000, "pidNamespace": "pid:[test]",
                                     "incarnation": "inc-2000"}
             assert rec["generation"] == 3
     last = raw_records(claim_root, SEAT.dirname)[-1]
     assert last is not None
     assert last["invocationId"] == "0123abcd" and last["engine"] == {"pid": 4242, "startTime": 99}
+    assert last["cohort"] == cohort
     assert last["stop"] == {"stopId": "stop-1", "confirmation": "conf-1", "phase": "kill"}
     assert last["state"] == "stopped" and last["proof"]["kind"] == "cohort-proof"
     assert last["proof"]["digest"] == cohort_proof("stop-1").digest
 
 
 def test_default_identity_comes_from_the_kernel(claim_root: Path) -> None:
-    """Host identity from /etc/machine-id and the boot ID; the owner's pid and its start time from
-    /proc/self/stat field 22."""
+    """Host identity from /etc/machine-id and the boot ID (dashes removed: safe-open's one form, which
+    the cohort records too); the owner's pid and its start time from /proc/self/stat field 22."""
     store = ClaimStore(claim_root)
     assert store.host.machine_id == Path("/etc/machine-id").read_text().strip()
-    assert store.host.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert store.host.boot_id == Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+    assert store.host == current_host()
     stat = Path("/proc/self/stat").read_text()
     assert store.process.pid == os.getpid()
     assert store.process.start_time == int(stat.rsplit(")", 1)[1].split()[19])
     assert store.process.pid_namespace == os.readlink("/proc/self/ns/pid")
-    assert current_process() == store.process
+    assert store.process.ref == read_stat("self").ref  # type: ignore[union-attr]
     c = store.acquire(SEAT, SESSION, BINDING)
     assert c.head("seat").owner.process == store.process
+    assert raw_records(claim_root, SEAT.dirname)[0]["host"] == current_host().to_dict()  # type: ignore[index]
 
 
 def test_claim_root_is_opened_beneath_a_held_fd(tmp_path: Path) -> None:
@@ -154,13 +166,23 @@ def test_only_three_proof_kinds_allow_stopped(kind: str) -> None:
     assert {k.value for k in ProofKind} == {"cohort-proof", "boot-proof", "no-unit"}
 
 
+@pytest.mark.parametrize("digest", ["sha256:" + "A" * 64, "sha256:" + "0" * 63, "sha512:" + "0" * 64,
+                                    "0" * 64, "sha256:" + "0" * 64 + "\n", ""])
+def test_a_proof_digest_is_the_shared_sha256_form(digest: str) -> None:
+    """A proof reference names its proof by safe-open's one digest form, `sha256:` and 64 lowercase hex
+    (a cohortProof's verification digest is what a claim stores)."""
+    with pytest.raises(ValueError):
+        ProofRef(ProofKind.COHORT, digest)
+    assert ProofRef(ProofKind.COHORT, "sha256:" + "0" * 64).digest == "sha256:" + "0" * 64
+
+
 def _revision(**changes: object) -> Revision:
     claim_id = "claim-" + "a" * 32
     owner = Owner(fake_process(5), "inc")
     base = Revision(
         key="seat", number=1, seat=SEAT, session=SESSION, claim_id=claim_id, state=State.RESERVED,
         binding=BINDING, host=HOST, owner=owner, writer=Writer(owner.process, "inc", "owner"),
-        unit_name=unit_name_for(claim_id), spawn_marker=False, invocation_id=None, engine=None,
+        unit_name=unit_name_for(claim_id), spawn_marker=False, invocation_id=None, engine=None, cohort=None,
         generation=1, stop=None, proof=None, reason="reserve", published_at="2026-01-01T00:00:00.000Z",
     )
     return base.evolve(**changes)
@@ -174,7 +196,12 @@ def test_strict_reading_refuses_anything_but_the_exact_format() -> None:
     cases = {
         "extra": {**obj, "extra": 1},
         "missing": {k: v for k, v in obj.items() if k != "owner"},
+        "missing-cohort": {k: v for k, v in obj.items() if k != "cohort"},
         "format": {**obj, "format": "other/1"},
+        "format-1": {k: v for k, v in obj.items() if k != "cohort"} | {"format": "mosaic-writer-claim/1"},
+        "cohort-array": {**obj, "cohort": [1, 2]},
+        "host-with-dashes": {**obj, "host": {"machineId": HOST.machine_id,
+                                             "bootId": "11111111-1111-4111-8111-111111111111"}},
         "state": {**obj, "state": "released"},
         "unit": {**obj, "unitName": "cohort-other.scope"},
         "claim": {**obj, "claimId": "claim-XYZ"},
@@ -186,6 +213,13 @@ def test_strict_reading_refuses_anything_but_the_exact_format() -> None:
         with pytest.raises(RecordError):
             decode_revision(raw, key="seat", dirname=SEAT.dirname, number=1)
         assert not VALIDATOR.is_valid(bad) or name in ("unit", "bool-pid"), name
+    # A NaN in the cohort (Python's json writes it; it is not JSON) and brackets nested past what the
+    # parser recurses (damage) are unreadable too, never an exception out of the reader.
+    nan = json.dumps({**obj, "cohort": {"x": math.nan}}, sort_keys=True, separators=(",", ":")).encode()
+    deep = b"[" * (MAX_REVISION_BYTES // 2) + b"]" * (MAX_REVISION_BYTES // 2)
+    for raw in (nan + b"\n", deep):
+        with pytest.raises(RecordError):
+            decode_revision(raw, key="seat", dirname=SEAT.dirname, number=1)
     with pytest.raises(RecordError):
         decode_revision(data, key="session", dirname=SESSION.dirname, number=1)  # another chain
     with pytest.raises(RecordError):
@@ -196,6 +230,13 @@ def test_strict_reading_refuses_anything_but_the_exact_format() -> None:
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
                 min_size=1, max_size=20)
+_json_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=10)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False)
+    | _json_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_json_text, inner, max_size=4),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=60, deadline=None, database=None)
@@ -208,18 +249,23 @@ _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_c
     generation=st.integers(1, 2**40),
     leaf=st.none() | _text,
     detail=st.dictionaries(_text, st.none() | st.booleans() | st.integers(-(2**40), 2**40) | _text, max_size=4),
+    cohort=st.none() | st.dictionaries(_json_text, _json, max_size=5),
 )
 def test_round_trip_and_schema(seat: SeatKey, session: SessionKey, state: State, marker: bool, number: int,
-                               generation: int, leaf: str | None, detail: dict[str, object]) -> None:
-    """Any revision the model accepts encodes canonically, reads back equal, and is schema-valid."""
+                               generation: int, leaf: str | None, detail: dict[str, object],
+                               cohort: dict[str, Any] | None) -> None:
+    """Any revision the model accepts encodes canonically, reads back equal (the cohort reference as the
+    same JSON), and is schema-valid."""
     proof = ProofRef(ProofKind.COHORT, "sha256:" + "1" * 64, detail) if state is State.STOPPED else None  # type: ignore[arg-type]
     stop = StopInfo("s", None, "p") if state is State.STOPPING else None
     binding = Binding("b", "pi", "c", "main", leaf, Pins("v", "x", "y"))
     rev = _revision(key="session", seat=seat, session=session, state=state, spawn_marker=marker, number=number,
                     generation=generation, binding=binding, proof=proof, stop=stop,
-                    engine=EngineIdentity(1, 2) if marker else None)
+                    engine=ProcessRef(1, 2) if marker else None, cohort=cohort)
     data = encode_revision(rev)
-    assert decode_revision(data, key="session", dirname=session.dirname, number=number) == rev
+    back = decode_revision(data, key="session", dirname=session.dirname, number=number)
+    assert back == rev
+    assert json.loads(data)["cohort"] == cohort
     assert VALIDATOR.is_valid(json.loads(data))
 
 
@@ -231,7 +277,85 @@ def test_model_refuses_incoherent_revisions() -> None:
     with pytest.raises(ValueError):
         _revision(unit_name="cohort-claim-" + "b" * 32 + ".scope")  # not derived from the claim ID
     with pytest.raises(ValueError):
+        _revision(engine=(4242, 99))  # an engine is a ProcessRef
+    with pytest.raises(ValueError):
         HostIdentity("", "boot")
+
+
+_SIZE_PROBE = len(json.dumps({"pad": ""}, separators=(",", ":")))
+
+
+@pytest.mark.parametrize(
+    ("cohort", "why"),
+    [
+        ([1, 2], "not an object"),
+        ("scope", "not an object"),
+        ({1: "x"}, "a key that is not a string"),
+        ({"x": math.nan}, "not JSON"),
+        ({"x": math.inf}, "not JSON"),
+        ({"x": {"y": -math.inf}}, "not JSON"),
+        ({"x": b"bytes"}, "not JSON"),
+        ({"x": {1, 2}}, "not JSON"),
+        ({"x": object()}, "not JSON"),
+        ({"x": "\ud800"}, "not UTF-8"),
+        ({"pad": "x" * (MAX_COHORT_BYTES - _SIZE_PROBE + 1)}, "one byte over the cap"),
+        ({"pad": "é" * ((MAX_COHORT_BYTES - _SIZE_PROBE) // 2 + 1)}, "over the cap counted in UTF-8 bytes"),
+    ],
+)
+def test_a_cohort_reference_is_a_bounded_json_object(cohort: object, why: str) -> None:
+    with pytest.raises(ValueError):
+        _revision(spawn_marker=True, cohort=cohort)
+
+
+def test_a_cohort_reference_at_the_cap_and_deeply_nested_to_the_bound() -> None:
+    """Exactly MAX_COHORT_BYTES of canonical JSON is accepted; 32 levels of nesting are, 33 are not."""
+    at_cap = {"pad": "x" * (MAX_COHORT_BYTES - _SIZE_PROBE)}
+    assert len(json.dumps(at_cap, separators=(",", ":")).encode()) == MAX_COHORT_BYTES
+    assert _revision(spawn_marker=True, cohort=at_cap).cohort == at_cap
+    deep: dict[str, Any] = {}
+    for _ in range(31):
+        deep = {"d": deep}
+    assert _revision(spawn_marker=True, cohort=deep).cohort == deep  # 32 objects deep
+    with pytest.raises(ValueError):
+        _revision(spawn_marker=True, cohort={"d": deep})
+
+
+def test_a_cohort_reference_is_a_read_only_deep_copy() -> None:
+    """The claim keeps its own copy: changing the caller's object later changes nothing, and the stored
+    one cannot be changed (objects are read-only mappings, arrays tuples)."""
+    original = cohort_ref("claim-" + "a" * 32, HOST, "inv-1")
+    kept = copy.deepcopy(original)
+    rev = _revision(spawn_marker=True, cohort=original)
+    original["invocationId"] = "inv-other"
+    original["containment"]["attempts"].append(["/elsewhere", "MOVED"])
+    assert rev.cohort == kept and rev.cohort != original
+    assert rev.cohort is not None
+    with pytest.raises(TypeError):
+        rev.cohort["invocationId"] = "x"  # type: ignore[index]
+    attempts = rev.cohort["containment"]["attempts"]  # type: ignore[index,call-overload]
+    assert attempts == (("/", "EACCES"),)
+    assert hash(rev) == hash(_revision(spawn_marker=True, cohort=kept))
+    assert revision_to_json(rev)["cohort"] == kept
+
+
+def test_the_clock_is_seconds_and_publishedAt_is_utc_milliseconds(claim_root: Path) -> None:
+    """One clock convention: a clock returns seconds since the epoch; `publishedAt` is formatted from it
+    (UTC, milliseconds, `Z`) where a revision is built. acquire reads the clock once for both keys; an
+    owner step once per key."""
+    readings = iter([1767225600.123, 1767225601, 1767225602.5])
+    c = make_store(claim_root, clock=lambda: next(readings)).acquire(SEAT, SESSION, BINDING)
+    c.mark_spawn()
+    stamps = {key.kind: [r["publishedAt"] for r in raw_records(claim_root, key.dirname)]  # type: ignore[index]
+              for key in (SEAT, SESSION)}
+    assert stamps == {"seat": ["2026-01-01T00:00:00.123Z", "2026-01-01T00:00:01.000Z"],
+                      "session": ["2026-01-01T00:00:00.123Z", "2026-01-01T00:00:02.500Z"]}
+
+
+@pytest.mark.parametrize("reading", [math.nan, math.inf, 1e20, "2026-01-01T00:00:00.000Z"])
+def test_a_clock_reading_that_is_not_a_time_publishes_nothing(claim_root: Path, reading: object) -> None:
+    with pytest.raises(ValueError):
+        make_store(claim_root, clock=lambda: reading).acquire(SEAT, SESSION, BINDING)
+    assert tree_bytes(claim_root) == {}
 
 
 def _readme_table(title: str) -> dict[str, str]:

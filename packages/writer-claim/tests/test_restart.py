@@ -13,14 +13,17 @@ from pathlib import Path
 import pytest
 from claim_helpers import (
     BINDING,
+    ENGINE,
     HOST,
     OTHER_BOOT,
     SEAT,
     SEAT2,
     SESSION,
+    Hook,
     Liveness,
     Probe,
     cohort_proof,
+    cohort_ref,
     make_store,
     raw_head,
     raw_holders,
@@ -32,7 +35,6 @@ from claim_helpers import (
 from mosaic.writer_claim import (
     Barrier,
     ClaimRefusal,
-    EngineIdentity,
     Outcome,
     ProofKind,
     State,
@@ -44,7 +46,8 @@ class Crash(BaseException):
 
 
 def _claim_at(root: Path, *, pid: int = 2000, upto: str) -> str:
-    """A claim published up to a lifecycle step by an owner (pid) that then 'dies'."""
+    """A claim published up to a lifecycle step by an owner (pid) that then 'dies'. From "engine" on, the
+    claim records the cohort reference `cohort_ref(claim_id, HOST, "inv-1")`."""
     store = make_store(root, pid=pid)
     c = store.acquire(SEAT, SESSION, BINDING)
     if upto == "reserved":
@@ -52,7 +55,7 @@ def _claim_at(root: Path, *, pid: int = 2000, upto: str) -> str:
     c.mark_spawn()
     if upto == "spawn-marker":
         return c.claim_id
-    c.record_engine("inv-1", EngineIdentity(4242, 99))
+    c.record_engine("inv-1", ENGINE, cohort=cohort_ref(c.claim_id, HOST, "inv-1"))
     if upto == "engine":
         return c.claim_id
     c.activate()
@@ -134,22 +137,42 @@ def test_W6_orphan_active_claim_with_live_unit_is_uncertain(claim_root: Path) ->
     records = raw_records(claim_root, SESSION.dirname)
     assert records[-1] is not None and records[-1]["state"] == "uncertain"
     assert records[-1]["engine"] == {"pid": 4242, "startTime": 99} and records[-1]["claimId"] == claim_id
+    assert records[-1]["cohort"] == cohort_ref(claim_id, HOST, "inv-1")  # what a force stop needs (§6)
 
 
 def test_W7_other_boot_same_machine_is_stopped_with_boot_proof(claim_root: Path) -> None:
     """W7: recorded boot differs, same machine ID -> stopped with a boot proof on both keys. No liveness
-    or unit question is asked: a pid of another boot names nothing on this one."""
+    or unit question is asked: a pid of another boot names nothing on this one. The probe answers from
+    the cohort reference the claim stored (§6 "Boot proof"), which the stopped revisions keep."""
     claim_id = _claim_at(claim_root, upto="active")
+    cohort = cohort_ref(claim_id, HOST, "inv-1")
     probe = Probe()
     liveness = Liveness()
     report = make_store(claim_root, pid=3000, host=OTHER_BOOT, liveness=liveness).restart(SEAT, SESSION, probe)
     assert report.outcomes == (Outcome.STOPPED_BOOT_PROOF,)
     assert report.free
     assert probe.boot_questions == [claim_id] and probe.unit_questions == [] and liveness.asked == []
+    assert probe.boot_revisions[0].cohort == cohort
     for key in (SEAT, SESSION):
         _, head = raw_head(claim_root, key.dirname)  # type: ignore[misc]
         assert head["proof"]["kind"] == "boot-proof" and head["claimId"] == claim_id
+        assert head["proof"]["detail"]["basis"] == "cohort" and head["proof"]["detail"]["invocationId"] == "inv-1"
         assert head["host"]["bootId"] == HOST.boot_id  # the claim's own boot stays recorded
+        assert head["cohort"] == cohort
+
+
+def test_W20_W7_a_claim_without_a_cohort_gets_its_boot_proof_from_unit_and_host(claim_root: Path) -> None:
+    """A crash after the spawn marker and before the launcher returned: no cohort reference was recorded.
+    After a reboot the probe answers from the claim's unit name and host (W20: "no launch until a boot
+    proof")."""
+    claim_id = _claim_at(claim_root, upto="spawn-marker")
+    probe = Probe()
+    report = make_store(claim_root, pid=3000, host=OTHER_BOOT).restart(SEAT, SESSION, probe)
+    assert report.outcomes == (Outcome.STOPPED_BOOT_PROOF,) and report.free
+    (asked,) = probe.boot_revisions
+    assert asked.cohort is None and asked.unit_name == f"cohort-{claim_id}.scope" and asked.host == HOST
+    detail = raw_head(claim_root, SEAT.dirname)[1]["proof"]["detail"]  # type: ignore[index]
+    assert detail["basis"] == "unit-name" and detail["recordedBoot"] == HOST.boot_id
 
 
 def test_W7_boot_proof_unavailable_keeps_the_pair_held(claim_root: Path) -> None:
@@ -185,17 +208,18 @@ def test_W12_alive_owner_is_never_reclassified(claim_root: Path, upto: str, answ
 def test_W15_crash_between_the_keys_during_release_is_finished(claim_root: Path) -> None:
     """W15: the session key is stopped, the seat key still stopping: the pair stays held, and restart
     finishes the release under the same claim ID with the same proof."""
-    store = make_store(claim_root, pid=2000)
+    hook = Hook()
+    store = make_store(claim_root, pid=2000, barrier=hook)
     c = store.acquire(SEAT, SESSION, BINDING)
     c.mark_spawn()
-    c.activate(invocation_id="inv", engine=EngineIdentity(4242, 99))
+    c.activate(invocation_id="inv", engine=ENGINE)
     c.begin_stop("stop-1")
 
     def crash_between(b: Barrier) -> None:
         if b.point == "between-keys" and b.step == "stopped":
             raise Crash(b.point)
 
-    store._barrier = crash_between
+    hook.action = crash_between
     with pytest.raises(Crash):
         c.release(cohort_proof("stop-1"))
     assert raw_head(claim_root, SESSION.dirname)[1]["state"] == "stopped"  # type: ignore[index]
@@ -216,17 +240,21 @@ def test_W15_crash_between_the_keys_during_release_is_finished(claim_root: Path)
 
 def test_half_done_stopping_is_finished_and_left_for_the_stop(claim_root: Path) -> None:
     """Keys disagree (seat stopping, session active): the restart continues the unfinished transition
-    (stopping on the session key, same stop record) and never assumes the stop happened."""
-    store = make_store(claim_root, pid=2000)
+    (stopping on the session key, same stop record) and never assumes the stop happened. A restarted
+    controller adopts the claim and reads back, from the claim alone, the stop record and the cohort
+    reference it continues the force stop with (§6 "Controller death during force stop", K10, K11)."""
+    hook = Hook()
+    store = make_store(claim_root, pid=2000, barrier=hook)
     c = store.acquire(SEAT, SESSION, BINDING)
     c.mark_spawn()
-    c.activate(invocation_id="inv", engine=EngineIdentity(4242, 99))
+    cohort = cohort_ref(c.claim_id, HOST, "inv")
+    c.activate(invocation_id="inv", engine=ENGINE, cohort=cohort)
 
     def crash_between(b: Barrier) -> None:
         if b.point == "between-keys" and b.step == "stopping":
             raise Crash(b.point)
 
-    store._barrier = crash_between
+    hook.action = crash_between
     with pytest.raises(Crash):
         c.begin_stop("stop-7", confirmation="conf-7", phase="term")
     report = make_store(claim_root, pid=3000).restart(SEAT, SESSION, Probe(default="absent"))
@@ -234,9 +262,15 @@ def test_half_done_stopping_is_finished_and_left_for_the_stop(claim_root: Path) 
     heads = [raw_head(claim_root, k.dirname)[1] for k in (SEAT, SESSION)]  # type: ignore[index]
     assert [h["state"] for h in heads] == ["stopping", "stopping"]
     assert heads[1]["stop"] == {"stopId": "stop-7", "confirmation": "conf-7", "phase": "term"}
+    assert [h["cohort"] for h in heads] == [cohort, cohort]
     # The stop is continued by adopting the claim (K10/K11) and releasing it with a cohort proof.
     adopted = make_store(claim_root, pid=3000, liveness=Liveness(alive={3000})).adopt(SEAT, SESSION, c.claim_id)
     assert adopted.claim_id == c.claim_id and adopted.state is State.STOPPING
+    assert adopted.cohort == cohort
+    assert adopted.head("seat").cohort == adopted.head("session").cohort == cohort
+    assert adopted.head("seat").stop == adopted.head("session").stop
+    assert adopted.head("session").stop.stop_id == "stop-7"  # type: ignore[union-attr]
+    assert adopted.head("seat").invocation_id == "inv" and adopted.head("seat").engine == ENGINE
     adopted.release(cohort_proof("stop-7"))
     assert raw_holders(claim_root, SEAT, SESSION) == set()
     seat_recs = raw_records(claim_root, SEAT.dirname)
@@ -244,32 +278,39 @@ def test_half_done_stopping_is_finished_and_left_for_the_stop(claim_root: Path) 
     assert seat_recs[-1]["owner"]["pid"] == 3000  # type: ignore[index]
 
 
-@pytest.mark.parametrize("step", ["reserve", "spawn-marker", "active"])
+@pytest.mark.parametrize("step", ["reserve", "spawn-marker", "engine", "active"])
 def test_half_done_acquisition_steps_are_classified_under_the_claim(claim_root: Path, step: str) -> None:
-    """A crash between the keys of reserve, spawn marker or active: classified under the same claim ID,
-    both keys end in the same state, and a spawn marker on one key counts for the pair."""
-    store = make_store(claim_root, pid=2000)
+    """A crash between the keys of reserve, spawn marker, engine record or active: classified under the
+    same claim ID, both keys end in the same state, and what one key recorded (the spawn marker, the
+    engine, the cohort reference) counts for the pair and is carried to the other key."""
+    hook = Hook()
+    store = make_store(claim_root, pid=2000, barrier=hook)
 
     def crash_between(b: Barrier) -> None:
         if b.point == "between-keys" and b.step == step:
             raise Crash(b.point)
 
     claim_id = ""
+    cohort = None
     if step == "reserve":
-        store._barrier = crash_between
+        hook.action = crash_between
         with pytest.raises(Crash):
             store.acquire(SEAT, SESSION, BINDING)
     else:
         c = store.acquire(SEAT, SESSION, BINDING)
         claim_id = c.claim_id
-        if step == "active":
+        cohort = cohort_ref(claim_id, HOST, "inv")
+        if step != "spawn-marker":
             c.mark_spawn()
-        store._barrier = crash_between
+        hook.action = crash_between
         with pytest.raises(Crash):
             if step == "spawn-marker":
                 c.mark_spawn()
+            elif step == "engine":
+                c.record_engine("inv", ENGINE, cohort=cohort)
             else:
-                c.activate(invocation_id="inv", engine=EngineIdentity(4242, 99))
+                c.activate(invocation_id="inv", engine=ENGINE, cohort=cohort)
+        assert raw_head(claim_root, SESSION.dirname)[1]["cohort"] is None  # type: ignore[index]
     report = make_store(claim_root, pid=3000).restart(SEAT, SESSION, Probe(default="absent"))
     if step == "reserve":
         assert report.outcomes == (Outcome.STOPPED_NO_UNIT,)
@@ -281,6 +322,33 @@ def test_half_done_acquisition_steps_are_classified_under_the_claim(claim_root: 
         assert {h["state"] for h in heads} == {"uncertain"}
         assert {h["claimId"] for h in heads} == {claim_id}
         assert all(h["spawnMarker"] for h in heads)
+        recorded = None if step == "spawn-marker" else cohort
+        assert [h["cohort"] for h in heads] == [recorded, recorded]
+        assert [h["invocationId"] for h in heads] == [None if recorded is None else "inv"] * 2
+
+
+def test_adopt_after_a_half_done_engine_record_carries_what_either_key_knows(claim_root: Path) -> None:
+    """A crash between the keys of the engine record leaves both keys reserved, only the seat key knowing
+    the engine and the cohort reference. Adopting the claim publishes both keys with what either knows,
+    so the adopter (and any later restart) finds the cohort on both (§6, K11)."""
+    hook = Hook()
+    store = make_store(claim_root, pid=2000, barrier=hook)
+    c = store.acquire(SEAT, SESSION, BINDING)
+    c.mark_spawn()
+    cohort = cohort_ref(c.claim_id, HOST, "inv")
+
+    def crash_between(b: Barrier) -> None:
+        if b.point == "between-keys" and b.step == "engine":
+            raise Crash(b.point)
+
+    hook.action = crash_between
+    with pytest.raises(Crash):
+        c.record_engine("inv", ENGINE, cohort=cohort)
+    adopted = make_store(claim_root, pid=3000, liveness=Liveness(alive={3000})).adopt(SEAT, SESSION, c.claim_id)
+    for key in ("seat", "session"):
+        head = adopted.head(key)  # type: ignore[arg-type]
+        assert (head.reason, head.cohort, head.engine, head.invocation_id) == ("adopt", cohort, ENGINE, "inv")
+    assert [r["cohort"] for r in raw_records(claim_root, SESSION.dirname)] == [None, None, cohort]  # type: ignore[index]
 
 
 def test_two_claims_on_one_pair_are_each_resolved_under_their_own_id(claim_root: Path) -> None:

@@ -9,13 +9,15 @@ touches a claim whose owner is alive.
     store = ClaimStore(claim_root)                     # no default root: a required argument
     claim = store.acquire(seat, session, binding)      # reserved on both keys (or ClaimRefusal)
     claim.mark_spawn()                                 # spawn marker; then the caller spawns
-    claim.activate(invocation_id=..., engine=...)      # active
+    claim.activate(invocation_id=..., engine=..., cohort=...)  # active; engine a safe-open ProcessRef
     claim.begin_stop(stop_id)                          # stopping, before any signal
     claim.release(cohort_proof)                        # stopped with the proof, session key first
     report = store.restart(seat, session, probe)       # after a crash: classify under the same claim ID
 
 Unit and cohort questions come from an injected `CohortProbe` (cgroup-cohort answers them); owner
-liveness from an injected `OwnerLiveness` (`ProcLiveness`, /proc, by default).
+liveness from an injected `OwnerLiveness` (`ProcLiveness`, /proc, by default). The host, a process and
+the digest form are `mosaic.safe_open`'s (`HostIdentity`, `ProcessRef`, `sha256_digest`): import them
+from there.
 """
 
 from ._codec import (
@@ -29,17 +31,18 @@ from ._codec import (
 from ._core import (
     GroupDecision,
     KeyObservation,
+    Oracle,
     PairObservation,
     Publication,
     Unreadable,
     classify,
     refusal_for,
 )
-from ._host import ProcLiveness, current_host, current_process, process_start_time
+from ._host import ProcLiveness
 from ._model import (
+    JSON,
+    MAX_COHORT_BYTES,
     Binding,
-    EngineIdentity,
-    HostIdentity,
     Outcome,
     Owner,
     Pins,
@@ -71,6 +74,8 @@ from ._store import (
 __all__ = [
     "BARRIER_POINTS",
     "FORMAT",
+    "JSON",
+    "MAX_COHORT_BYTES",
     "MAX_REVISION_BYTES",
     "Barrier",
     "BarrierHook",
@@ -79,11 +84,10 @@ __all__ = [
     "ClaimRefusal",
     "ClaimStore",
     "CohortProbe",
-    "EngineIdentity",
     "GroupDecision",
-    "HostIdentity",
     "KeyObservation",
     "Outcome",
+    "Oracle",
     "Owner",
     "OwnerLiveness",
     "PairObservation",
@@ -104,11 +108,8 @@ __all__ = [
     "Unreadable",
     "Writer",
     "classify",
-    "current_host",
-    "current_process",
     "decode_revision",
     "encode_revision",
-    "process_start_time",
     "refusal_for",
     "revision_name",
     "revision_to_json",

@@ -14,10 +14,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from mosaic.safe_open import HostIdentity, ProcessRef, canonical_json
+
 from ._model import (
     Binding,
-    EngineIdentity,
-    HostIdentity,
     KeyKind,
     Owner,
     Pins,
@@ -31,11 +31,13 @@ from ._model import (
     StopInfo,
     Writer,
     WriterRole,
-    canonical_json,
+    thaw_json,
 )
 
-FORMAT = "mosaic-writer-claim/1"
-# A revision is about 1.5 KiB; anything past this cap is not one of ours and is read as unreadable.
+# /2: the `cohort` field was added (issue 9). Reading stays strict, so a /1 revision is unreadable here.
+FORMAT = "mosaic-writer-claim/2"
+# A revision is about 1.5 KiB without a cohort reference (at most MAX_COHORT_BYTES = 16 KiB); anything
+# past this cap is not one of ours and is read as unreadable.
 MAX_REVISION_BYTES = 64 * 1024
 
 
@@ -68,14 +70,15 @@ def revision_to_json(rev: Revision) -> dict[str, object]:
             "binarySha256": b.pins.binary_sha256,
             "argvDigest": b.pins.argv_digest,
         },
-        "host": {"machineId": rev.host.machine_id, "bootId": rev.host.boot_id},
+        "host": rev.host.to_dict(),
         "owner": {**_process_json(rev.owner.process), "incarnation": rev.owner.incarnation},
         "writer": {**_process_json(rev.writer.process), "incarnation": rev.writer.incarnation,
                    "role": rev.writer.role},
         "unitName": rev.unit_name,
         "spawnMarker": rev.spawn_marker,
         "invocationId": rev.invocation_id,
-        "engine": None if rev.engine is None else {"pid": rev.engine.pid, "startTime": rev.engine.start_time},
+        "engine": None if rev.engine is None else rev.engine.to_dict(),
+        "cohort": None if rev.cohort is None else thaw_json(rev.cohort),
         "generation": rev.generation,
         "stop": None
         if rev.stop is None
@@ -134,7 +137,7 @@ def _process(value: object, what: str, extra: set[str]) -> tuple[ProcessIdentity
 _TOP = {
     "format", "key", "revision", "seat", "session", "claimId", "state", "bindingId", "harness",
     "conversation", "branch", "leaf", "pins", "host", "owner", "writer", "unitName", "spawnMarker",
-    "invocationId", "engine", "generation", "stop", "proof", "reason", "publishedAt",
+    "invocationId", "engine", "cohort", "generation", "stop", "proof", "reason", "publishedAt",
 }
 
 
@@ -155,7 +158,10 @@ def revision_from_json(value: object) -> Revision:
     engine = None
     if o["engine"] is not None:
         e = _obj(o["engine"], "engine", {"pid", "startTime"})
-        engine = EngineIdentity(_int(e["pid"], "engine.pid"), _int(e["startTime"], "engine.startTime"))
+        engine = ProcessRef(_int(e["pid"], "engine.pid"), _int(e["startTime"], "engine.startTime"))
+    cohort = o["cohort"]
+    if cohort is not None and not isinstance(cohort, dict):
+        raise RecordError("cohort is not an object")
     stop = None
     if o["stop"] is not None:
         s = _obj(o["stop"], "stop", {"stopId", "confirmation", "phase"})
@@ -204,6 +210,7 @@ def revision_from_json(value: object) -> Revision:
         spawn_marker=spawn,
         invocation_id=_opt_str(o["invocationId"], "invocationId"),
         engine=engine,
+        cohort=cohort,
         generation=_int(o["generation"], "generation"),
         stop=stop,
         proof=proof,
@@ -225,6 +232,9 @@ def decode_revision(data: bytes, *, key: KeyKind, dirname: str, number: int) -> 
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RecordError(f"not JSON: {e}") from None
+    except RecursionError:
+        # 64 KiB of brackets nests deeper than the parser recurses: damage, never a revision (W16).
+        raise RecordError("not JSON: nested too deeply") from None
     try:
         rev = revision_from_json(value)
     except RecordError:

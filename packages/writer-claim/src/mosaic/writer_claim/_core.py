@@ -14,18 +14,25 @@ Rules this file keeps:
 - Owner transitions publish on the seat key, then the session key; freeing (stopped) publishes on the
   session key first, then the seat key (§2: "released in the reverse order").
 - Restart classification acts only on a claim whose owner is proven gone, and never starts anything.
+- What a claim learns once (the spawn marker, the invocation ID, the engine, the cohort reference) is kept
+  in every later revision; where the two keys of a half-done pair disagree, what either key knows counts
+  for both.
+- Time is passed in as seconds since the epoch (`now: float`); it only fills the informational
+  `publishedAt` of the revisions built here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypedDict
+
+from mosaic.safe_open import HostIdentity, ProcessRef
 
 from ._model import (
     CONSERVATIVE_RANK,
+    JSON,
     Binding,
-    HostIdentity,
     KeyKind,
     Outcome,
     Owner,
@@ -40,6 +47,7 @@ from ._model import (
     Writer,
     more_conservative,
     unit_name_for,
+    utc_timestamp,
 )
 from ._refusal import ClaimRefusal
 
@@ -198,10 +206,10 @@ def new_reservation(
     host: HostIdentity,
     owner: Owner,
     generation: int,
-    now: str,
+    now: float,
 ) -> Revision:
     """The first revision of a new claim on one key: reserved, with the intended unit name recorded
-    before anything is spawned (§2 "Lifecycle" 1)."""
+    before anything is spawned (§2 "Lifecycle" 1). Raises ValueError for a value the record refuses."""
     return Revision(
         key=key,
         number=number,
@@ -217,11 +225,12 @@ def new_reservation(
         spawn_marker=False,
         invocation_id=None,
         engine=None,
+        cohort=None,
         generation=generation,
         stop=None,
         proof=None,
         reason="reserve",
-        published_at=now,
+        published_at=utc_timestamp(now),
     )
 
 
@@ -257,6 +266,10 @@ def check_proof(proof: ProofRef | None, *, state: State, spawn_marker: bool, by_
         raise ValueError("a boot proof is issued only by restart classification, never by a live owner")
 
 
+# Fields a claim records once, after the spawn marker, and keeps (§2 "Lifecycle" 2, §6).
+_RECORDED_ONCE = ("invocation_id", "engine", "cohort")
+
+
 def check_owner_transition(prev: Revision, new: Revision) -> None:
     """Raise ValueError unless `new` may follow `prev` in the same chain, published by the claim's owner.
 
@@ -272,6 +285,14 @@ def check_owner_transition(prev: Revision, new: Revision) -> None:
         raise ValueError("a spawn marker, once published, stays")
     if (new.binding, new.host, new.unit_name) != (prev.binding, prev.host, prev.unit_name):
         raise ValueError("binding, host and unit name are fixed for the life of a claim")
+    for name in _RECORDED_ONCE:
+        # One claim spawns one engine in one scope (§2 "Lifecycle" 2): once recorded, the invocation ID,
+        # the engine and the cohort reference are what a restart stops (§6), so no later step changes them.
+        before, after = getattr(prev, name), getattr(new, name)
+        if before is not None and after != before:
+            raise ValueError(f"{name} is recorded once for a claim and never changed or dropped")
+        if after is not None and not new.spawn_marker:
+            raise ValueError(f"{name} is recorded only after the spawn marker")
     if new.state is State.ACTIVE and (not new.spawn_marker or new.invocation_id is None or new.engine is None):
         raise ValueError("active needs the spawn marker, the invocation ID and the engine identity first")
     check_proof(new.proof, state=new.state, spawn_marker=new.spawn_marker, by_restart=False)
@@ -293,9 +314,10 @@ class Oracle(Protocol):
         """Whether the claim's intended unit exists."""
         ...
 
-    def boot_proof(self, claim: Revision) -> ProofRef | None:
+    def boot_proof(self, revision: Revision) -> ProofRef | None:
         """A boot proof for a claim recorded on another boot of this host, or None if none can be
-        issued."""
+        issued. `revision` carries what either key of the claim knows (its cohort reference, else its
+        unit name and host)."""
         ...
 
 
@@ -316,6 +338,28 @@ def _ordered(pubs: Iterable[Publication]) -> tuple[Publication, ...]:
     return tuple(sorted(items, key=lambda p: 0 if p.key == "seat" else 1))
 
 
+class Known(TypedDict):
+    """What a claim learned once and keeps, as `Revision.evolve` changes."""
+
+    spawn_marker: bool
+    invocation_id: str | None
+    engine: ProcessRef | None
+    cohort: Mapping[str, JSON] | None
+
+
+def known_to_either(revs: Sequence[Revision]) -> Known:
+    """What any of one claim's revisions recorded, as `Revision.evolve` changes: the spawn marker (sticky
+    across the pair), and the invocation ID, engine and cohort reference once either key has them. A
+    crash between the two keys leaves one key knowing more; the other must not forget it (§2 "Restart
+    and half-done pairs"), least of all the cohort a later force stop or boot proof needs (§6)."""
+    return {
+        "spawn_marker": any(r.spawn_marker for r in revs),
+        "invocation_id": next((r.invocation_id for r in revs if r.invocation_id is not None), None),
+        "engine": next((r.engine for r in revs if r.engine is not None), None),
+        "cohort": next((r.cohort for r in revs if r.cohort is not None), None),
+    }
+
+
 def _follow(
     obs: KeyObservation,
     group: Sequence[KeyObservation],
@@ -323,18 +367,15 @@ def _follow(
     state: State,
     writer: Writer,
     reason: str,
-    now: str,
+    now: float,
     proof: ProofRef | None = None,
     stop: StopInfo | None = None,
 ) -> Publication:
-    """The next revision on `obs`'s chain for the same claim, carrying what either key knows: the spawn
-    marker is sticky across the pair, and the engine identity is kept once either key has it."""
+    """The next revision on `obs`'s chain for the same claim, carrying what either key knows
+    (`known_to_either`) and the stop record."""
     head = obs.revision
     assert head is not None
     revs = [o.revision for o in group if o.revision is not None]
-    marker = any(r.spawn_marker for r in revs)
-    invocation = next((r.invocation_id for r in revs if r.invocation_id is not None), None)
-    engine = next((r.engine for r in revs if r.engine is not None), None)
     if stop is None:
         # The stop record (ID, confirmation, phase) is kept: a stop continued after a restart is the same
         # stop (§6 "Controller death during force stop").
@@ -344,13 +385,11 @@ def _follow(
             number=obs.head_number + 1,
             state=state,
             writer=writer,
-            spawn_marker=marker,
-            invocation_id=invocation,
-            engine=engine,
             stop=stop,
             proof=proof,
             reason=reason,
-            published_at=now,
+            published_at=utc_timestamp(now),
+            **known_to_either(revs),
         )
     )
 
@@ -368,7 +407,7 @@ def _classify_group(
     *,
     me: HostIdentity,
     writer: Writer,
-    now: str,
+    now: float,
     oracle: Oracle,
 ) -> GroupDecision:
     held = [o for o in group if o.held]
@@ -384,7 +423,9 @@ def _classify_group(
     # proof and both keys move to stopped (§2 "Restart"; §6 "Boot proof"). No liveness question is asked:
     # a pid from another boot names nothing on this one.
     if all(o.revision is not None and o.revision.host.boot_id != me.boot_id for o in held):
-        proof = oracle.boot_proof(ref_rev)
+        # The probe answers from the claim's cohort reference, which only one key of a half-done pair may
+        # hold: ask with what either key knows.
+        proof = oracle.boot_proof(ref_rev.evolve(**known_to_either(revs)))
         if proof is None:
             return GroupDecision(claim_id, Outcome.BOOT_PROOF_UNAVAILABLE, ())
         if proof.kind is not ProofKind.BOOT:
@@ -470,7 +511,7 @@ def _classify_group(
 
 
 def classify(
-    pair: PairObservation, *, me: HostIdentity, writer: Writer, now: str, oracle: Oracle
+    pair: PairObservation, *, me: HostIdentity, writer: Writer, now: float, oracle: Oracle
 ) -> tuple[GroupDecision, ...]:
     """Classify every claim found on the pair (§2 "Owner check", "Restart and half-done pairs").
 
@@ -479,7 +520,10 @@ def classify(
     under its own claim ID. A head from another machine makes the whole pair foreign-host with nothing
     to publish (a copied claim root never becomes stopped, W17). The oracle is asked only what the rules
     need: no unit or liveness question for a foreign or other-boot claim, no unit question while an
-    owner may be alive.
+    owner may be alive. `now` is seconds since the epoch, the `publishedAt` of what it returns.
+
+    Raises ValueError when the oracle answers out of turn (a boot-proof request answered with another
+    kind of proof, a unit question answered about another unit).
     """
     foreign = _foreign(pair, me)
     if foreign is not None:

@@ -1,76 +1,33 @@
-"""Host, boot and process identity read from the running kernel, and the default owner-liveness check.
+"""This process's identity as an owner, and the default owner-liveness check.
 
-§2 "Fields" records "the host identity (/etc/machine-id) and boot ID" and "the owning controller: pid,
-process start time"; §2 "Owner check" proves an owner gone by "a different boot on the same host, or no
-process with the recorded pid and start time".
+§2 "Fields" records "the owning controller: pid, process start time"; §2 "Owner check" proves an owner
+gone by "a different boot on the same host, or no process with the recorded pid and start time". The
+host and boot identity and the /proc/<pid>/stat parser are safe-open's (`current_host`, `read_stat`), the
+one reading every layer shares (issue 9); what is added here is the pid namespace.
 """
 
 from __future__ import annotations
 
 import os
 
-from ._model import HostIdentity, Owner, ProcessIdentity
+from mosaic.safe_open import read_stat
 
-MACHINE_ID_PATH = "/etc/machine-id"
-BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
-
-
-def _read_line(path: str) -> str:
-    with open(path, encoding="ascii") as f:
-        value = f.read().strip()
-    if not value:
-        raise OSError(f"{path} is empty")
-    return value
-
-
-def current_host() -> HostIdentity:
-    """This machine's ID and boot ID. Raises OSError when either cannot be read: a claim written without
-    them could never be told apart from a copy or a previous boot."""
-    return HostIdentity(_read_line(MACHINE_ID_PATH), _read_line(BOOT_ID_PATH))
-
-
-def _stat_fields(pid: int | str) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name, or None when there is no such process.
-
-    The command name (field 2) is in parentheses and may itself hold spaces and parentheses, so the split
-    is after the last ')'. Index 0 of the result is field 3 (state).
-    """
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            data = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    _, sep, rest = data.rpartition(")")
-    if not sep:
-        raise OSError(f"/proc/{pid}/stat has no command field")
-    return rest.split()
-
-
-def process_start_time(pid: int | str) -> int | None:
-    """Field 22 of /proc/<pid>/stat (start time, clock ticks after boot), or None when no such process."""
-    fields = _stat_fields(pid)
-    if fields is None:
-        return None
-    return int(fields[22 - 3])
-
-
-def process_state(pid: int) -> str | None:
-    """Field 3 of /proc/<pid>/stat (R, S, D, T, t, Z, X, ...), or None when no such process."""
-    fields = _stat_fields(pid)
-    return None if fields is None else fields[0]
+from ._model import Owner, ProcessIdentity
 
 
 def pid_namespace() -> str:
-    """This process's pid namespace, as /proc/self/ns/pid names it (`pid:[inode]`)."""
+    """This process's pid namespace, as /proc/self/ns/pid names it (`pid:[inode]`). Raises OSError when
+    /proc cannot tell."""
     return os.readlink("/proc/self/ns/pid")
 
 
 def current_process() -> ProcessIdentity:
-    """This process: pid, start time and pid namespace."""
-    start = process_start_time("self")
-    if start is None:
+    """This process: pid, start time (/proc/self/stat field 22) and pid namespace. Raises OSError when
+    /proc cannot tell, ValueError when /proc/self/stat does not parse."""
+    st = read_stat("self")
+    if st is None:
         raise OSError("/proc/self/stat is missing")
-    return ProcessIdentity(os.getpid(), start, pid_namespace())
+    return ProcessIdentity(os.getpid(), st.start_time, pid_namespace())
 
 
 class ProcLiveness:
@@ -81,9 +38,10 @@ class ProcLiveness:
     - False: no such pid, another start time (the pid was reused), or a zombie or dead task, which can
       never publish again.
     - None (cannot tell, counted as alive): the owner was recorded in another pid namespace, where its pid
-      names a different process or none; or /proc cannot be read.
+      names a different process or none; or /proc cannot be read or does not parse.
 
     It answers for this host and boot only; the classifier never asks it about another boot or machine.
+    Construction raises OSError when this process's own pid namespace cannot be read.
     """
 
     def __init__(self) -> None:
@@ -94,11 +52,11 @@ class ProcLiveness:
         if p.pid_namespace != self._ns:
             return None
         try:
-            fields = _stat_fields(p.pid)
-        except OSError:
-            return None
-        if fields is None:
+            st = read_stat(p.pid)
+        except (OSError, ValueError):
+            return None  # unknown is not absent
+        if st is None:
             return False
-        if int(fields[22 - 3]) != p.start_time:
+        if st.start_time != p.start_time:
             return False
-        return fields[0] not in ("Z", "X", "x")
+        return not st.dead

@@ -2,31 +2,47 @@
 
 Brief §2 "Writer-claim record (D1)", "Fields". Everything here is a frozen value with no I/O, so the
 decision core (`_core`) and the tests can build and compare them freely. The JSON form is `_codec`'s.
+
+The host, a process and the digest form are safe-open's (`HostIdentity`, `ProcessRef`, `sha256_digest`
+over `canonical_json`): the claim and the cohort record them, and a restarted controller compares the
+two byte for byte (issue 9, "One identity, one digest form"). Only `ProcessIdentity` is this package's
+own, because the owner check needs the pid namespace as well.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
+import math
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, TypeAlias
+
+from mosaic.safe_open import DIGEST_RE, HostIdentity, ProcessRef, canonical_json, sha256_digest
 
 # A claim ID is minted at acquisition (§2 "Keys and claim ID": "A claim ID, random and minted at
 # acquisition"): 128 random bits, so two contenders never mint the same one.
 CLAIM_ID_RE = re.compile(r"^claim-[0-9a-f]{32}$")
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # Every free-text field is bounded so a revision stays small (the reader caps a revision file's size).
 MAX_TEXT = 4096
 MAX_DETAIL_ITEMS = 32
+# The cohort reference is cgroup-cohort's, opaque here. A scope launcher's `CohortClaim.to_dict()` is
+# well under 1 KiB; 16 KiB of canonical JSON leaves room for what a launcher adds later while keeping a
+# revision far below the reader's 64 KiB cap (`_codec.MAX_REVISION_BYTES`). The depth bound keeps the
+# recursive checks and the JSON reader clear of Python's recursion limit.
+MAX_COHORT_BYTES = 16 * 1024
+MAX_COHORT_DEPTH = 32
 
 KeyKind = Literal["seat", "session"]
 JSONScalar = str | int | bool | None
+# A JSON value as this package holds it: objects and arrays are read-only (`Mapping`, and `Sequence`,
+# a tuple once frozen).
+JSON: TypeAlias = str | int | float | bool | None | Sequence["JSON"] | Mapping[str, "JSON"]
 
 
 def _text(value: object, what: str, *, empty: bool = False) -> str:
@@ -45,13 +61,119 @@ def _count(value: object, what: str, *, minimum: int = 0) -> int:
     return value
 
 
-def canonical_json(value: object) -> bytes:
-    """The canonical bytes of a JSON value: sorted keys, no spaces, UTF-8. Digests are taken over these."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+def utc_timestamp(now: float) -> str:
+    """`now` (seconds since the epoch) as the informational `publishedAt` form: UTC, ISO 8601, milliseconds
+    and `Z`, e.g. `2026-01-01T00:00:00.000Z`. Raises ValueError for a value that is not a finite time."""
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        raise ValueError(f"a clock reading is seconds since the epoch, not {now!r}")
+    try:
+        moment = datetime.fromtimestamp(now, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise ValueError(f"{now!r} is out of the range of a timestamp") from None
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def sha256_digest(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+class _FrozenObject(Mapping[str, JSON]):
+    """A read-only JSON object (see `freeze_cohort`). Two compare equal when their canonical JSON is the
+    same bytes, also against a plain mapping, so equality means "the same record bytes"; hashable."""
+
+    __slots__ = ("_items", "_encoded")
+
+    def __init__(self, items: dict[str, JSON]) -> None:
+        self._items = items
+        self._encoded: bytes | None = None
+
+    def __getitem__(self, key: str) -> JSON:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def encoded(self) -> bytes:
+        """The canonical JSON bytes of this object."""
+        if self._encoded is None:
+            self._encoded = canonical_json(thaw_json(self))
+        return self._encoded
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _FrozenObject):
+            return self.encoded == other.encoded
+        if isinstance(other, Mapping):
+            try:
+                return self.encoded == canonical_json(thaw_json(other))
+            except (TypeError, ValueError):
+                return False
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.encoded)
+
+    def __repr__(self) -> str:
+        return f"{{{', '.join(f'{k!r}: {v!r}' for k, v in self._items.items())}}}"
+
+
+def thaw_json(value: object) -> object:
+    """A plain copy of a JSON value: mappings become dicts and tuples lists (what `json` encodes)."""
+    if isinstance(value, Mapping):
+        return {k: thaw_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw_json(v) for v in value]
+    return value
+
+
+def _freeze(value: object, where: str, depth: int) -> JSON:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value if type(value) is str else str.__str__(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} is {value!r}, which JSON cannot hold")
+        return float(value)
+    if depth > MAX_COHORT_DEPTH and isinstance(value, Mapping | list | tuple):
+        raise ValueError(f"{where} is nested deeper than {MAX_COHORT_DEPTH} levels")
+    if isinstance(value, Mapping):
+        items: dict[str, JSON] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{where} has a key {k!r} that is not a string")
+            key = k if type(k) is str else str.__str__(k)
+            items[key] = _freeze(v, f"{where}.{key}", depth + 1)
+        return _FrozenObject(items)
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
+    raise ValueError(f"{where} is a {type(value).__name__}, not a JSON value")
+
+
+def freeze_cohort(value: object) -> Mapping[str, JSON]:
+    """The cohort reference as a deep, read-only copy: objects become read-only mappings, arrays tuples.
+
+    The value must be a JSON object of JSON values (str, int, bool, None, finite float, list or tuple,
+    mapping with str keys), nested at most MAX_COHORT_DEPTH levels, and at most MAX_COHORT_BYTES as
+    canonical JSON. Raises ValueError otherwise. What the object says is cgroup-cohort's business; this
+    package only stores it and carries it.
+    """
+    if isinstance(value, _FrozenObject):
+        return value  # frozen (and checked) by this function before
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a cohort reference is a JSON object, not a {type(value).__name__}")
+    frozen = _freeze(value, "cohort", 1)
+    assert isinstance(frozen, _FrozenObject)
+    try:
+        size = len(frozen.encoded)
+    except UnicodeEncodeError:
+        raise ValueError("the cohort reference holds text that is not valid Unicode (a lone surrogate)") from None
+    if size > MAX_COHORT_BYTES:
+        raise ValueError(f"the cohort reference is {size} bytes of canonical JSON, over {MAX_COHORT_BYTES}")
+    return frozen
 
 
 class State(StrEnum):
@@ -165,18 +287,6 @@ class Binding:
 
 
 @dataclass(frozen=True)
-class HostIdentity:
-    """The host (/etc/machine-id) and boot (/proc/sys/kernel/random/boot_id) a revision was written on."""
-
-    machine_id: str
-    boot_id: str
-
-    def __post_init__(self) -> None:
-        _text(self.machine_id, "machine id")
-        _text(self.boot_id, "boot id")
-
-
-@dataclass(frozen=True)
 class ProcessIdentity:
     """A process as the owner check sees it: pid, start time (clock ticks after boot, /proc/<pid>/stat
     field 22) and the pid namespace the pid is read in (`pid:[inode]` from /proc/self/ns/pid).
@@ -191,9 +301,13 @@ class ProcessIdentity:
     pid_namespace: str
 
     def __post_init__(self) -> None:
-        _count(self.pid, "pid", minimum=1)
-        _count(self.start_time, "start time")
+        ProcessRef(self.pid, self.start_time)  # the shared form's checks: pid >= 1, start time >= 0
         _text(self.pid_namespace, "pid namespace")
+
+    @property
+    def ref(self) -> ProcessRef:
+        """The process without its namespace, in the shared form."""
+        return ProcessRef(self.pid, self.start_time)
 
 
 @dataclass(frozen=True)
@@ -223,18 +337,6 @@ class Writer:
         _text(self.incarnation, "incarnation token")
         if self.role not in ("owner", "restart"):
             raise ValueError(f"writer role {self.role!r} is not owner or restart")
-
-
-@dataclass(frozen=True)
-class EngineIdentity:
-    """The engine process, once spawned: pid and start time (§2 "Fields")."""
-
-    pid: int
-    start_time: int
-
-    def __post_init__(self) -> None:
-        _count(self.pid, "engine pid", minimum=1)
-        _count(self.start_time, "engine start time")
 
 
 @dataclass(frozen=True)
@@ -284,7 +386,7 @@ class ProofRef:
                 f"{self.kind!r} is not a proof kind; only {[k.value for k in ProofKind]} allow stopped"
             ) from None
         object.__setattr__(self, "kind", kind)
-        if not isinstance(self.digest, str) or not DIGEST_RE.match(self.digest):
+        if not isinstance(self.digest, str) or not DIGEST_RE.fullmatch(self.digest):
             raise ValueError("a proof digest is sha256:<64 lowercase hex>")
         if not isinstance(self.detail, Mapping) or len(self.detail) > MAX_DETAIL_ITEMS:
             raise ValueError(f"proof detail must be a mapping of at most {MAX_DETAIL_ITEMS} items")
@@ -364,7 +466,7 @@ def unit_name_for(claim_id: str) -> str:
     The shape follows cgroup-facts.md (`systemd-run --user --scope --unit=cohort-<claim>`), so the name
     recorded before anything is spawned is the name the launcher uses.
     """
-    if not CLAIM_ID_RE.match(claim_id):
+    if not CLAIM_ID_RE.fullmatch(claim_id):
         raise ValueError(f"{claim_id!r} is not a claim ID")
     return f"cohort-{claim_id}.scope"
 
@@ -375,6 +477,14 @@ class Revision:
 
     Every revision is complete on its own (§2 "Atomic publication"): it names both keys of its pair, so
     the head of either chain says which other key to look at. `key` says which chain it was published in.
+
+    `invocation_id`, `engine` and `cohort` are recorded once the engine runs (§2 "Lifecycle" 2) and then
+    carried into every later revision of the claim. `cohort` is the launcher's cohort reference (host,
+    boot, unit, invocation ID, cgroup path and ids, shim socket, containment: cgroup-cohort's
+    `CohortClaim.to_dict()`), stored so that a restarted controller can force stop the recorded scope
+    (§6 "Controller death during force stop", K10, K11) and ask for a boot proof (§6 "Boot proof", W7,
+    K16) from the claim alone. This package never interprets it; it is held as a read-only deep copy
+    (`freeze_cohort`: a JSON object, at most MAX_COHORT_BYTES of canonical JSON).
     """
 
     key: KeyKind
@@ -390,7 +500,8 @@ class Revision:
     unit_name: str
     spawn_marker: bool
     invocation_id: str | None
-    engine: EngineIdentity | None
+    engine: ProcessRef | None
+    cohort: Mapping[str, JSON] | None
     generation: int
     stop: StopInfo | None
     proof: ProofRef | None
@@ -403,15 +514,21 @@ class Revision:
         _count(self.number, "revision number", minimum=1)
         if self.number > 9_999_999_999:
             raise ValueError("revision numbers have at most 10 digits")
-        if not isinstance(self.claim_id, str) or not CLAIM_ID_RE.match(self.claim_id):
+        if not isinstance(self.claim_id, str) or not CLAIM_ID_RE.fullmatch(self.claim_id):
             raise ValueError(f"{self.claim_id!r} is not a claim ID")
         object.__setattr__(self, "state", State(self.state))
         if self.unit_name != unit_name_for(self.claim_id):
             raise ValueError("the unit name is not the one derived from the claim ID")
         if not isinstance(self.spawn_marker, bool):
             raise ValueError("spawn marker must be a bool")
+        if not isinstance(self.host, HostIdentity):
+            raise ValueError("host must be a mosaic.safe_open.HostIdentity")
         if self.invocation_id is not None:
             _text(self.invocation_id, "invocation id")
+        if self.engine is not None and not isinstance(self.engine, ProcessRef):
+            raise ValueError("engine must be a mosaic.safe_open.ProcessRef")
+        if self.cohort is not None:
+            object.__setattr__(self, "cohort", freeze_cohort(self.cohort))
         _count(self.generation, "generation", minimum=1)
         _text(self.reason, "reason")
         _text(self.published_at, "published at")
@@ -420,7 +537,7 @@ class Revision:
         if self.proof is not None and self.state is not State.STOPPED:
             raise ValueError("only a stopped revision carries a proof reference")
         # A stopped revision without a proof is representable (another writer may have made one); it is
-        # never held free, and this package never writes one (`_core.check_transition`).
+        # never held free, and this package never writes one (`_core.check_proof`).
 
     @property
     def key_value(self) -> SeatKey | SessionKey:
@@ -455,7 +572,7 @@ def revision_name(number: int) -> str:
 
 
 def parse_revision_name(name: str) -> int | None:
-    m = REVISION_NAME_RE.match(name)
+    m = REVISION_NAME_RE.fullmatch(name)
     if m is None:
         return None
     n = int(m.group(1))

@@ -25,14 +25,14 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import TracebackType
 from typing import Protocol, Self
 
-from mosaic.safe_open import Root, SafeOpenRefusal, open_root
+from mosaic.safe_open import HostIdentity, ProcessRef, Root, SafeOpenRefusal, current_host, open_root
 
 from ._codec import MAX_REVISION_BYTES, RecordError, decode_revision, encode_revision
 from ._core import (
@@ -46,14 +46,14 @@ from ._core import (
     check_proof,
     classify,
     key_refusal,
+    known_to_either,
     new_reservation,
     refusal_for,
 )
-from ._host import ProcLiveness, current_host, current_process
+from ._host import ProcLiveness, current_process
 from ._model import (
+    JSON,
     Binding,
-    EngineIdentity,
-    HostIdentity,
     KeyKind,
     Outcome,
     Owner,
@@ -66,10 +66,12 @@ from ._model import (
     StopInfo,
     UnitObservation,
     Writer,
+    freeze_cohort,
     mint_claim_id,
     more_conservative,
     parse_revision_name,
     revision_name,
+    utc_timestamp,
 )
 from ._refusal import ClaimRefusal
 
@@ -129,19 +131,24 @@ class OwnerLiveness(Protocol):
 class CohortProbe(Protocol):
     """The unit and cohort questions of restart classification. The cgroup-cohort package answers them;
     this package depends on nothing above it.
-
-    observe_unit: does a unit with the claim's intended name exist? `unavailable` is never `absent`.
-    boot_proof: for a claim recorded on another boot of this host, the boot proof the supervisor issues
-    (§6 "Boot proof"), or None if it cannot issue one.
     """
 
-    def observe_unit(self, unit_name: str) -> UnitObservation: ...
+    def observe_unit(self, unit_name: str) -> UnitObservation:
+        """Does a unit with the claim's intended name exist? `absent` only when the probe looked and found
+        none; `unavailable` (the probe could not tell) is never `absent` (§6 "Unavailable is not empty")."""
+        ...
 
-    def boot_proof(self, claim: Revision, host: HostIdentity) -> ProofRef | None: ...
+    def boot_proof(self, revision: Revision, host: HostIdentity) -> ProofRef | None:
+        """The boot proof the supervisor issues (§6 "Boot proof") for a claim recorded on another boot of
+        this host (`host` is this machine and its current boot), or None when it cannot issue one.
 
-
-def _utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        The probe answers from `revision.cohort`, the launcher's cohort reference, when the claim recorded
+        one; else from `revision.unit_name` and `revision.host` (a crash after the spawn marker and before
+        the launcher returned, W20). `revision` carries what either key of the claim knows. It is asked
+        only for a claim of this machine (a different machine ID is foreign-host, never a boot proof,
+        K16); a proof of another kind than `boot-proof` makes the restart raise ValueError.
+        """
+        ...
 
 
 class _LostLink(Exception):
@@ -183,8 +190,8 @@ class _Oracle:
     def unit(self, unit_name: str) -> UnitObservation:
         return self._probe.observe_unit(unit_name)
 
-    def boot_proof(self, claim: Revision) -> ProofRef | None:
-        return self._probe.boot_proof(claim, self._host)
+    def boot_proof(self, revision: Revision) -> ProofRef | None:
+        return self._probe.boot_proof(revision, self._host)
 
 
 class ClaimStore:
@@ -195,16 +202,18 @@ class ClaimStore:
     and revision is reached beneath that fd, never by path.
 
     Identity defaults come from the running kernel and are injectable for tests: `host` (machine ID and
-    boot ID), `process` (pid, start time, pid namespace), `incarnation` (this controller incarnation's
-    token; a random one by default), `liveness` (the owner check; `ProcLiveness` by default). `barrier`
-    is called after every file-system step (see `Barrier`); a hook raising a BaseException that is not an
-    Exception leaves the claim root as a crash at that point would (an Exception is handled like an I/O
-    error). `clock` gives `publishedAt` (informational only; never compared).
+    boot ID, `mosaic.safe_open.current_host()` by default), `process` (pid, start time, pid namespace),
+    `incarnation` (this controller incarnation's token; a random one by default), `liveness` (the owner
+    check; `ProcLiveness` by default). `barrier` is called after every file-system step (see `Barrier`);
+    a hook raising a BaseException that is not an Exception leaves the claim root as a crash at that
+    point would (an Exception is handled like an I/O error). `clock` returns seconds since the epoch
+    (`time.time` by default); it only fills `publishedAt` (informational, never compared).
 
     Fails with: SafeOpenRefusal when the claim root (or a key directory in it) is missing, unreadable or
-    not a real directory; ClaimRefusal for the claim's own refusals; OSError for I/O errors, after which
-    the claim root holds only complete revisions. A store is not thread-safe, and it belongs to the
-    process that made it: a forked child makes its own.
+    not a real directory; OSError or ValueError at construction when the host or this process cannot be
+    read; ClaimRefusal for the claim's own refusals; OSError for I/O errors, after which the claim root
+    holds only complete revisions. A store is not thread-safe, and it belongs to the process that made
+    it: a forked child makes its own.
     """
 
     def __init__(
@@ -216,7 +225,7 @@ class ClaimStore:
         incarnation: str | None = None,
         liveness: OwnerLiveness | None = None,
         barrier: BarrierHook | None = None,
-        clock: Callable[[], str] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if isinstance(claim_root, Root):
             self._root, self._owns_root = claim_root, False
@@ -229,7 +238,7 @@ class ClaimStore:
         self.owner = Owner(self.process, self.incarnation)
         self._liveness: OwnerLiveness = liveness if liveness is not None else ProcLiveness()
         self._barrier = barrier
-        self._clock = clock if clock is not None else _utc_now
+        self._clock: Callable[[], float] = clock if clock is not None else time.time
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -444,10 +453,11 @@ class ClaimStore:
         raise ClaimRefusal("already-active", f"the pair kept changing; gave up after {MAX_ROUNDS} rounds")
 
     def _reserve_session(self, seat_rev: Revision, session_obs: KeyObservation, session: SessionKey,
-                         now: str) -> Claim:
+                         now: float) -> Claim:
         """The second half of acquisition: reserved on the session key, or the W4 follow-up and refusal."""
         for _ in range(MAX_ROUNDS):
-            sess_rev = seat_rev.evolve(key="session", number=session_obs.head_number + 1, published_at=now)
+            sess_rev = seat_rev.evolve(key="session", number=session_obs.head_number + 1,
+                                       published_at=utc_timestamp(now))
             if self._publish_one(sess_rev, "reserve"):
                 return Claim(self, seat_rev, sess_rev)
             session_obs = self.observe_key(session)
@@ -464,7 +474,7 @@ class ClaimStore:
         proof = ProofRef.never_spawned(seat_rev.claim_id, refusal.code if refusal else "session key contended")
         check_proof(proof, state=State.STOPPED, spawn_marker=seat_rev.spawn_marker, by_restart=False)
         follow = seat_rev.evolve(number=seat_rev.number + 1, state=State.STOPPED, proof=proof,
-                                 reason="follow-up", published_at=self._clock())
+                                 reason="follow-up", published_at=utc_timestamp(self._clock()))
         if not self._publish_one(follow, "follow-up"):
             raise ClaimRefusal("unsafe-replacement",
                                f"another writer published on the seat key held by {seat_rev.claim_id}")
@@ -510,10 +520,14 @@ class ClaimStore:
         death during force stop": the restart "re-runs the escalation ... for the same stop record").
 
         Publishes the claim's current state again on both keys with this store as owner (reason adopt),
-        under the same claim ID. Refuses foreign-host for another machine's claim; already-active while any
-        recorded owner is alive or cannot be proven gone (W12); unsafe-replacement when the pair is
-        unreadable, held by another claim, not held by this one, half-done (run `restart` first) or from
-        another boot (restart stops it with a boot proof).
+        under the same claim ID, each key carrying what either key knows (spawn marker, invocation ID,
+        engine, cohort reference): the returned Claim's heads expose the recorded `cohort` and stop
+        record, from which the stop is continued (K10, K11).
+
+        Refuses foreign-host for another machine's claim; already-active while any recorded owner is alive
+        or cannot be proven gone (W12); unsafe-replacement when the pair is unreadable, held by another
+        claim, not held by this one, half-done (run `restart` first) or from another boot (restart stops
+        it with a boot proof).
         """
         self._check_process()
         pair = self.observe(seat, session)
@@ -529,12 +543,13 @@ class ClaimStore:
         seat_head, sess_head = heads["seat"], heads["session"]
         assert seat_head is not None and sess_head is not None
         writer = Writer(self.process, self.incarnation, "owner")
+        known = known_to_either((seat_head, sess_head))
         out: list[Revision] = []
         for head in (seat_head, sess_head):
             if out:
                 self._hook("between-keys", "adopt", seat.dirname, claim_id)
             rev = head.evolve(number=head.number + 1, owner=self.owner, writer=writer, reason="adopt",
-                              published_at=self._clock())
+                              published_at=utc_timestamp(self._clock()), **known)
             if not self._publish_one(rev, "adopt"):
                 raise ClaimRefusal("unsafe-replacement",
                                    f"another writer published on the {head.key} key of {claim_id}")
@@ -600,6 +615,11 @@ class Claim:
     def spawn_marker(self) -> bool:
         return self._heads["seat"].spawn_marker or self._heads["session"].spawn_marker
 
+    @property
+    def cohort(self) -> Mapping[str, JSON] | None:
+        """The cohort reference recorded for this claim (read-only), or None while none is recorded."""
+        return known_to_either(tuple(self._heads.values()))["cohort"]
+
     def _step(self, step: str, order: tuple[KeyKind, KeyKind], *, reason: str, **changes: object) -> None:
         store = self._store
         store._check_process()
@@ -612,7 +632,7 @@ class Claim:
                 store._hook("between-keys", step, self._heads[order[0]].dirname, self.claim_id)
             first = False
             new = prev.evolve(number=prev.number + 1, writer=Writer(store.process, store.incarnation, "owner"),
-                              reason=reason, published_at=store._clock(), **changes)
+                              reason=reason, published_at=utc_timestamp(store._clock()), **changes)
             check_owner_transition(prev, new)
             if not store._publish_one(new, step):
                 raise ClaimRefusal(
@@ -631,18 +651,42 @@ class Claim:
             raise ValueError(f"the spawn marker is published while reserved, not {self.state}")
         self._step("spawn-marker", self._FORWARD, reason="spawn-marker", state=State.RESERVED, spawn_marker=True)
 
-    def record_engine(self, invocation_id: str, engine: EngineIdentity) -> None:
-        """Record the scope's invocation ID and the engine's identity, still reserved (§2 "Lifecycle" 2)."""
+    def _recorded(self, invocation_id: str | None, engine: ProcessRef | None,
+                  cohort: Mapping[str, object] | None) -> dict[str, object]:
+        """The engine fields a step publishes: the given ones, else what the claim recorded before. The
+        cohort is frozen (and checked) here, before anything is published."""
+        head = self._heads["seat"]
+        return {
+            "invocation_id": invocation_id if invocation_id is not None else head.invocation_id,
+            "engine": engine if engine is not None else head.engine,
+            "cohort": freeze_cohort(cohort) if cohort is not None else head.cohort,
+        }
+
+    def record_engine(self, invocation_id: str, engine: ProcessRef, *,
+                      cohort: Mapping[str, object] | None = None) -> None:
+        """Record the scope's invocation ID, the engine's identity and, when given, the launcher's cohort
+        reference, still reserved (§2 "Lifecycle" 2). From then on every revision of the claim carries
+        them.
+
+        The cohort reference is opaque here (cgroup-cohort's `CohortClaim.to_dict()`); it must be a JSON
+        object of at most MAX_COHORT_BYTES of canonical JSON. Raises ValueError, before anything is
+        published, before the spawn marker, for a cohort that is not such an object, or for a value
+        that differs from one recorded before (none of the three ever changes for a claim).
+        """
         if not self.spawn_marker:
             raise ValueError("an engine is recorded only after the spawn marker")
-        self._step("engine", self._FORWARD, reason="engine", invocation_id=invocation_id, engine=engine)
+        self._step("engine", self._FORWARD, reason="engine", **self._recorded(invocation_id, engine, cohort))
 
-    def activate(self, *, invocation_id: str | None = None, engine: EngineIdentity | None = None) -> None:
-        """Publish active on both keys (§2 "Lifecycle" 3), with the engine identity if not recorded yet."""
-        head = self._heads["seat"]
-        inv = invocation_id if invocation_id is not None else head.invocation_id
-        eng = engine if engine is not None else head.engine
-        self._step("active", self._FORWARD, reason="active", state=State.ACTIVE, invocation_id=inv, engine=eng)
+    def activate(self, *, invocation_id: str | None = None, engine: ProcessRef | None = None,
+                 cohort: Mapping[str, object] | None = None) -> None:
+        """Publish active on both keys (§2 "Lifecycle" 3), recording the invocation ID, the engine
+        identity and the cohort reference if they were not recorded yet (as `record_engine`).
+
+        Raises ValueError, before anything is published, without the spawn marker, the invocation ID and
+        the engine identity, or for values that differ from those recorded (see `record_engine`).
+        """
+        self._step("active", self._FORWARD, reason="active", state=State.ACTIVE,
+                   **self._recorded(invocation_id, engine, cohort))
 
     def set_generation(self, generation: int) -> None:
         """Record a new controller generation in the current state."""
