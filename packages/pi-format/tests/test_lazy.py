@@ -11,6 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import GARBAGE, OTHER_ENTRIES, ROLE_MESSAGES, SETTINGS, line_ends
 
+# The one private import: test_items_from_renders_only_the_items_it_returns counts calls of the renderer the
+# shared tree uses, because "renders only its slice" (README, "Output model") is a private mechanism that no
+# public value shows. Everything else here uses the public names.
 import mosaic.pi_format._tree as tree
 from mosaic.pi_format import Parsed, parse, parse_appended, summary
 

@@ -7,10 +7,12 @@ branches, default branch and notices.
     branch = result.branches[result.default_branch]
     for item in branch.items: ...                       # Item: id, kind, line, timestamp, blocks, attrs
 
-No I/O: the caller reads the bytes and injects realpath. See the package README for every rule.
+No I/O: the caller reads the bytes and injects realpath. `FormatRefusal` subclasses the shared
+`mosaic.safe_open.Refusal` (importing safe-open loads no cffi and opens nothing). See the package README
+for every rule.
 """
 
-from ._ids import CHAT01_ID_PATTERN, HASH_PREFIX, MAIN_BRANCH, is_chat01_id, safe_id
+from ._ids import CHAT01_ID_PATTERN, MAIN_BRANCH, is_chat01_id, safe_id
 from ._model import (
     NOTICE_CODES,
     Block,
@@ -32,19 +34,13 @@ from ._model import (
     UnavailableBlock,
     UnsupportedBlock,
 )
-from ._parse import SUPPORTED_VERSIONS, parse, parse_appended
-from ._render import HIDDEN_TYPES, ROLES, SHOWN_TYPES
+from ._parse import parse, parse_appended
 from ._summary import summary
 
 __all__ = [
     "CHAT01_ID_PATTERN",
-    "HASH_PREFIX",
-    "HIDDEN_TYPES",
     "MAIN_BRANCH",
     "NOTICE_CODES",
-    "ROLES",
-    "SHOWN_TYPES",
-    "SUPPORTED_VERSIONS",
     "Block",
     "Branch",
     "CommandBlock",

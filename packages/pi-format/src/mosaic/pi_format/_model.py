@@ -12,6 +12,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias
 
+from mosaic.safe_open import Refusal
+
 if TYPE_CHECKING:
     from ._tree import Forest
 
@@ -307,37 +309,20 @@ class Parsed:
     _state: object = field(default=None, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class FormatRefusal:
-    """Why bytes are not a session this reader shows: a code from `CODES`, its reconcile flag, a message.
+class FormatRefusal(Refusal):
+    """Why bytes are not a session this reader shows: a `code` from `CODES`, its `reconcile` flag and a
+    `message`.
 
-    Build one with `FormatRefusal.of(code, message)`; a code outside `CODES` raises ValueError (a
-    programming error, never a refusal).
+    A subclass of the shared `mosaic.safe_open.Refusal` (DESIGN.md principle 2: one refusal family for
+    every package), so it compares by value and has `to_dict()`. `parse` RETURNS it, never raises it: bad
+    bytes are an answer, not an error. Build one with `FormatRefusal(code, message)`; a code outside
+    `CODES` raises ValueError (a programming error, never a refusal).
     """
 
-    code: str
-    reconcile: bool
-    message: str
-
-    #: code -> reconcile. The seed README's "Refusal codes" rows that the parser can produce.
-    CODES: ClassVar[Mapping[str, bool]] = MappingProxyType(
-        {
-            "not-a-pi-session": False,
-            "incomplete-header": True,
-            "foreign-project": False,
-        }
-    )
-
-    def __post_init__(self) -> None:
-        if self.code not in self.CODES:
-            raise ValueError(f"unknown pi-format refusal code {self.code!r}")
-
-    @classmethod
-    def of(cls, code: str, message: str) -> FormatRefusal:
-        if code not in cls.CODES:
-            raise ValueError(f"unknown pi-format refusal code {code!r}")
-        return cls(code=code, reconcile=cls.CODES[code], message=message)
-
-    def to_dict(self) -> dict[str, object]:
-        """The wire form: exactly {"code", "reconcile", "message"}."""
-        return {"code": self.code, "reconcile": self.reconcile, "message": self.message}
+    #: code -> reconcile. The seed README's "Refusal codes" rows that the parser can produce. The seed's row
+    #: for not-a-pi-session and incomplete-header reads "incomplete: yes": only incomplete-header reconciles.
+    CODES: ClassVar[Mapping[str, bool]] = {
+        "not-a-pi-session": False,
+        "incomplete-header": True,
+        "foreign-project": False,
+    }

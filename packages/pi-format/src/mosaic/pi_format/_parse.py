@@ -3,7 +3,12 @@
 The rules are the seed README's "Parser" section, corrected by FACTS.md (c): the default leaf is the last
 valid entry in file order (session-manager.js _buildIndex 686-707), where an id repeats the later entry wins
 (byId, 694), and parentSession is never opened. The README of this package states each rule with the
-decision taken where the seed is silent.
+decision taken where the seed is silent; "rule N" below is the Nth item of its "Rules" list.
+
+The pipeline: split on LF and decode each line once (`_decode_lines`), line notices and duplicates
+(`_assemble`, `_settle_duplicates`), then the tree in seven steps (`_build`: `_link_parents`, `_cut_loops`,
+`_first_children`, `_in_place_notices`, `_name_entries`, `_branches`, `_result`). `parse_appended` places
+appended records in a copy of the tree (`_extend`, `_Growing.place`, `_grown`) or runs `_assemble` again.
 """
 
 from __future__ import annotations
@@ -157,9 +162,9 @@ def _assemble(
 ) -> Parsed:
     """Everything after decoding: line notices, duplicate ids, the tree. Used by parse and parse_appended."""
     line_notices: list[Item] = []
-    forked = header.parent_session is not None
     global_notices: list[Notice] = []
-    if forked:
+    if header.parent_session is not None:
+        # Rule 9: parentSession is a global notice and also the first item (line 1) of every branch.
         forked_notice = Notice(
             id=NOTICE_PREFIX + "forked",
             code="forked-from-earlier-session",
@@ -170,8 +175,19 @@ def _assemble(
         line_notices.append(Item(forked_notice.id, "notice", 1, None, notice=forked_notice))
     for line, reason in unreadable.items():
         line_notices.append(_line_notice(line, reason))
+    winners, superseded = _settle_duplicates(records, global_notices)
+    parsed, state = _build(header, winners, unreadable, tuple(line_notices), global_notices, superseded,
+                           incomplete, line_count)
+    state.records = records
+    return parsed
 
-    # --- duplicate ids: the later entry wins, as in Pi's byId index (session-manager.js 694) -----------
+
+def _settle_duplicates(records: list[_Record], global_notices: list[Notice]) -> tuple[list[_Record], list[int]]:
+    """Rule 3: where an id repeats, the later entry wins, as in Pi's byId index (session-manager.js 694).
+
+    Returns the winners in file order and the lines of the superseded records; appends one global
+    `duplicate-id` notice per superseded record to `global_notices`. Never raises.
+    """
     last: dict[str, int] = {}
     for position, record in enumerate(records):
         last[record.raw_id] = position
@@ -192,11 +208,7 @@ def _assemble(
                 lines=(by,),
             )
         )
-
-    parsed, state = _build(header, winners, unreadable, tuple(line_notices), global_notices, superseded,
-                           incomplete, line_count)
-    state.records = records
-    return parsed
+    return winners, superseded
 
 
 def _build(
@@ -209,12 +221,45 @@ def _build(
     incomplete: bool,
     line_count: int,
 ) -> tuple[Parsed, _State]:
-    n = len(winners)
+    """The tree of the winning entries and the result, in seven steps (one function each, below).
+
+    Entries are indexed by their position among the winners (file order); -1 stands for "none". Every
+    step is one linear pass (README, "Complexity"); nothing here renders an entry (_tree.py renders lazily).
+    """
     index = {record.raw_id: i for i, record in enumerate(winners)}
     safe = [safe_id(record.raw_id) for record in winners]
     ids = [NATIVE_PREFIX + s for s in safe]
+    parent, gap = _link_parents(winners, index)
+    loop_members = _cut_loops(parent)
+    first_child, children, roots = _first_children(parent)
+    pre, own = _in_place_notices(winners, safe, ids, gap, loop_members, unreadable)
+    name, count = _name_entries(roots, children, first_child, safe, own)
+    forest = Forest(
+        parent,
+        ids,
+        [record.raw_id for record in winners],
+        [record.line for record in winners],
+        [record.obj for record in winners],
+        pre,
+        line_notices,
+        own,
+    )
+    forest.names = name
+    branches = _branches(forest, roots, first_child, count)
+    wanted = {pid for i, r in enumerate(winners) if gap[i] and isinstance(pid := r.obj.get("parentId"), str)}
+    kept = _State(header, [], dict(unreadable), forest, index, safe, count, first_child, wanted)
+    return _result(header, forest, branches, global_notices, unreadable, superseded, incomplete, line_count,
+                   kept), kept
 
-    # --- parent links; roots are parentId null (or absent: FACTS.md loader quirk 4), or a missing parent
+
+def _link_parents(winners: list[_Record], index: dict[str, int]) -> tuple[list[int], list[bool]]:
+    """Rules 2 and 7: each entry's parent index, and whether its parent is missing (a gap).
+
+    A parentId that is null or absent makes a root (FACTS.md loader quirk 4: the real binary writes the
+    key). A parentId naming no winner, or one that is neither a string nor null, is a missing parent: the
+    entry becomes a root with a gap notice, never joined to the entries before it (seed "Parser").
+    """
+    n = len(winners)
     parent = [-1] * n
     gap = [False] * n
     for i, record in enumerate(winners):
@@ -226,10 +271,17 @@ def _build(
             gap[i] = True
         else:
             parent[i] = j
+    return parent, gap
 
-    # --- loops: Pi's getBranch walks a loop forever (FACTS.md quirk 6). Each loop is cut once, at its
-    # member earliest in the file, which becomes a root with a loop notice. Parent links are a functional
-    # graph, so one pass with three colours finds every loop in O(n).
+
+def _cut_loops(parent: list[int]) -> dict[int, list[int]]:
+    """Rule 8: cut every loop of parent links once, at its member earliest in the file. Mutates `parent`.
+
+    Pi's getBranch walks a loop forever (FACTS.md quirk 6). The cut member becomes a root; the result maps
+    it to the sorted indices of its loop's members (for the loop notice). Parent links form a functional
+    graph, so one pass with three colours finds every loop in O(n) and never walks one twice.
+    """
+    n = len(parent)
     loop_members: dict[int, list[int]] = {}
     state = bytearray(n)  # 0 unseen, 1 on the current walk, 2 done
     for i in range(n):
@@ -248,8 +300,13 @@ def _build(
             loop_members[cut] = sorted(cycle)
         for w in walk:
             state[w] = 2
+    return loop_members
 
-    # --- first children, in file order: the earliest child continues its parent's branch --------------
+
+def _first_children(parent: list[int]) -> tuple[list[int], list[list[int]], list[int]]:
+    """Rule 5: each entry's first child in file order (the one that continues its branch), every entry's
+    children in file order, and the roots in file order. The parent links must be loop-free."""
+    n = len(parent)
     first_child = [-1] * n
     children: list[list[int]] = [[] for _ in range(n)]
     roots: list[int] = []
@@ -261,8 +318,24 @@ def _build(
             if first_child[p] == -1:
                 first_child[p] = i
             children[p].append(i)
+    return first_child, children, roots
 
-    # --- in-place notices (gap or loop) and item counts; entries themselves render lazily (_tree.py) ----
+
+def _in_place_notices(
+    winners: list[_Record],
+    safe: list[str],
+    ids: list[str],
+    gap: list[bool],
+    loop_members: dict[int, list[int]],
+    unreadable: dict[int, str],
+) -> tuple[list[Item | None], list[int]]:
+    """Rules 7, 8 and 12: the notice that stands in place before each entry (a gap or a loop cut, else
+    None) and how many items each entry adds to a path (that notice, plus 1 when the entry shows).
+
+    The counts come from the raw objects without rendering (`shows` agrees with `render_entry`), so a
+    branch's item count is known before anything renders.
+    """
+    n = len(winners)
     pre: list[Item | None] = [None] * n
     own = [0] * n  # items entry i adds to a path
     for i, record in enumerate(winners):
@@ -281,8 +354,19 @@ def _build(
                 lines,
             )
         own[i] = (pre[i] is not None) + shows(record.obj)
+    return pre, own
 
-    # --- names and item counts, parents before children ----------------------------------------------
+
+def _name_entries(
+    roots: list[int], children: list[list[int]], first_child: list[int], safe: list[str], own: list[int]
+) -> tuple[list[str], list[int]]:
+    """Rule 5: the branch name of every entry, and the items on the path from its root to it.
+
+    The first root's branch is main (whatever kind of root it is); each later root and each later child at
+    a fork starts `b.<safe id>`; the earliest child continues its parent's branch. Parents are named
+    before their children (an explicit stack: no recursion, however deep the tree).
+    """
+    n = len(own)
     name = [""] * n
     count = [0] * n
     stack = list(reversed(roots))
@@ -295,63 +379,69 @@ def _build(
             name[c] = name[i] if first_child[i] == c else BRANCH_PREFIX + safe[c]
             count[c] = count[i] + own[c]
             stack.append(c)
+    return name, count
 
-    forest = Forest(
-        parent,
-        ids,
-        [record.raw_id for record in winners],
-        [record.line for record in winners],
-        [record.obj for record in winners],
-        pre,
-        line_notices,
-        own,
-    )
-    n_line = len(line_notices)
 
-    # --- branches: one per leaf, named after the entry that starts it ---------------------------------
+def _branches(forest: Forest, roots: list[int], first_child: list[int], count: list[int]) -> dict[str, Branch]:
+    """Rule 5: one branch per leaf, named after the entry that starts it: main first, then the others in
+    the file order of the entries that start them. A file without entries still has main (no items but
+    the line notices). `forest.names` must be set."""
+    parent, ids, name = forest.parent, forest.ids, forest.names
+    n = len(ids)
+    n_line = len(forest.line_notices)
     branches: dict[str, Branch] = {}
     if n == 0:
         branches[MAIN_BRANCH] = Branch(MAIN_BRANCH, None, None, None, None, n_line, forest, -1)
-    else:
-        starts = [roots[0]] + [i for i in range(n) if i != roots[0] and
-                               (parent[i] == -1 or first_child[parent[i]] != i)]
-        for s in starts:
-            leaf = s
-            while first_child[leaf] != -1:
-                leaf = first_child[leaf]
-            p = parent[s]
-            branches[name[s]] = Branch(
-                name=name[s],
-                leaf=ids[leaf],
-                start=ids[s],
-                parent_branch=None if p == -1 else name[p],
-                fork_point=None if p == -1 else ids[p],
-                item_count=count[leaf] + n_line,
-                _forest=forest,
-                _leaf_index=leaf,
-            )
+        return branches
+    starts = [roots[0]] + [i for i in range(n) if i != roots[0] and
+                           (parent[i] == -1 or first_child[parent[i]] != i)]
+    for s in starts:
+        leaf = s
+        while first_child[leaf] != -1:
+            leaf = first_child[leaf]
+        p = parent[s]
+        branches[name[s]] = Branch(
+            name=name[s],
+            leaf=ids[leaf],
+            start=ids[s],
+            parent_branch=None if p == -1 else name[p],
+            fork_point=None if p == -1 else ids[p],
+            item_count=count[leaf] + n_line,
+            _forest=forest,
+            _leaf_index=leaf,
+        )
+    return branches
 
-    forest.names = name
-    entries = EntryMap(forest)
 
-    wanted = {pid for i, r in enumerate(winners) if gap[i] and isinstance(pid := r.obj.get("parentId"), str)}
-    kept = _State(header, [], dict(unreadable), forest, index, safe, count, first_child, wanted)
-    # The default leaf is the last valid entry in file order (FACTS.md (c), _buildIndex): it is always a
-    # winner, since the last occurrence of every id wins.
+def _result(
+    header: Header,
+    forest: Forest,
+    branches: dict[str, Branch],
+    global_notices: list[Notice],
+    unreadable: dict[int, str],
+    superseded: list[int],
+    incomplete: bool,
+    line_count: int,
+    state: _State,
+) -> Parsed:
+    """Rule 4: the result, whose default leaf is the last valid entry in file order (FACTS.md (c),
+    _buildIndex) and whose default branch is the branch holding it. The last entry is always a winner,
+    since the last occurrence of every id wins. Global notices are sorted by line, then id."""
+    n = len(forest.ids)
     return Parsed(
         header=header,
-        entries=entries,
+        entries=EntryMap(forest),
         branches=branches,
-        default_branch=name[n - 1] if n else MAIN_BRANCH,
-        default_leaf=ids[n - 1] if n else None,
+        default_branch=forest.names[n - 1] if n else MAIN_BRANCH,
+        default_leaf=forest.ids[n - 1] if n else None,
         notices=tuple(sorted(global_notices, key=lambda x: (x.line or 0, x.id))),
         unreadable_lines=tuple(unreadable),
         superseded_lines=tuple(superseded),
         forked_from_earlier_session=header.parent_session is not None,
         incomplete=incomplete,
         line_count=line_count,
-        _state=kept,
-    ), kept
+        _state=state,
+    )
 
 
 def _gap_notice(record: _Record, safe: str, nsid: str, unreadable: dict[int, str]) -> Item:
@@ -379,31 +469,31 @@ def _partial_header(tail: bytes) -> FormatRefusal:
     """No complete line yet: the header may still be being written, unless it cannot become one."""
     start = tail.lstrip()[:1]
     if start in (b"", b"{"):
-        return FormatRefusal.of("incomplete-header", "line 1 is not complete yet (no newline)")
-    return FormatRefusal.of("not-a-pi-session", "line 1 is not a JSON object")
+        return FormatRefusal("incomplete-header", "line 1 is not complete yet (no newline)")
+    return FormatRefusal("not-a-pi-session", "line 1 is not a JSON object")
 
 
 def _read_header(raw: bytes) -> Header | FormatRefusal:
     """Line 1 must be {"type":"session","id":<string>,"version":2|3,"cwd":<absolute>,...}."""
     value, reason = _decode_line(raw)
     if reason is not None:
-        return FormatRefusal.of("not-a-pi-session", f"line 1 is not a Pi session header ({reason})")
+        return FormatRefusal("not-a-pi-session", f"line 1 is not a Pi session header ({reason})")
     if not isinstance(value, dict) or value.get("type") != "session":
-        return FormatRefusal.of("not-a-pi-session", "line 1 is not a Pi session header")
+        return FormatRefusal("not-a-pi-session", "line 1 is not a Pi session header")
     sid = value.get("id")
     if not isinstance(sid, str):
-        return FormatRefusal.of("not-a-pi-session", "the session header has no string id")
+        return FormatRefusal("not-a-pi-session", "the session header has no string id")
     version = value.get("version")
     if isinstance(version, bool) or not isinstance(version, (int, float)) or version not in SUPPORTED_VERSIONS:
-        return FormatRefusal.of(
+        return FormatRefusal(
             "not-a-pi-session", f"session version {describe(version)} is not one this reader supports (2, 3)"
         )
     cwd = value.get("cwd")
     if cwd is None:
-        return FormatRefusal.of("foreign-project", "the session header has no cwd")
+        return FormatRefusal("foreign-project", "the session header has no cwd")
     if not isinstance(cwd, str) or not cwd.startswith("/"):
         # Seed "Parser": a relative cwd is refused as foreign-project; so is a missing one.
-        return FormatRefusal.of("foreign-project", f"the header cwd {describe(cwd)} is not an absolute path")
+        return FormatRefusal("foreign-project", f"the header cwd {describe(cwd)} is not an absolute path")
     timestamp = value.get("timestamp")
     parent_session = value.get("parentSession")
     return Header(
@@ -425,14 +515,14 @@ def _check_cwd(cwd: str, project: str | None, realpath: Callable[[str], str] | N
             real_cwd = realpath(cwd)
             real_project = realpath(project)
         except (OSError, ValueError) as exc:
-            return FormatRefusal.of("foreign-project", f"the header cwd cannot be resolved ({type(exc).__name__})")
+            return FormatRefusal("foreign-project", f"the header cwd cannot be resolved ({type(exc).__name__})")
     else:
         real_cwd = posixpath.normpath(cwd)
         real_project = posixpath.normpath(project)
     base = real_project if real_project.endswith("/") else real_project + "/"
     if real_cwd == real_project or real_cwd.startswith(base):
         return None
-    return FormatRefusal.of("foreign-project", "the header cwd is outside the project")
+    return FormatRefusal("foreign-project", "the header cwd is outside the project")
 
 
 def parse_appended(previous: Parsed, appended: bytes) -> Parsed:
@@ -487,89 +577,145 @@ def _extend(
     is an earlier winner, so the earliest-child rule, the names and the counts of everything earlier stay,
     and a new line notice goes after every item on every branch (its line is the largest so far).
     """
-    old = state.forest
-    if not old.ids and new_records:
+    if not state.forest.ids and new_records:
         return None  # the first entry names main and may start it anywhere: rebuild
-    index = dict(state.index)
-    wanted = set(state.wanted)
-    parent = list(old.parent)
-    ids = list(old.ids)
-    raw_ids = list(old.raw_ids)
-    lines = list(old.lines)
-    objs = list(old.objs)
-    pre = list(old.pre)
-    own = list(old.own)
-    names = list(old.names)
-    safe = list(state.safe)
-    count = list(state.count)
-    first_child = list(state.first_child)
-    # name -> (leaf index, start, parent branch, fork point), in the order of `branches`
-    shape: dict[str, tuple[int, str | None, str | None, str | None]] = {
-        b.name: (b._leaf_index, b.start, b.parent_branch, b.fork_point) for b in previous.branches.values()
-    }
-    added: dict[str, list[int]] = {}  # entries appended to the end of an existing branch, in order
+    growing = _Growing.start(previous, state)
     for record in new_records:
+        if not growing.place(record, unreadable):
+            return None
+    return _grown(previous, state, growing, new_records, new_unreadable, unreadable, incomplete, line_count)
+
+
+@dataclass(slots=True, eq=False)
+class _Growing:
+    """Copies of a result's per-entry arrays, into which `parse_appended` places appended records.
+
+    The previous result's arrays are never changed (its `Parsed` stays valid): `start` copies them.
+    """
+
+    index: dict[str, int]
+    wanted: set[str]
+    parent: list[int]
+    ids: list[str]
+    raw_ids: list[str]
+    lines: list[int]
+    objs: list[dict[str, Any]]
+    pre: list[Item | None]
+    own: list[int]
+    names: list[str]
+    safe: list[str]
+    count: list[int]
+    first_child: list[int]
+    # name -> (leaf index, start, parent branch, fork point), in the order of `branches`
+    shape: dict[str, tuple[int, str | None, str | None, str | None]]
+    # entries appended to the end of an existing branch, in order
+    added: dict[str, list[int]]
+
+    @classmethod
+    def start(cls, previous: Parsed, state: _State) -> _Growing:
+        old = state.forest
+        return cls(
+            index=dict(state.index),
+            wanted=set(state.wanted),
+            parent=list(old.parent),
+            ids=list(old.ids),
+            raw_ids=list(old.raw_ids),
+            lines=list(old.lines),
+            objs=list(old.objs),
+            pre=list(old.pre),
+            own=list(old.own),
+            names=list(old.names),
+            safe=list(state.safe),
+            count=list(state.count),
+            first_child=list(state.first_child),
+            shape={b.name: (b._leaf_index, b.start, b.parent_branch, b.fork_point)
+                   for b in previous.branches.values()},
+            added={},
+        )
+
+    def place(self, record: _Record, unreadable: dict[int, str]) -> bool:
+        """Place one appended record as `_build` would (rules 5 and 7), or return False, having placed
+        nothing, when it could change earlier items: a duplicate id (rule 3), a late parent (an id an
+        earlier entry named as its missing parent, rule 7) or a self-parent (a loop, rule 8)."""
         rid = record.raw_id
         pid = record.obj.get("parentId")
-        if rid in index or rid in wanted or pid == rid:
-            return None  # a duplicate id, a late parent or a self-parent: earlier items may change
-        i = len(ids)
+        if rid in self.index or rid in self.wanted or pid == rid:
+            return False  # a duplicate id, a late parent or a self-parent: earlier items may change
+        i = len(self.ids)
         s = safe_id(rid)
         nsid = NATIVE_PREFIX + s
-        index[rid] = i
-        ids.append(nsid)
-        raw_ids.append(rid)
-        lines.append(record.line)
-        objs.append(record.obj)
-        safe.append(s)
-        first_child.append(-1)
+        self.index[rid] = i
+        self.ids.append(nsid)
+        self.raw_ids.append(rid)
+        self.lines.append(record.line)
+        self.objs.append(record.obj)
+        self.safe.append(s)
+        self.first_child.append(-1)
         p = -1
         item: Item | None = None
         if pid is not None:
-            j = index.get(pid) if isinstance(pid, str) else None
+            j = self.index.get(pid) if isinstance(pid, str) else None
             if j is None:
                 item = _gap_notice(record, s, nsid, unreadable)
                 if isinstance(pid, str):
-                    wanted.add(pid)
+                    self.wanted.add(pid)
             else:
                 p = j
-        parent.append(p)
-        pre.append(item)
-        own.append((item is not None) + shows(record.obj))
-        count.append(own[i] + (count[p] if p != -1 else 0))
-        if p != -1 and first_child[p] == -1:
-            first_child[p] = i
-            names.append(names[p])
-            shape[names[p]] = (i, *shape[names[p]][1:])
-            added.setdefault(names[p], []).append(i)
+        self.parent.append(p)
+        self.pre.append(item)
+        self.own.append((item is not None) + shows(record.obj))
+        self.count.append(self.own[i] + (self.count[p] if p != -1 else 0))
+        if p != -1 and self.first_child[p] == -1:
+            # The earliest child continues its parent's branch (rule 5), which now ends here.
+            self.first_child[p] = i
+            self.names.append(self.names[p])
+            self.shape[self.names[p]] = (i, *self.shape[self.names[p]][1:])
+            self.added.setdefault(self.names[p], []).append(i)
         else:
             name = BRANCH_PREFIX + s
-            names.append(name)
-            shape[name] = (i, nsid, None if p == -1 else names[p], None if p == -1 else ids[p])
+            self.names.append(name)
+            self.shape[name] = (i, nsid, None if p == -1 else self.names[p], None if p == -1 else self.ids[p])
+        return True
+
+
+def _grown(
+    previous: Parsed,
+    state: _State,
+    growing: _Growing,
+    new_records: list[_Record],
+    new_unreadable: dict[int, str],
+    unreadable: dict[int, str],
+    incomplete: bool,
+    line_count: int,
+) -> Parsed:
+    """The result of `_extend` once every appended record is placed: the new line notices go after every
+    item on every branch (rule 6), what `previous` rendered is reused, and `extends_previous` is True."""
+    g = growing
+    old = state.forest
     line_notices = old.line_notices + tuple(_line_notice(line, r) for line, r in new_unreadable.items())
-    forest = Forest(parent, ids, raw_ids, lines, objs, pre, line_notices, own)
-    forest.names = names
+    forest = Forest(g.parent, g.ids, g.raw_ids, g.lines, g.objs, g.pre, line_notices, g.own)
+    forest.names = g.names
     forest.keep_rendered(old)
     n_line = len(line_notices)
     branches = {
-        name: Branch(name, ids[leaf] if leaf != -1 else None, start, parent_branch, fork_point,
-                     (count[leaf] if leaf != -1 else 0) + n_line, forest, leaf)
-        for name, (leaf, start, parent_branch, fork_point) in shape.items()
+        name: Branch(name, g.ids[leaf] if leaf != -1 else None, start, parent_branch, fork_point,
+                     (g.count[leaf] if leaf != -1 else 0) + n_line, forest, leaf)
+        for name, (leaf, start, parent_branch, fork_point) in g.shape.items()
     }
     for name, branch in previous.branches.items():
         # A branch that grew at its leaf has the old path plus the new entries: no walk up from the leaf.
         old_path = branch.__dict__.get("_path")
         if old_path is not None:
-            branches[name].__dict__["_path"] = old_path + added.get(name, [])
-    grown = _State(state.header, state.records + new_records, unreadable, forest, index, safe, count,
-                   first_child, wanted)
-    n = len(ids)
+            branches[name].__dict__["_path"] = old_path + g.added.get(name, [])
+    grown = _State(state.header, state.records + new_records, unreadable, forest, g.index, g.safe, g.count,
+                   g.first_child, g.wanted)
+    n = len(g.ids)
     return Parsed(
         header=previous.header,
         entries=EntryMap(forest),
         branches=branches,
-        default_branch=names[n - 1] if n else previous.default_branch,
-        default_leaf=ids[n - 1] if n else None,
+        default_branch=g.names[n - 1] if n else previous.default_branch,
+        default_leaf=g.ids[n - 1] if n else None,
         notices=previous.notices,
         unreadable_lines=tuple(unreadable),
         superseded_lines=previous.superseded_lines,
