@@ -48,8 +48,14 @@ def materialise(dest: Path) -> list[Path]:
 
 
 def main() -> int:
+    import subprocess
+
     from mosaic.chat_pages import conversation_id
-    from mosaic.chat_pages import main as mosaic_read
+
+    def mosaic_read(argv: list[str]) -> int:
+        """The installed command line, as a user runs it (`python -m mosaic.chat_pages` is `mosaic-read`)."""
+        sys.stdout.flush()  # keep the "$ mosaic-read ..." line before the child's output
+        return subprocess.run([sys.executable, "-m", "mosaic.chat_pages", *argv], check=False).returncode
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", action="store_true")

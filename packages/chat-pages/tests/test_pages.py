@@ -23,8 +23,11 @@ from mosaic.chat_pages import (
     MAX_FRAGMENT_JSON,
     MAX_STRING_UNITS,
     dump_bytes,
-    fragments,
 )
+
+# `fragments` is private (callers only concatenate fragment values): the two F10 tests that call it test the
+# cutting itself, at the exact 262,144-unit boundary and for any text, which no page shows as directly.
+from mosaic.chat_pages._parts import fragments
 
 REFUSED_HEADERS = {
     "cwd-dotdot.jsonl", "cwd-missing.jsonl", "cwd-outside.jsonl", "cwd-relative.jsonl", "empty.jsonl",
@@ -206,6 +209,8 @@ def test_fixture_dirs_exist() -> None:
 def test_F10_part_sizes_are_exact_and_the_fast_path_equals_the_general_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every fixture item: the one-step path for short items gives the same parts as the general path, and
     every part's recorded size is its serialized size (the page limits are computed from those sizes)."""
+    # Private on purpose: this test compares the one-step path for short items with the general path,
+    # a mechanism inside _parts.py that no page can tell apart.
     from mosaic.chat_pages import _parts
     from mosaic.pi_format import Parsed, parse
 

@@ -80,6 +80,28 @@ def test_public_api_is_all_and_every_name_exists() -> None:
         assert name in pkg.__all__
 
 
+def _api_names(readme: str) -> set[str]:
+    """The names the README's API table documents: the leading identifier of each `span` in its first
+    column (`Reader.next(...)` names Reader; `.CODES`, commands and `python -m ...` name nothing)."""
+    table = readme[readme.index("## API") :]
+    table = table[: table.index("\n\n", table.index("| name |"))]
+    names: set[str] = set()
+    for row in table.splitlines()[2:]:
+        first = row.split(" | ")[0]
+        for span in re.findall(r"`([^`]+)`", first):
+            m = re.match(r"[A-Za-z_][A-Za-z0-9_]*", span)
+            if m and not span.startswith(("python ", "mosaic-")):
+                names.add(m.group())
+    return names
+
+
+def test_readme_api_table_is_exactly_the_public_surface() -> None:
+    """Issue 9, "Public surfaces": __all__ lists only what a caller needs, and the README documents each
+    name; the command line's entry point and the shortcut's threshold are private."""
+    assert _api_names(README) == set(pkg.__all__)
+    assert "main" not in pkg.__all__ and "RACY_NS" not in pkg.__all__
+
+
 def test_schema_uses_the_pi_format_id_pattern() -> None:
     from helpers import SCHEMA
 

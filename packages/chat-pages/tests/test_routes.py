@@ -27,10 +27,14 @@ from mosaic.chat_pages import (
     SeatRegistration,
     conversation_id,
     create_reader,
-    main,
     roots_from_specs,
     serve,
 )
+
+# The console script's entry point (`mosaic-read = mosaic.chat_pages._cli:main`) is private: callers run
+# the command. It is imported here to run the command line in this process, against the reader and the
+# server this test holds (cursors live in the memory of the process that issued them).
+from mosaic.chat_pages._cli import main
 from mosaic.pi_format import FormatRefusal
 from mosaic.safe_open import SafeOpenRefusal
 

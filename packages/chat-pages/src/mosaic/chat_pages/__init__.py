@@ -8,34 +8,22 @@ cursors, follow, and the two GET routes.
     reader.next(cursor=c, conversation=cid, branch=b)    # next page, or a follow
 
 open and next return {"ok": True, "page", "cursor", "follow", "view"} or {"ok": False, "refusal": {"code",
-"reconcile", "message"}}. Nothing here writes a file. See the package README for every rule.
+"reconcile", "message"}}. Nothing here writes a file. See the package README for every rule. The command
+line is `mosaic-read` or `python -m mosaic.chat_pages` (its code is private: `_cli.py`).
 """
 
-from ._cli import main
+from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR
 from ._http import REFUSAL_STATUS, ReaderServer, route, serve
 from ._jsonout import dump_bytes, dumps
 from ._parts import (
-    INLINE_FIELD_JSON,
     MAX_BLOCKS_PER_PART,
     MAX_FRAGMENT_JSON,
     MAX_PAGE_BYTES,
     MAX_PART_BYTES,
     MAX_PARTS_PER_PAGE,
     MAX_STRING_UNITS,
-    fragments,
-    item_parts,
 )
-from ._reader import (
-    CURSOR_CAP,
-    CURSOR_TTL_SECONDS,
-    HISTORY,
-    LOCAL_OPERATOR,
-    RACY_NS,
-    Reader,
-    create_reader,
-    items_digest,
-    source_epoch,
-)
+from ._reader import Reader, create_reader
 from ._refusal import ReaderRefusal
 from ._sources import (
     PI_HARNESS,
@@ -47,7 +35,6 @@ from ._sources import (
     UnsupportedRoot,
     conversation_id,
     roots_from_specs,
-    same_path,
     sessions_rel,
 )
 
@@ -55,7 +42,6 @@ __all__ = [
     "CURSOR_CAP",
     "CURSOR_TTL_SECONDS",
     "HISTORY",
-    "INLINE_FIELD_JSON",
     "LOCAL_OPERATOR",
     "MAX_BLOCKS_PER_PART",
     "MAX_FRAGMENT_JSON",
@@ -64,7 +50,6 @@ __all__ = [
     "MAX_PART_BYTES",
     "MAX_STRING_UNITS",
     "PI_HARNESS",
-    "RACY_NS",
     "REFUSAL_STATUS",
     "Reader",
     "ReaderRefusal",
@@ -79,14 +64,8 @@ __all__ = [
     "create_reader",
     "dump_bytes",
     "dumps",
-    "fragments",
-    "item_parts",
-    "items_digest",
-    "main",
     "roots_from_specs",
     "route",
-    "same_path",
     "serve",
     "sessions_rel",
-    "source_epoch",
 ]

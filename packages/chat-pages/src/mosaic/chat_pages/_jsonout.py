@@ -1,4 +1,5 @@
-"""Serialising pages as JSON whose UTF-8 is always valid, even with lone surrogates in strings.
+"""Serialising pages as JSON whose UTF-8 is always valid, even with lone surrogates in strings; and the
+ISO 8601 form of the times the reader returns.
 
 Pi writes JSON from JavaScript strings, which may hold lone surrogates (a `\\udXXX` escape with no partner);
 Python's json carries them into `str` as lone code points, and `str.encode("utf-8")` would raise on them.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 _LONE = re.compile("[\ud800-\udfff]")
@@ -43,3 +45,9 @@ def utf16_units(text: str) -> int:
     An astral character is two units; a lone surrogate is one.
     """
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def iso_time(seconds: float) -> str:
+    """`seconds` since the epoch (a clock reading, the project's one convention) as an ISO 8601 UTC time
+    with milliseconds and a `Z`, the form of generatedAt, modifiedAt and expiresAt. Pure."""
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
