@@ -32,6 +32,7 @@ import tempfile
 import time
 
 from mosaic.cgroup_cohort import (
+    AwaitGrace,
     Credentials,
     DirectCgroupLauncher,
     FixtureVerifier,
@@ -39,9 +40,11 @@ from mosaic.cgroup_cohort import (
     find_cgroup2,
     force_stop,
 )
+
+# The floor is the kernel interface driven by hand with the package's own primitives (no shim, no
+# machine): measuring against those private mechanisms is the point of it.
 from mosaic.cgroup_cohort._cgroupfs import O_DIR, remove_tree, wait_events, write_value
 from mosaic.cgroup_cohort._ffi import set_child_subreaper, spawn
-from mosaic.cgroup_cohort._stop import AwaitGrace
 from mosaic.cgroup_cohort.testing import stage_tree
 
 
@@ -64,12 +67,12 @@ def read_line(fd: int, timeout: float = 120.0) -> dict[str, object]:
 
 
 def run_stop(launcher: DirectCgroupLauncher, tree: str, stage: str, n: int, grace: float) -> dict[str, float]:
-    name = f"mosaic-b{secrets.token_hex(4)}"
-    handle = launcher.launch(name, ["/usr/bin/python3", tree, json.dumps(spec(n))], env={"PATH": "/usr/bin:/bin"},
+    unit = f"cohort-bench-{secrets.token_hex(8)}.scope"  # the shape a claim records (cohort-<id>.scope)
+    handle = launcher.launch(unit, ["/usr/bin/python3", tree, json.dumps(spec(n))], env={"PATH": "/usr/bin:/bin"},
                              cwd=stage)
+    stdin_fd, stdout_fd = handle.take_stdio()
     try:
-        assert handle.stdout is not None
-        read_line(handle.stdout.fileno())
+        read_line(stdout_fd)
         marks: dict[str, float] = {}
 
         def hook(machine: object, action: object) -> None:
@@ -77,7 +80,7 @@ def run_stop(launcher: DirectCgroupLauncher, tree: str, stage: str, n: int, grac
 
         verifier = FixtureVerifier()
         t0 = time.monotonic()
-        result = force_stop(handle.claim, StopRequest("bench", "bench", "bench", {"confirmation": "bench"}),
+        result = force_stop(handle.ref, StopRequest("bench", "bench", "bench", {"confirmation": "bench"}),
                             grace=grace, verifier=verifier, on_action=hook)
         t1 = time.monotonic()
         if result.outcome.state != "stopped" or result.proof is None:
@@ -90,6 +93,8 @@ def run_stop(launcher: DirectCgroupLauncher, tree: str, stage: str, n: int, grac
         return {"total": t1 - t0, "grace": grace_spent, "members": float(len(result.proof["members"])),
                 **{f"phase:{k}": v for k, v in phases.items()}}
     finally:
+        os.close(stdin_fd)
+        os.close(stdout_fd)
         handle.release(force=True)
 
 

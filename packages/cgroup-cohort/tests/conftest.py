@@ -8,45 +8,49 @@ from typing import Any
 
 import pytest
 
-from mosaic.cgroup_cohort import CohortClaim, Containment, MemberRef, ObservedIdentity, StopRequest
+from mosaic.cgroup_cohort import CohortRef, Containment, ObservedIdentity, StopRequest
+from mosaic.safe_open import HostIdentity, ProcessRef
 
 MACHINE = "0123456789abcdef0123456789abcdef"
 BOOT = "fedcba9876543210fedcba9876543210"
+HOST = HostIdentity(MACHINE, BOOT)
 INVOCATION = "11111111111111111111111111111111"
+# The shape mosaic.writer_claim.unit_name_for gives: cohort-<claim ID>.scope.
+UNIT = "cohort-claim-c0ffee00c0ffee00c0ffee00c0ffee00.scope"
 HELD = Containment(True, "engine-uid", (("supervisor/cgroup.procs", "EACCES"), ("cgroup.procs", "EACCES")))
 
 
-def make_claim(kind: str = "scope", **over: Any) -> CohortClaim:
-    base = CohortClaim(
+def make_ref(kind: str = "scope", **over: Any) -> CohortRef:
+    """A well-formed reference of ``kind`` on the fake host, with ``over`` replacing fields."""
+    cgroup = kind != "pgroup"
+    base = CohortRef(
         kind=kind,  # type: ignore[arg-type]
-        claim_id="c0ffee",
-        unit="mosaic-c0ffee.scope" if kind == "scope" else ("mosaic-c0ffee" if kind == "direct" else ""),
-        machine_id=MACHINE,
-        boot_id=BOOT,
-        engine=MemberRef(4242, 1000),
-        socket_path=None if kind == "pgroup" else "/run/x/mosaic-c0ffee.sock",
+        unit=UNIT,
+        host=HOST,
+        engine=ProcessRef(4242, 1000),
+        socket_path=f"/run/x/{UNIT}.sock" if cgroup else None,
         invocation_id=INVOCATION if kind == "scope" else None,
-        cgroup_path=None if kind == "pgroup" else "/app.slice/mosaic-c0ffee.scope",
-        unit_cgroup_id=None if kind == "pgroup" else 100,
-        engine_cgroup_id=None if kind == "pgroup" else 102,
-        shim=None if kind == "pgroup" else MemberRef(4240, 990),
-        pgid=4242 if kind == "pgroup" else None,
-        containment=HELD if kind != "pgroup" else Containment(False, "none"),
-        features=() if kind == "pgroup" else ("cgroup.freeze", "cgroup.kill"),
+        cgroup_path=f"/app.slice/{UNIT}" if cgroup else None,
+        unit_cgroup_id=100 if cgroup else None,
+        engine_cgroup_id=102 if cgroup else None,
+        shim=ProcessRef(4240, 990) if cgroup else None,
+        pgid=None if cgroup else 4242,
+        containment=HELD if cgroup else Containment(False, "none"),
+        features=("cgroup.freeze", "cgroup.kill") if cgroup else (),
     )
     return replace(base, **over)
 
 
-def make_identity(claim: CohortClaim, **over: Any) -> ObservedIdentity:
+def make_identity(ref: CohortRef, **over: Any) -> ObservedIdentity:
+    """What the live system would say about ``ref``'s own cohort, with ``over`` replacing fields."""
     base = ObservedIdentity(
-        machine_id=claim.machine_id,
-        boot_id=claim.boot_id,
-        invocation_id=claim.invocation_id,
-        shim_invocation_id=claim.invocation_id,
-        unit_cgroup_id=claim.unit_cgroup_id if claim.kind == "direct" else None,
-        shim_unit_cgroup_id=claim.unit_cgroup_id,
-        engine_cgroup_id=claim.engine_cgroup_id,
-        containment=claim.containment,
+        host=ref.host,
+        invocation_id=ref.invocation_id,
+        shim_invocation_id=ref.invocation_id,
+        unit_cgroup_id=ref.unit_cgroup_id if ref.kind == "direct" else None,
+        shim_unit_cgroup_id=ref.unit_cgroup_id,
+        engine_cgroup_id=ref.engine_cgroup_id,
+        containment=ref.containment,
         features=("cgroup.freeze", "cgroup.kill"),
     )
     return replace(base, **over)
@@ -56,8 +60,8 @@ REQUEST = StopRequest("stop-1", "pi-conv-1", "exec-1", {"confirmation": "conf-1"
 
 
 @pytest.fixture
-def claim_factory() -> Callable[..., CohortClaim]:
-    return make_claim
+def ref_factory() -> Callable[..., CohortRef]:
+    return make_ref
 
 
 @pytest.fixture

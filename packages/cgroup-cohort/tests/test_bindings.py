@@ -13,9 +13,11 @@ import signal
 
 import pytest
 
+from mosaic.cgroup_cohort import Credentials
+
+# The cffi bindings are this package's private mechanism, and testing them is the point of this file.
 from mosaic.cgroup_cohort._ffi import (
     CLONE_NEWUSER,
-    Credentials,
     clone_child,
     file_handle_id,
     get_child_subreaper,

@@ -5,22 +5,16 @@ from __future__ import annotations
 import pytest
 
 from mosaic.cgroup_cohort import (
+    PGROUP_TRANSITIONS,
+    STOP_TRANSITIONS,
     UNCERTAIN_REASONS,
-    CohortClaim,
-    Containment,
-    Death,
-    MemberRef,
-    ObservedIdentity,
-    PgroupStopMachine,
-    StopMachine,
-    StopRequest,
-    check_identity,
-)
-from mosaic.cgroup_cohort._stop import (
     Acknowledged,
     AwaitGrace,
     CheckIdentity,
+    CohortRef,
     Collect,
+    Containment,
+    Death,
     Enumerate,
     Enumerated,
     Finish,
@@ -34,19 +28,26 @@ from mosaic.cgroup_cohort._stop import (
     Kill,
     Killed,
     KillGroup,
+    ObservedIdentity,
     ObserveGroup,
+    PgroupStopMachine,
     Reaped,
     RecheckFrozen,
     SendTerm,
+    StopMachine,
+    StopRequest,
     TermSent,
     Unavailable,
+    check_identity,
+    machine_for,
 )
+from mosaic.safe_open import HostIdentity, ProcessRef
 
-M1, M2, M3 = MemberRef(10, 100), MemberRef(11, 101), MemberRef(12, 102)
+M1, M2, M3 = ProcessRef(10, 100), ProcessRef(11, 101), ProcessRef(12, 102)
 SIGNALLING = (SendTerm, Freeze, Kill, KillGroup)
 
 
-def _kill_phase(machine: StopMachine, members: tuple[MemberRef, ...] = (M1, M2)) -> Finish:
+def _kill_phase(machine: StopMachine, members: tuple[ProcessRef, ...] = (M1, M2)) -> Finish:
     """Drive a machine that is in the grace phase through a clean kill phase."""
     assert isinstance(machine.feed(GraceEnded(populated=True)), Freeze)
     assert isinstance(machine.feed(Frozen(True)), Enumerate)
@@ -66,11 +67,11 @@ def _to_grace(machine: StopMachine, identity: ObservedIdentity) -> None:
 
 
 @pytest.mark.parametrize("kind", ["scope", "direct"])
-def test_K1_full_sequence_reaches_stopped_with_complete_membership(kind, claim_factory, identity_factory,
+def test_K1_full_sequence_reaches_stopped_with_complete_membership(kind, ref_factory, identity_factory,
                                                                    request_):
-    claim = claim_factory(kind)
-    m = StopMachine(claim, request_, grace=1.5)
-    _to_grace(m, identity_factory(claim))
+    ref = ref_factory(kind)
+    m = StopMachine(ref, request_, grace=1.5)
+    _to_grace(m, identity_factory(ref))
     assert m.action == AwaitGrace(1.5)
     done = _kill_phase(m)
     assert done.outcome.state == "stopped" and done.outcome.membership_complete
@@ -79,11 +80,11 @@ def test_K1_full_sequence_reaches_stopped_with_complete_membership(kind, claim_f
                                  "collect", "done"]
 
 
-def test_K3_sigterm_acknowledged_stays_stopping_until_kill_phase(claim_factory, identity_factory, request_):
+def test_K3_sigterm_acknowledged_stays_stopping_until_kill_phase(ref_factory, identity_factory, request_):
     """K3 / mutant 6: an acknowledged SIGTERM never promotes the stop; the kill phase still runs."""
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
-    _to_grace(m, identity_factory(claim))
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
+    _to_grace(m, identity_factory(ref))
     pending = m.action
     for what in ("sigterm-ack", "eof", "agent_settled", "idle", "abort-ack"):
         assert m.feed(Acknowledged(what)) == pending  # type: ignore[arg-type]
@@ -95,13 +96,13 @@ def test_K3_sigterm_acknowledged_stays_stopping_until_kill_phase(claim_factory, 
 
 
 @pytest.mark.parametrize("when", ["before-term", "during-grace", "after-grace"])
-def test_K3_acknowledgement_at_any_step_changes_nothing(when, claim_factory, identity_factory, request_):
-    claim = claim_factory("direct")
-    m = StopMachine(claim, request_)
+def test_K3_acknowledgement_at_any_step_changes_nothing(when, ref_factory, identity_factory, request_):
+    ref = ref_factory("direct")
+    m = StopMachine(ref, request_)
     if when == "before-term":
         m.feed(Acknowledged("sigterm-ack"))
         assert isinstance(m.action, CheckIdentity)
-    _to_grace(m, identity_factory(claim))
+    _to_grace(m, identity_factory(ref))
     if when == "during-grace":
         assert isinstance(m.feed(Acknowledged("sigterm-ack")), AwaitGrace)
     assert isinstance(m.feed(GraceEnded(populated=False)), Freeze)
@@ -110,11 +111,11 @@ def test_K3_acknowledgement_at_any_step_changes_nothing(when, claim_factory, ide
     assert m.state == "stopping"
 
 
-def test_K3_empty_after_term_still_runs_the_kill_phase(claim_factory, identity_factory, request_):
+def test_K3_empty_after_term_still_runs_the_kill_phase(ref_factory, identity_factory, request_):
     """Emptiness is only ever read in the kill phase: TERM alone never stops."""
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
-    _to_grace(m, identity_factory(claim))
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
+    _to_grace(m, identity_factory(ref))
     assert isinstance(m.feed(GraceEnded(populated=False)), Freeze)
     assert m.state == "stopping"
     assert isinstance(m.feed(Frozen(True)), Enumerate)
@@ -126,32 +127,32 @@ def test_K3_empty_after_term_still_runs_the_kill_phase(claim_factory, identity_f
     assert m.evidence.members == ()
 
 
-def test_K14_other_invocation_id_sends_no_signal(claim_factory, identity_factory, request_):
+def test_K14_other_invocation_id_sends_no_signal(ref_factory, identity_factory, request_):
     """K14 / mutant 22: a unit with the recorded name but another invocation ID is never signalled."""
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
     other = "22222222222222222222222222222222"
-    done = m.feed(IdentityObserved(identity_factory(claim, invocation_id=other, shim_invocation_id=other)))
+    done = m.feed(IdentityObserved(identity_factory(ref, invocation_id=other, shim_invocation_id=other)))
     assert isinstance(done, Finish)
     assert done.outcome.state == "uncertain" and done.outcome.reason == "identity-mismatch"
     assert not done.outcome.signalled
     assert m.evidence.phases == ["identity", "done"]
 
 
-def test_K14_shim_reporting_another_invocation_sends_no_signal(claim_factory, identity_factory, request_):
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
-    done = m.feed(IdentityObserved(identity_factory(claim, shim_invocation_id="3" * 32)))
+def test_K14_shim_reporting_another_invocation_sends_no_signal(ref_factory, identity_factory, request_):
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
+    done = m.feed(IdentityObserved(identity_factory(ref, shim_invocation_id="3" * 32)))
     assert isinstance(done, Finish) and done.outcome.reason == "identity-mismatch"
     assert not done.outcome.signalled
 
 
 @pytest.mark.parametrize("field", ["unit_cgroup_id", "shim_unit_cgroup_id", "engine_cgroup_id"])
-def test_K14_direct_cgroup_id_mismatch_is_another_epoch(field, claim_factory, identity_factory, request_):
+def test_K14_direct_cgroup_id_mismatch_is_another_epoch(field, ref_factory, identity_factory, request_):
     """On the direct path the epoch is the cgroup id: a recreated cgroup of the same name is another cohort."""
-    claim = claim_factory("direct")
-    m = StopMachine(claim, request_)
-    done = m.feed(IdentityObserved(identity_factory(claim, **{field: 999})))
+    ref = ref_factory("direct")
+    m = StopMachine(ref, request_)
+    done = m.feed(IdentityObserved(identity_factory(ref, **{field: 999})))
     assert isinstance(done, Finish)
     assert (done.outcome.state, done.outcome.reason, done.outcome.signalled) == (
         "uncertain", "identity-mismatch", False)
@@ -164,32 +165,31 @@ def test_K14_direct_cgroup_id_mismatch_is_another_epoch(field, claim_factory, id
         {"shim_invocation_id": None},
         {"engine_cgroup_id": None},
         {"shim_unit_cgroup_id": None},
-        {"machine_id": None},
-        {"boot_id": None},
+        {"host": None},
     ],
 )
-def test_K15_unreadable_identity_is_unavailable_and_silent(over, claim_factory, identity_factory, request_):
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
-    done = m.feed(IdentityObserved(identity_factory(claim, **over)))
+def test_K15_unreadable_identity_is_unavailable_and_silent(over, ref_factory, identity_factory, request_):
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
+    done = m.feed(IdentityObserved(identity_factory(ref, **over)))
     assert isinstance(done, Finish)
     assert done.outcome.reason == "identity-unavailable" and not done.outcome.signalled
 
 
 @pytest.mark.parametrize("reason", ["shim-gone", "identity-unavailable", "cgroup-unavailable"])
-def test_K15_shim_gone_or_cgroup_missing_at_identity_sends_nothing(reason, claim_factory, request_):
-    m = StopMachine(claim_factory("scope"), request_)
+def test_K15_shim_gone_or_cgroup_missing_at_identity_sends_nothing(reason, ref_factory, request_):
+    m = StopMachine(ref_factory("scope"), request_)
     done = m.feed(IdentityUnavailable(reason, "x"))
     assert isinstance(done, Finish)
     assert (done.outcome.state, done.outcome.reason, done.outcome.signalled) == ("uncertain", reason, False)
 
 
 @pytest.mark.parametrize("step", ["term", "grace", "freeze", "enumerate", "recheck", "kill", "collect"])
-def test_K15_unavailable_mid_stop_is_never_empty(step, claim_factory, identity_factory, request_):
+def test_K15_unavailable_mid_stop_is_never_empty(step, ref_factory, identity_factory, request_):
     """A cgroup that vanishes (or a shim that dies) at any step ends uncertain at once, never stopped."""
-    claim = claim_factory("direct")
-    m = StopMachine(claim, request_)
-    m.feed(IdentityObserved(identity_factory(claim)))
+    ref = ref_factory("direct")
+    m = StopMachine(ref, request_)
+    m.feed(IdentityObserved(identity_factory(ref)))
     script = [TermSent((M1,)), GraceEnded(True), Frozen(True), Enumerated((M1,), True), FrozenRechecked(True),
               Killed(True, 1.0)]
     order = ["term", "grace", "freeze", "enumerate", "recheck", "kill", "collect"]
@@ -202,29 +202,29 @@ def test_K15_unavailable_mid_stop_is_never_empty(step, claim_factory, identity_f
     assert not done.outcome.membership_complete
 
 
-def test_K13_containment_not_held_never_stops(claim_factory, identity_factory, request_):
+def test_K13_containment_not_held_never_stops(ref_factory, identity_factory, request_):
     """Where the canary escaped, the whole escalation runs but the outcome is uncertain (K1 expects it)."""
     escaped = Containment(False, "none", (("supervisor/cgroup.procs", "MOVED"),))
-    claim = claim_factory("direct", containment=escaped)
-    m = StopMachine(claim, request_)
-    _to_grace(m, identity_factory(claim))
+    ref = ref_factory("direct", containment=escaped)
+    m = StopMachine(ref, request_)
+    _to_grace(m, identity_factory(ref))
     done = _kill_phase(m)
     assert done.outcome.state == "uncertain" and done.outcome.reason == "containment-not-held"
     assert done.outcome.signalled and not done.outcome.membership_complete
 
 
-def test_K13_live_shim_without_containment_never_stops(claim_factory, identity_factory, request_):
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
-    _to_grace(m, identity_factory(claim, containment=None))
+def test_K13_live_shim_without_containment_never_stops(ref_factory, identity_factory, request_):
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
+    _to_grace(m, identity_factory(ref, containment=None))
     done = _kill_phase(m)
     assert done.outcome.reason == "containment-not-held"
 
 
-def test_kill_phase_failures_still_kill_but_end_uncertain(claim_factory, identity_factory, request_):
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
-    _to_grace(m, identity_factory(claim))
+def test_kill_phase_failures_still_kill_but_end_uncertain(ref_factory, identity_factory, request_):
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
+    _to_grace(m, identity_factory(ref))
     m.feed(GraceEnded(True))
     # frozen 1 never observed: the kill is still written (best effort) but the stop is uncertain.
     assert isinstance(m.feed(Frozen(False, "frozen 0 after 10s")), Kill)
@@ -247,11 +247,11 @@ def test_kill_phase_failures_still_kill_but_end_uncertain(claim_factory, identit
           Reaped((Death(M1, 1.0, "reaped", 9),))], "enumeration-incomplete"),
     ],
 )
-def test_each_missing_observation_makes_the_stop_uncertain(events, reason, claim_factory, identity_factory,
+def test_each_missing_observation_makes_the_stop_uncertain(events, reason, ref_factory, identity_factory,
                                                            request_):
-    claim = claim_factory("direct")
-    m = StopMachine(claim, request_)
-    _to_grace(m, identity_factory(claim))
+    ref = ref_factory("direct")
+    m = StopMachine(ref, request_)
+    _to_grace(m, identity_factory(ref))
     m.feed(GraceEnded(True))
     action = None
     for ev in events:
@@ -261,11 +261,11 @@ def test_each_missing_observation_makes_the_stop_uncertain(events, reason, claim
     assert reason in UNCERTAIN_REASONS
 
 
-def test_K12_failed_recheck_refreezes_and_reads_the_members_again(claim_factory, identity_factory, request_):
+def test_K12_failed_recheck_refreezes_and_reads_the_members_again(ref_factory, identity_factory, request_):
     """frozen 0 after the enumeration (a woken frozen task) or an unstable reading: freeze, read again."""
-    claim = claim_factory("direct")
-    m = StopMachine(claim, request_, freeze_rounds=3)
-    _to_grace(m, identity_factory(claim))
+    ref = ref_factory("direct")
+    m = StopMachine(ref, request_, freeze_rounds=3)
+    _to_grace(m, identity_factory(ref))
     m.feed(GraceEnded(True))
     m.feed(Frozen(True))
     m.feed(Enumerated((M1,), True))
@@ -287,11 +287,11 @@ def test_K12_failed_recheck_refreezes_and_reads_the_members_again(claim_factory,
     [((Enumerated((M1,), True), FrozenRechecked(False)), "freeze-failed"),
      ((Enumerated((M1,), False), FrozenRechecked(True)), "enumeration-incomplete")],
 )
-def test_K12_freeze_rounds_exhausted_is_uncertain_but_still_killed(last, reason, claim_factory,
+def test_K12_freeze_rounds_exhausted_is_uncertain_but_still_killed(last, reason, ref_factory,
                                                                   identity_factory, request_):
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_, freeze_rounds=2)
-    _to_grace(m, identity_factory(claim))
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_, freeze_rounds=2)
+    _to_grace(m, identity_factory(ref))
     m.feed(GraceEnded(True))
     for _ in range(2):
         m.feed(Frozen(True))
@@ -306,11 +306,11 @@ def test_K12_freeze_rounds_exhausted_is_uncertain_but_still_killed(last, reason,
 
 
 @pytest.mark.parametrize("missing", ["cgroup.freeze", "cgroup.kill"])
-def test_missing_kernel_feature_is_uncertain(missing, claim_factory, identity_factory, request_):
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
+def test_missing_kernel_feature_is_uncertain(missing, ref_factory, identity_factory, request_):
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
     features = tuple(f for f in ("cgroup.freeze", "cgroup.kill") if f != missing)
-    assert isinstance(m.feed(IdentityObserved(identity_factory(claim, features=features))), SendTerm)
+    assert isinstance(m.feed(IdentityObserved(identity_factory(ref, features=features))), SendTerm)
     m.feed(TermSent((M1,)))
     action = m.feed(GraceEnded(True))
     while not isinstance(action, Finish):
@@ -321,62 +321,64 @@ def test_missing_kernel_feature_is_uncertain(missing, claim_factory, identity_fa
     assert not action.outcome.membership_complete
 
 
-def test_K10_restart_rechecks_identity_and_reruns_from_term(claim_factory, identity_factory, request_):
+def test_K10_restart_rechecks_identity_and_reruns_from_term(ref_factory, identity_factory, request_):
     """A machine killed between TERM and kill: the restart starts at the identity check, then TERM."""
-    claim = claim_factory("scope")
-    first = StopMachine(claim, request_)
-    _to_grace(first, identity_factory(claim))
+    ref = ref_factory("scope")
+    first = StopMachine(ref, request_)
+    _to_grace(first, identity_factory(ref))
     assert first.phase == "grace"  # the controller dies here
-    restarted = StopMachine(claim, request_)
+    restarted = StopMachine(ref, request_)
     assert isinstance(restarted.action, CheckIdentity)
     assert restarted.evidence.termed == ()  # nothing carried over as done
-    assert isinstance(restarted.feed(IdentityObserved(identity_factory(claim))), SendTerm)
+    assert isinstance(restarted.feed(IdentityObserved(identity_factory(ref))), SendTerm)
     restarted.feed(TermSent((M3,)))
     done = _kill_phase(restarted, (M3,))
     assert done.outcome.state == "stopped"
     assert restarted.evidence.members == (M3,)
 
 
-def test_K10_restart_with_unreadable_identity_sends_nothing(claim_factory, request_):
-    restarted = StopMachine(claim_factory("direct"), request_)
+def test_K10_restart_with_unreadable_identity_sends_nothing(ref_factory, request_):
+    restarted = StopMachine(ref_factory("direct"), request_)
     done = restarted.feed(IdentityUnavailable("shim-gone", "socket refused"))
     assert isinstance(done, Finish) and not done.outcome.signalled
 
 
-def test_events_out_of_phase_are_ignored(claim_factory, identity_factory, request_):
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
+def test_events_out_of_phase_are_ignored(ref_factory, identity_factory, request_):
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
     assert isinstance(m.feed(Killed(True, 1.0)), CheckIdentity)
     assert isinstance(m.feed(Reaped(())), CheckIdentity)
-    _to_grace(m, identity_factory(claim))
+    _to_grace(m, identity_factory(ref))
     assert isinstance(m.feed(Killed(True, 1.0)), AwaitGrace)
     assert m.state == "stopping"
 
 
-def test_finished_machine_ignores_further_events(claim_factory, request_):
-    m = StopMachine(claim_factory("scope"), request_)
+def test_finished_machine_ignores_further_events(ref_factory, request_):
+    m = StopMachine(ref_factory("scope"), request_)
     done = m.feed(IdentityUnavailable("shim-gone", "x"))
     assert m.feed(Killed(True, 1.0)) is done
 
 
-def test_different_boot_or_host_is_a_mismatch_for_force_stop(claim_factory, identity_factory):
-    claim = claim_factory("scope")
-    assert check_identity(claim, identity_factory(claim, boot_id="a" * 32))[0] == "identity-mismatch"
-    assert check_identity(claim, identity_factory(claim, machine_id="b" * 32))[0] == "identity-mismatch"
-    assert check_identity(claim, identity_factory(claim)) is None
+def test_different_boot_or_host_is_a_mismatch_for_force_stop(ref_factory, identity_factory):
+    ref = ref_factory("scope")
+    other_boot = HostIdentity(ref.host.machine_id, "a" * 32)
+    other_host = HostIdentity("b" * 32, ref.host.boot_id)
+    assert check_identity(ref, identity_factory(ref, host=other_boot))[0] == "identity-mismatch"
+    assert check_identity(ref, identity_factory(ref, host=other_host))[0] == "identity-mismatch"
+    assert check_identity(ref, identity_factory(ref)) is None
 
 
-def test_pgroup_claim_needs_its_own_machine(claim_factory, request_):
+def test_pgroup_ref_needs_its_own_machine(ref_factory, request_):
     with pytest.raises(ValueError):
-        StopMachine(claim_factory("pgroup"), request_)
+        StopMachine(ref_factory("pgroup"), request_)
     with pytest.raises(ValueError):
-        PgroupStopMachine(claim_factory("scope"), request_)
+        PgroupStopMachine(ref_factory("scope"), request_)
 
 
-def _pgroup_run(claim: CohortClaim, request: StopRequest, remaining: tuple[MemberRef, ...]) -> Finish:
-    m = PgroupStopMachine(claim, request, grace=0.5)
+def _pgroup_run(ref: CohortRef, request: StopRequest, remaining: tuple[ProcessRef, ...]) -> Finish:
+    m = PgroupStopMachine(ref, request, grace=0.5)
     assert isinstance(m.action, CheckIdentity)
-    assert isinstance(m.feed(IdentityObserved(ObservedIdentity(claim.machine_id, claim.boot_id))), SendTerm)
+    assert isinstance(m.feed(IdentityObserved(ObservedIdentity(ref.host))), SendTerm)
     assert isinstance(m.feed(TermSent((M1,))), AwaitGrace)
     assert isinstance(m.feed(GraceEnded(True)), KillGroup)
     assert isinstance(m.feed(Killed(False, 1.0)), ObserveGroup)
@@ -386,37 +388,130 @@ def _pgroup_run(claim: CohortClaim, request: StopRequest, remaining: tuple[Membe
 
 
 @pytest.mark.parametrize("remaining", [(), (M2,)])
-def test_K2_process_group_fallback_never_reaches_stopped(remaining, claim_factory, request_):
+def test_K2_process_group_fallback_never_reaches_stopped(remaining, ref_factory, request_):
     """K2 / mutant 7: even an empty group after SIGKILL is uncertain (a setsid child left the group)."""
-    done = _pgroup_run(claim_factory("pgroup"), request_, remaining)
+    done = _pgroup_run(ref_factory("pgroup"), request_, remaining)
     assert done.outcome.state == "uncertain"
     assert done.outcome.reason == "process-group-fallback"
     assert not done.outcome.membership_complete and done.outcome.signalled
 
 
-def test_K2_acknowledgement_on_the_fallback_changes_nothing(claim_factory, request_):
-    claim = claim_factory("pgroup")
-    m = PgroupStopMachine(claim, request_)
-    m.feed(IdentityObserved(ObservedIdentity(claim.machine_id, claim.boot_id)))
+def test_K2_acknowledgement_on_the_fallback_changes_nothing(ref_factory, request_):
+    ref = ref_factory("pgroup")
+    m = PgroupStopMachine(ref, request_)
+    m.feed(IdentityObserved(ObservedIdentity(ref.host)))
     m.feed(TermSent((M1,)))
     assert isinstance(m.feed(Acknowledged("sigterm-ack")), AwaitGrace)
     assert m.state == "stopping"
 
 
-def test_pgroup_on_another_boot_sends_nothing(claim_factory, request_):
-    claim = claim_factory("pgroup")
-    m = PgroupStopMachine(claim, request_)
-    done = m.feed(IdentityObserved(ObservedIdentity(claim.machine_id, "c" * 32)))
+def test_pgroup_on_another_boot_sends_nothing(ref_factory, request_):
+    ref = ref_factory("pgroup")
+    m = PgroupStopMachine(ref, request_)
+    done = m.feed(IdentityObserved(ObservedIdentity(HostIdentity(ref.host.machine_id, "c" * 32))))
     assert isinstance(done, Finish) and not done.outcome.signalled
 
 
-def test_stop_evidence_serialises(claim_factory, identity_factory, request_):
-    claim = claim_factory("scope")
-    m = StopMachine(claim, request_)
-    _to_grace(m, identity_factory(claim))
+def test_stop_evidence_serialises(ref_factory, identity_factory, request_):
+    ref = ref_factory("scope")
+    m = StopMachine(ref, request_)
+    _to_grace(m, identity_factory(ref))
     _kill_phase(m)
     d = m.evidence.to_dict()
     assert d["members"] == [{"pid": 10, "startTime": 100}, {"pid": 11, "startTime": 101}]
     assert d["populated0"] is True and d["failures"] == []
 
 
+
+
+# ------------------------------------------------------------------------------- the transition tables
+# One representative event of every type (rule 9 of _stop.py: the tables are data, and this walks them).
+EVENT_TYPES = (IdentityObserved, IdentityUnavailable, TermSent, GraceEnded, Frozen, Enumerated,
+               FrozenRechecked, Killed, Reaped, GroupObserved, Unavailable, Acknowledged)
+STOP_ORDER = ["identity", "term", "grace", "freeze", "enumerate", "recheck", "kill", "collect"]
+PGROUP_ORDER = ["identity", "term", "grace", "kill", "observe"]
+
+
+def _sample(event_type: type, ref: CohortRef, identity_factory):  # type: ignore[no-untyped-def]
+    return {
+        IdentityObserved: IdentityObserved(identity_factory(ref)),
+        IdentityUnavailable: IdentityUnavailable("shim-gone", "socket refused"),
+        TermSent: TermSent((M1,)),
+        GraceEnded: GraceEnded(True),
+        Frozen: Frozen(True),
+        Enumerated: Enumerated((M1,), True),
+        FrozenRechecked: FrozenRechecked(True),
+        Killed: Killed(True, 1.0),
+        Reaped: Reaped((Death(M1, 1.0, "reaped", 9),)),
+        GroupObserved: GroupObserved(()),
+        Unavailable: Unavailable("cgroup-unavailable", "engine/ gone"),
+        Acknowledged: Acknowledged("sigterm-ack"),
+    }[event_type]
+
+
+def _machine_at(kind: str, phase: str, ref_factory, identity_factory):  # type: ignore[no-untyped-def]
+    """A new machine of ``kind`` driven along the clean path until it is in ``phase``."""
+    ref = ref_factory(kind)
+    m = machine_for(ref, StopRequest("stop-t", "pi-t", "exec-t", {"confirmation": "c"}))
+    order = PGROUP_ORDER if kind == "pgroup" else STOP_ORDER
+    path = [IdentityObserved, TermSent, GraceEnded] + (
+        [Killed] if kind == "pgroup" else [Frozen, Enumerated, FrozenRechecked, Killed])
+    for event_type in path[: order.index(phase)]:
+        m.feed(_sample(event_type, ref, identity_factory))
+    assert m.phase == phase
+    return m
+
+
+TABLES = [("scope", STOP_TRANSITIONS, STOP_ORDER), ("direct", STOP_TRANSITIONS, STOP_ORDER),
+          ("pgroup", PGROUP_TRANSITIONS, PGROUP_ORDER)]
+
+
+@pytest.mark.parametrize(("kind", "table", "order"), TABLES)
+def test_every_row_of_the_table_runs_its_handler(kind, table, order, ref_factory, identity_factory):
+    """Each (phase, event type) row calls exactly the handler it names, which moves the machine on (or, for
+    an acknowledgement, records it and keeps the pending action: rule 3)."""
+    assert {phase for phase, _ in table} == set(order)  # every live phase has rows, "done" has none
+    for (phase, event_type), handler in table.items():
+        m = _machine_at(kind, phase, ref_factory, identity_factory)
+        calls: list[object] = []
+        real = getattr(m, handler)
+        setattr(m, handler, lambda ev, real=real, calls=calls: calls.append(ev) or real(ev))
+        pending = m.action
+        event = _sample(event_type, m.ref, identity_factory)
+        action = m.feed(event)
+        assert calls == [event], (phase, event_type, handler)
+        if event_type is Acknowledged:
+            assert action is pending and m.phase == phase and m.evidence.acknowledgements == ["sigterm-ack"]
+        else:
+            assert m.phase != phase, (phase, event_type)
+            assert action is m.action
+
+
+@pytest.mark.parametrize(("kind", "table", "order"), TABLES)
+def test_an_event_with_no_row_leaves_the_pending_action_unchanged(kind, table, order, ref_factory,
+                                                                  identity_factory):
+    """Rule 9: an event that has no row for the current phase changes nothing at all."""
+    unmatched = 0
+    for phase in order:
+        for event_type in EVENT_TYPES:
+            if (phase, event_type) in table:
+                continue
+            m = _machine_at(kind, phase, ref_factory, identity_factory)
+            pending, evidence = m.action, m.evidence.to_dict()
+            assert m.feed(_sample(event_type, m.ref, identity_factory)) is pending, (phase, event_type)
+            assert (m.phase, m.action, m.evidence.to_dict(), m.outcome) == (phase, pending, evidence, None)
+            unmatched += 1
+    assert unmatched > 0
+
+
+def test_machine_for_picks_the_machine_of_the_reference(ref_factory, request_):
+    for kind, cls in (("scope", StopMachine), ("direct", StopMachine), ("pgroup", PgroupStopMachine)):
+        m = machine_for(ref_factory(kind), request_, grace=0.25)
+        assert type(m) is cls and m.grace == 0.25 and m.action == CheckIdentity() and m.phase == "identity"
+
+
+def test_pgroup_with_unreadable_host_is_unavailable_and_silent(ref_factory, request_):
+    m = PgroupStopMachine(ref_factory("pgroup"), request_)
+    done = m.feed(IdentityObserved(ObservedIdentity(None)))
+    assert isinstance(done, Finish)
+    assert (done.outcome.reason, done.outcome.signalled) == ("identity-unavailable", False)

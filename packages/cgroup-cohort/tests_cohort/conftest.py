@@ -32,20 +32,18 @@ import pytest
 
 from mosaic.cgroup_cohort import (
     CohortHandle,
+    CohortRef,
     Credentials,
     DirectCgroupLauncher,
-    MemberRef,
     ScopeLauncher,
     StopRequest,
     StopResult,
     UserManager,
     find_cgroup2,
     force_stop,
-    unit_name_for,
 )
-from mosaic.cgroup_cohort._cgroupfs import remove_tree
-from mosaic.cgroup_cohort._proc import read_stat
-from mosaic.cgroup_cohort.testing import alive, kill_member, stage_tree
+from mosaic.cgroup_cohort.testing import alive, kill_member, remove_cgroup, stage_tree
+from mosaic.safe_open import ProcessRef, read_stat
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
 sys.path.insert(0, str(REPO / "ci" / "cohort"))
@@ -125,7 +123,7 @@ def stage() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def socket_dir() -> Iterator[str]:
-    d = tempfile.mkdtemp(prefix=f"mosaic-cohort-sock-{RUN}-")
+    d = tempfile.mkdtemp(prefix=f"mcs-{RUN}-")  # short: <dir>/<unit>.sock fits in sun_path
     os.chmod(d, 0o700)
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -139,7 +137,7 @@ def direct_parent() -> Iterator[str]:
     path = os.path.join(find_cgroup2().mount_point, f"mosaic-cohort-{RUN}")
     os.mkdir(path, 0o755)
     yield path
-    remove_tree(path)
+    remove_cgroup(path)
 
 
 @pytest.fixture(scope="session")
@@ -163,7 +161,8 @@ def user_manager(engine_credentials: Credentials) -> Iterator[sandbox.Sandbox]:
 
 @pytest.fixture(scope="session")
 def vendored_shim() -> Iterator[str]:
-    """The package, cffi, pycparser and _cffi_backend copied where an unprivileged uid can read them.
+    """The package (with mosaic.safe_open), cffi, pycparser and _cffi_backend copied where an unprivileged
+    uid can read them.
 
     /root is 0700 (facts §7.7), so a shim running as cohorttest cannot import from this venv; it runs
     /usr/bin/python3 (the same CPython 3.11 ABI) on this copy instead.
@@ -173,6 +172,7 @@ def vendored_shim() -> Iterator[str]:
     import pycparser  # noqa: PLC0415
 
     import mosaic.cgroup_cohort as pkg  # noqa: PLC0415
+    import mosaic.safe_open as bottom  # noqa: PLC0415
 
     probe = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.implementation.cache_tag)"],
                            capture_output=True, text=True)
@@ -180,8 +180,10 @@ def vendored_shim() -> Iterator[str]:
         pytest.skip(f"/usr/bin/python3 is {probe.stdout.strip()!r}, not {sys.implementation.cache_tag}: the "
                     "vendored _cffi_backend would not load in an unprivileged shim")
     d = tempfile.mkdtemp(prefix=f"mosaic-cohort-vendor-{RUN}-")
-    shutil.copytree(Path(pkg.__file__).parent, Path(d) / "mosaic" / "cgroup_cohort",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    # The shim imports mosaic.safe_open too (README "The shim"): the vendored tree holds both packages.
+    for module, name in ((pkg, "cgroup_cohort"), (bottom, "safe_open")):
+        shutil.copytree(Path(str(module.__file__)).parent, Path(d) / "mosaic" / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     for mod in (cffi, pycparser):
         shutil.copytree(Path(mod.__file__).parent, Path(d) / Path(mod.__file__).parent.name,
                         ignore=shutil.ignore_patterns("__pycache__"))
@@ -194,22 +196,45 @@ def vendored_shim() -> Iterator[str]:
     shutil.rmtree(d, ignore_errors=True)
 
 
+def new_unit() -> str:
+    """A unit name of the shape the writer claim records (mosaic.writer_claim.unit_name_for): a fresh claim
+    ID in ``cohort-claim-<32 hex>.scope``."""
+    return f"cohort-claim-{secrets.token_hex(16)}.scope"
+
+
+def read_json_line(fd: int, timeout: float = 20.0) -> dict[str, Any]:
+    """The next line on ``fd`` as JSON, waited for with a bound (a timeout or EOF fails the test)."""
+    buf = b""
+    while not buf.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            raise AssertionError(f"no line within {timeout}s (got {buf!r})")
+        chunk = os.read(fd, 1)
+        if not chunk:
+            raise AssertionError(f"stream closed (got {buf!r})")
+        buf += chunk
+    return json.loads(buf)
+
+
 @dataclass
 class Launched:
-    """A cohort started by a test: its handle, the engine's ready message, and where things are."""
+    """A cohort started by a test: its handle, the engine's stdio (taken from the handle, as the
+    controller's engine link takes it), the engine's ready message, and where things are."""
 
     handle: CohortHandle
+    stdin_fd: int | None
+    stdout_fd: int | None
     ready: dict[str, Any]
     engine_path_host: str  # engine/ as the test (host) sees it
     unit_path_host: str
     launcher: Any = None
 
     @property
-    def claim(self):  # type: ignore[no-untyped-def]
-        return self.handle.claim
+    def ref(self) -> CohortRef:
+        return self.handle.ref
 
-    def members(self, role_prefix: str = "") -> list[MemberRef]:
-        return [MemberRef(m["pid"], m["startTime"]) for m in self.ready["members"]
+    def members(self, role_prefix: str = "") -> list[ProcessRef]:
+        return [ProcessRef(m["pid"], m["startTime"]) for m in self.ready["members"]
                 if m["role"].startswith(role_prefix)]
 
     def member(self, role: str) -> dict[str, Any]:
@@ -217,26 +242,27 @@ class Launched:
         return m
 
     def send(self, obj: dict[str, Any]) -> None:
-        assert self.handle.stdin is not None
-        self.handle.stdin.write((json.dumps(obj) + "\n").encode())
+        assert self.stdin_fd is not None
+        os.write(self.stdin_fd, (json.dumps(obj) + "\n").encode())
+
+    def close_stdin(self) -> None:
+        if self.stdin_fd is not None:
+            os.close(self.stdin_fd)
+            self.stdin_fd = None
+
+    def close_stdio(self) -> None:
+        self.close_stdin()
+        if self.stdout_fd is not None:
+            os.close(self.stdout_fd)
+            self.stdout_fd = None
 
     def read_line(self, timeout: float = 20.0) -> dict[str, Any]:
         """The engine's next stdout line, waited for with a bound (a timeout fails the test)."""
-        out = self.handle.stdout
-        assert out is not None
-        buf = b""
-        while not buf.endswith(b"\n"):
-            ready, _, _ = select.select([out], [], [], timeout)
-            if not ready:
-                raise AssertionError(f"no line from the engine within {timeout}s (got {buf!r})")
-            chunk = os.read(out.fileno(), 1)
-            if not chunk:
-                raise AssertionError(f"engine stdout closed (got {buf!r})")
-            buf += chunk
-        return json.loads(buf)
+        assert self.stdout_fd is not None
+        return read_json_line(self.stdout_fd, timeout)
 
 
-def marked_processes() -> list[MemberRef]:
+def marked_processes() -> list[ProcessRef]:
     """Every live process whose environment carries this run's marker (all started by this suite)."""
     found = []
     for name in os.listdir("/proc"):
@@ -250,7 +276,7 @@ def marked_processes() -> list[MemberRef]:
         if MARKER.encode() in env:
             st = read_stat(int(name))
             if st is not None and st.state not in ("Z", "X"):
-                found.append(MemberRef(st.pid, st.start_time))
+                found.append(ProcessRef(st.pid, st.start_time))
     return found
 
 
@@ -265,19 +291,18 @@ class Lab:
     direct_parent: str | None = None
     manager: sandbox.Sandbox | None = None
     launched: list[Launched] = field(default_factory=list)
-    tracked: list[MemberRef] = field(default_factory=list)
+    tracked: list[ProcessRef] = field(default_factory=list)
     extra_cgroups: list[str] = field(default_factory=list)
 
     # --- where things are
-    def names(self, name: str) -> tuple[str, str, str]:
-        """(cgroup name, unit path as the ENGINE sees it, unit path as the TEST sees it)."""
+    def paths(self, unit: str) -> tuple[str, str]:
+        """(the unit's cgroup as the ENGINE sees it, as the TEST sees it)."""
         if self.path == "direct":
             assert self.direct_parent is not None
-            unit = os.path.join(self.direct_parent, name)
-            return name, unit, unit
+            path = os.path.join(self.direct_parent, unit)
+            return path, path
         assert self.manager is not None
-        unit = unit_name_for(name)
-        return unit, f"/sys/fs/cgroup/app.slice/{unit}", os.path.join(self.manager.cgroup, "app.slice", unit)
+        return f"/sys/fs/cgroup/app.slice/{unit}", os.path.join(self.manager.cgroup, "app.slice", unit)
 
     def engine_view_root(self) -> str:
         """The cgroup2 mount point as the engine sees it."""
@@ -301,31 +326,36 @@ class Lab:
         return ScopeLauncher(UserManager(self.manager.prefix()), self.socket_dir, engine=engine,
                              log_dir=self.socket_dir)
 
-    def launch(self, spec: dict[str, Any] | Callable[[str], dict[str, Any]], *, name: str | None = None,
+    def launch(self, spec: dict[str, Any] | Callable[[str], dict[str, Any]], *, unit: str | None = None,
                as_root: bool = False, launcher: Any = None) -> Launched:
-        """Start the misbehaving tree as the engine; returns once every member has reported."""
-        name = name or f"k{secrets.token_hex(4)}"
-        _, engine_unit, host_unit = self.names(name)
+        """Start the misbehaving tree as the engine under ``unit`` (a fresh claim-shaped name by default),
+        take its stdio as a controller would, and return once every member has reported."""
+        unit = unit or new_unit()
+        engine_unit, host_unit = self.paths(unit)
         if callable(spec):
             spec = spec(engine_unit)
         launcher = launcher or self.launcher(None if as_root else self.engine)
-        handle = launcher.launch(name, ["/usr/bin/python3", os.path.join(self.stage, "misbehaving_tree.py"),
+        handle = launcher.launch(unit, ["/usr/bin/python3", os.path.join(self.stage, "misbehaving_tree.py"),
                                         json.dumps(spec)],
                                  env={"PATH": "/usr/bin:/bin", "MOSAIC_COHORT_RUN": RUN}, cwd=self.stage)
-        launched = Launched(handle, {}, os.path.join(host_unit, "engine"), host_unit, launcher)
+        stdin_fd, stdout_fd = handle.take_stdio()
+        launched = Launched(handle, stdin_fd, stdout_fd, {}, os.path.join(host_unit, "engine"), host_unit, launcher)
         self.launched.append(launched)
-        self.tracked.append(handle.claim.engine)
+        self.tracked.append(handle.ref.engine)
         launched.ready = launched.read_line()
         assert launched.ready["type"] == "ready"
         self.tracked.extend(launched.members())
         return launched
 
-    def stop(self, launched: Launched | Any, **kw: Any) -> StopResult:
-        claim = launched.claim if isinstance(launched, Launched) else launched
-        request = StopRequest(f"stop-{secrets.token_hex(3)}", f"pi-{claim.claim_id}", f"exec-{claim.claim_id}",
-                              {"confirmation": f"conf-{secrets.token_hex(3)}", "actor": "local-operator"})
+    def request(self, ref: CohortRef) -> StopRequest:
+        tag = secrets.token_hex(3)
+        return StopRequest(f"stop-{tag}", f"pi-{ref.unit}", f"exec-{ref.unit}",
+                           {"confirmation": f"conf-{tag}", "actor": "local-operator"})
+
+    def stop(self, launched: Launched | CohortRef, **kw: Any) -> StopResult:
+        ref = launched.ref if isinstance(launched, Launched) else launched
         kw.setdefault("grace", GRACE)
-        return force_stop(claim, request, manager=self.user_manager(), **kw)
+        return force_stop(ref, self.request(ref), manager=self.user_manager(), **kw)
 
     def other_cgroup(self) -> tuple[str, str]:
         """A cgroup outside the cohort owned by the engine uid: (engine's view, test's view)."""
@@ -342,16 +372,17 @@ class Lab:
         problems: list[str] = []
         for item in self.launched:
             try:
-                remove_tree(item.engine_path_host) if os.path.isdir(item.engine_path_host) else None
+                remove_cgroup(item.engine_path_host) if os.path.isdir(item.engine_path_host) else None
             except OSError as e:
                 problems.append(f"{item.engine_path_host}: {e}")
+            item.close_stdio()
             try:
                 item.handle.release(force=True, timeout=15)
             except Exception as e:  # noqa: BLE001 - keep cleaning the others
-                problems.append(f"release {item.claim.unit}: {e}")
+                problems.append(f"release {item.ref.unit}: {e}")
             if self.path == "direct" and os.path.isdir(item.unit_path_host):
                 try:
-                    remove_tree(item.unit_path_host)
+                    remove_cgroup(item.unit_path_host)
                 except OSError as e:
                     problems.append(f"{item.unit_path_host}: {e}")
         for m in self.tracked:
@@ -359,7 +390,7 @@ class Lab:
                 kill_member(m)
         for path in self.extra_cgroups:
             try:
-                remove_tree(path)
+                remove_cgroup(path)
             except OSError as e:
                 problems.append(f"{path}: {e}")
         return problems

@@ -11,20 +11,24 @@ from collections.abc import Iterator
 
 import pytest
 
-from mosaic.cgroup_cohort import EvidenceUnavailable, find_cgroup2, read_events
+from mosaic.cgroup_cohort import Credentials, find_cgroup2
+
+# The cffi bindings and the cgroup2 primitives are this package's private mechanisms; testing them against
+# the real kernel is the point of this file.
 from mosaic.cgroup_cohort._cgroupfs import (
     O_DIR,
     cgroup_id,
     enumerate_members,
     has_feature,
+    read_events,
     remove_tree,
     wait_events,
     wait_tree,
     write_value,
 )
+from mosaic.cgroup_cohort._errors import EvidenceUnavailable
 from mosaic.cgroup_cohort._ffi import (
     CLONE_NEWCGROUP,
-    Credentials,
     clone_child,
     file_handle_id,
     spawn,

@@ -11,18 +11,20 @@ import json
 import os
 import select
 import shutil
+import subprocess
 import tempfile
 
-from mosaic.cgroup_cohort import MemberRef, ScopeLauncher, StopRequest, UserManager, force_stop, read_events
-from mosaic.cgroup_cohort.testing import alive, kill_member
+from mosaic.cgroup_cohort import ScopeLauncher, StopRequest, UserManager, force_stop
+from mosaic.cgroup_cohort.testing import alive, kill_member, populated
+from mosaic.safe_open import ProcessRef
 
 
-def _line(f, timeout: float = 30.0) -> dict:
+def _line(fd: int, timeout: float = 30.0) -> dict:
     buf = b""
     while not buf.endswith(b"\n"):
-        r, _, _ = select.select([f], [], [], timeout)
+        r, _, _ = select.select([fd], [], [], timeout)
         assert r, f"no line within {timeout}s"
-        chunk = os.read(f.fileno(), 1)
+        chunk = os.read(fd, 1)
         assert chunk, f"stream closed after {buf!r}"
         buf += chunk
     return json.loads(buf)
@@ -37,35 +39,57 @@ def test_K13_brief_design_same_uid_user_scope_escapes_and_K1_is_uncertain(
     manager = UserManager(user_manager.prefix())
     launcher = ScopeLauncher(manager, sockets, engine=None, cgroupns=True, shim_python="/usr/bin/python3",
                              shim_path=vendored_shim, shim_uid=engine_credentials.uid)
-    name = f"u{run_marker[:6]}"
-    unit_view = f"/sys/fs/cgroup/app.slice/mosaic-{name}.scope"
+    unit = f"cohort-claim-{os.urandom(16).hex()}.scope"
+    unit_view = f"/sys/fs/cgroup/app.slice/{unit}"
     spec = {"setsid_daemon": True, "term_ignorers": 1,
             "escape": [os.path.join(unit_view, "supervisor", "cgroup.procs")]}
-    handle = launcher.launch(name, ["/usr/bin/python3", os.path.join(stage, "misbehaving_tree.py"), json.dumps(spec)],
+    handle = launcher.launch(unit, ["/usr/bin/python3", os.path.join(stage, "misbehaving_tree.py"), json.dumps(spec)],
                              env={"PATH": "/usr/bin:/bin", "MOSAIC_COHORT_RUN": run_marker}, cwd=stage)
-    started = [handle.claim.engine]
+    started = [handle.ref.engine]
+    stdin_fd, stdout_fd = handle.take_stdio()
     try:
-        ready = _line(handle.stdout)
-        started += [MemberRef(m["pid"], m["startTime"]) for m in ready["members"]]
+        ready = _line(stdout_fd)
+        started += [ProcessRef(m["pid"], m["startTime"]) for m in ready["members"]]
         hello = handle.hello
         assert hello["engineUid"] == engine_credentials.uid and hello["engineUserns"] is True
         assert hello["invocationId"] and hello["invocationId"] == hello["invocationIdEnv"]
         assert hello["nsdelegate"] is False
         # The launch canary escaped: containment does not hold on this host for this design.
-        assert not handle.claim.containment.held
-        assert handle.claim.containment.attempts[-1][1] == "MOVED"
+        assert not handle.ref.containment.held
+        assert handle.ref.containment.attempts[-1][1] == "MOVED"
         (esc,) = [m for m in ready["members"] if m["role"] == "escaper"]
         assert esc["results"][-1][1] == "MOVED"
-        escaper = MemberRef(esc["pid"], esc["startTime"])
-        result = force_stop(handle.claim, StopRequest("stop-u", "pi-u", "exec-u", {"confirmation": "c"}),
+        escaper = ProcessRef(esc["pid"], esc["startTime"])
+        result = force_stop(handle.ref, StopRequest("stop-u", "pi-u", "exec-u", {"confirmation": "c"}),
                             manager=manager, grace=0.3)
         assert result.outcome.state == "uncertain" and result.proof is None
         assert result.outcome.reason == "containment-not-held"
-        engine_host = os.path.join(user_manager.cgroup, "app.slice", f"mosaic-{name}.scope", "engine")
-        assert read_events(engine_host).populated is False  # engine/ reads empty ...
+        engine_host = os.path.join(user_manager.cgroup, "app.slice", unit, "engine")
+        assert populated(engine_host) is False  # engine/ reads empty ...
         assert alive(escaper)  # ... and a member of the cohort is alive in supervisor/: stopped would be false
     finally:
         for m in started:
             kill_member(m)
+        os.close(stdin_fd)
+        os.close(stdout_fd)
         handle.release(force=True, timeout=15)
         shutil.rmtree(sockets, ignore_errors=True)
+
+
+def test_vendored_shim_boots_under_the_system_python(vendored_shim, tmp_path):
+    """The unprivileged shim runs /usr/bin/python3 (no cffi, no Mosaic of its own) on the vendored copy:
+    its whole import graph, mosaic.safe_open included, must resolve from that one directory. Without
+    safe_open in the copy it cannot start (so this would catch a vendoring that forgot it)."""
+    # The boot line is the launcher's private mechanism; checking it boots is the point here.
+    from mosaic.cgroup_cohort._launchers import _shim_boot  # noqa: PLC0415
+
+    def boot(root: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["/usr/bin/python3", *_shim_boot(root), "--help"], capture_output=True, text=True,
+                              env={}, cwd=tmp_path, timeout=60)
+
+    ok = boot(vendored_shim)
+    assert ok.returncode == 0 and "--engine-uid" in ok.stdout, ok.stderr
+    partial = tmp_path / "partial"
+    shutil.copytree(vendored_shim, partial, ignore=shutil.ignore_patterns("safe_open"))
+    missing = boot(str(partial))
+    assert missing.returncode != 0 and "mosaic.safe_open" in missing.stderr

@@ -1,80 +1,170 @@
 """mosaic.cgroup_cohort: launchers, the supervisor shim, freeze/kill force stop with cohort and boot proofs.
 
 The producer of seeds/003 §6 ("Stop, cohort proof and recovery", fixtures K1-K18) and of the seed
-README's src/cohort.mjs and src/shim.mjs. Depends on nothing Mosaic; cffi (ABI mode) for the syscalls.
+README's src/cohort.mjs and src/shim.mjs. Depends on mosaic.safe_open (the refusal base and the shared
+host, process and digest identities) and cffi (ABI mode) for the syscalls.
 
-    launcher = DirectCgroupLauncher(parent, socket_dir, engine=Credentials(uid, gid))   # or ScopeLauncher
-    handle = launcher.launch(name, engine_argv)           # engine born in engine/ (clone3)
-    record(handle.claim.to_dict())                        # into the writer claim, before relying on it
-    result = force_stop(handle.claim, StopRequest(...), verifier=registry)
-    result.outcome.state                                  # "stopped" (with result.proof) or "uncertain"
+    launcher: Launcher = DirectCgroupLauncher(parent, socket_dir, engine=Credentials(uid, gid))  # or Scope...
+    handle = launcher.launch(unit, engine_argv)     # unit: the name the writer claim recorded
+    stdin_w, stdout_r = handle.take_stdio()         # the engine link owns these now
+    record(handle.ref.to_dict())                    # into the writer claim, before relying on the engine
+    ...
+    ref = CohortRef.from_dict(stored)               # later, maybe in a fresh process
+    machine, executor = machine_for(ref, request), executor_for(ref, manager=manager)
+    while not isinstance(action := machine.action, Finish):
+        publish(machine.phase)                      # into the claim, between actions
+        machine.feed(executor.perform(action))      # blocking: run it in a thread
+    executor.close()
+    proof = build_cohort_proof(ref, request, action.outcome)   # when action.outcome.state == "stopped"
 """
 
-from ._cgroupfs import Cgroup2Mount, CgroupEvents, find_cgroup2, parse_events, parse_mountinfo, read_events
-from ._channel import ShimChannel
-from ._driver import StopResult, force_stop
-from ._errors import CODES, UNCERTAIN_REASONS, CohortRefusal, EvidenceUnavailable
+from ._cgroupfs import Cgroup2Mount, find_cgroup2
+from ._driver import StopExecutor, StopResult, executor_for, force_stop
+from ._errors import CODES, UNCERTAIN_REASONS, CohortRefusal
+from ._events import (
+    Acknowledged,
+    Action,
+    AwaitGrace,
+    CheckIdentity,
+    Collect,
+    Enumerate,
+    Enumerated,
+    Event,
+    Finish,
+    Freeze,
+    Frozen,
+    FrozenRechecked,
+    GraceEnded,
+    GroupObserved,
+    IdentityObserved,
+    IdentityUnavailable,
+    Kill,
+    Killed,
+    KillGroup,
+    ObserveGroup,
+    Reaped,
+    RecheckFrozen,
+    SendTerm,
+    StopEvidence,
+    StopOutcome,
+    TermSent,
+    Unavailable,
+)
 from ._ffi import Credentials
 from ._launchers import (
     CohortHandle,
     DirectCgroupLauncher,
+    Launcher,
     PgroupLauncher,
+    Presence,
     ScopeLauncher,
     UserManager,
-    unit_name_for,
 )
-from ._model import CohortClaim, Containment, Death, MemberRef, ObservedIdentity, StopRequest
-from ._proc import boot_id, machine_id, parse_stat, start_time
+from ._model import (
+    MAX_REF_BYTES,
+    CohortRef,
+    Containment,
+    Death,
+    LauncherKind,
+    ObservedIdentity,
+    StopRequest,
+    UnlaunchedCohort,
+)
+from ._proc import boot_time
 from ._proof import (
+    PROOF_SCHEMA,
     FixtureVerifier,
+    HostRelation,
     build_boot_proof,
     build_cohort_proof,
     classify_host,
     proof_digest,
     proof_json_schema,
 )
-from ._stop import PgroupStopMachine, StopEvidence, StopMachine, StopOutcome, check_identity
+from ._stop import (
+    PGROUP_TRANSITIONS,
+    STOP_TRANSITIONS,
+    PgPhase,
+    PgroupStopMachine,
+    Phase,
+    StopMachine,
+    check_identity,
+    machine_for,
+)
 
 __all__ = [
+    # refusals and the reasons a stop ends uncertain
     "CODES",
     "UNCERTAIN_REASONS",
-    "CgroupEvents",
-    "Cgroup2Mount",
-    "CohortClaim",
-    "CohortHandle",
     "CohortRefusal",
-    "Containment",
+    # launching
+    "Cgroup2Mount",
+    "CohortHandle",
     "Credentials",
-    "Death",
     "DirectCgroupLauncher",
-    "EvidenceUnavailable",
-    "FixtureVerifier",
-    "MemberRef",
-    "ObservedIdentity",
+    "Launcher",
     "PgroupLauncher",
-    "PgroupStopMachine",
+    "Presence",
     "ScopeLauncher",
-    "ShimChannel",
+    "UserManager",
+    "find_cgroup2",
+    # the cohort reference and the records around a stop
+    "MAX_REF_BYTES",
+    "CohortRef",
+    "Containment",
+    "Death",
+    "LauncherKind",
+    "ObservedIdentity",
+    "StopRequest",
+    "UnlaunchedCohort",
+    # the stop machines, their tables, actions, events and executors
+    "PGROUP_TRANSITIONS",
+    "STOP_TRANSITIONS",
+    "Acknowledged",
+    "Action",
+    "AwaitGrace",
+    "CheckIdentity",
+    "Collect",
+    "Enumerate",
+    "Enumerated",
+    "Event",
+    "Finish",
+    "Freeze",
+    "Frozen",
+    "FrozenRechecked",
+    "GraceEnded",
+    "GroupObserved",
+    "IdentityObserved",
+    "IdentityUnavailable",
+    "Kill",
+    "KillGroup",
+    "Killed",
+    "ObserveGroup",
+    "PgPhase",
+    "PgroupStopMachine",
+    "Phase",
+    "Reaped",
+    "RecheckFrozen",
+    "SendTerm",
     "StopEvidence",
+    "StopExecutor",
     "StopMachine",
     "StopOutcome",
-    "StopRequest",
     "StopResult",
-    "UserManager",
-    "boot_id",
+    "TermSent",
+    "Unavailable",
+    "check_identity",
+    "executor_for",
+    "force_stop",
+    "machine_for",
+    # proofs
+    "PROOF_SCHEMA",
+    "FixtureVerifier",
+    "HostRelation",
+    "boot_time",
     "build_boot_proof",
     "build_cohort_proof",
-    "check_identity",
     "classify_host",
-    "find_cgroup2",
-    "force_stop",
-    "machine_id",
-    "parse_events",
-    "parse_mountinfo",
-    "parse_stat",
     "proof_digest",
     "proof_json_schema",
-    "read_events",
-    "start_time",
-    "unit_name_for",
 ]

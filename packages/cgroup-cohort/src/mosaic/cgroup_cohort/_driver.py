@@ -1,8 +1,14 @@
-"""The I/O shell around the stop machines: performs each action and feeds back what it observed.
+"""The I/O shell around the stop machines: executors that perform each action and report what they saw.
 
-``force_stop`` never decides anything itself; every decision is in ``_stop.py``. It only moves requests to
-the shim (or, for the process-group fallback, to the kernel through pidfds) and turns every failure to
-observe into an ``Unavailable``/``IdentityUnavailable`` event, never into a value.
+Nothing here decides anything; every decision is in ``_stop.py``. An executor only moves requests to the
+shim (or, for the process-group fallback, to the kernel through pidfds) and turns every failure to
+observe into an ``Unavailable``/``IdentityUnavailable`` event, never into a value and never into an
+exception.
+
+A controller drives a stop itself: build the machine (``machine_for``) and the executor
+(``executor_for``), then repeatedly read ``machine.action``, publish ``machine.phase`` into its claim,
+``event = executor.perform(action)`` (blocking: run it in a thread) and ``machine.feed(event)``, until the
+action is a ``Finish``; then ``executor.close()``. ``force_stop`` is that loop.
 """
 
 from __future__ import annotations
@@ -13,16 +19,14 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+from mosaic.safe_open import ProcessRef, current_host, read_stat
 
 from . import _cgroupfs as cg
 from ._channel import ShimChannel
 from ._errors import CohortRefusal, EvidenceUnavailable
-from ._launchers import UserManager
-from ._model import CohortClaim, Containment, Death, MemberRef, ObservedIdentity, StopRequest
-from ._proc import boot_id, machine_id, read_stat
-from ._proof import FixtureVerifier, build_cohort_proof
-from ._stop import (
+from ._events import (
     Action,
     AwaitGrace,
     CheckIdentity,
@@ -42,20 +46,36 @@ from ._stop import (
     Killed,
     KillGroup,
     ObserveGroup,
-    PgroupStopMachine,
     Reaped,
     RecheckFrozen,
     SendTerm,
-    StopMachine,
     StopOutcome,
     TermSent,
     Unavailable,
 )
+from ._launchers import UserManager
+from ._model import CohortRef, Containment, Death, ObservedIdentity, StopRequest
+from ._proof import FixtureVerifier, build_cohort_proof
+from ._stop import PgroupStopMachine, StopMachine, machine_for
 
-__all__ = ["StopResult", "force_stop"]
+__all__ = ["StopExecutor", "StopResult", "executor_for", "force_stop"]
 
 Machine = StopMachine | PgroupStopMachine
 Hook = Callable[[Machine, Action], None]
+
+
+class StopExecutor(Protocol):
+    """Performs a stop machine's actions for one cohort reference.
+
+    ``perform(action)`` blocks for at most the action's own bound (plus I/O slack) and returns the event
+    it observed; it never raises for an unobservable world (that is an ``Unavailable`` or
+    ``IdentityUnavailable`` event) and raises TypeError only for an action its machine never asks for
+    (``Finish`` included). ``close()`` lets go of what it holds (the shim channel, pidfds); idempotent.
+    """
+
+    def perform(self, action: Action) -> Event: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -66,13 +86,16 @@ class StopResult:
     proof: dict[str, Any] | None
 
 
-def _members(raw: Any) -> tuple[MemberRef, ...]:
-    return tuple(MemberRef(int(p), int(s)) for p, s in raw)
+def _members(raw: Any) -> tuple[ProcessRef, ...]:
+    return tuple(ProcessRef(int(p), int(s)) for p, s in raw)
 
 
 class _ShimExecutor:
-    def __init__(self, claim: CohortClaim, manager: UserManager | None, io_slack: float) -> None:
-        self.claim = claim
+    """Scope or direct cohort: the identity from the manager, the cgroup and the shim's hello; every other
+    action through the shim's private channel."""
+
+    def __init__(self, ref: CohortRef, manager: UserManager | None, io_slack: float) -> None:
+        self.ref = ref
         self.manager = manager
         self.io_slack = io_slack
         self.ch: ShimChannel | None = None
@@ -80,6 +103,7 @@ class _ShimExecutor:
     def close(self) -> None:
         if self.ch is not None:
             self.ch.close()
+            self.ch = None
 
     def _call(self, op: str, wait: float = 0.0, **params: Any) -> dict[str, Any]:
         if self.ch is None:
@@ -90,54 +114,47 @@ class _ShimExecutor:
             raise EvidenceUnavailable("shim-gone", f"{op} refused: {e.message}") from e
 
     def identity(self) -> Event:
-        claim = self.claim
+        ref = self.ref
         try:
-            mid, bid = machine_id(), boot_id()
+            host = current_host()
         except (OSError, ValueError) as e:
             return IdentityUnavailable("identity-unavailable", f"host identity: {e}")
         invocation = None
         unit_id = None
         try:
-            if claim.kind == "scope":
+            if ref.kind == "scope":
                 if self.manager is None:
                     return IdentityUnavailable("identity-unavailable", "no manager access to read InvocationID")
-                invocation = self.manager.invocation_id(claim.unit)
+                invocation = self.manager._invocation_id(ref.unit)
                 if invocation is None:
                     # A collected scope is an absent observation, never an empty one (brief §6).
-                    return IdentityUnavailable("identity-unavailable", f"no loaded unit {claim.unit}")
+                    return IdentityUnavailable("identity-unavailable", f"no loaded unit {ref.unit}")
             else:
-                if claim.cgroup_path is None:
-                    return IdentityUnavailable("identity-unavailable", "claim records no cgroup path")
+                assert ref.cgroup_path is not None  # CohortRef: every direct reference has one
                 mount = cg.find_cgroup2()
-                unit_id = cg.cgroup_id(os.path.normpath(mount.mount_point + claim.cgroup_path))
-            if claim.socket_path is None:
-                return IdentityUnavailable("shim-gone", "claim records no shim socket")
-            self.ch = ShimChannel(claim.socket_path, timeout=30.0 + self.io_slack)
+                unit_id = cg.cgroup_id(os.path.normpath(mount.mount_point + ref.cgroup_path))
+            assert ref.socket_path is not None  # CohortRef: every scope or direct reference has one
+            self.close()  # a second identity check (a re-used executor) starts on a new connection
+            self.ch = ShimChannel(ref.socket_path, timeout=30.0 + self.io_slack)
             hello = self._call("hello")
         except EvidenceUnavailable as e:
             known = ("shim-gone", "identity-unavailable", "cgroup-unavailable")
             return IdentityUnavailable(e.reason if e.reason in known else "identity-unavailable", e.detail)
         try:
-            return self._observed(mid, bid, invocation, unit_id, hello)
+            return IdentityObserved(
+                ObservedIdentity(
+                    host=host,
+                    invocation_id=invocation,
+                    shim_invocation_id=hello.get("invocationId"),
+                    unit_cgroup_id=unit_id,
+                    shim_unit_cgroup_id=hello.get("unitCgroupId"),
+                    engine_cgroup_id=hello.get("engineCgroupIdNow"),
+                    containment=Containment.from_dict(hello["containment"]) if hello.get("containment") else None,
+                    features=tuple(hello.get("features", ())),
+                )
+            )
         except (KeyError, TypeError, ValueError) as e:
             return IdentityUnavailable("shim-gone", f"malformed hello: {e!r}")
-
-    @staticmethod
-    def _observed(mid: str, bid: str, invocation: str | None, unit_id: int | None,
-                  hello: dict[str, Any]) -> IdentityObserved:
-        return IdentityObserved(
-            ObservedIdentity(
-                machine_id=mid,
-                boot_id=bid,
-                invocation_id=invocation,
-                shim_invocation_id=hello.get("invocationId"),
-                unit_cgroup_id=unit_id,
-                shim_unit_cgroup_id=hello.get("unitCgroupId"),
-                engine_cgroup_id=hello.get("engineCgroupIdNow"),
-                containment=Containment.from_dict(hello["containment"]) if hello.get("containment") else None,
-                features=tuple(hello.get("features", ())),
-            )
-        )
 
     def perform(self, action: Action) -> Event:
         try:
@@ -173,42 +190,42 @@ class _ShimExecutor:
         except (KeyError, TypeError, ValueError) as e:
             # A reply without the fields asked for is no observation at all.
             return Unavailable("shim-gone", f"malformed reply to {type(action).__name__}: {e!r}")
-        raise TypeError(f"unexpected action {action!r}")
+        raise TypeError(f"a cgroup cohort's executor cannot perform {action!r}")
 
 
 class _PgroupExecutor:
     """Process-group fallback: finds the group's processes in /proc and signals them through pidfds."""
 
-    def __init__(self, claim: CohortClaim) -> None:
-        self.claim = claim
-        self.killed: list[tuple[MemberRef, int]] = []
+    def __init__(self, ref: CohortRef) -> None:
+        assert ref.pgid is not None  # CohortRef: every pgroup reference has one
+        self.ref = ref
+        self.pgid: int = ref.pgid
+        self.killed: list[tuple[ProcessRef, int]] = []
 
     def close(self) -> None:
         for _, fd in self.killed:
             os.close(fd)
         self.killed = []
 
-    def _group(self) -> list[MemberRef]:
-        pgid = self.claim.pgid
-        assert pgid is not None
-        leader = read_stat(pgid)
-        if leader is not None and leader.start_time != self.claim.engine.start_time:
+    def _group(self) -> list[ProcessRef]:
+        leader = read_stat(self.pgid)
+        if leader is not None and leader.start_time != self.ref.engine.start_time:
             return []  # the number now leads another group: nothing there is ours
-        found: list[MemberRef] = []
+        found: list[ProcessRef] = []
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
             try:
                 st = read_stat(int(name))
-            except OSError:
+            except (OSError, ValueError):
                 continue
-            if st is not None and st.pgid == pgid and st.state not in ("Z", "X"):
-                found.append(MemberRef(st.pid, st.start_time))
+            if st is not None and st.pgid == self.pgid and not st.dead:
+                found.append(st.ref)
         return sorted(found)
 
-    def _signal(self, members: list[MemberRef], sig: int, keep: bool) -> tuple[list[MemberRef], list[MemberRef]]:
-        done: list[MemberRef] = []
-        skipped: list[MemberRef] = []
+    def _signal(self, members: list[ProcessRef], sig: int, keep: bool) -> tuple[list[ProcessRef], list[ProcessRef]]:
+        done: list[ProcessRef] = []
+        skipped: list[ProcessRef] = []
         for m in members:
             try:
                 fd = os.pidfd_open(m.pid)
@@ -216,7 +233,7 @@ class _PgroupExecutor:
                 skipped.append(m)
                 continue
             st = read_stat(m.pid)
-            if st is None or st.start_time != m.start_time or st.pgid != self.claim.pgid:
+            if st is None or st.start_time != m.start_time or st.pgid != self.pgid:
                 os.close(fd)
                 skipped.append(m)
                 continue
@@ -246,7 +263,7 @@ class _PgroupExecutor:
     def perform(self, action: Action) -> Event:
         if isinstance(action, CheckIdentity):
             try:
-                return IdentityObserved(ObservedIdentity(machine_id(), boot_id()))
+                return IdentityObserved(ObservedIdentity(current_host()))
             except (OSError, ValueError) as e:
                 return IdentityUnavailable("identity-unavailable", str(e))
         if isinstance(action, SendTerm):
@@ -263,11 +280,24 @@ class _PgroupExecutor:
             self._wait_exit([fd for _, fd in self.killed], 5.0)
             self.close()
             return GroupObserved(tuple(self._group()))
-        raise TypeError(f"unexpected action {action!r}")
+        raise TypeError(f"a process group's executor cannot perform {action!r}")
+
+
+def executor_for(ref: CohortRef, *, manager: UserManager | None = None, io_slack: float = 15.0) -> StopExecutor:
+    """The executor that performs the stop actions for ``ref``: through its shim for a scope or direct
+    cohort, through /proc and pidfds for a process group.
+
+    ``manager`` reaches the user manager that owns a scope (its InvocationID is the epoch); without it a
+    scope's identity is unavailable and the stop ends uncertain with no signal. ``io_slack`` is added to
+    every action's own bound when waiting for the shim. Nothing is opened until the first action.
+    """
+    if ref.kind == "pgroup":
+        return _PgroupExecutor(ref)
+    return _ShimExecutor(ref, manager, io_slack)
 
 
 def force_stop(
-    claim: CohortClaim,
+    ref: CohortRef,
     request: StopRequest,
     *,
     manager: UserManager | None = None,
@@ -278,27 +308,22 @@ def force_stop(
     verifier: FixtureVerifier | None = None,
     on_action: Hook | None = None,
 ) -> StopResult:
-    """Run the brief's force-stop sequence for ``claim`` (seeds/003 §6 "Force stop") and return its result.
+    """Run the brief's force-stop sequence for ``ref`` (seeds/003 §6 "Force stop") and return its result.
 
-    Identity check, TERM through pidfds (each member checked to be still in engine/), a bounded grace,
-    freeze and frozen 1, enumeration, frozen 1 again, cgroup.kill, populated 0, deaths. ``stopped`` comes
-    with a cohortProof, registered with ``verifier`` when one is given (the trusted party here is the
-    caller that ran the stop). Anything unobservable ends ``uncertain``; nothing raises for it.
+    The convenience loop over ``machine_for`` and ``executor_for``: identity check, TERM through pidfds
+    (each member checked to be still in engine/), a bounded grace, freeze and frozen 1, enumeration,
+    frozen 1 again, cgroup.kill, populated 0, deaths. ``stopped`` comes with a cohortProof, registered
+    with ``verifier`` when one is given (the trusted party here is the caller that ran the stop). Anything
+    unobservable ends ``uncertain``; nothing raises for it.
 
-    ``on_action(machine, action)`` is called before each action is performed: the seam a controller
-    uses to publish the current phase (K10, K11) and tests use to inject events at an exact step.
-    A restart (K10) calls ``force_stop`` again with the same claim and request: it re-checks identity and
+    ``on_action(machine, action)`` is called before each action is performed: the seam tests use to inject
+    events at an exact step (a controller that publishes phases drives the machine itself). A restart
+    (K10, K11) calls ``force_stop`` again with the same reference and request: it re-checks identity and
     re-runs from TERM; nothing from the interrupted run is carried over.
     """
-    machine: Machine
-    executor: _ShimExecutor | _PgroupExecutor
-    if claim.kind == "pgroup":
-        machine = PgroupStopMachine(claim, request, grace=grace)
-        executor = _PgroupExecutor(claim)
-    else:
-        machine = StopMachine(claim, request, grace=grace, freeze_timeout=freeze_timeout,
-                              kill_timeout=kill_timeout, collect_timeout=collect_timeout)
-        executor = _ShimExecutor(claim, manager, io_slack=15.0)
+    machine = machine_for(ref, request, grace=grace, freeze_timeout=freeze_timeout, kill_timeout=kill_timeout,
+                          collect_timeout=collect_timeout)
+    executor = executor_for(ref, manager=manager)
     try:
         action = machine.action
         while not isinstance(action, Finish):
@@ -313,7 +338,7 @@ def force_stop(
     outcome = action.outcome
     proof = None
     if outcome.state == "stopped":
-        proof = build_cohort_proof(claim, request, outcome)
+        proof = build_cohort_proof(ref, request, outcome)
         if verifier is not None:
             verifier.register(proof)
     return StopResult(outcome, proof)

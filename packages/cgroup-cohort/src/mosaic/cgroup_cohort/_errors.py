@@ -1,7 +1,8 @@
-"""The package's refusal value and its one code table, plus the reasons a stop ends uncertain.
+"""The package's refusal class and its one code table, plus the reasons a stop ends uncertain.
 
-cgroup-cohort must not depend on safe-open (DESIGN.md layer table), so it defines its own small refusal
-type with the same three fields as ``mosaic.safe_open.Refusal``: code, reconcile, message.
+``CohortRefusal`` subclasses ``mosaic.safe_open.Refusal``, the base of every Mosaic refusal (DESIGN.md
+principle 2): one refusal family, so the controller reports a launcher's refusal the way it reports a claim's
+or a reader's (code, reconcile, message, ``to_dict()``; refusals compare by value).
 
 Two tables, kept apart on purpose (DESIGN.md principle 2, "unavailable is not empty"):
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import ClassVar
+
+from mosaic.safe_open import Refusal
 
 __all__ = ["CODES", "UNCERTAIN_REASONS", "CohortRefusal", "EvidenceUnavailable"]
 
@@ -57,31 +60,22 @@ UNCERTAIN_REASONS: Mapping[str, str] = MappingProxyType(
 )
 
 
-class CohortRefusal(Exception):
-    """A refusal with a code from ``CODES``, its reconcile flag and a human message.
+class CohortRefusal(Refusal):
+    """A refusal of this package: a code from ``CODES``, its reconcile flag and a human message.
 
-    Raised by launchers, the proof builders and the verifier. ``reconcile`` defaults to the table's flag.
-    An unknown code is a programming error (ValueError), not a refusal.
+    Raised by the launchers, the proof builders and the verifier; the operation was not done. ``reconcile``
+    defaults to the table's flag. An unknown code is a programming error (ValueError), not a refusal.
     """
 
     CODES: ClassVar[Mapping[str, bool]] = CODES
-
-    def __init__(self, code: str, message: str, *, reconcile: bool | None = None) -> None:
-        if code not in self.CODES:
-            raise ValueError(f"unknown cgroup-cohort refusal code {code!r}")
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.reconcile = self.CODES[code] if reconcile is None else reconcile
-        self.message = message
-
-    def to_dict(self) -> dict[str, object]:
-        return {"code": self.code, "reconcile": self.reconcile, "message": self.message}
 
 
 class EvidenceUnavailable(Exception):
     """An observation could not be made. Never to be read as "empty" or "gone" (brief §6).
 
-    ``reason`` is a key of ``UNCERTAIN_REASONS``.
+    Internal to this package and not a refusal: the stop executors turn it into an ``Unavailable`` event
+    (the stop then ends ``uncertain`` with ``reason``), ``presence`` into ``"unavailable"``. ``reason`` is a
+    key of ``UNCERTAIN_REASONS``; an unknown one is a programming error (ValueError).
     """
 
     def __init__(self, reason: str, detail: str) -> None:

@@ -1,14 +1,19 @@
 """Launchers: a systemd user scope, a direct delegated cgroup2 directory, and the process-group fallback.
 
-Each launch returns a ``CohortHandle`` whose ``claim`` (a ``CohortClaim``) is what a controller records
-in its writer claim before it relies on the engine, and what ``force_stop`` needs later, also after a
-restart (K10). The engine's stdin and stdout are pipes the caller owns (the controller's engine link).
+All three satisfy ``Launcher``: a controller holds one without knowing which it has. Each ``launch`` takes
+the unit name the writer claim recorded before anything was spawned (seeds/003 §2 "Fields", "Lifecycle"
+step 2; ``mosaic.writer_claim.unit_name_for`` derives it) and returns a ``CohortHandle`` whose ``ref`` (a
+``CohortRef``) is what the controller records in the claim before it relies on the engine, and what the
+force stop needs later, also after a restart (K10). ``presence(unit)`` answers the restart question "is
+a unit (or cgroup) of that name there now?" (§2 "Restart"), with ``unavailable`` never read as ``absent``
+(§6 "Unavailable is not empty").
 
-* ``ScopeLauncher``: ``systemd-run --user --scope -p Delegate=yes --unit=<from the claim ID>`` running the
+* ``ScopeLauncher``: ``systemd-run --user --scope -p Delegate=yes --unit=<the recorded name>`` running the
   shim. A unit name is busy for tens of milliseconds after its previous scope ends (facts §6: 17-52 ms);
   the launcher retries with a bounded backoff and refuses ``unit-busy`` after that.
 * ``DirectCgroupLauncher``: the same shim on a cgroup the launcher creates under a delegated cgroup2
-  directory, for hosts with no systemd (containers, CI). The shim is itself born in that cgroup (clone3).
+  directory, named by the recorded unit name, for hosts with no systemd (containers, CI). The shim is
+  itself born in that cgroup (clone3).
 * ``PgroupLauncher``: the engine as a process-group leader. Its force stop always ends ``uncertain`` (K2).
 """
 
@@ -16,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import selectors
 import stat as _stat
@@ -24,34 +28,58 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+import mosaic.safe_open
+from mosaic.safe_open import HostIdentity, ProcessRef, current_host
 
 from . import _cgroupfs as cg
 from ._channel import ShimChannel
 from ._errors import CohortRefusal, EvidenceUnavailable
 from ._ffi import Credentials, Spawned, pidfd_open, spawn
-from ._model import CohortClaim, Containment, MemberRef
-from ._proc import boot_id, machine_id, start_time
+from ._model import SOCKET_PATH_MAX, CohortRef, Containment, LauncherKind, check_unit
+from ._proc import start_time
 
 __all__ = [
     "CohortHandle",
     "DirectCgroupLauncher",
+    "Launcher",
     "PgroupLauncher",
+    "Presence",
     "ScopeLauncher",
     "UserManager",
-    "unit_name_for",
 ]
 
-_CLAIM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+Presence = Literal["absent", "present", "unavailable"]
 
 
-def unit_name_for(claim_id: str) -> str:
-    """The scope unit name derived from a claim ID (seeds/003 §2: recorded before anything is spawned)."""
-    if not _CLAIM_ID.match(claim_id):
-        raise CohortRefusal("configuration", f"claim ID {claim_id!r} cannot name a unit")
-    return f"mosaic-{claim_id}.scope"
+@runtime_checkable
+class Launcher(Protocol):
+    """What the controller holds: one of the three launchers, used without knowing which.
+
+    ``kind`` is the ``CohortRef.kind`` its references carry. ``launch`` starts the engine under the unit
+    name the claim recorded and returns the handle (refusing ``configuration`` for a name that is not a
+    scope unit name, ``unit-busy`` or ``launch-failed``); ``presence`` says whether a unit or cgroup of
+    that name is there now: ``"absent"``, ``"present"``, or ``"unavailable"`` when it cannot be told
+    (any error reading; never reported as absent). The process-group fallback has nothing to look up by
+    name, so its answer is always ``"unavailable"``.
+    """
+
+    @property
+    def kind(self) -> LauncherKind: ...
+
+    def launch(
+        self,
+        unit: str,
+        engine_argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stderr: int | None = None,
+    ) -> CohortHandle: ...
+
+    def presence(self, unit: str) -> Presence: ...
 
 
 def _check_socket_dir(path: str, owner: int | None = None) -> str:
@@ -67,11 +95,21 @@ def _check_socket_dir(path: str, owner: int | None = None) -> str:
     return os.path.realpath(path)
 
 
+def _socket_path(socket_dir: str, unit: str) -> str:
+    """``<socket_dir>/<unit>.sock``; refuses ``configuration`` when it does not fit in sun_path (unix(7))."""
+    path = os.path.join(socket_dir, f"{unit}.sock")
+    if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+        raise CohortRefusal("configuration", f"socket path {path!r} is longer than {SOCKET_PATH_MAX} bytes; "
+                                             "use a shorter socket directory")
+    return path
+
+
 class UserManager:
     """How to reach a systemd user manager: an argv prefix for its clients (empty in a real session).
 
     The CI sandbox supplies a prefix that moves the client into the delegated tree and enters the
-    manager's namespaces (facts §2.1, §7.4).
+    manager's namespaces (facts §2.1, §7.4). Its readers raise the package's internal EvidenceUnavailable;
+    the launchers and executors turn that into ``unavailable`` answers.
     """
 
     def __init__(self, prefix: Sequence[str] = (), *, systemctl: str = "systemctl",
@@ -80,7 +118,7 @@ class UserManager:
         self.systemctl = systemctl
         self.systemd_run = systemd_run
 
-    def show(self, unit: str, props: Sequence[str]) -> dict[str, str]:
+    def _show(self, unit: str, props: Sequence[str]) -> dict[str, str]:
         """``systemctl --user show`` of ``unit``. Raises EvidenceUnavailable when the manager cannot answer."""
         argv = [*self.prefix, self.systemctl, "--user", "show"]
         for p in props:
@@ -100,28 +138,64 @@ class UserManager:
                 out[k] = v
         return out
 
-    def invocation_id(self, unit: str) -> str | None:
-        """The unit's current InvocationID, or None when no unit of that name is loaded and active."""
-        props = self.show(unit, ["InvocationID", "LoadState", "ActiveState"])
+    def _invocation_id(self, unit: str) -> str | None:
+        """The unit's current InvocationID, or None when no unit of that name is loaded and active.
+
+        Raises EvidenceUnavailable when the manager cannot answer.
+        """
+        props = self._show(unit, ["InvocationID", "LoadState", "ActiveState"])
         value = props.get("InvocationID", "")
         if props.get("LoadState") != "loaded" or not value:
             return None
         return value
 
+    def _presence(self, unit: str) -> Presence:
+        """Whether the manager knows a unit of this name (its LoadState). Never raises."""
+        try:
+            load = self._show(unit, ["LoadState"]).get("LoadState")
+        except EvidenceUnavailable:
+            return "unavailable"
+        if load == "not-found":
+            return "absent"
+        # Any other state holds the name (a failed scope stays "loaded" until collected, facts §2.4). An
+        # empty or missing answer is no answer at all.
+        if load in ("loaded", "stub", "merged", "masked", "error", "bad-setting"):
+            return "present"
+        return "unavailable"
 
-@dataclass
+
 class CohortHandle:
-    """One launched cohort: the claim to record, the engine's stdio, and the launcher-side process."""
+    """One launched cohort: the reference to record, the engine's stdio, and the launcher-side process.
 
-    claim: CohortClaim
-    hello: Mapping[str, Any]
-    stdin: IO[bytes] | None
-    stdout: IO[bytes] | None
-    launcher: str
-    _popen: subprocess.Popen[bytes] | None = None
-    _spawned: Spawned | None = None
-    _unit_dir: str | None = None
-    _closed: bool = field(default=False)
+    Made by the launchers. The handle owns the engine's stdin write end and stdout read end (raw fds)
+    until ``take_stdio()`` hands them over, exactly once, to the caller (the controller's engine link):
+    after that ``close()`` and ``release()`` never close them. Never taken, ``close()`` closes them. Each
+    descriptor is therefore closed exactly once, by whoever owns it.
+    """
+
+    def __init__(
+        self,
+        ref: CohortRef,
+        hello: Mapping[str, Any],
+        stdin_w: int,
+        stdout_r: int,
+        *,
+        popen: subprocess.Popen[bytes] | None = None,
+        spawned: Spawned | None = None,
+        unit_dir: str | None = None,
+    ) -> None:
+        self.ref = ref
+        self.hello = hello
+        self._stdin_w: int | None = stdin_w
+        self._stdout_r: int | None = stdout_r
+        self._taken = False
+        self._popen = popen
+        self._spawned = spawned
+        self._unit_dir = unit_dir
+
+    @property
+    def kind(self) -> LauncherKind:
+        return self.ref.kind
 
     @property
     def pid(self) -> int:
@@ -131,13 +205,27 @@ class CohortHandle:
         assert self._spawned is not None
         return self._spawned.pid
 
-    def channel(self, timeout: float = 30.0) -> ShimChannel:
-        if self.claim.socket_path is None:
+    def take_stdio(self) -> tuple[int, int]:
+        """Hand over (engine stdin write fd, engine stdout read fd); the caller owns and closes them.
+
+        Raises RuntimeError on a second call, or after ``close()`` closed them (they are gone).
+        """
+        if self._taken:
+            raise RuntimeError("the engine's stdio was already taken")
+        if self._stdin_w is None or self._stdout_r is None:
+            raise RuntimeError("the engine's stdio was closed with the handle")
+        fds = (self._stdin_w, self._stdout_r)
+        self._taken = True
+        self._stdin_w = self._stdout_r = None
+        return fds
+
+    def _channel(self, timeout: float = 30.0) -> ShimChannel:
+        if self.ref.socket_path is None:
             raise CohortRefusal("configuration", "the process-group fallback has no shim")
-        return ShimChannel(self.claim.socket_path, timeout=timeout)
+        return ShimChannel(self.ref.socket_path, timeout=timeout)
 
     def wait(self, timeout: float | None = None) -> int | None:
-        """Reap the launcher's child (shim or engine); returns its status or None if still running."""
+        """Reap the launcher's child (shim or engine); returns its exit code or None if still running."""
         if self._popen is not None:
             try:
                 return self._popen.wait(timeout)
@@ -157,27 +245,31 @@ class CohortHandle:
         return os.waitstatus_to_exitcode(status)
 
     def release(self, *, timeout: float = 15.0, force: bool = False) -> None:
-        """Tell the shim to exit (refused while engine/ is populated unless ``force``), wait for it, and
-        (direct launcher) remove the cgroup it created. For a pgroup handle, reap the engine."""
-        if self.claim.kind != "pgroup":
+        """``close()`` (the engine's stdio, unless taken), tell the shim to exit, wait for it, and (direct
+        launcher) remove the cgroup it created. For a pgroup handle, reap the engine if it exits within
+        ``timeout`` (closing its stdin is how a cooperative engine is asked to).
+
+        The shim refuses (``shim-refused``) while engine/ is populated unless ``force``; a shim that is
+        already gone is fine. Raises TimeoutError when the shim does not exit within ``timeout``.
+        """
+        self.close()
+        if self.ref.kind != "pgroup":
             try:
-                with self.channel() as ch:
+                with self._channel() as ch:
                     ch.call("release", force=force)
             except EvidenceUnavailable:
                 pass  # the shim is gone already
-        if self.wait(timeout) is None and self.claim.kind != "pgroup":
-            raise TimeoutError(f"the shim of {self.claim.unit} did not exit within {timeout}s")
+        if self.wait(timeout) is None and self.ref.kind != "pgroup":
+            raise TimeoutError(f"the shim of {self.ref.unit} did not exit within {timeout}s")
         if self._unit_dir is not None:
             cg.remove_tree(self._unit_dir)
-        self.close()
 
     def close(self) -> None:
-        for f in (self.stdin, self.stdout):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass
+        """Close the engine's stdio unless it was taken; idempotent (each fd is closed at most once)."""
+        for fd in (self._stdin_w, self._stdout_r):
+            if fd is not None:
+                os.close(fd)
+        self._stdin_w = self._stdout_r = None
 
 
 def _read_status(status_r: int, diag_r: int, proc_fd: int, timeout: float) -> tuple[dict[str, Any] | None, str]:
@@ -235,26 +327,36 @@ def _drain(fd: int) -> bytes:
     return out
 
 
-# The shim imports exactly the code this launcher runs: the directory holding this ``mosaic`` package goes
-# first on its path, and -I keeps every PYTHON* variable and the user site out of a process that may run
-# as root. (``python -m mosaic.cgroup_cohort.shim`` is the same entry point for a manual start.)
-_PKG_ROOT = str(Path(__file__).resolve().parents[2])
-_SHIM_BOOT = (
-    "-I",
-    "-c",
-    "import sys; sys.path.insert(0, sys.argv.pop(1)); from mosaic.cgroup_cohort._shim import main; "
-    "sys.exit(main())",
-    _PKG_ROOT,
-)
+def _package_root(module_file: str) -> str:
+    """The directory holding the ``mosaic`` directory a module file sits in (``.../mosaic/<pkg>/x.py``)."""
+    return str(Path(module_file).resolve().parents[2])
+
+
+# The shim imports exactly the code this launcher runs: the directories holding this package and
+# mosaic.safe_open (its bottom layer: the refusal base and the shared identities) go first on its path, and
+# -I keeps every PYTHON* variable and the user site out of a process that may run as root. In an installed
+# environment both are the same site-packages directory; in an editable or source layout they differ, and
+# the namespace package ``mosaic`` is assembled from both (PEP 420). (``python -m mosaic.cgroup_cohort.shim``
+# is the same entry point for a manual start.)
+SHIM_ROOTS: tuple[str, ...] = tuple(dict.fromkeys((_package_root(__file__),
+                                                   _package_root(mosaic.safe_open.__file__ or ""))))
+_SHIM_CODE = ("import os, sys; sys.path[:0] = sys.argv.pop(1).split(os.pathsep); "
+              "from mosaic.cgroup_cohort._shim import main; sys.exit(main())")
+
+
+def _shim_boot(shim_path: str | None) -> list[str]:
+    """The interpreter arguments that start the shim from ``shim_path`` (one directory holding both
+    packages, e.g. a vendored copy) or, by default, from the launcher's own package roots."""
+    roots = os.pathsep.join(SHIM_ROOTS) if shim_path is None else shim_path
+    return ["-I", "-c", _SHIM_CODE, roots]
 
 
 def _shim_args(
-    *, mode: str, shim_path: str | None = None, unit: str, socket_path: str, nonce: str, status_fd: int, stderr_fd: int,
-    credentials: Credentials | None, env: Mapping[str, str] | None, cwd: str | None, cgroupns: bool,
-    log: str | None, systemctl: str | None, engine_argv: Sequence[str],
+    *, mode: str, shim_path: str | None = None, unit: str, socket_path: str, nonce: str, status_fd: int,
+    stderr_fd: int, credentials: Credentials | None, env: Mapping[str, str] | None, cwd: str | None,
+    cgroupns: bool, log: str | None, systemctl: str | None, engine_argv: Sequence[str],
 ) -> list[str]:
-    boot = list(_SHIM_BOOT) if shim_path is None else [*_SHIM_BOOT[:-1], shim_path]
-    args = [*boot, "--mode", mode, "--unit", unit, "--socket", socket_path,
+    args = [*_shim_boot(shim_path), "--mode", mode, "--unit", unit, "--socket", socket_path,
             "--nonce", nonce, "--status-fd", str(status_fd), "--engine-stderr-fd", str(stderr_fd)]
     if credentials is not None:
         args += ["--engine-uid", str(credentials.uid), "--engine-gid", str(credentials.gid)]
@@ -271,21 +373,23 @@ def _shim_args(
     return [*args, "--", *engine_argv]
 
 
-def _claim_from_hello(kind: str, claim_id: str, hello: Mapping[str, Any], socket_path: str,
-                      cgroup_path: str) -> CohortClaim:
-    return CohortClaim(
-        kind="scope" if kind == "scope" else "direct",
-        claim_id=claim_id,
-        unit=str(hello["unit"]),
-        machine_id=str(hello["machineId"]),
-        boot_id=str(hello["bootId"]),
-        engine=MemberRef.from_dict(hello["engine"]),
+def _ref_from_hello(kind: LauncherKind, unit: str, hello: Mapping[str, Any], socket_path: str,
+                    cgroup_path: str) -> CohortRef:
+    """The reference a shim's hello describes. Raises KeyError, TypeError or ValueError for a hello that
+    does not describe a complete cohort (the launch then fails and is undone)."""
+    if hello.get("unit") != unit:
+        raise ValueError(f"the shim reports unit {hello.get('unit')!r}, not {unit!r}")
+    return CohortRef(
+        kind=kind,
+        unit=unit,
+        host=HostIdentity(hello["machineId"], hello["bootId"]),
+        engine=ProcessRef.from_dict(hello["engine"]),
         socket_path=socket_path,
-        invocation_id=hello.get("invocationId"),
+        invocation_id=hello.get("invocationId") if kind == "scope" else None,
         cgroup_path=cgroup_path,
-        unit_cgroup_id=int(hello["unitCgroupId"]),
-        engine_cgroup_id=int(hello["engineCgroupId"]),
-        shim=MemberRef.from_dict(hello["shim"]),
+        unit_cgroup_id=hello["unitCgroupId"],
+        engine_cgroup_id=hello["engineCgroupId"],
+        shim=ProcessRef.from_dict(hello["shim"]),
         containment=Containment.from_dict(hello["containment"]),
         features=tuple(hello.get("features", ())),
     )
@@ -324,16 +428,26 @@ class _Pipes:
             os.close(fd)
 
     def close_all(self) -> None:
+        """Close the launcher's ends (after a failed launch)."""
         for fd in (self.stdin_w, self.stdout_r, self.status_r, self.diag_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            os.close(fd)
 
-    def parent_ends(self) -> tuple[IO[bytes], IO[bytes]]:
+    def parent_ends(self) -> tuple[int, int]:
+        """Close the status and diagnostics ends; return (engine stdin write fd, engine stdout read fd)."""
         os.close(self.status_r)
         os.close(self.diag_r)
-        return os.fdopen(self.stdin_w, "wb", buffering=0), os.fdopen(self.stdout_r, "rb", buffering=0)
+        return self.stdin_w, self.stdout_r
+
+
+def _abort_shim(socket_path: str) -> None:
+    """Best effort after a launch that cannot be completed: freeze, kill and release whatever the shim runs."""
+    try:
+        with ShimChannel(socket_path, timeout=30.0) as ch:
+            ch.call("freeze", timeout=5)
+            ch.call("kill", timeout=10)
+            ch.call("release", force=True)
+    except (EvidenceUnavailable, CohortRefusal):
+        pass
 
 
 class _ShimLauncher:
@@ -365,14 +479,17 @@ class _ShimLauncher:
 class ScopeLauncher(_ShimLauncher):
     """Launch the shim as the first process of a delegated systemd user scope (seeds/000 src/cohort.mjs).
 
-    ``shim_python`` and ``shim_path`` (the directory holding the ``mosaic`` package, with cffi importable)
-    choose the interpreter and code the shim runs; by default the launcher's own. ``shim_uid`` is the uid
-    the shim runs as (the manager's user), which must own the private socket directory.
+    ``shim_python`` and ``shim_path`` (one directory holding the ``mosaic`` package with both
+    ``cgroup_cohort`` and ``safe_open`` in it, and cffi importable) choose the interpreter and code the
+    shim runs; by default the launcher's own. ``shim_uid`` is the uid the shim runs as (the manager's
+    user), which must own the private socket directory.
 
     ``engine`` credentials give the engine a uid that owns no ancestor of engine/ (facts §4.4): the only
     kernel-enforced K13 boundary on a host without nsdelegate. Without them the engine runs as the scope
     owner, the canary escapes, and every stop of that cohort ends ``uncertain`` (K1, K13).
     """
+
+    kind: Literal["scope"] = "scope"
 
     def __init__(
         self,
@@ -397,24 +514,34 @@ class ScopeLauncher(_ShimLauncher):
         self.name_reuse_timeout = name_reuse_timeout
         self.busy_retries = 0  # how many "already loaded" retries the last launch needed
 
+    def presence(self, unit: str) -> Presence:
+        """The manager's LoadState for ``unit``: ``not-found`` is absent, any loaded state present, and
+        anything else (manager unreachable, systemctl failing, no answer) unavailable. Refuses
+        ``configuration`` for a name that is not a scope unit name."""
+        return self.manager._presence(check_unit(unit))
+
     def launch(
         self,
-        claim_id: str,
+        unit: str,
         engine_argv: Sequence[str],
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stderr: int | None = None,
     ) -> CohortHandle:
-        """Start the engine in a new scope named from ``claim_id``. Refuses ``unit-busy`` when the name
-        stays loaded past the reuse bound, ``launch-failed`` when the shim does not report a hello."""
-        unit = unit_name_for(claim_id)
-        socket_path = os.path.join(self.socket_dir, f"{unit}.sock")
+        """Start the engine in a new scope named ``unit`` (the name the claim recorded).
+
+        Refuses ``configuration`` for a name that is not a scope unit name (or whose socket path is too
+        long), ``unit-busy`` when the name stays loaded past the reuse bound, and ``launch-failed`` when
+        the shim does not report a hello; in each case nothing runs under the name afterwards.
+        """
+        unit = check_unit(unit)
+        socket_path = _socket_path(self.socket_dir, unit)
         deadline = time.monotonic() + self.name_reuse_timeout
         backoff = 0.005
         self.busy_retries = 0
         while True:
-            handle, diag = self._try(claim_id, unit, socket_path, engine_argv, env, cwd, stderr)
+            handle, diag = self._try(unit, socket_path, engine_argv, env, cwd, stderr)
             if handle is not None:
                 return handle
             busy = "already loaded" in diag or "already exists" in diag or "Unit busy" in diag or (
@@ -431,7 +558,7 @@ class ScopeLauncher(_ShimLauncher):
             backoff = min(backoff * 2, 0.2)
 
     def _try(
-        self, claim_id: str, unit: str, socket_path: str, engine_argv: Sequence[str],
+        self, unit: str, socket_path: str, engine_argv: Sequence[str],
         env: Mapping[str, str] | None, cwd: str | None, stderr: int | None,
     ) -> tuple[CohortHandle | None, str]:
         pipes = _Pipes()
@@ -468,48 +595,76 @@ class ScopeLauncher(_ShimLauncher):
         finally:
             os.close(proc_fd)
         hello = _hello_of(status, nonce)
-        if hello is None:
-            pipes.close_all()
+        ref: CohortRef | None = None
+        if hello is not None:
+            # The shim read the InvocationID from the manager; read it again independently (brief §6).
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                inv = self.manager._invocation_id(unit)
+            except EvidenceUnavailable:
+                inv = None
+            try:
+                ref = _ref_from_hello("scope", unit, hello, socket_path, str(hello["cgroupPath"]))
+                if inv != ref.invocation_id:
+                    raise ValueError(f"manager says invocation {inv}, shim {ref.invocation_id}")
+            except (KeyError, TypeError, ValueError) as e:
+                _abort_shim(socket_path)
+                pipes.close_all()
+                _reap(proc)
+                raise CohortRefusal("launch-failed", f"{unit}: {e}") from e
+        if ref is None or hello is None:
+            pipes.close_all()
+            _reap(proc)
             return None, diag + _status_error(status)
-        # The shim read the InvocationID from the manager; read it again independently (brief §6).
-        try:
-            inv = self.manager.invocation_id(unit)
-        except EvidenceUnavailable:
-            inv = None
-        stdin, stdout = pipes.parent_ends()
-        handle = CohortHandle(_claim_from_hello("scope", claim_id, hello, socket_path, str(hello["cgroupPath"])),
-                              hello, stdin, stdout, "scope", _popen=proc)
-        if inv != hello.get("invocationId"):
-            _abort(handle)
-            raise CohortRefusal("launch-failed", f"{unit}: manager says invocation {inv}, shim "
-                                                 f"{hello.get('invocationId')}")
-        return handle, ""
+        stdin_w, stdout_r = pipes.parent_ends()
+        return CohortHandle(ref, hello, stdin_w, stdout_r, popen=proc), ""
 
 
-def _abort(handle: CohortHandle) -> None:
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Wait (bounded) for a systemd-run (or the shim it became) that should be exiting; kill it if not."""
     try:
-        with handle.channel() as ch:
-            ch.call("freeze", timeout=5)
-            ch.call("kill", timeout=10)
-            ch.call("release", force=True)
-    except (EvidenceUnavailable, CohortRefusal):
-        pass
-    handle.wait(10)
-    handle.close()
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _dir_presence(parent: str, name: str) -> Presence:
+    """Whether the directory ``parent/name`` exists: absent only on ENOENT from a parent that is still the
+    directory at that path; any other error, or a non-directory, is unavailable. Never raises."""
+    try:
+        parent_fd = os.open(parent, cg.O_DIR)
+    except OSError:
+        return "unavailable"
+    try:
+        try:
+            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            # ENOENT from a parent that was removed (or replaced) says nothing about the name under the
+            # parent path: only a parent still linked at that path makes this an absent observation.
+            try:
+                same = os.path.samestat(os.fstat(parent_fd), os.stat(parent, follow_symlinks=False))
+            except OSError:
+                return "unavailable"
+            return "absent" if same else "unavailable"
+        except OSError:
+            return "unavailable"
+        return "present" if _stat.S_ISDIR(st.st_mode) else "unavailable"
+    finally:
+        os.close(parent_fd)
 
 
 class DirectCgroupLauncher(_ShimLauncher):
     """The shim on a cgroup2 directory this launcher creates under ``parent``, with no systemd.
 
     ``parent`` must be a directory of the cgroup2 mount that the launcher may write (root, or a
-    delegated subtree). Membership epoch: (machine id, boot id, cgroup path, cgroup id) (facts §5).
-    For the K13 boundary, ``parent`` and everything above it must not be owned by the engine's uid.
+    delegated subtree). The cgroup it creates is ``parent/<unit>``, named by the unit name the claim
+    recorded. Membership epoch: (machine id, boot id, cgroup path, cgroup id) (facts §5). For the K13
+    boundary, ``parent`` and everything above it must not be owned by the engine's uid. Refuses
+    ``configuration`` for a parent outside the cgroup2 mount (or no cgroup2 mount) and a socket directory
+    that is not private.
     """
+
+    kind: Literal["direct"] = "direct"
 
     def __init__(
         self,
@@ -522,7 +677,10 @@ class DirectCgroupLauncher(_ShimLauncher):
         start_timeout: float = 30.0,
         log_dir: str | None = None,
     ) -> None:
-        mount = cg.find_cgroup2()
+        try:
+            mount = cg.find_cgroup2()
+        except EvidenceUnavailable as e:
+            raise CohortRefusal("configuration", f"no cgroup2 mount: {e.detail}") from e
         real = os.path.realpath(parent)
         if not (real == mount.mount_point or real.startswith(mount.mount_point + "/")):
             raise CohortRefusal("configuration", f"{parent!r} is not inside the cgroup2 mount {mount.mount_point}")
@@ -533,36 +691,43 @@ class DirectCgroupLauncher(_ShimLauncher):
         super().__init__(socket_dir, shim_uid=None, engine=engine, cgroupns=cgroupns,
                          shim_python=shim_python, start_timeout=start_timeout, log_dir=log_dir)
 
+    def presence(self, unit: str) -> Presence:
+        """Whether the cgroup ``parent/<unit>`` exists now (see ``Launcher.presence``). Refuses
+        ``configuration`` for a name that is not a scope unit name."""
+        return _dir_presence(self.parent, check_unit(unit))
+
     def launch(
         self,
-        name: str,
+        unit: str,
         engine_argv: Sequence[str],
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stderr: int | None = None,
     ) -> CohortHandle:
-        """Create ``parent/name``, start the shim inside it (clone3, no window) and the engine in engine/.
+        """Create ``parent/<unit>``, start the shim inside it (clone3, no window) and the engine in engine/.
 
-        Refuses ``unit-busy`` if the cgroup exists and ``launch-failed`` if the shim does not come up
-        (the cgroup is then removed again).
+        Refuses ``configuration`` for a name that is not a scope unit name (or whose socket path is too
+        long), ``unit-busy`` if the cgroup exists, and ``launch-failed`` if the shim does not come up (the
+        cgroup is then removed again).
         """
-        if not _CLAIM_ID.match(name.removeprefix("mosaic-")) or "/" in name:
-            raise CohortRefusal("configuration", f"cgroup name {name!r}")
-        unit_dir = os.path.join(self.parent, name)
+        unit = check_unit(unit)
+        socket_path = _socket_path(self.socket_dir, unit)
+        unit_dir = os.path.join(self.parent, unit)
         try:
             os.mkdir(unit_dir, 0o755)
         except FileExistsError as e:
             raise CohortRefusal("unit-busy", f"{unit_dir} exists") from e
-        socket_path = os.path.join(self.socket_dir, f"{name}.sock")
+        except OSError as e:
+            raise CohortRefusal("launch-failed", f"cannot create {unit_dir}: {e}") from e
         pipes = _Pipes()
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         nonce = secrets.token_hex(16)
-        log = self._log_path(name)
+        log = self._log_path(unit)
         unit_fd = os.open(unit_dir, cg.O_DIR)
         try:
             argv = [self.shim_python, *_shim_args(
-                mode="direct", unit=name, socket_path=socket_path, nonce=nonce, status_fd=3,
+                mode="direct", unit=unit, socket_path=socket_path, nonce=nonce, status_fd=3,
                 stderr_fd=4, credentials=self.engine, env=env, cwd=cwd, cgroupns=self.cgroupns, log=log,
                 systemctl=None, engine_argv=engine_argv)]
             child = spawn(
@@ -581,16 +746,18 @@ class DirectCgroupLauncher(_ShimLauncher):
         pipes.child_side_closed()
         status, diag = _read_status(pipes.status_r, pipes.diag_r, child.pidfd, self.start_timeout)
         hello = _hello_of(status, nonce)
+        ref: CohortRef | None = None
         if hello is not None:
-            # The epoch as the launcher sees it must be the one the shim reports (facts §5).
+            rel = "/" + os.path.relpath(unit_dir, self.mount.mount_point)
             try:
-                same = cg.cgroup_id(unit_dir) == hello["unitCgroupId"]
-            except EvidenceUnavailable:
-                same = False
-            if not same:
-                diag += "cgroup id of the created directory differs from the shim's"
-                hello = None
-        if hello is None:
+                ref = _ref_from_hello("direct", unit, hello, socket_path, rel)
+                # The epoch as the launcher sees it must be the one the shim reports (facts §5).
+                if cg.cgroup_id(unit_dir) != ref.unit_cgroup_id:
+                    raise ValueError("cgroup id of the created directory differs from the shim's")
+            except (KeyError, TypeError, ValueError, EvidenceUnavailable) as e:
+                diag += str(e)
+                ref = None
+        if ref is None or hello is None:
             pipes.close_all()
             try:
                 cg.write_value(unit_dir, "cgroup.kill", "1")
@@ -600,32 +767,50 @@ class DirectCgroupLauncher(_ShimLauncher):
             child.close()
             cg.remove_tree(unit_dir)
             diag += _status_error(status)
-            raise CohortRefusal("launch-failed", f"{name}: {diag.strip()[-2000:]}")
-        stdin, stdout = pipes.parent_ends()
-        rel = "/" + os.path.relpath(unit_dir, self.mount.mount_point)
-        claim = _claim_from_hello("direct", name, hello, socket_path, rel)
-        return CohortHandle(claim, hello, stdin, stdout, "direct", _spawned=child, _unit_dir=unit_dir)
+            raise CohortRefusal("launch-failed", f"{unit}: {diag.strip()[-2000:]}")
+        stdin_w, stdout_r = pipes.parent_ends()
+        return CohortHandle(ref, hello, stdin_w, stdout_r, spawned=child, unit_dir=unit_dir)
 
 
 class PgroupLauncher:
     """The process-group fallback (no cgroup): the engine leads a new session and process group.
 
     It can signal the group, never enumerate the cohort: a member that calls setsid() leaves the group and
-    survives a group kill (K2). Its force stop therefore always ends ``uncertain``.
+    survives a group kill (K2). Its force stop therefore always ends ``uncertain``. The unit name the claim
+    recorded is kept in the reference (it ties the cohort to the claim); no unit of that name is made.
     """
+
+    kind: Literal["pgroup"] = "pgroup"
 
     def __init__(self, *, engine: Credentials | None = None) -> None:
         self.engine = engine
 
+    def presence(self, unit: str) -> Presence:
+        """Always ``unavailable``: a process group has no name to look up (refuses ``configuration`` for a
+        name that is not a scope unit name, as every launcher does)."""
+        check_unit(unit)
+        return "unavailable"
+
     def launch(
         self,
-        claim_id: str,
+        unit: str,
         engine_argv: Sequence[str],
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stderr: int | None = None,
     ) -> CohortHandle:
+        """Start the engine as the leader of a new session and process group.
+
+        Refuses ``configuration`` for a name that is not a scope unit name, and ``launch-failed`` when the
+        host identity cannot be read (before anything starts) or the engine cannot be started or is gone
+        before its start time was read (it is then reaped).
+        """
+        unit = check_unit(unit)
+        try:
+            host = current_host()
+        except (OSError, ValueError) as e:
+            raise CohortRefusal("launch-failed", f"host identity unreadable: {e}") from e
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
@@ -643,11 +828,19 @@ class PgroupLauncher:
         os.close(stdout_w)
         st = start_time(child.pid)
         if st is None:
+            os.close(stdin_w)
+            os.close(stdout_r)
+            os.waitpid(child.pid, 0)
+            child.close()
             raise CohortRefusal("launch-failed", "the engine exited before its start time was read")
-        claim = CohortClaim(
-            kind="pgroup", claim_id=claim_id, unit="", machine_id=machine_id(), boot_id=boot_id(),
-            engine=MemberRef(child.pid, st), pgid=child.pid,
+        ref = CohortRef(
+            kind="pgroup", unit=unit, host=host, engine=ProcessRef(child.pid, st), pgid=child.pid,
             containment=Containment(False, "none", (("process-group", "a setsid member leaves the group"),)),
         )
-        return CohortHandle(claim, {}, os.fdopen(stdin_w, "wb", buffering=0), os.fdopen(stdout_r, "rb", buffering=0),
-                            "pgroup", _spawned=child)
+        return CohortHandle(ref, {}, stdin_w, stdout_r, spawned=child)
+
+
+if TYPE_CHECKING:
+    # mypy proves here that every launcher is a Launcher (the controller holds one without knowing which).
+    def _conforms(s: ScopeLauncher, d: DirectCgroupLauncher, p: PgroupLauncher) -> tuple[Launcher, ...]:
+        return (s, d, p)

@@ -42,6 +42,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+# The shim's import graph: the standard library, cffi (through _ffi), this package's _cgroupfs, _errors,
+# _ffi and _proc, and mosaic.safe_open (the refusal base, and the one reading of the machine id, the boot
+# id and /proc/<pid>/stat). safe_open loads no cffi at import. The launchers put both packages' roots on
+# the shim's path (_launchers.SHIM_ROOTS); a vendored shim_path must hold both (README "The shim").
+from mosaic.safe_open import boot_id, machine_id, read_stat
+
 from . import _cgroupfs as cg
 from ._errors import EvidenceUnavailable
 from ._ffi import (
@@ -55,7 +61,7 @@ from ._ffi import (
     set_no_new_privs,
     spawn,
 )
-from ._proc import boot_id, cgroup_of, machine_id, read_stat, start_time
+from ._proc import cgroup_of, start_time
 
 __all__ = ["main"]
 

@@ -1,20 +1,28 @@
-"""Test support: the misbehaving process tree that stands in for the engine in the cohort suites.
+"""Test support: the misbehaving process tree that stands in for the engine in the cohort suites, and the
+small independent observations and clean-ups those suites (and the controller's contract test) need.
 
 Not used by the package at run time. ``stage_tree(directory)`` copies the tree script into a directory
-that an unprivileged engine uid can read (facts §7.7: /root is 0700), and returns its path.
+that an unprivileged engine uid can read (facts §7.7: /root is 0700), and returns its path. ``alive`` and
+``kill_member`` name a process by (pid, start time). ``populated`` and ``wait_unpopulated`` read a
+cgroup's ``cgroup.events`` with their own few lines, apart from the reader the stop itself uses, so a
+test's observation of the kernel does not share the code under test. ``remove_cgroup`` kills and removes
+a cgroup a test created, by the exact path it recorded.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
+import time
 from importlib import resources
 
-from .._model import MemberRef
-from .._proc import read_stat
+from mosaic.safe_open import ProcessRef, read_stat
 
-__all__ = ["TREE_SCRIPT", "alive", "kill_member", "stage_tree"]
+from .._cgroupfs import remove_tree
+
+__all__ = ["TREE_SCRIPT", "alive", "kill_member", "populated", "remove_cgroup", "stage_tree", "wait_unpopulated"]
 
 TREE_SCRIPT = "misbehaving_tree.py"
 
@@ -29,13 +37,13 @@ def stage_tree(directory: str) -> str:
     return dest
 
 
-def alive(member: MemberRef) -> bool:
+def alive(member: ProcessRef) -> bool:
     """Whether exactly this (pid, start time) is alive: running, sleeping or stopped (a zombie is dead)."""
     st = read_stat(member.pid)
     return st is not None and st.start_time == member.start_time and st.state not in ("Z", "X")
 
 
-def kill_member(member: MemberRef) -> bool:
+def kill_member(member: ProcessRef) -> bool:
     """SIGKILL exactly this (pid, start time) through a pidfd. Returns whether a signal was sent."""
     try:
         fd = os.pidfd_open(member.pid)
@@ -51,3 +59,44 @@ def kill_member(member: MemberRef) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _populated_in(text: str, path: str) -> bool:
+    for line in text.splitlines():
+        if line in ("populated 0", "populated 1"):
+            return line == "populated 1"
+    raise ValueError(f"{path}: no populated line in {text!r}")
+
+
+def populated(cgroup: str) -> bool:
+    """The ``populated`` key of ``<cgroup>/cgroup.events`` (a path). Raises OSError when it cannot be
+    read (a missing cgroup is never "empty") and ValueError when it has no populated line."""
+    path = os.path.join(cgroup, "cgroup.events")
+    with open(path, encoding="ascii") as f:
+        return _populated_in(f.read(), path)
+
+
+def wait_unpopulated(cgroup: str, timeout: float) -> bool:
+    """Wait, at most ``timeout`` seconds, for ``populated 0`` in ``<cgroup>/cgroup.events``: poll(POLLPRI)
+    (kernfs notifies every change) with a re-read at each wake-up. Returns whether it was observed; raises
+    OSError when the file cannot be read."""
+    path = os.path.join(cgroup, "cgroup.events")
+    deadline = time.monotonic() + timeout
+    with open(path, "rb", buffering=0) as f:
+        poller = select.poll()
+        poller.register(f.fileno(), select.POLLPRI)
+        while True:
+            f.seek(0)
+            if not _populated_in(f.read().decode("ascii"), path):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            # The re-read bound covers a notification that fired between the read and the poll.
+            poller.poll(max(1, int(min(remaining, 0.1) * 1000)))
+
+
+def remove_cgroup(path: str, *, timeout: float = 10.0) -> None:
+    """Kill everything in the cgroup at ``path`` (the exact path the caller created) and remove it with its
+    descendants. A missing path is fine. Raises OSError or TimeoutError when it cannot be removed."""
+    remove_tree(path, timeout=timeout)
