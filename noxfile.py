@@ -70,11 +70,14 @@ for _name in workspace.PACKAGES:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff, mypy --strict for every package, the layers contract of DESIGN.md, the fixture manifest."""
+    """ruff, mypy --strict for every package, the layers contract of DESIGN.md and the public-surface rule
+    (with their own tests), the fixture manifest."""
     session.install("ruff==0.17.6", "mypy==2.4.1", "cffi>=1.17", "pytest>=8", "hypothesis>=6.100",
                     "jsonschema>=4.20", "types-jsonschema")
     session.run("ruff", "check", "packages", "ci", "mutants", "noxfile.py")
     session.run("python", "ci/layers.py")
+    # The layers check itself is tested: a cross-package private import, an undeclared package (issue 9).
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "ci/tests")
     # The committed fixtures still match fixtures/MANIFEST.json (no Pi, no network needed).
     session.run("python", "fixtures/make/regenerate.py", "--check")
     src_dirs = [str(workspace.package_dir(n) / "src") for n in workspace.PACKAGES]
@@ -100,17 +103,21 @@ def mutants(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def cohort(session: nox.Session) -> None:
-    """K1-K16 on the real kernel: a direct delegated cgroup2 path and a sandboxed systemd --user scope.
+    """K1-K16 on the real kernel: a direct delegated cgroup2 path and a sandboxed systemd --user scope; then
+    the controller's claim <-> cohort contract test on the same two routes.
 
     Needs root (it creates the engine uid `cohorttest` idempotently through ci/cohort/ensure-user.sh and
     brings up user managers in private mount and cgroup namespaces). Each test that cannot run here skips
-    with its reason, printed by -rs; the whole suite skips only where neither path can run.
+    with its reason, printed by -rs; the whole suite skips only where neither path can run. The two suites
+    run as two pytest invocations: each conftest loads the shared plugin (mosaic.cgroup_cohort.testing.lab)
+    and pytest takes `pytest_plugins` only from a root conftest.
     """
-    _install_package(session, "cgroup-cohort")
-    tests = workspace.package_dir("cgroup-cohort") / "tests_cohort"
-    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "--import-mode=importlib",
-                "--rootdir", str(tests), "-q", "-rs", str(tests), *session.posargs,
-                env={"MOSAIC_REPO": str(ROOT)})
+    _install_package(session, "controller")  # its closure holds cgroup-cohort and writer-claim
+    for pkg in ("cgroup-cohort", "controller"):
+        tests = workspace.package_dir(pkg) / "tests_cohort"
+        session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "--import-mode=importlib",
+                    "--rootdir", str(tests), "-q", "-rs", str(tests), *session.posargs,
+                    env={"MOSAIC_REPO": str(ROOT)})
 
 
 @nox.session(python=PYTHON)
@@ -121,7 +128,8 @@ def smoke(session: nox.Session) -> None:
     packages/pi-rpc/tests_smoke inside a fresh network namespace with only loopback up, so nothing can
     leave the machine even by mistake. The suite fails, never skips, outside that namespace.
     """
-    session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
+    deps = [str(workspace.package_dir(dep)) for dep in workspace.closure("pi-rpc") if dep != "pi-rpc"]
+    session.install(*deps, f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
     session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
     tests = str(workspace.package_dir("pi-rpc") / "tests_smoke")

@@ -239,3 +239,22 @@ def test_readme_refusal_table_is_the_code_table():
 
 def test_readme_uncertain_reasons_table_is_complete():
     assert set(_table("## Why a stop ends uncertain")) == set(UNCERTAIN_REASONS)
+
+
+def _frozen(value: Any) -> Any:
+    """A JSON value deep-frozen the way the writer claim stores a cohort (read-only mappings, tuples)."""
+    from types import MappingProxyType
+
+    if isinstance(value, dict):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def test_reference_read_back_from_a_frozen_claim_copy_is_the_same(ref_factory):
+    # Found by the controller's claim <-> cohort contract test: writer-claim hands the stored reference
+    # back deep-frozen; a JSON array is then a tuple, and it must still read back (issue 9).
+    for kind in ("scope", "direct"):
+        ref = ref_factory(kind)
+        assert CohortRef.from_dict(_frozen(ref.to_dict())) == ref

@@ -59,6 +59,7 @@ from ._launchers import (
     Presence,
     ScopeLauncher,
     UserManager,
+    release_cohort,
 )
 from ._model import (
     MAX_REF_BYTES,
@@ -107,6 +108,7 @@ __all__ = [
     "Presence",
     "ScopeLauncher",
     "UserManager",
+    "release_cohort",
     "find_cgroup2",
     # the cohort reference and the records around a stop
     "MAX_REF_BYTES",

@@ -272,6 +272,49 @@ class CohortHandle:
         self._stdin_w = self._stdout_r = None
 
 
+def release_cohort(ref: CohortRef, *, force: bool = False, timeout: float = 15.0) -> bool:
+    """Let the shim of a recorded cohort go, from the reference alone (a restarted controller after a
+    proven stop has no handle), and remove a direct cohort's cgroup by its exact recorded identity.
+
+    The shim is addressed only if the process recorded as the shim (pid AND start time) is still it; it
+    refuses (``shim-refused``) while engine/ is populated unless ``force``. The direct route's unit cgroup
+    is removed only when its cgroup id is still the recorded one (never another cgroup that took the
+    name). Returns True when the shim is gone afterwards (or was already), False when it is still running
+    after ``timeout``. A process-group cohort has no shim: True at once.
+    """
+    if ref.kind == "pgroup" or ref.shim is None:
+        return True
+    gone = True
+    try:
+        fd = pidfd_open(ref.shim.pid)
+    except OSError:
+        fd = -1  # no such process: the shim is gone
+    try:
+        if fd >= 0 and start_time(ref.shim.pid) == ref.shim.start_time:
+            try:
+                assert ref.socket_path is not None
+                with ShimChannel(ref.socket_path, timeout=timeout) as ch:
+                    ch.call("release", force=force)
+            except EvidenceUnavailable:
+                pass  # the shim stopped answering: wait for it below all the same
+            sel = selectors.DefaultSelector()
+            sel.register(fd, selectors.EVENT_READ)
+            gone = bool(sel.select(timeout))
+            sel.close()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if gone and ref.kind == "direct" and ref.cgroup_path is not None:
+        unit_dir = os.path.normpath(cg.find_cgroup2().mount_point + ref.cgroup_path)
+        try:
+            same = cg.cgroup_id(unit_dir) == ref.unit_cgroup_id
+        except EvidenceUnavailable:
+            same = False  # already removed, or not readable: nothing of ours to remove by this name
+        if same:
+            cg.remove_tree(unit_dir)
+    return gone
+
+
 def _read_status(status_r: int, diag_r: int, proc_fd: int, timeout: float) -> tuple[dict[str, Any] | None, str]:
     """Wait for the shim's one-line status; returns (status or None, diagnostics read so far)."""
     sel = selectors.DefaultSelector()

@@ -88,6 +88,12 @@ def _is_int(value: object, low: int = 1) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
+def _is_array(value: object) -> bool:
+    """A JSON array as Python holds it: a list, or the tuple a frozen copy makes of one (the writer claim
+    stores the reference deep-frozen: objects as read-only mappings, arrays as tuples)."""
+    return isinstance(value, (list, tuple))
+
+
 def _is_text(value: object, limit: int) -> bool:
     return isinstance(value, str) and 0 < len(value) <= limit and "\0" not in value
 
@@ -144,7 +150,7 @@ class Containment:
         """Rebuild from ``to_dict()``'s form. Raises ValueError for anything else."""
         m = _exact_keys(d, frozenset({"held", "method", "attempts"}), "containment")
         attempts = m["attempts"]
-        _need(isinstance(attempts, list) and all(isinstance(a, list) and len(a) == 2 for a in attempts),
+        _need(_is_array(attempts) and all(_is_array(a) and len(a) == 2 for a in attempts),
               "containment.attempts must be a list of [target, result] pairs")
         return cls(m["held"], m["method"], tuple((a[0], a[1]) for a in attempts))
 
@@ -220,6 +226,19 @@ class CohortRef:
         size = len(canonical_json(self.to_dict()))
         _need(size <= MAX_REF_BYTES, f"cohort reference is {size} bytes of JSON, over {MAX_REF_BYTES}")
 
+    @property
+    def epoch_id(self) -> str:
+        """The membership epoch as one string, for a claim's `invocationId` field (brief §2 "Fields": the
+        scope's invocation ID once known): the systemd InvocationID for a scope; for the direct route,
+        which has none, `cgroup-<id>` (its epoch is the kernfs cgroup id, facts §5); for the process-group
+        fallback `pgroup-<pgid>-<engine start time>` (no kernel epoch at all: it never proves, K2)."""
+        if self.kind == "scope":
+            assert self.invocation_id is not None
+            return self.invocation_id
+        if self.kind == "direct":
+            return f"cgroup-{self.unit_cgroup_id}"
+        return f"pgroup-{self.pgid}-{self.engine.start_time}"
+
     def to_dict(self) -> dict[str, Any]:
         """The stored form: a JSON object of JSON types only (strings, integers, booleans, null, lists)."""
         return {
@@ -248,7 +267,7 @@ class CohortRef:
         try:
             m = _exact_keys(d, _REF_KEYS, "cohort reference")
             features = m["features"]
-            _need(isinstance(features, list), "features must be a list")
+            _need(_is_array(features), "features must be a list")
             shim = m["shim"]
             return cls(
                 kind=m["kind"],

@@ -1,5 +1,11 @@
-"""mosaic.controller: One controller per execution: admission, dispatch slot, turns, stop chain, recovery, drift, the socket protocol and the client library.
+"""mosaic.controller: one controller per execution. Admission, the dispatch slot, turns, the stop chain,
+the socket protocol and the client library (issue 10); the claim-backed lifecycle (issue 11).
 
-Stub: issue None fills this package."""
+Today: the claim <-> cohort adapter (`ClaimCohortProbe`, `run_force_stop`, `cohort_proof_ref`) that the
+lifecycle stands on, and the controller's refusal table (`ControlRefusal`).
+"""
 
-__all__: list[str] = []
+from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop
+from ._refusal import ControlRefusal
+
+__all__ = ["ClaimCohortProbe", "ControlRefusal", "StopRun", "cohort_proof_ref", "run_force_stop"]

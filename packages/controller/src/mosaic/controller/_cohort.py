@@ -1,0 +1,159 @@
+"""Where the writer claim meets the cohort: the controller is the one layer that may import both.
+
+writer-claim asks unit and boot questions through its `CohortProbe` protocol and stores the cohort
+reference opaquely; cgroup-cohort launches, stops and proves, knowing nothing of claims. This module is
+the adapter between them, over the real packages (issue 9, "The claim <-> cohort contract"):
+
+- `ClaimCohortProbe` answers `observe_unit` with the launcher's `presence` of the recorded unit name, and
+  `boot_proof` from what the claim stored: the full `CohortRef` when the launcher's reference was
+  recorded, else only the recorded unit name and host (a crash after the spawn marker, brief W20);
+- `run_force_stop` drives cgroup-cohort's public stop machine one action at a time and publishes the
+  current phase into the claim before each action (brief §6: "the stop ID, the answered confirmation and
+  the current phase go into the stopping revision before any signal"), so a restarted controller re-runs
+  the same stop from TERM (K10, K11);
+- `cohort_proof_ref` turns a cohortProof into the claim's `ProofRef`, with the proof's own
+  `verification.digest` byte for byte.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mosaic.cgroup_cohort import (
+    CohortRef,
+    CohortRefusal,
+    Finish,
+    FixtureVerifier,
+    Launcher,
+    StopOutcome,
+    StopRequest,
+    UnlaunchedCohort,
+    UserManager,
+    boot_time,
+    build_boot_proof,
+    build_cohort_proof,
+    executor_for,
+    machine_for,
+)
+from mosaic.safe_open import HostIdentity
+from mosaic.writer_claim import Claim, ProofKind, ProofRef, Revision, UnitObservation
+
+__all__ = ["ClaimCohortProbe", "StopRun", "cohort_proof_ref", "run_force_stop"]
+
+
+def _proof_ref(kind: ProofKind, proof: Mapping[str, Any]) -> ProofRef:
+    cohort = proof.get("cohort") or {}
+    return ProofRef(kind, str(proof["verification"]["digest"]), {
+        "stop": str(proof["stop"]),
+        "unit": str(cohort.get("unit")) if isinstance(cohort, Mapping) else None,
+        "members": len(proof.get("members") or ()),
+        "membershipComplete": proof.get("membershipComplete") is True,
+    })
+
+
+def cohort_proof_ref(proof: Mapping[str, Any]) -> ProofRef:
+    """The claim's reference to a cohortProof: kind cohort-proof, the proof's `verification.digest`."""
+    return _proof_ref(ProofKind.COHORT, proof)
+
+
+class ClaimCohortProbe:
+    """writer-claim's `CohortProbe`, answered by cgroup-cohort for one launcher route.
+
+    Boot proofs are registered with `verifier` (the fixture's trusted registry: the party issuing the proof
+    registers it, CHAT-01 lines 330-333) and kept in `proofs` by digest, for the controller's evidence.
+    """
+
+    def __init__(self, launcher: Launcher, *, verifier: FixtureVerifier,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.launcher = launcher
+        self.verifier = verifier
+        self.proofs: dict[str, dict[str, Any]] = {}
+        self._clock = clock
+
+    def observe_unit(self, unit_name: str) -> UnitObservation:
+        """The launcher's reading of the unit name: absent, present, or unavailable (never absent for a
+        reading that failed: brief §6 "Unavailable is not empty")."""
+        return UnitObservation(unit_name, self.launcher.presence(unit_name), {"launcher": self.launcher.kind})
+
+    def boot_proof(self, revision: Revision, host: HostIdentity) -> ProofRef | None:
+        """A boot proof for a claim recorded on an earlier boot of this host, from the claim alone; None
+        when none can be issued (another machine: foreign-host, K16; the same boot; a stored reference
+        that does not read back)."""
+        recorded: CohortRef | UnlaunchedCohort
+        try:
+            recorded = (CohortRef.from_dict(revision.cohort) if revision.cohort is not None
+                        else UnlaunchedCohort(revision.unit_name, revision.host))
+        except ValueError:
+            return None
+        request = StopRequest(f"boot-{revision.claim_id}", revision.binding.conversation,
+                              revision.binding.binding_id,
+                              {"basis": "boot-change", "claim": revision.claim_id, "actor": "restart"})
+        try:
+            proof = build_boot_proof(recorded, request, current=host, boot_time=boot_time(),
+                                     observed_at=self._clock())
+        except CohortRefusal:
+            return None
+        digest = self.verifier.register(proof)
+        self.proofs[digest] = proof
+        return _proof_ref(ProofKind.BOOT, proof)
+
+
+@dataclass(frozen=True)
+class StopRun:
+    """A force stop driven under a claim: the machine's outcome, the cohortProof (stopped only), and every
+    phase published into the claim, in order."""
+
+    outcome: StopOutcome
+    proof: dict[str, Any] | None
+    published: tuple[str, ...]
+
+
+def run_force_stop(
+    claim: Claim,
+    ref: CohortRef,
+    request: StopRequest,
+    *,
+    confirmation: str | None,
+    manager: UserManager | None = None,
+    verifier: FixtureVerifier | None = None,
+    on_phase: Callable[[str], None] | None = None,
+    grace: float = 2.0,
+    freeze_timeout: float = 10.0,
+    kill_timeout: float = 10.0,
+    collect_timeout: float = 5.0,
+) -> StopRun:
+    """Run brief §6's force stop of `ref` for `claim`, publishing each phase before its action.
+
+    Blocking (the shim calls wait on the kernel): the controller's shell runs it off the event loop. The
+    first publication (phase "identity") is the stopping revision with the stop ID and confirmation,
+    before any signal. A restart calls this again with the same request on the adopted claim and
+    `CohortRef.from_dict(claim.cohort)`: it re-checks identity and re-runs from TERM (K10, K11). A stopped
+    outcome's proof is registered with `verifier` (when given) before it is returned; this function
+    never releases the claim (the caller does, with `cohort_proof_ref(proof)`).
+    """
+    machine = machine_for(ref, request, grace=grace, freeze_timeout=freeze_timeout, kill_timeout=kill_timeout,
+                          collect_timeout=collect_timeout)
+    executor = executor_for(ref, manager=manager)
+    published: list[str] = []
+    try:
+        while not isinstance(machine.action, Finish):
+            if not published or published[-1] != machine.phase:
+                claim.begin_stop(request.stop_id, confirmation=confirmation, phase=str(machine.phase))
+                published.append(str(machine.phase))
+                if on_phase is not None:
+                    on_phase(str(machine.phase))
+            machine.feed(executor.perform(machine.action))
+    finally:
+        executor.close()
+    final = machine.action
+    assert isinstance(final, Finish)
+    outcome = final.outcome
+    proof = None
+    if outcome.state == "stopped":
+        proof = build_cohort_proof(ref, request, outcome)
+        if verifier is not None:
+            verifier.register(proof)
+    return StopRun(outcome, proof, tuple(published))

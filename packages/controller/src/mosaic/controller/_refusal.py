@@ -1,0 +1,40 @@
+"""The controller's refusals: one code table (seed README "Refusals", brief "Not contract changes").
+
+Codes CHAT-01 already had are reused (generation, controller); the brief's bounded draft IDs (busy,
+stale-incarnation, engine-pin-mismatch, session-drift, live-session-refused, foreign-host) are added as
+it names them; `malformed`, `eligibility` and `preflight` are the seed build's names. `reconcile` means
+"your view is stale: observe again, then decide" (the reader's sense): true where re-reading the binding
+can change the answer (a new generation, a new incarnation, a closed fence that may reopen, a slot that
+may free), false where the request itself must change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from mosaic.safe_open import Refusal
+
+
+class ControlRefusal(Refusal):
+    """Why the controller refused a command. Reaches a socket client as `error.data.refusal`."""
+
+    CODES: ClassVar[Mapping[str, bool]] = {
+        "stale-incarnation": True,  # an old controller incarnation token (H21; deviation V-1)
+        "generation": True,  # the request's controller generation is stale (H1, H2)
+        "controller": False,  # the connection is not the controller (S5, H15)
+        "conflicting-request": False,  # a client request ID reused with other content (H13)
+        "fenced": True,  # admission is closed (interrupt, force stop, uncertain, poisoned pipe), or a force
+        # stop while one escalation runs (H10), or an ordinary takeover while fenced (K9)
+        "busy": True,  # a prompt holds the dispatch slot, or a run is streaming (H18, N13)
+        "text-policy": False,  # slash text (S1, S2)
+        "draft": False,  # prompt text missing or longer than 262,144 characters
+        "no-turn": True,  # interrupt with no slot and no run
+        "already-controller": False,  # self-takeover (H4)
+        "controller-present": False,  # recovery control while a controller is connected
+        "confirmation": False,  # missing, reused, foreign, expired, cancelled or stop-changed (H17)
+        "stop-proof": False,  # recovery without a verified stop
+        "cursor": True,  # an observe cursor the reader refuses (message names the reader code)
+        "preflight": False,  # the load check after launch did not pass; admission never opened (K8)
+        "session-drift": False,  # the idle drift check found the file moved under the engine (W10)
+    }
