@@ -144,6 +144,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("chat-pages", "bench/bench_reader.py", ["--repeat", "3"]),
     ("writer-claim", "bench/bench_claim.py", ["--cycles", "100"]),
     ("cgroup-cohort", "bench/bench_stop.py", ["--repeats", "3"]),
+    ("pi-rpc", "bench/bench_link.py", []),
 ]
 
 

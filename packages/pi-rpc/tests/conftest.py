@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mosaic.pi_rpc.testing.harness import FakeRun
+from mosaic.pi_rpc.testing import FakeRun
 
 
 @pytest.fixture

@@ -13,14 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.pi_rpc.testing.conformance import (
+from mosaic.pi_rpc.testing import (
     CONFORMANCE,
+    WAIT,
+    Script,
+    child_env,
     diff_transcripts,
     fake_engine,
     load_golden,
     run_normalized,
 )
-from mosaic.pi_rpc.testing.harness import WAIT, child_env
 
 GOLDENS = Path(__file__).parent / "data" / "conformance"
 
@@ -31,8 +33,6 @@ def test_every_scenario_has_a_golden() -> None:
 
 @pytest.mark.parametrize("script", CONFORMANCE, ids=[s.name for s in CONFORMANCE])
 def test_fake_matches_the_real_binary(script: object, tmp_path: Path) -> None:
-    from mosaic.pi_rpc.testing.conformance import Script
-
     assert isinstance(script, Script)
     got = run_normalized(script, fake_engine(env=child_env()), scratch_parent=str(tmp_path))
     want = load_golden(GOLDENS, script.name)

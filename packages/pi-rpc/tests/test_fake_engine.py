@@ -17,12 +17,18 @@ from typing import Any
 
 import pytest
 
-from mosaic.pi_rpc._link import CommandOutcome, EngineEvent
-from mosaic.pi_rpc._seal import build_sealed_argv
-from mosaic.pi_rpc._shell import EngineLink, OutcomeUnknownError
-from mosaic.pi_rpc.testing.conformance import FLUSHED, SCENARIOS_REF, Script, prepare_tree
-from mosaic.pi_rpc.testing.fake_engine import FakeControl
-from mosaic.pi_rpc.testing.harness import WAIT, FakeRun, child_env, fake_engine_command
+from mosaic.pi_rpc import CommandOutcome, EngineEvent, EngineLink, OutcomeUnknownError, build_sealed_argv
+from mosaic.pi_rpc.testing import (
+    FLUSHED,
+    WAIT,
+    FakeControl,
+    FakeRun,
+    Script,
+    child_env,
+    fake_engine_command,
+    prepare_fake_engine,
+    prepare_tree,
+)
 
 ALREADY = "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
 
@@ -198,23 +204,21 @@ def test_failonce_retry_gives_two_agent_end_before_one_settle(fake_run: Any) -> 
 
 
 async def _link(tmp: Path, *, seed: str | None = None) -> tuple[EngineLink, FakeControl, Path]:
-    agent, proj, session = prepare_tree(tmp, Script("link", (), seed=seed), "http://127.0.0.1:9/v1")
-    ctl = FakeControl()
-    argv = [*fake_engine_command(), "--fake-control", ctl.path, "--fake-scenarios", SCENARIOS_REF,
-            *build_sealed_argv(str(session), provider="fakeprov", model="fake-model-1")]
-    env = {"HOME": str(tmp / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent), **child_env()}
+    setup = prepare_fake_engine(tmp, seed=seed)
+    ctl = setup.ctl
+    assert ctl is not None
     try:
-        link = await EngineLink.spawn(argv, env=env, cwd=str(proj))
+        link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd))
     except BaseException:
-        ctl.close()
+        setup.close()
         raise
     try:
         await asyncio.get_running_loop().run_in_executor(None, ctl.accept, WAIT)
     except BaseException:
         await link.aclose()
-        ctl.close()
+        setup.close()
         raise
-    return link, ctl, session
+    return link, ctl, setup.session
 
 
 async def _held(ctl: FakeControl, point: str) -> None:

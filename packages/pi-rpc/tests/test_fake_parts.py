@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+# Private modules on purpose: these tests pin two private mechanisms of the fake engine (V8's JSON.parse
+# messages and the session manager's tree and id shapes), which no caller uses directly.
 from mosaic.pi_rpc.testing._fake_session import SessionFile, iso_now, uuidv7
 from mosaic.pi_rpc.testing._jsjson import JsonParseError, js_json_parse
 

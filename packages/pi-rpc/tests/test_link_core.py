@@ -5,26 +5,37 @@ Every race is an exact order of events fed to the core: no processes, no clock b
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import re
+import sys
+import tracemalloc
+import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mosaic.pi_rpc._framing import encode_record
-from mosaic.pi_rpc._link import (
+from mosaic.pi_rpc import (
+    OUTCOME_TABLE,
     Command,
     CommandOutcome,
+    CommandWritten,
     EngineEvent,
     LateResponse,
     LinkCore,
     LinkPoisoned,
+    LinkUsageError,
     NotEvidence,
+    OutcomeInput,
     OutcomeKnown,
     OutcomeUnknown,
     Poisoned,
     PromptNotAcknowledged,
     ProtocolViolation,
     TruncatedOutput,
+    encode_record,
 )
 
 
@@ -32,7 +43,7 @@ def write_all(core: LinkCore, now: float = 0.0) -> list[Command]:
     """The shell's job in one step: every queued line accepted whole."""
     done = []
     while (cmd := core.next_write()) is not None:
-        assert core.write_done(cmd, accepted=len(cmd.data), error=None, now=now) == []
+        assert core.write_done(cmd, accepted=len(cmd.data), error=None, now=now) == [CommandWritten(cmd)]
         assert cmd.outcome is CommandOutcome.WRITTEN
         done.append(cmd)
     return done
@@ -135,7 +146,7 @@ def test_brief16_pipe_is_never_written_again_after_unknown() -> None:
     with pytest.raises(LinkPoisoned):
         core.send_prompt("again", now=1)
     assert core.next_write() is None
-    assert [c.id for c in core.commands] == [p.id]
+    assert core.in_flight == ()  # nothing was queued after the poison
 
 
 def test_no_response_within_bound_is_unknown_then_late_response_changes_nothing() -> None:
@@ -269,7 +280,7 @@ def test_get_state_written_before_ack_is_not_evidence() -> None:
     s = core.send({"type": "get_state"}, now=0)
     write_all(core)
     core.feed(state(s, False) + resp(p) + ev("agent_start"), now=1)
-    assert p.seq not in s.written_after_ack_of
+    assert not s.written_after_ack_of(p)
     with pytest.raises(NotEvidence):
         core.prompt_state(p, s)
 
@@ -281,7 +292,7 @@ def test_get_state_sent_after_ack_read_but_answered_before_events_is_evidence() 
     core.feed(resp(p), now=1)
     s = core.send({"type": "get_state"}, now=1)
     write_all(core)
-    assert p.seq in s.written_after_ack_of
+    assert s.written_after_ack_of(p)
     core.feed(state(s, False), now=2)
     evid = core.prompt_state(p, s)
     assert evid.is_streaming is False and evid.agent_start_between is False
@@ -327,3 +338,283 @@ def test_prompt_state_refuses_unacked_failed_or_wrong_commands() -> None:
         core.prompt_state(p, s1)  # failed prompt
     with pytest.raises(NotEvidence):
         core.prompt_state(s1, p)  # wrong way round
+
+
+# --------------------------------------------------------------------------------------------------------
+# The outcome table (issue 9 "Cores as tables"): every row walked on a real core, every other pair unchanged
+# --------------------------------------------------------------------------------------------------------
+
+Q, W, WR = CommandOutcome.QUEUED, CommandOutcome.WRITING, CommandOutcome.WRITTEN
+ACK, UNK, NW = CommandOutcome.ACKNOWLEDGED, CommandOutcome.UNKNOWN, CommandOutcome.NOT_WRITTEN
+In = OutcomeInput
+
+# Brief §1 "Write outcomes" and the link's rules, written out by hand: the core's table must be exactly this.
+RULES: dict[tuple[CommandOutcome, OutcomeInput], tuple[CommandOutcome, str | None]] = {
+    (Q, In.WRITE_STARTED): (W, None),
+    (Q, In.RESPONSE): (NW, None),
+    (Q, In.BOUND_PASSED): (NW, None),
+    (Q, In.OUTPUT_ENDED): (NW, None),
+    (Q, In.OUTPUT_UNREADABLE): (NW, None),
+    (Q, In.POISON_DROPS_OUTBOX): (NW, None),
+    (W, In.WRITE_WHOLE): (WR, None),
+    (W, In.WRITE_PARTIAL): (UNK, "partial-write"),
+    (W, In.WRITE_ERROR): (UNK, "write-error"),
+    (W, In.RESPONSE): (ACK, None),
+    (W, In.BOUND_PASSED): (UNK, "write-stalled"),
+    (W, In.OUTPUT_ENDED): (UNK, "engine-output-ended"),
+    (W, In.OUTPUT_UNREADABLE): (UNK, "output-unreadable"),
+    (WR, In.RESPONSE): (ACK, None),
+    (WR, In.BOUND_PASSED): (UNK, "no-response"),
+    (WR, In.OUTPUT_ENDED): (UNK, "engine-output-ended"),
+    (WR, In.OUTPUT_UNREADABLE): (UNK, "output-unreadable"),
+}
+
+BOUND = 5.0
+
+
+def _queued_head() -> tuple[LinkCore, Command]:
+    core = LinkCore()
+    return core, core.send({"type": "get_state"}, now=0, bound=BOUND)
+
+
+def _queued_behind() -> tuple[LinkCore, Command]:
+    core = LinkCore()
+    core.send({"type": "abort"}, now=0, bound=None)
+    cmd = core.send({"type": "get_state"}, now=0, bound=BOUND)
+    assert core.next_write() is not cmd  # the abort is being written; cmd waits behind it
+    return core, cmd
+
+
+def _writing() -> tuple[LinkCore, Command]:
+    core, cmd = _queued_head()
+    assert core.next_write() is cmd
+    return core, cmd
+
+
+def _written() -> tuple[LinkCore, Command]:
+    core, cmd = _writing()
+    core.write_done(cmd, accepted=len(cmd.data), error=None, now=0)
+    return core, cmd
+
+
+def _acked_after_write() -> tuple[LinkCore, Command]:
+    core, cmd = _written()
+    core.feed(resp(cmd), now=1)
+    return core, cmd
+
+
+def _acked_while_writing() -> tuple[LinkCore, Command]:
+    core, cmd = _writing()
+    core.feed(resp(cmd), now=1)  # Pi answered before the shell reported the end of the write
+    return core, cmd
+
+
+def _unknown_no_response() -> tuple[LinkCore, Command]:
+    core, cmd = _written()
+    core.tick(now=BOUND)
+    return core, cmd
+
+
+def _unknown_stalled() -> tuple[LinkCore, Command]:
+    core, cmd = _writing()
+    core.tick(now=BOUND)  # still the write in progress: the shell may be blocked in it
+    return core, cmd
+
+
+def _not_written() -> tuple[LinkCore, Command]:
+    core = LinkCore()
+    head = core.send({"type": "abort"}, now=0, bound=None)
+    cmd = core.send({"type": "get_state"}, now=0, bound=BOUND)
+    assert core.next_write() is head
+    core.write_done(head, accepted=1, error=None, now=0)  # partial: the poison drops cmd
+    return core, cmd
+
+
+SETUPS = {
+    "queued-head": (Q, _queued_head),
+    "queued-behind-a-write": (Q, _queued_behind),
+    "writing": (W, _writing),
+    "written": (WR, _written),
+    "acknowledged": (ACK, _acked_after_write),
+    "acknowledged-while-writing": (ACK, _acked_while_writing),
+    "unknown-no-response": (UNK, _unknown_no_response),
+    "unknown-write-stalled": (UNK, _unknown_stalled),
+    "not-written": (NW, _not_written),
+}
+
+NO_ID_RESPONSE = encode_record({"type": "response", "command": "parse", "success": False, "error": "x"})
+
+
+def _apply(core: LinkCore, cmd: Command, what: OutcomeInput) -> list[Any]:
+    """Give ``what`` to the core the way its callers do; the events it returns."""
+    if what is In.WRITE_STARTED:
+        core.next_write()
+        return []
+    if what is In.WRITE_WHOLE:
+        return list(core.write_done(cmd, accepted=len(cmd.data), error=None, now=2))
+    if what is In.WRITE_PARTIAL:
+        return list(core.write_done(cmd, accepted=len(cmd.data) - 1, error=None, now=2))
+    if what is In.WRITE_ERROR:
+        return list(core.write_done(cmd, accepted=0, error=BrokenPipeError(32, "EPIPE"), now=2))
+    if what is In.RESPONSE:
+        return list(core.feed(resp(cmd), now=2))
+    if what is In.BOUND_PASSED:
+        assert cmd.deadline is not None
+        return list(core.tick(now=cmd.deadline))
+    if what is In.OUTPUT_ENDED:
+        return list(core.output_ended(now=2))
+    if what is In.OUTPUT_UNREADABLE:
+        return list(core.feed(b"\xff not UTF-8\n", now=2))
+    assert what is In.POISON_DROPS_OUTBOX
+    return list(core.feed(NO_ID_RESPONSE, now=2))  # a protocol violation by no command: the poison alone
+
+
+def test_the_outcome_table_is_the_rules() -> None:
+    assert dict(OUTCOME_TABLE) == RULES
+
+
+@pytest.mark.parametrize("what", list(OutcomeInput), ids=[i.value for i in OutcomeInput])
+@pytest.mark.parametrize("setup", list(SETUPS), ids=list(SETUPS))
+def test_every_state_and_input_follows_the_table(setup: str, what: OutcomeInput) -> None:
+    state, make = SETUPS[setup]
+    core, cmd = make()
+    assert cmd.outcome is state
+    reason_before = cmd.unknown_reason
+    if (setup, what) == ("queued-behind-a-write", In.WRITE_STARTED):
+        # One write at a time: next_write() hands out nothing while the write ahead is in progress.
+        assert core.next_write() is None and cmd.outcome is Q
+        return
+    try:
+        events = _apply(core, cmd, what)
+    except LinkUsageError:
+        # Only a write input for a command that is not the write in progress (an owner's bug).
+        assert what in (In.WRITE_WHOLE, In.WRITE_PARTIAL, In.WRITE_ERROR)
+        assert setup not in ("writing", "acknowledged-while-writing", "unknown-write-stalled")
+        assert (cmd.outcome, cmd.unknown_reason) == (state, reason_before)
+        return
+    row = RULES.get((state, what))
+    if row is not None:
+        assert (cmd.outcome, cmd.unknown_reason or None) == row
+        if row[0] is ACK:
+            assert OutcomeKnown(cmd) in events
+        elif row[0] is UNK:
+            assert OutcomeUnknown(cmd) in events and core.poisoned is not None
+        elif row[0] is NW:
+            assert core.poisoned is not None and cmd not in core.in_flight
+        return
+    # Not in the table: the outcome stays; the only effects are the ones the rules name.
+    assert (cmd.outcome, cmd.unknown_reason) == (state, reason_before)
+    about_cmd = [e for e in events if getattr(e, "command", None) is cmd]
+    if (state, what) == (UNK, In.RESPONSE):
+        assert about_cmd == [LateResponse(cmd, core.records_read - 1, json.loads(resp(cmd)))]
+    elif (state, what) in ((ACK, In.RESPONSE), (NW, In.RESPONSE)):
+        assert isinstance(events[0], ProtocolViolation) and events[0].record == json.loads(resp(cmd))
+        assert core.poisoned is not None and about_cmd == []
+    else:
+        assert about_cmd == []
+
+
+def test_every_table_row_is_reached_by_a_setup() -> None:
+    reached = {(state, what) for state, _ in SETUPS.values() for what in OutcomeInput}
+    assert set(OUTCOME_TABLE) <= reached
+
+
+# --------------------------------------------------------------------------------------------------------
+# The in-flight set (issue 9): only queued / writing / written commands are kept
+# --------------------------------------------------------------------------------------------------------
+
+
+def _round_trip(core: LinkCore, now: float = 0.0) -> Command:
+    cmd = core.send({"type": "get_state"}, now=now)
+    assert core.next_write() is cmd
+    core.write_done(cmd, accepted=len(cmd.data), error=None, now=now)
+    assert core.feed(ev("message_update") + resp(cmd), now=now)[-1] == OutcomeKnown(cmd)
+    return cmd
+
+
+def test_acknowledged_commands_are_forgotten_and_the_caller_keeps_them() -> None:
+    core = LinkCore()
+    held = _round_trip(core)
+    refs = [weakref.ref(_round_trip(core)) for _ in range(50)]
+    gc.collect()
+    assert all(r() is None for r in refs)  # the core holds no acknowledged command
+    assert core.in_flight == ()
+    assert held.outcome is CommandOutcome.ACKNOWLEDGED and held.response is not None
+    pending = core.send({"type": "abort"}, now=1, bound=None)
+    assert core.in_flight == (pending,)
+
+
+def test_second_response_for_a_forgotten_command_is_a_violation_and_poisons() -> None:
+    core = LinkCore()
+    first = _round_trip(core)
+    for _ in range(100):
+        _round_trip(core)
+    events = core.feed(resp(first), now=1)
+    assert isinstance(events[0], ProtocolViolation) and events[0].detail == f"a second response for {first.id}"
+    assert isinstance(events[1], Poisoned) and core.poisoned is not None
+    assert first.outcome is CommandOutcome.ACKNOWLEDGED
+
+
+@pytest.mark.parametrize("rid", ["m0", "m01", "m+5", "m 5", "m\u0665", "x5", "m999", "M5", 5, None])
+def test_a_response_for_an_id_never_issued_poisons(rid: Any) -> None:
+    core = LinkCore()
+    for _ in range(10):
+        _round_trip(core)
+    rec = {"type": "response", "command": "get_state", "success": True}
+    if rid is not None:
+        rec["id"] = rid
+    events = core.feed(encode_record(rec), now=1)
+    assert isinstance(events[0], ProtocolViolation)
+    assert events[0].detail == ("a response with no id (Pi could not parse a line it read)" if rid is None
+                                else f"a response for id {rid!r}, which the link never wrote")
+    assert events[1:] == [Poisoned(f"protocol: {events[0].detail}")]
+
+
+def test_late_response_to_an_unknown_command_is_still_reported_after_many_commands() -> None:
+    core = LinkCore(default_bound=5.0)
+    for i in range(1000):
+        _round_trip(core, now=i * 0.001)
+    lost = core.send({"type": "get_state"}, now=10)
+    queued = core.send({"type": "get_tree"}, now=10)
+    assert core.next_write() is lost
+    core.write_done(lost, accepted=len(lost.data), error=None, now=10)
+    core.tick(now=15)
+    assert lost.outcome is CommandOutcome.UNKNOWN and queued.outcome is CommandOutcome.NOT_WRITTEN
+    assert core.feed(resp(lost), now=16) == [LateResponse(lost, core.records_read - 1, json.loads(resp(lost)))]
+    assert lost.outcome is CommandOutcome.UNKNOWN and lost.late_responses
+    violation = core.feed(resp(queued), now=17)
+    assert isinstance(violation[0], ProtocolViolation) and "never wrote" in violation[0].detail
+
+
+def test_core_memory_does_not_grow_with_the_number_of_commands() -> None:
+    # Bounded commands whose deadlines never pass (the clock stands still): the deadline heap's settled
+    # entries must be dropped, not kept. Measured as the memory allocated in _link.py and still held.
+    core = LinkCore(default_bound=30.0)
+    for _ in range(2000):
+        _round_trip(core)
+    link_file = sys.modules[LinkCore.__module__].__file__
+    assert link_file is not None
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for _ in range(20000):
+            _round_trip(core)
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    growth = sum(s.size_diff for s in after.compare_to(before, "filename") if s.traceback[0].filename == link_file)
+    # 20,000 kept commands or heap entries would be megabytes; a few KiB is dict and heap slack.
+    assert growth < 32 * 1024, growth
+    assert core.in_flight == () and core.next_deadline() is None
+
+
+def test_readme_outcome_table_matches_the_core_table() -> None:
+    readme = (Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
+              / "packages" / "pi-rpc" / "README.md").read_text()
+    section = readme.split("### The outcome table", 1)
+    assert len(section) == 2, "README.md has no '### The outcome table' section"
+    rows = re.findall(r"^\| `([a-z-]+)` \| `([a-z-]+)` \| `([a-z-]+)` \| (?:`([a-z-]+)`)? *\|$",
+                      section[1].split("\n#", 1)[0], flags=re.M)
+    table = {(CommandOutcome(a), OutcomeInput(b)): (CommandOutcome(c), d or None) for a, b, c, d in rows}
+    assert table == dict(OUTCOME_TABLE)

@@ -6,14 +6,27 @@ import json
 import os
 import pickle
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from mosaic.pi_rpc._install import pin_data
-from mosaic.pi_rpc._pin import CHORD_INTEGRITY, CHORD_PACKAGE, check_pin, pin_mismatches, sealed_engine_argv
-from mosaic.pi_rpc._refusal import CODES, PiRpcRefusal
-from mosaic.pi_rpc._seal import SEALED_FLAGS, build_sealed_argv, check_pre_args, check_seal
+from mosaic.pi_rpc import (
+    CHORD_INTEGRITY,
+    CHORD_PACKAGE,
+    CODES,
+    SEALED_FLAGS,
+    PiRpcRefusal,
+    build_sealed_argv,
+    check_pin,
+    check_pre_args,
+    check_seal,
+    pin_data,
+    pin_mismatches,
+    sealed_engine_argv,
+)
+from mosaic.safe_open import Refusal
 
 SESSION = "/tmp/x/proj/.pi/state/seat/sessions/s.jsonl"
 SEALED = [*SEALED_FLAGS, "--session", SESSION]
@@ -138,6 +151,32 @@ def test_refusal_values_have_the_three_fields_and_pickle() -> None:
     assert (r2.code, r2.reconcile, r2.message) == ("engine-pin-mismatch", True, "y")
     with pytest.raises(ValueError):
         PiRpcRefusal("busy", "not ours")
+
+
+def test_refusal_is_one_of_the_family_caught_by_the_shared_base() -> None:
+    # Issue 9 "One refusal family": every package's refusal subclasses mosaic.safe_open.Refusal.
+    assert issubclass(PiRpcRefusal, Refusal)
+    assert PiRpcRefusal.CODES is CODES
+    with pytest.raises(Refusal) as info:
+        build_sealed_argv("relative.jsonl")  # a real refusing call, caught by the base alone
+    assert type(info.value) is PiRpcRefusal and info.value.code == "unsealed-engine"
+    refusal = check_seal(["--mode", "rpc"])
+    assert refusal is not None
+    try:
+        raise refusal
+    except Refusal as caught:
+        assert caught.to_dict() == {"code": "unsealed-engine", "reconcile": False, "message": refusal.message}
+    # A refusal is a value: equal by class, code, reconcile and message (the base's rule).
+    assert PiRpcRefusal("unsealed-engine", "x") == PiRpcRefusal("unsealed-engine", "x")
+    assert PiRpcRefusal("unsealed-engine", "x") != PiRpcRefusal("engine-pin-mismatch", "x")
+
+
+def test_importing_pi_rpc_loads_no_cffi() -> None:
+    # The Refusal base comes from safe-open, whose root-opening (cffi) names load lazily: pi-rpc pays nothing.
+    code = ("import sys, mosaic.pi_rpc, mosaic.pi_rpc.testing; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cffi', '_cffi_backend')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_readme_refusal_table_matches_the_code_table() -> None:

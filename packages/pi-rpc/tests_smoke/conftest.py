@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.pi_rpc._pin import check_pin
+from mosaic.pi_rpc import check_pin
 from mosaic.pi_rpc.testing.netns import interfaces
 
 

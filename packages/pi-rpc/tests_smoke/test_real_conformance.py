@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.pi_rpc.testing.conformance import (
+from mosaic.pi_rpc.testing import (
     CONFORMANCE,
     Script,
+    child_env,
     diff_transcripts,
     fake_engine,
     load_golden,
     real_engine,
     run_normalized,
 )
-from mosaic.pi_rpc.testing.harness import child_env
 
 GOLDENS = Path(__file__).resolve().parents[1] / "tests" / "data" / "conformance"
 

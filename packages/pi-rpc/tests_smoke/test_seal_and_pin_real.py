@@ -16,11 +16,8 @@ from typing import Any
 
 import pytest
 
-from mosaic.pi_rpc._pin import check_pin, sealed_engine_argv
-from mosaic.pi_rpc._seal import build_sealed_argv
-from mosaic.pi_rpc._shell import EngineLink
-from mosaic.pi_rpc.testing.conformance import SCENARIOS, real_engine
-from mosaic.pi_rpc.testing.model_server import ModelServer, models_json
+from mosaic.pi_rpc import EngineLink, build_sealed_argv, check_pin, sealed_engine_argv
+from mosaic.pi_rpc.testing import SCENARIOS, ModelServer, models_json, real_engine
 
 WAIT = 30.0
 MARKER = "MOSAIC-PLANTED-CONTEXT-7f3a"

@@ -11,9 +11,7 @@ import socket
 import stat
 from pathlib import Path
 
-from mosaic.pi_rpc._link import CommandOutcome, EngineEvent, OutcomeKnown
-from mosaic.pi_rpc._pin import sealed_engine_argv
-from mosaic.pi_rpc._shell import EngineLink
+from mosaic.pi_rpc import CommandOutcome, EngineEvent, EngineLink, OutcomeKnown, sealed_engine_argv
 from mosaic.pi_rpc.testing.netns import interfaces, outside_unreachable
 
 WAIT = 30.0
@@ -82,7 +80,9 @@ def test_sealed_smoke_idle_commands_with_no_prompt(pi_dir: Path, tmp_path: Path)
             tree = await link.request({"type": "get_tree"})
             assert tree.response is not None
             assert [n["entry"]["type"] for n in tree.response["data"]["tree"]] == ["thinking_level_change"]
-            assert all(c.outcome is CommandOutcome.ACKNOWLEDGED for c in link.core.commands)
+            sent = (state, commands, clear, abort, tree)
+            assert all(c.outcome is CommandOutcome.ACKNOWLEDGED for c in sent)
+            assert link.core.in_flight == ()  # acknowledged commands are not kept by the core
             assert link.core.poisoned is None
             link.close_stdin()
             assert await link.wait(WAIT) == 0

@@ -3,12 +3,13 @@ and the testing module (fake engine, scripted model server, conformance suite).
 
 * Framing (:class:`RecordDecoder`, :func:`encode_record`): LF only, one CR stripped, UTF-8 per record, a
   record over the cap poisons (brief §1, fixture E2).
-* The engine link: :class:`LinkCore` (sans-io: write outcomes written / acknowledged / unknown, poison,
-  correlation by id, the two prompt rules of FACTS.md a5 as API) and :class:`EngineLink` (its asyncio shell
-  over two pipe fds).
+* The engine link: :class:`LinkCore` (sans-io: write outcomes written / acknowledged / unknown as one table,
+  :data:`OUTCOME_TABLE`; poison, correlation by id, the two prompt rules of FACTS.md a5 as API; only what
+  is in flight is kept) and :class:`EngineLink` (its asyncio shell over two pipe fds, which can drive a core
+  someone else owns, ``core=`` and :meth:`EngineLink.flush`, and bounds its event queue with backpressure).
 * The seal and the pin: :func:`check_seal`, :func:`build_sealed_argv`, :func:`check_pin`,
   :func:`sealed_engine_argv`; refusals are :class:`PiRpcRefusal` values (``unsealed-engine``,
-  ``engine-pin-mismatch``).
+  ``engine-pin-mismatch``), a subclass of ``mosaic.safe_open.Refusal`` like every Mosaic refusal.
 * The installer (issue 2): :func:`install_pi`, :func:`ensure_pi`, :func:`verify_pi`.
 """
 
@@ -36,8 +37,10 @@ from mosaic.pi_rpc._install import (
 )
 from mosaic.pi_rpc._link import (
     DEFAULT_BOUND,
+    OUTCOME_TABLE,
     Command,
     CommandOutcome,
+    CommandWritten,
     EngineEvent,
     LateResponse,
     LinkCore,
@@ -45,6 +48,7 @@ from mosaic.pi_rpc._link import (
     LinkPoisoned,
     LinkUsageError,
     NotEvidence,
+    OutcomeInput,
     OutcomeKnown,
     OutcomeUnknown,
     Poisoned,
@@ -55,10 +59,10 @@ from mosaic.pi_rpc._link import (
     UnknownReason,
 )
 from mosaic.pi_rpc._pin import (
+    BUNDLE_MANIFEST_SHA256,
     CHORD_INTEGRITY,
     CHORD_PACKAGE,
     check_pin,
-    default_engine_command,
     pin_mismatches,
     sealed_engine_argv,
 )
@@ -71,15 +75,18 @@ from mosaic.pi_rpc._seal import (
     check_pre_args,
     check_seal,
 )
-from mosaic.pi_rpc._shell import EngineLink, OutcomeUnknownError
+from mosaic.pi_rpc._shell import DEFAULT_MAX_QUEUED_EVENTS, EngineLink, OutcomeUnknownError
 
 __all__ = [
+    "BUNDLE_MANIFEST_SHA256",
     "CHORD_INTEGRITY",
     "CHORD_PACKAGE",
     "CODES",
     "Command",
+    "CommandWritten",
     "CommandOutcome",
     "DEFAULT_BOUND",
+    "DEFAULT_MAX_QUEUED_EVENTS",
     "DEFAULT_MAX_RECORD_BYTES",
     "EngineEvent",
     "EngineLink",
@@ -93,6 +100,8 @@ __all__ = [
     "NODE_VERSION",
     "NotEvidence",
     "OPTIONAL_FLAGS",
+    "OUTCOME_TABLE",
+    "OutcomeInput",
     "OutcomeKnown",
     "OutcomeUnknown",
     "OutcomeUnknownError",
@@ -117,7 +126,6 @@ __all__ = [
     "check_pin",
     "check_pre_args",
     "check_seal",
-    "default_engine_command",
     "encode_record",
     "ensure_pi",
     "install_pi",

@@ -1,7 +1,8 @@
 """The engine link, sans-io: the controller's side of Pi's stdin and stdout, as a state machine.
 
-No I/O happens here. The shell (:mod:`mosaic.pi_rpc._shell`) moves bytes and reports what happened; this
-core decides. The rules it keeps:
+No I/O happens here. The shell (:mod:`mosaic.pi_rpc._shell`) or any other owner moves bytes and reports
+what happened; this core decides. Every time input is an explicit ``now=`` (one clock: the caller's).
+The rules it keeps:
 
 1. **Three write outcomes** (brief §1 "Write outcomes"). Every command written gets one:
 
@@ -21,10 +22,11 @@ core decides. The rules it keeps:
    response to an ``unknown`` command is reported (:class:`LateResponse`) and never changes the outcome.
 
 3. **Correlation by id** (FACTS.md (b) "Framing": commands are not serialized, responses can arrive out
-   of command order, empirical F). Each command gets a fresh id; a response is matched to its command by
-   id alone, never by order. A response that matches nothing (no id, an unknown id: Pi's ``parse`` error
-   answers carry no id, rpc-mode.js 610) means a line the engine read was not a line the link wrote
-   whole: it poisons the link.
+   of command order, empirical F). Each command gets a fresh id ``<prefix><seq>``, ``seq`` counting up
+   from 1; a response is matched to its command by id alone, never by order. A response that matches
+   nothing (no id, an id the link never wrote: Pi's ``parse`` error answers carry no id, rpc-mode.js
+   610), or a second response for an acknowledged command, means a line the engine read was not a line
+   the link wrote whole: it poisons the link.
 
 4. **The two prompt rules are the API** (FACTS.md a5 and Part 2 F). (a) :meth:`LinkCore.send_prompt`
    raises :class:`PromptNotAcknowledged` while an earlier prompt has no response yet: a prompt pipelined
@@ -35,27 +37,54 @@ core decides. The rules it keeps:
 
 5. **Bounds.** A command's bound runs from the moment it was queued; when it passes without a response
    (whether the write finished or not) the outcome is ``unknown`` (reason ``no-response`` or
-   ``write-stalled``) and the link is poisoned. ``bound=None`` means no bound (``abort`` waits for the
-   run to end, which can take as long as a queued follow-up runs).
+   ``write-stalled``) and the link is poisoned. A queued command whose bound passes was not taken by the
+   pipe in time either: the write in progress ahead of it is ``write-stalled``, and it is ``not-written``.
+   ``bound=None`` means no bound (``abort`` waits for the run to end, which can take as long as a queued
+   follow-up runs).
+
+6. **Only what is in flight is kept.** The core holds the commands that are queued, being written or
+   written and awaiting their response, and forgets a command once it is acknowledged (its caller holds
+   the :class:`Command`). Ids are ``<prefix><seq>`` with ``seq`` monotonic, so a response whose ``seq`` is
+   at most the highest issued and that is neither in flight nor kept is a second response for an
+   acknowledged command. ``unknown`` and ``not-written`` commands are kept (a late response must find its
+   command), but they exist only from the poison on, after which nothing new is sent: the link's memory
+   does not grow with the number of commands. Deadlines live in a heap with lazy deletion.
+
+The outcome changes are one table, :data:`OUTCOME_TABLE` below: ``(outcome, input) -> (new outcome,
+unknown reason)``. The inputs (:class:`OutcomeInput`) are what the owner reports or the clock says: the
+write started, accepted whole, partial, failed; a response with the command's id; the bound passed; the
+output ended; the output became unreadable; the poison dropped the outbox. A pair the table does not
+list leaves the outcome unchanged, and these are the only effects of such a pair:
+
+* ``(unknown, response)``: a :class:`LateResponse` (rule 2);
+* ``(acknowledged, response)``, ``(not-written, response)``: a :class:`ProtocolViolation` that poisons
+  (rule 3);
+* a write input (accepted whole, partial, failed) for a command that is not the write in progress: a
+  :class:`LinkUsageError`, a bug in the owner; for the write in progress whose outcome was already
+  decided (acknowledged, or ``write-stalled``), nothing: the shell may still be blocked in the write;
+* anything else: nothing.
 
 Every method that can change an outcome returns the :class:`LinkEvent` values it produced, in order.
 """
 
 from __future__ import annotations
 
-import bisect
 import enum
+import heapq
 import json
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from mosaic.pi_rpc._framing import DEFAULT_MAX_RECORD_BYTES, FramingError, RecordDecoder, encode_record
 
 __all__ = [
     "DEFAULT_BOUND",
+    "OUTCOME_TABLE",
     "Command",
+    "CommandWritten",
     "CommandOutcome",
     "EngineEvent",
     "LateResponse",
@@ -64,6 +93,7 @@ __all__ = [
     "LinkPoisoned",
     "LinkUsageError",
     "NotEvidence",
+    "OutcomeInput",
     "OutcomeKnown",
     "OutcomeUnknown",
     "Poisoned",
@@ -99,6 +129,55 @@ class CommandOutcome(enum.Enum):
     NOT_WRITTEN = "not-written"  # dropped from the outbox by the poison: no byte of it left
 
 
+class OutcomeInput(enum.Enum):
+    """What can happen to one command (the inputs of :data:`OUTCOME_TABLE`)."""
+
+    WRITE_STARTED = "write-started"  # next_write() handed its bytes to the shell
+    WRITE_WHOLE = "write-accepted-whole"  # write_done(): every byte accepted, no error
+    WRITE_PARTIAL = "write-partial"  # write_done(): fewer bytes accepted, no error
+    WRITE_ERROR = "write-error"  # write_done(): the write raised
+    RESPONSE = "response"  # a response record with the command's id was read
+    # tick(): its bound passed; for the write in progress, also a passed bound of a command queued behind it
+    BOUND_PASSED = "bound-passed"
+    OUTPUT_ENDED = "output-ended"  # output_ended(): EOF on the engine's stdout
+    OUTPUT_UNREADABLE = "output-unreadable"  # a framing error or a record that is not a JSON object
+    POISON_DROPS_OUTBOX = "poison-drops-outbox"  # the link was poisoned (by another command or the output)
+
+
+_Q, _W, _WR = CommandOutcome.QUEUED, CommandOutcome.WRITING, CommandOutcome.WRITTEN
+_ACK, _UNK, _NW = CommandOutcome.ACKNOWLEDGED, CommandOutcome.UNKNOWN, CommandOutcome.NOT_WRITTEN
+_I = OutcomeInput
+
+OUTCOME_TABLE: Mapping[tuple[CommandOutcome, OutcomeInput], tuple[CommandOutcome, UnknownReason | None]] = \
+    MappingProxyType({
+        # Queued: no byte left. Anything that ends the link ends it not-written (rule 1, last paragraph).
+        (_Q, _I.WRITE_STARTED): (_W, None),
+        (_Q, _I.RESPONSE): (_NW, None),  # a response for a line never written: violation, poison (rule 3)
+        (_Q, _I.BOUND_PASSED): (_NW, None),  # not taken from the outbox in time (rule 5)
+        (_Q, _I.OUTPUT_ENDED): (_NW, None),
+        (_Q, _I.OUTPUT_UNREADABLE): (_NW, None),
+        (_Q, _I.POISON_DROPS_OUTBOX): (_NW, None),
+        # Writing: some bytes may be in the pipe.
+        (_W, _I.WRITE_WHOLE): (_WR, None),
+        (_W, _I.WRITE_PARTIAL): (_UNK, "partial-write"),
+        (_W, _I.WRITE_ERROR): (_UNK, "write-error"),
+        (_W, _I.RESPONSE): (_ACK, None),  # Pi answers after reading the whole line, maybe before write_done
+        (_W, _I.BOUND_PASSED): (_UNK, "write-stalled"),
+        (_W, _I.OUTPUT_ENDED): (_UNK, "engine-output-ended"),
+        (_W, _I.OUTPUT_UNREADABLE): (_UNK, "output-unreadable"),
+        # Written: only a response or the end of the engine's output decides (rule 1: never upgraded by time).
+        (_WR, _I.RESPONSE): (_ACK, None),
+        (_WR, _I.BOUND_PASSED): (_UNK, "no-response"),
+        (_WR, _I.OUTPUT_ENDED): (_UNK, "engine-output-ended"),
+        (_WR, _I.OUTPUT_UNREADABLE): (_UNK, "output-unreadable"),
+        # Acknowledged, unknown and not-written are final: no row.
+    })
+"""``(outcome, input) -> (new outcome, unknown reason or None)``; a pair not listed changes nothing (module
+docstring). The code consults this table for every outcome change."""
+
+_IN_FLIGHT = frozenset({_Q, _W, _WR})
+
+
 class LinkUsageError(RuntimeError):
     """A programming error in the caller (a rule of the link broken); never a refusal."""
 
@@ -124,8 +203,8 @@ class Command:
     """One command the link wrote or will write. Fields are read-only for callers.
 
     ``read_count_at_send`` is how many engine records had been read when the command was queued;
-    ``response_index`` is the read index of its response; ``acked_prompts_at_send`` lists the ``seq`` of
-    every prompt whose ack had been read by then (a get_state's ``written_after_ack_of``).
+    ``response_index`` is the read index of its response; ``agent_starts_at_response`` is how many
+    ``agent_start`` records had been read before its response (rule 4b's "agent_start between").
     """
 
     seq: int
@@ -136,17 +215,18 @@ class Command:
     queued_at: float
     bound: float | None
     read_count_at_send: int
-    acked_prompts_at_send: frozenset[int]
     outcome: CommandOutcome = CommandOutcome.QUEUED
     unknown_reason: UnknownReason | None = None
     accepted: int = 0
     written_at: float | None = None
     response: Mapping[str, Any] | None = None
     response_index: int | None = None
+    agent_starts_at_response: int | None = None
     late_responses: list[Mapping[str, Any]] = field(default_factory=list)
 
     @property
     def deadline(self) -> float | None:
+        """``queued_at + bound``, or ``None`` for an unbounded command."""
         return None if self.bound is None else self.queued_at + self.bound
 
     @property
@@ -154,10 +234,10 @@ class Command:
         """True when acknowledged with ``success: true``."""
         return self.response is not None and self.response.get("success") is True
 
-    @property
-    def written_after_ack_of(self) -> frozenset[int]:
-        """The prompts (by ``seq``) whose ack had been read when this command was queued."""
-        return self.acked_prompts_at_send
+    def written_after_ack_of(self, prompt: Command) -> bool:
+        """True when ``prompt``'s response (its ack, or its error response) had been read when this command
+        was queued: only then can this command's reply speak for the prompt (rule 4b)."""
+        return prompt.response_index is not None and prompt.response_index < self.read_count_at_send
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -177,6 +257,14 @@ class EngineEvent:
     def type(self) -> str:
         value = self.record.get("type")
         return value if isinstance(value, str) else ""
+
+
+@dataclass(frozen=True)
+class CommandWritten:
+    """``command``'s whole line was accepted by the pipe: outcome ``written`` (brief §1). Not consumption:
+    only a response makes it ``acknowledged``. A controller shows its receipt as dispatched."""
+
+    command: Command
 
 
 @dataclass(frozen=True)
@@ -204,8 +292,9 @@ class LateResponse:
 
 @dataclass(frozen=True)
 class ProtocolViolation:
-    """A record that breaks the protocol: a response matching no command (``record`` set), or a record
-    that is not a JSON object (``record`` None, ``text`` set). It poisons the link."""
+    """A record that breaks the protocol: a response matching no command or a second response for one
+    (``record`` set), or a record that is not a JSON object (``record`` None, ``text`` set). It poisons
+    the link."""
 
     index: int
     detail: str
@@ -227,8 +316,8 @@ class Poisoned:
     reason: str
 
 
-LinkEvent = EngineEvent | OutcomeKnown | OutcomeUnknown | LateResponse | ProtocolViolation | TruncatedOutput | \
-    Poisoned
+LinkEvent = EngineEvent | CommandWritten | OutcomeKnown | OutcomeUnknown | LateResponse | ProtocolViolation | \
+    TruncatedOutput | Poisoned
 
 
 @dataclass(frozen=True)
@@ -248,13 +337,20 @@ class PromptStateEvidence:
 
 
 _DEFAULT: Any = object()
+# A response id that names a command acknowledged earlier (and forgotten since).
+_SETTLED: Any = object()
 
 
 class LinkCore:
     """The sans-io engine link. See the module docstring for the rules.
 
     ``default_bound`` applies to commands sent without an explicit ``bound``; ``max_record_bytes`` is the
-    framing cap (:data:`mosaic.pi_rpc._framing.DEFAULT_MAX_RECORD_BYTES`).
+    framing cap (:data:`mosaic.pi_rpc.DEFAULT_MAX_RECORD_BYTES`); ``id_prefix`` starts every command id.
+
+    Who calls what: the owner of the link (a controller core, or :class:`mosaic.pi_rpc.EngineLink` on its
+    own) calls :meth:`send`, :meth:`send_prompt` and :meth:`prompt_state`; whoever moves the bytes calls
+    :meth:`next_write` / :meth:`write_done` (the write side), :meth:`feed` / :meth:`output_ended` (the read
+    side) and :meth:`tick` (the clock). Each call returns its events to its caller.
     """
 
     def __init__(
@@ -268,16 +364,19 @@ class LinkCore:
         self._decoder = RecordDecoder(max_record_bytes=max_record_bytes, errors="strict")
         self._prefix = id_prefix
         self._seq = 0
-        self._by_id: dict[str, Command] = {}
-        self._commands: list[Command] = []
+        # In flight, by seq, in send order (rule 6). Outcomes QUEUED, WRITING, WRITTEN only.
+        self._in_flight: dict[int, Command] = {}
+        # unknown / not-written commands, kept for late responses: they exist only from the poison on.
+        self._kept: dict[int, Command] = {}
+        # (deadline, seq) of bounded commands; entries of commands no longer in flight are skipped lazily.
+        self._deadlines: list[tuple[float, int]] = []
         self._outbox: deque[Command] = deque()
         self._writing: Command | None = None
         self._read_count = 0
-        self._agent_start_indices: list[int] = []
-        self._acked_prompts: set[int] = set()
+        self._agent_starts = 0
         self._open_prompt: Command | None = None
         self._poison: str | None = None
-        self._output_ended = False
+        self._output_closed = False
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -287,9 +386,16 @@ class LinkCore:
         return self._poison
 
     @property
-    def commands(self) -> tuple[Command, ...]:
-        """Every command sent so far, in send order."""
-        return tuple(self._commands)
+    def in_flight(self) -> tuple[Command, ...]:
+        """The commands in flight (queued, being written, or written and awaiting a response), in send order.
+        Acknowledged, unknown and not-written commands are not in it (rule 6)."""
+        return tuple(self._in_flight.values())
+
+    @property
+    def output_closed(self) -> bool:
+        """True once the engine's output ended (:meth:`output_ended`) or became unreadable: nothing more can
+        be fed, so a shell stops reading."""
+        return self._output_closed
 
     @property
     def records_read(self) -> int:
@@ -360,11 +466,12 @@ class LinkCore:
             queued_at=now,
             bound=self.default_bound if bound is _DEFAULT else bound,
             read_count_at_send=self._read_count,
-            acked_prompts_at_send=frozenset(self._acked_prompts),
         )
-        self._by_id[cid] = cmd
-        self._commands.append(cmd)
+        self._in_flight[cmd.seq] = cmd
         self._outbox.append(cmd)
+        deadline = cmd.deadline
+        if deadline is not None:
+            self._push_deadline(deadline, cmd.seq)
         return cmd
 
     # -- the write side (the shell calls these) ---------------------------------------------------------
@@ -378,7 +485,7 @@ class LinkCore:
         if self._poison is not None or self._writing is not None or not self._outbox:
             return None
         cmd = self._outbox.popleft()
-        cmd.outcome = CommandOutcome.WRITING
+        self._apply(cmd, OutcomeInput.WRITE_STARTED)
         self._writing = cmd
         return cmd
 
@@ -386,28 +493,32 @@ class LinkCore:
                    now: float) -> list[LinkEvent]:
         """Report the end of ``command``'s write: ``accepted`` bytes taken by the pipe, and the error that
         stopped it (``None`` if it was not stopped by one). Whole and no error: ``written``. Otherwise
-        ``unknown`` (``write-error`` / ``partial-write``) and the link is poisoned."""
+        ``unknown`` (``write-error`` / ``partial-write``) and the link is poisoned. Raises
+        :class:`LinkUsageError` when ``command`` is not the write in progress."""
         if command is not self._writing:
             raise LinkUsageError(f"write_done for {command.id}, which is not the write in progress")
         self._writing = None
         command.accepted = accepted
-        if command.outcome is not CommandOutcome.WRITING:
-            # Already decided while the shell was writing: the bound passed (unknown, stays so), or the
-            # engine answered the id, which it can only do after reading the whole line (acknowledged).
-            return []
-        if error is None and accepted == len(command.data):
-            command.outcome = CommandOutcome.WRITTEN
+        if error is not None:
+            what = OutcomeInput.WRITE_ERROR
+        elif accepted == len(command.data):
+            what = OutcomeInput.WRITE_WHOLE
+        else:
+            what = OutcomeInput.WRITE_PARTIAL
+        # An outcome decided while the shell was writing (write-stalled, or acknowledged: the engine answers
+        # only after reading the whole line) has no row for a write input: it stays.
+        if command.outcome is CommandOutcome.WRITING and what is OutcomeInput.WRITE_WHOLE:
             command.written_at = now
-            return []
-        reason: UnknownReason = "write-error" if error is not None else "partial-write"
-        return self._unknown(command, reason, poison=f"{reason} on {command.id}")
+        reason = "write-error" if error is not None else "partial-write"
+        return self._step(command, what, poison=f"{reason} on {command.id}")
 
     # -- the read side ----------------------------------------------------------------------------------
 
     def feed(self, data: bytes, *, now: float) -> list[LinkEvent]:
-        """Bytes read from the engine's stdout; returns what they mean, in order."""
-        if self._output_ended:
-            raise LinkUsageError("feed() after the engine's output ended")
+        """Bytes read from the engine's stdout; returns what they mean, in order. Raises
+        :class:`LinkUsageError` once :attr:`output_closed` (the reader must stop)."""
+        if self._output_closed:
+            raise LinkUsageError("feed() after the engine's output ended or became unreadable")
         try:
             texts = self._decoder.feed(data)
         except FramingError as exc:
@@ -415,13 +526,13 @@ class LinkCore:
         events: list[LinkEvent] = []
         for text in texts:
             events += self._record(text)
-            if self._output_ended:
+            if self._output_closed:
                 break
         return events
 
     def output_ended(self, *, now: float) -> list[LinkEvent]:
-        """The engine's stdout reached EOF (the engine exited or closed it)."""
-        if self._output_ended:
+        """The engine's stdout reached EOF (the engine exited or closed it). Idempotent."""
+        if self._output_closed:
             return []
         events: list[LinkEvent] = []
         try:
@@ -430,14 +541,10 @@ class LinkCore:
             tail = None
         if tail is not None:
             events.append(TruncatedOutput(tail))
-        self._output_ended = True
-        for cmd in self._commands:
-            if cmd.outcome in (CommandOutcome.WRITING, CommandOutcome.WRITTEN):
-                events += self._unknown(cmd, "engine-output-ended", poison="the engine's output ended")
-        if self._poison is None:
-            self._poison = "the engine's output ended"
-            events.append(Poisoned(self._poison))
-        events += self._drop_outbox()
+        self._output_closed = True
+        for cmd in list(self._in_flight.values()):
+            events += self._step(cmd, OutcomeInput.OUTPUT_ENDED, poison="the engine's output ended")
+        events += self._poison_now("the engine's output ended")
         return events
 
     def _record(self, text: str) -> list[LinkEvent]:
@@ -454,59 +561,89 @@ class LinkCore:
                     *self._output_broken("a record that is not a JSON object")]
         if record.get("type") != "response":
             if record.get("type") == "agent_start":
-                self._agent_start_indices.append(index)
+                self._agent_starts += 1
             return [EngineEvent(index, record)]
+        return self._response(index, record)
+
+    def _response(self, index: int, record: dict[str, Any]) -> list[LinkEvent]:
         rid = record.get("id")
-        cmd = self._by_id.get(rid) if isinstance(rid, str) else None
+        found = self._lookup(rid)
+        if found is _SETTLED:
+            detail = f"a second response for {rid}"
+            return [ProtocolViolation(index, detail, record, None), *self._poison_now(f"protocol: {detail}")]
+        cmd: Command | None = found
         if cmd is None or cmd.outcome in (CommandOutcome.QUEUED, CommandOutcome.NOT_WRITTEN):
             detail = ("a response with no id (Pi could not parse a line it read)" if rid is None
                       else f"a response for id {rid!r}, which the link never wrote")
-            return [ProtocolViolation(index, detail, record, None),
-                    *self._poison_now(f"protocol: {detail}")]
+            violation = ProtocolViolation(index, detail, record, None)
+            if cmd is not None:
+                return [violation, *self._step(cmd, OutcomeInput.RESPONSE, poison=f"protocol: {detail}")]
+            return [violation, *self._poison_now(f"protocol: {detail}")]
         if cmd.outcome is CommandOutcome.UNKNOWN:
             cmd.late_responses.append(record)
             return [LateResponse(cmd, index, record)]
-        if cmd.outcome is CommandOutcome.ACKNOWLEDGED:
-            return [ProtocolViolation(index, f"a second response for {cmd.id}", record, None),
-                    *self._poison_now(f"protocol: a second response for {cmd.id}")]
         # WRITING or WRITTEN: Pi can answer before the shell has reported the end of the write.
-        cmd.outcome = CommandOutcome.ACKNOWLEDGED
         cmd.response = record
         cmd.response_index = index
-        if cmd.type == "prompt":
-            self._acked_prompts.add(cmd.seq)
-            if self._open_prompt is cmd:
-                self._open_prompt = None
-        return [OutcomeKnown(cmd)]
+        cmd.agent_starts_at_response = self._agent_starts
+        if self._open_prompt is cmd:
+            self._open_prompt = None
+        return self._step(cmd, OutcomeInput.RESPONSE, poison="")
+
+    def _lookup(self, rid: Any) -> Any:
+        """The command a response id names: a :class:`Command` (in flight or kept), ``_SETTLED`` (an id the
+        link issued for a command acknowledged and forgotten since), or ``None`` (no such id)."""
+        if not isinstance(rid, str) or not rid.startswith(self._prefix):
+            return None
+        digits = rid[len(self._prefix):]
+        # Exactly the form _queue() writes: ASCII digits, no sign, no leading zero.
+        if not (digits.isascii() and digits.isdigit()) or digits[0] == "0":
+            return None
+        seq = int(digits)
+        if seq > self._seq:
+            return None
+        cmd = self._in_flight.get(seq) or self._kept.get(seq)
+        return cmd if cmd is not None else _SETTLED
 
     # -- the clock --------------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
         """The earliest bound still running, or ``None``."""
-        deadlines = [c.deadline for c in self._commands
-                     if c.deadline is not None and c.outcome in (CommandOutcome.QUEUED, CommandOutcome.WRITING,
-                                                                  CommandOutcome.WRITTEN)]
-        return min(deadlines) if deadlines else None
+        heap = self._deadlines
+        while heap and heap[0][1] not in self._in_flight:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def tick(self, *, now: float) -> list[LinkEvent]:
-        """The clock reads ``now``: every command past its bound without a response becomes ``unknown``."""
+        """The clock reads ``now``: every command past its bound without a response becomes ``unknown``
+        (or ``not-written`` if it never left the outbox), in send order (rule 5)."""
+        heap = self._deadlines
+        due: list[int] = []
+        while heap and heap[0][0] <= now:
+            seq = heapq.heappop(heap)[1]
+            if seq in self._in_flight:
+                due.append(seq)
         events: list[LinkEvent] = []
-        for cmd in self._commands:
-            deadline = cmd.deadline
-            if deadline is None or now < deadline:
-                continue
-            if cmd.outcome is CommandOutcome.WRITTEN:
-                events += self._unknown(cmd, "no-response", poison=f"no response to {cmd.id} within {cmd.bound} s")
-            elif cmd.outcome in (CommandOutcome.WRITING, CommandOutcome.QUEUED) and self._poison is None:
-                # The pipe has not taken the line (or the lines ahead of it) within the bound: the engine
-                # stopped reading. The write in progress may have left bytes in the pipe: unknown. The
-                # commands queued behind it never left the outbox: not written.
+        for seq in sorted(due):
+            cmd = self._in_flight.get(seq)
+            if cmd is None:
+                continue  # settled by an earlier one of this tick (the poison dropped it)
+            if cmd.outcome is CommandOutcome.QUEUED:
+                # The pipe has not taken the lines ahead of it within its bound: the engine stopped reading.
+                # The write in progress may have left bytes in the pipe (write-stalled); the outbox was never
+                # written (not-written).
                 head = self._writing
-                if head is not None:
-                    events += self._unknown(head, "write-stalled",
-                                            poison=f"{head.id} not accepted by the pipe in time")
-                else:
-                    events += self._poison_now(f"{cmd.id} was not taken from the outbox within {cmd.bound} s")
+                if head is not None and head.outcome is CommandOutcome.WRITING:
+                    events += self._step(head, OutcomeInput.BOUND_PASSED,
+                                         poison=f"{head.id} not accepted by the pipe in time")
+                events += self._step(cmd, OutcomeInput.BOUND_PASSED,
+                                     poison=f"{cmd.id} was not taken from the outbox within {cmd.bound} s")
+            elif cmd.outcome is CommandOutcome.WRITING:
+                events += self._step(cmd, OutcomeInput.BOUND_PASSED,
+                                     poison=f"{cmd.id} not accepted by the pipe in time")
+            else:
+                events += self._step(cmd, OutcomeInput.BOUND_PASSED,
+                                     poison=f"no response to {cmd.id} within {cmd.bound} s")
         return events
 
     # -- evidence (rule 4b) -----------------------------------------------------------------------------
@@ -514,61 +651,89 @@ class LinkCore:
     def prompt_state(self, prompt: Command, state: Command) -> PromptStateEvidence:
         """What ``state`` (an acknowledged get_state) says about ``prompt`` (an acknowledged prompt).
 
-        Raises :class:`NotEvidence` when ``state`` was queued before ``prompt``'s ack was read (its
-        ``written_after_ack_of`` lacks the prompt), when either has no successful response, or when the
-        types are wrong. FACTS.md Part 2 F: a get_state answered during the preflight window says
+        Raises :class:`NotEvidence` when ``state`` was queued before ``prompt``'s ack was read
+        (:meth:`Command.written_after_ack_of`), when either has no successful response, or when the types
+        are wrong. FACTS.md Part 2 F: a get_state answered during the preflight window says
         ``isStreaming: false`` while the prompt's run is starting.
         """
         if prompt.type != "prompt" or state.type != "get_state":
             raise NotEvidence("prompt_state() takes a prompt and a get_state")
         if prompt.outcome is not CommandOutcome.ACKNOWLEDGED or not prompt.succeeded:
             raise NotEvidence(f"prompt {prompt.id} has no successful ack; nothing to take evidence about")
-        if prompt.seq not in state.acked_prompts_at_send:
+        if not state.written_after_ack_of(prompt):
             raise NotEvidence(
                 f"get_state {state.id} was written before the ack of {prompt.id} was read: it is not "
                 "evidence about that prompt (FACTS.md a5, Part 2 F)")
         if state.outcome is not CommandOutcome.ACKNOWLEDGED or not state.succeeded:
             raise NotEvidence(f"get_state {state.id} has no successful response")
-        assert prompt.response_index is not None and state.response_index is not None
+        assert prompt.agent_starts_at_response is not None and state.agent_starts_at_response is not None
         data = state.response.get("data") if state.response is not None else None
         if not isinstance(data, Mapping) or not isinstance(data.get("isStreaming"), bool):
             raise NotEvidence(f"get_state {state.id} has no boolean isStreaming")
-        lo = bisect.bisect_right(self._agent_start_indices, prompt.response_index)
-        hi = bisect.bisect_left(self._agent_start_indices, state.response_index)
-        return PromptStateEvidence(prompt, state, bool(data["isStreaming"]), hi > lo, data)
+        # Neither response is an agent_start, so the difference counts exactly the agent_start records read
+        # after the ack and before the reply.
+        between = state.agent_starts_at_response > prompt.agent_starts_at_response
+        return PromptStateEvidence(prompt, state, bool(data["isStreaming"]), between, data)
 
     # -- internals --------------------------------------------------------------------------------------
 
-    def _unknown(self, cmd: Command, reason: UnknownReason, *, poison: str) -> list[LinkEvent]:
-        cmd.outcome = CommandOutcome.UNKNOWN
-        cmd.unknown_reason = reason
-        # _writing stays set until the shell's write_done (it may still be blocked in the write); the open
-        # prompt is not released: the link is poisoned, so no prompt can follow anyway.
-        events: list[LinkEvent] = [OutcomeUnknown(cmd)]
-        events += self._poison_now(poison)
-        return events
+    def _apply(self, cmd: Command, what: OutcomeInput) -> CommandOutcome | None:
+        """Consult :data:`OUTCOME_TABLE`: move ``cmd`` to its new outcome and return it, or ``None`` (no row:
+        unchanged). A command that leaves flight is forgotten, or kept if a late response may name it."""
+        row = OUTCOME_TABLE.get((cmd.outcome, what))
+        if row is None:
+            return None
+        new, reason = row
+        cmd.outcome = new
+        if reason is not None:
+            cmd.unknown_reason = reason
+        if new not in _IN_FLIGHT:
+            del self._in_flight[cmd.seq]
+            if new is not CommandOutcome.ACKNOWLEDGED:
+                self._kept[cmd.seq] = cmd
+        return new
+
+    def _step(self, cmd: Command, what: OutcomeInput, *, poison: str) -> list[LinkEvent]:
+        """:meth:`_apply`, and the events of the new outcome: ``CommandWritten``; ``OutcomeKnown``;
+        ``OutcomeUnknown`` then the poison (rule 2); for ``not-written`` the poison alone (a command is
+        dropped only by one); nothing for an unchanged outcome."""
+        new = self._apply(cmd, what)
+        if new is CommandOutcome.WRITTEN:
+            return [CommandWritten(cmd)]
+        if new is CommandOutcome.ACKNOWLEDGED:
+            return [OutcomeKnown(cmd)]
+        if new is CommandOutcome.UNKNOWN:
+            # _writing stays set until the shell's write_done (it may still be blocked in the write); the
+            # open prompt is not released: the link is poisoned, so no prompt can follow anyway.
+            return [OutcomeUnknown(cmd), *self._poison_now(poison)]
+        if new is CommandOutcome.NOT_WRITTEN:
+            return self._poison_now(poison)
+        return []
 
     def _poison_now(self, reason: str) -> list[LinkEvent]:
         if self._poison is not None:
             return []
         self._poison = reason
-        events: list[LinkEvent] = [Poisoned(reason)]
         # A command already written whole keeps waiting for its response: the engine read its line before
         # anything broke, and its own bound still decides. Commands still in the outbox are never written.
-        events += self._drop_outbox()
-        return events
-
-    def _drop_outbox(self) -> list[LinkEvent]:
         while self._outbox:
-            cmd = self._outbox.popleft()
-            cmd.outcome = CommandOutcome.NOT_WRITTEN
-        return []
+            self._apply(self._outbox.popleft(), OutcomeInput.POISON_DROPS_OUTBOX)
+        return [Poisoned(reason)]
 
     def _output_broken(self, why: str) -> list[LinkEvent]:
+        self._output_closed = True
+        reason = f"engine output unreadable: {why}"
         events: list[LinkEvent] = []
-        self._output_ended = True
-        for cmd in self._commands:
-            if cmd.outcome in (CommandOutcome.WRITING, CommandOutcome.WRITTEN):
-                events += self._unknown(cmd, "output-unreadable", poison=f"engine output unreadable: {why}")
-        events += self._poison_now(f"engine output unreadable: {why}")
+        for cmd in list(self._in_flight.values()):
+            events += self._step(cmd, OutcomeInput.OUTPUT_UNREADABLE, poison=reason)
+        events += self._poison_now(reason)
         return events
+
+    def _push_deadline(self, deadline: float, seq: int) -> None:
+        heap = self._deadlines
+        heapq.heappush(heap, (deadline, seq))
+        # Lazy deletion leaves entries of settled commands until they reach the top; rebuild when they
+        # outnumber the live ones, so the heap stays proportional to what is in flight (amortised O(1)).
+        if len(heap) > 2 * len(self._in_flight) + 64:
+            self._deadlines = [entry for entry in heap if entry[1] in self._in_flight]
+            heapq.heapify(self._deadlines)

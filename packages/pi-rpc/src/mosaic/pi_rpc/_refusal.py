@@ -1,49 +1,38 @@
-"""pi-rpc's refusal value and its one code table.
+"""pi-rpc's refusal class and its one code table.
 
-pi-rpc must not depend on safe-open (DESIGN.md layer table), so it defines its own small refusal type with
-the same three fields as ``mosaic.safe_open.Refusal``: code, reconcile, message. The codes are the seed
-README's (seeds/000 "Refusals": ``unsealed-engine, engine-pin-mismatch  the seal or the Pi pin (N24)``).
-Neither is reconcilable: nothing ran, there is nothing to re-read; the configuration must change.
+:class:`PiRpcRefusal` subclasses ``mosaic.safe_open.Refusal``, the base every Mosaic package shares
+(DESIGN.md principle 2; issue 9 "One refusal family"), so ``except mosaic.safe_open.Refusal`` catches it
+and it has the same three fields, wire form, equality and pickling as every other refusal. Importing
+``mosaic.safe_open`` for the base loads no cffi (its root-opening names load lazily).
+
+The codes are the seed README's (seeds/000 "Refusals": ``unsealed-engine, engine-pin-mismatch  the seal or
+the Pi pin (N24)``). Neither is reconcilable: nothing ran, there is nothing to re-read; the configuration
+must change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import ClassVar
+
+from mosaic.safe_open import Refusal
 
 __all__ = ["CODES", "PiRpcRefusal"]
 
-# code -> reconcile.
-CODES: Mapping[str, bool] = MappingProxyType(
-    {
-        # seed: the engine argv (or the pre-arguments before it) is outside the seal's allow-list.
-        "unsealed-engine": False,
-        # seed: the installed engine differs from the pin (integrity, bundle manifest, chord, node).
-        "engine-pin-mismatch": False,
-    }
-)
 
-
-class PiRpcRefusal(Exception):
+class PiRpcRefusal(Refusal):
     """A refusal with a code from ``CODES``, its reconcile flag and a human message.
 
     An unknown code is a programming error (``ValueError``), not a refusal.
     """
 
-    CODES: ClassVar[Mapping[str, bool]] = CODES
+    # code -> reconcile (the base freezes the table).
+    CODES: ClassVar[Mapping[str, bool]] = {
+        # seed: the engine argv (or the pre-arguments before it) is outside the seal's allow-list.
+        "unsealed-engine": False,
+        # seed: the installed engine differs from the pin (integrity, bundle manifest, chord, node).
+        "engine-pin-mismatch": False,
+    }
 
-    def __init__(self, code: str, message: str, *, reconcile: bool | None = None) -> None:
-        if code not in self.CODES:
-            raise ValueError(f"unknown pi-rpc refusal code {code!r}")
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.reconcile = self.CODES[code] if reconcile is None else reconcile
-        self.message = message
 
-    def to_dict(self) -> dict[str, object]:
-        """The wire form: exactly {"code", "reconcile", "message"}."""
-        return {"code": self.code, "reconcile": self.reconcile, "message": self.message}
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.code, self.message), {"reconcile": self.reconcile})
+CODES: Mapping[str, bool] = PiRpcRefusal.CODES

@@ -40,7 +40,10 @@ from mosaic.pi_rpc.testing.model_server import DEFAULT_SCENARIOS, Scenario, Stre
 
 __all__ = [
     "CONFORMANCE",
+    "FLUSHED",
+    "NOTHINK",
     "SCENARIOS",
+    "SCENARIOS_REF",
     "Engine",
     "EngineProcess",
     "Scenario",
@@ -50,8 +53,12 @@ __all__ = [
     "Transcript",
     "diff_transcripts",
     "fake_engine",
+    "load_golden",
     "normalize",
+    "prepare_tree",
     "real_engine",
+    "record_goldens",
+    "run_normalized",
     "run_scenario",
 ]
 

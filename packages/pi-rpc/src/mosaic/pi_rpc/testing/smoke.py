@@ -2,7 +2,7 @@
 
 ``python -m mosaic.pi_rpc.testing.smoke prepare DIR`` runs :func:`mosaic.pi_rpc.ensure_pi` on ``DIR`` (``npm
 ci`` of the committed lockfile when ``DIR`` does not already verify; needs only the npm registry), then the
-pin check of :func:`mosaic.pi_rpc._pin.check_pin`, and prints ``DIR``. It runs *outside* the network
+pin check of :func:`mosaic.pi_rpc.check_pin`, and prints ``DIR``. It runs *outside* the network
 namespace; the tests themselves run inside one (``python -m mosaic.pi_rpc.testing.netns -- pytest ...``)
 and find the install through ``MOSAIC_PI_DIR``.
 """
