@@ -11,7 +11,14 @@ import socket
 import stat
 from pathlib import Path
 
-from mosaic.pi_rpc import CommandOutcome, EngineEvent, EngineLink, OutcomeKnown, sealed_engine_argv
+from mosaic.pi_rpc import (
+    CommandOutcome,
+    CommandWritten,
+    EngineEvent,
+    EngineLink,
+    OutcomeKnown,
+    sealed_engine_argv,
+)
 from mosaic.pi_rpc.testing.netns import interfaces, outside_unreachable
 
 WAIT = 30.0
@@ -68,7 +75,9 @@ def test_sealed_smoke_idle_commands_with_no_prompt(pi_dir: Path, tmp_path: Path)
             assert commands.response["data"] == {"commands": [LLAMA]}
             clear = link.send({"type": "clear_queue"})
             ev = await link.next_event(WAIT)
-            while isinstance(ev, OutcomeKnown) and ev.command is not clear:
+            # Skip what came before: the earlier commands' outcomes and the write side's CommandWritten.
+            while isinstance(ev, (OutcomeKnown, CommandWritten)) and ev.command is not clear or (
+                    isinstance(ev, CommandWritten) and ev.command is clear):
                 ev = await link.next_event(WAIT)
             # queue_update (empty) before the clear_queue response (agent-session.js 1195-1203)
             assert isinstance(ev, EngineEvent) and ev.record == {"type": "queue_update", "steering": [],
