@@ -1,12 +1,18 @@
-"""The layers contract of DESIGN.md, checked over source and tests.
+"""The layers contract of DESIGN.md and the public-surface rule, checked over every Python file we ship.
 
 import-linter cannot see a PEP 420 namespace split over eight distributions, so this is a small check of
-our own. For every package it fails when:
+our own. It fails when:
 
-1. the package declares a Mosaic dependency that DESIGN.md's "may import" column does not allow;
-2. any module in its src/ or tests/ imports `mosaic.<other>` that the package does not declare
-   (tests count: a test that imports an undeclared package would pass here and fail for a user);
-3. the package imports itself through a dependency cycle (implied by 1, since the table is acyclic).
+1. a package declares a Mosaic dependency that DESIGN.md's "may import" column does not allow;
+2. any module of a package (src, tests, tests_*, bench: every .py under packages/<pkg>/) imports
+   `mosaic.<other>` that the package does not declare (tests count: a test that imports an undeclared
+   package would pass here and fail for a user);
+3. the package imports itself through a dependency cycle (implied by 1, since the table is acyclic);
+4. a file outside package <pkg> (another package, ci/, fixtures/, noxfile.py) imports a private part of
+   it: `mosaic.<pkg>._x` (any dotted component after the package that starts with `_`, at any depth,
+   e.g. `mosaic.pi_rpc.testing._fake_control`), or a private name from one of its modules
+   (`from mosaic.<pkg> import _x`). What a caller needs is exported; what is not is private (issue 9,
+   "Public surfaces"). A package's own files may import its private modules.
 
 Exit status 0 when all hold, 1 with one line per violation otherwise.
 """
@@ -16,31 +22,93 @@ from __future__ import annotations
 import ast
 import pathlib
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import workspace
 
 
-def _mosaic_imports(path: pathlib.Path) -> list[tuple[int, str]]:
-    """(line, top-level mosaic subpackage) for every import of mosaic.<x> in a file."""
-    tree = ast.parse(path.read_bytes(), filename=str(path))
-    found: list[tuple[int, str]] = []
+@dataclass(frozen=True)
+class MosaicImport:
+    """One import of `mosaic.<package>...` found in a file."""
+
+    line: int
+    module: str  # the dotted module imported from, e.g. "mosaic.pi_rpc._link"
+    names: tuple[str, ...]  # for `from X import a, b`: ("a", "b"); for `import X`: ()
+
+    @property
+    def package(self) -> str:
+        """The top-level Mosaic module (`pi_rpc` for `mosaic.pi_rpc._link`)."""
+        return self.module.split(".")[1]
+
+    def private_part(self) -> str | None:
+        """The first private component this import reaches (a module or a name), or None."""
+        parts = self.module.split(".")
+        for i, part in enumerate(parts[2:], start=2):
+            if part.startswith("_"):
+                return ".".join(parts[: i + 1])
+        for name in self.names:
+            if name.startswith("_"):
+                return f"{self.module}.{name}"
+        return None
+
+
+def mosaic_imports(source: str, filename: str = "<source>") -> list[MosaicImport]:
+    """Every import of a `mosaic.<x>` module in Python source (relative imports are package-internal)."""
+    tree = ast.parse(source, filename=filename)
+    found: list[MosaicImport] = []
     for node in ast.walk(tree):
-        names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            for alias in node.names:
+                if alias.name.startswith("mosaic.") and len(alias.name.split(".")) > 1:
+                    found.append(MosaicImport(node.lineno, alias.name, ()))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
             if node.module == "mosaic":
-                names = [f"mosaic.{a.name}" for a in node.names]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "mosaic" and len(parts) > 1:
-                found.append((node.lineno, parts[1]))
+                # `from mosaic import pi_rpc` imports the package itself.
+                for alias in node.names:
+                    found.append(MosaicImport(node.lineno, f"mosaic.{alias.name}", ()))
+            elif node.module.startswith("mosaic."):
+                found.append(MosaicImport(node.lineno, node.module, tuple(a.name for a in node.names)))
     return found
 
 
-def check() -> list[str]:
+def _package_files(name: str) -> Iterator[pathlib.Path]:
+    yield from sorted(p for p in workspace.package_dir(name).glob("**/*.py") if ".nox" not in p.parts)
+
+
+def _outside_files() -> Iterator[pathlib.Path]:
+    """Python files that belong to no package: the CI scripts, the fixture makers, the noxfile."""
+    for sub in ("ci", "fixtures"):
+        yield from sorted((workspace.ROOT / sub).glob("**/*.py"))
+    yield workspace.ROOT / "noxfile.py"
+
+
+def check_imports(owner: str | None, path: pathlib.Path, source: str) -> list[str]:
+    """Violations of rules 2 and 4 in one file. `owner` is the package the file belongs to (None: no
+    package, e.g. ci/)."""
     by_module = {workspace.module_name(n): n for n in workspace.PACKAGES}
+    declared = workspace.declared_mosaic_deps(owner) if owner is not None else None
+    try:
+        rel: pathlib.Path | str = path.relative_to(workspace.ROOT)
+    except ValueError:
+        rel = path
+    problems: list[str] = []
+    for imp in mosaic_imports(source, str(path)):
+        target = by_module.get(imp.package)
+        if target is None:
+            problems.append(f"{rel}:{imp.line}: imports {imp.module}, which no package provides")
+            continue
+        if declared is not None and target != owner and target not in declared:
+            problems.append(f"{rel}:{imp.line}: imports mosaic.{imp.package} but {owner} does not declare "
+                            f"mosaic-{target}")
+        private = imp.private_part()
+        if private is not None and target != owner:
+            problems.append(f"{rel}:{imp.line}: imports {private}, a private part of {target} "
+                            f"(only {target}'s own files may; export what callers need)")
+    return problems
+
+
+def check() -> list[str]:
     problems: list[str] = []
     for name in workspace.PACKAGES:
         declared = workspace.declared_mosaic_deps(name)
@@ -48,18 +116,10 @@ def check() -> list[str]:
             problems.append(f"{name}: declares mosaic-{dep}, which DESIGN.md does not let it import")
         for dep in sorted(declared - set(workspace.PACKAGES)):
             problems.append(f"{name}: declares mosaic-{dep}, which is not a package of this repository")
-        pkg_dir = workspace.package_dir(name)
-        for sub in ("src", "tests"):
-            for path in sorted((pkg_dir / sub).glob("**/*.py")):
-                for line, mod in _mosaic_imports(path):
-                    target = by_module.get(mod)
-                    rel = path.relative_to(workspace.ROOT)
-                    if target is None:
-                        problems.append(f"{rel}:{line}: imports mosaic.{mod}, which no package provides")
-                    elif target != name and target not in declared:
-                        problems.append(
-                            f"{rel}:{line}: imports mosaic.{mod} but {name} does not declare mosaic-{target}"
-                        )
+        for path in _package_files(name):
+            problems += check_imports(name, path, path.read_text(encoding="utf-8"))
+    for path in _outside_files():
+        problems += check_imports(None, path, path.read_text(encoding="utf-8"))
     return problems
 
 
@@ -70,7 +130,8 @@ def main() -> int:
     if problems:
         print(f"layers: {len(problems)} violation(s)")
         return 1
-    print(f"layers: {len(workspace.PACKAGES)} packages checked against DESIGN.md, no violation")
+    print(f"layers: {len(workspace.PACKAGES)} packages checked against DESIGN.md and their public surfaces, "
+          "no violation")
     return 0
 
 

@@ -20,6 +20,7 @@ class ControlRefusal(Refusal):
     """Why the controller refused a command. Reaches a socket client as `error.data.refusal`."""
 
     CODES: ClassVar[Mapping[str, bool]] = {
+        "malformed": False,  # a request that fails the envelope check (a client request id that is not an id)
         "stale-incarnation": True,  # an old controller incarnation token (H21; deviation V-1)
         "generation": True,  # the request's controller generation is stale (H1, H2)
         "controller": False,  # the connection is not the controller (S5, H15)

@@ -1,0 +1,1009 @@
+"""The controller core, sans-io: `receive(input, *, now) -> actions` (DESIGN.md "The controller's intended
+shape"; h11 is the model). It owns pi-rpc's `LinkCore`, so "under one dispatch lock" (brief §1) means
+"inside one `receive` call": admission and dispatch check the same state with nothing in between.
+
+The rules it keeps, with where they come from:
+
+1. Admission (§1, seed README "Refusals"), in this order: the controller incarnation token
+   (stale-incarnation, H21, deviation V-1); dedup by (actor, conversation, client request id) for this
+   incarnation (an exact retry returns the same receipt, H12; other text is conflicting-request, H13);
+   the request's generation (H1, H2); the controlling connection (S5, H15); open admission (fenced);
+   the one pending slot and no run streaming (busy, H18, N13); the text policy (text-policy, draft;
+   `_tables.TEXT_PREFIXES`). Refused requests send zero engine bytes.
+2. Dispatch: the prompt goes to the engine through `LinkCore.send_prompt` in the same call, reserving
+   the slot first. The slot is released only by reconciliation (`_tables.SLOT_TABLE`): an error
+   response; an ack then agent_settled (finished, or failed ack-without-start, N11); an ack then a
+   get_state written after the ack showing no run and no agent_start between (delivery-unknown
+   handled-without-run, N5); an unknown write outcome (delivery-unknown transport-unknown: the pipe is
+   poisoned, admission closes, the binding is uncertain; §1, H19).
+3. Receipts move only along `_tables.RECEIPT_TRANSITIONS`; never to "unsent".
+4. R3-1 (§3): interrupt closes admission, sends clear_queue, then abort (rule 1). A clear that fails or
+   times out sends no abort (rule 2). A non-empty clear leaves the stop uncertain until C-1 (rule 3),
+   its items in evidence as digests and byte counts. A slot in preflight is awaited (bounded); its ack
+   means a run, so clear then abort again, at most three cycles (rule 4, N4). Reconciled only when the
+   slot is settled, the run settled after the last abort, a clear sent after that came back empty and
+   every clear was empty (rule 5); then admission reopens under current control.
+5. Force stop needs an answered, single-use confirmation bound to its connection and stop context
+   (H17); it supersedes a running interrupt (H10), closes admission and asks the lifecycle layer to
+   stop the cohort (an `Effect`); its result ends the binding stopped or uncertain.
+6. Events (§3, §9): native events map through `_tables.EVENT_MAP` to CHAT-01 events carrying the
+   execution and a per-execution sequence; agent_settled is run-settled, never termination; an unknown
+   native event is counted in evidence (C-4 interim); events of another execution are dropped and
+   counted (H14). Replay is unavailable: observe returns the seam (fromSequence, quiet) and the client
+   reconciles at it (E4).
+7. Disconnect never releases control or a claim (H11).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mosaic.pi_rpc import (
+    Command,
+    CommandOutcome,
+    CommandWritten,
+    EngineEvent,
+    LateResponse,
+    LinkCore,
+    LinkPoisoned,
+    NotEvidence,
+    OutcomeKnown,
+    OutcomeUnknown,
+    Poisoned,
+    ProtocolViolation,
+    TruncatedOutput,
+)
+
+from ._io import (
+    Action,
+    Call,
+    CancelTimer,
+    Connected,
+    ConnId,
+    Disconnected,
+    Effect,
+    EffectDone,
+    EngineEvents,
+    Evidence,
+    FlushEngine,
+    Input,
+    Notify,
+    PageRead,
+    ReadPage,
+    Refuse,
+    Reply,
+    RpcId,
+    SetTimer,
+    TimerFired,
+)
+from ._refusal import ControlRefusal
+from ._state import BindingState, Clear, Confirmation, Request, Run, Slot, Stop
+from ._tables import DIALOG, INTERNAL, check_text, classify_native
+
+SETTLE_TIMER = "stop-settle"
+CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Seconds. Every wait the core makes on the engine is bounded (brief §1, §3)."""
+
+    command: float = 30.0  # default response bound of an engine command (LinkCore)
+    prompt_ack: float = 60.0  # a prompt's preflight (extension handlers run before the ack)
+    clear: float = 10.0  # clear_queue: past it the outcome is unknown (rule 2: no abort)
+    probe: float = 10.0  # the get_state written after an ack
+    settle: float = 30.0  # abort -> the run settled; past it the stop is uncertain (K9)
+    confirmation_ttl: float = 300.0
+    max_cycles: int = 3  # rule 4 and rule 5: clear/abort cycles
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """What one controller incarnation is about. No defaults for identities (DESIGN principle 3)."""
+
+    conversation: str
+    execution: str  # the execution incarnation: every event carries it (§3 "Events")
+    binding: str
+    incarnation: str  # the controller incarnation token (§1), minted at each controller start
+    actor: str = "local-operator"
+    generation: int = 1
+    unit: str | None = None  # the cohort's unit name, for the force-stop confirmation's summary
+    bounds: Bounds = field(default_factory=Bounds)
+
+
+@dataclass
+class _Conn:
+    role: str = "observer"
+    subscribed_from: int | None = None  # first sequence this connection receives
+    seq_at_subscribe: int = 0
+    quiet_at_subscribe: bool = False
+    reads: dict[RpcId, str | None] = field(default_factory=dict)  # observe calls awaiting their page
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class ControllerCore:
+    """One execution's controller, without I/O. Feed `Input`s with `receive`; carry out the returned
+    `Action`s in order. Not thread-safe (one event loop owns it)."""
+
+    def __init__(self, config: CoreConfig, *, now: float, link: LinkCore | None = None) -> None:
+        self.config = config
+        self.bounds = config.bounds
+        self.link = link if link is not None else LinkCore(default_bound=config.bounds.command)
+        self.execution = config.execution
+        self.generation = config.generation
+        self.controller: ConnId | None = None  # the controlling connection, connected or not (H11)
+        self.connections: dict[ConnId, _Conn] = {}
+        self.binding_state: BindingState = "active"
+        self.fences: dict[str, str] = {}  # reason -> detail; admission is open only when empty
+        self.slot: Slot | None = None
+        self.run = Run()
+        self.stop: Stop | None = None
+        self.stops: list[Stop] = []
+        self.requests: dict[str, Request] = {}  # client request id -> request (one actor, one conversation)
+        self.confirmations: dict[str, Confirmation] = {}
+        self.context = 0  # the stop context: bumped whenever a stop starts or ends or control changes
+        self.sequence = 0
+        self.unknown_native: dict[str, int] = {}
+        self.late_events = 0
+        self.dialogs = 0
+        self._ids = 0
+        self._pending_effects: dict[str, tuple[ConnId, RpcId]] = {}
+        self._out: list[Action] = []
+        self._now = now
+
+    # ----------------------------------------------------------------------------------------- entry
+
+    def receive(self, event: Input, *, now: float) -> list[Action]:
+        """Decide on one input; return the actions to carry out, in order. Never raises for bad client
+        input or engine output (those are refusals, evidence or state); an exception is a bug."""
+        self._now = now
+        self._out = []
+        if isinstance(event, Call):
+            self._call(event)
+        elif isinstance(event, EngineEvents):
+            self._engine(event)
+        elif isinstance(event, Connected):
+            self.connections[event.conn] = _Conn()
+        elif isinstance(event, Disconnected):
+            # H11: control stays with the disconnected connection until someone takes over explicitly.
+            self.connections.pop(event.conn, None)
+            self._broadcast_binding()
+        elif isinstance(event, PageRead):
+            self._page_read(event)
+        elif isinstance(event, TimerFired):
+            self._timer(event.key)
+        elif isinstance(event, EffectDone):
+            self._effect_done(event)
+        out, self._out = self._out, []
+        return out
+
+    # ------------------------------------------------------------------------------------ small helpers
+
+    def _id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}{self._ids}"
+
+    def _emit(self, action: Action) -> None:
+        self._out.append(action)
+
+    def _refuse(self, call: Call, code: str, message: str) -> None:
+        self._emit(Refuse(call.conn, call.rpc_id, ControlRefusal(code, message).to_dict()))
+
+    def _subscribers(self) -> tuple[ConnId, ...]:
+        return tuple(c for c, s in self.connections.items() if s.subscribed_from is not None)
+
+    def _record(self, record: Mapping[str, Any]) -> None:
+        subs = self._subscribers()
+        if subs:
+            self._emit(Notify(subs, "record", record))
+
+    def _evidence(self, kind: str, **detail: Any) -> None:
+        self._emit(Evidence(kind, detail))
+
+    @property
+    def admission_open(self) -> bool:
+        return self.binding_state == "active" and not self.fences
+
+    def binding_record(self) -> dict[str, Any]:
+        """The CHAT-01 binding record as it stands now."""
+        return {
+            "type": "binding", "binding": self.config.binding, "conversation": self.config.conversation,
+            "execution": self.execution, "incarnation": self.config.incarnation, "generation": self.generation,
+            "controllerConnection": self.controller,
+            "controllerConnected": self.controller is not None and self.controller in self.connections,
+            "state": self.binding_state, "admission": "open" if self.admission_open else "closed",
+            "fences": sorted(self.fences), "replay": "unavailable",
+            "engineState": self._engine_state(),
+            "evidence": {"unknownNativeEvents": sum(self.unknown_native.values()),
+                         "lateEvents": self.late_events, "dialogs": self.dialogs},
+        }
+
+    def _engine_state(self) -> str:
+        if self.binding_state != "active":
+            return self.binding_state
+        if self.stop is not None and self.stop.state == "stopping":
+            return "stopping"
+        return "streaming" if (self.run.active or self.slot is not None) else "idle"
+
+    def _connection_record(self, conn: ConnId) -> dict[str, Any]:
+        return {"type": "connection", "connection": conn,
+                "role": "controller" if self.controller == conn else "observer", "generation": self.generation}
+
+    def _broadcast_binding(self) -> None:
+        self._record(self.binding_record())
+
+    def _fence(self, reason: str, detail: str) -> None:
+        self.fences[reason] = detail
+
+    def _uncertain(self, reason: str, detail: str) -> None:
+        """The binding goes uncertain and admission stays closed; only force stop moves it on (§1, §3)."""
+        if self.binding_state in ("stopped",):
+            return
+        if self.binding_state != "uncertain":
+            self.binding_state = "uncertain"
+            self.context += 1
+            self._emit(Effect(self._id("e"), "claim-uncertain", {"reason": reason, "detail": detail}))
+        self._fence("uncertain", reason)
+
+    # ------------------------------------------------------------------------------------------ calls
+
+    def _call(self, call: Call) -> None:
+        handler = _HANDLERS.get(call.method)
+        if handler is None:  # the server validated the method; a bug if it did not
+            self._refuse(call, "controller", f"no handler for {call.method!r}")
+            return
+        if call.conn not in self.connections:
+            self.connections[call.conn] = _Conn()
+        if call.method != "observe" and call.params.get("incarnation") != self.config.incarnation:
+            # Mutant 20 removes this check: H21 must then write a second prompt.
+            self._refuse(call, "stale-incarnation", "the request carries another controller incarnation; "
+                                                    "observe again (outcomes under the old one are unknown)")
+            return
+        handler(self, call)
+
+    def _is_controller(self, call: Call) -> bool:
+        return self.controller is not None and call.conn == self.controller
+
+    def _check_control(self, call: Call, generation: int) -> bool:
+        """Generation, then controlling connection (seed "Refusals" order). False when refused."""
+        if generation != self.generation:
+            # Mutant 1 removes this recheck: a stale generation from the controlling connection slips by.
+            self._refuse(call, "generation", f"generation {generation} is not the current {self.generation}")
+            return False
+        if not self._is_controller(call):
+            self._refuse(call, "controller", "this connection is not the controller")
+            return False
+        return True
+
+    # -- observe
+
+    def _observe(self, call: Call) -> None:
+        incarnation = call.params.get("incarnation")
+        if incarnation is not None and incarnation != self.config.incarnation:
+            self._refuse(call, "stale-incarnation", "another controller incarnation")
+            return
+        conn = self.connections[call.conn]
+        if conn.subscribed_from is None:
+            conn.subscribed_from = self.sequence + 1
+            conn.seq_at_subscribe = self.sequence
+            conn.quiet_at_subscribe = self._quiet()
+        cursor = call.params.get("cursor")
+        conn.reads[call.rpc_id] = cursor
+        self._emit(ReadPage(call.conn, call.rpc_id, cursor))
+
+    def _quiet(self) -> bool:
+        """No run visible and no prompt holding the slot: Pi persisted every message of the last run
+        before its agent_settled (agent-session.js 386-398), so a page read now misses nothing."""
+        return not self.run.active and self.slot is None and (self.stop is None or self.stop.state != "stopping")
+
+    def _page_read(self, event: PageRead) -> None:
+        conn = self.connections.get(event.conn)
+        if conn is None or event.rpc_id not in conn.reads:
+            return  # it hung up meanwhile
+        cursor = conn.reads.pop(event.rpc_id)
+        result = dict(event.result)
+        if not result.get("ok", False) and cursor is not None:
+            refusal = result.get("refusal")
+            code = refusal.get("code") if isinstance(refusal, Mapping) else None
+            self._emit(Refuse(event.conn, event.rpc_id, ControlRefusal(
+                "cursor", f"the reader refused the cursor: {code}").to_dict()))
+            return
+        # Unavailable is not empty: a first page the reader refused is passed on as the reader's refusal.
+        quiet = conn.quiet_at_subscribe and self.sequence == conn.seq_at_subscribe
+        self._emit(Reply(event.conn, event.rpc_id, {
+            "incarnation": self.config.incarnation, "connection": self._connection_record(event.conn),
+            "generation": self.generation, "binding": self.binding_record(),
+            "seam": {"replay": "unavailable", "streamEpoch": self.execution,
+                     "fromSequence": conn.subscribed_from, "reconcile": True, "quiet": quiet},
+            "history": result,
+        }))
+
+    # -- prompt
+
+    def _prompt(self, call: Call) -> None:
+        params = call.params
+        text = params["text"]
+        crid = params["clientRequestId"]
+        digest = _digest(text)
+        if not CHAT01_ID.fullmatch(crid):
+            self._refuse(call, "malformed", "clientRequestId is not a CHAT-01 id ([A-Za-z0-9][A-Za-z0-9._:-]{0,127})")
+            return
+        known = self.requests.get(crid)
+        if known is not None:
+            if known.text_digest == digest:  # H12: the same receipt, no second dispatch
+                self._emit(Reply(call.conn, call.rpc_id, {"outcome": "duplicate", "request": known.request_record(),
+                                                          "receipt": known.receipt_record()}))
+            else:
+                self._refuse(call, "conflicting-request", f"client request {crid!r} was used for other text")
+            return
+        if not self._check_control(call, params["generation"]):
+            return
+        if not self.admission_open:
+            self._refuse(call, "fenced", f"admission is closed ({', '.join(sorted(self.fences)) or self.binding_state})")
+            return
+        if self.slot is not None or self.run.active or not self.link.can_send_prompt():
+            what = "a prompt holds the dispatch slot" if self.slot is not None else "a run is streaming"
+            self._refuse(call, "busy", f"{what}; CHAT-03 has no broker queue, the text stays with the client")
+            return
+        problem = check_text(text)
+        if problem is not None:
+            self._refuse(call, *problem)
+            return
+        self._dispatch(call, crid, text, digest)
+
+    def _dispatch(self, call: Call, crid: str, text: str, digest: str) -> None:
+        """Reserve the slot, then write (§1 "Pending dispatch slot"), inside this one receive call."""
+        request = Request(self._id("r"), crid, self.config.actor, self.config.conversation, self.execution,
+                          self.config.incarnation, self.generation, call.conn, digest,
+                          len(text.encode("utf-8", "surrogatepass")), self._now, updated_at=self._now)
+        try:
+            command = self.link.send_prompt(text, now=self._now, bound=self.bounds.prompt_ack)
+        except LinkPoisoned as exc:  # admission checked it; a bug if this happens
+            self._refuse(call, "fenced", f"the engine pipe is poisoned: {exc.reason}")
+            return
+        self.requests[crid] = request
+        self.slot = Slot(request, command)
+        self._emit(Reply(call.conn, call.rpc_id, {"outcome": "admitted", "clientRequest": {
+            "type": "clientRequest", "clientRequest": crid, "actor": request.actor, "conversation": request.conversation,
+            "operation": "prompt", "textDigest": digest, "textBytes": request.text_bytes},
+            "request": request.request_record(), "receipt": request.receipt_record()}))
+        self._record(request.request_record())
+        self._record(request.receipt_record())
+        self._broadcast_binding()
+        self._emit(FlushEngine())  # last: what the write makes known (dispatched) follows these records
+
+    # -- takeover and recovery control
+
+    def _takeover(self, call: Call) -> None:
+        expected = call.params["expectedGeneration"]
+        if self._is_controller(call):
+            self._refuse(call, "already-controller", "this connection is already the controller (H4)")
+            return
+        if expected != self.generation:
+            self._refuse(call, "generation", f"expected generation {expected}, current {self.generation} (H1)")
+            return
+        if not self.admission_open:
+            self._refuse(call, "fenced", "an ordinary takeover is refused while admission is closed (K9); "
+                                         "force stop needs recovery control")
+            return
+        self._take_control(call, "takeover")
+
+    def _acquire_recovery(self, call: Call) -> None:
+        if self._is_controller(call):
+            self._refuse(call, "already-controller", "this connection is already the controller")
+            return
+        if self.controller is not None and self.controller in self.connections:
+            self._refuse(call, "controller-present", "the controller is connected; ask it, or take over")
+            return
+        self._take_control(call, "recovery")
+
+    def _take_control(self, call: Call, how: str) -> None:
+        previous = self.controller
+        self.generation += 1
+        self.controller = call.conn
+        self.context += 1
+        self._emit(Effect(self._id("e"), "claim-generation", {"generation": self.generation}))
+        self._emit(Reply(call.conn, call.rpc_id, {"generation": self.generation, "how": how, "previous": previous,
+                                                  "connection": self._connection_record(call.conn)}))
+        self._broadcast_binding()
+
+    # -- interrupt (R3-1)
+
+    def _interrupt(self, call: Call) -> None:
+        if not self._check_control(call, call.params["generation"]):
+            return
+        if self.stop is not None and self.stop.state == "stopping":
+            self._refuse(call, "fenced", f"stop {self.stop.stop_id} is running")
+            return
+        if self.binding_state != "active":
+            self._refuse(call, "fenced", f"the binding is {self.binding_state}")
+            return
+        if self.slot is None and not self.run.active:
+            self._refuse(call, "no-turn", "no prompt holds the slot and no run is streaming")
+            return
+        stop = Stop(self._id("s"), "interrupt", self.execution, call.conn, self._now)
+        stop.slot_case = self.slot.case() if self.slot is not None else "none"
+        if self.slot is not None:
+            self.slot.fenced_at = stop.slot_case
+        self.stop = stop
+        self.stops.append(stop)
+        self.context += 1
+        self._fence("interrupt", stop.stop_id)  # rule 1: admission closes first
+        self._emit(Reply(call.conn, call.rpc_id, {"stop": stop.record()}))
+        self._record(stop.record())
+        self._broadcast_binding()
+        self._chain_send_clear("clear")
+
+    # -- confirmations (H17)
+
+    def _issue_confirmation(self, call: Call) -> None:
+        operation = call.params["operation"]
+        if not self._is_controller(call):
+            self._refuse(call, "controller", "only the controller can ask for a confirmation")
+            return
+        summary: dict[str, Any] = {"operation": operation, "execution": self.execution,
+                                   "unit": self.config.unit, "members": None,
+                                   "binding": self.binding_state, "openTools": len(self.run.open_tools)}
+        if operation == "force-stop":
+            summary["kills"] = "every process of the execution's engine cgroup (the cohort), frozen then killed"
+        conf = Confirmation(self._id("k"), operation, call.conn, self.context, self._now,
+                            self._now + self.bounds.confirmation_ttl, summary)
+        self.confirmations[conf.confirmation_id] = conf
+        self._emit(Reply(call.conn, call.rpc_id, {"confirmation": conf.record()}))
+
+    def _answer_confirmation(self, call: Call) -> None:
+        conf = self.confirmations.get(call.params["confirmation"])
+        problem = self._confirmation_problem(call, conf, answering=True)
+        if problem is not None or conf is None:
+            self._refuse(call, "confirmation", problem or "no such confirmation")
+            return
+        conf.state = "answered" if call.params["answer"] == "confirm" else "cancelled"
+        self._emit(Reply(call.conn, call.rpc_id, {"confirmation": conf.record()}))
+
+    def _confirmation_problem(self, call: Call, conf: Confirmation | None, *, answering: bool,
+                              operation: str | None = None) -> str | None:
+        if conf is None:
+            return "no such confirmation"
+        if conf.conn != call.conn:
+            return "the confirmation belongs to another connection"
+        if operation is not None and conf.operation != operation:
+            return f"the confirmation is for {conf.operation}, not {operation}"
+        if self._now > conf.expires_at and conf.state in ("issued", "answered"):
+            conf.state = "expired"
+        wanted = "issued" if answering else "answered"
+        if conf.state != wanted:
+            return f"the confirmation is {conf.state}" + (" (single use)" if conf.state == "consumed" else "")
+        if conf.context != self.context:
+            conf.state = "void"
+            return "the stop context changed since the confirmation was issued"
+        return None
+
+    def _use_confirmation(self, call: Call, operation: str) -> Confirmation | None:
+        conf = self.confirmations.get(call.params["confirmation"])
+        problem = self._confirmation_problem(call, conf, answering=False, operation=operation)
+        if problem is not None or conf is None:
+            self._refuse(call, "confirmation", problem or "no such confirmation")
+            return None
+        conf.state = "consumed"  # single use (mutant 8 leaves it answered)
+        return conf
+
+    # -- force stop (§6; the cohort part is the lifecycle layer's Effect)
+
+    def _force_stop(self, call: Call) -> None:
+        if not self._is_controller(call):
+            self._refuse(call, "controller", "only the controller (or recovery control) can force stop")
+            return
+        if self.stop is not None and self.stop.kind == "force-stop" and self.stop.state == "stopping":
+            self._refuse(call, "fenced", f"force stop {self.stop.stop_id} is running (one escalation at a time)")
+            return
+        if self.binding_state == "stopped":
+            self._refuse(call, "fenced", "the execution is stopped")
+            return
+        conf = self._use_confirmation(call, "force-stop")
+        if conf is None:
+            return
+        stop = Stop(self._id("s"), "force-stop", self.execution, call.conn, self._now,
+                    confirmation=conf.confirmation_id, step="requested")
+        running = self.stop
+        if running is not None and running.state == "stopping":  # H10: force stop supersedes the interrupt
+            running.state = "superseded"
+            running.superseded_by = stop.stop_id
+            running.ended_at = self._now
+            stop.supersedes = running.stop_id
+            self._emit(CancelTimer(SETTLE_TIMER))
+            self._record(running.record())
+        self.stop = stop
+        self.stops.append(stop)
+        self.binding_state = "stopping"
+        self.context += 1
+        self._fence("force-stop", stop.stop_id)
+        self._emit(Effect(stop.stop_id, "force-stop", {
+            "stop": stop.stop_id, "confirmation": conf.confirmation_id, "execution": self.execution,
+            "conversation": self.config.conversation, "openTools": dict(self.run.open_tools)}))
+        self._emit(Reply(call.conn, call.rpc_id, {"stop": stop.record()}))
+        self._record(stop.record())
+        self._broadcast_binding()
+
+    def _recover(self, call: Call) -> None:
+        if not self._is_controller(call):
+            self._refuse(call, "controller", "only the controller (or recovery control) can recover")
+            return
+        if self.binding_state != "stopped":
+            self._refuse(call, "stop-proof", f"recovery needs a verified stop; the execution is {self.binding_state}")
+            return
+        conf = self._use_confirmation(call, "recover")
+        if conf is None:
+            return
+        effect = self._id("e")
+        self._pending_effects[effect] = (call.conn, call.rpc_id)
+        stop = self.stops[-1] if self.stops else None
+        self._emit(Effect(effect, "recover", {"confirmation": conf.confirmation_id,
+                                              "stop": None if stop is None else stop.stop_id,
+                                              "incarnation": self.config.incarnation}))
+
+    # ---------------------------------------------------------------------------------- the engine side
+
+    def _engine(self, batch: EngineEvents) -> None:
+        if batch.execution != self.execution:
+            # H14: late stdout of an old engine: dropped by execution incarnation, counted, never rendered.
+            self.late_events += len(batch.events)
+            self._evidence("late-events", execution=batch.execution, count=len(batch.events))
+            return
+        for event in batch.events:
+            if isinstance(event, EngineEvent):
+                self._native(event)
+            elif isinstance(event, OutcomeKnown):
+                self._known(event.command)
+            elif isinstance(event, CommandWritten):
+                self._written(event.command)
+            elif isinstance(event, OutcomeUnknown):
+                self._unknown_outcome(event.command)
+            elif isinstance(event, Poisoned):
+                self._poisoned(event.reason)
+            elif isinstance(event, LateResponse):
+                self._evidence("late-response", command=event.command.id, type=event.command.type)
+            elif isinstance(event, ProtocolViolation):
+                self._evidence("protocol-violation", detail=event.detail)
+            elif isinstance(event, TruncatedOutput):
+                self._evidence("truncated-output", bytes=len(event.tail.encode("utf-8", "surrogatepass")))
+
+    def _written(self, command: Command) -> None:
+        slot = self.slot
+        if slot is not None and command is slot.prompt and slot.request.receipt == "admitted":
+            slot.request.move("dispatched", self._now)
+            self._record(slot.request.receipt_record())
+
+    def _known(self, command: Command) -> None:
+        slot = self.slot
+        if slot is not None and command is slot.prompt:
+            self._prompt_answered(slot)
+        elif slot is not None and command is slot.probe:
+            self._probe_answered(slot)
+        elif self.stop is not None and command is self.stop.pending:
+            self._chain_answered(self.stop, command)
+
+    def _prompt_answered(self, slot: Slot) -> None:
+        response = slot.prompt.response or {}
+        request = slot.request
+        if response.get("success") is not True:
+            # An error before preflight passed (rpc-mode.js 314-318): failed, native error kept (N3, N8).
+            request.move("failed", self._now, native_error=str(response.get("error", "error response")))
+            self._release_slot()
+            return
+        request.move("acknowledged", self._now)
+        self._record(request.receipt_record())
+        # Is there a run? Ask with a get_state written after the ack was read (FACTS a5: only such a
+        # get_state is evidence; the link enforces it in prompt_state).
+        slot.probe = self.link.send({"type": "get_state"}, now=self._now, bound=self.bounds.probe)
+        self._emit(FlushEngine())
+        stop = self.stop
+        if stop is not None and stop.state == "stopping" and stop.kind == "interrupt" and stop.step == "preflight-wait":
+            # N4: the ack came after the chain's abort: a run starts now, so clear then abort again.
+            self._chain_next_cycle(stop, "the slot's ack arrived after the abort (N4)")
+
+    def _probe_answered(self, slot: Slot) -> None:
+        probe = slot.probe
+        assert probe is not None
+        if slot.run_started:
+            return
+        try:
+            evidence = self.link.prompt_state(slot.prompt, probe)
+        except NotEvidence as exc:
+            self._evidence("probe-not-evidence", detail=str(exc))
+            return
+        if evidence.is_streaming or evidence.agent_start_between:
+            return
+        # N5: acked, no run, none started: extension-handled input. Never "unsent", never resent.
+        slot.request.move("delivery-unknown", self._now, reason="handled-without-run")
+        self._release_slot()
+
+    def _release_slot(self) -> None:
+        """Reconciliation settled the slot's item (SLOT_TABLE): free the slot, and let a stop chain that
+        was waiting on it go on (rule 5: the slot must be settled before reconciled)."""
+        slot = self.slot
+        assert slot is not None
+        self.slot = None
+        self._record(slot.request.receipt_record())
+        stop = self.stop
+        if stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
+            if stop.step in ("preflight-wait", "probe-wait"):
+                self._chain_send_clear("post-clear")
+            elif stop.step == "slot-wait":
+                self._chain_finish(stop)
+        self._broadcast_binding()
+
+    def _unknown_outcome(self, command: Command) -> None:
+        slot = self.slot
+        if slot is not None and command is slot.prompt:
+            slot.request.move("delivery-unknown", self._now, reason="transport-unknown")
+            self._release_slot()
+        # The link poisons itself; `Poisoned` follows and closes admission.
+
+    def _poisoned(self, reason: str) -> None:
+        self._fence("transport", reason)
+        stop = self.stop
+        if stop is not None and stop.state == "stopping" and stop.kind == "interrupt":
+            self._chain_uncertain(stop, "transport-unknown", reason)
+        if self.binding_state == "stopping":
+            return  # a force stop is running: its result decides
+        self._uncertain("transport-unknown", reason)
+        self._broadcast_binding()
+
+    # -- native events
+
+    def _native(self, event: EngineEvent) -> None:
+        record = event.record
+        mapped = classify_native(record)
+        kind = event.type
+        if mapped is None:
+            # C-4 interim: counted in evidence with its type and byte count; no client event.
+            # Its size as Pi wrote it: JSON.stringify is compact, non-ASCII raw (FACTS (b) "Framing").
+            size = len(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+            self.unknown_native[kind or "?"] = self.unknown_native.get(kind or "?", 0) + 1
+            self._evidence("unknown-native-event", type=kind, bytes=size)
+            self._broadcast_binding()
+            return
+        if kind == "agent_start":
+            self._agent_start()
+        elif kind == "message_start":
+            self._message_start(record)
+        elif kind == "tool_execution_start":
+            self.run.open_tools[str(record.get("toolCallId"))] = str(record.get("toolName"))
+        elif kind == "tool_execution_end":
+            self.run.open_tools.pop(str(record.get("toolCallId")), None)
+        if mapped == DIALOG:
+            self._dialog(record)
+        elif mapped != INTERNAL:
+            self._client_event(mapped, record)
+        if kind == "agent_settled":
+            self._agent_settled()
+
+    def _agent_start(self) -> None:
+        if self.run.active:
+            return  # a continuation inside the same run (retry, queued follow-up: FACTS conformance 7)
+        slot = self.slot
+        ours = slot is not None and slot.prompt.succeeded and not slot.run_started
+        self.run = Run(active=True, ours=ours, message_seq=self.run.message_seq)
+        if ours and slot is not None:
+            slot.run_started = True
+        self._broadcast_binding()
+
+    def _message_start(self, record: Mapping[str, Any]) -> None:
+        message = record.get("message")
+        role = message.get("role") if isinstance(message, Mapping) else None
+        slot = self.slot
+        if role == "user" and self.run.ours and slot is not None and not slot.user_started:
+            slot.user_started = True
+            if slot.request.receipt == "acknowledged":
+                slot.request.move("working", self._now)
+                self._record(slot.request.receipt_record())
+
+    def _agent_settled(self) -> None:
+        run = self.run
+        self.run = Run(message_seq=run.message_seq)
+        slot = self.slot
+        if run.ours and slot is not None:
+            request = slot.request
+            if slot.user_started:
+                if request.receipt == "working":
+                    request.move("finished", self._now, turn_state="interrupted" if run.aborted else "completed")
+            elif request.receipt == "acknowledged":
+                # N11: acked, the run threw before any user message_start; agent_settled came from the finally.
+                request.move("failed", self._now, reason="ack-without-start")
+            self._release_slot()  # reconciliation, never agent_start (mutant 15)
+        else:
+            self._broadcast_binding()
+
+    def _client_event(self, event_type: str, record: Mapping[str, Any]) -> None:
+        payload = self._payload(event_type, record)
+        self.sequence += 1
+        subs = tuple(c for c, s in self.connections.items()
+                     if s.subscribed_from is not None and s.subscribed_from <= self.sequence)
+        event = {"type": "event", "event": f"{self.execution}.{self.sequence}", "execution": self.execution,
+                 "sequence": self.sequence, "eventType": event_type, "visibility": "visible",
+                 "at": self._now, "payload": payload}
+        if subs:
+            self._emit(Notify(subs, "event", event))
+
+    def _payload(self, event_type: str, record: Mapping[str, Any]) -> dict[str, Any]:
+        if event_type == "message-start":
+            self.run.message_seq += 1
+            self.run.current_message = f"m{self.run.message_seq}"
+            message = record.get("message") if isinstance(record.get("message"), Mapping) else {}
+            assert isinstance(message, Mapping)
+            return {"message": self.run.current_message, "role": message.get("role"),
+                    "content": message.get("content", [])}
+        if event_type in ("text-delta", "thinking-delta"):
+            sub = record.get("assistantMessageEvent")
+            assert isinstance(sub, Mapping)
+            return {"message": self.run.current_message, "contentIndex": sub.get("contentIndex"),
+                    "delta": sub.get("delta", "")}
+        if event_type == "message-end":
+            message = record.get("message") if isinstance(record.get("message"), Mapping) else {}
+            assert isinstance(message, Mapping)
+            payload: dict[str, Any] = {"message": self.run.current_message, "role": message.get("role"),
+                                       "content": message.get("content", []), "updateMode": "replace"}
+            for key in ("stopReason", "errorMessage", "toolCallId", "toolName", "isError"):
+                if key in message:
+                    payload[key] = message[key]
+            return payload
+        if event_type in ("tool-start", "tool-update", "tool-end"):
+            keys = {"tool-start": ("toolCallId", "toolName", "args"),
+                    "tool-update": ("toolCallId", "toolName", "partialResult"),
+                    "tool-end": ("toolCallId", "toolName", "result", "isError")}[event_type]
+            return {k: record.get(k) for k in keys if k in record}
+        return {}
+
+    def _dialog(self, record: Mapping[str, Any]) -> None:
+        # P3 (and I2 not built): a native dialog is shown disabled with a reason, never answered.
+        self.dialogs += 1
+        self._record({"type": "nativeDecision", "nativeDecision": str(record.get("id", self._id("d"))),
+                      "method": record.get("method"), "title": record.get("title"),
+                      "options": record.get("options"), "state": "disabled",
+                      "reason": "native dialogs are shown, never answered (CHAT-03D not adopted; P3)"})
+
+    # ----------------------------------------------------------------------------- the R3-1 stop chain
+
+    def _chain_send_clear(self, step: str) -> None:
+        stop = self.stop
+        assert stop is not None
+        if self.link.poisoned is not None:
+            self._chain_uncertain(stop, "transport-unknown", self.link.poisoned)
+            return
+        stop.step = step
+        stop.pending = self.link.send({"type": "clear_queue"}, now=self._now, bound=self.bounds.clear)
+        self._emit(FlushEngine())
+
+    def _chain_send_abort(self, stop: Stop) -> None:
+        if self.link.poisoned is not None:
+            self._chain_uncertain(stop, "transport-unknown", self.link.poisoned)
+            return
+        stop.step = "abort"
+        stop.aborts += 1
+        if self.run.active:
+            self.run.aborted = True
+        # Pi answers abort after the run settles (rpc.md 124-135): no link bound, our own settle timer (K9).
+        stop.pending = self.link.send({"type": "abort"}, now=self._now, bound=None)
+        self._emit(FlushEngine())
+        self._emit(SetTimer(SETTLE_TIMER, self._now + self.bounds.settle))
+
+    def _chain_answered(self, stop: Stop, command: Command) -> None:
+        if stop.kind != "interrupt" or stop.state != "stopping":
+            return
+        stop.pending = None
+        if command.type == "clear_queue":
+            self._chain_cleared(stop, command)
+        elif command.type == "abort":
+            self._chain_aborted(stop, command)
+
+    def _chain_cleared(self, stop: Stop, command: Command) -> None:
+        response = command.response or {}
+        data = response.get("data") if isinstance(response.get("data"), Mapping) else None
+        queues = self._queues(data)
+        if response.get("success") is not True or queues is None:
+            # Rule 2: a clear that fails sends no abort (it would run what is queued).
+            stop.clears.append(Clear(False, self._now))
+            self._chain_uncertain(stop, "clear-failed", str(response.get("error", "malformed clear_queue answer")))
+            return
+        steering, follow_up = queues
+        removed = tuple({"queue": q, "digest": _digest(t), "bytes": len(t.encode("utf-8", "surrogatepass"))}
+                        for q, items in (("steering", steering), ("followUp", follow_up)) for t in items)
+        clear = Clear(True, self._now, len(steering), len(follow_up), removed)
+        stop.clears.append(clear)
+        if removed:
+            # Rule 3 / C-1 interim: external input removed; never attributed, never resent; evidence only.
+            self._evidence("removed-external-items", stop=stop.stop_id, items=list(removed))
+        if stop.step == "clear":
+            self._chain_send_abort(stop)
+        elif stop.step == "post-clear":
+            self._chain_post_clear(stop, clear)
+
+    @staticmethod
+    def _queues(data: Mapping[str, Any] | None) -> tuple[list[str], list[str]] | None:
+        if data is None:
+            return None
+        steering, follow_up = data.get("steering"), data.get("followUp")
+        if not isinstance(steering, list) or not isinstance(follow_up, list):
+            return None
+        if not all(isinstance(t, str) for t in [*steering, *follow_up]):
+            return None
+        return steering, follow_up
+
+    def _chain_aborted(self, stop: Stop, command: Command) -> None:
+        response = command.response or {}
+        if response.get("success") is not True:
+            self._chain_uncertain(stop, "abort-failed", str(response.get("error", "error response")))
+            return
+        if self.run.active:
+            # Pi answers abort once idle (waitForIdle, rpc.md 124-135), so it comes after the aborted run's
+            # agent_settled. An abort answered while a run is active was answered before that run began
+            # (the slot's late ack, N4): it did not end it. Clear then abort again (rule 4), bounded.
+            self._chain_next_cycle(stop, "a run began after the abort was answered")
+            return
+        # The run settled after the abort, or none was running (the stream mirrors isStreaming: every
+        # agent_start and agent_settled was read in order before this response).
+        self._chain_after_settle(stop)
+
+    def _chain_after_settle(self, stop: Stop) -> None:
+        self._emit(CancelTimer(SETTLE_TIMER))
+        slot = self.slot
+        if slot is not None and slot.prompt.response is None and slot.prompt.outcome is not CommandOutcome.UNKNOWN:
+            # Rule 4, preflight in flight: wait for its response (bounded by the prompt's own bound).
+            # Mutant 27 skips this wait: a late ack's run would never be aborted (N4).
+            stop.step = "preflight-wait"
+            return
+        if slot is not None and slot.probe is not None and slot.probe.response is None and not slot.run_started:
+            stop.step = "probe-wait"
+            return
+        self._chain_send_clear("post-clear")
+
+    def _chain_post_clear(self, stop: Stop, clear: Clear) -> None:
+        if not clear.empty:
+            self._chain_next_cycle(stop, "the post-settle clear was not empty (N6)", clear_first=False)
+            return
+        if self.slot is not None:
+            stop.step = "slot-wait"  # settles by the slot table; the chain finishes when it does
+            return
+        self._chain_finish(stop)
+
+    def _chain_finish(self, stop: Stop) -> None:
+        """The slot is settled and the last clear, sent after the run settled, was empty (rule 5)."""
+        if not all(c.empty for c in stop.clears):
+            # Rule 3: a clear removed external items; until C-1 the stop stays uncertain (mutant 26).
+            stop.native_queue = "cleared"
+            self._chain_uncertain(stop, "external-items-removed",
+                                  "clear_queue removed input from outside Mosaic (C-1 not adopted)", native_queue="cleared")
+            return
+        self._chain_reconciled(stop)
+
+    def _chain_next_cycle(self, stop: Stop, why: str, *, clear_first: bool = True) -> None:
+        """Another cycle, at most `max_cycles` in all (rules 4 and 5), then uncertain with nativeQueue
+        unknown. Rule 4 (a run began after the abort): clear, then abort. Rule 5 (the post-settle clear was
+        not empty: it just emptied the queue): abort, settle and clear again."""
+        if stop.cycle >= self.bounds.max_cycles:
+            self._chain_uncertain(stop, "cycles-exhausted", f"{why}; {stop.cycle} cycles")
+            return
+        stop.cycle += 1
+        self._emit(CancelTimer(SETTLE_TIMER))
+        if clear_first:
+            self._chain_send_clear("clear")
+        else:
+            self._chain_send_abort(stop)
+
+    def _chain_reconciled(self, stop: Stop) -> None:
+        stop.state = "reconciled"
+        stop.native_queue = "cleared"
+        stop.ended_at = self._now
+        stop.step = "done"
+        self.stop = None
+        self.context += 1
+        self.fences.pop("interrupt", None)  # admission reopens under current control (rule 5)
+        self._emit(CancelTimer(SETTLE_TIMER))
+        self._record(stop.turn_proof())
+        self._record(stop.record())
+        self._broadcast_binding()
+
+    def _chain_uncertain(self, stop: Stop, reason: str, detail: str, *, native_queue: str = "unknown") -> None:
+        stop.state = "uncertain"
+        stop.reason = reason
+        stop.detail = detail
+        stop.native_queue = "cleared" if native_queue == "cleared" else "unknown"
+        stop.ended_at = self._now
+        stop.step = "done"
+        self.stop = None
+        self._emit(CancelTimer(SETTLE_TIMER))
+        self._uncertain(reason, detail)  # admission stays closed; force stop is the way on
+        self._record(stop.turn_proof())
+        self._record(stop.record())
+        self._broadcast_binding()
+
+    # ------------------------------------------------------------------------------- timers and effects
+
+    def _timer(self, key: str) -> None:
+        stop = self.stop
+        if key == SETTLE_TIMER and stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
+            # K9: the interrupt never settled. Uncertain; force stop stays available.
+            self._chain_uncertain(stop, "never-settled", f"no settle within {self.bounds.settle} s of the abort")
+
+    def _effect_done(self, done: EffectDone) -> None:
+        if done.kind == "force-stop":
+            self._force_stop_done(done)
+            return
+        waiting = self._pending_effects.pop(done.effect_id, None)
+        if waiting is not None:
+            conn, rpc_id = waiting
+            refusal = done.result.get("refusal")
+            if isinstance(refusal, Mapping):
+                self._emit(Refuse(conn, rpc_id, dict(refusal)))
+            else:
+                self._emit(Reply(conn, rpc_id, dict(done.result)))
+        if done.result.get("ok") is False and done.kind.startswith("claim-"):
+            self._uncertain("claim-publication", str(done.result.get("error", "the claim could not be written")))
+            self._broadcast_binding()
+
+    def _force_stop_done(self, done: EffectDone) -> None:
+        stop = next((s for s in self.stops if s.stop_id == done.effect_id), None)
+        if stop is None or stop.kind != "force-stop":
+            return
+        state = done.result.get("state")
+        stop.outcome = dict(done.result)
+        stop.ended_at = self._now
+        stop.step = "done"
+        if self.stop is stop:
+            self.stop = None
+        self.context += 1
+        open_tools = dict(self.run.open_tools)
+        slot = self.slot
+        if slot is not None and not slot.request.settled:
+            self._settle_at_stop(slot)
+        self.run = Run(message_seq=self.run.message_seq)
+        if state == "stopped":
+            stop.state = "stopped"
+            self.binding_state = "stopped"
+        else:
+            stop.state = "uncertain"
+            stop.reason = str(done.result.get("reason", "uncertain"))
+            self.binding_state = "uncertain"
+            self._fence("uncertain", stop.reason)
+        # K5: a tool call open at the stop is an uncertain effect; killing is never rollback.
+        self._record({"type": "effectReport", "stop": stop.stop_id, "execution": self.execution,
+                      "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in open_tools.items()],
+                      "network": "uncertain", "rollback": False})
+        self._record(stop.record())
+        self._broadcast_binding()
+
+    def _settle_at_stop(self, slot: Slot) -> None:
+        request = slot.request
+        if request.receipt == "working":
+            request.move("finished", self._now, turn_state="unknown")
+        elif request.receipt in ("admitted", "dispatched", "acknowledged"):
+            request.move("delivery-unknown", self._now, reason="transport-unknown")
+        self.slot = None
+        self._record(request.receipt_record())
+
+
+_HANDLERS = {
+    "observe": ControllerCore._observe,
+    "prompt": ControllerCore._prompt,
+    "takeover": ControllerCore._takeover,
+    "interrupt": ControllerCore._interrupt,
+    "issue-confirmation": ControllerCore._issue_confirmation,
+    "answer-confirmation": ControllerCore._answer_confirmation,
+    "force-stop": ControllerCore._force_stop,
+    "acquire-recovery-control": ControllerCore._acquire_recovery,
+    "recover": ControllerCore._recover,
+}
+
+
+def new_incarnation() -> str:
+    """A fresh controller incarnation token (§1: "Each controller start mints a random incarnation token")."""
+    return "inc-" + secrets.token_hex(16)

@@ -1,0 +1,73 @@
+"""The wire protocol's method table: JSON-RPC 2.0, one message per LF-terminated line, over a Unix socket.
+
+This table is the contract between the socket server (which validates every request against it before
+anything reaches the core) and the core (which decides). Methods are the CHAT-01 commands this increment
+owns (brief "Contracts implemented": observe, prompt, takeover, interrupt, force-stop, issue-confirmation,
+answer-confirmation, acquire-recovery-control, recover) plus `ping`, which the server answers itself
+(a liveness probe that also keeps an observer's connection from timing out idle).
+
+`PARAMS[method]` maps each param name to (type, required). Types are checked exactly: `int` is an integer
+that is not a bool; `str` a string. An enumeration (`ENUMS`) is checked too. Unknown params are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+ParamSpec = tuple[type, bool]
+
+PARAMS: Mapping[str, Mapping[str, ParamSpec]] = MappingProxyType({
+    # Subscribe to the live stream and read a history page (the first page of the current branch, or the
+    # page a reader cursor names). Returns the incarnation token the other commands must carry (brief §1).
+    "observe": {"incarnation": (str, False), "cursor": (str, False)},
+    "ping": {},
+    "prompt": {"incarnation": (str, True), "generation": (int, True), "clientRequestId": (str, True),
+               "text": (str, True)},
+    "takeover": {"incarnation": (str, True), "expectedGeneration": (int, True)},
+    "interrupt": {"incarnation": (str, True), "generation": (int, True)},
+    "issue-confirmation": {"incarnation": (str, True), "operation": (str, True)},
+    "answer-confirmation": {"incarnation": (str, True), "confirmation": (str, True), "answer": (str, True)},
+    "force-stop": {"incarnation": (str, True), "confirmation": (str, True)},
+    "acquire-recovery-control": {"incarnation": (str, True)},
+    "recover": {"incarnation": (str, True), "confirmation": (str, True)},
+})
+
+ENUMS: Mapping[tuple[str, str], frozenset[str]] = MappingProxyType({
+    ("issue-confirmation", "operation"): frozenset({"force-stop", "recover"}),
+    ("answer-confirmation", "answer"): frozenset({"confirm", "cancel"}),
+})
+
+# JSON-RPC error codes. -32700..-32600 are JSON-RPC 2.0's own; -32001.. are this protocol's, stable.
+PARSE_ERROR = -32700  # not JSON, or not UTF-8
+INVALID_REQUEST = -32600  # not a JSON-RPC 2.0 request object (a batch, no id, a bad id, no method)
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603  # a bug in the controller: answered, never a crash
+REFUSED = -32001  # the core refused the command: error.data.refusal is {code, reconcile, message}
+LINE_TOO_LONG = -32002  # a request line over the cap: answered, then the connection is closed
+
+ERROR_CODES: Mapping[int, str] = MappingProxyType({
+    PARSE_ERROR: "parse-error",
+    INVALID_REQUEST: "invalid-request",
+    METHOD_NOT_FOUND: "method-not-found",
+    INVALID_PARAMS: "invalid-params",
+    INTERNAL_ERROR: "internal-error",
+    REFUSED: "refused",
+    LINE_TOO_LONG: "line-too-long",
+})
+
+# Notifications the controller sends (server -> client). `closing` is sent by the server before it closes
+# a connection, with the reason (CLOSE_REASONS).
+NOTIFICATIONS = ("event", "record", "marker", "closing")
+
+CLOSE_REASONS: Mapping[str, str] = MappingProxyType({
+    "too-many-connections": "the connection bound was reached; try again later",
+    "idle": "no request within the idle bound",
+    "slow-request": "a request line was not completed within the request bound",
+    "line-too-long": "a request line was over the cap",
+    "garbage": "too many malformed requests in a row",
+    "not-reading": "replies for this connection passed the outbox cap",
+    "shutdown": "the controller is shutting down",
+    "revoked": "the controller closed this connection",
+})

@@ -1,0 +1,218 @@
+"""The controller core's state values: requests and their receipts, the pending slot, the run, stops,
+confirmations and connections. Plain mutable dataclasses owned by one `ControllerCore`; no I/O.
+
+Each value knows its CHAT-01 record (`to_record`), so what a client sees is built in one place per
+record type (schemas/chat-01-control.schema.json validates every one of them in the tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mosaic.pi_rpc import Command, CommandOutcome
+
+from ._io import ConnId
+from ._tables import RECEIPT_TRANSITIONS, ReceiptState, SlotCase
+
+TurnState = Literal["completed", "interrupted", "unknown"]
+BindingState = Literal["active", "stopping", "uncertain", "stopped"]
+StopKind = Literal["interrupt", "force-stop"]
+StopState = Literal["stopping", "reconciled", "uncertain", "stopped", "superseded"]
+
+
+class IllegalTransition(AssertionError):
+    """A receipt move outside RECEIPT_TRANSITIONS: a bug in the core, never a client's doing."""
+
+
+@dataclass
+class Request:
+    """One admitted prompt and its receipt (CHAT-01 request + receipt records)."""
+
+    request_id: str
+    client_request_id: str
+    actor: str
+    conversation: str
+    execution: str
+    incarnation: str
+    generation: int
+    conn: ConnId
+    text_digest: str
+    text_bytes: int
+    admitted_at: float
+    receipt: ReceiptState = "admitted"
+    reason: str | None = None
+    native_error: str | None = None
+    turn_state: TurnState | None = None
+    updated_at: float = 0.0
+
+    def move(self, new: ReceiptState, now: float, *, reason: str | None = None,
+             native_error: str | None = None, turn_state: TurnState | None = None) -> None:
+        """Move the receipt along RECEIPT_TRANSITIONS; anything else raises IllegalTransition."""
+        if (self.receipt, new) not in RECEIPT_TRANSITIONS:
+            raise IllegalTransition(f"receipt {self.request_id}: {self.receipt} -> {new} is not a CHAT-01 move")
+        self.receipt = new
+        self.updated_at = now
+        if reason is not None:
+            self.reason = reason
+        if native_error is not None:
+            self.native_error = native_error
+        if turn_state is not None:
+            self.turn_state = turn_state
+
+    @property
+    def settled(self) -> bool:
+        return self.receipt in ("finished", "failed", "delivery-unknown")
+
+    def request_record(self) -> dict[str, Any]:
+        return {
+            "type": "request", "request": self.request_id, "clientRequest": self.client_request_id,
+            "actor": self.actor, "conversation": self.conversation, "execution": self.execution,
+            "incarnation": self.incarnation, "generation": self.generation, "connection": self.conn,
+            "operation": "prompt", "textDigest": self.text_digest, "textBytes": self.text_bytes,
+            "admittedAt": self.admitted_at,
+        }
+
+    def receipt_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "type": "receipt", "receipt": f"{self.request_id}.receipt", "request": self.request_id,
+            "clientRequest": self.client_request_id, "state": self.receipt, "updatedAt": self.updated_at,
+        }
+        if self.reason is not None:
+            record["reason"] = self.reason
+        if self.native_error is not None:
+            record["nativeError"] = self.native_error
+        if self.turn_state is not None:
+            record["turnState"] = self.turn_state
+        return record
+
+
+@dataclass
+class Slot:
+    """The one pending dispatch slot (brief §1): reserved before the prompt is written, released only by
+    reconciliation (an error response; an ack then agent_settled; an ack then a get_state showing no run;
+    an unknown write outcome settles the receipt but poisons the pipe)."""
+
+    request: Request
+    prompt: Command
+    probe: Command | None = None  # get_state written after the ack was read (handled-without-run check)
+    run_started: bool = False  # an agent_start read after the ack, while this slot was held
+    user_started: bool = False  # the first user message_start of that run
+    fenced_at: SlotCase | None = None  # the slot's case when a fence landed
+
+    def case(self) -> SlotCase:
+        """Where the slot stands now, as a row of SLOT_TABLE (the row a fence landing now would use). The
+        last two rows' outcomes are decided by what follows (a get_state reply, or agent_settled with no
+        user message_start), so a slot whose run started is "run-started" until then."""
+        if self.prompt.outcome is CommandOutcome.UNKNOWN:
+            return "write-unknown"
+        if self.prompt.response is None:
+            return "preflight"
+        return "run-started" if self.run_started else "ack-no-run"
+
+
+@dataclass
+class Run:
+    """The engine's run as the stream shows it: from the first agent_start to agent_settled. `ours` when
+    it began after the slot's ack (Pi runs a Mosaic prompt at once or not at all: the run is the slot's by
+    order, brief §3 "working is inferred from order"); otherwise an external run (N13)."""
+
+    active: bool = False
+    ours: bool = False
+    aborted: bool = False  # an abort of a stop chain was written during this run
+    open_tools: dict[str, str] = field(default_factory=dict)  # toolCallId -> toolName
+    message_seq: int = 0  # numbers the messages of this execution for the client's delta correlation
+    current_message: str | None = None
+
+
+@dataclass
+class Clear:
+    """One clear_queue answer in a stop chain (brief §3 rules 2, 3, 5)."""
+
+    ok: bool
+    observed_at: float
+    steering: int = 0
+    follow_up: int = 0
+    removed: tuple[dict[str, Any], ...] = ()  # digests and byte counts of removed external items
+
+    @property
+    def empty(self) -> bool:
+        return self.ok and self.steering == 0 and self.follow_up == 0
+
+
+@dataclass
+class Stop:
+    """One stop chain: an interrupt (R3-1) or a force stop (§6). One chain at a time; force stop
+    supersedes an interrupt (H10)."""
+
+    stop_id: str
+    kind: StopKind
+    execution: str
+    conn: ConnId
+    started_at: float
+    state: StopState = "stopping"
+    step: str = "start"
+    cycle: int = 1
+    aborts: int = 0
+    clears: list[Clear] = field(default_factory=list)
+    pending: Command | None = None  # the chain's command in flight
+    slot_case: SlotCase = "none"
+    native_queue: Literal["cleared", "unknown"] | None = None
+    reason: str | None = None
+    detail: str = ""
+    superseded_by: str | None = None
+    supersedes: str | None = None
+    confirmation: str | None = None
+    ended_at: float | None = None
+    outcome: dict[str, Any] | None = None  # a force stop's result from the lifecycle layer
+
+    def record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "type": "stop", "stop": self.stop_id, "kind": self.kind, "execution": self.execution,
+            "state": self.state, "phase": self.step, "startedAt": self.started_at,
+            "connection": self.conn,
+        }
+        for key, value in (("reason", self.reason), ("supersededBy", self.superseded_by),
+                           ("supersedes", self.supersedes), ("confirmation", self.confirmation),
+                           ("endedAt", self.ended_at)):
+            if value is not None:
+                record[key] = value
+        if self.detail:
+            record["detail"] = self.detail
+        return record
+
+    def turn_proof(self) -> dict[str, Any]:
+        """CHAT-01 turnProof for an interrupt (rule 6: the proof covers the queue as of the last clear)."""
+        last = self.clears[-1].observed_at if self.clears else None
+        return {
+            "type": "turnProof", "stop": self.stop_id, "execution": self.execution,
+            "nativeQueue": self.native_queue or "unknown", "observedAt": last,
+            "nativePending": [],
+            "clears": [{"ok": c.ok, "observedAt": c.observed_at, "steering": c.steering,
+                        "followUp": c.follow_up} for c in self.clears],
+            "aborts": self.aborts, "cycles": self.cycle, "slot": self.slot_case,
+            # C-1 interim: removed external items are never attributed; their digests are evidence only.
+            "removedExternal": sum(len(c.removed) for c in self.clears),
+        }
+
+
+@dataclass
+class Confirmation:
+    """A single-use confirmation (CHAT-01 lines 264-268; CHAT-01C 92-100; H17): bound to its connection,
+    its operation and the stop context it was issued under."""
+
+    confirmation_id: str
+    operation: Literal["force-stop", "recover"]
+    conn: ConnId
+    context: int
+    issued_at: float
+    expires_at: float
+    summary: dict[str, Any]
+    state: Literal["issued", "answered", "cancelled", "consumed", "expired", "void"] = "issued"
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "type": "confirmation", "confirmation": self.confirmation_id, "operation": self.operation,
+            "connection": self.conn, "state": self.state, "stopContext": self.context,
+            "issuedAt": self.issued_at, "expiresAt": self.expires_at, "summary": dict(self.summary),
+        }

@@ -1,0 +1,230 @@
+"""The controller's rules that are tables: data beside the brief's text, each walked by a test.
+
+1. TEXT_PREFIXES (brief §4 "Interpretation"; FACTS.md (f), checked against Pi 0.85.1's source and
+   binary): what the pinned Pi's RPC `prompt` interprets, and whether admission refuses it. `check_text`
+   reads this table; the S2 test iterates the same table.
+2. RECEIPT_TRANSITIONS (CHAT-01 receipt states as this project reconstructs them; brief §1 "Write
+   outcomes", §3 table): the only moves a receipt may make. There is no "unsent" state, and nothing
+   leaves delivery-unknown, failed or finished.
+3. EVENT_MAP (brief §3 "Events"; FACTS.md (b) "Every record type written to stdout"): each native
+   event type (and each `assistantMessageEvent.type` of `message_update`) to the CHAT-01 event type it
+   becomes, or to INTERNAL (read by the controller, shown as no client event), or DIALOG. A type not in
+   the table is unknown: counted in evidence with its byte count, no client event (C-4 interim).
+4. SLOT_TABLE (brief §3 R3-1 rule 4, the pending slot when a fence lands): the slot's state, what the
+   controller does, and where the receipt goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+# ----------------------------------------------------------------------------------- 1. the text policy
+
+MAX_TEXT_CHARS = 262_144  # seed README "Refusals": draft, "prompt text missing or longer than 262,144 characters"
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """One row of the prefix table: `prefix` at `position`, whether Pi interprets it there, and whether
+    admission refuses it (it may refuse more than Pi interprets: safe)."""
+
+    prefix: str
+    position: Literal["first-non-whitespace", "index-0", "later-line"]
+    interpreted: bool
+    refused: bool
+    source: str
+    example: str
+
+
+TEXT_PREFIXES: tuple[Prefix, ...] = (
+    Prefix("/", "index-0", True, True,
+           "agent-session.js 827-835, 954-976 (extension command, runs even while streaming); 983-1007 "
+           "(/skill:); prompt-templates.js 221-235 (templates). FACTS (f), G1", "/goal x"),
+    Prefix("/skill:", "index-0", True, True, "agent-session.js 983-1007; brief §4 S2", "/skill:ms-unslop"),
+    Prefix("/", "first-non-whitespace", False, True,
+           "Pi tests index 0 only (startsWith); admission refuses a `/` after leading whitespace too "
+           "(brief §4, CHAT-01 lines 181-183): stricter than Pi, safe", " \t/goal x"),
+    Prefix("!", "index-0", False, False,
+           "interactive-mode.js 2502-2503 only; RPC sends it verbatim (FACTS (f), G3)", "!echo bang"),
+    Prefix("!!", "index-0", False, False, "interactive mode only (FACTS (f))", "!!echo bang"),
+    Prefix("@", "index-0", False, False,
+           "CLI file arguments only, refused in RPC mode (main.js 506-509; FACTS (f), G4)", "@hello.txt what"),
+    Prefix("/", "later-line", False, False,
+           "every check is at index 0 (FACTS (f), G5): LATER_LINE_SLASH_INTERPRETED = false (S3)",
+           "first line\n/goal x"),
+)
+
+# Extension `input` handlers can interpret any text (agent-session.js 840-851); the seal runs
+# `--no-extensions`, so none is registered (FACTS (b) "Extension UI under the seal"). Not a prefix row.
+LATER_LINE_SLASH_INTERPRETED = False
+
+
+def check_text(text: str) -> tuple[str, str] | None:
+    """None when `text` may be sent as a prompt; else (refusal code, message).
+
+    `draft`: empty, or longer than MAX_TEXT_CHARS characters. `text-policy`: a refused prefix row matches
+    (the first non-whitespace character is `/`, brief §4).
+    """
+    if not text or not text.strip():
+        return ("draft", "prompt text is missing")
+    if len(text) > MAX_TEXT_CHARS:
+        return ("draft", f"prompt text is {len(text)} characters, over {MAX_TEXT_CHARS}")
+    stripped = text.lstrip()
+    for row in TEXT_PREFIXES:
+        if not row.refused:
+            continue
+        subject = text if row.position == "index-0" else stripped
+        if row.position in ("index-0", "first-non-whitespace") and subject.startswith(row.prefix):
+            return ("text-policy", f"text starting with {row.prefix!r} is interpreted by Pi "
+                                   f"({row.source.split(';')[0]})")
+    return None
+
+
+# ------------------------------------------------------------------------------ 2. receipt transitions
+
+ReceiptState = Literal["admitted", "dispatched", "acknowledged", "working", "finished", "failed",
+                       "delivery-unknown"]
+
+RECEIPT_STATES: tuple[ReceiptState, ...] = ("admitted", "dispatched", "acknowledged", "working", "finished",
+                                            "failed", "delivery-unknown")
+TERMINAL_RECEIPT_STATES = frozenset({"finished", "failed", "delivery-unknown"})
+
+# (from, to) -> why. Brief §1: written (dispatched), acknowledged, unknown (delivery-unknown,
+# transport-unknown); §3: working at the first user message_start after the ack; failed on an error
+# response (native error kept) or ack-without-start; delivery-unknown on handled-without-run; the turn
+# finishes (completed, interrupted, or unknown when the engine ended mid-run).
+RECEIPT_TRANSITIONS: Mapping[tuple[str, str], str] = MappingProxyType({
+    ("admitted", "dispatched"): "the whole line was accepted by the pipe",
+    ("admitted", "acknowledged"): "Pi answered before the shell reported the write (it read the whole line)",
+    ("admitted", "failed"): "Pi's error response arrived before the write was reported",
+    ("admitted", "delivery-unknown"): "the write was partial or failed: transport-unknown",
+    ("dispatched", "acknowledged"): "Pi's prompt response (success) arrived",
+    ("dispatched", "failed"): "Pi's prompt response was an error (native error kept)",
+    ("dispatched", "delivery-unknown"): "no response within the bound, or the output ended: transport-unknown",
+    ("acknowledged", "working"): "the first user message_start after the ack (working is inferred from order)",
+    ("acknowledged", "failed"): "the run threw before any user message_start: ack-without-start",
+    ("acknowledged", "delivery-unknown"): "get_state after the ack: no run, none started: handled-without-run",
+    ("working", "finished"): "agent_settled for the run it started (completed, interrupted or unknown)",
+})
+
+
+def receipt_move_allowed(old: str, new: str) -> bool:
+    return (old, new) in RECEIPT_TRANSITIONS
+
+
+# ----------------------------------------------------------------------------------------- 3. events
+
+INTERNAL = "internal"  # read by the controller (runs, queues, responses); no client event
+DIALOG = "dialog"  # an extension dialog: shown disabled with a reason, never answered (P3)
+
+# native type -> CHAT-01 event type, INTERNAL or DIALOG. `message_update` is looked up by its
+# assistantMessageEvent.type in MESSAGE_UPDATE_MAP.
+EVENT_MAP: Mapping[str, str] = MappingProxyType({
+    "agent_start": INTERNAL,  # a run begins (the slot's, or an external one: N13)
+    "agent_end": INTERNAL,  # may come more than once per settle (retries, FACTS conformance 7)
+    "agent_settled": "run-settled",  # never cohort termination (brief §3)
+    "turn_start": INTERNAL,
+    "turn_end": INTERNAL,
+    "message_start": "message-start",
+    "message_update": "message_update",  # see MESSAGE_UPDATE_MAP
+    "message_end": "message-end",  # updateMode: replace
+    "tool_execution_start": "tool-start",
+    "tool_execution_update": "tool-update",
+    "tool_execution_end": "tool-end",
+    "queue_update": INTERNAL,  # native queues: the stop chain reads clear_queue, not this
+    "compaction_start": INTERNAL,
+    "compaction_end": INTERNAL,
+    "auto_retry_start": INTERNAL,
+    "auto_retry_end": INTERNAL,
+    "summarization_retry_scheduled": INTERNAL,
+    "summarization_retry_attempt_start": INTERNAL,
+    "summarization_retry_finished": INTERNAL,
+    "bash_execution_update": INTERNAL,  # the controller never sends `bash`
+    "entry_appended": INTERNAL,  # extension custom entries only (agent-session.js 2033)
+    "session_info_changed": INTERNAL,
+    "thinking_level_changed": INTERNAL,
+    "extension_error": INTERNAL,
+    "extension_ui_request": DIALOG,  # select/confirm/input/editor; notify & co. are INTERNAL (below)
+})
+
+MESSAGE_UPDATE_MAP: Mapping[str, str] = MappingProxyType({
+    "text_delta": "text-delta",
+    "thinking_delta": "thinking-delta",
+    "text_start": INTERNAL,
+    "text_end": INTERNAL,  # message_end carries the whole text (updateMode: replace)
+    "thinking_start": INTERNAL,
+    "thinking_end": INTERNAL,
+    "toolcall_start": INTERNAL,  # the call shows at tool-start (tool_execution_start) with its args
+    "toolcall_delta": INTERNAL,
+    "toolcall_end": INTERNAL,
+    "start": INTERNAL,
+    "done": INTERNAL,
+    "error": INTERNAL,
+})
+
+# extension_ui_request methods (rpc-mode.js 47-192): the four dialogs, and fire-and-forget requests.
+DIALOG_METHODS = frozenset({"select", "confirm", "input", "editor"})
+UI_NOTICE_METHODS = frozenset({"notify", "setStatus", "setWidget", "setTitle", "set_editor_text"})
+
+CHAT01_EVENT_TYPES = ("message-start", "text-delta", "thinking-delta", "tool-start", "tool-update", "tool-end",
+                      "message-end", "run-settled")
+
+
+def classify_native(record: Mapping[str, object]) -> str | None:
+    """The CHAT-01 event type, INTERNAL or DIALOG for a native record; None when it is unknown (C-4)."""
+    kind = record.get("type")
+    if not isinstance(kind, str):
+        return None
+    mapped = EVENT_MAP.get(kind)
+    if mapped == "message_update":
+        sub = record.get("assistantMessageEvent")
+        sub_type = sub.get("type") if isinstance(sub, Mapping) else None
+        return MESSAGE_UPDATE_MAP.get(sub_type) if isinstance(sub_type, str) else None
+    if mapped == DIALOG:
+        method = record.get("method")
+        if method in DIALOG_METHODS:
+            return DIALOG
+        return INTERNAL if method in UI_NOTICE_METHODS else None
+    return mapped
+
+
+# ---------------------------------------------------------------------------------- 4. the R3-1 slot table
+
+SlotCase = Literal["none", "preflight", "run-started", "ack-no-run", "ack-run-threw", "write-unknown"]
+
+
+@dataclass(frozen=True)
+class SlotRow:
+    """Brief §3 rule 4: "Each case settles the Mosaic item without reading clear_queue"."""
+
+    case: SlotCase
+    when: str
+    does: str
+    receipt: str
+    reason: str | None
+
+
+SLOT_TABLE: Mapping[SlotCase, SlotRow] = MappingProxyType({
+    "none": SlotRow("none", "no prompt holds the slot", "nothing", "-", None),
+    "preflight": SlotRow(
+        "preflight", "the prompt was written and has no response yet",
+        "waits for the response, bounded; an ack means a run started, so clear then abort again, at most "
+        "three cycles", "failed (error response) / follows the interrupted turn (ack) / delivery-unknown "
+        "(no response in bounds)", None),
+    "run-started": SlotRow(
+        "run-started", "agent_start and the user message_start arrived while the slot was held",
+        "nothing extra", "finished, turnState interrupted", None),
+    "ack-no-run": SlotRow(
+        "ack-no-run", "get_state written after the ack says not streaming, no agent_start between",
+        "nothing (extension-handled input, agent-session.js 832/845)", "delivery-unknown",
+        "handled-without-run"),
+    "ack-run-threw": SlotRow(
+        "ack-run-threw", "acked, the run settled with no user message_start",
+        "nothing", "failed", "ack-without-start"),
+    "write-unknown": SlotRow(
+        "write-unknown", "the write outcome is unknown", "the pipe is poisoned (§1); only force stop moves on",
+        "delivery-unknown", "transport-unknown"),
+})

@@ -1,0 +1,267 @@
+"""Admission and dispatch (brief §1), the text policy (§4), control and its fence (§5): on the sans-io
+core, every engine byte checked. Fixture ids are in the names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from core_harness import INCARNATION, Harness, refused
+
+from mosaic.controller import TEXT_PREFIXES, check_text
+
+
+def admitted(result: object) -> dict:
+    assert isinstance(result, dict) and result["outcome"] == "admitted", result
+    return result
+
+
+# ------------------------------------------------------------------------------------------ text (§4)
+
+@pytest.mark.parametrize("text", ["/goal x", "   /goal x", "\t/goal x", " \t\n /goal x"])
+def test_S1_slash_text_is_refused_at_admission_with_zero_engine_bytes(text: str) -> None:
+    h = Harness()
+    h.controller()
+    refused(h.prompt("c1", text), "text-policy")
+    assert h.engine_bytes == b"" and h.core.slot is None
+
+
+def test_S2_every_refused_prefix_of_the_table_is_refused_and_every_other_row_admitted() -> None:
+    # The test reads the same table the code uses (brief §4 S2).
+    for row in TEXT_PREFIXES:
+        h = Harness()
+        h.controller()
+        result = h.prompt("c1", row.example)
+        if row.refused:
+            refused(result, "text-policy")
+            assert h.engine_bytes == b""
+        else:
+            admitted(result)
+            assert h.last("prompt")["message"] == row.example
+    assert {r.example for r in TEXT_PREFIXES if r.refused} >= {"/skill:ms-unslop", "/goal x", " \t/goal x"}
+
+
+def test_S3_slash_on_a_later_line_is_admitted_as_pinned_from_the_source() -> None:
+    # FACTS (f), G5: every check of the pinned Pi is at index 0; "first line\n/llama" ran a normal turn.
+    h = Harness()
+    h.controller()
+    admitted(h.prompt("c1", "first line\n/goal x"))
+    assert h.last("prompt")["message"] == "first line\n/goal x"
+
+
+def test_S7_control_characters_are_sent_as_one_json_string_exactly() -> None:
+    text = "esc \x1b[31m red \x1b[201~ paste end \u2028 line \u2029 para \r\n crlf \x00 nul"
+    h = Harness()
+    h.controller()
+    admitted(h.prompt("c1", text))
+    assert h.engine_bytes.count(b"\n") == 1  # one record: nothing in the text split the line
+    (record,) = h.written()
+    assert record == {"id": record["id"], "type": "prompt", "message": text}
+    assert "streamingBehavior" not in record  # never sent (§1)
+
+
+def test_draft_limits_refuse_empty_and_over_262144_characters() -> None:
+    h = Harness()
+    h.controller()
+    refused(h.prompt("c1", ""), "draft")
+    refused(h.prompt("c1", "   "), "draft")
+    refused(h.prompt("c1", "x" * 262_145), "draft")
+    assert h.engine_bytes == b""
+    admitted(h.prompt("c1", "x" * 262_144))
+    assert check_text("x" * 262_144) is None
+
+
+# ------------------------------------------------------------------------------------- control (§5)
+
+def test_S5_an_observers_prompt_is_refused_controller_with_zero_engine_bytes() -> None:
+    h = Harness()
+    h.observe("c1")
+    refused(h.prompt("c1", "pasted text\n"), "controller")
+    assert h.engine_bytes == b""
+
+
+def test_H1_two_takeovers_with_the_same_expected_generation_one_wins() -> None:
+    h = Harness()
+    h.observe("a")
+    h.observe("b")
+    gen = h.core.generation
+    first = h.call("a", "takeover", expectedGeneration=gen)
+    second = h.call("b", "takeover", expectedGeneration=gen)
+    assert isinstance(first, dict) and first["generation"] == gen + 1
+    refused(second, "generation")
+    assert h.core.controller == "a" and h.core.generation == gen + 1
+
+
+def test_H2_the_old_controllers_prompt_after_a_takeover_is_refused_with_zero_bytes() -> None:
+    h = Harness()
+    h.controller("a")
+    old_gen = h.core.generation
+    h.observe("b")
+    assert isinstance(h.call("b", "takeover", expectedGeneration=old_gen), dict)
+    refused(h.prompt("a", "late", generation=old_gen), "generation")
+    assert h.engine_bytes == b""
+
+
+def test_H4_self_takeover_is_refused() -> None:
+    h = Harness()
+    h.controller("a")
+    refused(h.call("a", "takeover", expectedGeneration=h.core.generation), "already-controller")
+
+
+def test_mutant1_a_stale_generation_from_the_controlling_connection_is_refused() -> None:
+    # The connection IS the controller, but it sends the generation it had before its own second takeover:
+    # only the generation recheck refuses it (brief mutant 1).
+    h = Harness()
+    h.controller("a")
+    stale = h.core.generation
+    h.observe("b")
+    h.call("b", "takeover", expectedGeneration=stale)
+    h.call("a", "takeover", expectedGeneration=h.core.generation)
+    assert h.core.controller == "a"
+    refused(h.prompt("a", "hello", generation=stale), "generation")
+    assert h.engine_bytes == b""
+
+
+def test_H15_a_revoked_connection_is_refused_every_command() -> None:
+    h = Harness()
+    h.controller("a")
+    gen = h.core.generation
+    h.observe("b")
+    h.call("b", "takeover", expectedGeneration=gen)
+    refused(h.call("a", "interrupt", generation=gen), "generation")
+    refused(h.call("a", "interrupt", generation=h.core.generation), "controller")
+    refused(h.call("a", "issue-confirmation", operation="force-stop"), "controller")
+    assert h.engine_bytes == b""
+
+
+def test_H11_disconnect_never_releases_control() -> None:
+    h = Harness()
+    h.controller("a")
+    admitted(h.prompt("a", "work"))
+    h.disconnect("a")
+    assert h.core.controller == "a"  # control stays with the disconnected connection
+    binding = h.core.binding_record()
+    assert binding["controllerConnection"] == "a" and binding["controllerConnected"] is False
+    h.turn("work")  # work continues
+    assert h.receipt()["state"] == "finished"
+    h.observe("b")
+    refused(h.prompt("b", "mine now?"), "controller")  # nothing happened automatically
+    assert isinstance(h.call("b", "takeover", expectedGeneration=h.core.generation), dict)  # only explicitly
+    assert not h.effect("claim-uncertain")
+
+
+def test_H18_two_prompts_before_any_output_the_second_refuses_busy_one_engine_write() -> None:
+    h = Harness()
+    h.controller()
+    admitted(h.prompt("c1", "one"))
+    refused(h.prompt("c1", "two"), "busy")
+    assert h.written_types() == ["prompt"]
+
+
+def test_N13_prompt_after_an_external_runs_agent_start_is_busy_with_zero_bytes() -> None:
+    h = Harness()
+    h.controller()
+    h.engine({"type": "agent_start"})  # an external run (an extension's follow-up, an RPC bash, ...)
+    refused(h.prompt("c1", "mine"), "busy")
+    assert h.engine_bytes == b""
+    h.engine({"type": "agent_settled"})
+    admitted(h.prompt("c1", "mine"))
+
+
+def test_mutant15_the_slot_is_held_until_reconciliation_not_released_at_agent_start() -> None:
+    h = Harness()
+    h.controller()
+    admitted(h.prompt("c1", "first"))
+    h.respond("prompt")
+    h.engine({"type": "agent_start"})
+    # The run started; the slot is still held until it settles (brief mutant 15 releases it here) ...
+    assert h.core.slot is not None and h.core.binding_record()["engineState"] == "streaming"
+    h.engine({"type": "message_start", "message": {"role": "user", "content": []}}, {"type": "agent_settled"})
+    # ... and reconciliation settles the item's receipt as it frees the slot.
+    assert h.core.slot is None and h.receipt()["state"] == "finished"
+    admitted(h.prompt("c1", "second"))
+
+
+def test_busy_while_a_prompt_holds_the_slot_even_after_the_run_started() -> None:
+    h = Harness()
+    h.controller()
+    admitted(h.prompt("c1", "first"))
+    h.respond("prompt")
+    h.engine({"type": "agent_start"})
+    refused(h.prompt("c1", "second"), "busy")
+    assert h.written_types() == ["prompt", "get_state"]
+
+
+# -------------------------------------------------------------------- dedup and incarnation (§1)
+
+def test_H12_exact_retry_after_reconnecting_returns_the_same_receipt_no_second_dispatch() -> None:
+    h = Harness()
+    h.controller("a")
+    first = admitted(h.prompt("a", "hello", crid="req-1"))
+    h.disconnect("a")
+    h.observe("a2")  # the same client, reconnected: a new connection, an observer
+    again = h.call("a2", "prompt", text="hello", clientRequestId="req-1", generation=h.core.generation)
+    assert isinstance(again, dict) and again["outcome"] == "duplicate"
+    assert again["request"]["request"] == first["request"]["request"]
+    assert h.written_types() == ["prompt"]
+
+
+def test_H13_retry_with_the_same_request_id_and_other_text_is_refused() -> None:
+    h = Harness()
+    h.controller()
+    admitted(h.prompt("c1", "hello", crid="req-1"))
+    refused(h.prompt("c1", "hello!", crid="req-1"), "conflicting-request")
+    assert h.written_types() == ["prompt"]
+
+
+def test_H21_a_retry_with_the_old_incarnation_token_is_refused_with_no_second_write() -> None:
+    # The first controller dispatched and crashed; the restarted one has a new token and an empty index.
+    old = Harness()
+    old.controller()
+    admitted(old.prompt("c1", "hello", crid="req-1"))
+    new = Harness(incarnation="inc-" + "b" * 32)
+    new.observe("c1")
+    new.call("c1", "takeover", expectedGeneration=new.core.generation, incarnation="inc-" + "b" * 32)
+    retry = new.call("c1", "prompt", incarnation=INCARNATION, text="hello", clientRequestId="req-1",
+                     generation=new.core.generation)
+    refused(retry, "stale-incarnation")
+    assert new.engine_bytes == b""  # mutant 20 (no token check) writes it here
+
+
+def test_H22_after_H21_a_new_request_under_the_new_token_is_admitted() -> None:
+    new = Harness(incarnation="inc-" + "b" * 32)
+    new.observe("c1")
+    token = new.observe("c1")["incarnation"]
+    assert token == "inc-" + "b" * 32
+    new.call("c1", "takeover", expectedGeneration=new.core.generation, incarnation=token)
+    result = new.call("c1", "prompt", incarnation=token, text="hello again", clientRequestId="req-2",
+                      generation=new.core.generation)
+    admitted(result)
+    assert new.written_types() == ["prompt"]
+
+
+def test_every_command_but_observe_needs_the_current_token() -> None:
+    h = Harness()
+    h.observe("c1")
+    for method, params in (("takeover", {"expectedGeneration": 1}), ("interrupt", {"generation": 1}),
+                           ("issue-confirmation", {"operation": "force-stop"}),
+                           ("acquire-recovery-control", {}),
+                           ("prompt", {"text": "x", "clientRequestId": "r", "generation": 1})):
+        refused(h.call("c1", method, incarnation="inc-old", **params), "stale-incarnation")
+    assert h.engine_bytes == b""
+
+
+def test_malformed_client_request_id_is_refused() -> None:
+    h = Harness()
+    h.controller()
+    refused(h.prompt("c1", "hello", crid="not an id!"), "malformed")
+    assert h.engine_bytes == b""
+
+
+def test_prompt_record_on_the_engine_is_exactly_the_pi_prompt_command() -> None:
+    h = Harness()
+    h.controller()
+    admitted(h.prompt("c1", "Say hello"))
+    line = bytes(h.engine_bytes)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == {"id": json.loads(line)["id"], "type": "prompt", "message": "Say hello"}
