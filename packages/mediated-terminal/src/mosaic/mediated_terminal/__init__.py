@@ -1,5 +1,5 @@
-"""mosaic.mediated_terminal: The mediated terminal: a thin view over the controller client library.
+"""mosaic.mediated_terminal: the mediated terminal, a thin view over mosaic.controller.client.
 
-Stub: issue None fills this package."""
+Not built yet: issue 12 fills this package (README.md says what is planned)."""
 
 __all__: list[str] = []
