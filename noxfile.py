@@ -122,20 +122,22 @@ def cohort(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def smoke(session: nox.Session) -> None:
-    """The sealed real Pi 0.85.1 in a loopback-only network namespace, and the fake held to it.
+    """The sealed real Pi 0.85.1 in a loopback-only network namespace: pi-rpc's conformance (the fake held
+    to the real binary), then the controller's flows on the real binary (issue 10).
 
     Installs the pinned Pi from the npm registry into .cache/pi (the installer verifies the pin), then runs
-    packages/pi-rpc/tests_smoke inside a fresh network namespace with only loopback up, so nothing can
-    leave the machine even by mistake. The suite fails, never skips, outside that namespace.
+    each suite inside a fresh network namespace with only loopback up, so nothing can leave the machine
+    even by mistake. The suites fail, never skip, outside that namespace.
     """
-    deps = [str(workspace.package_dir(dep)) for dep in workspace.closure("pi-rpc") if dep != "pi-rpc"]
-    session.install(*deps, f"{workspace.package_dir('pi-rpc')}[smoke]")
+    _install_package(session, "controller")  # its closure holds pi-rpc
+    session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
     session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
-    tests = str(workspace.package_dir("pi-rpc") / "tests_smoke")
-    session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python", "-m", "pytest",
-                "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", tests,
-                env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
+    for pkg in ("pi-rpc", "controller"):
+        tests = str(workspace.package_dir(pkg) / "tests_smoke")
+        session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python", "-m", "pytest",
+                    "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", tests,
+                    env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
 
 
 # Each benchmark: (package, script under packages/<package>/, arguments). Numbers are ratios against a
@@ -145,6 +147,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("writer-claim", "bench/bench_claim.py", ["--cycles", "100"]),
     ("cgroup-cohort", "bench/bench_stop.py", ["--repeats", "3"]),
     ("pi-rpc", "bench/bench_link.py", []),
+    ("controller", "bench/bench_server.py", []),
 ]
 
 

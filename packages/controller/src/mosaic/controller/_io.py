@@ -33,7 +33,8 @@ class Connected:
 
 @dataclass(frozen=True)
 class Disconnected:
-    """A client's connection ended (it hung up, timed out or was closed). Never releases control (H11)."""
+    """The server stopped serving a connection (it hung up, timed out, broke a limit or was closed; the
+    socket may still be draining). Never releases control (H11). Actions for it afterwards are dropped."""
 
     conn: ConnId
 
@@ -119,7 +120,9 @@ class Notify:
 @dataclass(frozen=True)
 class ReadPage:
     """Read a history page for an `observe` off the event loop, then feed `PageRead` back. `cursor` is
-    None for the first page of the current branch."""
+    None for the first page of the current branch. The shell reserves the reply's place at once
+    (`SocketServer.reserve`, in action order) so nothing sent to that connection afterwards overtakes it;
+    the core's later `Reply`/`Refuse` for the same (conn, rpc_id) fills it."""
 
     conn: ConnId
     rpc_id: RpcId
@@ -165,7 +168,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class CloseConnection:
-    """Close `conn` after what is queued for it, telling it `reason` first."""
+    """Close `conn`: after what is already queued for it, the server sends `closing` {"reason", "message"}
+    and then closes."""
 
     conn: ConnId
     reason: str

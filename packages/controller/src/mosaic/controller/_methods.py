@@ -7,7 +7,9 @@ answer-confirmation, acquire-recovery-control, recover) plus `ping`, which the s
 (a liveness probe that also keeps an observer's connection from timing out idle).
 
 `PARAMS[method]` maps each param name to (type, required). Types are checked exactly: `int` is an integer
-that is not a bool; `str` a string. An enumeration (`ENUMS`) is checked too. Unknown params are refused.
+that is not a bool; `str` a string. An enumeration (`ENUMS`) is checked too. Unknown params are refused
+(-32602), and so is an unknown top-level member of the request object (-32600: a request is exactly
+`jsonrpc`, `id`, `method` and optionally `params`).
 """
 
 from __future__ import annotations
@@ -57,8 +59,11 @@ ERROR_CODES: Mapping[int, str] = MappingProxyType({
     LINE_TOO_LONG: "line-too-long",
 })
 
-# Notifications the controller sends (server -> client). `closing` is sent by the server before it closes
-# a connection, with the reason (CLOSE_REASONS).
+# Notifications the controller sends (server -> client): `event` (a CHAT-01 event record), `record` (any
+# other control record), `marker` (a reconcile marker; the server's lagging marker is
+# {"reason": "lagging", "dropped": n}: notifications were dropped, re-read the page), and `closing`
+# ({"reason", "message"}, reason from CLOSE_REASONS), sent after what is already queued, just before the
+# server closes the connection.
 NOTIFICATIONS = ("event", "record", "marker", "closing")
 
 CLOSE_REASONS: Mapping[str, str] = MappingProxyType({

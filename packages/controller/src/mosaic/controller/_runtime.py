@@ -1,0 +1,262 @@
+"""The thin asyncio shell around the core: the engine link, the socket server, timers, effects, pages.
+
+`ControllerRuntime` owns one `ControllerCore` and carries out its actions; it decides nothing. Every
+input reaches the core through `feed` on the event loop's thread, never re-entered: the socket server
+calls `feed` only from its own callbacks (its rule 4), the engine pump task from its loop iteration,
+timers from `call_later`, and the results of work done off the loop (history pages, effects) are fed back
+with `call_soon_threadsafe`.
+
+Blocking lower calls run off the loop in a small bounded pool (DESIGN "The controller's intended
+shape"): the reader's page reads and any effect handler that blocks (claim fsyncs, a force stop's grace
+and kill in the next issue).
+
+The one clock: the core, its `LinkCore` and the engine link read the same `clock` (epoch seconds by
+default, so records carry wall time; a bound can stretch or shrink with a wall-clock jump, accepted for
+fixture-only use, brief "Limits"). Timers are armed as `deadline - clock()` from now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from mosaic.pi_rpc import EngineLink, LinkEvent
+
+from ._core import ControllerCore
+from ._io import (
+    Action,
+    CancelTimer,
+    CloseConnection,
+    ConnId,
+    Effect,
+    EffectDone,
+    EngineEvents,
+    Evidence,
+    FlushEngine,
+    Input,
+    Notify,
+    PageRead,
+    ReadPage,
+    Refuse,
+    Reply,
+    RpcId,
+    SetTimer,
+    TimerFired,
+)
+from ._server import Placeholder, ServerLimits, SocketServer
+
+__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "no_cohort_effects"]
+
+logger = logging.getLogger("mosaic.controller.runtime")
+
+PageReader = Callable[[str | None], Mapping[str, Any]]
+"""Blocking: the reader's result for the first page of the current branch (None) or a cursor's page."""
+
+EffectHandler = Callable[[Effect], Awaitable[Mapping[str, Any]]]
+"""Carries out one effect the core asked for and returns its result (fed back as `EffectDone`)."""
+
+MAX_BATCH = 256  # engine events fed to the core per call: a long run does not starve the clients
+EVIDENCE_KEPT = 10_000  # evidence lines kept in memory (all of them go to the evidence file when one is set)
+
+
+async def no_cohort_effects(effect: Effect) -> Mapping[str, Any]:
+    """The effects of a controller with no lifecycle attached (issue 10): claim publications are no-ops
+    (there is no claim), and a force stop cannot prove anything: it ends uncertain, saying why."""
+    if effect.kind == "force-stop":
+        return {"state": "uncertain", "reason": "no-cohort", "detail": "no cohort is attached to this controller"}
+    if effect.kind == "recover":
+        return {"refusal": {"code": "stop-proof", "reconcile": False,
+                            "message": "no lifecycle is attached to this controller: nothing to recover"}}
+    return {"ok": True}
+
+
+class ControllerRuntime:
+    """One controller: the core, its engine link and its socket server, wired. Start with `start()`,
+    stop with `aclose()` (which leaves the engine to its owner: closing the controller never stops or
+    releases anything, H11 and brief §2 "What never releases a claim")."""
+
+    def __init__(
+        self,
+        core: ControllerCore,
+        link: EngineLink,
+        socket_path: str,
+        *,
+        page_reader: PageReader | None = None,
+        effects: EffectHandler = no_cohort_effects,
+        limits: ServerLimits | None = None,
+        clock: Callable[[], float] = time.time,
+        evidence_path: str | None = None,
+        workers: int = 2,
+    ) -> None:
+        if link.core is not core.link:
+            raise ValueError("the engine link must run over the core's own LinkCore (EngineLink(core=core.link))")
+        self.core = core
+        self.link = link
+        self.clock = clock
+        self.server = SocketServer(socket_path, self.feed, limits=limits or ServerLimits(), clock=time.monotonic)
+        self.page_reader = page_reader
+        self.effects = effects
+        self.evidence: deque[Evidence] = deque(maxlen=EVIDENCE_KEPT)
+        self._evidence_path = evidence_path
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mosaic-controller")
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._placeholders: dict[tuple[ConnId, RpcId], Placeholder] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._closed = False
+        self.internal_errors = 0
+
+    @property
+    def socket_path(self) -> str:
+        return self.server.socket_path
+
+    async def start(self) -> None:
+        """Bind the socket and start reading the engine. Raises what the server raises for a socket path
+        that is not private (SocketPathError)."""
+        self._loop = asyncio.get_running_loop()
+        await self.server.start()
+        self._pump = self._loop.create_task(self._engine_pump(), name="mosaic-controller-engine")
+
+    async def aclose(self) -> None:
+        """Stop serving (clients get `closing` "shutdown"), stop the timers and the pump, close the link.
+        Nothing is released or stopped: the engine and any claim are their owner's."""
+        if self._closed:
+            return
+        self._closed = True
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+        for task in list(self._tasks):
+            task.cancel()
+        await self.server.aclose()
+        await self.link.aclose()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- the one way in ------------------------------------------------------------------------------------
+
+    def feed(self, event: Input) -> None:
+        """Give the core one input and carry out what it returns, in order (on the loop's thread)."""
+        if self._closed:
+            return
+        try:
+            actions = self.core.receive(event, now=self.clock())
+        except Exception:  # noqa: BLE001 - a bug in the core must not take the controller down
+            self.internal_errors += 1
+            logger.exception("controller core failed on %s", type(event).__name__)
+            return
+        for action in actions:
+            self._carry_out(action)
+
+    def _carry_out(self, action: Action) -> None:
+        if isinstance(action, (Reply, Refuse)):
+            placeholder = self._placeholders.pop((action.conn, action.rpc_id), None)
+            if placeholder is not None:
+                placeholder.fill(action)
+            else:
+                self.server.deliver(action)
+        elif isinstance(action, (Notify, CloseConnection)):
+            self.server.deliver(action)
+        elif isinstance(action, FlushEngine):
+            self.link.flush()
+        elif isinstance(action, SetTimer):
+            self._set_timer(action.key, action.deadline)
+        elif isinstance(action, CancelTimer):
+            handle = self._timers.pop(action.key, None)
+            if handle is not None:
+                handle.cancel()
+        elif isinstance(action, ReadPage):
+            self._read_page(action)
+        elif isinstance(action, Effect):
+            self._start(self._effect(action))
+        elif isinstance(action, Evidence):
+            self._record_evidence(action)
+
+    # -- engine, timers, pages, effects, evidence ----------------------------------------------------------
+
+    async def _engine_pump(self) -> None:
+        """Every link event, in order, to the core, in batches of what is already queued. The link stops
+        reading the engine when its queue is full (backpressure): this pump is what drains it."""
+        execution = self.core.execution
+        while True:
+            batch: list[LinkEvent] = [await self.link.next_event()]
+            while self.link.queued_events and len(batch) < MAX_BATCH:
+                batch.append(await self.link.next_event())
+            self.feed(EngineEvents(execution, batch))
+
+    def _set_timer(self, key: str, deadline: float) -> None:
+        assert self._loop is not None
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        delay = max(0.0, deadline - self.clock())
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self.feed(TimerFired(key))
+
+        self._timers[key] = self._loop.call_later(delay, fire)
+
+    def _read_page(self, action: ReadPage) -> None:
+        self._placeholders[(action.conn, action.rpc_id)] = self.server.reserve(action.conn, action.rpc_id)
+        reader = self.page_reader
+
+        def read() -> Mapping[str, Any]:
+            if reader is None:
+                return {"ok": False, "refusal": {"code": "unavailable", "reconcile": False,
+                                                 "message": "this controller has no history reader"}}
+            try:
+                return reader(action.cursor)
+            except Exception as exc:  # noqa: BLE001 - unreadable is reported, never a crash
+                logger.exception("history page read failed")
+                return {"ok": False, "refusal": {"code": "unavailable", "reconcile": False,
+                                                 "message": f"the history page could not be read: {exc!r}"}}
+
+        async def run() -> None:
+            assert self._loop is not None
+            result = await self._loop.run_in_executor(self._pool, read)
+            self.feed(PageRead(action.conn, action.rpc_id, result))
+
+        self._start(run())
+
+    async def _effect(self, effect: Effect) -> None:
+        try:
+            result = await self.effects(effect)
+        except Exception as exc:  # noqa: BLE001 - an effect that fails is reported to the core as failed
+            logger.exception("effect %s failed", effect.kind)
+            result = {"ok": False, "state": "uncertain", "reason": "effect-failed", "error": repr(exc)}
+        self.feed(EffectDone(effect.effect_id, effect.kind, result))
+
+    def run_blocking(self, fn: Callable[[], Any]) -> Awaitable[Any]:
+        """Run a blocking call in the controller's bounded pool (for effect handlers)."""
+        assert self._loop is not None
+        return self._loop.run_in_executor(self._pool, fn)
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        task: asyncio.Task[None] = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _record_evidence(self, evidence: Evidence) -> None:
+        self.evidence.append(evidence)
+        if self._evidence_path is not None:
+            line = json.dumps({"at": self.clock(), "kind": evidence.kind, **evidence.detail}, ensure_ascii=False,
+                              default=str)
+            fd = os.open(self._evidence_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, line.encode("utf-8", "surrogatepass") + b"\n")
+            finally:
+                os.close(fd)

@@ -1,0 +1,264 @@
+"""A controller on the fake engine, for tests, the demo and the benchmarks (`mosaic.controller.testing`).
+
+`fake_controller(root)` starts pi-rpc's fake engine (pinned Pi's RPC mode, with its control channel and
+hold points) in a scratch tree under `root`, a `ControllerCore` over its link, a chat-pages reader over
+the fake's session directory for history pages, and the socket server in a private directory; it yields a
+`FakeRig` and tears everything down by the exact names it recorded: the engine process (killed and
+reaped), the control socket, the socket directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mosaic.chat_pages import RepositorySpec, conversation_id, create_reader, roots_from_specs
+from mosaic.pi_rpc import EngineLink, sealed_engine_argv
+from mosaic.pi_rpc.testing import FakeControl, FakeEngineSetup, Script, prepare_fake_engine, prepare_tree
+
+from ._core import Bounds, ControllerCore, CoreConfig, new_incarnation
+from ._runtime import ControllerRuntime, EffectHandler, PageReader, no_cohort_effects
+from ._server import ServerLimits
+
+__all__ = ["FakeRig", "RawClient", "event_is", "fake_controller", "receipt_is", "stop_is", "history_reader", "private_socket_dir", "real_controller"]
+
+SEAT = "seat"
+WAIT = 30.0
+
+
+class RawClient:
+    """A bare JSON-RPC client over the controller's socket, for tests and benchmarks that want the wire
+    itself (the client library is `mosaic.controller.client`). Replies are routed by id; notifications are
+    kept in arrival order; every wait is bounded by `WAIT` (a timeout raises TimeoutError)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.notes: list[dict[str, Any]] = []
+        self.replies: dict[int, dict[str, Any]] = {}
+        self.on_note: Any = None  # optional callable(note), called for each notification as it arrives
+        self._id = 0
+        self._arrived = asyncio.Condition()
+        self._task = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def connect(cls, path: str) -> RawClient:
+        reader, writer = await asyncio.open_unix_connection(path, limit=1 << 24)
+        return cls(reader, writer)
+
+    async def _read(self) -> None:
+        with contextlib.suppress(ConnectionError):
+            while line := await self.reader.readline():
+                message = json.loads(line)
+                async with self._arrived:
+                    if message.get("id") is not None:
+                        self.replies[message["id"]] = message
+                    else:
+                        self.notes.append(message)
+                        if self.on_note is not None:
+                            self.on_note(message)
+                    self._arrived.notify_all()
+
+    async def send(self, method: str, **params: Any) -> int:
+        """Write one request; its id (the reply arrives in `replies`)."""
+        self._id += 1
+        rid = self._id
+        self.writer.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+                          + b"\n")
+        await self.writer.drain()
+        return rid
+
+    async def reply(self, rid: int) -> dict[str, Any]:
+        async with self._arrived:
+            await asyncio.wait_for(self._arrived.wait_for(lambda: rid in self.replies), WAIT)
+        return self.replies[rid]
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        return await self.reply(await self.send(method, **params))
+
+    async def until(self, predicate: Any, timeout: float = WAIT) -> dict[str, Any]:
+        """The first notification so far (or to come) that satisfies `predicate`."""
+        async with self._arrived:
+            await asyncio.wait_for(self._arrived.wait_for(lambda: any(predicate(n) for n in self.notes)), timeout)
+        return next(n for n in self.notes if predicate(n))
+
+    def events(self) -> list[dict[str, Any]]:
+        return [n["params"] for n in self.notes if n.get("method") == "event"]
+
+    def records(self, kind: str) -> list[dict[str, Any]]:
+        return [n["params"] for n in self.notes if n.get("method") == "record" and n["params"].get("type") == kind]
+
+    async def control(self) -> dict[str, Any]:
+        """Observe and take control; the params every later command carries ({incarnation, generation})."""
+        observed = (await self.call("observe"))["result"]
+        token = observed["incarnation"]
+        took = await self.call("takeover", incarnation=token, expectedGeneration=observed["generation"])
+        return {"incarnation": token, "generation": took["result"]["generation"]}
+
+    async def close(self) -> None:
+        self.writer.close()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            await self._task
+
+
+def receipt_is(state: str) -> Any:
+    """A notification predicate: a receipt record in `state`."""
+    return lambda n: (n.get("method") == "record" and n["params"].get("type") == "receipt"
+                      and n["params"]["state"] == state)
+
+
+def stop_is(state: str) -> Any:
+    """A notification predicate: a stop record in `state`."""
+    return lambda n: (n.get("method") == "record" and n["params"].get("type") == "stop"
+                      and n["params"]["state"] == state)
+
+
+def event_is(kind: str) -> Any:
+    return lambda n: n.get("method") == "event" and n["params"]["eventType"] == kind
+
+
+@dataclass
+class FakeRig:
+    """A running controller on the fake engine: `runtime` (core, link, server), the `socket_path`
+    clients connect to, the fake's `setup` (`ctl` is its control channel: hold points), the session
+    file, and the conversation id."""
+
+    runtime: ControllerRuntime
+    socket_path: str
+    setup: FakeEngineSetup
+    conversation: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ctl(self) -> FakeControl:
+        """The fake engine's control channel (hold points); the real Pi has none."""
+        assert self.setup.ctl is not None
+        return self.setup.ctl
+
+    @property
+    def session(self) -> Path:
+        return self.setup.session
+
+    @property
+    def core(self) -> ControllerCore:
+        return self.runtime.core
+
+
+@contextlib.contextmanager
+def private_socket_dir() -> Any:
+    """A fresh 0700 directory under /tmp for a controller socket (a Unix socket path is at most 107
+    bytes; pytest's tmp_path can be longer), removed by its exact name afterwards."""
+    path = tempfile.mkdtemp(prefix="mosaic-ctl-", dir="/tmp")
+    os.chmod(path, 0o700)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def history_reader(project: Path, session: Path, *, seat: str = SEAT) -> tuple[str, PageReader]:
+    """The conversation id of `session` and a page reader over it (chat-pages, read-only): the first
+    page of the current branch, or the page a cursor names (its branch remembered from the page that
+    gave the cursor)."""
+    cid = conversation_id(str(project), seat, session.name)
+    reader = create_reader(lambda: roots_from_specs([RepositorySpec(str(project), seat, str(project))]))
+    branches: dict[str, str] = {}
+
+    def read(cursor: str | None) -> Mapping[str, Any]:
+        if cursor is None:
+            result = reader.open(conversation=cid)
+        else:
+            result = reader.next(cursor=cursor, conversation=cid, branch=branches.get(cursor, ""))
+        if result.get("ok"):
+            page = result.get("page") or {}
+            for key in ("cursor", "follow"):
+                record = result.get(key)
+                if isinstance(record, Mapping) and isinstance(record.get("id"), str):
+                    branches[record["id"]] = str(page.get("branch", ""))
+        return result
+
+    return cid, read
+
+
+@contextlib.asynccontextmanager
+async def fake_controller(
+    root: Path,
+    *,
+    seed: str | None = None,
+    scenarios: str | None = None,
+    bounds: Bounds | None = None,
+    limits: ServerLimits | None = None,
+    effects: EffectHandler = no_cohort_effects,
+    execution: str = "exec-1",
+    incarnation: str | None = None,
+) -> AsyncIterator[FakeRig]:
+    """Start a controller on the fake engine under `root` (a directory that must not hold a tree yet)."""
+    options: dict[str, Any] = {} if scenarios is None else {"scenarios": scenarios}
+    setup = prepare_fake_engine(root, seed=seed, **options)
+    link: EngineLink | None = None
+    runtime: ControllerRuntime | None = None
+    try:
+        cid, page_reader = history_reader(setup.cwd, setup.session)
+        core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
+                                         incarnation=incarnation or new_incarnation(),
+                                         bounds=bounds or Bounds()), now=time.time())
+        link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd), core=core.link, clock=time.time)
+        assert setup.ctl is not None
+        await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
+        with private_socket_dir() as sockets:
+            runtime = ControllerRuntime(core, link, os.path.join(sockets, "controller.sock"), page_reader=page_reader,
+                                        effects=effects, limits=limits)
+            await runtime.start()
+            try:
+                yield FakeRig(runtime, runtime.socket_path, setup, cid)
+            finally:
+                await runtime.aclose()
+    finally:
+        if link is not None:
+            await link.aclose()  # kills and reaps the engine it spawned
+        setup.close()
+
+
+@contextlib.asynccontextmanager
+async def real_controller(
+    root: Path,
+    pi_dir: str | os.PathLike[str],
+    model_url: str,
+    *,
+    seed: str | None = None,
+    bounds: Bounds | None = None,
+    effects: EffectHandler = no_cohort_effects,
+    execution: str = "exec-1",
+) -> AsyncIterator[FakeRig]:
+    """The same rig on the real pinned Pi 0.85.1, sealed, in a scratch tree under `root` (scratch HOME
+    and agent dir: no ~/.pi is reachable), talking to the scripted model server at `model_url`
+    (`ModelServer.base_url`). The pin is checked before spawn (`engine-pin-mismatch`). Run it inside the
+    loopback-only network namespace (`nox -s smoke`)."""
+    agent, proj, session = prepare_tree(root, Script("controller", (), session="s.jsonl", seed=seed), model_url)
+    argv = sealed_engine_argv(pi_dir, str(session), provider="fakeprov", model="fake-model-1")
+    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent)}
+    setup = FakeEngineSetup(argv, env, proj, session, agent, None)
+    cid, page_reader = history_reader(proj, session)
+    core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
+                                     incarnation=new_incarnation(), bounds=bounds or Bounds()), now=time.time())
+    link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=core.link, clock=time.time)
+    try:
+        with private_socket_dir() as sockets:
+            runtime = ControllerRuntime(core, link, os.path.join(sockets, "controller.sock"), page_reader=page_reader,
+                                        effects=effects)
+            await runtime.start()
+            try:
+                yield FakeRig(runtime, runtime.socket_path, setup, cid)
+            finally:
+                await runtime.aclose()
+    finally:
+        await link.aclose()

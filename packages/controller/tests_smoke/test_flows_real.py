@@ -1,0 +1,156 @@
+"""The controller's flows on the real Pi 0.85.1 (issue 10, "On the real Pi, not only the fake"): the return
+flow with a tool call (E1), a streamed reply fanned out to several observers, two prompts back to back
+(N8/H18: the real binary acks a pipelined prompt and drops it, FACTS Part 2 F; the controller must make
+that impossible), an interrupt mid-stream following R3-1 (N9), and S7's exact bytes in the session file.
+Every record a client receives is validated against the control schema."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from core_harness import validate
+
+from mosaic.controller.testing import FakeRig, RawClient, event_is, real_controller, receipt_is, stop_is
+from mosaic.pi_rpc.testing import ModelServer
+
+
+async def connect(rig: FakeRig) -> RawClient:
+    client = await RawClient.connect(rig.socket_path)
+
+    def check(note: dict[str, Any]) -> None:
+        if note.get("method") == "event":
+            validate(note["params"], "event")
+        elif note.get("method") == "record":
+            validate(note["params"])
+
+    client.on_note = check
+    return client
+
+
+def session_lines(rig: FakeRig) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in rig.session.read_bytes().split(b"\n") if line]
+
+
+def user_texts(rig: FakeRig) -> list[str]:
+    return [x["message"]["content"][0]["text"] for x in session_lines(rig)
+            if x.get("type") == "message" and x["message"]["role"] == "user"]
+
+
+def test_E1_fan_out_return_flow_with_a_tool_call_on_the_real_pi(tmp_path: Path, pi_dir: Path,
+                                                                  model: ModelServer) -> None:
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
+            observers = [await connect(rig) for _ in range(3)]
+            for o in observers:
+                (await o.call("observe"))["result"]
+            client = await connect(rig)
+            auth = await client.control()
+            reply = await client.call("prompt", **auth, clientRequestId="e1", text="TOOLCALL please run it")
+            assert reply["result"]["outcome"] == "admitted"
+            for o in [*observers, client]:
+                await o.until(receipt_is("finished"))
+                await o.until(event_is("run-settled"))
+            streams = [o.events() for o in [*observers, client]]
+            assert all(s == streams[0] for s in streams)  # the same stream to every client, once
+            kinds = [e["eventType"] for e in streams[0]]
+            assert kinds.count("tool-start") == 1 and kinds.count("tool-end") == 1
+            assert kinds.count("run-settled") == 1 and kinds[-1] == "run-settled"
+            (end,) = [e for e in streams[0] if e["eventType"] == "tool-end"]
+            assert end["payload"]["result"]["content"][0]["text"] == "tool-ran-ok"
+            finals = [e for e in streams[0] if e["eventType"] == "message-end" and e["payload"]["role"] == "assistant"]
+            assert finals[-1]["payload"]["content"] == [{"type": "text", "text": "Tool result was: tool-ran-ok."}]
+            receipts = [r["state"] for r in client.records("receipt")]
+            assert receipts == ["admitted", "dispatched", "acknowledged", "working", "finished"]
+            assert user_texts(rig) == ["TOOLCALL please run it"]  # shown once, persisted once
+            for c in [*observers, client]:
+                await c.close()
+
+    asyncio.run(main())
+
+
+def test_N8_H18_two_prompts_back_to_back_one_engine_write_one_turn(tmp_path: Path, pi_dir: Path,
+                                                                   model: ModelServer) -> None:
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
+            client = await connect(rig)
+            auth = await client.control()
+            first = await client.send("prompt", **auth, clientRequestId="a", text="PIPE-1 hello")
+            second = await client.send("prompt", **auth, clientRequestId="b", text="PIPE-2 hello")
+            r1, r2 = await client.reply(first), await client.reply(second)
+            assert r1["result"]["outcome"] == "admitted"
+            assert r2["error"]["data"]["refusal"]["code"] == "busy"  # never pipelined behind the first
+            await client.until(receipt_is("finished"))
+            assert user_texts(rig) == ["PIPE-1 hello"]
+            # Once settled, the next prompt goes through: one slot, released by reconciliation.
+            r3 = await client.call("prompt", **auth, clientRequestId="c", text="PIPE-2 hello")
+            assert r3["result"]["outcome"] == "admitted"
+            await client.until(lambda n: receipt_is("finished")(n) and n["params"]["clientRequest"] == "c")
+            assert user_texts(rig) == ["PIPE-1 hello", "PIPE-2 hello"]
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_N9_interrupt_mid_stream_follows_R3_1_on_the_real_pi(tmp_path: Path, pi_dir: Path,
+                                                             model: ModelServer) -> None:
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
+            client = await connect(rig)
+            auth = await client.control()
+            await client.call("prompt", **auth, clientRequestId="slow", text="SLOW stream please")
+            await client.until(event_is("text-delta"))
+            assert (await client.call("interrupt", **auth))["result"]["stop"]["kind"] == "interrupt"
+            await client.until(stop_is("reconciled"))
+            (proof,) = client.records("turnProof")
+            assert proof["nativeQueue"] == "cleared" and proof["aborts"] == 1 and proof["slot"] == "run-started"
+            assert [c["steering"] + c["followUp"] for c in proof["clears"]] == [0, 0]  # before abort, after settle
+            receipt = client.records("receipt")[-1]
+            assert receipt["state"] == "finished" and receipt["turnState"] == "interrupted"
+            binding = client.records("binding")[-1]
+            assert binding["admission"] == "open" and binding["state"] == "active"
+            # Pi persisted the aborted assistant message; nothing else ran.
+            assistants = [x["message"] for x in session_lines(rig)
+                          if x.get("type") == "message" and x["message"]["role"] == "assistant"]
+            assert assistants[-1]["stopReason"] == "aborted"
+            assert user_texts(rig) == ["SLOW stream please"]
+            # Admission reopened under current control: the next prompt runs.
+            await client.call("prompt", **auth, clientRequestId="after", text="Say hello")
+            await client.until(lambda n: receipt_is("finished")(n) and n["params"]["clientRequest"] == "after")
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_S7_control_characters_reach_the_session_file_exactly(tmp_path: Path, pi_dir: Path,
+                                                              model: ModelServer) -> None:
+    text = "esc \x1b[31m red \x1b[200~pasted\x1b[201~ line\u2028sep para\u2029sep tab\tend"
+
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
+            client = await connect(rig)
+            auth = await client.control()
+            await client.call("prompt", **auth, clientRequestId="s7", text=text)
+            await client.until(receipt_is("finished"))
+            assert user_texts(rig) == [text]
+            (user,) = [e for e in client.events() if e["eventType"] == "message-start" and e["payload"]["role"] == "user"]
+            assert user["payload"]["content"][0]["text"] == text
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_slash_text_never_reaches_the_real_pi(tmp_path: Path, pi_dir: Path, model: ModelServer) -> None:
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
+            client = await connect(rig)
+            auth = await client.control()
+            for i, text in enumerate(["/llama", "  /skill:x", "\t/goal now"]):
+                reply = await client.call("prompt", **auth, clientRequestId=f"s{i}", text=text)
+                assert reply["error"]["data"]["refusal"]["code"] == "text-policy"
+            assert not rig.core.requests and not model.requests  # nothing reached Pi, so no model call
+            await client.close()
+
+    asyncio.run(main())
