@@ -7,7 +7,8 @@ there: that is the proof that each package installs alone and depends only downw
 
 `lint` runs ruff, mypy --strict over every package and the layers contract (ci/layers.py).
 `mutants` applies every patch in mutants/ in a scratch copy and fails unless its named test fails.
-`cohort`, `smoke`, `bench` and `demo` are reserved for later issues and say so when they skip.
+`cohort` (the real-kernel suites), `smoke` (the real Pi), `bench` (ratios, never asserted) and `demo` (issue 12,
+reported skipped with its reason until then) are the other sessions.
 
 Plain `nox` runs every package session, `lint` and `mutants`.
 """
@@ -164,5 +165,5 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
-    """The end-to-end demo of mediated control. Reserved for the controller issue."""
-    session.skip("not built yet: the controller and mediated-terminal issues add the demo")
+    """The end-to-end demo of mediated control (issue 12: the lifecycle and the terminal come first)."""
+    session.skip("not built yet: issue 12 adds the demo, after the lifecycle (issue 11) and the terminal")
