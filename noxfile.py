@@ -149,6 +149,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("cgroup-cohort", "bench/bench_stop.py", ["--repeats", "3"]),
     ("pi-rpc", "bench/bench_link.py", []),
     ("controller", "bench/bench_server.py", []),
+    ("controller", "bench/bench_controller.py", []),
 ]
 
 

@@ -158,6 +158,7 @@ class ControllerCore:
         self._ids = 0
         self._pending_effects: dict[str, tuple[ConnId, RpcId]] = {}
         self._out: list[Action] = []
+        self._subs: tuple[ConnId, ...] | None = ()
         self._now = now
 
     # ----------------------------------------------------------------------------------------- entry
@@ -175,7 +176,8 @@ class ControllerCore:
             self.connections[event.conn] = _Conn()
         elif isinstance(event, Disconnected):
             # H11: control stays with the disconnected connection until someone takes over explicitly.
-            self.connections.pop(event.conn, None)
+            if self.connections.pop(event.conn, None) is not None:
+                self._subs = None
             self._broadcast_binding()
         elif isinstance(event, PageRead):
             self._page_read(event)
@@ -199,7 +201,11 @@ class ControllerCore:
         self._emit(Refuse(call.conn, call.rpc_id, ControlRefusal(code, message).to_dict()))
 
     def _subscribers(self) -> tuple[ConnId, ...]:
-        return tuple(c for c, s in self.connections.items() if s.subscribed_from is not None)
+        """The subscribed connections, in subscription order (kept, not recomputed per record: a
+        controller holding many idle or slow connections pays per subscriber, not per connection)."""
+        if self._subs is None:
+            self._subs = tuple(c for c, s in self.connections.items() if s.subscribed_from is not None)
+        return self._subs
 
     def _record(self, record: Mapping[str, Any]) -> None:
         subs = self._subscribers()
@@ -296,6 +302,7 @@ class ControllerCore:
             conn.subscribed_from = self.sequence + 1
             conn.seq_at_subscribe = self.sequence
             conn.quiet_at_subscribe = self._quiet()
+            self._subs = None
         cursor = call.params.get("cursor")
         conn.reads[call.rpc_id] = cursor
         self._emit(ReadPage(call.conn, call.rpc_id, cursor))
@@ -726,8 +733,7 @@ class ControllerCore:
     def _client_event(self, event_type: str, record: Mapping[str, Any]) -> None:
         payload = self._payload(event_type, record)
         self.sequence += 1
-        subs = tuple(c for c, s in self.connections.items()
-                     if s.subscribed_from is not None and s.subscribed_from <= self.sequence)
+        subs = self._subscribers()  # each subscribed at or before this sequence (fromSequence <= it)
         event = {"type": "event", "event": f"{self.execution}.{self.sequence}", "execution": self.execution,
                  "sequence": self.sequence, "eventType": event_type, "visibility": "visible",
                  "at": self._now, "payload": payload}

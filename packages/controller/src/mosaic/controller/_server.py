@@ -45,7 +45,8 @@ Memory per connection is bounded (and `ConnectionStats` reports the peaks):
   requests wait for the outbox to drain (rule "backpressure" below);
 - outbox (queued, not yet handed to the transport) <= ``max_outbox_bytes`` + one item: a notification is
   queued only if it fits (or the outbox is empty), a reply only if the outbox was within the cap before it;
-- the transport's own buffer <= `TRANSPORT_HIGH_WATER` (64 KiB) + one item: the server stops handing it
+- the transport's own buffer <= `TRANSPORT_HIGH_WATER` (64 KiB) + one write (`WRITE_BATCH`, 16 KiB, or one
+  larger item): the server stops handing it
   bytes when it pauses writing and resumes when it drains below `TRANSPORT_LOW_WATER`.
 
 Backpressure: while more than ``min(256 KiB, max_outbox_bytes // 2)`` of replies wait in a connection's
@@ -91,6 +92,7 @@ from ._methods import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG, REFUSED
 __all__ = [
     "TRANSPORT_HIGH_WATER",
     "TRANSPORT_LOW_WATER",
+    "WRITE_BATCH",
     "ConnectionStats",
     "Placeholder",
     "ServerLimits",
@@ -107,6 +109,9 @@ TRANSPORT_HIGH_WATER = 64 * KiB
 """The transport's write buffer pauses writing above this (asyncio's default, set explicitly)."""
 TRANSPORT_LOW_WATER = 16 * KiB
 """... and resumes below this."""
+WRITE_BATCH = 16 * KiB
+"""Ready lines are joined into writes of at most this many bytes (or one larger line): a fan-out of one
+engine batch to a connection costs a few syscalls, not one per notification."""
 
 _ACCEPT_RETRY = 1.0  # seconds before accepting again after EMFILE/ENFILE (asyncio uses the same)
 
@@ -335,6 +340,7 @@ class _Connection(asyncio.Protocol):
         self.peak_read = 0
         self.peak_outbox = 0
         self.peak_transport = 0
+        self.flush_scheduled = False
         self.dropped = 0
 
     # ------------------------------------------------------------------------------- asyncio callbacks
@@ -587,7 +593,10 @@ class _Connection(asyncio.Protocol):
             return
         self.outbox.append(_Item(data, is_reply=False))
         self.grew(len(data), reply=False)
-        self.flush()
+        if self.outbox_bytes >= WRITE_BATCH:
+            self.flush()  # a full write's worth: hand it over now (a burst never waits in the outbox)
+        else:
+            self.schedule_flush()
 
     def drop_notifications(self, extra: int) -> None:
         """Drop every queued notification (plus `extra` not yet queued) for one `lagging` marker at the
@@ -655,34 +664,53 @@ class _Connection(asyncio.Protocol):
         self.grew(len(data), reply=True)
         self.flush()
 
+    def schedule_flush(self) -> None:
+        """Flush once at the end of this loop iteration: the notifications of one engine batch to one
+        connection go out in few writes (one syscall each), not one write per notification."""
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.server._event_loop.call_soon(self.run_scheduled_flush)
+
+    def run_scheduled_flush(self) -> None:
+        self.flush_scheduled = False
+        self.flush()
+
     def flush(self) -> None:
-        """Hand the transport every ready line from the head of the outbox, until it pauses writing or
-        an unfilled placeholder is at the head. Then close if closing and drained, or let requests flow
-        again if the replies drained."""
+        """Hand the transport every ready line from the head of the outbox, joined into writes of at most
+        `WRITE_BATCH` bytes (or one larger item), until it pauses writing or an unfilled placeholder is at
+        the head. Then close if closing and drained, or let requests flow again if the replies drained."""
         transport = self.transport
         if transport is None or self.lost:
             return
         outbox = self.outbox
+        batch: list[bytes] = []
+        batched = 0
         while outbox and not self.write_paused and not transport.is_closing():
             head = outbox[0]
             if isinstance(head, Placeholder):
                 if head._data is None:
                     break
                 data = head._data
-                self.reply_bytes -= head.size
             elif isinstance(head, _Marker):
                 data = head.encode()
-                self.marker = None  # written: notifications queue again after it
             else:
                 data = head.data
-                if head.is_reply:
-                    self.reply_bytes -= head.size
+            if batch and batched + len(data) > WRITE_BATCH:
+                self.write_batch(transport, batch)
+                batch, batched = [], 0
+                continue  # the write may have paused the transport: look again before taking more
+            if isinstance(head, Placeholder):
+                self.reply_bytes -= head.size
+            elif isinstance(head, _Marker):
+                self.marker = None  # written: notifications queue again after it
+            elif head.is_reply:
+                self.reply_bytes -= head.size
             outbox.popleft()
             self.outbox_bytes -= head.size
-            transport.write(data)
-            size = transport.get_write_buffer_size()
-            if size > self.peak_transport:
-                self.peak_transport = size
+            batch.append(data)
+            batched += len(data)
+        if batch and not transport.is_closing():
+            self.write_batch(transport, batch)
         if self.closing is not None:
             if not outbox:
                 self.shut_down()
@@ -691,6 +719,12 @@ class _Connection(asyncio.Protocol):
             self.schedule_process()
         elif not outbox and self.eof:
             self.maybe_finish_eof()
+
+    def write_batch(self, transport: asyncio.Transport, batch: list[bytes]) -> None:
+        transport.write(batch[0] if len(batch) == 1 else b"".join(batch))
+        size = transport.get_write_buffer_size()
+        if size > self.peak_transport:
+            self.peak_transport = size
 
     def maybe_finish_eof(self) -> None:
         """After the client's EOF: close once every request read was answered and written."""
