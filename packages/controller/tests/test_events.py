@@ -243,3 +243,17 @@ def test_a_finished_run_leaves_a_quiet_engine_and_no_open_slot() -> None:
     assert h.core.slot is None and not h.core.run.active and h.core.binding_record()["engineState"] == "idle"
     refused(h.call("c1", "interrupt", generation=h.core.generation), "no-turn")
     assert queues() == {"steering": [], "followUp": []}
+
+
+def test_E4_a_re_observe_on_a_subscribed_connection_reports_its_own_cut() -> None:
+    # A client reconciling at a seam re-reads the page on the same connection: that read has its own
+    # fromSequence and quiet, so the marker can clear once the engine is idle.
+    h = Harness()
+    h.controller()
+    h.observe("o")
+    h.prompt("c1", "hello")
+    h.turn("hello")
+    again = h.observe("o")["seam"]
+    assert again["quiet"] is True and again["fromSequence"] == h.core.sequence + 1
+    receipts = h.observe("o")["receipts"]
+    assert [r["state"] for r in receipts] == ["finished"] and receipts[0]["incarnation"] == h.core.config.incarnation

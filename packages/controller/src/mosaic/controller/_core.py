@@ -87,6 +87,7 @@ from ._state import BindingState, Clear, Confirmation, Request, Run, Slot, Stop
 from ._tables import DIALOG, INTERNAL, check_text, classify_native
 
 SETTLE_TIMER = "stop-settle"
+RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats
 CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 
@@ -123,7 +124,8 @@ class _Conn:
     subscribed_from: int | None = None  # first sequence this connection receives
     seq_at_subscribe: int = 0
     quiet_at_subscribe: bool = False
-    reads: dict[RpcId, str | None] = field(default_factory=dict)  # observe calls awaiting their page
+    reads: dict[RpcId, tuple[str | None, int, bool]] = field(default_factory=dict)
+    # observe calls awaiting their page: (cursor, the sequence at the call, quiet at the call)
 
 
 def _digest(text: str) -> str:
@@ -304,7 +306,9 @@ class ControllerCore:
             conn.quiet_at_subscribe = self._quiet()
             self._subs = None
         cursor = call.params.get("cursor")
-        conn.reads[call.rpc_id] = cursor
+        # Each read has its own cut: a re-observe on a subscribed connection (a client reconciling at a
+        # seam, E4) reports the seam of this read, not of the first one.
+        conn.reads[call.rpc_id] = (cursor, self.sequence, self._quiet())
         self._emit(ReadPage(call.conn, call.rpc_id, cursor))
 
     def _quiet(self) -> bool:
@@ -316,7 +320,7 @@ class ControllerCore:
         conn = self.connections.get(event.conn)
         if conn is None or event.rpc_id not in conn.reads:
             return  # it hung up meanwhile
-        cursor = conn.reads.pop(event.rpc_id)
+        cursor, cut, quiet_at_call = conn.reads.pop(event.rpc_id)
         result = dict(event.result)
         if not result.get("ok", False) and cursor is not None:
             refusal = result.get("refusal")
@@ -325,14 +329,24 @@ class ControllerCore:
                 "cursor", f"the reader refused the cursor: {code}").to_dict()))
             return
         # Unavailable is not empty: a first page the reader refused is passed on as the reader's refusal.
-        quiet = conn.quiet_at_subscribe and self.sequence == conn.seq_at_subscribe
+        # Quiet: nothing ran or waited when the call came, and no event was emitted before the page was read.
+        quiet = quiet_at_call and self.sequence == cut
         self._emit(Reply(event.conn, event.rpc_id, {
             "incarnation": self.config.incarnation, "connection": self._connection_record(event.conn),
             "generation": self.generation, "binding": self.binding_record(),
             "seam": {"replay": "unavailable", "streamEpoch": self.execution,
-                     "fromSequence": conn.subscribed_from, "reconcile": True, "quiet": quiet},
+                     "fromSequence": cut + 1, "reconcile": True, "quiet": quiet},
+            "receipts": self._receipts_for_observe(),
             "history": result,
         }))
+
+    def _receipts_for_observe(self) -> list[dict[str, Any]]:
+        """Every receipt not yet settled, and the last settled ones: what a client that lost records (a
+        lagging marker, a reconnect) needs to bring its pending requests up to date, bounded."""
+        requests = list(self.requests.values())
+        open_ = [r for r in requests if not r.settled]
+        recent = [r for r in requests[-RECENT_RECEIPTS:] if r.settled]
+        return [r.receipt_record() for r in sorted({*open_, *recent}, key=lambda r: r.admitted_at)]
 
     # -- prompt
 

@@ -38,4 +38,6 @@ class ControlRefusal(Refusal):
         "cursor": True,  # an observe cursor the reader refuses (message names the reader code)
         "preflight": False,  # the load check after launch did not pass; admission never opened (K8)
         "session-drift": False,  # the idle drift check found the file moved under the engine (W10)
+        "target": False,  # the session's header ID changed since construction; the leaf moved (K18)
+        "eligibility": False,  # launch with a used, unknown or changed eligibility record (K17)
     }

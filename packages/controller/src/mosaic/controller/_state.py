@@ -25,7 +25,7 @@ class IllegalTransition(AssertionError):
     """A receipt move outside RECEIPT_TRANSITIONS: a bug in the core, never a client's doing."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Request:
     """One admitted prompt and its receipt (CHAT-01 request + receipt records)."""
 
@@ -76,7 +76,8 @@ class Request:
     def receipt_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "type": "receipt", "receipt": f"{self.request_id}.receipt", "request": self.request_id,
-            "clientRequest": self.client_request_id, "state": self.receipt, "updatedAt": self.updated_at,
+            "clientRequest": self.client_request_id, "incarnation": self.incarnation,
+            "execution": self.execution, "state": self.receipt, "updatedAt": self.updated_at,
         }
         if self.reason is not None:
             record["reason"] = self.reason

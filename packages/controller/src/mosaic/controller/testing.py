@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic.chat_pages import RepositorySpec, conversation_id, create_reader, roots_from_specs
+from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
 from mosaic.pi_rpc import EngineLink, sealed_engine_argv
 from mosaic.pi_rpc.testing import FakeControl, FakeEngineSetup, Script, prepare_fake_engine, prepare_tree
 
@@ -174,6 +174,12 @@ def history_reader(project: Path, session: Path, *, seat: str = SEAT) -> tuple[s
     branches: dict[str, str] = {}
 
     def read(cursor: str | None) -> Mapping[str, Any]:
+        if cursor is None and not session.exists():
+            # Pi writes a new session file only at the first assistant message (FACTS (c) _persist):
+            # the history is unavailable, not empty, and not an unknown conversation.
+            return {"ok": False, "refusal": ReaderRefusal(
+                "unavailable", "the session file does not exist yet (Pi writes it at the first assistant "
+                "message)").to_dict()}
         if cursor is None:
             result = reader.open(conversation=cid)
         else:

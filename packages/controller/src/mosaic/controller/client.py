@@ -1,0 +1,96 @@
+"""`mosaic.controller.client`: the only way a terminal (or any other client) talks to a controller.
+
+`ControllerClient` holds one connection to a controller's Unix socket (JSON-RPC 2.0, one message per LF
+line) and mirrors the protocol's methods; `Transcript` is the view a terminal renders: the history page,
+then the live stream, with the seam rules of the seed README ("The seam"). The rules each keeps are at
+the top of `_client.py` and `_client_transcript.py`.
+
+Failures come in three kinds: refusals (`ControllerRefusal`, `ClientRefusal`; both subclass
+`mosaic.safe_open.Refusal`, so ``except Refusal`` catches every Mosaic refusal), `ProtocolError` (a
+JSON-RPC error that is not a refusal), and `ConnectionLost` (the outcome of a written command is
+unknown). `ControllerClient.prompt` returns all of its outcomes as values: `Admitted`, `Duplicate`,
+`Refused`, `OutcomeUnknown`.
+
+    client = await ControllerClient.connect(socket_path)
+    view = Transcript(client)          # before observe: it takes the seam in stream order
+    view.start()
+    await client.observe()
+    await client.takeover()
+    outcome = await client.prompt("hello")
+    match outcome:
+        case Admitted(request=request): ...          # request.state follows its receipt
+        case Refused(refusal=refusal): ...           # the text stays with the caller
+        case OutcomeUnknown(): ...                   # shown as "outcome unknown"; never resent
+"""
+
+from ._client import (
+    DEFAULT_PING_INTERVAL,
+    DEFAULT_QUEUE_SIZE,
+    MAX_LINE_BYTES,
+    Admitted,
+    ControllerClient,
+    Duplicate,
+    ForceStopStarted,
+    HistoryRead,
+    Notification,
+    Observed,
+    OutcomeUnknown,
+    PromptOutcome,
+    Reconnected,
+    Refused,
+    RequestState,
+    Seam,
+    SentRequest,
+    Subscription,
+    SubscriptionClosed,
+)
+from ._client_errors import ClientRefusal, ClientStateError, ConnectionLost, ControllerRefusal, ProtocolError
+from ._client_transcript import (
+    Block,
+    HistoryItem,
+    HistoryUnavailable,
+    LiveMessage,
+    ReconcileMarker,
+    ToolRun,
+    Transcript,
+    TranscriptItem,
+    TranscriptStatus,
+    history_items,
+)
+
+__all__ = [
+    "DEFAULT_PING_INTERVAL",
+    "DEFAULT_QUEUE_SIZE",
+    "MAX_LINE_BYTES",
+    "Admitted",
+    "Block",
+    "ClientRefusal",
+    "ClientStateError",
+    "ConnectionLost",
+    "ControllerClient",
+    "ControllerRefusal",
+    "Duplicate",
+    "ForceStopStarted",
+    "HistoryItem",
+    "HistoryRead",
+    "HistoryUnavailable",
+    "LiveMessage",
+    "Notification",
+    "Observed",
+    "OutcomeUnknown",
+    "PromptOutcome",
+    "ProtocolError",
+    "ReconcileMarker",
+    "Reconnected",
+    "Refused",
+    "RequestState",
+    "Seam",
+    "SentRequest",
+    "Subscription",
+    "SubscriptionClosed",
+    "ToolRun",
+    "Transcript",
+    "TranscriptItem",
+    "TranscriptStatus",
+    "history_items",
+]
