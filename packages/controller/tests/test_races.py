@@ -270,3 +270,16 @@ def test_H17_a_used_confirmation_is_refused_even_when_nothing_else_changed() -> 
     assert h.call("c1", "recover", confirmation=conf) is None
     refused(h.call("c1", "recover", confirmation=conf), "confirmation")
     assert len(h.effect("recover")) == 1
+
+
+def test_K8_a_failed_load_check_hands_over_a_fenced_binding_prompts_refuse_preflight() -> None:
+    # The lifecycle's load check (get_state, get_tree after launch) failed: admission never opens, the
+    # engine stays claimed and contained; force stop is the way on (brief §6 "Pi resume", K8).
+    h = Harness(state="uncertain", fences={"preflight": "the engine loaded leaf bbbb0002, not aaaa0001"})
+    h.observe("c1")
+    refused(h.call("c1", "takeover", expectedGeneration=h.core.generation), "fenced")
+    got = h.call("c1", "acquire-recovery-control")
+    assert isinstance(got, dict)
+    refused(h.prompt("c1", "hello"), "preflight")
+    assert h.engine_bytes == b""
+    assert isinstance(h.call("c1", "force-stop", confirmation=h.confirm("c1")), dict)

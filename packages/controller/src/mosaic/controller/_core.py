@@ -116,6 +116,10 @@ class CoreConfig:
     generation: int = 1
     unit: str | None = None  # the cohort's unit name, for the force-stop confirmation's summary
     bounds: Bounds = field(default_factory=Bounds)
+    # How the lifecycle hands the execution over: a failed load check (K8: "preflight", admission never
+    # opens), an orphan found at restart (W6: uncertain, no engine to write to), a stop to continue.
+    state: BindingState = "active"
+    fences: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -144,8 +148,8 @@ class ControllerCore:
         self.generation = config.generation
         self.controller: ConnId | None = None  # the controlling connection, connected or not (H11)
         self.connections: dict[ConnId, _Conn] = {}
-        self.binding_state: BindingState = "active"
-        self.fences: dict[str, str] = {}  # reason -> detail; admission is open only when empty
+        self.binding_state: BindingState = config.state
+        self.fences: dict[str, str] = dict(config.fences)  # reason -> detail; admission is open only when empty
         self.slot: Slot | None = None
         self.run = Run()
         self.stop: Stop | None = None
@@ -367,6 +371,10 @@ class ControllerCore:
                 self._refuse(call, "conflicting-request", f"client request {crid!r} was used for other text")
             return
         if not self._check_control(call, params["generation"]):
+            return
+        if "preflight" in self.fences:
+            self._refuse(call, "preflight", f"the load check did not pass: {self.fences['preflight']}; admission "
+                                            "never opened (K8)")
             return
         if not self.admission_open:
             self._refuse(call, "fenced", f"admission is closed ({', '.join(sorted(self.fences)) or self.binding_state})")

@@ -40,4 +40,7 @@ class ControlRefusal(Refusal):
         "session-drift": False,  # the idle drift check found the file moved under the engine (W10)
         "target": False,  # the session's header ID changed since construction; the leaf moved (K18)
         "eligibility": False,  # launch with a used, unknown or changed eligibility record (K17)
+        "live-session-refused": False,  # a session file or claim root outside the fixture root, or under a
+        # live location (a repository's .pi/state, ~/.pi, ~/.claude, the data root, a seat registration; G1-G3)
+        "configuration": False,  # a required constructor path is missing or misplaced, or unreadable
     }
