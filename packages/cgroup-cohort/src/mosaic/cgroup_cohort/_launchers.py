@@ -81,6 +81,13 @@ class Launcher(Protocol):
 
     def presence(self, unit: str) -> Presence: ...
 
+    def rediscover(self, unit: str) -> CohortRef | None:
+        """The reference of the live cohort under the recorded ``unit``, rebuilt from what the live system
+        says (its shim), for a controller that crashed after the launch and before it recorded the
+        reference (seeds/003 W13); None when it cannot be found or does not agree with itself. Never a
+        substitute for the identity check: the stop machine checks again before any signal."""
+        ...
+
 
 def _check_socket_dir(path: str, owner: int | None = None) -> str:
     """The socket directory must be private (no group/other access) and owned by the shim's uid."""
@@ -518,6 +525,19 @@ class _ShimLauncher:
         """Where the shim of ``name`` logs (None: no log)."""
         return None if self.log_dir is None else os.path.join(self.log_dir, f"{name}.log")
 
+    def _shim_hello(self, unit: str) -> tuple[str, Mapping[str, Any]] | None:
+        """The live shim's hello for ``unit`` (its socket is ``<socket_dir>/<unit>.sock``), or None when no
+        shim answers there."""
+        socket_path = _socket_path(self.socket_dir, check_unit(unit))
+        if not os.path.exists(socket_path):
+            return None
+        try:
+            with ShimChannel(socket_path, timeout=10.0) as ch:
+                hello = ch.call("hello")
+        except (EvidenceUnavailable, CohortRefusal, OSError):
+            return None
+        return socket_path, hello
+
 
 class ScopeLauncher(_ShimLauncher):
     """Launch the shim as the first process of a delegated systemd user scope (seeds/000 src/cohort.mjs).
@@ -562,6 +582,22 @@ class ScopeLauncher(_ShimLauncher):
         anything else (manager unreachable, systemctl failing, no answer) unavailable. Refuses
         ``configuration`` for a name that is not a scope unit name."""
         return self.manager._presence(check_unit(unit))
+
+    def rediscover(self, unit: str) -> CohortRef | None:
+        """The reference of the live cohort under ``unit``, rebuilt from its shim's hello, for a controller
+        that crashed after the launch and before it recorded the reference (W13): the unit must be loaded
+        with the InvocationID the shim reports. None when nothing answers or anything disagrees; the stop
+        machine still checks the identity before any signal."""
+        found = self._shim_hello(unit)
+        if found is None:
+            return None
+        socket_path, hello = found
+        try:
+            if self.manager._invocation_id(unit) != hello.get("invocationId"):
+                return None
+            return _ref_from_hello("scope", unit, hello, socket_path, str(hello["cgroupPath"]))
+        except (EvidenceUnavailable, KeyError, TypeError, ValueError):
+            return None
 
     def launch(
         self,
@@ -739,6 +775,23 @@ class DirectCgroupLauncher(_ShimLauncher):
         ``configuration`` for a name that is not a scope unit name."""
         return _dir_presence(self.parent, check_unit(unit))
 
+    def rediscover(self, unit: str) -> CohortRef | None:
+        """The reference of the live cohort in ``parent/<unit>``, rebuilt from its shim's hello (W13): the
+        directory's cgroup id must be the one the shim reports. None when nothing answers or anything
+        disagrees; the stop machine still checks the identity before any signal."""
+        found = self._shim_hello(unit)
+        if found is None:
+            return None
+        socket_path, hello = found
+        unit_dir = os.path.join(self.parent, unit)
+        try:
+            if cg.cgroup_id(unit_dir) != hello["unitCgroupId"]:
+                return None
+            rel = "/" + os.path.relpath(unit_dir, self.mount.mount_point)
+            return _ref_from_hello("direct", unit, hello, socket_path, rel)
+        except (EvidenceUnavailable, KeyError, TypeError, ValueError):
+            return None
+
     def launch(
         self,
         unit: str,
@@ -833,6 +886,11 @@ class PgroupLauncher:
         name that is not a scope unit name, as every launcher does)."""
         check_unit(unit)
         return "unavailable"
+
+    def rediscover(self, unit: str) -> CohortRef | None:
+        """Always None: a process group has no name or shim to find it by (see ``Launcher.rediscover``)."""
+        check_unit(unit)
+        return None
 
     def launch(
         self,
