@@ -32,6 +32,7 @@ from ._io import (
     SetTimer,
     TimerFired,
 )
+from ._lifecycle import Controller, EngineSpec, Hooks, Placement
 from ._refusal import ControlRefusal
 from ._tables import (
     EVENT_MAP,
@@ -54,20 +55,24 @@ __all__ = [
     "ConnId",
     "Connected",
     "ControlRefusal",
+    "Controller",
     "ControllerCore",
     "CoreConfig",
     "Disconnected",
     "EVENT_MAP",
     "Effect",
     "EffectDone",
+    "EngineSpec",
     "EngineEvents",
     "Evidence",
     "FlushEngine",
+    "Hooks",
     "Input",
     "MAX_TEXT_CHARS",
     "MESSAGE_UPDATE_MAP",
     "Notify",
     "PageRead",
+    "Placement",
     "RECEIPT_TRANSITIONS",
     "ReadPage",
     "Refuse",

@@ -535,6 +535,11 @@ class Transcript:
             self._reasons.add("lagging")
             self._holding = True
             self._request_read()
+        elif note.method == "marker" and params.get("reason") == "session-drift":
+            # The file moved under the engine (brief §2 "Session drift"): the view reconciles by re-reading
+            # the page; the marker stays up until a read is quiet (the controller is uncertain meanwhile).
+            self._reasons.add("session-drift")
+            self._request_read()
         elif note.method == "record" and params.get("type") == "binding":
             engine = _str(params.get("engineState"))
             if engine == "idle" and self._engine_state != "idle" and self._reasons:

@@ -32,6 +32,21 @@ The rules it keeps, with where they come from:
    counted (H14). Replay is unavailable: observe returns the seam (fromSequence, quiet) and the client
    reconciles at it (E4).
 7. Disconnect never releases control or a claim (H11).
+8. Session drift (§2 "Session drift, not foreign-writer attribution"; on when `CoreConfig.drift` is set):
+   when the engine is idle (admission open, no slot, no run, no stop chain, nothing of the core's in
+   flight on the link) after an agent_settled or a slot's release, and once when the shell starts serving
+   (`TimerFired(DRIFT_START)`: the takeover check, a baseline inode and size), the core sends get_entries
+   (bounded), then asks the shell to read the session file (`Effect("read-session")`, bounded), then
+   compares them (`_drift.check_drift`). While a check is in flight a prompt refuses busy (an engine
+   append during it would make a false drift), and every client action (replies, refusals,
+   notifications, page reads) is held, in order, until the check ends: a turn's last records (run-settled,
+   the finished receipt, a reconciled stop, the binding) reach clients only once the file was checked, so
+   a client that waits for them never meets the check. An engine event during a check abandons it; it
+   runs again at the next idle moment. Drift closes admission (prompts refuse
+   session-drift), the binding goes uncertain (reason session-drift), every subscriber gets a `marker`
+   {"reason": "session-drift", ...} and evidence records the verdict; nothing is written to the engine or
+   the file. A check that cannot finish (get_entries fails, times out or is malformed; the read fails or
+   times out) leaves the binding uncertain with admission closed (W19).
 """
 
 from __future__ import annotations
@@ -60,10 +75,12 @@ from mosaic.pi_rpc import (
     TruncatedOutput,
 )
 
+from ._drift import DriftConfig, EngineList, FileIdentity, SessionBytes, Verdict, check_drift, engine_list
 from ._io import (
     Action,
     Call,
     CancelTimer,
+    CloseConnection,
     Connected,
     ConnId,
     Disconnected,
@@ -86,7 +103,11 @@ from ._refusal import ControlRefusal
 from ._state import BindingState, Clear, Confirmation, Request, Run, Slot, Stop
 from ._tables import DIALOG, INTERNAL, check_text, classify_native
 
+_CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held during a drift check (rule 8)
 SETTLE_TIMER = "stop-settle"
+DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 8)
+DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check
+READ_SESSION = "read-session"  # the effect: read the session file (EffectDone result {"ok", "file"|"error"})
 RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats
 CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
@@ -102,6 +123,7 @@ class Bounds:
     settle: float = 30.0  # abort -> the run settled; past it the stop is uncertain (K9)
     confirmation_ttl: float = 300.0
     max_cycles: int = 3  # rule 4 and rule 5: clear/abort cycles
+    drift: float = 10.0  # the drift check's get_entries, and then its file read (rule 8; W19)
 
 
 @dataclass(frozen=True)
@@ -120,6 +142,8 @@ class CoreConfig:
     # opens), an orphan found at restart (W6: uncertain, no engine to write to), a stop to continue.
     state: BindingState = "active"
     fences: Mapping[str, str] = field(default_factory=dict)
+    # The idle drift check (rule 8): None turns it off (a core with no session file to compare).
+    drift: DriftConfig | None = None
 
 
 @dataclass
@@ -130,6 +154,18 @@ class _Conn:
     quiet_at_subscribe: bool = False
     reads: dict[RpcId, tuple[str | None, int, bool]] = field(default_factory=dict)
     # observe calls awaiting their page: (cursor, the sequence at the call, quiet at the call)
+
+
+@dataclass(eq=False)
+class _DriftCheck:
+    """One drift check in flight: its get_entries, then its file read (rule 8)."""
+
+    check_id: str
+    started_at: float
+    command: Command | None
+    engine: EngineList | None = None
+    read_effect: str | None = None
+    dirty: bool = False  # an engine event arrived meanwhile: the engine was not idle, the check is void
 
 
 def _digest(text: str) -> str:
@@ -166,6 +202,13 @@ class ControllerCore:
         self._out: list[Action] = []
         self._subs: tuple[ConnId, ...] | None = ()
         self._now = now
+        # Rule 8: the drift check in flight, whether one is due, what the last clean check saw of the file,
+        # and the client actions held while it runs (None: not holding).
+        self.drift_check: _DriftCheck | None = None
+        self._held: list[Action] | None = None
+        self.drift_verdict: Verdict | None = None  # the last check's verdict (None: it could not finish)
+        self._drift_due = False
+        self._drift_seen: FileIdentity | None = None
 
     # ----------------------------------------------------------------------------------------- entry
 
@@ -191,6 +234,8 @@ class ControllerCore:
             self._timer(event.key)
         elif isinstance(event, EffectDone):
             self._effect_done(event)
+        if self.config.drift is not None:
+            self._drift_step()
         out, self._out = self._out, []
         return out
 
@@ -201,6 +246,9 @@ class ControllerCore:
         return f"{prefix}{self._ids}"
 
     def _emit(self, action: Action) -> None:
+        if self._held is not None and isinstance(action, _CLIENT_ACTIONS):
+            self._held.append(action)  # rule 8: a drift check is in flight
+            return
         self._out.append(action)
 
     def _refuse(self, call: Call, code: str, message: str) -> None:
@@ -376,11 +424,16 @@ class ControllerCore:
             self._refuse(call, "preflight", f"the load check did not pass: {self.fences['preflight']}; admission "
                                             "never opened (K8)")
             return
+        if "session-drift" in self.fences:
+            self._refuse(call, "session-drift", f"the idle drift check found the session file moved under the engine "
+                                                f"({self.fences['session-drift']}); admission stays closed (W10)")
+            return
         if not self.admission_open:
             self._refuse(call, "fenced", f"admission is closed ({', '.join(sorted(self.fences)) or self.binding_state})")
             return
-        if self.slot is not None or self.run.active or not self.link.can_send_prompt():
-            what = "a prompt holds the dispatch slot" if self.slot is not None else "a run is streaming"
+        if self.slot is not None or self.run.active or self.drift_check is not None or not self.link.can_send_prompt():
+            what = ("a prompt holds the dispatch slot" if self.slot is not None else "a run is streaming"
+                    if self.run.active or self.drift_check is None else "the idle drift check is in flight")
             self._refuse(call, "busy", f"{what}; CHAT-03 has no broker queue, the text stays with the client")
             return
         problem = check_text(text)
@@ -619,6 +672,8 @@ class ControllerCore:
             self._probe_answered(slot)
         elif self.stop is not None and command is self.stop.pending:
             self._chain_answered(self.stop, command)
+        elif self.drift_check is not None and command is self.drift_check.command:
+            self._drift_answered(self.drift_check, command)
 
     def _prompt_answered(self, slot: Slot) -> None:
         response = slot.prompt.response or {}
@@ -662,6 +717,7 @@ class ControllerCore:
         assert slot is not None
         self.slot = None
         self._record(slot.request.receipt_record())
+        self._drift_due = True  # rule 8: the item is settled; an extension-handled input may have appended
         stop = self.stop
         if stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
             if stop.step in ("preflight-wait", "probe-wait"):
@@ -675,10 +731,15 @@ class ControllerCore:
         if slot is not None and command is slot.prompt:
             slot.request.move("delivery-unknown", self._now, reason="transport-unknown")
             self._release_slot()
+        check = self.drift_check
+        if check is not None and command is check.command:
+            self._drift_failed(check, f"get_entries: outcome unknown ({command.unknown_reason})")
         # The link poisons itself; `Poisoned` follows and closes admission.
 
     def _poisoned(self, reason: str) -> None:
         self._fence("transport", reason)
+        if self.drift_check is not None:  # its get_entries may have been dropped from the outbox unwritten
+            self._drift_failed(self.drift_check, f"the engine pipe is poisoned: {reason}")
         stop = self.stop
         if stop is not None and stop.state == "stopping" and stop.kind == "interrupt":
             self._chain_uncertain(stop, "transport-unknown", reason)
@@ -690,6 +751,8 @@ class ControllerCore:
     # -- native events
 
     def _native(self, event: EngineEvent) -> None:
+        if self.drift_check is not None:
+            self.drift_check.dirty = True  # rule 8: the engine is not idle; this check can prove nothing
         record = event.record
         mapped = classify_native(record)
         kind = event.type
@@ -737,6 +800,7 @@ class ControllerCore:
                 self._record(slot.request.receipt_record())
 
     def _agent_settled(self) -> None:
+        self._drift_due = True  # rule 8: check at the next idle moment (brief §2 "after agent_settled")
         run = self.run
         self.run = Run(message_seq=run.message_seq)
         slot = self.slot
@@ -957,12 +1021,23 @@ class ControllerCore:
     # ------------------------------------------------------------------------------- timers and effects
 
     def _timer(self, key: str) -> None:
+        if key == DRIFT_START:
+            self._drift_due = True  # the takeover check; it starts at the end of this call if idle
+            return
+        if key == DRIFT_READ_TIMER:
+            check = self.drift_check
+            if check is not None and check.read_effect is not None:
+                self._drift_failed(check, f"the session file read did not finish within {self.bounds.drift} s")
+            return
         stop = self.stop
         if key == SETTLE_TIMER and stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
             # K9: the interrupt never settled. Uncertain; force stop stays available.
             self._chain_uncertain(stop, "never-settled", f"no settle within {self.bounds.settle} s of the abort")
 
     def _effect_done(self, done: EffectDone) -> None:
+        if done.kind == READ_SESSION:
+            self._drift_read(done)
+            return
         if done.kind == "force-stop":
             self._force_stop_done(done)
             return
@@ -1006,6 +1081,10 @@ class ControllerCore:
         self._record({"type": "effectReport", "stop": stop.stop_id, "execution": self.execution,
                       "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in open_tools.items()],
                       "network": "uncertain", "rollback": False})
+        proof = done.result.get("proof")
+        if state == "stopped" and isinstance(proof, Mapping):
+            # The cohortProof the stop produced (cgroup-cohort builds it; its digest is what the claim stores).
+            self._record({"type": "cohortProof", "stop": stop.stop_id, "proof": dict(proof)})
         self._record(stop.record())
         self._broadcast_binding()
 
@@ -1017,6 +1096,123 @@ class ControllerCore:
             request.move("delivery-unknown", self._now, reason="transport-unknown")
         self.slot = None
         self._record(request.receipt_record())
+
+
+    # ------------------------------------------------------------------------- the drift check (rule 8)
+
+    def _drift_idle(self) -> bool:
+        """The engine is idle: admission open, no slot, no run, no stop chain, the pipe usable (brief §2:
+        "after agent_settled, with no command in flight"; the core's own commands in flight are waited
+        for in `_drift_step`)."""
+        link = self.link
+        return (self.admission_open and self.slot is None and not self.run.active and self.stop is None
+                and link.poisoned is None and not link.output_closed)
+
+    def _drift_step(self) -> None:
+        """At the end of every `receive` (rule 8): a due check starts once the engine is idle and nothing of
+        the core's is in flight. From the moment it is due and the engine idle (it may still wait for the
+        slot's get_state probe, answered within its bound) until it ends, client actions are held; when a
+        due check cannot run (admission closed, a stop, a poisoned pipe) they are released."""
+        if self.drift_check is not None:
+            return  # held; `_drift_release` lets them go when it ends
+        if not (self._drift_due and self._drift_idle()):
+            self._drift_unhold()
+            return
+        # Hold what this call has for clients (the turn's last records) and everything until the check ends.
+        held = [a for a in self._out if isinstance(a, _CLIENT_ACTIONS)]
+        self._out = [a for a in self._out if not isinstance(a, _CLIENT_ACTIONS)]
+        self._held = [*(self._held or []), *held]
+        if self.link.in_flight:
+            return  # the core's own command (the slot's probe): the check starts when it is answered
+        self._drift_due = False
+        command = self.link.send({"type": "get_entries"}, now=self._now, bound=self.bounds.drift)
+        self.drift_check = _DriftCheck(self._id("d"), self._now, command)
+        self._emit(FlushEngine())
+
+    def _drift_unhold(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self._out.extend(held)
+
+    def _drift_release(self) -> None:
+        """The check ended: the held client actions go out, in their order, before anything it adds."""
+        self.drift_check = None
+        self._drift_unhold()
+
+    def _drift_answered(self, check: _DriftCheck, command: Command) -> None:
+        response = command.response or {}
+        if response.get("success") is not True:
+            self._drift_failed(check, f"get_entries failed: {response.get('error', 'error response')}")
+            return
+        try:
+            check.engine = engine_list(response.get("data"))
+        except ValueError as exc:
+            self._drift_failed(check, f"get_entries answer: {exc}")
+            return
+        if check.dirty:
+            self._drift_abandon(check)
+            return
+        check.command = None
+        check.read_effect = self._id("e")
+        self._emit(Effect(check.read_effect, READ_SESSION, {"check": check.check_id}))
+        self._emit(SetTimer(DRIFT_READ_TIMER, self._now + self.bounds.drift))
+
+    def _drift_read(self, done: EffectDone) -> None:
+        check = self.drift_check
+        if check is None or done.effect_id != check.read_effect or check.engine is None:
+            return  # a read that finished after its check ended (failed, timed out, abandoned)
+        self._emit(CancelTimer(DRIFT_READ_TIMER))
+        if check.dirty:
+            self._drift_abandon(check)
+            return
+        result = done.result
+        file = result.get("file")
+        if result.get("ok") is not True or not (file is None or isinstance(file, SessionBytes)):
+            self._drift_failed(check, f"the session file could not be read: {result.get('error', 'no bytes')}")
+            return
+        config = self.config.drift
+        assert config is not None
+        verdict = check_drift(check.engine, file, session_id=config.session_id, previous=self._drift_seen)
+        self._drift_release()
+        self.drift_verdict = verdict
+        if verdict.drift:
+            self._drift_found(check, verdict)
+            return
+        self._drift_seen = verdict.seen
+
+    def _drift_found(self, check: _DriftCheck, verdict: Verdict) -> None:
+        """Drift: admission closes, the binding goes uncertain (session-drift), views reconcile (a marker to
+        every subscriber), evidence keeps the verdict. Nothing is written to the engine or the file."""
+        detail = f"{verdict.reason}: {verdict.detail}"
+        self._evidence("session-drift", check=check.check_id, **verdict.to_evidence())
+        self._fence("session-drift", detail)
+        if self.binding_state != "stopping":  # a force stop running decides the binding (as for a poison)
+            self._uncertain("session-drift", detail)
+        self._broadcast_binding()
+        subs = self._subscribers()
+        if subs:
+            self._emit(Notify(subs, "marker", {"reason": "session-drift", "drift": verdict.reason,
+                                               "detail": verdict.detail, "execution": self.execution}))
+
+    def _drift_failed(self, check: _DriftCheck, detail: str) -> None:
+        """The check could not finish: its answer is unknown, never "no drift" (W19). Uncertain, admission
+        closed."""
+        self._drift_release()
+        self.drift_verdict = None
+        if check.read_effect is not None:
+            self._emit(CancelTimer(DRIFT_READ_TIMER))
+        self._evidence("drift-check-failed", check=check.check_id, detail=detail)
+        self._fence("drift-check", detail)
+        if self.binding_state != "stopping":
+            self._uncertain("drift-check-failed", detail)
+        self._broadcast_binding()
+
+    def _drift_abandon(self, check: _DriftCheck) -> None:
+        """An engine event arrived during the check: the engine was not idle, so the comparison could show
+        a false drift or miss none. Void; it runs again at the next idle moment."""
+        self._drift_release()
+        self._drift_due = True
+        self._evidence("drift-check-abandoned", check=check.check_id)
 
 
 _HANDLERS = {

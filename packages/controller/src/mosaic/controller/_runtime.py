@@ -7,8 +7,10 @@ timers from `call_later`, and the results of work done off the loop (history pag
 with `call_soon_threadsafe`.
 
 Blocking lower calls run off the loop in a small bounded pool (DESIGN "The controller's intended
-shape"): the reader's page reads and any effect handler that blocks (claim fsyncs, a force stop's grace
-and kill in the next issue).
+shape"): the reader's page reads, the drift check's session file reads (`session_reader`, for the core's
+`Effect("read-session")`; the core's rule 8) and any effect handler that blocks (claim fsyncs, a force
+stop's grace and kill in the next issue). A core with the drift check on gets `TimerFired(DRIFT_START)`
+once when the runtime starts: the check after the controller takes over the engine.
 
 The one clock: the core, its `LinkCore` and the engine link read the same `clock` (epoch seconds by
 default, so records carry wall time; a bound can stretch or shrink with a wall-clock jump, accepted for
@@ -29,8 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from mosaic.pi_rpc import EngineLink, LinkEvent
+from mosaic.safe_open import MAX_SESSION_FILE_BYTES, SafeOpenRefusal, open_root
 
-from ._core import ControllerCore
+from ._core import DRIFT_START, READ_SESSION, ControllerCore
+from ._drift import FileIdentity, SessionBytes
 from ._io import (
     Action,
     CancelTimer,
@@ -53,7 +57,8 @@ from ._io import (
 )
 from ._server import Placeholder, ServerLimits, SocketServer
 
-__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "no_cohort_effects"]
+__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "SessionFileReader", "SessionReader",
+           "no_cohort_effects"]
 
 logger = logging.getLogger("mosaic.controller.runtime")
 
@@ -62,6 +67,10 @@ PageReader = Callable[[str | None], Mapping[str, Any]]
 
 EffectHandler = Callable[[Effect], Awaitable[Mapping[str, Any]]]
 """Carries out one effect the core asked for and returns its result (fed back as `EffectDone`)."""
+
+SessionReader = Callable[[], SessionBytes | None]
+"""Blocking: every byte of the session file and the identity of the descriptor read, or None when there is
+no file. Raises when the file cannot be read (the drift check is then uncertain, never "no drift")."""
 
 MAX_BATCH = 256  # engine events fed to the core per call: a long run does not starve the clients
 EVIDENCE_KEPT = 10_000  # evidence lines kept in memory (all of them go to the evidence file when one is set)
@@ -78,6 +87,46 @@ async def no_cohort_effects(effect: Effect) -> Mapping[str, Any]:
     return {"ok": True}
 
 
+class SessionFileReader:
+    """A `SessionReader` that opens the session file read-only through safe-open (brief §2 "No writes to
+    sessions", W11): the project root is resolved once and held as a directory fd; each call opens
+    `<sessions_rel>/<name>` beneath it with openat2 (or the walk) and no symlinks, `O_RDONLY | O_NOFOLLOW |
+    O_NONBLOCK | O_CLOEXEC`, the fd's (dev, ino) equal to its lstat, then reads it to EOF.
+
+    Returns None when the file does not exist (Pi creates a new session's file at its first assistant
+    message: W19). Raises `SafeOpenRefusal` for anything else safe-open refuses (a symlink or a FIFO
+    swapped in, a missing sessions directory, a file over 256 MiB, also while it is read) and OSError for
+    a read that fails. Construction raises what `open_root` raises. `close()` releases the root fd."""
+
+    def __init__(self, project: str | os.PathLike[str], sessions_rel: str, name: str) -> None:
+        self.sessions_rel = sessions_rel
+        self.name = name
+        self._root = open_root(project)
+
+    def __call__(self) -> SessionBytes | None:
+        root = self._root
+        try:
+            opened = root.open_session_file(self.sessions_rel, self.name)
+        except SafeOpenRefusal as refusal:
+            # Absent, not unavailable, only when the directory is there and the name is not in it.
+            if refusal.code == "unavailable" and self.name not in root.listdir(self.sessions_rel):
+                return None
+            raise
+        with opened as f:
+            chunks: list[bytes] = []
+            total = 0
+            while chunk := os.read(f.fd, 1 << 20):
+                total += len(chunk)
+                if total > MAX_SESSION_FILE_BYTES:
+                    raise SafeOpenRefusal("too-large", f"{self.name} grew past 256 MiB while it was read")
+                chunks.append(chunk)
+            data = b"".join(chunks)
+            return SessionBytes(data, FileIdentity(f.dev, f.ino, len(data)))
+
+    def close(self) -> None:
+        self._root.close()
+
+
 class ControllerRuntime:
     """One controller: the core, its engine link and its socket server, wired. Start with `start()`,
     stop with `aclose()` (which leaves the engine to its owner: closing the controller never stops or
@@ -86,23 +135,25 @@ class ControllerRuntime:
     def __init__(
         self,
         core: ControllerCore,
-        link: EngineLink,
+        link: EngineLink | None,
         socket_path: str,
         *,
         page_reader: PageReader | None = None,
+        session_reader: SessionReader | None = None,
         effects: EffectHandler = no_cohort_effects,
         limits: ServerLimits | None = None,
         clock: Callable[[], float] = time.time,
         evidence_path: str | None = None,
         workers: int = 2,
     ) -> None:
-        if link.core is not core.link:
+        if link is not None and link.core is not core.link:
             raise ValueError("the engine link must run over the core's own LinkCore (EngineLink(core=core.link))")
         self.core = core
         self.link = link
         self.clock = clock
         self.server = SocketServer(socket_path, self.feed, limits=limits or ServerLimits(), clock=time.monotonic)
         self.page_reader = page_reader
+        self.session_reader = session_reader
         self.effects = effects
         self.evidence: deque[Evidence] = deque(maxlen=EVIDENCE_KEPT)
         self._evidence_path = evidence_path
@@ -114,6 +165,7 @@ class ControllerRuntime:
         self._pump: asyncio.Task[None] | None = None
         self._closed = False
         self.internal_errors = 0
+        self._waiters: list[tuple[Callable[[ControllerCore], bool], asyncio.Future[None]]] = []
 
     @property
     def socket_path(self) -> str:
@@ -124,7 +176,10 @@ class ControllerRuntime:
         that is not private (SocketPathError)."""
         self._loop = asyncio.get_running_loop()
         await self.server.start()
-        self._pump = self._loop.create_task(self._engine_pump(), name="mosaic-controller-engine")
+        if self.link is not None:  # None: no engine attached (an orphan, a stopped execution)
+            self._pump = self._loop.create_task(self._engine_pump(), name="mosaic-controller-engine")
+        if self.core.config.drift is not None:
+            self.feed(TimerFired(DRIFT_START))  # the drift check after taking the engine over (core rule 8)
 
     async def aclose(self) -> None:
         """Stop serving (clients get `closing` "shutdown"), stop the timers and the pump, close the link.
@@ -142,7 +197,8 @@ class ControllerRuntime:
         for task in list(self._tasks):
             task.cancel()
         await self.server.aclose()
-        await self.link.aclose()
+        if self.link is not None:
+            await self.link.aclose()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the one way in ------------------------------------------------------------------------------------
@@ -159,6 +215,8 @@ class ControllerRuntime:
             return
         for action in actions:
             self._carry_out(action)
+        if self._waiters:
+            self._wake_waiters()
 
     def _carry_out(self, action: Action) -> None:
         if isinstance(action, (Reply, Refuse)):
@@ -170,7 +228,8 @@ class ControllerRuntime:
         elif isinstance(action, (Notify, CloseConnection)):
             self.server.deliver(action)
         elif isinstance(action, FlushEngine):
-            self.link.flush()
+            if self.link is not None:
+                self.link.flush()
         elif isinstance(action, SetTimer):
             self._set_timer(action.key, action.deadline)
         elif isinstance(action, CancelTimer):
@@ -179,6 +238,8 @@ class ControllerRuntime:
                 handle.cancel()
         elif isinstance(action, ReadPage):
             self._read_page(action)
+        elif isinstance(action, Effect) and action.kind == READ_SESSION:
+            self._read_session(action)
         elif isinstance(action, Effect):
             self._start(self._effect(action))
         elif isinstance(action, Evidence):
@@ -190,10 +251,12 @@ class ControllerRuntime:
         """Every link event, in order, to the core, in batches of what is already queued. The link stops
         reading the engine when its queue is full (backpressure): this pump is what drains it."""
         execution = self.core.execution
+        link = self.link
+        assert link is not None
         while True:
-            batch: list[LinkEvent] = [await self.link.next_event()]
-            while self.link.queued_events and len(batch) < MAX_BATCH:
-                batch.append(await self.link.next_event())
+            batch: list[LinkEvent] = [await link.next_event()]
+            while link.queued_events and len(batch) < MAX_BATCH:
+                batch.append(await link.next_event())
             self.feed(EngineEvents(execution, batch))
 
     def _set_timer(self, key: str, deadline: float) -> None:
@@ -230,6 +293,46 @@ class ControllerRuntime:
             self.feed(PageRead(action.conn, action.rpc_id, result))
 
         self._start(run())
+
+    def _read_session(self, effect: Effect) -> None:
+        """The drift check's file read (core rule 8), off the loop; fed back as EffectDone with
+        {"ok": True, "file": SessionBytes | None} or {"ok": False, "error": ...}."""
+        reader = self.session_reader
+
+        def read() -> Mapping[str, Any]:
+            if reader is None:
+                return {"ok": False, "error": "this controller has no session reader"}
+            try:
+                return {"ok": True, "file": reader()}
+            except Exception as exc:  # noqa: BLE001 - unreadable is reported (the check is uncertain), never a crash
+                return {"ok": False, "error": repr(exc)}
+
+        async def run() -> None:
+            assert self._loop is not None
+            result = await self._loop.run_in_executor(self._pool, read)
+            self.feed(EffectDone(effect.effect_id, effect.kind, result))
+
+        self._start(run())
+
+    async def wait_core(self, predicate: Callable[[ControllerCore], bool], timeout: float) -> None:
+        """Return once `predicate(core)` holds, checked now and after each input the core takes; raises
+        TimeoutError after `timeout` seconds (for rigs and tests: a wait on state, never a sleep)."""
+        if predicate(self.core):
+            return
+        assert self._loop is not None
+        future: asyncio.Future[None] = self._loop.create_future()
+        entry = (predicate, future)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(future, timeout)
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+
+    def _wake_waiters(self) -> None:
+        for predicate, future in list(self._waiters):
+            if not future.done() and predicate(self.core):
+                future.set_result(None)
 
     async def _effect(self, effect: Effect) -> None:
         try:

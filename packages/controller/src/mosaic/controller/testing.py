@@ -5,6 +5,11 @@ hold points) in a scratch tree under `root`, a `ControllerCore` over its link, a
 the fake's session directory for history pages, and the socket server in a private directory; it yields a
 `FakeRig` and tears everything down by the exact names it recorded: the engine process (killed and
 reaped), the control socket, the socket directory.
+
+Both rigs run the idle drift check (brief §2; the core's rule 8): the session identity is the header id the
+engine reports at start (`get_state` sessionId, as a lifecycle records the claim's), the file is read
+read-only through safe-open (`SessionFileReader`), and the rig is handed over only after the first check
+(the takeover check) has finished, so a test's first prompt never meets it.
 """
 
 from __future__ import annotations
@@ -22,14 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
-from mosaic.pi_rpc import EngineLink, sealed_engine_argv
+from mosaic.pi_rpc import EngineLink, LinkCore, sealed_engine_argv
 from mosaic.pi_rpc.testing import FakeControl, FakeEngineSetup, Script, prepare_fake_engine, prepare_tree
 
 from ._core import Bounds, ControllerCore, CoreConfig, new_incarnation
-from ._runtime import ControllerRuntime, EffectHandler, PageReader, no_cohort_effects
+from ._drift import DriftConfig
+from ._runtime import ControllerRuntime, EffectHandler, PageReader, SessionFileReader, no_cohort_effects
 from ._server import ServerLimits
 
-__all__ = ["FakeRig", "RawClient", "event_is", "fake_controller", "receipt_is", "stop_is", "history_reader", "private_socket_dir", "real_controller"]
+__all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",
+           "private_socket_dir", "real_controller", "receipt_is", "session_reader", "stop_is"]
 
 SEAT = "seat"
 WAIT = 30.0
@@ -195,6 +202,29 @@ def history_reader(project: Path, session: Path, *, seat: str = SEAT) -> tuple[s
     return cid, read
 
 
+async def engine_session_id(link: EngineLink) -> str:
+    """The session header id the engine holds (`get_state` sessionId, FACTS (b); for a new session Pi mints
+    it at start and writes it with the file at the first assistant message). The rigs record it as the
+    identity the drift check holds the file's header to. Raises RuntimeError when the engine gives none,
+    TimeoutError after `WAIT` seconds."""
+    command = await asyncio.wait_for(link.request({"type": "get_state"}), WAIT)
+    data = (command.response or {}).get("data")
+    session_id = data.get("sessionId") if isinstance(data, Mapping) else None
+    if not isinstance(session_id, str) or not session_id:
+        raise RuntimeError(f"the engine reported no session id: {command.response!r}")
+    return session_id
+
+
+def session_reader(project: Path, session: Path) -> SessionFileReader:
+    """A read-only safe-open reader of `session` beneath `project` (the drift check's file read)."""
+    return SessionFileReader(project, os.path.relpath(session.parent, project), session.name)
+
+
+async def _first_drift_check(runtime: ControllerRuntime) -> None:
+    """Wait for the takeover drift check to end (bounded): the rig is handed over idle."""
+    await runtime.wait_core(lambda core: core.drift_check is None, WAIT)
+
+
 @contextlib.asynccontextmanager
 async def fake_controller(
     root: Path,
@@ -210,27 +240,35 @@ async def fake_controller(
     """Start a controller on the fake engine under `root` (a directory that must not hold a tree yet)."""
     options: dict[str, Any] = {} if scenarios is None else {"scenarios": scenarios}
     setup = prepare_fake_engine(root, seed=seed, **options)
+    bounds = bounds or Bounds()
     link: EngineLink | None = None
     runtime: ControllerRuntime | None = None
+    reader: SessionFileReader | None = None
     try:
         cid, page_reader = history_reader(setup.cwd, setup.session)
-        core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
-                                         incarnation=incarnation or new_incarnation(),
-                                         bounds=bounds or Bounds()), now=time.time())
-        link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd), core=core.link, clock=time.time)
+        link_core = LinkCore(default_bound=bounds.command)
+        link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd), core=link_core, clock=time.time)
         assert setup.ctl is not None
         await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
+        drift = DriftConfig(session_id=await engine_session_id(link))
+        core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
+                                         incarnation=incarnation or new_incarnation(), bounds=bounds, drift=drift),
+                              now=time.time(), link=link_core)
+        reader = session_reader(setup.cwd, setup.session)
         with private_socket_dir() as sockets:
             runtime = ControllerRuntime(core, link, os.path.join(sockets, "controller.sock"), page_reader=page_reader,
-                                        effects=effects, limits=limits)
+                                        session_reader=reader, effects=effects, limits=limits)
             await runtime.start()
             try:
+                await _first_drift_check(runtime)
                 yield FakeRig(runtime, runtime.socket_path, setup, cid)
             finally:
                 await runtime.aclose()
     finally:
         if link is not None:
             await link.aclose()  # kills and reaps the engine it spawned
+        if reader is not None:
+            reader.close()
         setup.close()
 
 
@@ -254,17 +292,26 @@ async def real_controller(
     env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent)}
     setup = FakeEngineSetup(argv, env, proj, session, agent, None)
     cid, page_reader = history_reader(proj, session)
-    core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
-                                     incarnation=new_incarnation(), bounds=bounds or Bounds()), now=time.time())
-    link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=core.link, clock=time.time)
+    bounds = bounds or Bounds()
+    link_core = LinkCore(default_bound=bounds.command)
+    link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=link_core, clock=time.time)
+    reader: SessionFileReader | None = None
     try:
+        drift = DriftConfig(session_id=await engine_session_id(link))
+        core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
+                                         incarnation=new_incarnation(), bounds=bounds, drift=drift),
+                              now=time.time(), link=link_core)
+        reader = session_reader(proj, session)
         with private_socket_dir() as sockets:
             runtime = ControllerRuntime(core, link, os.path.join(sockets, "controller.sock"), page_reader=page_reader,
-                                        effects=effects)
+                                        session_reader=reader, effects=effects)
             await runtime.start()
             try:
+                await _first_drift_check(runtime)
                 yield FakeRig(runtime, runtime.socket_path, setup, cid)
             finally:
                 await runtime.aclose()
     finally:
         await link.aclose()
+        if reader is not None:
+            reader.close()

@@ -1,0 +1,224 @@
+"""The session drift check, pure: the engine's own entry list against the session file's bytes (brief §2
+"Session drift, not foreign-writer attribution"). No I/O: the core asks the engine (`get_entries`) and the
+shell (`Effect("read-session")`), then calls `check_drift` with what came back.
+
+Why a comparison and not attribution: pinned Pi emits no entry id on the stream for its own appends
+(FACTS (a) a7, conformance item 18), so nothing tells the engine's writes from another writer's. Pi's
+SessionManager reads the file only at load (FACTS (c): construction or setSessionFile; no timer or watcher
+re-reads it), so an entry another writer appends is on disk and never in the engine's list. The engine's
+list (`get_entries`: every entry but the header, in append order, duplicates kept, entries not yet on
+disk included; FACTS (b) "get_entries", (e) rpc.md 717-745) is therefore the reference.
+
+The rules `check_drift` keeps, in the order it applies them (the first that fails is the verdict):
+
+1. No file now: no drift if none was seen at the last check (before the first assistant message Pi
+   holds every entry in memory and creates the file only then, FACTS (c) `_persist` 739-768: W19); drift
+   `file-removed` if one was.
+2. The file's (dev, ino) differs from the last check's: `file-replaced`. Its size is smaller: `file-shrank`.
+3. Lines are split on LF bytes only (U+2028, U+2029 and U+0085 inside a line are ordinary: FACTS (b)
+   "Framing", loader quirk 9). Bytes after the last LF: `partial-line`. Pi writes every entry as one
+   `JSON.stringify(entry) + "\\n"`, synchronously (appendFileSync, session-manager.js 745; the first flush
+   754-763), before the event that follows it reaches stdout (FACTS (a) a6); the check runs only once
+   the engine is idle and has answered get_entries, so no write of the engine's is in progress and an
+   unterminated tail is not the engine's. It is not harmless either: Pi's own next load appends "\\n" to
+   it and takes it as an entry (FACTS (c) "Writes at load" (i), loader quirk 3).
+4. Line 1 is the header, a JSON object with type "session" and a string id (`no-header`, `bad-header`),
+   and its id is the session identity recorded for the claim (`header-id`). get_entries omits the header
+   (rpc.md 719), so it is checked here and never compared with the list.
+5. Every later line is a valid entry: valid UTF-8, a JSON object, a string `id` and a string `type` that
+   is not "session" (`invalid-line`; Pi skips malformed lines and takes any truthy JSON value as an entry
+   (loader quirk 4), so such a line was not written by this engine's appends).
+6. No id appears twice on disk (`duplicate-id`), and every id is in the engine's list (`unknown-id`: the
+   foreign entry with a new id; mutant 25a ignores it).
+7. The disk's ids are the engine's first ids, in order (`not-prefix`).
+8. A file that exists holds every entry of the engine's list (`disk-behind`): once the file exists Pi
+   appends each entry at once (`flushed`, session-manager.js 745; FACTS (c) `_persist`), so at an idle
+   check only a file that did not exist may lag the list (rule 1). A tail cut off by whole lines before
+   any check saw the file's size is caught here.
+
+Not drift: the engine's own settings, model-change, thinking, label, session-info, compaction, custom and
+branch-summary entries, and the startup append (FACTS (d)): they are in its list (W18; mutant 25b counts
+them as drift). Not caught (brief §2 "Stated limits"): an in-place rewrite that keeps every id, the order,
+the inode and does not shrink the file (the content is not compared: ids only); a foreign write made
+mid-turn is caught at the next idle check, not when it happens.
+
+Cost: one pass over the bytes (one `json.loads` per line), a set of ids and an index comparison: linear in
+the file and the list.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DRIFT_REASONS",
+    "DriftConfig",
+    "EngineList",
+    "FileIdentity",
+    "SessionBytes",
+    "Verdict",
+    "check_drift",
+    "engine_list",
+]
+
+DRIFT_REASONS: Mapping[str, str] = {
+    "file-removed": "the session file was there at the last check and is gone",
+    "file-replaced": "the session file is another inode than at the last check",
+    "file-shrank": "the session file is smaller than at the last check",
+    "partial-line": "the file ends with bytes after its last LF while the engine is idle",
+    "no-header": "the file has no line 1",
+    "bad-header": "line 1 is not a Pi session header (a JSON object, type session, a string id)",
+    "header-id": "the header's id is not the session identity recorded for the claim",
+    "invalid-line": "a line is not a valid entry (UTF-8 JSON object with a string id and type, not a header)",
+    "duplicate-id": "an entry id appears twice on disk",
+    "unknown-id": "an entry id on disk is not in the engine's list",
+    "not-prefix": "the disk's entries are not the engine's first entries, in order",
+    "disk-behind": "the file exists but lacks entries the engine holds",
+}
+"""Every drift reason `check_drift` can give, with what it means (the README's table)."""
+
+
+@dataclass(frozen=True)
+class DriftConfig:
+    """What the drift check needs (`CoreConfig.drift`; None turns the check off): the session header id
+    recorded for the claim (the claim's session key, brief §2 D1)."""
+
+    session_id: str
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """The session file as one read saw it: device, inode and the number of bytes read."""
+
+    dev: int
+    ino: int
+    size: int
+
+
+@dataclass(frozen=True)
+class SessionBytes:
+    """One read of the session file: every byte, and the identity of the descriptor they came from."""
+
+    data: bytes
+    identity: FileIdentity
+
+
+@dataclass(frozen=True)
+class EngineList:
+    """The engine's `get_entries` answer: its entries in append order and its leaf id (None: no leaf)."""
+
+    entries: tuple[Any, ...]
+    leaf_id: str | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The check's answer. `drift` False: the file is the engine's; `seen` is the identity to pass as
+    `previous` to the next check (None: no file). `drift` True: `reason` is a key of DRIFT_REASONS,
+    `detail` says what was seen and `line` is the 1-based line it was seen on (None: not a line)."""
+
+    drift: bool
+    reason: str | None
+    detail: str
+    line: int | None
+    seen: FileIdentity | None
+    disk_entries: int
+    engine_entries: int
+
+    def to_evidence(self) -> dict[str, Any]:
+        """The verdict as an evidence line's fields (JSON values only)."""
+        return {"drift": self.drift, "reason": self.reason, "detail": self.detail, "line": self.line,
+                "diskEntries": self.disk_entries, "engineEntries": self.engine_entries,
+                "file": None if self.seen is None else {"dev": self.seen.dev, "ino": self.seen.ino,
+                                                        "size": self.seen.size}}
+
+
+def engine_list(data: Any) -> EngineList:
+    """The `data` of a successful get_entries response as an EngineList. Raises ValueError when it is not
+    `{entries: [...], leafId?: string|null}` (rpc-types.d.ts; an absent leafId is Pi's undefined)."""
+    if not isinstance(data, Mapping):
+        raise ValueError("get_entries data is not an object")
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise ValueError("get_entries data has no entries list")
+    leaf = data.get("leafId")
+    if leaf is not None and not isinstance(leaf, str):
+        raise ValueError("get_entries leafId is neither a string nor null")
+    return EngineList(tuple(entries), leaf)
+
+
+def _object(raw: bytes) -> dict[str, Any] | None:
+    """One line as a JSON object, or None (not UTF-8, not JSON, not an object)."""
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def check_drift(engine: EngineList, read: SessionBytes | None, *, session_id: str,
+                previous: FileIdentity | None) -> Verdict:
+    """Decide whether the session file moved under the engine (module rules 1-8).
+
+    `engine` is the engine's get_entries answer, `read` the file read after it (None: no file),
+    `session_id` the header id recorded for the claim, `previous` what the last check without drift saw
+    (None at the first check or when there was no file). Never raises for any bytes or list: whatever
+    they hold is a verdict. Linear in the file's bytes and the list's length.
+    """
+    # Every entry of the engine's list counts, whatever its type (W18; mutant 25b keeps messages only).
+    engine_ids = [e.get("id") if isinstance(e, Mapping) else None for e in engine.entries]
+    n_engine = len(engine_ids)
+
+    def drift(reason: str, detail: str, line: int | None = None, disk: int = 0) -> Verdict:
+        return Verdict(True, reason, detail, line, None if read is None else read.identity, disk, n_engine)
+
+    if read is None:
+        if previous is not None:
+            return drift("file-removed", f"inode {previous.ino} ({previous.size} bytes) was there at the last check")
+        return Verdict(False, None, "no file yet: the engine holds its entries in memory (W19)", None, None, 0, n_engine)
+    now = read.identity
+    if previous is not None:
+        if (now.dev, now.ino) != (previous.dev, previous.ino):
+            return drift("file-replaced", f"inode {now.ino} on device {now.dev}, was {previous.ino} on {previous.dev}")
+        if now.size < previous.size:
+            return drift("file-shrank", f"{now.size} bytes, was {previous.size}")
+    lines = read.data.split(b"\n")  # LF only (module rule 3)
+    tail = lines.pop()
+    if tail:
+        return drift("partial-line", f"{len(tail)} bytes after the last LF", len(lines) + 1)
+    if not lines:
+        return drift("no-header", "the file is empty")
+    header = _object(lines[0])
+    if header is None or header.get("type") != "session" or not isinstance(header.get("id"), str):
+        return drift("bad-header", "line 1 is not a session header", 1)
+    if header["id"] != session_id:
+        return drift("header-id", f"header id {header['id']!r}, recorded {session_id!r}", 1)
+
+    known = set(engine_ids)
+    seen: set[str] = set()
+    disk_ids: list[str] = []
+    for number, raw in enumerate(lines[1:], start=2):
+        entry = _object(raw)
+        eid = entry.get("id") if entry is not None else None
+        etype = entry.get("type") if entry is not None else None
+        if not isinstance(eid, str) or not isinstance(etype, str) or etype == "session":
+            what = "a second session header" if etype == "session" else "not a JSON object with a string id and type"
+            return drift("invalid-line", what, number, len(disk_ids))
+        if eid in seen:
+            return drift("duplicate-id", f"entry id {eid!r} appears twice", number, len(disk_ids))
+        seen.add(eid)
+        if eid not in known:
+            # Mutant 25a skips this entry instead: a foreign entry with a new id is ignored.
+            return drift("unknown-id", f"entry id {eid!r} ({etype}) is not in the engine's list", number, len(disk_ids))
+        disk_ids.append(eid)
+    n_disk = len(disk_ids)
+    for index, eid in enumerate(disk_ids):
+        if index >= n_engine or engine_ids[index] != eid:
+            return drift("not-prefix", f"disk entry {index + 1} is {eid!r}, the engine's is "
+                         f"{engine_ids[index] if index < n_engine else None!r}", index + 2, n_disk)
+    if n_disk < n_engine:
+        return drift("disk-behind", f"{n_disk} entries on disk, {n_engine} in the engine's list", None, n_disk)
+    return Verdict(False, None, f"{n_disk} entries, the engine's own", None, now, n_disk, n_engine)

@@ -1,0 +1,455 @@
+"""The lifecycle: a controller that launches its engine under a writer claim, in a cohort, and stops it
+with a proof (brief §2 as the controller uses the claim, §6; issue 11).
+
+`Controller` is built from constructor arguments only (§2 "Location and live-session guard": no
+production default): the fixture root, the claim root, the session file, the socket directory, the
+engine (the pinned Pi, or a test hook command such as the fake engine) and a cgroup-cohort `Launcher`.
+Its `start()`:
+
+1. checks every path with the live-session guard (G1), reads the session's header ID (the claim's
+   session key, D1) and the leaf Pi will load, and checks the pin and the seal (`engine-pin-mismatch`,
+   `unsealed-engine`) before anything is claimed or spawned;
+2. classifies what an earlier controller left on the pair (`ClaimStore.restart`): a free pair is
+   acquired; an owner that is alive refuses `already-active` (W12, H16); a claim whose owner is proven
+   gone is never launched over: an orphan (engine or unit alive: W6, W13) is served uncertain with force
+   stop as the only way on, and a stop in progress is continued from TERM for the same stop record (K10,
+   K11);
+3. reserves (the intended unit name recorded), checks the paths again at bind (G2, G3), publishes the
+   spawn marker, launches through the launcher with the recorded name, records the invocation ID, the
+   engine identity and the cohort reference, and publishes active;
+4. runs the load check before admission opens (K8): `get_state` must name this session file and header
+   ID and `get_tree` the recorded leaf (Pi's own startup append of model and thinking entries, FACTS (d),
+   is the engine's and allowed); otherwise the binding is uncertain and prompts refuse `preflight`;
+5. serves the socket. The core's effects are carried out here: a force stop drives cgroup-cohort's stop
+   machine, publishing each phase into the claim before its action, and releases the claim with the
+   proof's digest when the proof says stopped; anything else leaves the claim uncertain.
+
+Disconnect, agent_settled, EOF, SIGTERM, idle and an abort acknowledgement never release a claim (§2
+"What never releases a claim"): nothing here releases except with a proof. `aclose()` stops serving and
+leaves the engine, its cohort and its claim as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mosaic.cgroup_cohort import (
+    CohortHandle,
+    CohortRef,
+    FixtureVerifier,
+    Launcher,
+    StopRequest,
+    UserManager,
+    release_cohort,
+)
+from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
+from mosaic.pi_rpc import (
+    BUNDLE_MANIFEST_SHA256,
+    PI_VERSION,
+    EngineLink,
+    LinkCore,
+    check_pin,
+    sealed_engine_argv,
+)
+from mosaic.safe_open import canonical_json, sha256_digest
+from mosaic.writer_claim import (
+    BarrierHook,
+    Binding,
+    Claim,
+    ClaimRefusal,
+    ClaimStore,
+    Outcome,
+    Pins,
+    SeatKey,
+    SessionKey,
+    State,
+)
+
+from ._cohort import ClaimCohortProbe, cohort_proof_ref, run_force_stop
+from ._core import Bounds, ControllerCore, CoreConfig
+from ._drift import DriftConfig
+from ._guard import LiveRoots, LiveSessionGuard
+from ._io import Effect
+from ._refusal import ControlRefusal
+from ._runtime import ControllerRuntime, PageReader, SessionFileReader
+from ._server import ServerLimits
+from ._session import SessionIdentity, SessionPlace, read_session, session_place
+
+__all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
+
+# Entries the pinned Pi appends to a session on its own at startup (sdk.js 80-83, 239-252; FACTS (d)).
+STARTUP_APPEND_TYPES = frozenset({"model_change", "thinking_level_change"})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a controller may act. Every path is an argument (DESIGN principle 3); `home` says whose
+    `~/.pi`, `~/.claude` and `~/.mosaic-dev` are live (the guard refuses them), `repository` a checkout
+    whose `.pi/state/` is live, `registrations` the paths seat registrations name."""
+
+    fixture_root: str
+    claim_root: str
+    session_file: str
+    socket_dir: str
+    home: str
+    repository: str | None = None
+    data_root: str | None = None
+    registrations: tuple[str, ...] = ()
+    workspace: str | None = None  # the seat tuple's workspace; the project root when None
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """How to run the engine, sealed: the pinned Pi in `pi_dir` (the pin is checked before spawn), or a
+    test hook `command` (`[program, *pre_args]`: the fake engine; not the pinned engine, so not
+    pin-checked, its pre-arguments still are). `env` is exactly the engine's environment."""
+
+    env: Mapping[str, str]
+    pi_dir: str | None = None
+    command: tuple[str, ...] | None = None
+    provider: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+
+
+@dataclass
+class _Execution:
+    """One launched engine: its claim, its cohort, its link."""
+
+    claim: Claim
+    ref: CohortRef | None
+    link: EngineLink | None
+    handle: CohortHandle | None = None
+
+
+@dataclass
+class Hooks:
+    """Test seams (never set in production): called at each launch step and each published stop phase,
+    so a test can SIGKILL the controller at an exact step (W13, W14, W20, K10, K11)."""
+
+    on_launch_step: Callable[[str], None] | None = None
+    on_stop_phase: Callable[[str], None] | None = None
+    barrier: BarrierHook | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Controller:
+    """One controller process for one execution (see the module docstring)."""
+
+    def __init__(
+        self,
+        placement: Placement,
+        engine: EngineSpec,
+        launcher: Launcher,
+        *,
+        verifier: FixtureVerifier,
+        manager: UserManager | None = None,
+        bounds: Bounds | None = None,
+        limits: ServerLimits | None = None,
+        stop_grace: float = 2.0,
+        clock: Callable[[], float] = time.time,
+        evidence_path: str | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
+        """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
+        place and header, the pin and the seal. Raises the refusal (live-session-refused, configuration,
+        engine-pin-mismatch, unsealed-engine)."""
+        self.placement = placement
+        self.engine = engine
+        self.launcher = launcher
+        self.verifier = verifier
+        self.manager = manager
+        self.bounds = bounds or Bounds()
+        self.limits = limits
+        self.stop_grace = stop_grace
+        self.clock = clock
+        self.evidence_path = evidence_path
+        self.hooks = hooks or Hooks()
+        self.guard = LiveSessionGuard(LiveRoots(
+            fixture_root=placement.fixture_root, home=placement.home, repository=placement.repository,
+            data_root=placement.data_root, registrations=placement.registrations))
+        self.session_real = self.guard.check(placement.session_file, what="session file")
+        self.claim_root_real = self.guard.check(placement.claim_root, what="claim root")
+        self.place: SessionPlace = session_place(self.session_real)
+        self.identity: SessionIdentity = read_session(self.place)
+        self.argv = self._sealed_argv()
+        self.pins = Pins(PI_VERSION, BUNDLE_MANIFEST_SHA256 if engine.command is None else
+                         sha256_digest(canonical_json(list(engine.command))),
+                         sha256_digest(canonical_json(self.argv)))
+        self.conversation = conversation_id(self.place.project, self.place.seat, self.place.name)
+        self.seat_key = SeatKey(self.place.seat, self.place.project, placement.workspace or self.place.project)
+        self.session_key = SessionKey("pi", self.identity.header_id)
+        self.store: ClaimStore | None = None
+        self.execution: _Execution | None = None
+        self.runtime: ControllerRuntime | None = None
+        self.mode = "new"
+        # Every claim publication, one at a time and in the order the core asked: a Claim (and its store) is
+        # not thread-safe, and two steps racing would make the second lose its link() to the first.
+        self._claim_lock = asyncio.Lock()
+        self._session_reader: SessionFileReader | None = None
+
+    # ----------------------------------------------------------------------------------------- set-up
+
+    def _sealed_argv(self) -> list[str]:
+        engine = self.engine
+        if engine.command is None:
+            if engine.pi_dir is None:
+                raise ControlRefusal("configuration", "an engine needs a pinned Pi directory or a command")
+            refusal = check_pin(engine.pi_dir)
+            if refusal is not None:
+                raise refusal
+        return sealed_engine_argv(engine.pi_dir or "", self.session_real, model=engine.model,
+                                  provider=engine.provider, thinking=engine.thinking, command=engine.command)
+
+    def _binding(self, generation: int = 1) -> Binding:
+        return Binding(f"binding-{secrets.token_hex(8)}", "pi", self.conversation, "main", self.identity.leaf,
+                       self.pins)
+
+    def _step(self, name: str) -> None:
+        if self.hooks.on_launch_step is not None:
+            self.hooks.on_launch_step(name)
+
+    @property
+    def socket_path(self) -> str:
+        return os.path.join(self.placement.socket_dir, "controller.sock")
+
+    @property
+    def core(self) -> ControllerCore:
+        assert self.runtime is not None
+        return self.runtime.core
+
+    # ------------------------------------------------------------------------------------------- start
+
+    async def start(self) -> None:
+        """Classify, then launch (or serve an orphan, or continue a stop), then serve the socket. Raises the
+        claim's refusal when the pair cannot be taken (already-active, unsafe-replacement, foreign-host) and
+        cgroup-cohort's when the launch fails; in both cases nothing is left running."""
+        loop = asyncio.get_running_loop()
+        self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
+                                                                         barrier=self.hooks.barrier))
+        probe = ClaimCohortProbe(self.launcher, verifier=self.verifier, clock=self.clock)
+        report = await loop.run_in_executor(None, self.store.restart, self.seat_key, self.session_key, probe)
+        if report.free:
+            await self._launch_new()
+        else:
+            await self._take_over_held(report.outcomes, report.refusal)
+
+    async def _launch_new(self) -> None:
+        assert self.store is not None
+        loop = asyncio.get_running_loop()
+        store = self.store
+        claim = await loop.run_in_executor(None, store.acquire, self.seat_key, self.session_key, self._binding())
+        self._step("reserved")
+        # Bind: the real paths again (G2 symlink, G3 swap since construction).
+        self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
+        self.guard.bind(self.placement.claim_root, what="claim root", expected=self.claim_root_real)
+        await loop.run_in_executor(None, claim.mark_spawn)
+        self._step("spawn-marker")
+        handle = await loop.run_in_executor(None, lambda: self.launcher.launch(
+            claim.unit_name, self.argv, env=dict(self.engine.env), cwd=self.place.project))
+        self._step("launched")
+        ref = handle.ref
+        await loop.run_in_executor(None, lambda: claim.activate(invocation_id=ref.epoch_id, engine=ref.engine,
+                                                                 cohort=ref.to_dict()))
+        self._step("active")
+        core_link = LinkCore(default_bound=self.bounds.command)
+        wfd, rfd = handle.take_stdio()
+        link = EngineLink(wfd, rfd, core=core_link, clock=self.clock)
+        self.execution = _Execution(claim, ref, link, handle)
+        problem = await self._load_check(link)
+        config = self._config(claim, unit=ref.unit)
+        if problem is not None:
+            await loop.run_in_executor(None, claim.mark_uncertain)
+            config = self._config(claim, unit=ref.unit, state="uncertain", fences={"preflight": problem})
+        await self._serve(config, link, core_link)
+
+    async def _take_over_held(self, outcomes: Sequence[Outcome], refusal: ClaimRefusal | None) -> None:
+        """A claim an earlier controller left (restart classified it). An alive owner keeps it
+        (already-active, W12); another machine's never becomes ours (foreign-host, W17); an unreadable head
+        stays held (W16). An orphan is adopted and served uncertain (W6, W13); a stop in progress is
+        continued from TERM for the same stop record (K10, K11). Nothing is launched over it."""
+        assert self.store is not None
+        if Outcome.OWNER_ALIVE in outcomes or Outcome.FOREIGN_HOST in outcomes or Outcome.UNREADABLE in outcomes:
+            raise refusal or ClaimRefusal("already-active", "the pair is held")
+        if Outcome.UNCERTAIN_SPAWN_MARKER in outcomes or Outcome.BOOT_PROOF_UNAVAILABLE in outcomes:
+            # W20: a spawn marker and no unit: the engine may have run and exited; a collected scope is an
+            # absent observation, not proof that every process ended. Only a boot proof frees it: nothing here
+            # can control or stop it, so this controller does not start.
+            raise ClaimRefusal("unsafe-replacement", "the pair has a spawn marker and no unit: only a boot proof "
+                                                     "frees it (W20)")
+        loop = asyncio.get_running_loop()
+        pair = self.store.observe(self.seat_key, self.session_key)
+        head = pair.seat.head
+        claim_id = getattr(head, "claim_id", None)
+        if not isinstance(claim_id, str):
+            raise refusal or ClaimRefusal("unsafe-replacement", "the pair is held by no readable claim")
+        claim = await loop.run_in_executor(None, self.store.adopt, self.seat_key, self.session_key, claim_id)
+        ref = CohortRef.from_dict(claim.cohort) if claim.cohort is not None else None
+        if ref is None and claim.spawn_marker:
+            # A crash after the launch, before the reference was recorded (W13): find the live cohort by the
+            # recorded unit name (its shim answers there); the stop machine checks its identity again.
+            ref = await loop.run_in_executor(None, self.launcher.rediscover, claim.unit_name)
+        self.execution = _Execution(claim, ref, None)
+        stop = claim.head("seat").stop
+        if claim.state is State.STOPPING and stop is not None and ref is not None:
+            self.mode = "continued-stop"
+            result = await self._run_stop(stop.stop_id, stop.confirmation)
+            state = "stopped" if result.get("state") == "stopped" else "uncertain"
+            fences = {"force-stop": stop.stop_id} if state == "stopped" else {"uncertain": str(result.get("reason"))}
+            await self._serve(self._config(claim, unit=ref.unit, state=state, fences=fences), None, None)
+            return
+        self.mode = "orphan"
+        if claim.state is not State.UNCERTAIN:
+            await loop.run_in_executor(None, claim.mark_uncertain)
+        detail = "the engine was launched by a controller that is gone; its stdin is gone with it (W6)"
+        await self._serve(self._config(claim, unit=ref.unit if ref else claim.unit_name, state="uncertain",
+                                       fences={"orphan": detail}), None, None)
+
+    def _config(self, claim: Claim, *, unit: str, state: str = "active",
+                fences: Mapping[str, str] | None = None) -> CoreConfig:
+        assert self.store is not None
+        return CoreConfig(conversation=self.conversation, execution=claim.claim_id,
+                          binding=claim.head("seat").binding.binding_id, incarnation=self.store.incarnation,
+                          generation=claim.head("seat").generation, unit=unit, bounds=self.bounds,
+                          state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
+                          drift=DriftConfig(self.identity.header_id))
+
+    async def _load_check(self, link: EngineLink) -> str | None:
+        """K8: before admission opens, the engine must show this session file, its header ID and the recorded
+        leaf (brief §6 "Pi resume"). Pi's own startup append (model and thinking entries chained from the
+        recorded leaf, FACTS (d)) is the engine's, not another leaf. Returns what differs, or None."""
+        try:
+            state = await asyncio.wait_for(link.request({"type": "get_state"}), self.bounds.command)
+            entries = await asyncio.wait_for(link.request({"type": "get_entries"}), self.bounds.command)
+            tree = await asyncio.wait_for(link.request({"type": "get_tree"}), self.bounds.command)
+        except Exception as exc:  # noqa: BLE001 - no answer is no evidence: the check fails
+            return f"the engine did not answer the load check: {exc!r}"
+        data = (state.response or {}).get("data") or {}
+        if data.get("sessionFile") != self.session_real:
+            return f"the engine loaded session file {data.get('sessionFile')!r}, not {self.session_real!r}"
+        if data.get("sessionId") != self.identity.header_id:
+            return f"the engine's session ID is {data.get('sessionId')!r}, not the header's {self.identity.header_id!r}"
+        leaf = ((tree.response or {}).get("data") or {}).get("leafId")
+        listed = ((entries.response or {}).get("data") or {}).get("entries") or []
+        return _leaf_problem(self.identity.leaf, leaf, listed)
+
+    # ------------------------------------------------------------------------------------------- serve
+
+    async def _serve(self, config: CoreConfig, link: EngineLink | None, core_link: LinkCore | None) -> None:
+        core = ControllerCore(config, now=self.clock(), link=core_link)
+        if link is None:
+            # No engine is attached (an orphan, or a stopped execution): nothing can ever be written.
+            core.link.output_ended(now=self.clock())
+        self._session_reader = SessionFileReader(self.place.project, self.place.sessions_rel, self.place.name)
+        self.runtime = ControllerRuntime(core, link, self.socket_path, page_reader=self._page_reader(),
+                                         effects=self._effect, limits=self.limits, clock=self.clock,
+                                         evidence_path=self.evidence_path, session_reader=self._session_reader)
+        await self.runtime.start()
+
+    def _page_reader(self) -> PageReader:
+        place = self.place
+        cid = self.conversation
+        reader = create_reader(lambda: roots_from_specs([RepositorySpec(place.project, place.seat, place.project)]))
+
+        def read(cursor: str | None) -> Mapping[str, Any]:
+            if cursor is None:
+                if not os.path.exists(place.path):
+                    return {"ok": False, "refusal": ReaderRefusal("unavailable", "no session file yet").to_dict()}
+                return reader.open(conversation=cid)
+            return reader.next(cursor=cursor, conversation=cid, branch="main")
+
+        return read
+
+    async def aclose(self) -> None:
+        """Stop serving. Nothing is stopped or released: the engine, its cohort and the claim stay."""
+        if self.runtime is not None:
+            await self.runtime.aclose()
+        elif self.execution is not None and self.execution.link is not None:
+            await self.execution.link.aclose()
+        if self._session_reader is not None:
+            self._session_reader.close()
+
+    # ----------------------------------------------------------------------------------------- effects
+
+    async def _effect(self, effect: Effect) -> Mapping[str, Any]:
+        async with self._claim_lock:
+            return await self._effect_locked(effect)
+
+    async def _effect_locked(self, effect: Effect) -> Mapping[str, Any]:
+        execution = self.execution
+        assert execution is not None and self.runtime is not None
+        claim = execution.claim
+        if effect.kind == "claim-generation":
+            generation = int(effect.payload["generation"])
+            await self.runtime.run_blocking(lambda: claim.set_generation(generation))
+            return {"ok": True}
+        if effect.kind == "claim-uncertain":
+            if claim.state not in (State.UNCERTAIN, State.STOPPED, State.STOPPING):
+                await self.runtime.run_blocking(claim.mark_uncertain)
+            return {"ok": True}
+        if effect.kind == "force-stop":
+            return await self._run_stop(str(effect.payload["stop"]), effect.payload.get("confirmation"))
+        if effect.kind == "recover":
+            return {"refusal": ControlRefusal("stop-proof", "recovery is not available on this controller yet")
+                    .to_dict()}
+        return {"ok": False, "error": f"no handler for effect {effect.kind}"}
+
+    async def _run_stop(self, stop_id: str, confirmation: Any) -> Mapping[str, Any]:
+        """Brief §6 "Force stop" on the recorded cohort, publishing each phase into the claim before its
+        action; stopped (with the claim released by the proof's digest, and the shim let go) only when the
+        cohort proof says so; otherwise the claim stays held, uncertain."""
+        execution = self.execution
+        assert execution is not None
+        ref = execution.ref
+        claim = execution.claim
+        if ref is None:
+            await asyncio.get_running_loop().run_in_executor(None, claim.mark_uncertain)
+            return {"state": "uncertain", "reason": "identity-unavailable",
+                    "detail": "no cohort reference was recorded in the claim"}
+        request = StopRequest(stop_id, self.conversation, claim.claim_id,
+                              {"confirmation": confirmation, "actor": "local-operator"})
+
+        def stop() -> Mapping[str, Any]:
+            run = run_force_stop(claim, ref, request, confirmation=None if confirmation is None else str(confirmation),
+                                 manager=self.manager, verifier=self.verifier, grace=self.stop_grace,
+                                 on_phase=self.hooks.on_stop_phase)
+            if run.outcome.state == "stopped" and run.proof is not None:
+                claim.release(cohort_proof_ref(run.proof), stop_id=stop_id)
+                release_cohort(ref, force=False)
+                return {"state": "stopped", "proofDigest": run.proof["verification"]["digest"],
+                        "members": len(run.proof["members"]), "published": list(run.published),
+                        "proof": run.proof}
+            claim.mark_uncertain()
+            return {"state": "uncertain", "reason": run.outcome.reason, "detail": run.outcome.detail,
+                    "published": list(run.published)}
+
+        if self.runtime is not None:
+            return dict(await self.runtime.run_blocking(stop))
+        return dict(await asyncio.get_running_loop().run_in_executor(None, stop))
+
+
+def _leaf_problem(recorded: str | None, loaded: Any, entries: Sequence[Any]) -> str | None:
+    """None when the engine's leaf is the recorded one, or the recorded one followed only by Pi's own
+    startup append (model_change / thinking_level_change entries, each the child of the one before, the
+    first the child of the recorded leaf); else what differs (K8)."""
+    if loaded == recorded:
+        return None
+    ids = [e.get("id") for e in entries if isinstance(e, Mapping)]
+    start = ids.index(recorded) + 1 if recorded in ids else (0 if recorded is None else None)
+    if start is None:
+        return f"the engine's entries do not hold the recorded leaf {recorded!r}"
+    parent = recorded
+    for entry in entries[start:]:
+        if not isinstance(entry, Mapping) or entry.get("type") not in STARTUP_APPEND_TYPES \
+                or entry.get("parentId") != parent:
+            return f"the engine loaded leaf {loaded!r}, not the recorded {recorded!r} (K8)"
+        parent = entry.get("id")
+    if parent != loaded:
+        return f"the engine loaded leaf {loaded!r}, not the recorded {recorded!r} (K8)"
+    return None

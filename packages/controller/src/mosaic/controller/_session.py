@@ -1,0 +1,103 @@
+"""What the lifecycle reads of a session file: its place, its header ID and the leaf Pi will load.
+
+The controller never writes a session file (brief §2 "No writes to sessions", W11) and never loads one
+through Pi's SessionManager (which writes at load: FACTS.md "Loader quirks" 1); it opens the file
+read-only through safe-open (no symlinks, O_NOFOLLOW, (dev, ino) checked) and scans the lines itself.
+
+The leaf is Pi's default leaf: the last non-header entry in file order (session-manager.js `_buildIndex`
+686-707, FACTS (c) "Default leaf"), malformed and blank lines skipped; a resumed Pi loads exactly that
+leaf, which the load check (K8) compares.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from mosaic.safe_open import open_root
+
+from ._refusal import ControlRefusal
+
+__all__ = ["SessionIdentity", "SessionPlace", "read_session", "session_place"]
+
+
+@dataclass(frozen=True)
+class SessionPlace:
+    """`<project>/.pi/state/<seat>/sessions/<name>.jsonl`, taken apart (seed README "Mediated control": the
+    session file must sit there)."""
+
+    project: str
+    seat: str
+    name: str
+
+    @property
+    def sessions_rel(self) -> str:
+        return f".pi/state/{self.seat}/sessions"
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.project, self.sessions_rel, self.name)
+
+
+@dataclass(frozen=True)
+class SessionIdentity:
+    """The header ID (the claim's session key, D1), the leaf Pi will load (None: no entries), the entry
+    that leaf is, and the file's identity when read."""
+
+    header_id: str
+    leaf: str | None
+    leaf_type: str | None
+    inode: int
+    size: int
+
+
+def session_place(real_path: str) -> SessionPlace:
+    """Take a session file's real path apart. Refuses `configuration` when it is not
+    `<project>/.pi/state/<seat>/sessions/<name>.jsonl`."""
+    parts = PurePosixPath(real_path).parts
+    if (len(parts) < 6 or parts[-5:-3] != (".pi", "state") or parts[-2] != "sessions"
+            or not parts[-1].endswith(".jsonl") or parts[-1].startswith(".")):
+        raise ControlRefusal("configuration", f"{real_path} is not <project>/.pi/state/<seat>/sessions/<name>.jsonl")
+    return SessionPlace(str(PurePosixPath(*parts[:-5])), parts[-3], parts[-1])
+
+
+def read_session(place: SessionPlace) -> SessionIdentity:
+    """Open the session file read-only and find its header ID and Pi's default leaf.
+
+    Refuses `configuration` for a file that is missing, unreadable (safe-open's refusal is the cause) or
+    has no Pi header on line 1 (the session key is the header ID: a session without one cannot be
+    claimed). Costs one read of the file, linear in its bytes.
+    """
+    try:
+        with open_root(place.project) as root, root.open_session_file(place.sessions_rel, place.name) as f:
+            chunks = []
+            while chunk := os.read(f.fd, 1 << 20):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+            inode, size = f.ino, len(data)
+    except ControlRefusal:
+        raise
+    except Exception as exc:  # noqa: BLE001 - safe-open refusals and OSErrors alike: the file cannot be used
+        raise ControlRefusal("configuration", f"the session file {place.path} cannot be read: {exc}") from exc
+    first, _, rest = data.partition(b"\n")
+    try:
+        header = json.loads(first)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("type") != "session" or not isinstance(header.get("id"), str):
+        raise ControlRefusal("configuration", f"{place.path} has no Pi session header on line 1 (the session key "
+                                              "is the header ID)")
+    leaf: str | None = None
+    leaf_type: str | None = None
+    for line in rest.split(b"\n"):  # LF only: U+2028 inside a line is ordinary
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # Pi skips a malformed line (session-manager.js 265-276)
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("type") != "session":
+            leaf, leaf_type = entry["id"], entry.get("type") if isinstance(entry.get("type"), str) else None
+    return SessionIdentity(header["id"], leaf, leaf_type, inode, size)

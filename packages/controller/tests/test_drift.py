@@ -1,0 +1,736 @@
+"""Session drift (brief §2 "Session drift, not foreign-writer attribution", "No writes to sessions"): W10,
+W11, W18, W19 and mutant 25, both ways.
+
+Three layers: the pure comparison (`_drift.check_drift`) over hand-made bytes and over every session file
+the real Pi 0.85.1 wrote in fixtures/pi-0.85.1; the core on the byte-level scripted engine (the test says
+what get_entries answers and what the file read returns, so each case lands at its exact step and every
+engine byte is checked); and the whole controller on the fake engine process (`fake_controller`), where
+another writer appends to the real session file and the controller's own opens are watched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import hashlib
+import io
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_harness import REPO, Harness, full_run, queues, refused, run_end, run_start, state, validate
+
+from mosaic.controller import Bounds, EffectDone, Notify, TimerFired
+from mosaic.controller._core import DRIFT_READ_TIMER, DRIFT_START, READ_SESSION
+from mosaic.controller._drift import (
+    DRIFT_REASONS,
+    DriftConfig,
+    EngineList,
+    FileIdentity,
+    SessionBytes,
+    check_drift,
+    engine_list,
+)
+from mosaic.controller.testing import FakeRig, RawClient, fake_controller, receipt_is, stop_is
+from mosaic.safe_open.testing import OpenWatch
+
+SID = "0199aaaa-1111-7000-8000-000000000001"
+FIXTURE_FILES = sorted((REPO / "fixtures" / "pi-0.85.1").glob("proj-*/.pi/state/*/sessions/*.jsonl"))
+WAIT = 30.0
+
+
+# ---------------------------------------------------------------------------------------- Pi's bytes
+
+def line(record: Any) -> bytes:
+    """One entry as Pi writes it: JSON.stringify (compact, non-ASCII raw) and LF (FACTS (b) "Framing")."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def header(sid: str = SID) -> dict[str, Any]:
+    return {"type": "session", "version": 3, "id": sid, "timestamp": "2026-11-30T02:46:17.936Z", "cwd": "/tmp/p"}
+
+
+def entry(eid: str, etype: str = "message", parent: str | None = None, **extra: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {"type": etype, "id": eid, "parentId": parent, "timestamp": "2026-11-30T02:46:18.000Z"}
+    if etype == "message" and "message" not in extra:
+        extra["message"] = {"role": "user", "content": [{"type": "text", "text": f"text of {eid}"}]}
+    return {**record, **extra}
+
+
+def startup() -> list[dict[str, Any]]:
+    """Pi's startup append for a new session (FACTS (d)): model_change, then thinking_level_change."""
+    return [entry("31125ff3", "model_change", provider="fakeprov", modelId="fake-model-1"),
+            entry("cc74895f", "thinking_level_change", "31125ff3", thinkingLevel="off")]
+
+
+def turn_entries(n: int, parent: str) -> list[dict[str, Any]]:
+    user = entry(f"a{n:07d}", parent=parent)
+    reply = entry(f"b{n:07d}", parent=user["id"],
+                  message={"role": "assistant", "content": [{"type": "text", "text": "Hello"}], "stopReason": "stop"})
+    return [user, reply]
+
+
+def session_bytes(entries: list[dict[str, Any]], *, sid: str = SID, ino: int = 7, dev: int = 1,
+                  extra: bytes = b"") -> SessionBytes:
+    data = line(header(sid)) + b"".join(line(e) for e in entries) + extra
+    return SessionBytes(data, FileIdentity(dev, ino, len(data)))
+
+
+def engine_of(entries: list[Any]) -> EngineList:
+    ids = [e.get("id") for e in entries if isinstance(e, dict)]
+    return EngineList(tuple(entries), ids[-1] if ids else None)
+
+
+def pi_get_entries(data: bytes) -> list[Any]:
+    """What Pi's get_entries returns for a file it loaded: every parsed non-header entry in file order
+    (FACTS (b) "get_entries", (e); session-manager.js getEntries 995-997)."""
+    out = []
+    for raw in data.split(b"\n"):
+        if raw.strip():
+            value = json.loads(raw)
+            if not (isinstance(value, dict) and value.get("type") == "session"):
+                out.append(value)
+    return out
+
+
+# ------------------------------------------------------------------------- the pure comparison (W18, W19)
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: f"{p.parts[-6]}/{p.name}")
+def test_W18_every_real_pi_session_file_against_what_pi_get_entries_returns_for_it_is_no_drift(path: Path) -> None:
+    """Every file the real Pi 0.85.1 wrote (its RPC turns: startup appends, tool calls, aborts, retries,
+    thinking; its SessionManager: compactions, model and thinking changes, labels, session names, custom
+    entries and messages, branch summaries, forks) against Pi's own list for it. Mutant 25b (own settings
+    or compaction entries counted as drift) fails here."""
+    data = path.read_bytes()
+    sid = json.loads(data.split(b"\n", 1)[0])["id"]
+    listed = pi_get_entries(data)
+    assert {e["type"] for e in listed} - {"message"}, "each fixture holds the engine's own non-message entries"
+    read = SessionBytes(data, FileIdentity(1, 42, len(data)))
+    first = check_drift(engine_of(listed), read, session_id=sid, previous=None)
+    assert (first.drift, first.reason) == (False, None), first
+    assert first.disk_entries == first.engine_entries == len(listed) and first.seen == read.identity
+    again = check_drift(engine_of(listed), read, session_id=sid, previous=first.seen)
+    assert not again.drift, again
+    # The same file as Pi grew it: at a few earlier moments the file held a prefix of these lines and the
+    # engine's list the same entries; each later check sees the same inode, grown, and no drift.
+    lines = data.split(b"\n")[:-1]
+    previous = None
+    for cut in sorted({1, 2, 3, len(lines) // 2, len(lines) - 1, len(lines)}):
+        part = b"".join(x + b"\n" for x in lines[:cut])
+        verdict = check_drift(engine_of(listed[:cut - 1]), SessionBytes(part, FileIdentity(1, 42, len(part))),
+                              session_id=sid, previous=previous)
+        assert not verdict.drift, (cut, verdict)
+        previous = verdict.seen
+
+
+def test_W18_the_engine_own_entries_of_every_kind_appended_between_checks_are_no_drift() -> None:
+    base = startup()
+    previous = None
+    grown = list(base)
+    own = [entry("e1", "model_change", "cc74895f", provider="fakeprov", modelId="fake-model-2"),
+           entry("e2", "thinking_level_change", "e1", thinkingLevel="high"),
+           entry("e3", "label", "e2", targetId="31125ff3", label="start"),
+           entry("e4", "session_info", "e3", name="a name"),
+           entry("e5", "compaction", "e4", summary="s", firstKeptEntryId="e1", tokensBefore=10, details={},
+                 usage={}, fromHook=False),
+           {"type": "custom", "customType": "ext", "data": {"k": 1}, "id": "e6", "parentId": "e5",
+            "timestamp": "2026-11-30T02:46:19.000Z"},
+           {"type": "custom_message", "customType": "ext", "content": "c", "display": True, "details": None,
+            "id": "e7", "parentId": "e6", "timestamp": "2026-11-30T02:46:20.000Z"},
+           entry("e8", "branch_summary", "e7", fromId="e2", summary="b", details={}, usage={}, fromHook=False),
+           *turn_entries(1, "e8")]
+    for record in own:
+        grown.append(record)
+        verdict = check_drift(engine_of(grown), session_bytes(grown), session_id=SID, previous=previous)
+        assert not verdict.drift, (record["type"], verdict)
+        previous = verdict.seen
+
+
+def test_W19_the_engine_list_ahead_of_a_file_that_does_not_exist_yet_is_no_drift() -> None:
+    # Before the first assistant message Pi holds the startup append and the user message in memory and
+    # creates no file (FACTS (c) _persist 739-768, empirical A/B/K2).
+    listed = [*startup(), entry("u1", parent="cc74895f")]
+    verdict = check_drift(engine_of(listed), None, session_id=SID, previous=None)
+    assert (verdict.drift, verdict.seen, verdict.engine_entries) == (False, None, 3)
+    # Then Pi creates it with every entry at once ("wx", 754-763): the next check sees all of them.
+    grown = [*listed, entry("r1", parent="u1")]
+    assert not check_drift(engine_of(grown), session_bytes(grown), session_id=SID, previous=None).drift
+
+
+def test_U2028_and_U2029_inside_a_line_are_ordinary_only_LF_splits() -> None:
+    text = "line\u2028sep para\u2029sep nel\u0085end"
+    listed = [*startup(), entry("u1", parent="cc74895f",
+                                message={"role": "user", "content": [{"type": "text", "text": text}]})]
+    read = session_bytes(listed)
+    assert "\u2028".encode() in read.data and len(read.data.decode().splitlines()) > 4  # splitlines would cut
+    assert not check_drift(engine_of(listed), read, session_id=SID, previous=None).drift
+
+
+# --------------------------------------------------------------------------------- every drift reason
+
+def _cases() -> Iterator[tuple[str, EngineList, SessionBytes | None, FileIdentity | None]]:
+    own = [*startup(), *turn_entries(1, "cc74895f")]
+    full = session_bytes(own)
+    yield "file-removed", engine_of(own), None, full.identity
+    yield "file-replaced", engine_of(own), session_bytes(own, ino=8), full.identity
+    yield "file-shrank", engine_of(own), session_bytes(own[:-1]), full.identity
+    yield "partial-line", engine_of(own), session_bytes(own, extra=b'{"type":"message","id":"x'), None
+    yield "no-header", engine_of(own), SessionBytes(b"", FileIdentity(1, 7, 0)), None
+    yield "bad-header", engine_of(own), SessionBytes(line(own[0]) + line(own[1]), FileIdentity(1, 7, 9)), None
+    yield "header-id", engine_of(own), session_bytes(own, sid="0199ffff-0000-7000-8000-000000000000"), None
+    yield "invalid-line", engine_of(own), session_bytes(own, extra=b"\n"), None  # a blank line
+    yield "duplicate-id", engine_of([*own, own[2]]), session_bytes([*own, own[2]]), None
+    yield "unknown-id", engine_of(own), session_bytes([*own, entry("f0000001", parent=own[-1]["id"])]), None
+    yield "not-prefix", engine_of(own), session_bytes([own[1], own[0], *own[2:]]), None
+    yield "disk-behind", engine_of(own), session_bytes(own[:-2]), None
+
+
+@pytest.mark.parametrize(("reason", "engine", "read", "previous"), list(_cases()), ids=[c[0] for c in _cases()])
+def test_each_drift_reason_is_the_verdict_for_its_case(reason: str, engine: EngineList, read: SessionBytes | None,
+                                                       previous: FileIdentity | None) -> None:
+    verdict = check_drift(engine, read, session_id=SID, previous=previous)
+    assert (verdict.drift, verdict.reason) == (True, reason), verdict
+    assert verdict.reason in DRIFT_REASONS
+    json.dumps(verdict.to_evidence())  # evidence is JSON
+
+
+def test_every_reason_in_the_table_has_a_case() -> None:
+    assert {c[0] for c in _cases()} == set(DRIFT_REASONS)
+
+
+@pytest.mark.parametrize("raw", [b"42", b'"a string"', b"[]", b'{"hello":"world"}', b'{"type":"message","id":7}',
+                                 b'{"type":"session","id":"x"}', b"not json", b'{"type":"message","id":"\xff"}'])
+def test_a_line_pi_would_load_as_an_entry_without_an_id_or_not_at_all_is_invalid(raw: bytes) -> None:
+    # Pi takes any truthy JSON value as an entry and skips malformed lines (loader quirk 4); none of these
+    # is one of this engine's appends (each is a JSON object with a string id and a type).
+    own = [*startup()]
+    read = session_bytes(own, extra=raw + b"\n")
+    verdict = check_drift(engine_of(own), read, session_id=SID, previous=None)
+    assert (verdict.drift, verdict.reason, verdict.line) == (True, "invalid-line", 4)
+
+
+def test_engine_list_accepts_pi_answers_and_refuses_malformed_ones() -> None:
+    assert engine_list({"entries": [], "leafId": None}) == EngineList((), None)
+    assert engine_list({"entries": [{"id": "a"}]}) == EngineList(({"id": "a"},), None)  # leafId undefined
+    for bad in (None, [], {"entries": {}}, {"entries": [], "leafId": 3}):
+        with pytest.raises(ValueError):
+            engine_list(bad)
+
+
+def test_an_in_place_rewrite_with_the_same_ids_and_inode_is_not_caught_a_stated_limit() -> None:
+    # Brief §2 "Stated limits": the content is not compared; only ids, order, inode and size.
+    own = [*startup(), *turn_entries(1, "cc74895f")]
+    before = session_bytes(own)
+    own[-1] = {**own[-1], "message": {"role": "assistant", "content": [{"type": "text", "text": "Other words, longer than before"}],
+                                    "stopReason": "stop"}}
+    after = session_bytes(own)
+    assert after.data != before.data and after.identity.size >= before.identity.size
+    assert not check_drift(engine_of(own), after, session_id=SID, previous=before.identity).drift
+
+
+def test_a_long_session_of_the_engine_own_entries_is_no_drift() -> None:
+    # 20,002 entries (ten times fixtures' long.jsonl): the check is one pass over the lines.
+    own = [*startup()]
+    parent = "cc74895f"
+    for n in range(10_000):
+        pair = turn_entries(n, parent)
+        own += pair
+        parent = pair[-1]["id"]
+    verdict = check_drift(engine_of(own), session_bytes(own), session_id=SID, previous=None)
+    assert not verdict.drift and verdict.disk_entries == 20_002
+
+
+# --------------------------------------------------------------------- the core, on the scripted engine
+
+class DriftHarness(Harness):
+    """The byte-level harness with the drift check on (`CoreConfig.drift`); `marker` notifications are kept
+    with each client's notes (shape checked). The test answers the check's get_entries and its file read."""
+
+    def __init__(self, **config: Any) -> None:
+        config.setdefault("drift", DriftConfig(SID))
+        super().__init__(**config)
+
+    def _carry_out(self, action: Any) -> None:
+        if isinstance(action, Notify) and action.method == "marker":
+            assert set(action.params) == {"reason", "drift", "detail", "execution"}, action.params
+            for conn in action.to:
+                self.clients[conn].notes.append(("marker", dict(action.params)))
+            return
+        super()._carry_out(action)
+
+    def markers(self, conn: str) -> list[dict[str, Any]]:
+        return [p for m, p in self.clients[conn].notes if m == "marker"]
+
+    def checking(self) -> bool:
+        """A check's get_entries is the last thing written, unanswered."""
+        return self.core.drift_check is not None and self.written_types()[-1] == "get_entries"
+
+    def check(self, listed: list[Any], file: SessionBytes | None) -> None:
+        """Pi answers the check's get_entries with `listed`; the shell's read then returns `file`."""
+        assert self.checking(), self.written_types()
+        self.respond("get_entries", data={"entries": listed, "leafId": listed[-1]["id"] if listed else None})
+        self.read({"ok": True, "file": file})
+
+    def read(self, result: dict[str, Any]) -> None:
+        effect = self.effect(READ_SESSION)[-1]
+        self.feed(EffectDone(effect.effect_id, READ_SESSION, result))
+
+    def binding(self, conn: str = "c2") -> dict[str, Any]:
+        return self.clients[conn].records("binding")[-1]
+
+
+def started(h: DriftHarness) -> list[dict[str, Any]]:
+    """The shell starts serving: the takeover check (no file yet, the engine holds its startup append:
+    W19); then c1 takes control and c2 observes. Returns the engine's list."""
+    h.feed(TimerFired(DRIFT_START))
+    listed = startup()
+    h.check(listed, None)
+    assert h.core.drift_verdict is not None and not h.core.drift_verdict.drift
+    h.controller("c1")
+    h.observe("c2")
+    return listed
+
+
+def one_turn(h: DriftHarness, n: int, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Prompt n runs to agent_settled; the idle check starts. Returns the engine's list after it."""
+    result = h.prompt("c1", f"prompt {n}")
+    assert isinstance(result, dict) and result["outcome"] == "admitted", result
+    h.turn(f"prompt {n}")
+    assert h.checking(), h.written_types()
+    return [*listed, *turn_entries(n, listed[-1]["id"])]
+
+
+def clean_turn(h: DriftHarness, n: int, listed: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], SessionBytes]:
+    listed = one_turn(h, n, listed)
+    disk = session_bytes(listed)
+    h.check(listed, disk)
+    assert h.core.drift_verdict is not None and not h.core.drift_verdict.drift, h.core.drift_verdict
+    assert h.core.admission_open
+    return listed, disk
+
+
+def _foreign(case: str, listed: list[dict[str, Any]], disk: SessionBytes,
+             turn2: list[dict[str, Any]]) -> tuple[SessionBytes, str]:
+    """The file at the next idle check: another writer changed it while the engine was idle, then the
+    engine appended prompt 2's entries. Returns the bytes and the reason expected."""
+    if case == "appended":  # a valid entry with a new id
+        foreign = entry("f0000001", parent=listed[-1]["id"])
+        return session_bytes([*listed, foreign, *turn2]), "unknown-id"
+    if case == "duplicate":  # an id that is already there, appended again
+        return session_bytes([*listed, listed[2], *turn2]), "duplicate-id"
+    if case == "truncated":  # cut back to the header and the first entry
+        return session_bytes([listed[0], *turn2]), "file-shrank"
+    assert case == "replaced"  # a copy renamed over it: the same bytes, another inode
+    return session_bytes([*listed, *turn2], ino=disk.identity.ino + 1), "file-replaced"
+
+
+@pytest.mark.parametrize("case", ["appended", "duplicate", "truncated", "replaced"])
+def test_W10_a_foreign_change_while_idle_is_session_drift_at_the_next_idle_check(case: str) -> None:
+    """Mutant 25a (a disk id missing from get_entries ignored) fails the `appended` case."""
+    h = DriftHarness()
+    listed = started(h)
+    listed, disk = clean_turn(h, 1, listed)
+    listed = one_turn(h, 2, listed)
+    foreign, reason = _foreign(case, listed[:-2], disk, listed[-2:])
+    records_before = len(h.clients["c2"].notes)
+    h.check(listed, foreign)
+    verdict = h.core.drift_verdict
+    assert verdict is not None and (verdict.drift, verdict.reason) == (True, reason), verdict
+    # Admission closed, the binding uncertain with reason session-drift, a marker to every subscriber.
+    assert not h.core.admission_open and h.core.binding_state == "uncertain"
+    for conn in ("c1", "c2"):
+        binding = h.binding(conn)
+        assert (binding["state"], binding["admission"]) == ("uncertain", "closed")
+        assert {"session-drift", "uncertain"} <= set(binding["fences"])
+        (marker,) = h.markers(conn)
+        assert (marker["reason"], marker["drift"], marker["execution"]) == ("session-drift", reason, "exec-1")
+    (claim,) = h.effect("claim-uncertain")
+    assert claim.payload["reason"] == "session-drift"
+    (evidence,) = [e for e in h.evidence if e.kind == "session-drift"]
+    assert evidence.detail["reason"] == reason and evidence.detail["drift"] is True
+    # Prompt 2's turn finished; its last records reached the clients with the verdict, before the marker.
+    kinds = [m if m != "record" else p["type"] + ":" + str(p.get("state")) for m, p in h.clients["c2"].notes]
+    assert "receipt:finished" in kinds[records_before:] and kinds[-1] == "marker"
+    # From here on the controller writes nothing: not to the engine (nor a file: no effect but the claim's).
+    sent, effects = bytes(h.engine_bytes), list(h.effects)
+    refused(h.prompt("c1", "after the drift"), "session-drift")
+    refused(h.call("c1", "interrupt", generation=h.core.generation), "fenced")
+    refused(h.call("c2", "takeover", expectedGeneration=h.core.generation), "fenced")
+    h.engine({"type": "agent_start"}, {"type": "agent_settled"})  # even an external run settling: no new check
+    assert bytes(h.engine_bytes) == sent and h.effects == effects
+
+
+def test_W10_a_prompt_during_the_check_refuses_busy_and_the_turn_records_wait_for_the_check() -> None:
+    h = DriftHarness()
+    listed = started(h)
+    listed = one_turn(h, 1, listed)
+    # The turn settled and the check is in flight: nothing of the turn's end has reached a client yet.
+    assert [p["state"] for p in h.clients["c1"].records("receipt")][-1] == "working"
+    rpc = h._rpc + 1
+    assert h.prompt("c1", "too early") is None  # answered once the check ends
+    assert h.written_types().count("prompt") == 1  # not written: an engine append now would be a false drift
+    h.check(listed, session_bytes(listed))
+    states = [p["state"] for p in h.clients["c1"].records("receipt")]
+    assert states[-1] == "finished"
+    refused(h.clients["c1"].replies[rpc], "busy")
+    assert "drift check" in h.clients["c1"].replies[rpc][1]["message"]
+    assert isinstance(h.prompt("c1", "now"), dict) and h.written_types()[-1] == "prompt"
+
+
+def test_W18_the_engine_own_settings_entries_across_turns_are_no_drift_on_the_core() -> None:
+    h = DriftHarness()
+    listed = started(h)
+    listed, _ = clean_turn(h, 1, listed)
+    # Between turns the engine appends its own entries (a model change, a thinking change, a compaction, a
+    # label): they are in its list, so they are its own.
+    own = [entry("s0000001", "model_change", listed[-1]["id"], provider="fakeprov", modelId="fake-model-2"),
+           entry("s0000002", "thinking_level_change", "s0000001", thinkingLevel="high"),
+           entry("s0000003", "compaction", "s0000002", summary="s", firstKeptEntryId="s0000001",
+                 tokensBefore=9, details={}, usage={}, fromHook=False),
+           entry("s0000004", "label", "s0000003", targetId="s0000001", label="here")]
+    listed = one_turn(h, 2, [*listed, *own])
+    h.check(listed, session_bytes(listed))
+    listed, _ = clean_turn(h, 3, listed)
+    assert h.core.drift_verdict is not None and h.core.drift_verdict.disk_entries == len(listed)
+    assert not h.markers("c2") and not [e for e in h.evidence if "drift" in e.kind]
+
+
+def test_W19_no_file_before_the_first_assistant_message_then_the_file_is_no_drift() -> None:
+    h = DriftHarness()
+    listed = started(h)  # the takeover check: the engine holds two entries, there is no file
+    # A prompt Pi refuses at preflight (no API key): nothing was appended, still no file; the slot's
+    # release makes the check due.
+    assert isinstance(h.prompt("c1", "no key"), dict)
+    h.respond("prompt", success=False, error="No API key found for fakeprov.")
+    h.check(listed, None)
+    assert h.core.drift_verdict is not None and h.core.drift_verdict.seen is None and h.core.admission_open
+    # The first reply: Pi creates the file with every entry it held (FACTS (c) _persist "wx").
+    listed, disk = clean_turn(h, 1, listed)
+    assert h.core.drift_verdict is not None and h.core.drift_verdict.seen == disk.identity
+
+
+@pytest.mark.parametrize("how", ["get-entries-times-out", "get-entries-fails", "get-entries-malformed",
+                                 "read-fails", "read-times-out"])
+def test_W19_a_check_that_cannot_finish_is_uncertain_with_admission_closed(how: str) -> None:
+    h = DriftHarness()
+    listed = started(h)
+    listed = one_turn(h, 1, listed)
+    bound = Bounds().drift
+    if how == "get-entries-times-out":
+        h.advance(bound + 0.001)  # the link's bound on the command: the outcome is unknown (and the pipe poisoned)
+    elif how == "get-entries-fails":
+        h.respond("get_entries", success=False, error="boom")
+    elif how == "get-entries-malformed":
+        h.respond("get_entries", data={"entries": "not a list"})
+    else:
+        h.respond("get_entries", data={"entries": listed, "leafId": listed[-1]["id"]})
+        assert DRIFT_READ_TIMER in h.timers
+        if how == "read-fails":
+            h.read({"ok": False, "error": "SafeOpenRefusal('unsafe-path')"})
+        else:
+            h.advance(bound + 0.001)
+            h.read({"ok": True, "file": session_bytes(listed)})  # too late: ignored
+    assert h.core.drift_check is None and h.core.drift_verdict is None  # never "no drift"
+    assert h.core.binding_state == "uncertain" and not h.core.admission_open
+    binding = h.binding()
+    assert (binding["state"], binding["admission"]) == ("uncertain", "closed") and "drift-check" in binding["fences"]
+    assert [e.kind for e in h.evidence if "drift" in e.kind] == ["drift-check-failed"]
+    assert h.clients["c1"].records("receipt")[-1]["state"] == "finished"  # the held records went out
+    assert not h.markers("c2")  # unknown is not drift
+    sent = bytes(h.engine_bytes)
+    refused(h.prompt("c1", "after"), "fenced")
+    assert bytes(h.engine_bytes) == sent
+
+
+def test_the_check_waits_for_the_slot_probe_and_for_an_interrupt_to_reconcile() -> None:
+    h = DriftHarness()
+    listed = started(h)
+    # The run settles before the answer to the get_state written after the ack: the slot is released by
+    # agent_settled, but the probe is in flight, so no check yet (nothing of the core's may be in flight).
+    assert isinstance(h.prompt("c1", "prompt 1"), dict)
+    h.respond("prompt")
+    h.engine(*full_run("prompt 1"))
+    assert h.core.slot is None and h.written_types().count("get_entries") == 1  # the takeover check's only
+    h.respond("get_state", data=state(False))
+    listed = [*listed, *turn_entries(1, listed[-1]["id"])]
+    h.check(listed, session_bytes(listed))
+    # An interrupt: the run's agent_settled comes mid-chain; the check runs only after reconciled.
+    assert isinstance(h.prompt("c1", "SLOW"), dict)
+    h.respond("prompt")
+    h.engine(*run_start("SLOW"))
+    h.respond("get_state", data=state(True))
+    assert isinstance(h.call("c1", "interrupt", generation=h.core.generation), dict)
+    h.respond("clear_queue", data=queues())
+    h.engine(*run_end("tick00 ", "aborted"))
+    h.respond("abort")
+    assert h.written_types()[-1] == "clear_queue"  # the post-settle clear; no check during the chain
+    h.respond("clear_queue", data=queues())
+    assert h.checking()
+    listed = [*listed, *turn_entries(2, listed[-1]["id"])]
+    h.check(listed, session_bytes(listed))
+    stops = h.clients["c2"].records("stop")
+    assert stops[-1]["state"] == "reconciled" and h.core.admission_open and not h.markers("c2")
+
+
+def test_an_engine_event_during_the_check_abandons_it_and_it_runs_again_when_idle() -> None:
+    h = DriftHarness()
+    listed = started(h)
+    listed, _ = clean_turn(h, 1, listed)
+    listed = one_turn(h, 2, listed)
+    h.engine({"type": "agent_start"}, {"type": "turn_start"})  # a run nobody here started (an extension's)
+    h.respond("get_entries", data={"entries": listed, "leafId": listed[-1]["id"]})
+    assert not h.effect(READ_SESSION)[2:] and h.core.drift_check is None  # abandoned before its read
+    assert [e.kind for e in h.evidence if "drift" in e.kind] == ["drift-check-abandoned"]
+    h.engine({"type": "agent_settled"})
+    extra = entry("x0000001", "custom_message", listed[-1]["id"], customType="ext", content="c", display=True)
+    listed = [*listed, extra]
+    h.check(listed, session_bytes(listed))
+    assert h.core.drift_verdict is not None and not h.core.drift_verdict.drift and h.core.admission_open
+
+
+def test_a_core_without_the_drift_config_never_checks() -> None:
+    h = Harness()
+    h.controller()
+    h.feed(TimerFired(DRIFT_START))
+    assert h.prompt("c1", "hello")["outcome"] == "admitted"
+    h.turn("hello")
+    assert h.written_types() == ["prompt", "get_state"] and h.core.admission_open
+
+
+# ------------------------------------------------------------------ the whole controller, on the fake engine
+
+async def connect(rig: FakeRig) -> RawClient:
+    client = await RawClient.connect(rig.socket_path)
+
+    def check(note: dict[str, Any]) -> None:
+        if note.get("method") == "event":
+            validate(note["params"], "event")
+        elif note.get("method") == "record":
+            validate(note["params"])
+
+    client.on_note = check
+    return client
+
+
+def finished(crid: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda n: receipt_is("finished")(n) and n["params"]["clientRequest"] == crid
+
+
+def is_marker(n: dict[str, Any]) -> bool:
+    return n.get("method") == "marker" and n["params"].get("reason") == "session-drift"
+
+
+async def run_turn(client: RawClient, auth: dict[str, Any], crid: str, text: str) -> None:
+    """One prompt to its finished receipt. The turn's last records are held until the idle check after it
+    ended (core rule 8), so when this returns that check is over."""
+    reply = await client.call("prompt", **auth, clientRequestId=crid, text=text)
+    assert reply["result"]["outcome"] == "admitted", reply
+    await client.until(finished(crid))
+
+
+def spy_engine_writes(rig: FakeRig) -> list[str]:
+    """Every command the link hands to the engine pipe from now on (its type), in order."""
+    link = rig.core.link
+    written: list[str] = []
+    take = link.next_write
+
+    def next_write() -> Any:
+        command = take()
+        if command is not None:
+            written.append(command.type)
+        return command
+
+    link.next_write = next_write  # type: ignore[method-assign]
+    return written
+
+
+def test_W10_a_foreign_entry_appended_while_the_fake_engine_is_idle_is_session_drift_end_to_end(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            observer = await connect(rig)
+            await observer.call("observe")
+            client = await connect(rig)
+            auth = await client.control()
+            await run_turn(client, auth, "t1", "Say hello")
+            first = rig.core.drift_verdict
+            assert first is not None and not first.drift and first.disk_entries == 4
+            # Another writer appends a valid entry with a new id while the engine is idle.
+            leaf = json.loads(rig.session.read_bytes().split(b"\n")[-2])["id"]
+            with open(rig.session, "ab") as f:
+                f.write(line(entry("f0000001", parent=leaf)))
+            writes = spy_engine_writes(rig)
+            await run_turn(client, auth, "t2", "Say hello again")  # the next idle check comes after it
+            for c in (client, observer):
+                marker = (await c.until(is_marker))["params"]
+                assert marker["drift"] == "unknown-id" and "f0000001" in marker["detail"]
+                binding = c.records("binding")[-1]
+                assert (binding["state"], binding["admission"]) == ("uncertain", "closed")
+                assert "session-drift" in binding["fences"]
+            assert writes == ["prompt", "get_state", "get_entries"]  # the turn, then the check's one command
+            # After the drift: the controller writes nothing to the engine or the file.
+            on_disk = rig.session.read_bytes()
+            reply = await client.call("prompt", **auth, clientRequestId="t3", text="after the drift")
+            assert reply["error"]["data"]["refusal"]["code"] == "session-drift"
+            reply = await client.call("interrupt", **auth)
+            assert reply["error"]["data"]["refusal"]["code"] == "fenced"
+            state_now = await asyncio.to_thread(lambda: rig.ctl.request("state")["state"])
+            assert state_now["messageCount"] == 4 and not state_now["isStreaming"]
+            assert writes == ["prompt", "get_state", "get_entries"] and not rig.core.link.in_flight
+            assert rig.session.read_bytes() == on_disk
+            assert [e.kind for e in rig.runtime.evidence if "drift" in e.kind] == ["session-drift"]
+            await client.close()
+            await observer.close()
+
+    asyncio.run(main())
+
+
+HEADER_ONLY = json.dumps({"type": "session", "version": 3, "id": "0199bbbb-2222-7000-8000-000000000002",
+                          "timestamp": "2026-11-30T02:46:17.936Z", "cwd": "{cwd}"}, separators=(",", ":")) + "\n"
+
+
+def test_W18_the_fake_startup_append_and_several_turns_with_a_tool_call_and_an_interrupt_are_no_drift(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        # An existing session with no messages: the fake appends model_change + thinking_level_change to the
+        # file at start (FACTS (d) K1); the takeover check sees them as the engine's own.
+        async with fake_controller(tmp_path / "rig", seed=HEADER_ONLY) as rig:
+            verdicts = [rig.core.drift_verdict]
+            assert verdicts[0] is not None and verdicts[0].disk_entries == 2 and not verdicts[0].drift
+            client = await connect(rig)
+            auth = await client.control()
+            await run_turn(client, auth, "t1", "Say hello")
+            verdicts.append(rig.core.drift_verdict)
+            await run_turn(client, auth, "t2", "TOOLCALL please run it")
+            verdicts.append(rig.core.drift_verdict)
+            await client.call("prompt", **auth, clientRequestId="t3", text="SLOW stream please")
+            await client.until(lambda n: n.get("method") == "event" and n["params"]["eventType"] == "text-delta")
+            await client.call("interrupt", **auth)
+            await client.until(stop_is("reconciled"))
+            await rig.runtime.wait_core(lambda core: core.drift_check is None, WAIT)
+            verdicts.append(rig.core.drift_verdict)
+            await run_turn(client, auth, "t4", "Say hello")
+            verdicts.append(rig.core.drift_verdict)
+            assert all(v is not None and not v.drift for v in verdicts), verdicts
+            counts = [v.disk_entries for v in verdicts if v is not None]
+            assert counts == [2, 4, 8, 10, 12]  # the tool round: call, result, final text
+            assert [e.kind for e in rig.runtime.evidence if "drift" in e.kind] == []
+            binding = client.records("binding")[-1]
+            assert (binding["state"], binding["admission"]) == ("active", "open")
+            await client.close()
+
+    asyncio.run(main())
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+class OpenRecorder:
+    """Every open (and every call that changes a name) the controller process makes, with its resolved path
+    and whether it can write: `os.open` (with `dir_fd` resolved through /proc/self/fd, as safe-open opens a
+    session file), `open`/`io.open`, and `os.truncate`, `os.rename`, `os.replace`, `os.unlink`, `os.remove`,
+    `os.link`. Installed with pytest's monkeypatch, so it is gone after the test."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, str, bool]] = []  # (what, real path, writes)
+        real_open, real_io_open, readlink = os.open, io.open, os.readlink
+
+        def where(path: Any, dir_fd: int | None = None) -> str:
+            if isinstance(path, int):
+                return readlink(f"/proc/self/fd/{path}")
+            name = os.fsdecode(os.fspath(path))
+            if dir_fd is not None and not os.path.isabs(name):
+                name = os.path.join(readlink(f"/proc/self/fd/{dir_fd}"), name)
+            return os.path.realpath(name)
+
+        def os_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+            self.calls.append(("os.open", where(path, dir_fd), bool(flags & _WRITE_FLAGS)))
+            return real_open(path, flags, mode, dir_fd=dir_fd)
+
+        def py_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            self.calls.append(("open", where(file), any(c in mode for c in "wax+")))
+            return real_io_open(file, mode, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", os_open)
+        monkeypatch.setattr(builtins, "open", py_open)
+        monkeypatch.setattr(io, "open", py_open)
+        for name in ("truncate", "rename", "replace", "unlink", "remove", "link"):
+            real = getattr(os, name)
+
+            def changing(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+                self.calls.append((f"os.{_name}", where(args[0], kwargs.get("src_dir_fd")), True))
+                return _real(*args, **kwargs)
+
+            monkeypatch.setattr(os, name, changing)
+
+    def under(self, directory: Path) -> list[tuple[str, str, bool]]:
+        top = os.path.realpath(directory)
+        return [c for c in self.calls if c[1] == top or c[1].startswith(top + os.sep)]
+
+
+def fingerprint(top: Path) -> dict[str, Any]:
+    """size, sha256, mtime, (dev, ino) and mode of every file under `top`, and the listing (chat-pages F17)."""
+    out: dict[str, Any] = {"listing": sorted(os.listdir(top))}
+    for name in out["listing"]:
+        st = os.lstat(top / name)
+        out[name] = (st.st_size, hashlib.sha256((top / name).read_bytes()).hexdigest(), st.st_mtime_ns, st.st_dev,
+                     st.st_ino, st.st_mode)
+    return out
+
+
+def test_W11_the_controller_never_opens_a_session_file_for_writing_while_the_engine_appends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Brief §2 "No writes to sessions" and W11. In the controller process every open of a file under the
+    session directory is read-only, over a whole session (prompts with a tool call, an interrupt, drift
+    checks, history pages), while the engine (another process) appends; the engine's appends are its own:
+    the last check finds every entry on disk in the engine's list.
+
+    Then the F17-style check over an idle window: inotify (`OpenWatch`) sees the session file opened, the
+    fingerprint sees nothing change, and the recorder says those opens were read-only. inotify cannot say
+    who opened a file or with which access mode (IN_OPEN carries neither a pid nor the flags), so the window
+    is one where the engine is idle (it answers get_entries from memory and opens nothing); the flags come
+    from the in-process recorder, and inotify is the kernel's own evidence that the reads happened."""
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            sessions = rig.session.parent
+            recorder = OpenRecorder(monkeypatch)
+            observer = await connect(rig)
+            await observer.call("observe")
+            client = await connect(rig)
+            auth = await client.control()
+            await run_turn(client, auth, "t1", "Say hello")
+            await observer.call("observe")  # a history page read of the file
+            await run_turn(client, auth, "t2", "TOOLCALL please run it")
+            await client.call("prompt", **auth, clientRequestId="t3", text="SLOW stream please")
+            await client.until(lambda n: n.get("method") == "event" and n["params"]["eventType"] == "text-delta")
+            await client.call("interrupt", **auth)
+            await client.until(stop_is("reconciled"))
+            await rig.runtime.wait_core(lambda core: core.drift_check is None, WAIT)
+            await run_turn(client, auth, "t4", "Say hello")
+            final = rig.core.drift_verdict
+            assert final is not None and not final.drift and final.disk_entries == final.engine_entries == 12
+            touched = recorder.under(sessions)
+            assert [c for c in touched if c[1] == os.path.realpath(rig.session)], "the checks did read the file"
+            assert [c for c in touched if c[2]] == [], touched
+
+            # The idle window: the controller alone reads the file (a drift check, a history page).
+            before = fingerprint(sessions)
+            mark = len(recorder.calls)
+            with OpenWatch([sessions]) as watch:
+                rig.runtime.feed(TimerFired(DRIFT_START))
+                await rig.runtime.wait_core(lambda core: core.drift_check is None, WAIT)
+                await observer.call("observe")
+                opened = watch.opened()
+            assert fingerprint(sessions) == before
+            assert str(rig.session) in opened and opened <= {str(rig.session), str(sessions)}
+            window = [c for c in recorder.calls[mark:] if c[1] == os.path.realpath(rig.session)]
+            assert window and not [c for c in window if c[2]], window
+            assert rig.core.drift_verdict is not None and not rig.core.drift_verdict.drift
+            await client.close()
+            await observer.close()
+
+    asyncio.run(main())
