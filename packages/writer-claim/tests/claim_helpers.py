@@ -13,6 +13,9 @@ import hashlib
 import json
 import os
 import re
+import selectors
+import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -36,8 +39,11 @@ from mosaic.writer_claim import (
     Revision,
     SeatKey,
     SessionKey,
+    State,
     UnitObservation,
+    Writer,
     encode_revision,
+    unit_name_for,
 )
 
 
@@ -165,6 +171,19 @@ class Hook:
             self.action(b)
 
 
+def make_revision(**changes: object) -> Revision:
+    """A reserved revision 1 of the seat key of a made-up claim (owner pid 5), with `changes` applied."""
+    claim_id = "claim-" + "a" * 32
+    owner = Owner(fake_process(5), "inc")
+    base = Revision(
+        key="seat", number=1, seat=SEAT, session=SESSION, claim_id=claim_id, state=State.RESERVED,
+        binding=BINDING, host=HOST, owner=owner, writer=Writer(owner.process, "inc", "owner"),
+        unit_name=unit_name_for(claim_id), spawn_marker=False, invocation_id=None, engine=None, cohort=None,
+        generation=1, stop=None, proof=None, reason="reserve", published_at="2026-01-01T00:00:00.000Z",
+    )
+    return base.evolve(**changes)
+
+
 def make_store(root: Path | str, *, pid: int = 1001, host: HostIdentity = HOST,
                liveness: Liveness | None = None, **kw: Any) -> ClaimStore:
     """A store with a fake owner process (pid `pid`) whose liveness the test decides."""
@@ -192,6 +211,30 @@ def run_lifecycle(store: ClaimStore, ack: Callable[[str, str], None], *, seat: S
     ack(c.claim_id, "spawned")
     c.activate(invocation_id=f"inv-{tag}", engine=ENGINE,
                cohort=cohort_ref(c.claim_id, store.host, f"inv-{tag}"))
+    ack(c.claim_id, "active")
+    c.begin_stop(f"stop-{tag}", confirmation=f"conf-{tag}", phase="kill")
+    ack(c.claim_id, "stopping")
+    ack(c.claim_id, "cohort-stopped")
+    c.release(cohort_proof(f"stop-{tag}"))
+    ack(c.claim_id, "released")
+    return c.claim_id
+
+
+def run_recovery(reserver: ClaimStore, launcher: ClaimStore, ack: Callable[[str, str], None], *,
+                 seat: SeatKey = SEAT, session: SessionKey = SESSION, tag: str = "1",
+                 eligibility: str = "elig-1") -> str:
+    """A recovery (§6 "Recover"): `reserver` reserves the pair for eligibility `eligibility`, `launcher`
+    takes it over with it, then runs the rest of the lifecycle as `run_lifecycle` (spawn marker -> (spawn)
+    -> active with the cohort reference -> stopping -> (cohort stopped) -> release)."""
+    reserved = reserver.acquire(seat, session, BINDING, generation=2, eligibility=eligibility)
+    ack(reserved.claim_id, "acquire")
+    c = launcher.take_over(seat, session, reserved.claim_id, eligibility=eligibility)
+    ack(c.claim_id, "take-over")
+    c.mark_spawn()
+    ack(c.claim_id, "spawn-marker")
+    ack(c.claim_id, "spawned")
+    c.activate(invocation_id=f"inv-{tag}", engine=ENGINE,
+               cohort=cohort_ref(c.claim_id, launcher.host, f"inv-{tag}"))
     ack(c.claim_id, "active")
     c.begin_stop(f"stop-{tag}", confirmation=f"conf-{tag}", phase="kill")
     ack(c.claim_id, "stopping")
@@ -349,8 +392,13 @@ def check_restart(root: Path, acks: list[Ack], report: RestartReport, pre_holder
     - never a lost claim: an acknowledged acquisition is visible until its cohort was stopped, and a claim
       whose spawn marker was acknowledged is never freed without a cohort or boot proof;
     - a half-done pair is completed or classified under its claim ID: after the restart both keys agree,
-      and a held claim of a dead owner is uncertain or stopping, never reserved or active again;
+      and a held claim of a dead owner is uncertain or stopping, never reserved or active again (but for
+      a recovery reservation waiting for its launcher, below);
     - no no-unit stop for a claim that ever published a spawn marker;
+    - an eligibility (§6 "Recover") is the same in every revision of its claim from the reservation on,
+      turns taken at most once per key and never back, and no spawn marker is published while it is
+      pending; a claim left reserved after the restart is one whose eligibility is pending on both keys
+      (eligibility-pending: whoever is alive, it waits for its launcher or a release with a proof);
     - a cohort reference, once published on either key, is in every later revision of its claim on both
       keys, unchanged (a restarted controller force stops from it);
     - a second restart publishes nothing.
@@ -378,10 +426,17 @@ def check_restart(root: Path, acks: list[Ack], report: RestartReport, pre_holder
         assert not (marker and no_unit), f"{claim_id}: a no-unit stop after a spawn marker"
         cohorts = [r["cohort"] for r in records if r["cohort"] is not None]
         assert all(c == cohorts[0] for c in cohorts), f"{claim_id}: the cohort reference changed"
+        eligibilities = {r.get("eligibility", {}).get("id") for r in records}
+        assert len(eligibilities) == 1, f"{claim_id}: the eligibility changed or was dropped: {eligibilities}"
+        for r in records:
+            pending = "eligibility" in r and not r["eligibility"]["taken"]
+            assert not (pending and r["spawnMarker"]), f"{claim_id}: a spawn marker under a pending eligibility"
         for key in (seat, session):
             chain = [r for r in raw_records(root, key.dirname) if r is not None and r["claimId"] == claim_id]
             first = next((i for i, r in enumerate(chain) if r["cohort"] is not None), len(chain))
             assert all(r["cohort"] is not None for r in chain[first:]), f"{claim_id}: a cohort was dropped"
+            taken = [bool(r.get("eligibility", {}).get("taken")) for r in chain]
+            assert taken == sorted(taken), f"{claim_id}: an eligibility went from taken back to pending"
         if cohorts and claim_id in post:
             for h in (raw_head(root, k.dirname) for k in (seat, session)):
                 if h is not None and h[1] is not None and h[1]["claimId"] == claim_id:
@@ -393,7 +448,12 @@ def check_restart(root: Path, acks: list[Ack], report: RestartReport, pre_holder
         if claim_id in post:
             states = {r["state"] for r in mine}
             assert len(states) == 1, f"{claim_id}: keys disagree after restart: {states}"
-            assert states <= {"uncertain", "stopping"}, f"{claim_id}: a dead owner's claim left {states}"
+            waiting = len(mine) == 2 and all("eligibility" in r and not r["eligibility"]["taken"]
+                                              and not r["spawnMarker"] for r in mine)
+            allowed = {"uncertain", "stopping"} | ({"reserved"} if waiting else set())
+            assert states <= allowed, f"{claim_id}: a dead owner's claim left {states}"
+        if "take-over" in done:
+            assert all(r["eligibility"]["taken"] for r in mine), f"{claim_id}: a take-over was undone"
         if claim_id in pre_holders and claim_id not in post:
             assert all(not raw_is_held(r) for r in mine)
     if rerun is not None:
@@ -405,9 +465,6 @@ def check_restart(root: Path, acks: list[Ack], report: RestartReport, pre_holder
 def read_line(stream: Any, timeout: float = 60.0) -> str:
     """One line from a child's stdout pipe (opened with bufsize=0), waiting at most `timeout` seconds in
     total; a timeout fails the test. Reads byte by byte, so nothing past the line is consumed."""
-    import selectors  # noqa: PLC0415
-    import time  # noqa: PLC0415
-
     fd = stream.fileno()
     deadline = time.monotonic() + timeout
     out = bytearray()
@@ -422,3 +479,54 @@ def read_line(stream: Any, timeout: float = 60.0) -> str:
                 raise AssertionError(f"the child closed its stdout mid-line (got {bytes(out)!r})")
             out += b
     return out.decode()
+
+
+# -- forked children -------------------------------------------------------------------------------------------
+
+CHILD_BOUND_S = 120.0
+
+
+def fork_child(fn: Callable[..., Any], *args: Any) -> tuple[int, int]:
+    """Run fn(*args) in a forked child; it returns a JSON-able value sent back through a pipe. Returns the
+    child's pid and the pipe's read end, for `collect_children`."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(r)
+            out = json.dumps(fn(*args)).encode()
+            while out:
+                out = out[os.write(w, out):]
+        except BaseException as e:  # noqa: BLE001 - reported to the parent, never raised into pytest
+            os.write(w, json.dumps({"error": repr(e)}).encode())
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def collect_children(children: list[tuple[int, int]]) -> list[Any]:
+    """Each child's result, each child waited for by its pid; a child silent past CHILD_BOUND_S (for all of
+    them together) is killed by its pid and reported as an error."""
+    deadline = time.monotonic() + CHILD_BOUND_S
+    results: list[Any] = []
+    for pid, r in children:
+        data: bytes | None = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(r, selectors.EVENT_READ)
+            while data is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    os.kill(pid, signal.SIGKILL)
+                    data = None
+                    break
+                chunk = os.read(r, 65536)
+                if not chunk:
+                    break
+                data += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+        results.append(json.loads(data) if data else {"error": f"child {pid} gave no result within the bound"})
+    return results

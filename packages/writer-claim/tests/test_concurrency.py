@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import selectors
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,8 @@ from claim_helpers import (
     SEAT,
     SESSION,
     cohort_proof,
+    collect_children,
+    fork_child,
     parse_raw,
     raw_chain,
     raw_records,
@@ -28,52 +28,6 @@ from claim_helpers import (
 
 from mosaic.safe_open import ProcessRef
 from mosaic.writer_claim import ClaimRefusal, ClaimStore
-
-_CHILD_BOUND_S = 120.0
-
-
-def _fork(fn: Any, *args: Any) -> tuple[int, int]:
-    """Run fn(*args) in a forked child; it returns a JSON-able value sent back through a pipe."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.close(r)
-            out = json.dumps(fn(*args)).encode()
-            while out:
-                out = out[os.write(w, out):]
-        except BaseException as e:  # noqa: BLE001 - reported to the parent, never raised into pytest
-            os.write(w, json.dumps({"error": repr(e)}).encode())
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(w)
-    return pid, r
-
-
-def _collect(children: list[tuple[int, int]]) -> list[Any]:
-    """Each child's result; a child silent past the bound is killed by its pid and reported as an error."""
-    deadline = time.monotonic() + _CHILD_BOUND_S
-    results: list[Any] = []
-    for pid, r in children:
-        data: bytes | None = b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(r, selectors.EVENT_READ)
-            while data is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    os.kill(pid, signal.SIGKILL)
-                    data = None
-                    break
-                chunk = os.read(r, 65536)
-                if not chunk:
-                    break
-                data += chunk
-        os.close(r)
-        os.waitpid(pid, 0)
-        results.append(json.loads(data) if data else {"error": f"child {pid} gave no result within the bound"})
-    return results
 
 
 def _race_once(root: str, go_r: int) -> dict[str, str]:
@@ -88,10 +42,10 @@ def test_W1_n_processes_race_for_one_pair_exactly_one_wins(claim_root: Path) -> 
     """W1: 8 processes acquire the same pair at once: exactly one claim; every other process refuses
     already-active; each key has exactly one revision, the winner's."""
     go_r, go_w = os.pipe()
-    children = [_fork(_race_once, str(claim_root), go_r) for _ in range(8)]
+    children = [fork_child(_race_once, str(claim_root), go_r) for _ in range(8)]
     os.write(go_w, b"x" * 8)
     os.close(go_w)
-    results = _collect(children)
+    results = collect_children(children)
     os.close(go_r)
     assert not [r for r in results if "error" in r], results
     winners = [r["won"] for r in results if "won" in r]
@@ -173,7 +127,7 @@ def test_hammer_8_processes_never_two_holders(claim_root: Path) -> None:
     every revision it reads is complete. Afterwards each chain is a sequence of whole, non-interleaved
     claims, and both chains hold the same claims in the same order."""
     running_r, running_w = os.pipe()
-    children = [_fork(_hammer, str(claim_root), running_w) for _ in range(8)]
+    children = [fork_child(_hammer, str(claim_root), running_w) for _ in range(8)]
     os.close(running_w)
     snapshots = held_snapshots = 0
     try:
@@ -190,7 +144,7 @@ def test_hammer_8_processes_never_two_holders(claim_root: Path) -> None:
             held_snapshots += bool(holders)
             os.sched_yield()
     finally:
-        results = _collect(children)
+        results = collect_children(children)
         os.close(running_r)
     assert not [r for r in results if "error" in r], results
     cycles = [c for r in results for c in r["cycles"]]

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from mosaic.safe_open import HostIdentity
 from mosaic.writer_claim import (
+    Eligibility,
     KeyObservation,
     Outcome,
     Owner,
@@ -44,6 +45,7 @@ from mosaic.writer_claim import (
 )
 
 CLAIMS = ["claim-" + "a" * 32, "claim-" + "b" * 32]
+ELIGIBILITY_IDS = {CLAIMS[0]: "recover-a", CLAIMS[1]: "recover-b"}
 RESTARTER = Writer(fake_process(9000), "inc-restart", "restart")
 NOW = 1767225600.0  # seconds since the epoch: 2026-01-01T00:00:00Z
 NOW_ISO = "2026-01-01T00:00:00.000Z"
@@ -97,15 +99,44 @@ def heads(draw: st.DrawFn, key: str) -> KeyObservation:
     # The engine record, and with it (or not) a cohort reference, on this key alone: a half-done pair.
     recorded = marker and draw(st.booleans())
     cohort = cohort_ref(claim_id, host, "inv") if recorded and draw(st.booleans()) else None
+    # A recovery reservation's eligibility (one ID per claim), pending or taken on this key alone.
+    taken = draw(st.sampled_from([None, None, False, True]))
+    eligibility = None if taken is None else Eligibility(ELIGIBILITY_IDS[claim_id], taken)
     rev = Revision(
         key=key, number=number, seat=SEAT, session=SESSION, claim_id=claim_id, state=state,  # type: ignore[arg-type]
         binding=BINDING, host=host, owner=owner, writer=Writer(owner.process, owner.incarnation, "owner"),
         unit_name=unit_name_for(claim_id), spawn_marker=marker, invocation_id="inv" if recorded else None,
         engine=ENGINE if recorded else None, cohort=cohort, generation=1,
         stop=StopInfo("s", None, "p") if state is State.STOPPING else None, proof=proof, reason="x",
-        published_at=NOW_ISO,
+        published_at=NOW_ISO, eligibility=eligibility,
     )
     return KeyObservation(key, dirname, number, rev)  # type: ignore[arg-type]
+
+
+@st.composite
+def recovery_pairs(draw: st.DrawFn) -> PairObservation:
+    """Pairs around a recovery reservation of CLAIMS[0]: both keys its, mostly reserved and without a spawn
+    marker, the eligibility pending or taken on each key (a half-done take-over), either owner (the
+    reserving controller, pid 1, or the launcher, pid 2), this boot or another."""
+    host = draw(st.sampled_from([HOST, HOST, HOST, OTHER_BOOT]))
+    marker = draw(st.sampled_from([False, False, False, True]))
+    out = []
+    for key in ("seat", "session"):
+        state = draw(st.sampled_from([State.RESERVED] * 4 + [State.STOPPING, State.UNCERTAIN, State.STOPPED]))
+        taken = draw(st.booleans())
+        pid = 2 if taken else draw(st.sampled_from([1, 2]))
+        owner = Owner(fake_process(pid), f"inc-{pid}")
+        number = draw(st.integers(1, 5))
+        rev = Revision(
+            key=key, number=number, seat=SEAT, session=SESSION, claim_id=CLAIMS[0], state=state,  # type: ignore[arg-type]
+            binding=BINDING, host=host, owner=owner, writer=Writer(owner.process, owner.incarnation, "owner"),
+            unit_name=unit_name_for(CLAIMS[0]), spawn_marker=marker, invocation_id=None, engine=None,
+            cohort=None, generation=2, stop=StopInfo("s", None, "p") if state is State.STOPPING else None,
+            proof=ProofRef.never_spawned(CLAIMS[0], "t") if state is State.STOPPED and not marker else None,
+            reason="x", published_at=NOW_ISO, eligibility=Eligibility(ELIGIBILITY_IDS[CLAIMS[0]], taken),
+        )
+        out.append(KeyObservation(key, rev.dirname, number, rev))  # type: ignore[arg-type]
+    return PairObservation(out[0], out[1])
 
 
 oracles = st.builds(
@@ -162,7 +193,19 @@ def _after(pair: PairObservation, decisions: tuple) -> PairObservation:  # type:
        me=st.sampled_from([HOST, HOST, HOST, OTHER_BOOT]))
 def test_classification_rules_hold_for_any_pair(seat: KeyObservation, session: KeyObservation, oracle: Oracle,
                                                 me: HostIdentity) -> None:
-    pair = PairObservation(seat, session)
+    _check_classification(PairObservation(seat, session), oracle, me)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(pair=recovery_pairs(), oracle=oracles, me=st.sampled_from([HOST, HOST, OTHER_BOOT]))
+def test_classification_rules_hold_for_recovery_pairs(pair: PairObservation, oracle: Oracle,
+                                                      me: HostIdentity) -> None:
+    """The same rules over pairs drawn around a recovery reservation (the general strategy seldom draws
+    two pending reserved keys of one claim)."""
+    _check_classification(pair, oracle, me)
+
+
+def _check_classification(pair: PairObservation, oracle: Oracle, me: HostIdentity) -> None:
     decisions = classify(pair, me=me, writer=RESTARTER, now=NOW, oracle=oracle)
     revs = [o.revision for o in pair.keys() if o.revision is not None]
 
@@ -186,6 +229,24 @@ def test_classification_rules_hold_for_any_pair(seat: KeyObservation, session: K
         engines = [r.engine for r in claim_revs if r.engine is not None]
         if d.outcome is Outcome.OWNER_ALIVE:
             assert d.publications == ()
+        # A recovery reservation waiting for its launcher (both keys this claim's, reserved, no spawn marker,
+        # the eligibility pending on both) stays held on this boot with nothing published and nothing asked,
+        # whoever is alive and whatever unit exists (§6 "Recover"); on another boot the boot-proof rule holds.
+        group = [o for o in pair.keys() if o.revision is not None and o.revision.claim_id == d.claim_id]
+        waiting = len(group) == 2 and not marker and all(
+            o.effective_state is State.RESERVED and o.revision is not None and o.revision.eligibility is not None
+            and not o.revision.eligibility.taken for o in group)
+        other_boot = all(o.revision is not None and o.revision.host.boot_id != me.boot_id
+                         for o in group if o.held)
+        if waiting and not other_boot:
+            assert d.outcome is Outcome.ELIGIBILITY_PENDING
+        if d.outcome is Outcome.ELIGIBILITY_PENDING:
+            assert waiting and not other_boot and d.publications == ()
+            if len(decisions) == 1:
+                assert oracle.log == []
+        eligibilities = [r.eligibility for r in claim_revs if r.eligibility is not None]
+        eligibility = None if not eligibilities else Eligibility(eligibilities[0].id,
+                                                                 any(e.taken for e in eligibilities))
         for p in d.publications:
             head = pair.get(p.key)
             # Only a key this claim holds (or held and freed, for a finished release) is written, at the
@@ -200,6 +261,8 @@ def test_classification_rules_hold_for_any_pair(seat: KeyObservation, session: K
             assert p.revision.spawn_marker == marker
             assert p.revision.cohort == (cohorts[0] if cohorts else None)
             assert p.revision.engine == (engines[0] if engines else None)
+            # The eligibility too, taken once either key shows it taken (a half-done take-over is consumed).
+            assert p.revision.eligibility == eligibility
             # stopped carries a proof and nothing else does (§2 "Fields").
             assert (p.revision.proof is not None) == (p.revision.state is State.STOPPED)
             # Never a no-unit stop for a claim with a spawn marker anywhere on the pair (W20, mutant 29).

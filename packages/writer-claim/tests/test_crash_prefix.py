@@ -5,7 +5,9 @@ with the store's `os` module replaced by a recorder that performs every call for
 mutating one (create, write, fsync of a file or a directory, link, rename, unlink, mkdir) with its
 arguments: the operation log is what the store actually did, whatever its code says. The log is
 interleaved with the points where each store call returned ("acks"). Every prefix of the log is then materialised in a scratch directory and the restart
-classifier runs on it; the W5 invariants (claim_helpers.check_restart) must hold on each.
+classifier runs on it; the W5 invariants (claim_helpers.check_restart) must hold on each. A second
+scenario does the same for a recovery (§6 "Recover"): a reservation with an eligibility, its take-over by
+a launcher and the launcher's lifecycle, then a reservation nobody takes over.
 
 Two crash models:
 
@@ -32,7 +34,7 @@ import hashlib
 import itertools
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,7 @@ from claim_helpers import (
     make_store,
     raw_holders,
     run_lifecycle,
+    run_recovery,
     unit_world,
 )
 
@@ -138,7 +141,29 @@ class RecordingOS:
         self._log.append(Op("mkdir", self._where(dir_fd), path))
 
 
-def record_scenario(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[Entry]:
+def _lifecycles(root: Path, ack: Callable[[str, str], None]) -> None:
+    """Claim A's whole lifecycle, then claim B's reserve, spawn marker and activation."""
+    run_lifecycle(make_store(root, pid=2000), ack, tag="a")
+    c = make_store(root, pid=2001).acquire(SEAT, SESSION, BINDING)
+    ack(c.claim_id, "acquire")
+    c.mark_spawn()
+    ack(c.claim_id, "spawn-marker")
+    ack(c.claim_id, "spawned")
+    c.activate(invocation_id="inv-b", engine=ENGINE, cohort=cohort_ref(c.claim_id, c.head("seat").host, "inv-b"))
+    ack(c.claim_id, "active")
+
+
+def _recoveries(root: Path, ack: Callable[[str, str], None]) -> None:
+    """A recovery (§6 "Recover"): claim A reserved with an eligibility by one owner, taken over by a
+    launcher (another store), then spawned, activated, stopped and released; then claim B reserved with
+    an eligibility that no launcher takes."""
+    run_recovery(make_store(root, pid=2000), make_store(root, pid=2001), ack, tag="a", eligibility="elig-a")
+    c = make_store(root, pid=2002).acquire(SEAT, SESSION, BINDING, generation=3, eligibility="elig-b")
+    ack(c.claim_id, "acquire")
+
+
+def record_scenario(root: Path, monkeypatch: pytest.MonkeyPatch,
+                    scenario: Callable[[Path, Callable[[str, str], None]], None] = _lifecycles) -> list[Entry]:
     root.mkdir()
     log: list[Entry] = []
     recorder = RecordingOS(log, root)
@@ -148,14 +173,7 @@ def record_scenario(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[Entry]:
 
     with monkeypatch.context() as m:
         m.setattr(_store, "os", recorder)
-        run_lifecycle(make_store(root, pid=2000), ack, tag="a")
-        c = make_store(root, pid=2001).acquire(SEAT, SESSION, BINDING)
-        ack(c.claim_id, "acquire")
-        c.mark_spawn()
-        ack(c.claim_id, "spawn-marker")
-        ack(c.claim_id, "spawned")
-        c.activate(invocation_id="inv-b", engine=ENGINE, cohort=cohort_ref(c.claim_id, c.head("seat").host, "inv-b"))
-        ack(c.claim_id, "active")
+        scenario(root, ack)
     return log
 
 
@@ -310,6 +328,13 @@ def test_crash_prefixes_process_crash_model(tmp_path: Path, monkeypatch: pytest.
     ops = [e for e in log if isinstance(e, Op)]
     # 16 publications (create, write, fsync, link, directory fsync, unlink), 2 key directories.
     assert len(ops) == 16 * 6 + 2 * 2, [o.kind for o in ops]
+    outcomes = _process_crashes(tmp_path, log)
+    assert {"free", "stopped-no-unit", "uncertain-unit", "uncertain-spawn-marker", "stop-in-progress",
+            "release-completed", "stopped-boot-proof"} <= outcomes, outcomes
+
+
+def _process_crashes(tmp_path: Path, log: list[Entry]) -> set[str]:
+    """Check every prefix of `log` as a process crash leaves it, in three worlds; the outcomes seen."""
     seen: set[str] = set()
     outcomes: set[str] = set()
     for i, model, acks in _prefixes(log):
@@ -321,8 +346,7 @@ def test_crash_prefixes_process_crash_model(tmp_path: Path, monkeypatch: pytest.
         for world in ("alive", "collected", "rebooted"):
             outcomes.update(_check_state(tmp_path / f"p{i}-{world}", state, acks, world))
     assert len(seen) > 20
-    assert {"free", "stopped-no-unit", "uncertain-unit", "uncertain-spawn-marker", "stop-in-progress",
-            "release-completed", "stopped-boot-proof"} <= outcomes, outcomes
+    return outcomes
 
 
 def test_crash_prefixes_power_loss_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -331,6 +355,14 @@ def test_crash_prefixes_power_loss_model(tmp_path: Path, monkeypatch: pytest.Mon
     shows a reader anything a process crash at some prefix could not (with the same acknowledgements),
     and every distinct state passes the restart checks (same boot, unit as the acknowledgements imply)."""
     log = record_scenario(tmp_path / "recorded", monkeypatch)
+    generated, beyond_crash = _power_losses(tmp_path, log)
+    # The model did produce states a process crash cannot (lost links, resurrected temporary files).
+    assert beyond_crash > 100, (generated, beyond_crash)
+
+
+def _power_losses(tmp_path: Path, log: list[Entry]) -> tuple[int, int]:
+    """Check every state the power-loss model allows after every prefix of `log`; returns how many were
+    generated and how many differ from the process-crash state of their prefix."""
     crash_views: set[str] = set()
     for _i, model, acks in _prefixes(log):
         crash_views.add(_digest(model.process_crash_state(), visible_only=True) + repr(sorted(acks)))
@@ -347,5 +379,25 @@ def test_crash_prefixes_power_loss_model(tmp_path: Path, monkeypatch: pytest.Mon
             checked.add(view)
             assert view in crash_views, f"after op {i} a power loss shows a state no process crash can"
             _check_state(tmp_path / f"s{len(checked)}", state, acks, "alive")
-    # The model did produce states a process crash cannot (lost links, resurrected temporary files).
+    return generated, beyond_crash
+
+
+def test_crash_prefixes_of_a_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both models over a recovery (§6 "Recover", K17, K18): a reservation with an eligibility, its
+    take-over by a launcher (another store), the launcher's spawn marker, activation, stop and release,
+    then a second reservation with an eligibility that nobody takes. Every owner is gone at the restart:
+    a reservation still pending on both keys stays held (eligibility-pending), a half-done or finished
+    take-over before the spawn marker is stopped with the no-unit observation, and the W5 checks hold
+    (with the eligibility's own: fixed per claim, taken once per key, never a marker while pending)."""
+    log = record_scenario(tmp_path / "recorded", monkeypatch, _recoveries)
+    ops = [e for e in log if isinstance(e, Op)]
+    # 14 publications: reserve, take-over, spawn marker, active, stopping, stopped, reserve.
+    assert len(ops) == 14 * 6 + 2 * 2, [o.kind for o in ops]
+    assert [s for _, s in (e for e in log if not isinstance(e, Op))][:2] == ["acquire", "take-over"]
+    (tmp_path / "crash").mkdir()
+    (tmp_path / "power").mkdir()
+    outcomes = _process_crashes(tmp_path / "crash", log)
+    assert {"free", "eligibility-pending", "stopped-no-unit", "uncertain-unit", "uncertain-spawn-marker",
+            "stop-in-progress", "release-completed", "stopped-boot-proof"} <= outcomes, outcomes
+    generated, beyond_crash = _power_losses(tmp_path / "power", log)
     assert beyond_crash > 100, (generated, beyond_crash)

@@ -1,6 +1,6 @@
-"""W5 and W12 with real processes: an owner SIGKILLed at every publication barrier, and an owner paused
-with SIGSTOP. Every process here is a child of the test, waited for and, if still running, killed by the
-pid the test recorded."""
+"""W5 and W12 with real processes: an owner SIGKILLed at every publication barrier (of a plain lifecycle
+and of a recovery with its take-over), and an owner paused with SIGSTOP. Every process here is a child
+of the test, waited for and, if still running, killed by the pid the test recorded."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,11 @@ from claim_helpers import (
     Probe,
     check_restart,
     raw_chain,
+    raw_head,
     raw_holders,
     read_line,
     run_lifecycle,
+    run_recovery,
     tree_bytes,
     unit_world,
 )
@@ -31,23 +34,36 @@ from claim_helpers import (
 from mosaic.safe_open import read_stat
 from mosaic.writer_claim import (
     Barrier,
+    BarrierHook,
     ClaimRefusal,
     ClaimStore,
     Outcome,
 )
 
+Scenario = Callable[[BarrierHook, Path, Callable[[str, str], None]], object]
 
-def _barrier_count(tmp: Path) -> list[Barrier]:
+
+def _lifecycle(hook: BarrierHook, root: Path, ack: Callable[[str, str], None]) -> object:
+    return run_lifecycle(ClaimStore(root, barrier=hook), ack)
+
+
+def _recovery(hook: BarrierHook, root: Path, ack: Callable[[str, str], None]) -> object:
+    """A recovery in one process: the reserving controller's store and the launcher's (each its own
+    incarnation), the launcher taking the reservation over and running the lifecycle."""
+    return run_recovery(ClaimStore(root, barrier=hook), ClaimStore(root, barrier=hook), ack)
+
+
+def _barrier_count(tmp: Path, scenario: Scenario = _lifecycle) -> list[Barrier]:
     root = tmp / "count"
     root.mkdir()
     seen: list[Barrier] = []
-    run_lifecycle(ClaimStore(root, barrier=seen.append), lambda c, s: None)
+    scenario(seen.append, root, lambda c, s: None)
     shutil.rmtree(root)
     return seen
 
 
-def _run_killed_child(root: Path, kill_at: int) -> list[Ack]:
-    """Fork an owner that runs the lifecycle and SIGKILLs itself right after barrier number `kill_at`.
+def _run_killed_child(root: Path, kill_at: int, scenario: Scenario = _lifecycle) -> list[Ack]:
+    """Fork an owner that runs the scenario and SIGKILLs itself right after barrier number `kill_at`.
     Returns what it acknowledged (written to a pipe before the next step began)."""
     r, w = os.pipe()
     pid = os.fork()
@@ -66,7 +82,7 @@ def _run_killed_child(root: Path, kill_at: int) -> list[Ack]:
             def ack(claim_id: str, step: str) -> None:
                 os.write(w, f"{claim_id} {step}\n".encode())
 
-            run_lifecycle(ClaimStore(root, barrier=hook), ack)
+            scenario(hook, root, ack)
             code = 0
         finally:
             os._exit(code)
@@ -119,6 +135,43 @@ def test_W5_sigkill_at_every_publication_barrier_then_restart(tmp_path: Path) ->
             shutil.rmtree(root)
         shutil.rmtree(killed)
     common = {"free", "stopped-no-unit", "stop-in-progress", "release-completed"}
+    assert common | {"uncertain-unit"} <= outcomes[False], outcomes
+    assert common | {"uncertain-spawn-marker"} <= outcomes[True], outcomes
+
+
+def test_W5_K17_sigkill_at_every_barrier_of_a_recovery_then_restart(tmp_path: Path) -> None:
+    """W5 over a recovery (§6 "Recover"): a real process holding the reserving controller's store and the
+    launcher's is SIGKILLed after each file-system step of the reservation with an eligibility, the
+    take-over (between its keys too), and the launcher's spawn marker, activation, stop and release. The
+    W5 checks hold after a restart on this boot in both unit worlds: a reservation killed before any
+    take-over stays held (eligibility-pending), a take-over killed before the spawn marker is stopped with
+    the no-unit observation. Once a take-over reached either key, another take-over with the same record
+    refuses eligibility and writes nothing."""
+    barriers = _barrier_count(tmp_path, _recovery)
+    assert {(b.point, b.step) for b in barriers} >= {("between-keys", "take-over"), ("linked", "take-over")}
+    outcomes: dict[bool, set[str]] = {False: set(), True: set()}
+    for n in range(1, len(barriers) + 1):
+        killed = tmp_path / f"killed-{n}"
+        killed.mkdir()
+        acks = _run_killed_child(killed, n, _recovery)
+        pre = raw_holders(killed, SEAT, SESSION)
+        heads = [raw_head(killed, k.dirname) for k in (SEAT, SESSION)]
+        if any(h is not None and h[1] is not None and h[1].get("eligibility", {}).get("taken") for h in heads):
+            before = tree_bytes(killed)
+            with pytest.raises(ClaimRefusal) as e:
+                ClaimStore(killed).take_over(SEAT, SESSION, heads[0][1]["claimId"], eligibility="elig-1")  # type: ignore[index]
+            assert e.value.code == "eligibility" and tree_bytes(killed) == before
+        for collected in (False, True):
+            root = tmp_path / f"restart-{n}-{collected}"
+            shutil.copytree(killed, root)
+            probe = Probe(unit_world(acks, collected=collected))
+            restarter = ClaimStore(root)
+            report = restarter.restart(SEAT, SESSION, probe)
+            check_restart(root, acks, report, pre, rerun=lambda r=restarter, p=probe: r.restart(SEAT, SESSION, p))
+            outcomes[collected].update(o.value for o in report.outcomes)
+            shutil.rmtree(root)
+        shutil.rmtree(killed)
+    common = {"free", "eligibility-pending", "stopped-no-unit", "stop-in-progress", "release-completed"}
     assert common | {"uncertain-unit"} <= outcomes[False], outcomes
     assert common | {"uncertain-spawn-marker"} <= outcomes[True], outcomes
 

@@ -21,7 +21,7 @@ from claim_helpers import (
     VALIDATOR,
     cohort_proof,
     cohort_ref,
-    fake_process,
+    make_revision,
     make_store,
     raw_chain,
     raw_records,
@@ -31,26 +31,32 @@ from claim_helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mosaic.safe_open import HostIdentity, ProcessRef, SafeOpenRefusal, current_host, read_stat
+from mosaic.safe_open import (
+    HostIdentity,
+    ProcessRef,
+    SafeOpenRefusal,
+    canonical_json,
+    current_host,
+    read_stat,
+)
 from mosaic.writer_claim import (
     FORMAT,
+    FORMAT_ELIGIBILITY,
     MAX_COHORT_BYTES,
     MAX_REVISION_BYTES,
     Binding,
     ClaimRefusal,
     ClaimStore,
+    Eligibility,
     Outcome,
-    Owner,
     Pins,
     ProofKind,
     ProofRef,
     RecordError,
-    Revision,
     SeatKey,
     SessionKey,
     State,
     StopInfo,
-    Writer,
     decode_revision,
     encode_revision,
     revision_name,
@@ -176,16 +182,7 @@ def test_a_proof_digest_is_the_shared_sha256_form(digest: str) -> None:
     assert ProofRef(ProofKind.COHORT, "sha256:" + "0" * 64).digest == "sha256:" + "0" * 64
 
 
-def _revision(**changes: object) -> Revision:
-    claim_id = "claim-" + "a" * 32
-    owner = Owner(fake_process(5), "inc")
-    base = Revision(
-        key="seat", number=1, seat=SEAT, session=SESSION, claim_id=claim_id, state=State.RESERVED,
-        binding=BINDING, host=HOST, owner=owner, writer=Writer(owner.process, "inc", "owner"),
-        unit_name=unit_name_for(claim_id), spawn_marker=False, invocation_id=None, engine=None, cohort=None,
-        generation=1, stop=None, proof=None, reason="reserve", published_at="2026-01-01T00:00:00.000Z",
-    )
-    return base.evolve(**changes)
+_revision = make_revision
 
 
 def test_strict_reading_refuses_anything_but_the_exact_format() -> None:
@@ -228,6 +225,79 @@ def test_strict_reading_refuses_anything_but_the_exact_format() -> None:
         decode_revision(data, key="seat", dirname="seat-" + "0" * 64, number=1)  # another key's directory
 
 
+# A /2 revision exactly as issue 9's writer made it (built by hand here, not by this codec): the reserved
+# revision `_revision()` stands for.
+_ISSUE_9_REVISION: dict[str, Any] = {
+    "format": "mosaic-writer-claim/2", "key": "seat", "revision": 1,
+    "seat": {"seat": "seat-a", "project": "/fixtures/project", "workspace": "main"},
+    "session": {"harness": "pi", "sessionId": "01a22a58-944f-7072-a9ab-f808835fc6a2"},
+    "claimId": "claim-" + "a" * 32, "state": "reserved", "bindingId": "binding-1", "harness": "pi",
+    "conversation": "pi-conversation-1", "branch": "main", "leaf": "leaf-1",
+    "pins": {"engineVersion": "0.85.1", "binarySha256": "ab" * 32, "argvDigest": "sha256:" + "cd" * 32},
+    "host": HOST.to_dict(),
+    "owner": {"pid": 5, "startTime": 10005, "pidNamespace": "pid:[test]", "incarnation": "inc"},
+    "writer": {"pid": 5, "startTime": 10005, "pidNamespace": "pid:[test]", "incarnation": "inc", "role": "owner"},
+    "unitName": "cohort-claim-" + "a" * 32 + ".scope", "spawnMarker": False, "invocationId": None,
+    "engine": None, "cohort": None, "generation": 1, "stop": None, "proof": None, "reason": "reserve",
+    "publishedAt": "2026-01-01T00:00:00.000Z",
+}
+
+
+def test_a_revision_written_before_the_eligibility_still_reads_and_is_written_the_same() -> None:
+    """Format /2 is unchanged: a revision written before the eligibility existed reads back with
+    eligibility None, and a revision without one is still written as exactly those bytes."""
+    raw = canonical_json(_ISSUE_9_REVISION) + b"\n"
+    rev = decode_revision(raw, key="seat", dirname=SEAT.dirname, number=1)
+    assert rev.eligibility is None and rev == _revision()
+    assert encode_revision(_revision()) == raw
+    assert VALIDATOR.is_valid(_ISSUE_9_REVISION)
+
+
+@pytest.mark.parametrize("taken", [False, True])
+def test_an_eligibility_is_written_in_format_3_and_read_back(taken: bool) -> None:
+    rev = _revision(eligibility=Eligibility("recover:7.a_b-c", taken))
+    data = encode_revision(rev)
+    obj = json.loads(data)
+    assert obj["format"] == FORMAT_ELIGIBILITY == "mosaic-writer-claim/3"
+    assert obj["eligibility"] == {"id": "recover:7.a_b-c", "taken": taken}
+    assert {k: v for k, v in obj.items() if k != "eligibility"} == {**_ISSUE_9_REVISION, "format": FORMAT_ELIGIBILITY}
+    assert decode_revision(data, key="seat", dirname=SEAT.dirname, number=1) == rev
+    assert VALIDATOR.is_valid(obj)
+
+
+def test_strict_reading_of_the_eligibility() -> None:
+    """/3 needs the eligibility and /2 refuses it; the eligibility is exactly {id, taken} with an ID of 1 to
+    128 characters of [A-Za-z0-9._:-] and a bool. Anything else is unreadable, and schema-invalid too."""
+    obj = revision_to_json(_revision(eligibility=Eligibility("elig-1", False)))
+    plain = revision_to_json(_revision())
+    el = obj["eligibility"]
+    assert isinstance(el, dict)
+    cases = {
+        "3-without": {k: v for k, v in obj.items() if k != "eligibility"},
+        "2-with": {**plain, "eligibility": el},
+        "3-null": {**obj, "eligibility": None},
+        "extra-key": {**obj, "eligibility": {**el, "claimId": "claim-" + "a" * 32}},
+        "missing-taken": {**obj, "eligibility": {"id": "elig-1"}},
+        "taken-int": {**obj, "eligibility": {**el, "taken": 1}},
+        "taken-text": {**obj, "eligibility": {**el, "taken": "false"}},
+        "id-int": {**obj, "eligibility": {**el, "id": 7}},
+        "id-empty": {**obj, "eligibility": {**el, "id": ""}},
+        "id-long": {**obj, "eligibility": {**el, "id": "x" * 129}},
+        "id-space": {**obj, "eligibility": {**el, "id": "a b"}},
+        "id-newline": {**obj, "eligibility": {**el, "id": "ab\n"}},
+        "format-4": {**obj, "format": "mosaic-writer-claim/4"},
+    }
+    for name, bad in cases.items():
+        raw = json.dumps(bad, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+        with pytest.raises(RecordError):
+            decode_revision(raw, key="seat", dirname=SEAT.dirname, number=1)
+        # The schema's pattern ends in `$`, which in ECMA-262 (the regex dialect JSON Schema specifies)
+        # matches only at the end; Python's `re`, which jsonschema uses, also matches before a final newline.
+        assert not VALIDATOR.is_valid(bad) or name == "id-newline", name
+    with pytest.raises(ValueError):
+        Eligibility("elig-1", 1)  # type: ignore[arg-type]
+
+
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
                 min_size=1, max_size=20)
 _json_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=10)
@@ -250,22 +320,27 @@ _json = st.recursive(
     leaf=st.none() | _text,
     detail=st.dictionaries(_text, st.none() | st.booleans() | st.integers(-(2**40), 2**40) | _text, max_size=4),
     cohort=st.none() | st.dictionaries(_json_text, _json, max_size=5),
+    eligibility=st.none() | st.builds(Eligibility, st.from_regex(r"[A-Za-z0-9._:-]{1,128}", fullmatch=True),
+                                      st.booleans()),
 )
 def test_round_trip_and_schema(seat: SeatKey, session: SessionKey, state: State, marker: bool, number: int,
                                generation: int, leaf: str | None, detail: dict[str, object],
-                               cohort: dict[str, Any] | None) -> None:
+                               cohort: dict[str, Any] | None, eligibility: Eligibility | None) -> None:
     """Any revision the model accepts encodes canonically, reads back equal (the cohort reference as the
-    same JSON), and is schema-valid."""
+    same JSON), and is schema-valid: format /2 without an eligibility, /3 with one."""
     proof = ProofRef(ProofKind.COHORT, "sha256:" + "1" * 64, detail) if state is State.STOPPED else None  # type: ignore[arg-type]
     stop = StopInfo("s", None, "p") if state is State.STOPPING else None
     binding = Binding("b", "pi", "c", "main", leaf, Pins("v", "x", "y"))
     rev = _revision(key="session", seat=seat, session=session, state=state, spawn_marker=marker, number=number,
                     generation=generation, binding=binding, proof=proof, stop=stop,
-                    engine=ProcessRef(1, 2) if marker else None, cohort=cohort)
+                    engine=ProcessRef(1, 2) if marker else None, cohort=cohort, eligibility=eligibility)
     data = encode_revision(rev)
     back = decode_revision(data, key="session", dirname=session.dirname, number=number)
     assert back == rev
     assert json.loads(data)["cohort"] == cohort
+    assert json.loads(data)["format"] == (FORMAT if eligibility is None else FORMAT_ELIGIBILITY)
+    assert json.loads(data).get("eligibility") == (
+        None if eligibility is None else {"id": eligibility.id, "taken": eligibility.taken})
     assert VALIDATOR.is_valid(json.loads(data))
 
 
@@ -382,6 +457,6 @@ def test_readme_outcome_table_matches_the_enum() -> None:
 
 
 def test_readme_record_format_lists_every_field(claim_root: Path) -> None:
-    c = make_store(claim_root).acquire(SEAT, SESSION, BINDING)
+    c = make_store(claim_root).acquire(SEAT, SESSION, BINDING, eligibility="elig-1")
     documented = set(_readme_table("Record format"))
     assert documented == set(revision_to_json(c.head("seat")))

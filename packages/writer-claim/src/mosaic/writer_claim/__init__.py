@@ -14,6 +14,10 @@ touches a claim whose owner is alive.
     claim.release(cohort_proof)                        # stopped with the proof, session key first
     report = store.restart(seat, session, probe)       # after a crash: classify under the same claim ID
 
+    # recovery (§6 "Recover"): the recovering controller reserves for a launcher, which takes it over once
+    claim = store.acquire(seat, session, binding, generation=g + 1, eligibility=eligibility_id)
+    claim = launcher_store.take_over(seat, session, claim_id, eligibility=eligibility_id)  # then mark_spawn
+
 Unit and cohort questions come from an injected `CohortProbe` (cgroup-cohort answers them); owner
 liveness from an injected `OwnerLiveness` (`ProcLiveness`, /proc, by default). The host, a process and
 the digest form are `mosaic.safe_open`'s (`HostIdentity`, `ProcessRef`, `sha256_digest`): import them
@@ -22,6 +26,7 @@ from there.
 
 from ._codec import (
     FORMAT,
+    FORMAT_ELIGIBILITY,
     MAX_REVISION_BYTES,
     RecordError,
     decode_revision,
@@ -43,6 +48,7 @@ from ._model import (
     JSON,
     MAX_COHORT_BYTES,
     Binding,
+    Eligibility,
     Outcome,
     Owner,
     Pins,
@@ -74,6 +80,7 @@ from ._store import (
 __all__ = [
     "BARRIER_POINTS",
     "FORMAT",
+    "FORMAT_ELIGIBILITY",
     "JSON",
     "MAX_COHORT_BYTES",
     "MAX_REVISION_BYTES",
@@ -84,6 +91,7 @@ __all__ = [
     "ClaimRefusal",
     "ClaimStore",
     "CohortProbe",
+    "Eligibility",
     "GroupDecision",
     "KeyObservation",
     "Outcome",

@@ -18,6 +18,7 @@ from mosaic.safe_open import HostIdentity, ProcessRef, canonical_json
 
 from ._model import (
     Binding,
+    Eligibility,
     KeyKind,
     Owner,
     Pins,
@@ -36,6 +37,12 @@ from ._model import (
 
 # /2: the `cohort` field was added (issue 9). Reading stays strict, so a /1 revision is unreadable here.
 FORMAT = "mosaic-writer-claim/2"
+# /3 is /2 with one more field, `eligibility` (§6 "Recover"), required there and absent from /2. A revision
+# is written in /3 exactly when it carries an eligibility, so every other revision is byte for byte what
+# it was before /3 existed, and /2 revisions stay readable. The format string names the field set: a
+# reader that predates /3 reads a /3 revision as unreadable (a wrong format) rather than guessing at an
+# extra field, which holds the key as uncertain, never free.
+FORMAT_ELIGIBILITY = "mosaic-writer-claim/3"
 # A revision is about 1.5 KiB without a cohort reference (at most MAX_COHORT_BYTES = 16 KiB); anything
 # past this cap is not one of ours and is read as unreadable.
 MAX_REVISION_BYTES = 64 * 1024
@@ -50,10 +57,11 @@ def _process_json(p: ProcessIdentity) -> dict[str, object]:
 
 
 def revision_to_json(rev: Revision) -> dict[str, object]:
-    """The JSON object of a revision (README "Record format")."""
+    """The JSON object of a revision (README "Record format"): format /2, or /3 with `eligibility` when the
+    revision carries one."""
     b = rev.binding
-    return {
-        "format": FORMAT,
+    out: dict[str, object] = {
+        "format": FORMAT if rev.eligibility is None else FORMAT_ELIGIBILITY,
         "key": rev.key,
         "revision": rev.number,
         "seat": rev.seat.to_json(),
@@ -89,6 +97,9 @@ def revision_to_json(rev: Revision) -> dict[str, object]:
         "reason": rev.reason,
         "publishedAt": rev.published_at,
     }
+    if rev.eligibility is not None:
+        out["eligibility"] = {"id": rev.eligibility.id, "taken": rev.eligibility.taken}
+    return out
 
 
 def encode_revision(rev: Revision) -> bytes:
@@ -142,10 +153,20 @@ _TOP = {
 
 
 def revision_from_json(value: object) -> Revision:
-    """Build a revision from its JSON object, refusing anything that is not exactly the format."""
-    o = _obj(value, "revision", _TOP)
-    if o["format"] != FORMAT:
-        raise RecordError(f"format is {o['format']!r}, not {FORMAT!r}")
+    """Build a revision from its JSON object, refusing anything that is not exactly one of the formats:
+    /2 (no `eligibility`) or /3 (with it)."""
+    if not isinstance(value, dict):
+        raise RecordError("revision is not an object")
+    fmt = value.get("format")
+    if fmt not in (FORMAT, FORMAT_ELIGIBILITY):
+        raise RecordError(f"format is {fmt!r}, not {FORMAT!r} or {FORMAT_ELIGIBILITY!r}")
+    o = _obj(value, "revision", (_TOP | {"eligibility"}) if fmt == FORMAT_ELIGIBILITY else _TOP)
+    eligibility = None
+    if fmt == FORMAT_ELIGIBILITY:
+        el = _obj(o["eligibility"], "eligibility", {"id", "taken"})
+        if not isinstance(el["taken"], bool):
+            raise RecordError("eligibility.taken is not a bool")
+        eligibility = Eligibility(_str(el["id"], "eligibility.id"), el["taken"])
     key = o["key"]
     if key not in ("seat", "session"):
         raise RecordError(f"key {key!r} is not seat or session")
@@ -216,6 +237,7 @@ def revision_from_json(value: object) -> Revision:
         proof=proof,
         reason=_str(o["reason"], "reason"),
         published_at=_str(o["publishedAt"], "publishedAt"),
+        eligibility=eligibility,
     )
 
 

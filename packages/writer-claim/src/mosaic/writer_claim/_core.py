@@ -17,6 +17,9 @@ Rules this file keeps:
 - What a claim learns once (the spawn marker, the invocation ID, the engine, the cohort reference) is kept
   in every later revision; where the two keys of a half-done pair disagree, what either key knows counts
   for both.
+- A claim reserved for a launcher (an eligibility, §6 "Recover") is spawned under only by the process
+  that took it over with that eligibility, once. While the eligibility is pending on both keys, restart
+  classification publishes nothing, whoever is alive and whatever unit exists.
 - Time is passed in as seconds since the epoch (`now: float`); it only fills the informational
   `publishedAt` of the revisions built here.
 """
@@ -33,6 +36,7 @@ from ._model import (
     CONSERVATIVE_RANK,
     JSON,
     Binding,
+    Eligibility,
     KeyKind,
     Outcome,
     Owner,
@@ -207,9 +211,13 @@ def new_reservation(
     owner: Owner,
     generation: int,
     now: float,
+    eligibility: Eligibility | None = None,
 ) -> Revision:
     """The first revision of a new claim on one key: reserved, with the intended unit name recorded
-    before anything is spawned (§2 "Lifecycle" 1). Raises ValueError for a value the record refuses."""
+    before anything is spawned (§2 "Lifecycle" 1), and the pending eligibility of a recovery reservation
+    (§6 "Recover") when given. Raises ValueError for a value the record refuses."""
+    if eligibility is not None and eligibility.taken:
+        raise ValueError("a reservation's eligibility is pending; only take_over marks it taken")
     return Revision(
         key=key,
         number=number,
@@ -231,6 +239,7 @@ def new_reservation(
         proof=None,
         reason="reserve",
         published_at=utc_timestamp(now),
+        eligibility=eligibility,
     )
 
 
@@ -270,11 +279,31 @@ def check_proof(proof: ProofRef | None, *, state: State, spawn_marker: bool, by_
 _RECORDED_ONCE = ("invocation_id", "engine", "cohort")
 
 
-def check_owner_transition(prev: Revision, new: Revision) -> None:
-    """Raise ValueError unless `new` may follow `prev` in the same chain, published by the claim's owner.
+def _eligibility_pending(rev: Revision) -> bool:
+    return rev.eligibility is not None and not rev.eligibility.taken
+
+
+def check_owner_transition(prev: Revision, new: Revision, *, take_over: bool = False) -> None:
+    """Raise ValueError unless `new` may follow `prev` in the same chain, published by the claim's owner
+    (with `take_over`: by the launcher taking the claim over, `ClaimStore.take_over`).
+
+    The eligibility is fixed for a claim, except for the one step pending -> taken, which only a take-over
+    makes (and a take-over makes nothing else: reserved, no spawn marker, before and after). A spawn
+    marker is never published while the eligibility is pending (§6 "Recover": only the taker spawns).
 
     These are programming errors of the caller (the controller), not refusals: the store builds both.
     """
+    if take_over:
+        if prev.eligibility is None or prev.eligibility.taken or new.eligibility != Eligibility(
+                prev.eligibility.id, True):
+            raise ValueError("a take-over turns a pending eligibility into the same eligibility, taken")
+        if prev.state is not State.RESERVED or new.state is not State.RESERVED or new.spawn_marker:
+            raise ValueError("a take-over takes a reserved claim with no spawn marker and changes neither")
+    elif new.eligibility != prev.eligibility:
+        raise ValueError("the eligibility is fixed for a claim; only take_over marks it taken")
+    if new.spawn_marker and _eligibility_pending(new):
+        raise ValueError("no spawn marker while the eligibility is pending: only the launcher that takes the "
+                         "claim over spawns under it")
     if new.key != prev.key or new.dirname != prev.dirname or new.claim_id != prev.claim_id:
         raise ValueError("a transition stays in its chain and its claim")
     if new.number != prev.number + 1:
@@ -345,18 +374,26 @@ class Known(TypedDict):
     invocation_id: str | None
     engine: ProcessRef | None
     cohort: Mapping[str, JSON] | None
+    eligibility: Eligibility | None
 
 
 def known_to_either(revs: Sequence[Revision]) -> Known:
     """What any of one claim's revisions recorded, as `Revision.evolve` changes: the spawn marker (sticky
     across the pair), and the invocation ID, engine and cohort reference once either key has them. A
     crash between the two keys leaves one key knowing more; the other must not forget it (§2 "Restart
-    and half-done pairs"), least of all the cohort a later force stop or boot proof needs (§6)."""
+    and half-done pairs"), least of all the cohort a later force stop or boot proof needs (§6).
+
+    The eligibility too: its ID is the claim's, and it is taken once either key shows it taken (a
+    take-over that reached one key consumed it; a half-done take-over is never pending again)."""
+    eligibility = next((r.eligibility for r in revs if r.eligibility is not None), None)
+    if eligibility is not None and any(r.eligibility is not None and r.eligibility.taken for r in revs):
+        eligibility = Eligibility(eligibility.id, True)
     return {
         "spawn_marker": any(r.spawn_marker for r in revs),
         "invocation_id": next((r.invocation_id for r in revs if r.invocation_id is not None), None),
         "engine": next((r.engine for r in revs if r.engine is not None), None),
         "cohort": next((r.cohort for r in revs if r.cohort is not None), None),
+        "eligibility": eligibility,
     }
 
 
@@ -439,6 +476,17 @@ def _classify_group(
                 for o in held
             ),
         )
+
+    # A recovery reservation waiting for its launcher (§6 "Recover"): both keys reserved for this claim,
+    # no spawn marker, the eligibility pending on both. Nobody can have spawned under it (its owner's
+    # mark_spawn refuses; a launcher takes it over first, which makes it taken), and whoever holds the
+    # eligibility record may still take it over, so the pair stays held as it is, whether or not the
+    # reserving owner lives and whatever unit exists. Only a release with a proof (by its owner, or by an
+    # adopter once the owner is gone) or a take-over moves it on; another boot is the boot-proof rule above.
+    if len(group) == 2 and not marker and all(
+            o.effective_state is State.RESERVED and o.revision is not None and _eligibility_pending(o.revision)
+            for o in group):
+        return GroupDecision(claim_id, Outcome.ELIGIBILITY_PENDING, ())
 
     # Owner check (§2): act only if every recorded owner is proven gone. A paused or slow owner that still
     # exists is never repaired, reclassified or orphaned (W12); "cannot tell" is not "gone".
@@ -563,7 +611,9 @@ def adopt_refusal(pair: PairObservation, claim_id: str, me: HostIdentity) -> Cla
     if not mine or not any(o.held for o in mine):
         return ClaimRefusal("unsafe-replacement", f"{claim_id} holds no key of this pair")
     states = {o.effective_state for o in mine}
-    if len(states) != 1 or len(mine) != 2 or None in states:
+    eligibilities = {o.revision.eligibility for o in mine if o.revision is not None}
+    if len(states) != 1 or len(mine) != 2 or None in states or len(eligibilities) != 1:
+        # A half-done take-over (the eligibility taken on one key only) is a disagreement too.
         return ClaimRefusal(
             "unsafe-replacement", f"the keys of {claim_id} disagree; restart classification finishes that first"
         )
@@ -571,4 +621,46 @@ def adopt_refusal(pair: PairObservation, claim_id: str, me: HostIdentity) -> Cla
         return ClaimRefusal(
             "unsafe-replacement", f"{claim_id} was recorded on another boot; restart classification stops it"
         )
+    return None
+
+
+def take_over_refusal(pair: PairObservation, claim_id: str, eligibility_id: str,
+                      me: HostIdentity) -> ClaimRefusal | None:
+    """Why a launcher may not take `claim_id` over with eligibility `eligibility_id` now, or None.
+
+    A take-over (§6 "Recover": the launcher "revalidates the record against the claim ..., consumes it
+    once, and spawns") needs both heads readable, of this machine (else foreign-host) and this boot
+    (else unsafe-replacement, as for adopt: restart classification settles those first). Then the pair
+    must be held by `claim_id` alone on both keys, both reserved, no spawn marker on either, and both
+    heads carrying `Eligibility(eligibility_id, taken=False)`; anything else (another or no claim, an
+    eligibility already taken on either key, another eligibility ID, a claim stopping or stopped, a spawn
+    marker) refuses eligibility (K17). The owner's liveness is not asked: the recovering controller that
+    reserved the claim may well be alive.
+    """
+    foreign = _foreign(pair, me)
+    if foreign is not None:
+        return refusal_for(pair, me)
+    for o in pair.keys():
+        if isinstance(o.head, Unreadable):
+            return refusal_for(pair, me)
+    if any(o.revision is not None and o.revision.host.boot_id != me.boot_id for o in pair.keys()):
+        return ClaimRefusal(
+            "unsafe-replacement", "a head of the pair was recorded on another boot; restart classification "
+                                  "settles it first"
+        )
+    heads = [o.revision for o in pair.keys()]
+    wanted = Eligibility(eligibility_id, False)
+    if not all(r is not None and r.claim_id == claim_id for r in heads):
+        holders = ", ".join(sorted(pair.holders)) or "no claim"
+        return ClaimRefusal("eligibility", f"the pair is not {claim_id} on both keys (held by {holders})")
+    revs = [r for r in heads if r is not None]
+    if any(r.eligibility is not None and r.eligibility.taken for r in revs):
+        return ClaimRefusal("eligibility", f"the eligibility of {claim_id} was already taken")
+    if any(r.eligibility != wanted for r in revs):
+        return ClaimRefusal("eligibility", f"{claim_id} is not reserved for eligibility {eligibility_id}")
+    if any(r.state is not State.RESERVED for r in revs):
+        states = sorted({r.state.value for r in revs})
+        return ClaimRefusal("eligibility", f"{claim_id} is {'/'.join(states)}, not reserved")
+    if any(r.spawn_marker for r in revs):
+        return ClaimRefusal("eligibility", f"{claim_id} has a spawn marker")
     return None

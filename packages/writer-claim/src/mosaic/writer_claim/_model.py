@@ -37,6 +37,9 @@ MAX_DETAIL_ITEMS = 32
 # recursive checks and the JSON reader clear of Python's recursion limit.
 MAX_COHORT_BYTES = 16 * 1024
 MAX_COHORT_DEPTH = 32
+# An eligibility ID names the controller's single-use eligibility record (§6 "Recover"). The record itself
+# is the controller's; the claim only carries its ID, so the ID is kept short and path- and JSON-safe.
+ELIGIBILITY_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 KeyKind = Literal["seat", "session"]
 JSONScalar = str | int | bool | None
@@ -455,6 +458,34 @@ class UnitObservation:
         return ProofRef(ProofKind.NO_UNIT, sha256_digest(canonical_json(detail)), detail)
 
 
+@dataclass(frozen=True)
+class Eligibility:
+    """The single-use eligibility a recovery reservation is made for (§6 "Recover", CHAT-03; K17, K18).
+
+    A recovering controller reserves the pair under a new claim ID with `Eligibility(id, taken=False)` on
+    both keys and writes its eligibility record (the controller's, naming the claim); a launcher, another
+    process, later takes the claim over with the same ID (`ClaimStore.take_over`), which publishes
+    `taken=True` on both keys, once. While it is pending (set and not taken) nobody spawns under the claim:
+    the reserving owner's `mark_spawn` raises, and restart classification leaves the pair held.
+
+    `id` is 1 to 128 characters of `[A-Za-z0-9._:-]`; `taken` a bool. Raises ValueError otherwise.
+    """
+
+    id: str
+    taken: bool
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not ELIGIBILITY_ID_RE.fullmatch(self.id):
+            raise ValueError(f"an eligibility ID is 1 to 128 characters of [A-Za-z0-9._:-], not {self.id!r}")
+        if not isinstance(self.taken, bool):
+            raise ValueError("eligibility.taken must be a bool")
+
+    @property
+    def pending(self) -> bool:
+        """Reserved for a launcher that has not taken the claim over yet."""
+        return not self.taken
+
+
 def mint_claim_id() -> str:
     """A fresh random claim ID (`claim-` and 32 hex digits)."""
     return "claim-" + secrets.token_hex(16)
@@ -477,6 +508,10 @@ class Revision:
 
     Every revision is complete on its own (§2 "Atomic publication"): it names both keys of its pair, so
     the head of either chain says which other key to look at. `key` says which chain it was published in.
+
+    `eligibility` is set only on a claim reserved for a launcher (`acquire(..., eligibility=...)`): the
+    same ID in every revision of the claim, `taken` turning True once, by `ClaimStore.take_over`. None on
+    every other claim (and on every revision written before the field existed).
 
     `invocation_id`, `engine` and `cohort` are recorded once the engine runs (§2 "Lifecycle" 2) and then
     carried into every later revision of the claim. `cohort` is the launcher's cohort reference (host,
@@ -507,6 +542,7 @@ class Revision:
     proof: ProofRef | None
     reason: str
     published_at: str
+    eligibility: Eligibility | None = None
 
     def __post_init__(self) -> None:
         if self.key not in ("seat", "session"):
@@ -529,6 +565,8 @@ class Revision:
             raise ValueError("engine must be a mosaic.safe_open.ProcessRef")
         if self.cohort is not None:
             object.__setattr__(self, "cohort", freeze_cohort(self.cohort))
+        if self.eligibility is not None and not isinstance(self.eligibility, Eligibility):
+            raise ValueError("eligibility must be an Eligibility")
         _count(self.generation, "generation", minimum=1)
         _text(self.reason, "reason")
         _text(self.published_at, "published at")
@@ -595,3 +633,4 @@ class Outcome(StrEnum):
     UNCERTAIN_HELD = "uncertain-held"
     STOP_IN_PROGRESS = "stop-in-progress"
     RELEASE_COMPLETED = "release-completed"
+    ELIGIBILITY_PENDING = "eligibility-pending"

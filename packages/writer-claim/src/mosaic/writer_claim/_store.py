@@ -49,11 +49,13 @@ from ._core import (
     known_to_either,
     new_reservation,
     refusal_for,
+    take_over_refusal,
 )
 from ._host import ProcLiveness, current_process
 from ._model import (
     JSON,
     Binding,
+    Eligibility,
     KeyKind,
     Outcome,
     Owner,
@@ -102,9 +104,9 @@ class Barrier:
     """One file-system step just completed by the store.
 
     `point` is one of BARRIER_POINTS; `step` the lifecycle step being published (reserve, spawn-marker,
-    engine, active, generation, stopping, stopped, uncertain, follow-up, adopt, restart); `key` the key
-    directory; `name` the file the step touched (the temporary file, or the revision for `linked`, whose
-    source is `source`); `data` the bytes written at temp-written.
+    engine, active, generation, stopping, stopped, uncertain, follow-up, adopt, take-over, restart); `key`
+    the key directory; `name` the file the step touched (the temporary file, or the revision for `linked`,
+    whose source is `source`); `data` the bytes written at temp-written.
     """
 
     point: str
@@ -408,9 +410,16 @@ class ClaimStore:
 
     # -- acquisition -------------------------------------------------------------------------------------
 
-    def acquire(self, seat: SeatKey, session: SessionKey, binding: Binding, *, generation: int = 1) -> Claim:
+    def acquire(self, seat: SeatKey, session: SessionKey, binding: Binding, *, generation: int = 1,
+                eligibility: str | None = None) -> Claim:
         """Take the pair under a new claim ID: reserved on the seat key, then on the session key (§2
         "Lifecycle" 1), with the intended unit name recorded before anything is spawned.
+
+        With `eligibility` (an ID of 1 to 128 characters of [A-Za-z0-9._:-], else ValueError before
+        anything is read or published) the reservation is a recovery's (§6 "Recover"): both keys record
+        `Eligibility(eligibility, taken=False)`, every later revision of the claim carries it, this
+        process never spawns under it (`Claim.mark_spawn` raises while it is pending), and a launcher takes
+        the claim over with `take_over(..., eligibility=...)`, once.
 
         Both keys are read before anything is published. Refuses (ClaimRefusal):
         - foreign-host when a head was written on another machine (W17); nothing is written;
@@ -425,6 +434,7 @@ class ClaimStore:
         self._check_process()
         if binding.harness != session.harness:
             raise ValueError("the binding's harness and the session key's harness differ")
+        pending = None if eligibility is None else Eligibility(eligibility, False)
         for _ in range(MAX_ROUNDS):
             pair = self.observe(seat, session)
             refusal = refusal_for(pair, self.host)
@@ -434,7 +444,7 @@ class ClaimStore:
             now = self._clock()
             seat_rev = new_reservation("seat", pair.seat.head_number + 1, seat=seat, session=session,
                                        claim_id=claim_id, binding=binding, host=self.host, owner=self.owner,
-                                       generation=generation, now=now)
+                                       generation=generation, now=now, eligibility=pending)
             if not self._publish_one(seat_rev, "reserve"):
                 continue
             self._hook("between-keys", "reserve", seat.dirname, claim_id)
@@ -556,6 +566,51 @@ class ClaimStore:
             out.append(rev)
         return Claim(self, out[0], out[1])
 
+    # -- take-over by a launcher ---------------------------------------------------------------------------
+
+    def take_over(self, seat: SeatKey, session: SessionKey, claim_id: str, *, eligibility: str) -> Claim:
+        """Become the owner of a recovery reservation by consuming its eligibility, once (§6 "Recover": the
+        launcher "revalidates the record against the claim ..., consumes it once, and spawns"; K17).
+
+        The caller is the launcher, usually another process than the controller that reserved the claim
+        (`acquire(..., eligibility=...)`), which may still be alive: its liveness is not asked. Publishes,
+        seat key then session key, each head again with this store as owner (writer role owner, reason
+        take-over) and `Eligibility(eligibility, taken=True)`, still reserved, no spawn marker, under the
+        same claim ID; the returned Claim then publishes the spawn marker and the rest as any owner. The
+        record's other contents (stop, pins, leaf, incarnation) are the controller's to check before.
+
+        Refuses (nothing published): foreign-host for another machine's head; unsafe-replacement for an
+        unreadable head or one from another boot; eligibility unless both keys are `claim_id`'s, reserved,
+        with no spawn marker and the eligibility pending under this ID, and also when another writer's
+        link() wins on the seat key (two launchers at once: exactly one takes the claim). If another
+        writer's link() wins on the session key after the seat key was taken over, the refusal is
+        eligibility too and the seat key keeps the take-over: a half-done take-over, which never turns
+        pending again and which restart classification settles once its owners are gone.
+        Raises ValueError for an eligibility ID that is not one.
+        """
+        self._check_process()
+        Eligibility(eligibility, True)  # the ID's checks, before anything is read
+        pair = self.observe(seat, session)
+        refusal = take_over_refusal(pair, claim_id, eligibility, self.host)
+        if refusal is not None:
+            raise refusal
+        seat_head, sess_head = pair.seat.revision, pair.session.revision
+        assert seat_head is not None and sess_head is not None
+        writer = Writer(self.process, self.incarnation, "owner")
+        taken = Eligibility(eligibility, True)
+        out: list[Revision] = []
+        for head in (seat_head, sess_head):
+            if out:
+                self._hook("between-keys", "take-over", seat.dirname, claim_id)
+            rev = head.evolve(number=head.number + 1, owner=self.owner, writer=writer, reason="take-over",
+                              eligibility=taken, published_at=utc_timestamp(self._clock()))
+            check_owner_transition(head, rev, take_over=True)
+            if not self._publish_one(rev, "take-over"):
+                raise ClaimRefusal("eligibility", f"another writer published on the {head.key} key of {claim_id} "
+                                                  "first; the eligibility is not this launcher's")
+            out.append(rev)
+        return Claim(self, out[0], out[1])
+
 
 def _unlink_quietly(name: str, dir_fd: int) -> None:
     try:
@@ -620,6 +675,12 @@ class Claim:
         """The cohort reference recorded for this claim (read-only), or None while none is recorded."""
         return known_to_either(tuple(self._heads.values()))["cohort"]
 
+    @property
+    def eligibility(self) -> Eligibility | None:
+        """The eligibility this claim was reserved for (taken once either key shows it taken), or None for
+        a claim reserved without one."""
+        return known_to_either(tuple(self._heads.values()))["eligibility"]
+
     def _step(self, step: str, order: tuple[KeyKind, KeyKind], *, reason: str, **changes: object) -> None:
         store = self._store
         store._check_process()
@@ -646,9 +707,16 @@ class Claim:
 
     def mark_spawn(self) -> None:
         """Publish the spawn marker on both keys, still reserved (§2 "Lifecycle" 2). The caller spawns only
-        after this returns; from then on a no-unit observation can never free the pair (W20)."""
+        after this returns; from then on a no-unit observation can never free the pair (W20).
+
+        Raises ValueError, before anything is published, unless reserved, and while the claim's
+        eligibility is pending: a recovery reservation is spawned under only by the launcher that took it
+        over (`ClaimStore.take_over`), never by the process that reserved it (§6 "Recover")."""
         if self.state is not State.RESERVED:
             raise ValueError(f"the spawn marker is published while reserved, not {self.state}")
+        if any(h.eligibility is not None and not h.eligibility.taken for h in self._heads.values()):
+            raise ValueError(f"the eligibility of {self.claim_id} is pending: only the launcher that takes the "
+                             "claim over spawns under it")
         self._step("spawn-marker", self._FORWARD, reason="spawn-marker", state=State.RESERVED, spawn_marker=True)
 
     def _recorded(self, invocation_id: str | None, engine: ProcessRef | None,
