@@ -13,8 +13,19 @@ For each size N:
 Prints, per size, medians over the repeats: total stop time, grace, stop time without the grace,
 floor, and the ratio (stop without grace) / floor; then the time per phase, and the kill phase alone
 (freeze, enumeration twice, re-check, cgroup.kill, populated 0, deaths collected) against the floor.
+
+Then the launch (``--launches`` rounds, 0 to skip; ``--sizes`` with no value skips the stops), medians, for
+the direct launcher (shim, canary, engine as cohorttest) and the process-group launcher (engine as
+cohorttest), each cold (the launch starts its spawn helper) and prewarmed (``prewarm()``, then ``--lead``
+seconds of other work, then the launch; README "Threads"):
+* ``launch()``: the call until it returns the handle (the direct one waits for the shim's hello);
+* engine up: the call until the engine runs. The engine is ``sh -c 'date +%s.%N; exec cat'``: its first
+  line is the wall clock when it ran. Floor: the same engine started with ``subprocess.Popen`` here.
+Then ``spawn`` of ``/bin/true`` through a cold spawn helper against the same ``spawn`` in this
+(single-threaded) process.
 Usage:
     python packages/cgroup-cohort/bench/bench_stop.py [--sizes 100 800] [--repeats 5] [--grace 0.5]
+                                                      [--launches 10] [--lead 0.05]
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import secrets
 import select
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +48,8 @@ from mosaic.cgroup_cohort import (
     Credentials,
     DirectCgroupLauncher,
     FixtureVerifier,
+    Launcher,
+    PgroupLauncher,
     StopRequest,
     find_cgroup2,
     force_stop,
@@ -45,6 +59,7 @@ from mosaic.cgroup_cohort import (
 # machine): measuring against those private mechanisms is the point of it.
 from mosaic.cgroup_cohort._cgroupfs import O_DIR, remove_tree, wait_events, write_value
 from mosaic.cgroup_cohort._ffi import set_child_subreaper, spawn
+from mosaic.cgroup_cohort._launchers import _spawn_in_helper
 from mosaic.cgroup_cohort.testing import stage_tree
 
 
@@ -142,11 +157,77 @@ def run_floor(parent: str, tree: str, stage: str, n: int, creds: Credentials) ->
         remove_tree(path)
 
 
+ENGINE = ["/bin/sh", "-c", "date +%s.%N; exec cat"]  # says when it runs, then waits for EOF
+
+
+def _first_line(fd: int, timeout: float = 30.0) -> bytes:
+    buf = b""
+    while not buf.endswith(b"\n"):
+        r, _, _ = select.select([fd], [], [], timeout)
+        if not r:
+            raise TimeoutError("the engine said nothing")
+        chunk = os.read(fd, 1)
+        if not chunk:
+            raise EOFError("the engine's stdout closed")
+        buf += chunk
+    return buf
+
+
+def time_launches(launcher: Launcher, rounds: int, *, prewarm: float | None = None) -> tuple[float, float]:
+    """Medians in seconds of ``launcher.launch`` and of the call until the engine runs (``ENGINE``), each
+    cohort released after; with ``prewarm`` (a lead in seconds), ``prewarm()`` that long before each launch."""
+    launches, ups = [], []
+    for _ in range(rounds + 1):  # the first one warms the caches and is not counted
+        unit = f"cohort-bench-{secrets.token_hex(8)}.scope"
+        if prewarm is not None:
+            launcher.prewarm()
+            time.sleep(prewarm)
+        t0, m0 = time.time(), time.monotonic()
+        handle = launcher.launch(unit, ENGINE, env={"PATH": "/usr/bin:/bin"})
+        launches.append(time.monotonic() - m0)
+        stdin_fd, stdout_fd = handle.take_stdio()
+        ups.append(float(_first_line(stdout_fd)) - t0)
+        os.close(stdin_fd)  # cat exits on EOF
+        os.close(stdout_fd)
+        handle.release(force=True)
+    launcher.close()
+    return statistics.median(launches[1:]), statistics.median(ups[1:])
+
+
+def time_floor_engine(rounds: int) -> float:
+    """Median seconds from ``subprocess.Popen`` of ``ENGINE`` (as this process's uid) until it runs."""
+    ups = []
+    for _ in range(rounds + 1):
+        t0 = time.time()
+        proc = subprocess.Popen(ENGINE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"})
+        assert proc.stdout is not None and proc.stdin is not None
+        ups.append(float(_first_line(proc.stdout.fileno())) - t0)
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.wait()
+    return statistics.median(ups[1:])
+
+
+def time_spawns(rounds: int, *, helper: bool) -> float:
+    """Median seconds of one ``spawn`` of ``/bin/true``, in this process or through the spawn helper."""
+    times = []
+    for _ in range(rounds + 1):
+        t0 = time.monotonic()
+        child = (_spawn_in_helper(sys.executable, ["/bin/true"], env={}, fds={}) if helper
+                 else spawn(["/bin/true"], env={}))
+        times.append(time.monotonic() - t0)
+        os.waitpid(child.pid, 0)
+        child.close()
+    return statistics.median(times[1:])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 800])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[100, 800])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--grace", type=float, default=0.5)
+    ap.add_argument("--launches", type=int, default=10)
+    ap.add_argument("--lead", type=float, default=0.05, help="seconds between prewarm() and launch()")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_stop: needs root (cgroups under the cgroup2 root, an engine uid)", file=sys.stderr)
@@ -185,6 +266,20 @@ def main() -> int:
                   f"{kill_phase / floor:.1f} x floor; TERM phase {phases['SendTerm']:.3f} s")
             print(f"       floor: freeze {statistics.median(f['freeze'] for f in floors):.3f}, "
                   f"kill {statistics.median(f['kill'] for f in floors):.3f}")
+        if a.launches > 0:
+            print(f"launch (medians of {a.launches}; prewarmed: prewarm(), {a.lead * 1000:.0f} ms of other work, "
+                  "launch): launch() returns / the engine runs")
+            for name, make in (("direct", lambda: launcher),
+                               ("process group", lambda: PgroupLauncher(engine=creds))):
+                cold = time_launches(make(), a.launches)
+                warm = time_launches(make(), a.launches, prewarm=a.lead)
+                print(f"  {name:>13}: cold {cold[0] * 1000:5.1f} / {cold[1] * 1000:5.1f} ms; "
+                      f"prewarmed {warm[0] * 1000:5.1f} / {warm[1] * 1000:5.1f} ms")
+            print(f"  floor: the same engine started with subprocess.Popen runs after "
+                  f"{time_floor_engine(a.launches) * 1000:.1f} ms")
+            inproc, helped = time_spawns(a.launches, helper=False), time_spawns(a.launches, helper=True)
+            print(f"  spawn of /bin/true in this process {inproc * 1000:.1f} ms, through a cold spawn helper "
+                  f"{helped * 1000:.1f} ms (+{(helped - inproc) * 1000:.1f} ms)")
     finally:
         remove_tree(parent)
         shutil.rmtree(stage, ignore_errors=True)

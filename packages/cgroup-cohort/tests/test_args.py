@@ -1,14 +1,19 @@
-"""What the launchers ask the shim to do, as the shim reads it back, and how the shim finds its code.
+"""What the launchers ask the shim to do, as the shim reads it back, and how the shim and the spawn helper
+find their code (and no more of it than they need before the engine starts: README "Threads").
 
-The argument builder, the boot line and the shim's parser are the shim's private internals; testing them is
-the point here, so this file imports ``_launchers`` and ``_shim``.
+The argument builder, the boot lines, the shim's parser and its resume state, and the spawn helper's
+protocol are private internals; testing them is the point here, so this file imports ``_launchers``,
+``_shim`` and ``_spawner``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +21,18 @@ import pytest
 import mosaic.cgroup_cohort
 import mosaic.safe_open
 from mosaic.cgroup_cohort import CohortRefusal, Credentials
-from mosaic.cgroup_cohort._launchers import SHIM_ROOTS, _check_socket_dir, _shim_args, _shim_boot
-from mosaic.cgroup_cohort._shim import parse_args
+from mosaic.cgroup_cohort._cgroupfs import Cgroup2Mount
+from mosaic.cgroup_cohort._launchers import (
+    _HELPER_CODE,
+    _SHIM_CODE,
+    HELPER_ROOT,
+    SHIM_ROOTS,
+    _check_socket_dir,
+    _shim_args,
+    _shim_boot,
+)
+from mosaic.cgroup_cohort._shim import Startup, parse_args
+from mosaic.cgroup_cohort._spawner import EXPIRED
 
 BOOT = len(_shim_boot(None))
 
@@ -66,11 +81,114 @@ def test_shim_path_holds_the_roots_of_both_packages_it_imports():
 
 def test_the_shim_boot_line_imports_everything_the_shim_needs(tmp_path):
     """The exact boot the launchers run, in an empty environment and another directory, gets as far as the
-    shim's argument parser: its whole import graph (cffi, mosaic.safe_open included) resolved."""
+    shim's argument parser, and the rest of the shim (``_shim_ops``: mosaic.safe_open, the socket) resolves
+    from the same roots."""
     r = subprocess.run([sys.executable, *_shim_boot(None), "--help"], capture_output=True, text=True, env={},
                        cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "--engine-uid" in r.stdout
+    assert "mosaic.safe_open" in _boot_modules(_SHIM_CODE, "mosaic.cgroup_cohort._shim_ops", tmp_path)
+
+
+# Modules whose import the shim's start and the spawn helper avoid (README "Threads": what a launch costs):
+# each costs milliseconds before the engine's birth (mosaic.safe_open ~10, dataclasses ~7, typing ~2).
+HEAVY = {"mosaic.safe_open", "dataclasses", "typing", "inspect", "subprocess", "selectors", "hashlib",
+         "mosaic.cgroup_cohort._shim_ops", "mosaic.cgroup_cohort._launchers", "mosaic.cgroup_cohort._stop"}
+
+
+def _boot_modules(code: str, module: str, cwd: Path, root: str | None = None) -> set[str]:
+    """The modules loaded after ``code``'s boot prelude imports ``module``, in a fresh -I interpreter."""
+    main = code[code.index("from mosaic.cgroup_cohort."):]
+    probe = code.replace(main, f"import {module}; print(' '.join(sorted(sys.modules)))")
+    r = subprocess.run([sys.executable, "-I", "-c", probe, root or os.pathsep.join(SHIM_ROOTS)],
+                       capture_output=True, text=True, env={}, cwd=cwd, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return set(r.stdout.split())
+
+
+def test_the_shims_start_imports_nothing_it_does_not_need_before_the_engine(tmp_path):
+    """Steps 1-6 of the shim (``_shim``, up to the engine's birth) load this package's bindings and cgroup2
+    readers and nothing heavy; never the package's ``__init__`` (the boot registers a bare package)."""
+    loaded = _boot_modules(_SHIM_CODE, "mosaic.cgroup_cohort._shim", tmp_path)
+    ours = {m for m in loaded if m.startswith("mosaic.")}
+    assert ours == {"mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in (
+        "_cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_proc", "_record", "_shim"))}
+    assert not loaded & HEAVY, loaded & HEAVY
+    assert "cffi" not in loaded and "pycparser" not in loaded  # _ffi_abi: the backend only
+
+
+def test_the_spawn_helper_boot_line_imports_only_what_it_spawns_with(tmp_path):
+    """The spawn helper (README "Threads") boots as the launchers run it: ``_spawner`` and the bindings, and
+    for a shim request (the direct launcher's) the shim's start; never the package's ``__init__``, never
+    mosaic.safe_open (its root is not even on the helper's path)."""
+    bindings = {"mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in ("_ffi", "_ffi_abi", "_record"))}
+    loaded = _boot_modules(_HELPER_CODE, "mosaic.cgroup_cohort._spawner", tmp_path, HELPER_ROOT)
+    assert {m for m in loaded if m.startswith("mosaic.")} == bindings | {"mosaic.cgroup_cohort._spawner"}
+    assert not loaded & (HEAVY - {"selectors"}), loaded & HEAVY  # socket imports selectors
+    loaded = _boot_modules(_HELPER_CODE, "mosaic.cgroup_cohort._spawner, mosaic.cgroup_cohort._shim", tmp_path,
+                           HELPER_ROOT)
+    assert not loaded & (HEAVY - {"selectors"}), loaded & HEAVY
+
+
+def _helper(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """The spawn helper as the launchers start it, with its socket (our end returned)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    proc = subprocess.Popen([sys.executable, "-I", "-c", _HELPER_CODE, HELPER_ROOT, *extra], stdin=theirs.fileno(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={}, cwd=tmp_path)
+    theirs.close()
+    return proc, ours
+
+
+@pytest.mark.parametrize("kind", [(), ("shim",)])
+def test_the_spawn_helper_answers_a_malformed_request_with_a_refusal_report(tmp_path, kind):
+    """Booted as the launchers boot it (in an empty environment and another directory), the helper reads its
+    request from its socket and answers a malformed one with a report: its import graph resolved."""
+    for request, fds in ((b"[]", []), (json.dumps({"argv": ["/bin/true"], "env": {}, "fds": {"0": 3}}).encode(), []),
+                         (json.dumps({"argv": ["x"], "env": {}, "shimArgs": ["--mode"], "fds": {}}).encode(), [0])):
+        proc, ours = _helper(tmp_path, "30", *kind)
+        socket.send_fds(ours, [request], fds)
+        ours.shutdown(socket.SHUT_WR)
+        out, err = proc.communicate(timeout=60)
+        ours.close()
+        assert proc.returncode == 1, err
+        report = json.loads(out)
+        assert report["ok"] is False and report["pid"] is None and "malformed spawn request" in report["error"]
+
+
+def test_an_unused_spawn_helper_exits_by_itself(tmp_path):
+    """A helper nobody sends a request to (README "Threads": prewarm) exits with EXPIRED, reporting nothing:
+    at its idle bound, and at once when the launcher's end of its socket closes (close(), or the launcher
+    is gone)."""
+    proc, ours = _helper(tmp_path, "0.3", "shim")
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out) == (EXPIRED, b""), err
+    assert 0.25 < time.monotonic() - t0 < 30
+    ours.close()
+    proc, ours = _helper(tmp_path, "600")
+    time.sleep(0.2)
+    ours.close()
+    out, err = proc.communicate(timeout=30)  # long before its bound
+    assert (proc.returncode, out) == (EXPIRED, b""), err
+
+
+def test_the_resume_state_survives_the_exec_unchanged():
+    """The direct route's shim runs steps 1-6 in the spawn helper's clone and execs the rest with
+    ``--resume``: the state read back is the state written."""
+    s = Startup()
+    s.mount = Cgroup2Mount("/sys/fs/cgroup", False, "rw,nsdelegate")
+    s.own, s.unit_path = "/p/cohort-x.scope", "/sys/fs/cgroup/p/cohort-x.scope"
+    s.invocation, s.env_invocation = None, None
+    s.unit_fd, s.sup_fd, s.engine_fd = 5, 6, 7
+    s.engine_path, s.engine_rel = s.unit_path + "/engine", s.own + "/engine"
+    s.creds, s.userns = Credentials(1001, 1002, (7, 8)), False
+    s.features = ["cgroup.freeze", "cgroup.kill"]
+    s.containment = {"held": True, "method": "engine-uid", "attempts": [["/a/cgroup.procs", "EACCES"]]}
+    s.engine_pid = 4242
+    back = Startup.from_json(s.to_json())
+    assert vars(back) == vars(s)
+    a = parse_args(["--resume", s.to_json(), *_build()[BOOT:]])
+    assert a.resume == s.to_json() and a.engine[0] == "/usr/bin/node"
 
 
 def test_socket_dir_must_be_private(tmp_path):

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
 import select
 import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
-from mosaic.cgroup_cohort import Credentials
-
 # The cffi bindings are this package's private mechanism, and testing them is the point of this file.
+from mosaic.cgroup_cohort import Cgroup2Mount, Credentials, _ffi_build
 from mosaic.cgroup_cohort._ffi import (
     CLONE_NEWUSER,
     clone_child,
@@ -25,6 +30,7 @@ from mosaic.cgroup_cohort._ffi import (
     set_child_subreaper,
     set_no_new_privs,
     spawn,
+    thread_count,
     unshare,
 )
 
@@ -259,3 +265,91 @@ def test_spawn_into_a_new_user_namespace_waits_for_the_id_map():
     assert lines[1].split() == ["0", str(os.geteuid()), "1"]
 
 
+
+
+def _one_thread_within(timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while thread_count() != 1:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _no_child_of_ours() -> bool:
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
+        return True
+
+
+def test_spawn_and_clone3_refuse_in_a_process_with_another_thread():
+    """The rule (README "Threads"): a raw clone3 only in a single-threaded process. Its child runs Python
+    before exec without fork()'s after-fork work, so a lock another thread holds (the GIL, malloc's) would
+    stay held in it forever. Called from a second thread, or while one lives, both refuse loudly and start
+    nothing; with the thread gone, they work again."""
+    assert _one_thread_within(5.0)
+    results: dict[str, BaseException | None] = {}
+
+    def from_second_thread() -> None:
+        for name, call in (("spawn", lambda: spawn(["/bin/true"], env={})),
+                           ("clone_child", lambda: clone_child(lambda: 0))):
+            try:
+                call()
+                results[name] = None
+            except BaseException as e:  # noqa: BLE001 - examined by the main thread
+                results[name] = e
+
+    t = threading.Thread(target=from_second_thread)
+    t.start()
+    t.join(30)
+    assert not t.is_alive()
+    for name in ("spawn", "clone_child"):
+        e = results[name]
+        assert isinstance(e, RuntimeError), (name, e)
+        assert "single-threaded" in str(e) and "2 threads" in str(e), e
+    # From the main thread while another thread lives: the same refusal (it is the process that counts).
+    stop = threading.Event()
+    waiter = threading.Thread(target=stop.wait)
+    waiter.start()
+    try:
+        with pytest.raises(RuntimeError, match="single-threaded"):
+            spawn(["/bin/true"], env={})
+        with pytest.raises(RuntimeError, match="single-threaded"):
+            clone_child(lambda: 0)
+    finally:
+        stop.set()
+        waiter.join(30)
+    assert _no_child_of_ours()  # nothing was started
+    assert _one_thread_within(5.0)  # a joined thread can stay listed for a moment while it exits
+    child = spawn(["/bin/true"], env={})
+    _, status = os.waitpid(child.pid, 0)
+    child.close()
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_committed_abi_module_is_what_the_declarations_generate():
+    """``_ffi_abi`` (cffi's out-of-line ABI mode: the declarations parsed once, README "Threads") is exactly
+    what ``_ffi_build.CDEF`` generates with this cffi, and importing the bindings loads no parser."""
+    committed = Path(_ffi_build.__file__).with_name("_ffi_abi.py").read_text(encoding="ascii")
+    assert committed == _ffi_build.render(), "run: python -m mosaic.cgroup_cohort._ffi_build"
+    r = subprocess.run([sys.executable, "-c", "import sys, mosaic.cgroup_cohort._ffi; "
+                        "print(sorted(m for m in ('cffi', 'pycparser', '_cffi_backend') if m in sys.modules))"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.split() == ["['_cffi_backend']"], r.stderr
+
+
+def test_credentials_are_a_frozen_value():
+    """Credentials (and the cgroup2 records) are ``_record.Record`` values, not dataclasses (README
+    "Threads"): compared and hashed by their fields, frozen, pickled whole."""
+    c = Credentials(1001, 1002)
+    assert c == Credentials(1001, 1002, ()) and c.groups == () and hash(c) == hash(Credentials(1001, 1002, ()))
+    assert c != Credentials(1001, 1002, None) and c != (1001, 1002, ())
+    assert repr(c) == "Credentials(uid=1001, gid=1002, groups=())"
+    assert pickle.loads(pickle.dumps(c)) == c
+    with pytest.raises(AttributeError):
+        c.uid = 0
+    with pytest.raises(AttributeError):
+        del c.gid
+    m = Cgroup2Mount("/sys/fs/cgroup", True, "rw,nsdelegate")
+    assert {m: 1}[Cgroup2Mount("/sys/fs/cgroup", True, "rw,nsdelegate")] == 1 and m != c

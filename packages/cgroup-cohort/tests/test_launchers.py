@@ -4,15 +4,29 @@ owner of the engine's stdio (a real process-group launch of ``cat``)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mosaic.cgroup_cohort import CohortHandle, Launcher, PgroupLauncher, ScopeLauncher, UserManager
-from mosaic.safe_open import process_ref
+from mosaic.cgroup_cohort import (
+    CohortHandle,
+    CohortRefusal,
+    Launcher,
+    PgroupLauncher,
+    ScopeLauncher,
+    UserManager,
+)
+from mosaic.safe_open import process_ref, read_stat
 
 UNIT = "cohort-claim-0123456789abcdef0123456789abcdef.scope"
 
@@ -153,3 +167,218 @@ def test_stdio_never_taken_is_closed_by_the_handle_exactly_once():
         os.close(reuse)
     with pytest.raises(RuntimeError):
         handle.take_stdio()  # closed with the handle: nothing left to hand over
+
+
+# ------------------------------------------------------------------------------------------------ threads
+# README "Threads": a launcher is called from a worker thread of a threaded process (the controller's
+# asyncio executor). The process-group launcher needs no cgroup, so its threaded launch runs here too; the
+# direct route's is in tests_cohort/test_threads.py.
+
+
+@pytest.fixture
+def busy() -> Iterator[int]:
+    """Three threads allocating and freeing in a loop (lists of 800-byte arrays and 4 KiB blobs come from
+    malloc, not pymalloc), so the GIL and malloc's locks are taken and dropped by other threads all the
+    time. A 1 ms pause per round keeps them from starving the launching thread of the GIL (a launch then
+    takes ~40 ms, not ~1.5 s); before the fix, launches with these churners hung within 30 rounds (the
+    first direct one, the sixth process-group one, measured). Yields their number."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            lists = [list(range(100)) for _ in range(100)]
+            blobs = [bytes(4096) for _ in range(20)]
+            del lists, blobs
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=churn, daemon=True, name=f"churn-{i}") for i in range(3)]
+    for t in threads:
+        t.start()
+    yield len(threads)
+    stop.set()
+    for t in threads:
+        t.join(10)
+
+
+def _in_worker(fn: Callable[[], Any], timeout: float) -> Any:
+    """``fn()`` on a daemon worker thread, bounded: a hang fails the test instead of hanging it."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised on the calling thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"hung: no return within {timeout}s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _zombie_children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None and st.ppid == me and st.state in ("Z", "X"):
+                found.append(st.pid)
+    return found
+
+
+def test_pgroup_launch_from_a_worker_thread_of_a_busy_process(busy):
+    """Launch and release 10 times from a worker thread while other threads allocate: every launch returns
+    (bounded), the engine is this process's child, runs in its own session, and is reaped by the handle.
+    Before the spawn helper, the first such launch hung: the clone3 child, a copy of this process, waited
+    forever for a lock (the GIL) held by a thread it does not have."""
+    launcher = PgroupLauncher()
+    for i in range(10):  # 30 in tests_cohort/test_threads.py, with the engine under another uid
+        assert threading.active_count() > busy  # the process really is threaded
+        if i % 2:
+            assert _in_worker(launcher.prewarm, 30)  # from a worker thread too; the launch below uses it
+        handle = _in_worker(lambda: launcher.launch(UNIT, ["/bin/cat"], env={"PATH": "/usr/bin:/bin"}), 30)
+        engine = handle.ref.engine
+        st = read_stat(engine.pid)
+        assert st is not None and (st.ppid, st.sid, st.pgid) == (os.getpid(), engine.pid, engine.pid)
+        w, r = handle.take_stdio()
+        os.close(w)  # cat exits on EOF
+        os.close(r)
+        _in_worker(lambda h=handle: h.release(timeout=10), 30)
+        assert process_ref(engine.pid) != engine  # exited and reaped
+    assert _helpers() == []  # each prewarmed helper served a launch
+    assert _zombie_children() == []  # no spawn helper left unreaped either
+
+
+def test_pgroup_launch_whose_exec_fails_is_launch_failed_and_leaves_nothing():
+    with pytest.raises(CohortRefusal) as e:
+        PgroupLauncher().launch(UNIT, ["/nonexistent/engine"], env={"PATH": "/usr/bin:/bin"})
+    assert e.value.code == "launch-failed" and "No such file" in e.value.message
+    assert _zombie_children() == []
+    try:
+        assert os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:
+        pass  # nothing of ours is waitable: the failed child was reaped, the helper too
+
+
+def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
+    """The private mechanism itself: the child the helper clone3s is the caller's (CLONE_PARENT), with a
+    pidfd; the helper has exited and was reaped; a broken interpreter is an error, not a hang."""
+    from mosaic.cgroup_cohort._launchers import _spawn_in_helper
+
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    child = _spawn_in_helper(sys.executable, ["/bin/sh", "-c", "echo $PPID; cat /proc/self/status"],
+                             env={"PATH": "/usr/bin:/bin"}, fds={1: out_w}, new_session=True)
+    os.close(out_w)
+    text = _read(out_r, 1 << 16).decode()
+    os.close(out_r)
+    try:
+        assert text.splitlines()[0] == str(os.getpid())
+        assert child.pidfd >= 0
+    finally:
+        _, status = os.waitpid(child.pid, 0)
+        child.close()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _zombie_children() == []
+    with pytest.raises(OSError) as e:
+        _spawn_in_helper("/bin/false", ["/bin/true"], env={}, fds={}, timeout=10)
+    assert e.value.errno == errno.EIO
+
+
+# ------------------------------------------------------------------------------------------------ prewarm
+# README "Threads": ``prewarm()`` starts the next launch's spawn helper ahead (one per call, consumed by the
+# next launch, no pool), ``close()`` stops the ones no launch used, and a helper never outlives its launcher.
+
+
+def _helpers(parent: int | None = None) -> list[int]:
+    """The live (not exited) spawn helpers whose parent is ``parent`` (default: this process)."""
+    parent = os.getpid() if parent is None else parent
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        st = read_stat(int(name))
+        if st is None or st.ppid != parent or st.state in ("Z", "X"):
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if b"mosaic.cgroup_cohort._spawner" in f.read():
+                    found.append(st.pid)
+        except OSError:
+            pass
+    return sorted(found)
+
+
+def _state(pid: int) -> str | None:
+    st = read_stat(pid)
+    return None if st is None else st.state
+
+
+def _launch_and_release(launcher: PgroupLauncher) -> None:
+    handle = launcher.launch(UNIT, ["/bin/cat"], env={"PATH": "/usr/bin:/bin"})
+    st = read_stat(handle.ref.engine.pid)
+    assert st is not None and st.ppid == os.getpid()  # the engine is this process's child, as ever
+    handle.release(timeout=10)  # closes cat's stdin: it exits and is reaped
+    assert process_ref(handle.ref.engine.pid) != handle.ref.engine
+
+
+def test_a_prewarmed_helper_serves_the_next_launch_and_is_gone():
+    launcher = PgroupLauncher()
+    try:
+        assert launcher.prewarm()
+        (helper,) = _helpers()
+        _launch_and_release(launcher)
+        assert _helpers() == [] and _state(helper) is None  # used, exited, reaped by the launch
+    finally:
+        launcher.close()
+    assert _zombie_children() == []
+
+
+def test_close_stops_every_unused_helper_and_is_idempotent():
+    launcher = PgroupLauncher()
+    assert launcher.prewarm() and launcher.prewarm()  # one helper per call
+    helpers = _helpers()
+    assert len(helpers) == 2
+    launcher.close()
+    launcher.close()
+    assert _helpers() == [] and [_state(pid) for pid in helpers] == [None, None]  # killed and reaped
+    assert _zombie_children() == []
+    _launch_and_release(launcher)  # still usable: the launch starts its own helper
+    assert _zombie_children() == []
+
+
+def test_an_expired_prewarmed_helper_is_replaced_at_the_launch():
+    """A helper not used within its idle bound exits by itself, having read nothing; the launch that takes
+    it then (a race the launcher cannot rule out) finds it expired and starts a fresh one."""
+    launcher = PgroupLauncher()
+    assert launcher.prewarm(idle=0.2)
+    (helper,) = _helpers()
+    deadline = time.monotonic() + 20
+    while _state(helper) not in ("Z", None):  # exited (a zombie until the launcher reaps it)
+        assert time.monotonic() < deadline, "the helper did not exit at its idle bound"
+        time.sleep(0.02)
+    _launch_and_release(launcher)
+    assert _state(helper) is None and _helpers() == []
+    assert _zombie_children() == []
+
+
+def test_a_prewarmed_helper_does_not_outlive_its_launcher():
+    """The launcher's process dies (SIGKILL) with a prewarmed helper it never used: the helper sees EOF on
+    its socket and exits at once, long before its idle bound."""
+    code = ("import sys; from mosaic.cgroup_cohort import PgroupLauncher; "
+            "assert PgroupLauncher().prewarm(idle=600); print('ok', flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
+        (helper,) = _helpers(proc.pid)
+        fd = os.pidfd_open(helper)
+    finally:
+        proc.kill()
+        proc.wait()
+    try:
+        assert select.select([fd], [], [], 20)[0], "the helper outlived its launcher"
+    finally:
+        os.close(fd)

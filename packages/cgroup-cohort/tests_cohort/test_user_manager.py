@@ -11,6 +11,7 @@ import json
 import os
 import select
 import shutil
+import socket
 import subprocess
 import tempfile
 
@@ -78,18 +79,71 @@ def test_K13_brief_design_same_uid_user_scope_escapes_and_K1_is_uncertain(
 
 def test_vendored_shim_boots_under_the_system_python(vendored_shim, tmp_path):
     """The unprivileged shim runs /usr/bin/python3 (no cffi, no Mosaic of its own) on the vendored copy:
-    its whole import graph, mosaic.safe_open included, must resolve from that one directory. Without
-    safe_open in the copy it cannot start (so this would catch a vendoring that forgot it)."""
+    its whole import graph, mosaic.safe_open included (the rest of the shim, ``_shim_ops``, imports it once
+    the engine runs), must resolve from that one directory. Without safe_open in the copy the shim's
+    parser still answers but the rest of the shim cannot start (so this would catch a vendoring that
+    forgot it)."""
     # The boot line is the launcher's private mechanism; checking it boots is the point here.
-    from mosaic.cgroup_cohort._launchers import _shim_boot  # noqa: PLC0415
+    from mosaic.cgroup_cohort._launchers import _SHIM_CODE, _shim_boot  # noqa: PLC0415
 
-    def boot(root: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["/usr/bin/python3", *_shim_boot(root), "--help"], capture_output=True, text=True,
-                              env={}, cwd=tmp_path, timeout=60)
+    def boot(root: str, *args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
+        argv = _shim_boot(root) if code is None else ["-I", "-c", code, root]
+        return subprocess.run(["/usr/bin/python3", *argv, *args], capture_output=True, text=True, env={},
+                              cwd=tmp_path, timeout=60)
 
-    ok = boot(vendored_shim)
+    rest = _SHIM_CODE.replace("from mosaic.cgroup_cohort._shim import main; sys.exit(main())",
+                              "import mosaic.cgroup_cohort._shim_ops")
+    ok = boot(vendored_shim, "--help")
     assert ok.returncode == 0 and "--engine-uid" in ok.stdout, ok.stderr
+    assert boot(vendored_shim, code=rest).returncode == 0
     partial = tmp_path / "partial"
     shutil.copytree(vendored_shim, partial, ignore=shutil.ignore_patterns("safe_open"))
-    missing = boot(str(partial))
+    missing = boot(str(partial), code=rest)
     assert missing.returncode != 0 and "mosaic.safe_open" in missing.stderr
+
+
+def _helper(root: str, request: dict, cwd: str) -> tuple[int, str, str]:
+    """The spawn helper booted from ``root`` on /usr/bin/python3 as the launchers boot it, given ``request``
+    on its socket; (exit status, report, stderr)."""
+    # The helper's boot line is the launchers' private mechanism; checking it boots is the point here.
+    from mosaic.cgroup_cohort._launchers import _HELPER_CODE  # noqa: PLC0415
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    proc = subprocess.Popen(["/usr/bin/python3", "-I", "-c", _HELPER_CODE, root, "30", "shim"],
+                            stdin=theirs.fileno(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={}, cwd=cwd)
+    theirs.close()
+    try:
+        ours.sendall(json.dumps(request).encode())
+        ours.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass  # it could not start: its stderr says why
+    out, err = proc.communicate(timeout=60)
+    ours.close()
+    return proc.returncode, out, err
+
+
+def test_vendored_copy_boots_the_spawn_helper_under_the_system_python(vendored_shim, tmp_path):
+    """The vendored copy also carries everything the spawn helper imports (README "Threads": ``_spawner``,
+    the bindings and cffi's ``_cffi_backend``, the shim's start): booted from it on /usr/bin/python3, the
+    helper spawns for real, handing this process its child, and every module it loads beyond the standard
+    library comes from the copy (not, say, the system's own ``_cffi_backend``)."""
+    # The helper's boot line is the launchers' private mechanism; checking it boots is the point here.
+    from mosaic.cgroup_cohort._launchers import _HELPER_CODE  # noqa: PLC0415
+
+    code, out, err = _helper(vendored_shim, {"argv": ["/bin/true"], "env": {}}, str(tmp_path))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["ok"] is True
+    _, status = os.waitpid(report["pid"], 0)  # the child is ours (CLONE_PARENT), not the helper's
+    assert os.waitstatus_to_exitcode(status) == 0
+    probe = _HELPER_CODE.replace(
+        "from mosaic.cgroup_cohort._spawner import main; os._exit(main())",
+        "import mosaic.cgroup_cohort._spawner, mosaic.cgroup_cohort._shim; print('\\n'.join(sorted("
+        "getattr(m, '__file__', None) or '' for n, m in sys.modules.items() "
+        "if n.startswith('mosaic.cgroup_cohort.') or n == '_cffi_backend')))")
+    r = subprocess.run(["/usr/bin/python3", "-I", "-c", probe, vendored_shim], capture_output=True, text=True,
+                       env={}, cwd=tmp_path, timeout=60)
+    files = r.stdout.split()
+    assert r.returncode == 0 and any("_cffi_backend" in f for f in files), r.stderr
+    assert all(f.startswith(vendored_shim + "/") for f in files), files

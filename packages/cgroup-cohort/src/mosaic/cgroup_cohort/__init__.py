@@ -5,6 +5,7 @@ README's src/cohort.mjs and src/shim.mjs. Depends on mosaic.safe_open (the refus
 host, process and digest identities) and cffi (ABI mode) for the syscalls.
 
     launcher: Launcher = DirectCgroupLauncher(parent, socket_dir, engine=Credentials(uid, gid))  # or Scope...
+    launcher.prewarm()                              # optional: the launch's spawn helper boots meanwhile
     handle = launcher.launch(unit, engine_argv)     # unit: the name the writer claim recorded
     stdin_w, stdout_r = handle.take_stdio()         # the engine link owns these now
     record(handle.ref.to_dict())                    # into the writer claim, before relying on the engine

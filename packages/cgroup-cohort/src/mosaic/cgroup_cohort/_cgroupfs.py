@@ -20,11 +20,11 @@ import select
 import stat as _stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
-from ._errors import EvidenceUnavailable
+from ._evidence import EvidenceUnavailable
 from ._ffi import file_handle_id
 from ._proc import start_time
+from ._record import Record
 
 __all__ = [
     "CgroupEvents",
@@ -46,10 +46,11 @@ __all__ = [
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
-class MountEntry:
-    """One line of /proc/<pid>/mountinfo (proc(5))."""
+class MountEntry(Record):
+    """One line of /proc/<pid>/mountinfo (proc(5)). A frozen value (``_record.Record``), as are the two
+    records below: the shim imports this module before it starts the engine, without ``dataclasses``."""
 
+    __slots__ = ("mount_id", "parent_id", "root", "mount_point", "options", "fstype", "source", "super_options")
     mount_id: int
     parent_id: int
     root: str
@@ -58,6 +59,11 @@ class MountEntry:
     fstype: str
     source: str
     super_options: str
+
+    def __init__(self, mount_id: int, parent_id: int, root: str, mount_point: str, options: str, fstype: str,
+                 source: str, super_options: str) -> None:
+        self._set(mount_id=mount_id, parent_id=parent_id, root=root, mount_point=mount_point, options=options,
+                  fstype=fstype, source=source, super_options=super_options)
 
 
 def _unescape(field: str) -> str:
@@ -103,13 +109,16 @@ def parse_mountinfo(text: str) -> list[MountEntry]:
     return entries
 
 
-@dataclass(frozen=True)
-class Cgroup2Mount:
+class Cgroup2Mount(Record):
     """Where cgroup2 is reachable from this mount namespace, and whether it is mounted nsdelegate."""
 
+    __slots__ = ("mount_point", "nsdelegate", "super_options")
     mount_point: str
     nsdelegate: bool
     super_options: str
+
+    def __init__(self, mount_point: str, nsdelegate: bool, super_options: str) -> None:
+        self._set(mount_point=mount_point, nsdelegate=nsdelegate, super_options=super_options)
 
 
 def find_cgroup2(mountinfo: str | None = None) -> Cgroup2Mount:
@@ -134,12 +143,15 @@ def find_cgroup2(mountinfo: str | None = None) -> Cgroup2Mount:
     return Cgroup2Mount(found.mount_point, "nsdelegate" in opts, found.super_options)
 
 
-@dataclass(frozen=True)
-class CgroupEvents:
+class CgroupEvents(Record):
     """The keys of a cgroup.events file. ``frozen`` is None on kernels without the freezer (< 5.2)."""
 
+    __slots__ = ("populated", "frozen")
     populated: bool
     frozen: bool | None
+
+    def __init__(self, populated: bool, frozen: bool | None) -> None:
+        self._set(populated=populated, frozen=frozen)
 
 
 def parse_events(text: str) -> CgroupEvents:

@@ -8,6 +8,10 @@ Two tables, kept apart on purpose (DESIGN.md principle 2, "unavailable is not em
 
 * ``CODES``: refusals. The operation was not done (no proof, no launch).
 * ``UNCERTAIN_REASONS``: why a force stop that did run ended ``uncertain`` rather than ``stopped``.
+
+The second table and ``EvidenceUnavailable`` live in ``_evidence`` (re-exported here), which imports no
+safe-open: the cgroup2 readers raise it, and the shim imports them before it starts the engine (README
+"Threads": what a launch costs).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from types import MappingProxyType
 from typing import ClassVar
 
 from mosaic.safe_open import Refusal
+
+from ._evidence import UNCERTAIN_REASONS, EvidenceUnavailable
 
 __all__ = ["CODES", "UNCERTAIN_REASONS", "CohortRefusal", "EvidenceUnavailable"]
 
@@ -41,24 +47,6 @@ CODES: Mapping[str, bool] = MappingProxyType(
     }
 )
 
-# reason -> what it means. Every one of them is "evidence unavailable" or "evidence incomplete".
-UNCERTAIN_REASONS: Mapping[str, str] = MappingProxyType(
-    {
-        "identity-unavailable": "the invocation ID or cgroup id could not be read (manager or shim unreachable)",
-        "identity-mismatch": "the unit or cgroup under the recorded name is another cohort (K14); no signals",
-        "shim-gone": "the shim does not answer; nothing can read engine/ for this scope (K15)",
-        "cgroup-unavailable": "engine/ or its cgroup.events is missing or unreadable (K15), never empty",
-        "kernel-feature-missing": "cgroup.freeze or cgroup.kill is missing on this kernel",
-        "containment-not-held": "the launch canary escaped engine/ (K13 not refused): kill may be incomplete",
-        "freeze-failed": "frozen 1 was not observed within the bound",
-        "enumeration-incomplete": "the member list did not read the same twice while frozen",
-        "kill-failed": "cgroup.kill could not be written",
-        "populated-timeout": "populated 0 was not observed within the bound after cgroup.kill",
-        "member-survived": "an enumerated member is alive outside engine/ after populated 0",
-        "process-group-fallback": "a process group cannot be enumerated; a setsid member escapes it (K2)",
-    }
-)
-
 
 class CohortRefusal(Refusal):
     """A refusal of this package: a code from ``CODES``, its reconcile flag and a human message.
@@ -68,19 +56,3 @@ class CohortRefusal(Refusal):
     """
 
     CODES: ClassVar[Mapping[str, bool]] = CODES
-
-
-class EvidenceUnavailable(Exception):
-    """An observation could not be made. Never to be read as "empty" or "gone" (brief §6).
-
-    Internal to this package and not a refusal: the stop executors turn it into an ``Unavailable`` event
-    (the stop then ends ``uncertain`` with ``reason``), ``presence`` into ``"unavailable"``. ``reason`` is a
-    key of ``UNCERTAIN_REASONS``; an unknown one is a programming error (ValueError).
-    """
-
-    def __init__(self, reason: str, detail: str) -> None:
-        if reason not in UNCERTAIN_REASONS:
-            raise ValueError(f"unknown uncertain reason {reason!r}")
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail

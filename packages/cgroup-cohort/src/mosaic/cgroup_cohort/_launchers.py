@@ -15,17 +15,27 @@ a unit (or cgroup) of that name there now?" (§2 "Restart"), with ``unavailable`
   directory, named by the recorded unit name, for hosts with no systemd (containers, CI). The shim is
   itself born in that cgroup (clone3).
 * ``PgroupLauncher``: the engine as a process-group leader. Its force stop always ends ``uncertain`` (K2).
+
+Every launcher is safe to call from any thread of a threaded process (README "Threads"): none runs a
+raw clone3 in the caller's process. The scope launcher starts ``systemd-run`` with ``subprocess.Popen``;
+the direct and process-group launchers start the spawn helper (``_spawner``) with ``subprocess.Popen``,
+and the helper, single-threaded, clone3s the shim or engine as the caller's child (CLONE_PARENT). The
+direct shim's clone runs the shim's start, up to the engine's birth, before it execs the shim's own
+interpreter. ``prewarm()`` starts the next launch's helper ahead, ``close()`` stops one no launch used.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import selectors
+import socket
 import stat as _stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -37,9 +47,10 @@ from mosaic.safe_open import HostIdentity, ProcessRef, current_host
 from . import _cgroupfs as cg
 from ._channel import ShimChannel
 from ._errors import CohortRefusal, EvidenceUnavailable
-from ._ffi import Credentials, Spawned, pidfd_open, spawn
+from ._ffi import Credentials, Spawned, pidfd_open
 from ._model import SOCKET_PATH_MAX, CohortRef, Containment, LauncherKind, check_unit
 from ._proc import start_time
+from ._spawner import EXPIRED as HELPER_EXPIRED
 
 __all__ = [
     "CohortHandle",
@@ -86,6 +97,18 @@ class Launcher(Protocol):
         says (its shim), for a controller that crashed after the launch and before it recorded the
         reference (seeds/003 W13); None when it cannot be found or does not agree with itself. Never a
         substitute for the identity check: the stop machine checks again before any signal."""
+        ...
+
+    def prewarm(self, *, idle: float = 30.0) -> bool:
+        """Start now what the next ``launch`` needs first, so that it is ready when the launch comes: one spawn
+        helper for the direct and process-group launchers (README "Threads": prewarm). Returns False when
+        there is nothing to start (the scope launcher) or it could not be started (the launch then starts
+        its own and reports any failure). Safe from any thread; what no launch uses exits by itself after
+        ``idle`` seconds or when this process is gone, and ``close`` stops it before."""
+        ...
+
+    def close(self) -> None:
+        """Stop and reap what ``prewarm`` started and no launch used. Idempotent; the launcher stays usable."""
         ...
 
 
@@ -206,7 +229,9 @@ class CohortHandle:
 
     @property
     def pid(self) -> int:
-        """The pid of the process this launcher started (shim for scope/direct, engine for pgroup)."""
+        """The pid of this process's child that the handle reaps: ``systemd-run``, which becomes the shim,
+        for a scope; the shim for direct; the engine for pgroup (the spawn helper that clone3'd the last
+        two has already exited)."""
         if self._popen is not None:
             return self._popen.pid
         assert self._spawned is not None
@@ -390,8 +415,14 @@ def _package_root(module_file: str) -> str:
 # is the same entry point for a manual start.)
 SHIM_ROOTS: tuple[str, ...] = tuple(dict.fromkeys((_package_root(__file__),
                                                    _package_root(mosaic.safe_open.__file__ or ""))))
-_SHIM_CODE = ("import os, sys; sys.path[:0] = sys.argv.pop(1).split(os.pathsep); "
-              "from mosaic.cgroup_cohort._shim import main; sys.exit(main())")
+# The boot puts the roots first on the path and registers ``mosaic.cgroup_cohort`` as a bare package (its
+# directory under each root as ``__path__``) without running its ``__init__``, which would import every module
+# of the package (the stop machines, the proofs, the launchers) and take about half of the shim's start.
+_BARE_PACKAGE = ("import os, sys; roots = sys.argv.pop(1).split(os.pathsep); sys.path[:0] = roots; "
+                 "pkg = type(sys)('mosaic.cgroup_cohort'); "
+                 "pkg.__path__ = [os.path.join(r, 'mosaic', 'cgroup_cohort') for r in roots]; "
+                 "sys.modules[pkg.__name__] = pkg; ")
+_SHIM_CODE = _BARE_PACKAGE + "from mosaic.cgroup_cohort._shim import main; sys.exit(main())"
 
 
 def _shim_boot(shim_path: str | None) -> list[str]:
@@ -421,6 +452,235 @@ def _shim_args(
     if systemctl is not None:
         args += ["--systemctl", systemctl]
     return [*args, "--", *engine_argv]
+
+
+# The spawn helper's boot line (README "Threads"): the shim's bare-package boot with the package's root
+# (so that a root holding cffi's backend too, like the vendored copy, is enough), running ``_spawner``, which
+# imports only ``_ffi`` (and ``_cffi_backend``). -I as for the shim. ``os._exit``: the report is written
+# with os.write, nothing is buffered, and the launcher waits for the helper's exit, which interpreter
+# finalization would delay by ~15 ms. An exception still exits through the interpreter, with its
+# traceback on the helper's stderr.
+_HELPER_CODE = _BARE_PACKAGE + "from mosaic.cgroup_cohort._spawner import main; os._exit(main())"
+HELPER_ROOT = _package_root(__file__)
+
+
+class _Helper:
+    """One spawn helper process (``_spawner``), started now and used for at most one spawn.
+
+    Started with ``subprocess.Popen`` (fork + exec, no Python code in between: safe from any thread) in its
+    own session, with one end of a Unix stream socket as its stdin (the request and its descriptors travel
+    there), a pipe for its report and one for its stderr. It waits ``idle`` seconds at most for a request,
+    and exits at once on EOF (``close()``, or this process dying), so it never outlives its launcher.
+    """
+
+    def __init__(self, python: str, idle: float, *, shim: bool = False) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        report_r, report_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        argv = [python, "-I", "-c", _HELPER_CODE, HELPER_ROOT, repr(float(idle)), *(("shim",) if shim else ())]
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=theirs.fileno(),
+                stdout=report_w, stderr=err_w, start_new_session=True, env=_shim_env(),
+            )
+        except OSError as e:
+            ours.close()
+            for fd in (report_r, err_r):
+                os.close(fd)
+            raise OSError(e.errno or errno.EIO, f"cannot start the spawn helper {python!r}: {e}") from e
+        finally:
+            theirs.close()
+            os.close(report_w)
+            os.close(err_w)
+        self._sock: socket.socket | None = ours
+        self._report_r = report_r
+        self._err_r = err_r
+
+    def exited(self) -> bool:
+        """Whether the helper has exited already (reaped by this check)."""
+        return self.proc.poll() is not None
+
+    def spawn(self, request: bytes, fds: Sequence[int], timeout: float) -> Spawned | None:
+        """Hand the helper ``request`` with ``fds`` attached and read its report. The helper is reaped
+        (killed first if it has not reported within ``timeout``) and this object closed, whatever happens.
+
+        Returns None when the helper exited without reading anything (it reached its idle bound, or saw
+        EOF): nothing was started, a fresh helper may be asked. Raises OSError as ``_spawn_in_helper``.
+        """
+        report: dict[str, Any] | None = None
+        try:
+            assert self._sock is not None, "a helper serves one spawn"
+            self._sock.settimeout(timeout)  # a helper that never reads cannot block this send for longer
+            try:
+                sent = socket.send_fds(self._sock, [request], list(fds), socket.MSG_NOSIGNAL)
+                self._sock.sendall(request[sent:], socket.MSG_NOSIGNAL)
+                self._sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the helper is gone already (or stuck): its exit status and stderr say why
+            helper_fd = pidfd_open(self.proc.pid)
+            try:
+                report, diag = _read_status(self._report_r, self._err_r, helper_fd, timeout)
+            finally:
+                os.close(helper_fd)
+        finally:
+            if report is None and self.proc.poll() is None:
+                self.proc.kill()
+            self.close()
+        if report is None:
+            if self.proc.returncode == HELPER_EXPIRED:
+                return None
+            if "(no status within" in diag:
+                raise OSError(errno.ETIMEDOUT, f"the spawn helper did not report within {timeout}s: "
+                                               f"{diag.strip()[-2000:]}")
+            raise OSError(errno.EIO, f"the spawn helper failed: {diag.strip()[-2000:] or 'no report'}")
+        pid = report.get("pid")
+        if not report.get("ok"):
+            if isinstance(pid, int) and pid > 0:
+                try:
+                    os.waitpid(pid, 0)  # the child that failed before exec is ours (CLONE_PARENT): reap it
+                except ChildProcessError:
+                    pass
+            code = report.get("errno")
+            raise OSError(code if isinstance(code, int) and code > 0 else errno.EIO, str(report.get("error")))
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            raise OSError(errno.EIO, f"the spawn helper reported no pid: {report!r}")
+        # Ours and not reaped (nobody else may reap it), so the number cannot have been reused: pin it.
+        try:
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError as e:
+            raise OSError(errno.ECHILD, f"the spawn helper reported pid {pid}, not a child of this process") from e
+        return Spawned(pid=pid, pidfd=pidfd_open(pid))
+
+    def close(self) -> None:
+        """Stop the helper unless it has exited (SIGKILL to its recorded pid: an unreaped child of this
+        process, so the pid is still its own), reap it, and close this side's descriptors. Idempotent."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            os.close(self._report_r)
+            os.close(self._err_r)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        _reap(self.proc)
+
+
+class _Prewarm:
+    """What the direct and process-group launchers share: spawn helpers started ahead (``prewarm``), each
+    consumed by the next ``launch``, and ``close`` for the ones never used. No pool is kept: a helper
+    exists only between a ``prewarm`` and the ``launch`` (or ``close``) that ends it."""
+
+    start_timeout: float
+
+    def __init__(self) -> None:
+        self._warm: list[_Helper] = []
+        self._warm_lock = threading.Lock()
+
+    def _helper_python(self) -> str:
+        raise NotImplementedError
+
+    def _helper_starts_shims(self) -> bool:
+        """Whether this launcher's helpers start shims (and import ``_shim`` while they wait)."""
+        return False
+
+    def prewarm(self, *, idle: float = 30.0) -> bool:
+        """Start one spawn helper now, so that its interpreter boots while the caller does other work (the
+        controller: its claim reservation and spawn marker); the next ``launch`` uses it. Safe from any
+        thread. The helper waits ``idle`` seconds at most for that launch and exits by itself after that,
+        or as soon as this process is gone; ``close()`` stops it before. Returns False (and starts nothing)
+        when it cannot be started: the launch then starts its own helper and reports the failure."""
+        self._drop_exited()
+        try:
+            helper = _Helper(self._helper_python(), idle, shim=self._helper_starts_shims())
+        except OSError:
+            return False
+        with self._warm_lock:
+            self._warm.append(helper)
+        return True
+
+    def close(self) -> None:
+        """Stop and reap every prewarmed helper no launch has used (by its recorded pid). Idempotent; the
+        launcher stays usable (a later ``launch`` starts its own helper, a later ``prewarm`` a new one)."""
+        with self._warm_lock:
+            warm, self._warm = self._warm, []
+        for helper in warm:
+            helper.close()
+
+    def _drop_exited(self) -> None:
+        with self._warm_lock:
+            gone = [h for h in self._warm if h.exited()]
+            self._warm = [h for h in self._warm if h not in gone]
+        for helper in gone:
+            helper.close()
+
+    def _take_helper(self) -> _Helper | None:
+        with self._warm_lock:
+            return self._warm.pop(0) if self._warm else None
+
+    def _spawn(self, argv: Sequence[str], **kw: Any) -> Spawned:
+        """``_spawn_in_helper`` on this launcher's interpreter, with a prewarmed helper when there is one."""
+        return _spawn_in_helper(self._helper_python(), argv, timeout=self.start_timeout,
+                                helper=self._take_helper(), shim=self._helper_starts_shims(), **kw)
+
+
+def _spawn_in_helper(
+    python: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    fds: Mapping[int, int],
+    cgroup_fd: int | None = None,
+    credentials: Credentials | None = None,
+    no_new_privs: bool = False,
+    new_session: bool = False,
+    cwd: str | None = None,
+    timeout: float = 30.0,
+    helper: _Helper | None = None,
+    shim: bool = False,
+    shim_args: Sequence[str] | None = None,
+) -> Spawned:
+    """``_ffi.spawn`` performed by a spawn helper (``_spawner``), safe from any thread of any process.
+
+    The helper is ``helper`` (prewarmed) or one started now with ``subprocess.Popen`` (fork + exec with no
+    Python code in between) on ``python``; it clone3s the child with CLONE_PARENT, so the child is a child
+    of THIS process, exactly as if ``spawn`` had run here, and exits. The descriptors in ``fds`` (target ->
+    this process's fd) and ``cgroup_fd`` reach it attached to the request (SCM_RIGHTS). A prewarmed helper
+    that expired unused is replaced by a fresh one. Returns the child, not yet reaped, with a pidfd.
+
+    With ``shim_args`` it is a shim request (``_spawner``): ``argv`` is the shim's interpreter and boot line,
+    the child runs the shim's start (up to the engine's birth) before it execs them with ``shim_args``.
+    ``shim`` starts a fresh helper that imports the shim's start while it waits (as a prewarmed one does).
+
+    Raises OSError: with the errno the child hit before exec (the child is reaped here first), or EIO
+    when the helper itself failed (its stderr is in the message), ETIMEDOUT when it did not report within
+    ``timeout``, ECHILD when the pid it reports is not a child of this process.
+    """
+    passed: list[int] = []  # the descriptors in the order they travel; the request names them by index
+
+    def index(fd: int) -> int:
+        if fd not in passed:
+            passed.append(fd)
+        return passed.index(fd)
+
+    request = json.dumps({
+        "argv": list(argv),
+        **({} if shim_args is None else {"shimArgs": list(shim_args)}),
+        "env": dict(env),
+        "fds": {str(t): index(s) for t, s in fds.items()},
+        "cgroupFd": None if cgroup_fd is None else index(cgroup_fd),
+        "credentials": None if credentials is None else [
+            credentials.uid, credentials.gid, None if credentials.groups is None else list(credentials.groups)],
+        "noNewPrivs": no_new_privs,
+        "newSession": new_session,
+        "cwd": cwd,
+    }).encode()
+    if helper is not None:
+        child = helper.spawn(request, passed, timeout)
+        if child is not None:
+            return child
+    child = _Helper(python, timeout, shim=shim or shim_args is not None).spawn(request, passed, timeout)
+    if child is None:
+        raise OSError(errno.EIO, "the spawn helper exited without reading its request")
+    return child
 
 
 def _ref_from_hello(kind: LauncherKind, unit: str, hello: Mapping[str, Any], socket_path: str,
@@ -577,6 +837,13 @@ class ScopeLauncher(_ShimLauncher):
         self.name_reuse_timeout = name_reuse_timeout
         self.busy_retries = 0  # how many "already loaded" retries the last launch needed
 
+    def prewarm(self, *, idle: float = 30.0) -> bool:
+        """Nothing to start ahead: ``systemd-run`` is started by the launch itself. Always False."""
+        return False
+
+    def close(self) -> None:
+        """Nothing to stop (see ``prewarm``)."""
+
     def presence(self, unit: str) -> Presence:
         """The manager's LoadState for ``unit``: ``not-found`` is absent, any loaded state present, and
         anything else (manager unreachable, systemctl failing, no answer) unavailable. Refuses
@@ -732,7 +999,7 @@ def _dir_presence(parent: str, name: str) -> Presence:
         os.close(parent_fd)
 
 
-class DirectCgroupLauncher(_ShimLauncher):
+class DirectCgroupLauncher(_ShimLauncher, _Prewarm):
     """The shim on a cgroup2 directory this launcher creates under ``parent``, with no systemd.
 
     ``parent`` must be a directory of the cgroup2 mount that the launcher may write (root, or a
@@ -741,6 +1008,10 @@ class DirectCgroupLauncher(_ShimLauncher):
     boundary, ``parent`` and everything above it must not be owned by the engine's uid. Refuses
     ``configuration`` for a parent outside the cgroup2 mount (or no cgroup2 mount) and a socket directory
     that is not private.
+
+    ``shim_python`` runs the spawn helper and the shim; it must import this package (from the launcher's
+    own roots) and cffi. ``prewarm()`` starts the next launch's spawn helper now (README "Threads"),
+    ``close()`` stops one that no launch used.
     """
 
     kind: Literal["direct"] = "direct"
@@ -767,8 +1038,15 @@ class DirectCgroupLauncher(_ShimLauncher):
             raise CohortRefusal("configuration", f"{parent!r} is not a cgroup directory")
         self.mount = mount
         self.parent = real
-        super().__init__(socket_dir, shim_uid=None, engine=engine, cgroupns=cgroupns,
-                         shim_python=shim_python, start_timeout=start_timeout, log_dir=log_dir)
+        _ShimLauncher.__init__(self, socket_dir, shim_uid=None, engine=engine, cgroupns=cgroupns,
+                               shim_python=shim_python, start_timeout=start_timeout, log_dir=log_dir)
+        _Prewarm.__init__(self)
+
+    def _helper_python(self) -> str:
+        return self.shim_python
+
+    def _helper_starts_shims(self) -> bool:
+        return True
 
     def presence(self, unit: str) -> Presence:
         """Whether the cgroup ``parent/<unit>`` exists now (see ``Launcher.presence``). Refuses
@@ -801,7 +1079,13 @@ class DirectCgroupLauncher(_ShimLauncher):
         cwd: str | None = None,
         stderr: int | None = None,
     ) -> CohortHandle:
-        """Create ``parent/<unit>``, start the shim inside it (clone3, no window) and the engine in engine/.
+        """Create ``parent/<unit>`` and its ``supervisor/``, start the shim inside that (clone3, no window;
+        it never moves) and the engine in engine/ (the shim makes it).
+
+        The shim is clone3'd by the spawn helper (the one ``prewarm()`` started, else a fresh one: a
+        single-threaded process, README "Threads") as this process's child, so this is safe from any
+        thread. The clone runs the shim's start up to the engine's birth, then execs the shim's own
+        interpreter, which reports the hello; the handle reaps the shim.
 
         Refuses ``configuration`` for a name that is not a scope unit name (or whose socket path is too
         long), ``unit-busy`` if the cgroup exists, and ``launch-failed`` if the shim does not come up (the
@@ -820,25 +1104,37 @@ class DirectCgroupLauncher(_ShimLauncher):
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         nonce = secrets.token_hex(16)
         log = self._log_path(unit)
-        unit_fd = os.open(unit_dir, cg.O_DIR)
+        unit_fd = sup_fd = -1
         try:
-            argv = [self.shim_python, *_shim_args(
+            unit_fd = os.open(unit_dir, cg.O_DIR)
+            # The shim's own cgroup, made here with the unit's: the shim is born in it and never moves, since
+            # a move through cgroup.procs waits for an RCU grace period (README "Threads": what a launch costs).
+            os.mkdir("supervisor", 0o755, dir_fd=unit_fd)
+            sup_fd = os.open("supervisor", cg.O_DIR, dir_fd=unit_fd)
+            sup_id = cg.cgroup_id(sup_fd)
+            argv = _shim_args(
                 mode="direct", unit=unit, socket_path=socket_path, nonce=nonce, status_fd=3,
                 stderr_fd=4, credentials=self.engine, env=env, cwd=cwd, cgroupns=self.cgroupns, log=log,
-                systemctl=None, engine_argv=engine_argv)]
-            child = spawn(
-                argv, env=_shim_env(), cgroup_fd=unit_fd, new_session=True,
+                systemctl=None, engine_argv=engine_argv)
+            boot = len(_shim_boot(None))
+            # The clone3 runs in the spawn helper (README "Threads"): the shim is still born in the unit
+            # cgroup, in its supervisor/ (CLONE_INTO_CGROUP), and is this process's child (CLONE_PARENT). It
+            # starts the engine from the helper's interpreter, then execs its own (_spawner, _shim).
+            child = self._spawn(
+                [self.shim_python, *argv[:boot]], shim_args=argv[boot:], env=_shim_env(), cgroup_fd=sup_fd,
+                new_session=True,
                 fds={0: pipes.stdin_r, 1: pipes.stdout_w, 2: pipes.diag_w, 3: pipes.status_w,
                      4: stderr if stderr is not None else devnull},
             )
-        except OSError as e:
+        except (OSError, EvidenceUnavailable) as e:
             pipes.child_side_closed()
             pipes.close_all()
             cg.remove_tree(unit_dir)
             raise CohortRefusal("launch-failed", f"cannot start the shim: {e}") from e
         finally:
-            os.close(unit_fd)
-            os.close(devnull)
+            for fd in (unit_fd, sup_fd, devnull):
+                if fd >= 0:
+                    os.close(fd)
         pipes.child_side_closed()
         status, diag = _read_status(pipes.status_r, pipes.diag_r, child.pidfd, self.start_timeout)
         hello = _hello_of(status, nonce)
@@ -847,9 +1143,14 @@ class DirectCgroupLauncher(_ShimLauncher):
             rel = "/" + os.path.relpath(unit_dir, self.mount.mount_point)
             try:
                 ref = _ref_from_hello("direct", unit, hello, socket_path, rel)
-                # The epoch as the launcher sees it must be the one the shim reports (facts §5).
+                # The epoch as the launcher sees it must be the one the shim reports (facts §5), and the
+                # shim that reports it must be the process started here.
                 if cg.cgroup_id(unit_dir) != ref.unit_cgroup_id:
                     raise ValueError("cgroup id of the created directory differs from the shim's")
+                if hello.get("supervisorCgroupId") != sup_id:
+                    raise ValueError("the shim does not report the supervisor/ cgroup it was started in")
+                if ref.shim is None or ref.shim.pid != child.pid:
+                    raise ValueError(f"the hello names shim {ref.shim}, not the process started ({child.pid})")
             except (KeyError, TypeError, ValueError, EvidenceUnavailable) as e:
                 diag += str(e)
                 ref = None
@@ -868,18 +1169,30 @@ class DirectCgroupLauncher(_ShimLauncher):
         return CohortHandle(ref, hello, stdin_w, stdout_r, spawned=child, unit_dir=unit_dir)
 
 
-class PgroupLauncher:
+class PgroupLauncher(_Prewarm):
     """The process-group fallback (no cgroup): the engine leads a new session and process group.
 
     It can signal the group, never enumerate the cohort: a member that calls setsid() leaves the group and
     survives a group kill (K2). Its force stop therefore always ends ``uncertain``. The unit name the claim
     recorded is kept in the reference (it ties the cohort to the claim); no unit of that name is made.
+
+    The engine is clone3'd by the spawn helper on ``helper_python`` (a fresh single-threaded process that
+    must import this package and cffi, README "Threads") as this process's child; the helper must report
+    within ``start_timeout`` seconds. ``prewarm()`` starts the next launch's helper now, ``close()`` stops
+    one that no launch used.
     """
 
     kind: Literal["pgroup"] = "pgroup"
 
-    def __init__(self, *, engine: Credentials | None = None) -> None:
+    def __init__(self, *, engine: Credentials | None = None, helper_python: str = sys.executable,
+                 start_timeout: float = 30.0) -> None:
         self.engine = engine
+        self.helper_python = helper_python
+        self.start_timeout = start_timeout
+        _Prewarm.__init__(self)
+
+    def _helper_python(self) -> str:
+        return self.helper_python
 
     def presence(self, unit: str) -> Presence:
         """Always ``unavailable``: a process group has no name to look up (refuses ``configuration`` for a
@@ -903,9 +1216,11 @@ class PgroupLauncher:
     ) -> CohortHandle:
         """Start the engine as the leader of a new session and process group.
 
+        The engine is clone3'd by the spawn helper (the one ``prewarm()`` started, else a fresh one).
         Refuses ``configuration`` for a name that is not a scope unit name, and ``launch-failed`` when the
-        host identity cannot be read (before anything starts) or the engine cannot be started or is gone
-        before its start time was read (it is then reaped).
+        host identity cannot be read (before anything starts), the spawn helper fails, or the engine cannot
+        be started (its exec failed: it is reaped) or is gone before its start time was read (it is then
+        reaped).
         """
         unit = check_unit(unit)
         try:
@@ -916,9 +1231,11 @@ class PgroupLauncher:
         stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            child = spawn(engine_argv, env=dict(env) if env is not None else {"PATH": "/usr/bin:/bin"},
-                          fds={0: stdin_r, 1: stdout_w, 2: stderr if stderr is not None else devnull},
-                          credentials=self.engine, no_new_privs=True, new_session=True, cwd=cwd)
+            # The clone3 runs in the spawn helper (README "Threads"); the engine is this process's child.
+            child = self._spawn(
+                engine_argv, env=dict(env) if env is not None else {"PATH": "/usr/bin:/bin"},
+                fds={0: stdin_r, 1: stdout_w, 2: stderr if stderr is not None else devnull},
+                credentials=self.engine, no_new_privs=True, new_session=True, cwd=cwd)
         except OSError as e:
             for fd in (stdin_r, stdin_w, stdout_r, stdout_w):
                 os.close(fd)

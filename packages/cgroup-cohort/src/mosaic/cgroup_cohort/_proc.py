@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 
-from mosaic.safe_open import read_stat
-
 __all__ = [
     "boot_time",
     "cgroup_of",
@@ -29,6 +27,10 @@ def start_time(pid: int | str, *, proc: str = "/proc") -> int | None:
 
     Raises OSError for anything but "no such process" (unknown is not absent), as ``read_stat`` does.
     """
+    # Imported at the first call: the shim imports this module before it starts the engine, and only
+    # reads a start time after (importing mosaic.safe_open costs ~10 ms; README "Threads").
+    from mosaic.safe_open import read_stat  # noqa: PLC0415
+
     st = read_stat(pid, proc=proc)
     return None if st is None else st.start_time
 

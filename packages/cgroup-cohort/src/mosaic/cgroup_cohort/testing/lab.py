@@ -169,15 +169,14 @@ def user_manager(engine_credentials: Credentials) -> Iterator[sandbox.Sandbox]:
 
 @pytest.fixture(scope="session")
 def vendored_shim() -> Iterator[str]:
-    """The package (with mosaic.safe_open), cffi, pycparser and _cffi_backend copied where an unprivileged
-    uid can read them.
+    """The package (with mosaic.safe_open) and cffi's C backend, ``_cffi_backend``, copied where an
+    unprivileged uid can read them: all the shim and the spawn helper import beyond the standard library
+    (the bindings are cffi's out-of-line ABI module, README "Threads"; no cffi, no pycparser).
 
     /root is 0700 (facts §7.7), so a shim running as cohorttest cannot import from this venv; it runs
     /usr/bin/python3 (the same CPython 3.11 ABI) on this copy instead.
     """
     import _cffi_backend  # type: ignore[import-untyped]  # noqa: PLC0415
-    import cffi  # type: ignore[import-untyped, unused-ignore]  # noqa: PLC0415
-    import pycparser  # type: ignore[import-untyped, unused-ignore]  # noqa: PLC0415
 
     import mosaic.cgroup_cohort as pkg  # noqa: PLC0415
     import mosaic.safe_open as bottom  # noqa: PLC0415
@@ -191,9 +190,6 @@ def vendored_shim() -> Iterator[str]:
     # The shim imports mosaic.safe_open too (README "The shim"): the vendored tree holds both packages.
     for module, name in ((pkg, "cgroup_cohort"), (bottom, "safe_open")):
         shutil.copytree(Path(str(module.__file__)).parent, Path(d) / "mosaic" / name,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    for mod in (cffi, pycparser):
-        shutil.copytree(Path(mod.__file__).parent, Path(d) / Path(mod.__file__).parent.name,
                         ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(_cffi_backend.__file__, d)
     for root, _dirs, files in os.walk(d):
