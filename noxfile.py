@@ -162,6 +162,15 @@ def bench(session: nox.Session) -> None:
     for pkg, script, args in BENCHMARKS:
         session.log(f"benchmark {pkg}: {script}")
         session.run("python", str(workspace.package_dir(pkg) / script), *args, *session.posargs)
+    # The lifecycle's launch and stop figures on the sealed real Pi (prepared as `smoke` does), inside the
+    # loopback-only network namespace: needs root and a writable cgroup2, like the cgroup-cohort benchmark.
+    session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
+    pi = str(ROOT / ".cache" / "pi")
+    session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
+    session.log("benchmark controller: bench/bench_lifecycle.py (real Pi)")
+    session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python",
+                str(workspace.package_dir("controller") / "bench" / "bench_lifecycle.py"), *session.posargs,
+                env={"MOSAIC_PI_DIR": pi})
 
 
 @nox.session(python=PYTHON)

@@ -53,6 +53,11 @@ class Mutant:
     def stem(self) -> str:
         return self.path.stem
 
+    @property
+    def suite(self) -> str:
+        """The package's test directory the killers are in (tests, tests_cohort, ...)."""
+        return pathlib.PurePosixPath(self.killed_by[0]).parts[0]
+
 
 @dataclasses.dataclass
 class Outcome:
@@ -110,9 +115,14 @@ class Scratch:
     def pytest(self, package: str, killed_by: list[str]) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
         ids = [str(pkg_dir / k) for k in killed_by]
+        # The killers' own suite directory is the rootdir (tests/, or tests_cohort/ with its conftest and
+        # plugins for a mutant only the real-kernel suite can see); one suite per pytest run.
+        suites = sorted({pathlib.PurePosixPath(k).parts[0] for k in killed_by})
         env = dict(os.environ, MOSAIC_REPO=str(self.tree), PYTHONDONTWRITEBYTECODE="1")
         cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-x", "-q",
-               "--import-mode=importlib", "--rootdir", str(pkg_dir / "tests"), *ids]
+               "--import-mode=importlib", "--rootdir", str(pkg_dir / suites[0]), *ids]
+        if len(suites) != 1:
+            raise SystemExit(f"killers of one mutant must come from one suite, not {suites}")
         try:
             return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
@@ -181,17 +191,17 @@ def main(argv: list[str]) -> int:
     try:
         # Baseline once per package: every named test passes on the unpatched copy. Only when that
         # fails are the mutants of that package checked one by one, to name the test that fails anyway.
-        baseline: dict[str, bool] = {}
-        for pkg in sorted({m.package for m in mutants}):
-            killers = sorted({k for m in mutants if m.package == pkg for k in m.killed_by})
-            print(f"baseline {pkg}: {len(killers)} named test(s) on the unpatched tree ...", flush=True)
+        baseline: dict[tuple[str, str], bool] = {}
+        for pkg, suite in sorted({(m.package, m.suite) for m in mutants}):
+            killers = sorted({k for m in mutants if (m.package, m.suite) == (pkg, suite) for k in m.killed_by})
+            print(f"baseline {pkg} {suite}: {len(killers)} named test(s) on the unpatched tree ...", flush=True)
             proc = scratch.pytest(pkg, killers)
-            baseline[pkg] = proc.returncode == 0
-            if not baseline[pkg]:
+            baseline[pkg, suite] = proc.returncode == 0
+            if not baseline[pkg, suite]:
                 print(_tail(proc), flush=True)
         for m in mutants:
             print(f"mutant {m.stem} ({m.package}) ...", flush=True)
-            out = run_one(scratch, m, baseline[m.package])
+            out = run_one(scratch, m, baseline[m.package, m.suite])
             rows.append((m, out))
             print(f"  {out.result} in {out.seconds:.1f}s" + (f"\n{out.detail}" if out.detail else ""), flush=True)
     finally:

@@ -88,7 +88,7 @@ class ClaimCohortProbe:
                         else UnlaunchedCohort(revision.unit_name, revision.host))
         except ValueError:
             return None
-        request = StopRequest(f"boot-{revision.claim_id}", revision.binding.conversation,
+        request = StopRequest(boot_stop_id(revision.claim_id), revision.binding.conversation,
                               revision.binding.binding_id,
                               {"basis": "boot-change", "claim": revision.claim_id, "actor": "restart"})
         try:
@@ -99,6 +99,22 @@ class ClaimCohortProbe:
         digest = self.verifier.register(proof)
         self.proofs[digest] = proof
         return _proof_ref(ProofKind.BOOT, proof)
+
+
+# The phases a stop records in the claim, each published before its first action (brief §6 "Force stop":
+# "The stop ID, the confirmation and the current phase go into the stopping revision before any signal"):
+# `term` (the stopping revision with the stop ID and the confirmation; the invocation-ID check, SIGTERM and
+# the grace run under it) and `kill` (before the freeze; freeze, enumeration, re-check, cgroup.kill and the
+# collection of deaths run under it). The machine's finer steps are not published: a restart re-runs from
+# TERM whatever was recorded (K10, K11), so they would change nothing a restart does, and each publication
+# is two fsynced writes on both keys, on the stop's critical path.
+RECORDED_PHASE = {"identity": "term", "term": "term", "grace": "term", "freeze": "kill", "enumerate": "kill",
+                  "recheck": "kill", "kill": "kill", "collect": "kill", "observe": "kill"}
+
+
+def boot_stop_id(claim_id: str) -> str:
+    """The stop ID of the boot proof restart issues for a claim (§6 "Boot proof")."""
+    return f"boot-{claim_id}"
 
 
 @dataclass(frozen=True)
@@ -140,11 +156,12 @@ def run_force_stop(
     published: list[str] = []
     try:
         while not isinstance(machine.action, Finish):
-            if not published or published[-1] != machine.phase:
-                claim.begin_stop(request.stop_id, confirmation=confirmation, phase=str(machine.phase))
-                published.append(str(machine.phase))
+            phase = RECORDED_PHASE.get(str(machine.phase), str(machine.phase))
+            if not published or published[-1] != phase:
+                claim.begin_stop(request.stop_id, confirmation=confirmation, phase=phase)
+                published.append(phase)
                 if on_phase is not None:
-                    on_phase(str(machine.phase))
+                    on_phase(phase)
             machine.feed(executor.perform(machine.action))
     finally:
         executor.close()

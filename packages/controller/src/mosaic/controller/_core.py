@@ -144,6 +144,9 @@ class CoreConfig:
     fences: Mapping[str, str] = field(default_factory=dict)
     # The idle drift check (rule 8): None turns it off (a core with no session file to compare).
     drift: DriftConfig | None = None
+    # What the lifecycle's restart found of earlier executions on this pair (W7: the effectReport of tool
+    # calls a reboot or a crash left open, uncertain): every observe reports them.
+    inherited: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass
@@ -389,6 +392,7 @@ class ControllerCore:
             "seam": {"replay": "unavailable", "streamEpoch": self.execution,
                      "fromSequence": cut + 1, "reconcile": True, "quiet": quiet},
             "receipts": self._receipts_for_observe(),
+            "inherited": [dict(r) for r in self.config.inherited],
             "history": result,
         }))
 

@@ -32,6 +32,7 @@ leaves the engine, its cohort and its claim as they are.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import secrets
 import time
@@ -57,7 +58,7 @@ from mosaic.pi_rpc import (
     check_pin,
     sealed_engine_argv,
 )
-from mosaic.safe_open import canonical_json, sha256_digest
+from mosaic.safe_open import Refusal, canonical_json, sha256_digest
 from mosaic.writer_claim import (
     BarrierHook,
     Binding,
@@ -66,14 +67,17 @@ from mosaic.writer_claim import (
     ClaimStore,
     Outcome,
     Pins,
+    ProofKind,
+    ProofRef,
     SeatKey,
     SessionKey,
     State,
 )
 
-from ._cohort import ClaimCohortProbe, cohort_proof_ref, run_force_stop
+from ._cohort import ClaimCohortProbe, boot_stop_id, cohort_proof_ref, run_force_stop
 from ._core import Bounds, ControllerCore, CoreConfig
 from ._drift import DriftConfig
+from ._eligibility import EligibilityRecord, consume_record, mint_eligibility_id, read_record, write_record
 from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
 from ._refusal import ControlRefusal
@@ -116,6 +120,7 @@ class EngineSpec:
     provider: str | None = None
     model: str | None = None
     thinking: str | None = None
+    pin_tree: str | None = None  # a command engine's install tree: its content digest enters the binary pin
 
 
 @dataclass
@@ -156,6 +161,7 @@ class Controller:
         clock: Callable[[], float] = time.time,
         evidence_path: str | None = None,
         hooks: Hooks | None = None,
+        eligibility: str | None = None,
     ) -> None:
         """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
         place and header, the pin and the seal. Raises the refusal (live-session-refused, configuration,
@@ -171,6 +177,9 @@ class Controller:
         self.clock = clock
         self.evidence_path = evidence_path
         self.hooks = hooks or Hooks()
+        self.eligibility = eligibility
+        self.inherited: tuple[Mapping[str, Any], ...] = ()
+        self.recovered: EligibilityRecord | None = None
         self.guard = LiveSessionGuard(LiveRoots(
             fixture_root=placement.fixture_root, home=placement.home, repository=placement.repository,
             data_root=placement.data_root, registrations=placement.registrations))
@@ -179,9 +188,7 @@ class Controller:
         self.place: SessionPlace = session_place(self.session_real)
         self.identity: SessionIdentity = read_session(self.place)
         self.argv = self._sealed_argv()
-        self.pins = Pins(PI_VERSION, BUNDLE_MANIFEST_SHA256 if engine.command is None else
-                         sha256_digest(canonical_json(list(engine.command))),
-                         sha256_digest(canonical_json(self.argv)))
+        self.pins = self._current_pins()
         self.conversation = conversation_id(self.place.project, self.place.seat, self.place.name)
         self.seat_key = SeatKey(self.place.seat, self.place.project, placement.workspace or self.place.project)
         self.session_key = SessionKey("pi", self.identity.header_id)
@@ -207,9 +214,25 @@ class Controller:
         return sealed_engine_argv(engine.pi_dir or "", self.session_real, model=engine.model,
                                   provider=engine.provider, thinking=engine.thinking, command=engine.command)
 
-    def _binding(self, generation: int = 1) -> Binding:
-        return Binding(f"binding-{secrets.token_hex(8)}", "pi", self.conversation, "main", self.identity.leaf,
-                       self.pins)
+    def _current_pins(self) -> Pins:
+        """The pins as they are now (§2 "Fields": engine version, binary sha256, argv digest). The pinned Pi's
+        install is verified against its manifest again (`engine-pin-mismatch`); a command engine's binary
+        pin is its command and, when `pin_tree` names one, its install tree's content."""
+        engine = self.engine
+        if engine.command is None:
+            assert engine.pi_dir is not None
+            refusal = check_pin(engine.pi_dir)
+            if refusal is not None:
+                raise refusal
+            binary = BUNDLE_MANIFEST_SHA256
+        else:
+            tree = _tree_digest(engine.pin_tree) if engine.pin_tree is not None else None
+            binary = sha256_digest(canonical_json([list(engine.command), tree]))
+        return Pins(PI_VERSION, binary, sha256_digest(canonical_json(self.argv)))
+
+    def _binding(self, leaf: str | None = None, pins: Pins | None = None) -> Binding:
+        return Binding(f"binding-{secrets.token_hex(8)}", "pi", self.conversation, "main",
+                       self.identity.leaf if leaf is None else leaf, pins or self.pins)
 
     def _step(self, name: str) -> None:
         if self.hooks.on_launch_step is not None:
@@ -229,12 +252,30 @@ class Controller:
     async def start(self) -> None:
         """Classify, then launch (or serve an orphan, or continue a stop), then serve the socket. Raises the
         claim's refusal when the pair cannot be taken (already-active, unsafe-replacement, foreign-host) and
-        cgroup-cohort's when the launch fails; in both cases nothing is left running."""
+        cgroup-cohort's when the launch fails; in both cases nothing is left running.
+
+        The launcher's spawn helper is started first (`prewarm`): its interpreter boots while the claim is
+        classified, reserved and marked, so the engine starts as soon as the spawn marker is durable; a path
+        that launches nothing lets it go (`close`)."""
+        self.launcher.prewarm()
+        try:
+            await self._start()
+        finally:
+            if self.execution is None or self.execution.handle is None:
+                self.launcher.close()  # nothing launched: the unused helper goes, by its recorded pid
+
+    async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
                                                                          barrier=self.hooks.barrier))
+        if self.eligibility is not None:
+            await self._launch_eligible(self.eligibility)
+            return
         probe = ClaimCohortProbe(self.launcher, verifier=self.verifier, clock=self.clock)
         report = await loop.run_in_executor(None, self.store.restart, self.seat_key, self.session_key, probe)
+        self.inherited = tuple(self._effect_report(d.claim_id, boot_stop_id(d.claim_id))
+                               for d in report.decisions
+                               if d.outcome is Outcome.STOPPED_BOOT_PROOF and d.claim_id is not None)
         if report.free:
             await self._launch_new()
         else:
@@ -244,8 +285,14 @@ class Controller:
         assert self.store is not None
         loop = asyncio.get_running_loop()
         store = self.store
+        self._step("acquiring")
         claim = await loop.run_in_executor(None, store.acquire, self.seat_key, self.session_key, self._binding())
         self._step("reserved")
+        await self._spawn(claim)
+
+    async def _spawn(self, claim: Claim) -> None:
+        """From a reservation this store owns: bind, spawn marker, launch, active, load check, serve."""
+        loop = asyncio.get_running_loop()
         # Bind: the real paths again (G2 symlink, G3 swap since construction).
         self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
         self.guard.bind(self.placement.claim_root, what="claim root", expected=self.claim_root_real)
@@ -255,19 +302,151 @@ class Controller:
             claim.unit_name, self.argv, env=dict(self.engine.env), cwd=self.place.project))
         self._step("launched")
         ref = handle.ref
-        await loop.run_in_executor(None, lambda: claim.activate(invocation_id=ref.epoch_id, engine=ref.engine,
-                                                                 cohort=ref.to_dict()))
-        self._step("active")
         core_link = LinkCore(default_bound=self.bounds.command)
         wfd, rfd = handle.take_stdio()
         link = EngineLink(wfd, rfd, core=core_link, clock=self.clock)
         self.execution = _Execution(claim, ref, link, handle)
-        problem = await self._load_check(link)
+        # The load check's queries are read-only and admission opens only after both are done, so they go out
+        # now: the engine boots while active is published (two fsynced writes off its critical path).
+        check = asyncio.ensure_future(self._load_check(link))
+        try:
+            await loop.run_in_executor(None, lambda: claim.activate(invocation_id=ref.epoch_id, engine=ref.engine,
+                                                                     cohort=ref.to_dict()))
+        except BaseException:
+            check.cancel()
+            raise
+        self._step("active")
+        problem = await check
         config = self._config(claim, unit=ref.unit)
         if problem is not None:
             await loop.run_in_executor(None, claim.mark_uncertain)
             config = self._config(claim, unit=ref.unit, state="uncertain", fences={"preflight": problem})
         await self._serve(config, link, core_link)
+
+    # ------------------------------------------------------------------------------ recover and launch
+
+    def _revalidate(self, record: EligibilityRecord) -> None:
+        """Launch's checks of a record against the claim, this launcher's pins and the session as it is now
+        (brief §6 "Recover": "It revalidates the record against the claim and the current leaf"). Raises:
+        `eligibility` (the claim is not the record's reservation any more), `target` (another session,
+        or the leaf moved: K18), `engine-pin-mismatch` (another binary or argv: W9)."""
+        assert self.store is not None
+        pair = self.store.observe(self.seat_key, self.session_key)
+        for obs in pair.keys():
+            rev = obs.revision
+            if rev is None or rev.claim_id != record.claim_id:
+                raise ControlRefusal("eligibility", f"the {obs.key} key is not held by the record's claim "
+                                                    f"{record.claim_id}")
+            pending = rev.eligibility
+            if rev.state is not State.RESERVED or rev.spawn_marker or pending is None \
+                    or pending.id != record.id or pending.taken:
+                raise ControlRefusal("eligibility", f"the {obs.key} key's claim is not an untaken reservation "
+                                                    f"for {record.id} ({rev.state.value}, reason {rev.reason})")
+            binding = rev.binding
+            if (binding.conversation, binding.branch, binding.leaf, rev.generation) != \
+                    (record.conversation, record.branch, record.leaf, record.generation) \
+                    or _pins_dict(binding.pins) != dict(record.pins):
+                raise ControlRefusal("eligibility", f"the {obs.key} key's reservation differs from the record")
+        if (record.session_id, record.session_file, record.conversation) != \
+                (self.identity.header_id, self.session_real, self.conversation):
+            raise ControlRefusal("target", "the record names another session than this launcher's")
+        if dict(record.pins) != _pins_dict(self.pins):
+            raise ControlRefusal("engine-pin-mismatch", "this launcher's engine pins (binary or argv digest) are "
+                                                        "not the ones the record was granted for (W9)")
+        now = read_session(self.place)
+        if now.header_id != record.session_id:
+            raise ControlRefusal("target", "the session file's header ID changed after eligibility")
+        if now.leaf != record.leaf:
+            raise ControlRefusal("target", f"the session's leaf moved after eligibility: {now.leaf!r}, not the "
+                                           f"recorded {record.leaf!r} (K18)")
+        self.identity = now  # the load check compares the engine's leaf with this one (K8)
+
+    async def _launch_eligible(self, record_id: str) -> None:
+        """The launcher's call (brief §6 "Recover"): read the record, revalidate it against the claim, the
+        pins and the current leaf, consume it once, take the reservation over, then spawn under it exactly as
+        a first launch (spawn marker, launch, active, the load check against the recorded leaf: K8). A
+        refusal before the record is consumed leaves the record and the reservation as they were (K18); after
+        it, the reservation stays held until released with a proof (`release_reservation`)."""
+        loop = asyncio.get_running_loop()
+        store = self.store
+        assert store is not None
+        record = await loop.run_in_executor(None, read_record, self.claim_root_real, record_id)
+        await loop.run_in_executor(None, self._revalidate, record)
+        self._step("revalidated")
+        await loop.run_in_executor(None, consume_record, self.claim_root_real, record_id)
+        self._step("consumed")
+        try:
+            claim = await loop.run_in_executor(None, lambda: store.take_over(
+                self.seat_key, self.session_key, record.claim_id, eligibility=record.id))
+        except ClaimRefusal as refusal:
+            raise ControlRefusal("eligibility", f"the reservation could not be taken over: {refusal.code}: "
+                                                f"{refusal.message}") from None
+        self._step("taken-over")
+        self.mode = "recovered"
+        self.recovered = record
+        await self._spawn(claim)
+
+    async def release_reservation(self, record_id: str) -> ProofRef:
+        """The operator's way out of an eligibility that will not launch (K18: "The reservation stays until
+        released with proof"): consume the record, take the reservation over and release it with the no-unit
+        reference of a claim that never spawned. Returns that reference."""
+        loop = asyncio.get_running_loop()
+        self.launcher.close()  # this path launches nothing
+        self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
+                                                                         barrier=self.hooks.barrier))
+        store = self.store
+        record = await loop.run_in_executor(None, read_record, self.claim_root_real, record_id)
+        await loop.run_in_executor(None, consume_record, self.claim_root_real, record_id)
+        claim = await loop.run_in_executor(None, lambda: store.take_over(
+            self.seat_key, self.session_key, record.claim_id, eligibility=record.id))
+        proof = ProofRef.never_spawned(claim.claim_id, "eligibility released without a launch")
+        await loop.run_in_executor(None, lambda: claim.release(proof))
+        return proof
+
+    def _recover(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The `recover` effect (brief §6 "Recover (Q15)"), run off the loop under the claim lock. The core has
+        checked the caller, the stopped binding and the exact confirmation (consumed). Here: the claim is
+        stopped with a proof, the effects are reconciled or explicitly uncertain (the core's effectReport at
+        the stop marks every open tool call uncertain: K5), the pins are the same, the session is the same
+        file and header. Then a new reserved claim under a new claim ID on both keys (generation + 1, the
+        leaf the stopped engine left), carrying the eligibility id, and the single-use record. Nothing is
+        launched here: no client command launches."""
+        execution = self.execution
+        assert execution is not None and self.store is not None
+        claim = execution.claim
+        head = claim.head("session")
+        proof = head.proof
+        if claim.state is not State.STOPPED or proof is None or proof.kind not in (ProofKind.COHORT, ProofKind.BOOT):
+            return _refused("stop-proof", f"the claim is {claim.state.value} without a stop proof")
+        try:
+            pins = self._current_pins()
+        except Refusal as refusal:
+            return {"refusal": refusal.to_dict()}
+        if pins != head.binding.pins:
+            return _refused("engine-pin-mismatch", "the engine's pins changed since the stopped launch (K6)")
+        try:
+            self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
+            now = read_session(self.place)
+        except Refusal as refusal:
+            return {"refusal": refusal.to_dict()}
+        if now.header_id != self.identity.header_id:
+            return _refused("target", "the session file's header ID changed")
+        record_id = mint_eligibility_id()
+        generation = head.generation + 1
+        try:
+            new = self.store.acquire(self.seat_key, self.session_key, self._binding(now.leaf, pins),
+                                     generation=generation, eligibility=record_id)
+        except ClaimRefusal as refusal:
+            return _refused("eligibility", f"the pair cannot be reserved: {refusal.code}: {refusal.message}")
+        stop = payload.get("stop")
+        record = EligibilityRecord(
+            id=record_id, claim_id=new.claim_id, previous_claim_id=claim.claim_id,
+            stop=stop if isinstance(stop, str) else None, proof_digest=proof.digest, pins=_pins_dict(pins),
+            session_id=now.header_id, session_file=self.session_real, conversation=self.conversation,
+            branch="main", leaf=now.leaf, generation=generation, incarnation=str(payload.get("incarnation")),
+            issued_at=self.clock())
+        write_record(self.claim_root_real, record)
+        return {"eligibility": record.to_dict(), "digest": record.digest}
 
     async def _take_over_held(self, outcomes: Sequence[Outcome], refusal: ClaimRefusal | None) -> None:
         """A claim an earlier controller left (restart classified it). An alive owner keeps it
@@ -277,6 +456,10 @@ class Controller:
         assert self.store is not None
         if Outcome.OWNER_ALIVE in outcomes or Outcome.FOREIGN_HOST in outcomes or Outcome.UNREADABLE in outcomes:
             raise refusal or ClaimRefusal("already-active", "the pair is held")
+        if Outcome.ELIGIBILITY_PENDING in outcomes:
+            # A recover reserved the pair for its eligibility record: only that record's launch (or its
+            # release with a proof) moves it on, whether or not the recovering controller is alive.
+            raise ClaimRefusal("already-active", "the pair is reserved for an eligibility launch")
         if Outcome.UNCERTAIN_SPAWN_MARKER in outcomes or Outcome.BOOT_PROOF_UNAVAILABLE in outcomes:
             # W20: a spawn marker and no unit: the engine may have run and exited; a collected scope is an
             # absent observation, not proof that every process ended. Only a boot proof frees it: nothing here
@@ -297,6 +480,8 @@ class Controller:
             ref = await loop.run_in_executor(None, self.launcher.rediscover, claim.unit_name)
         self.execution = _Execution(claim, ref, None)
         stop = claim.head("seat").stop
+        # The dead controller's open tool calls are gone with its memory; the file still shows them.
+        self.inherited += (self._effect_report(claim.claim_id, stop.stop_id if stop is not None else None),)
         if claim.state is State.STOPPING and stop is not None and ref is not None:
             self.mode = "continued-stop"
             result = await self._run_stop(stop.stop_id, stop.confirmation)
@@ -318,7 +503,19 @@ class Controller:
                           binding=claim.head("seat").binding.binding_id, incarnation=self.store.incarnation,
                           generation=claim.head("seat").generation, unit=unit, bounds=self.bounds,
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
-                          drift=DriftConfig(self.identity.header_id))
+                          drift=DriftConfig(self.identity.header_id), inherited=self.inherited)
+
+    def _effect_report(self, execution: str, stop: str | None) -> Mapping[str, Any]:
+        """The effectReport of an execution this controller did not run to its end (a boot proof stopped
+        it, W7; or its controller died, W6, K10): every tool call the session file shows without a result
+        is an uncertain effect; network uncertain; killing is never rollback (brief §6 "Effects")."""
+        try:
+            tools = read_session(self.place).open_tools
+        except Refusal:
+            tools = ()
+        return {"type": "effectReport", "stop": stop or f"restart-{execution}", "execution": execution,
+                "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in tools],
+                "network": "uncertain", "rollback": False}
 
     async def _load_check(self, link: EngineLink) -> str | None:
         """K8: before admission opens, the engine must show this session file, its header ID and the recorded
@@ -326,6 +523,7 @@ class Controller:
         recorded leaf, FACTS (d)) is the engine's, not another leaf. Returns what differs, or None."""
         try:
             state = await asyncio.wait_for(link.request({"type": "get_state"}), self.bounds.command)
+            self._step("first-get-state")
             entries = await asyncio.wait_for(link.request({"type": "get_entries"}), self.bounds.command)
             tree = await asyncio.wait_for(link.request({"type": "get_tree"}), self.bounds.command)
         except Exception as exc:  # noqa: BLE001 - no answer is no evidence: the check fails
@@ -368,6 +566,7 @@ class Controller:
 
     async def aclose(self) -> None:
         """Stop serving. Nothing is stopped or released: the engine, its cohort and the claim stay."""
+        self.launcher.close()
         if self.runtime is not None:
             await self.runtime.aclose()
         elif self.execution is not None and self.execution.link is not None:
@@ -396,8 +595,8 @@ class Controller:
         if effect.kind == "force-stop":
             return await self._run_stop(str(effect.payload["stop"]), effect.payload.get("confirmation"))
         if effect.kind == "recover":
-            return {"refusal": ControlRefusal("stop-proof", "recovery is not available on this controller yet")
-                    .to_dict()}
+            payload = effect.payload
+            return dict(await self.runtime.run_blocking(lambda: self._recover(payload)))
         return {"ok": False, "error": f"no handler for effect {effect.kind}"}
 
     async def _run_stop(self, stop_id: str, confirmation: Any) -> Mapping[str, Any]:
@@ -453,3 +652,32 @@ def _leaf_problem(recorded: str | None, loaded: Any, entries: Sequence[Any]) -> 
     if parent != loaded:
         return f"the engine loaded leaf {loaded!r}, not the recorded {recorded!r} (K8)"
     return None
+
+
+def _pins_dict(pins: Pins) -> dict[str, str]:
+    return {"engine_version": pins.engine_version, "binary_sha256": pins.binary_sha256,
+            "argv_digest": pins.argv_digest}
+
+
+def _refused(code: str, message: str) -> Mapping[str, Any]:
+    return {"refusal": ControlRefusal(code, message).to_dict()}
+
+
+def _tree_digest(root: str) -> str:
+    """The content digest of an install tree: every regular file's path below `root` and its SHA-256, in
+    path order (`__pycache__` left out: the interpreter writes it). Symlinks are recorded as their target."""
+    entries: list[list[str]] = []
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                entries.append([rel, "link:" + os.readlink(full)])
+                continue
+            digest = hashlib.sha256()
+            with open(full, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 16), b""):
+                    digest.update(chunk)
+            entries.append([rel, digest.hexdigest()])
+    return sha256_digest(canonical_json(entries))

@@ -39,7 +39,10 @@ class ControlRefusal(Refusal):
         "preflight": False,  # the load check after launch did not pass; admission never opened (K8)
         "session-drift": False,  # the idle drift check found the file moved under the engine (W10)
         "target": False,  # the session's header ID changed since construction; the leaf moved (K18)
-        "eligibility": False,  # launch with a used, unknown or changed eligibility record (K17)
+        "eligibility": False,  # launch with a used, unknown or changed eligibility record (K17); recover that
+        # cannot reserve the pair
+        "engine-pin-mismatch": False,  # recover or launch with other engine pins than the stopped launch's (K6,
+        # W9): another binary, install tree or sealed argv
         "live-session-refused": False,  # a session file or claim root outside the fixture root, or under a
         # live location (a repository's .pi/state, ~/.pi, ~/.claude, the data root, a seat registration; G1-G3)
         "configuration": False,  # a required constructor path is missing or misplaced, or unreadable

@@ -51,6 +51,9 @@ class SessionIdentity:
     leaf_type: str | None
     inode: int
     size: int
+    # Tool calls an assistant message made with no tool result in the file: (toolCallId, toolName), in file
+    # order. After a crash or a reboot these are effects nobody saw end (W7: uncertain, never rolled back).
+    open_tools: tuple[tuple[str, str], ...] = ()
 
 
 def session_place(real_path: str) -> SessionPlace:
@@ -91,6 +94,7 @@ def read_session(place: SessionPlace) -> SessionIdentity:
                                               "is the header ID)")
     leaf: str | None = None
     leaf_type: str | None = None
+    calls: dict[str, str] = {}
     for line in rest.split(b"\n"):  # LF only: U+2028 inside a line is ordinary
         if not line.strip():
             continue
@@ -100,4 +104,19 @@ def read_session(place: SessionPlace) -> SessionIdentity:
             continue  # Pi skips a malformed line (session-manager.js 265-276)
         if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("type") != "session":
             leaf, leaf_type = entry["id"], entry.get("type") if isinstance(entry.get("type"), str) else None
-    return SessionIdentity(header["id"], leaf, leaf_type, inode, size)
+            if entry.get("type") == "message":
+                _tool_calls(entry.get("message"), calls)
+    return SessionIdentity(header["id"], leaf, leaf_type, inode, size, tuple(calls.items()))
+
+
+def _tool_calls(message: object, calls: dict[str, str]) -> None:
+    """Note an assistant message's tool calls and strike those a tool result answers."""
+    if not isinstance(message, dict):
+        return
+    if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+        for part in message["content"]:
+            if isinstance(part, dict) and part.get("type") == "toolCall" and isinstance(part.get("id"), str):
+                name = part.get("name")
+                calls[part["id"]] = name if isinstance(name, str) else "unknown"
+    elif message.get("role") == "toolResult" and isinstance(message.get("toolCallId"), str):
+        calls.pop(message["toolCallId"], None)

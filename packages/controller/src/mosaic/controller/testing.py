@@ -21,9 +21,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
@@ -36,7 +37,7 @@ from ._runtime import ControllerRuntime, EffectHandler, PageReader, SessionFileR
 from ._server import ServerLimits
 
 __all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",
-           "private_socket_dir", "real_controller", "receipt_is", "session_reader", "stop_is"]
+           "private_socket_dir", "readable_install", "readable_packages", "real_controller", "receipt_is", "session_reader", "stop_is"]
 
 SEAT = "seat"
 WAIT = 30.0
@@ -158,6 +159,48 @@ class FakeRig:
     @property
     def core(self) -> ControllerCore:
         return self.runtime.core
+
+
+def readable_install(src: str | os.PathLike[str], parent: str) -> Path:
+    """A copy of an install tree (the pinned Pi, a vendored package) that another uid can read: hard links
+    where the file system allows (the files keep their own modes, which must already let others read: a
+    file that does not is refused, never chmod'ed through the link), else a plain copy; every directory of
+    the copy 0755. The engine of a contained cohort runs as another uid than its controller (containment,
+    cgroup-cohort README "K13"), and a checkout under /root is not readable to it. The caller removes the
+    returned directory."""
+    dest = Path(tempfile.mkdtemp(prefix="mosaic-install-", dir=parent))
+    os.chmod(dest, 0o755)
+    for dirpath, _dirs, files in os.walk(src):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full) and not os.stat(full).st_mode & 0o004:
+                shutil.rmtree(dest, ignore_errors=True)
+                raise PermissionError(f"{full} is not readable by other users")
+    try:
+        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True, copy_function=os.link)
+    except (OSError, shutil.Error):
+        shutil.rmtree(dest, ignore_errors=True)
+        os.mkdir(dest, 0o755)
+        shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    for dirpath, _dirs, _files in os.walk(dest):
+        os.chmod(dirpath, 0o755)
+    return dest
+
+
+def readable_packages(modules: Sequence[ModuleType], parent: str | None = None) -> Path:
+    """A world-readable copy of Mosaic packages (each `mosaic.<name>` module's directory, without its
+    `__pycache__`) under a new directory, for an interpreter running as the engine uid (/root is 0700: it
+    cannot import from this virtualenv). Put the returned directory on that interpreter's PYTHONPATH; the
+    caller removes it."""
+    dest = Path(tempfile.mkdtemp(prefix="mosaic-vendor-", dir=parent))
+    for module in modules:
+        source = Path(str(module.__file__)).parent
+        shutil.copytree(source, dest / "mosaic" / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+    for root, _dirs, files in os.walk(dest):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    return dest
 
 
 @contextlib.contextmanager

@@ -1,0 +1,416 @@
+"""The lifecycle on the real parts (issue 11): writer-claim on a real file system, cgroup-cohort on the
+real cgroup2 tree (direct cgroup and systemd scope), real controller processes killed at exact steps, and
+pi-rpc's fake engine as the engine, in the cohort, as the engine uid. Fixture ids are in the names."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+import pytest
+from lifecycle_helpers import World, client, dead
+
+from mosaic.cgroup_cohort import CohortRef, proof_json_schema
+from mosaic.cgroup_cohort.testing import alive, populated
+from mosaic.controller.testing import RawClient, event_is, receipt_is, stop_is
+from mosaic.safe_open import ProcessRef, current_host
+from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
+
+WAIT = 60.0
+
+
+def keys(world: World) -> tuple[SeatKey, SessionKey]:
+    return SeatKey("seat", str(world.project), str(world.project)), SessionKey("pi", world.session_id)
+
+
+def heads(world: World) -> tuple[Any, Any]:
+    seat, session = keys(world)
+    pair = ClaimStore(str(world.claims)).observe(seat, session)
+    return pair.seat.head, pair.session.head
+
+
+def members_of(ref: CohortRef, world: World) -> list[ProcessRef]:
+    """Every process in the engine cgroup now (as the test sees it)."""
+    _, host = world.lab.paths(ref.unit)
+    found = []
+    for dirpath, _dirs, files in os.walk(os.path.join(host, "engine")):
+        if "cgroup.procs" in files:
+            with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                for pid in f.read().split():
+                    with open(f"/proc/{pid}/stat") as s:
+                        text = s.read()
+                    found.append(ProcessRef(int(pid), int(text[text.rfind(")") + 1:].split()[19])))
+    return found
+
+
+async def force_stop(c: RawClient, auth: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Confirm and request a force stop; takes control first unless `auth` says this client has it."""
+    auth = auth or await c.control()
+    issued = await c.call("issue-confirmation", incarnation=auth["incarnation"], operation="force-stop")
+    assert "result" in issued, issued
+    cid = issued["result"]["confirmation"]["confirmation"]
+    await c.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
+    reply = await c.call("force-stop", incarnation=auth["incarnation"], confirmation=cid)
+    assert "result" in reply, reply
+    return reply["result"]["stop"]
+
+
+def test_K1_force_stop_kills_a_setsid_child_and_releases_the_claim_with_the_proofs_digest(world: World) -> None:
+    proc = world.start()
+    assert proc.first.get("mode") == "new", proc.first
+    ref = proc.ref
+    assert ref is not None and ref.unit == f"cohort-{proc.first['claimId']}.scope"  # the recorded unit name
+
+    async def main() -> dict[str, Any]:
+        c = await client(proc)
+        auth = await c.control()
+        await c.call("prompt", **auth, clientRequestId="d1", text="DAEMON please")
+        await c.until(receipt_is("finished"), WAIT)
+        members = members_of(ref, world)
+        assert len(members) >= 2  # the engine and its setsid daemon
+        issued = await c.call("issue-confirmation", incarnation=auth["incarnation"], operation="force-stop")
+        cid = issued["result"]["confirmation"]["confirmation"]
+        assert issued["result"]["confirmation"]["summary"]["unit"] == ref.unit
+        await c.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
+        stop = (await c.call("force-stop", incarnation=auth["incarnation"], confirmation=cid))["result"]["stop"]
+        final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        proofs = c.records("cohortProof")
+        await c.close()
+        return {"members": members, "stop": stop, "final": final["params"], "proofs": proofs}
+
+    out = asyncio.run(main())
+    assert out["final"]["state"] == "stopped", out["final"]
+    assert dead(out["members"])  # the setsid daemon too: the cgroup, not the process group
+    (proof,) = out["proofs"]
+    import jsonschema
+
+    jsonschema.validate(proof["proof"], proof_json_schema())
+    seat_head, session_head = heads(world)
+    for head in (seat_head, session_head):
+        assert head.state is State.STOPPED and head.proof.kind is ProofKind.COHORT
+        assert head.proof.digest == proof["proof"]["verification"]["digest"]  # byte for byte
+        assert head.stop.stop_id == out["stop"]["stop"]
+    # The daemon ignored SIGTERM: it was frozen, enumerated and killed in the kill phase, and the proof
+    # lists it with its death (the engine itself ended at TERM: it exited before the freeze).
+    listed = {ProcessRef(m["pid"], m["startTime"]) for m in proof["proof"]["members"]}
+    assert listed and listed <= set(out["members"]) and proof["proof"]["membershipComplete"] is True
+
+
+@pytest.mark.parametrize("step", ["launched", "active"])
+def test_W6_W13_a_controller_killed_after_the_spawn_leaves_an_orphan_served_uncertain(world: World, step: str) -> None:
+    """Crash after the engine spawned (before active: W13; after: W6, mid-life): the restart finds the
+    reservation or active claim with a live unit: uncertain, no second spawn, prompts refuse, force stop
+    of the recorded scope is the only way on."""
+    first = world.start(die_at=step)
+    assert first.first == {"dying": step}
+    assert first.died() == -9
+    second = world.start()
+    assert second.first.get("mode") == "orphan", second.first
+    assert second.ref is not None
+    seat_head, _ = heads(world)
+    assert seat_head.state is State.UNCERTAIN and seat_head.claim_id == second.first["claimId"]
+    # The unit is there (the shim holds it; Pi itself exits on the stdin EOF the crash made, FACTS (b)), and
+    # it is the one cohort of this claim: no second spawn.
+    assert os.path.isdir(world.lab.paths(second.ref.unit)[1])
+    assert [r for r in world.refs if r.unit == second.ref.unit] == [second.ref]
+
+    async def main() -> None:
+        c = await client(second)
+        observed = (await c.call("observe"))["result"]
+        assert observed["binding"]["state"] == "uncertain" and observed["binding"]["admission"] == "closed"
+        token = observed["incarnation"]
+        took = await c.call("acquire-recovery-control", incarnation=token)
+        generation = took["result"]["generation"]
+        refused = await c.call("prompt", incarnation=token, generation=generation, clientRequestId="p", text="hi")
+        assert refused["error"]["data"]["refusal"]["code"] == "fenced"
+        issued = await c.call("issue-confirmation", incarnation=token, operation="force-stop")
+        cid = issued["result"]["confirmation"]["confirmation"]
+        await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
+        await c.call("force-stop", incarnation=token, confirmation=cid)
+        await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        assert c.records("stop")[-1]["state"] == "stopped"
+        await c.close()
+
+    asyncio.run(main())
+    seat_head, session_head = heads(world)
+    assert seat_head.state is State.STOPPED and session_head.state is State.STOPPED
+
+
+def test_W14_a_crash_after_the_reservation_is_classified_no_unit_and_the_next_launch_goes(world: World) -> None:
+    first = world.start(die_at="reserved")
+    assert first.died() == -9
+    second = world.start()
+    assert second.first.get("mode") == "new", second.first  # restart freed it (stopped, no-unit), then launched
+    seat = ClaimStore(str(world.claims)).read_chain(keys(world)[0])
+    stopped = [r for r in seat if getattr(r, "state", None) is State.STOPPED]
+    assert stopped and stopped[0].proof.kind is ProofKind.NO_UNIT
+
+
+def test_W20_a_crash_after_the_spawn_marker_with_no_unit_stays_uncertain_and_refuses_launch(world: World) -> None:
+    first = world.start(die_at="spawn-marker")
+    assert first.died() == -9
+    second = world.start()
+    assert second.first.get("refused", {}).get("code") == "unsafe-replacement", second.first
+    seat_head, _ = heads(world)
+    assert seat_head.state is State.UNCERTAIN  # only a boot proof moves it on
+
+
+@pytest.mark.parametrize("phase", ["term", "kill"])
+def test_K10_K11_a_controller_killed_during_force_stop_is_restarted_and_reruns_from_TERM(world: World,
+                                                                                           phase: str) -> None:
+    """K11 (killed once the stop ID, the confirmation and phase term are recorded, before the identity check
+    and SIGTERM: term), K10 (between the TERM and kill phases: TERM sent, the grace over, the kill phase
+    recorded and not begun: kill; mutant 23 takes that as done): the restart checks the invocation ID and
+    re-runs from TERM for the same stop."""
+    proc = world.start(die_at=phase)
+    ref = proc.ref
+    assert ref is not None
+
+    async def main() -> str:
+        c = await client(proc)
+        stop = await force_stop(c)
+        return str(stop["stop"])
+
+    stop_id = asyncio.run(main())
+    assert proc.died() == -9
+    seat_head, _ = heads(world)
+    assert seat_head.state is State.STOPPING and seat_head.stop.stop_id == stop_id
+    assert seat_head.stop.phase == phase
+    restarted = world.start()
+    assert restarted.first.get("mode") == "continued-stop", restarted.first
+    seat_head, session_head = heads(world)
+    assert seat_head.state is State.STOPPED and session_head.state is State.STOPPED
+    assert seat_head.stop.stop_id == stop_id  # the same stop record, continued
+    evidence = [json.loads(x) for x in open(restarted.args["evidence"]).read().splitlines()] if os.path.exists(
+        restarted.args["evidence"]) else []
+    assert not [e for e in evidence if e.get("kind") == "error"]
+    assert not alive(ref.engine)
+
+
+def test_K4_two_controllers_stop_one_the_other_still_answers(world: World, tmp_path: Any) -> None:
+    other = World(world.lab, world.vendored, world.run_marker, world.root / "second")
+    os.makedirs(other.root)
+    other.make()
+    try:
+        a, b = world.start(), other.start()
+        assert a.ref is not None and b.ref is not None and a.ref.unit != b.ref.unit
+
+        async def main() -> None:
+            ca, cb = await client(a), await client(b)
+            await force_stop(ca)
+            await ca.until(lambda n: stop_is("stopped")(n), WAIT)
+            auth = await cb.control()
+            reply = await cb.call("prompt", **auth, clientRequestId="still", text="Say hello")
+            assert reply["result"]["outcome"] == "admitted"
+            await cb.until(receipt_is("finished"), WAIT)
+            await ca.close()
+            await cb.close()
+
+        asyncio.run(main())
+        assert populated(os.path.join(world.lab.paths(b.ref.unit)[1], "engine"))
+        # The stopped one's cgroup is gone (released and removed by its recorded identity) or empty.
+        stopped_engine = os.path.join(world.lab.paths(a.ref.unit)[1], "engine")
+        assert not os.path.isdir(stopped_engine) or not populated(stopped_engine)
+    finally:
+        problems = other.cleanup()
+        assert not problems, problems
+
+
+def test_K5_a_tool_call_open_at_the_stop_is_an_uncertain_effect(world: World) -> None:
+    proc = world.start()
+
+    async def main() -> dict[str, Any]:
+        c = await client(proc)
+        auth = await c.control()
+        await c.call("prompt", **auth, clientRequestId="t", text="LONGTOOL please")
+        await c.until(event_is("tool-start"), WAIT)
+        await force_stop(c, auth)
+        await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        (report,) = c.records("effectReport")
+        await c.close()
+        return report
+
+    report = asyncio.run(main())
+    (effect,) = report["effects"]
+    assert effect["toolName"] == "bash" and effect["state"] == "uncertain" and report["rollback"] is False
+
+
+def test_H16_W12_a_second_controller_for_the_same_session_refuses_and_the_first_is_untouched(world: World) -> None:
+    first = world.start()
+    before = heads(world)
+    second = world.start()
+    assert second.first["refused"]["code"] == "already-active", second.first
+    assert heads(world)[0].number == before[0].number  # nothing published over the first
+
+    async def main() -> None:
+        c = await client(first)
+        auth = await c.control()
+        reply = await c.call("prompt", **auth, clientRequestId="ok", text="Say hello")
+        assert reply["result"]["outcome"] == "admitted"
+        await c.until(receipt_is("finished"), WAIT)
+        await c.close()
+
+    asyncio.run(main())
+
+
+def test_K15_the_shim_gone_makes_the_stop_uncertain_never_stopped(world: World) -> None:
+    proc = world.start()
+    ref = proc.ref
+    assert ref is not None and ref.shim is not None
+    os.kill(ref.shim.pid, 9)
+
+    async def main() -> dict[str, Any]:
+        c = await client(proc)
+        await force_stop(c)
+        final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        await c.close()
+        return dict(final["params"])
+
+    final = asyncio.run(main())
+    assert final["state"] == "uncertain" and final["reason"] in ("shim-gone", "identity-unavailable")
+    seat_head, _ = heads(world)
+    assert seat_head.state is State.UNCERTAIN  # never released without a proof
+
+
+def _daemon_pid(world: World) -> int:
+    """The setsid daemon's pid, from the tool result the engine persisted (`started <pid>`)."""
+    for line in world.session.read_text().splitlines():
+        entry = json.loads(line)
+        message = entry.get("message") or {}
+        if entry.get("type") == "message" and message.get("role") == "toolResult":
+            for part in message.get("content") or []:
+                text = part.get("text", "") if isinstance(part, dict) else ""
+                if text.startswith("started "):
+                    return int(text.split()[1])
+    raise AssertionError("no daemon pid in the session file")
+
+
+def test_K2_K1_on_the_process_group_fallback_is_uncertain_never_stopped(world: World) -> None:
+    if world.lab.path != "direct":
+        pytest.skip("K2 runs on the process-group launcher whatever the lab's route: once, under the direct route")
+    proc = world.start(route="pgroup")
+    daemon: ProcessRef | None = None
+    try:
+        async def main() -> dict[str, Any]:
+            c = await client(proc)
+            auth = await c.control()
+            await c.call("prompt", **auth, clientRequestId="d1", text="DAEMON please")
+            await c.until(receipt_is("finished"), WAIT)
+            await force_stop(c, auth)
+            final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+            await c.close()
+            return dict(final["params"])
+
+        final = asyncio.run(main())
+        pid = _daemon_pid(world)
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+        daemon = ProcessRef(pid, int(text[text.rfind(")") + 1:].split()[19]))
+        assert final["state"] == "uncertain", final  # never stopped: a process group proves nothing
+        assert alive(daemon)  # and indeed the setsid daemon left the group and survived
+        seat_head, session_head = heads(world)
+        assert seat_head.state is State.UNCERTAIN and session_head.state is State.UNCERTAIN
+    finally:
+        if daemon is not None and alive(daemon):
+            os.kill(daemon.pid, 9)  # the one process this test started that escaped: by its recorded pid
+
+
+def test_W15_a_crash_between_the_two_keys_during_release_is_finished_by_the_restart(world: World) -> None:
+    proc = world.start(die_at_barrier="stopped")
+
+    async def main() -> None:
+        c = await client(proc)
+        await force_stop(c)
+
+    asyncio.run(main())
+    assert proc.died() == -9
+    seat_head, session_head = heads(world)
+    claim_id = proc.first["claimId"]
+    # Released in reverse order: the session key is stopped with the proof, the seat key still holds the pair.
+    assert session_head.state is State.STOPPED and session_head.proof.kind is ProofKind.COHORT
+    assert seat_head.state is State.STOPPING and seat_head.claim_id == claim_id
+    plain = ClaimStore(str(world.claims))
+    seat, session = keys(world)
+    assert not plain.observe(seat, session).free  # the pair stays held
+    restarted = world.start()
+    chain = [r for r in plain.read_chain(seat) if getattr(r, "claim_id", None) == claim_id]
+    finished = chain[-1]
+    assert finished.state is State.STOPPED and finished.reason == "restart-finish-release"
+    assert finished.proof == session_head.proof  # under the same claim ID, with the same proof
+    # The pair was free again, so the restarted controller launched its own execution under a new claim.
+    assert restarted.first.get("mode") == "new" and restarted.first["claimId"] != claim_id
+
+
+def _rewrite_host(world: World, field: str, old: str, new: str) -> None:
+    """Make the claim root look as if written on another boot or machine: every revision's `host` (and the
+    cohort reference's, which names the same host) gets `new` for `old` in `field`."""
+    for dirpath, _dirs, files in os.walk(world.claims):
+        for name in files:
+            if not name.endswith(".json") or dirpath.endswith("eligibility"):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path) as f:
+                text = f.read()
+            assert old in text
+            with open(path, "w") as f:
+                f.write(text.replace(old, new))
+
+
+def _kill_cohort(world: World, ref: CohortRef) -> None:
+    """What the reboot did: every process of the cohort ended, its cgroup gone (by its recorded identity)."""
+    from mosaic.cgroup_cohort import force_stop as cohort_stop  # noqa: PLC0415
+    from mosaic.cgroup_cohort import release_cohort  # noqa: PLC0415
+
+    cohort_stop(ref, world.lab.request(ref), manager=world.lab.user_manager(), grace=0.2)
+    release_cohort(ref, force=True)
+
+
+def test_W7_a_claim_from_an_earlier_boot_is_stopped_by_a_boot_proof_and_its_open_tool_calls_are_uncertain(
+        world: World) -> None:
+    first = world.start()
+    ref = first.ref
+    assert ref is not None
+
+    async def main() -> None:
+        c = await client(first)
+        auth = await c.control()
+        await c.call("prompt", **auth, clientRequestId="t", text="LONGTOOL please")
+        await c.until(event_is("tool-start"), WAIT)
+        await c.close()
+
+    asyncio.run(main())
+    first.kill()  # the machine went down with the tool call open ...
+    _kill_cohort(world, ref)
+    _rewrite_host(world, "bootId", current_host().boot_id, "f" * 32)  # ... and came back: another boot ID, the same machine
+    second = world.start()
+    assert second.first.get("mode") == "new", second.first
+    seat, _session = keys(world)
+    old = [r for r in ClaimStore(str(world.claims)).read_chain(seat)
+           if getattr(r, "claim_id", None) == first.first["claimId"]]
+    assert old[-1].state is State.STOPPED and old[-1].proof.kind is ProofKind.BOOT
+
+    async def observe() -> dict[str, Any]:
+        c = await client(second)
+        observed = (await c.call("observe"))["result"]
+        await c.close()
+        return dict(observed)
+
+    (report,) = asyncio.run(observe())["inherited"]
+    assert report["execution"] == first.first["claimId"] and report["stop"] == f"boot-{first.first['claimId']}"
+    (effect,) = report["effects"]
+    assert effect["toolName"] == "bash" and effect["state"] == "uncertain" and report["rollback"] is False
+
+
+def test_W17_a_claim_root_from_another_machine_is_foreign_host_and_nothing_is_promoted(world: World) -> None:
+    first = world.start()
+    ref = first.ref
+    assert ref is not None
+    first.kill()
+    _kill_cohort(world, ref)
+    _rewrite_host(world, "machineId", current_host().machine_id, "e" * 32)
+    before = heads(world)
+    second = world.start()
+    assert second.first["refused"]["code"] == "foreign-host", second.first
+    assert heads(world) == before  # nothing published, nothing promoted

@@ -1,0 +1,237 @@
+"""Recover and launch on the real parts (brief §6 "Recover (Q15)", "Pi resume"; issue 11): a force stop with a
+cohort proof, recover through the socket (eligibility only: a new reserved claim and a single-use record),
+then the launcher's call in another controller process. Fixture ids are in the names."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from typing import Any
+
+from lifecycle_helpers import World, client
+from test_lifecycle import WAIT, force_stop, heads, keys
+
+from mosaic.controller.testing import RawClient, receipt_is, stop_is
+from mosaic.writer_claim import ClaimStore, ProofKind, State
+
+
+async def stopped(c: RawClient, auth: dict[str, Any] | None = None) -> dict[str, Any]:
+    if auth is None:
+        await force_stop(c)
+    else:
+        token = auth["incarnation"]
+        issued = await c.call("issue-confirmation", incarnation=token, operation="force-stop")
+        cid = issued["result"]["confirmation"]["confirmation"]
+        await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
+        assert "result" in await c.call("force-stop", incarnation=token, confirmation=cid)
+    final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+    assert final["params"]["state"] == "stopped", final["params"]
+    return final["params"]
+
+
+async def recover(c: RawClient, *, answer: bool = True, auth: dict[str, Any] | None = None) -> dict[str, Any]:
+    auth = auth or await c.control()
+    token = auth["incarnation"]
+    issued = await c.call("issue-confirmation", incarnation=token, operation="recover")
+    cid = issued["result"]["confirmation"]["confirmation"]
+    if answer:
+        await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
+    return await c.call("recover", incarnation=token, confirmation=cid)
+
+
+def code(reply: dict[str, Any]) -> str:
+    return str(reply["error"]["data"]["refusal"]["code"])
+
+
+def records_dir(world: World) -> str:
+    return str(world.claims / "eligibility")
+
+
+def recovered(world: World, *, prompt: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """A first controller, (optionally a prompt), a force stop with a proof, a recover: the controller and
+    the eligibility record."""
+    first = world.start()
+
+    async def main() -> dict[str, Any]:
+        c = await client(first)
+        auth = await c.control()
+        if prompt is not None:
+            await c.call("prompt", **auth, clientRequestId="cancelled", text=prompt)
+            await c.until(receipt_is("working"), WAIT)
+        await stopped(c, auth)
+        reply = await recover(c, auth=auth)
+        await c.close()
+        assert "result" in reply, reply
+        return dict(reply["result"]["eligibility"])
+
+    return first, asyncio.run(main())
+
+
+def test_K7_W8_recover_after_a_proof_then_launch_new_claim_incarnation_generation_plus_one_same_leaf(
+        world: World) -> None:
+    first, record = recovered(world, prompt="LONGTOOL now")
+    old_claim = first.first["claimId"]
+    seat, _session = keys(world)
+    stopped_head = [r for r in ClaimStore(str(world.claims)).read_chain(seat)
+                    if getattr(r, "claim_id", None) == old_claim][-1]
+    assert stopped_head.state is State.STOPPED
+    # Recover reported eligibility only: a new reserved claim on both keys, nothing launched.
+    seat_head, session_head = heads(world)
+    for head in (seat_head, session_head):
+        assert head.claim_id == record["claim_id"] != old_claim and head.state is State.RESERVED
+        assert not head.spawn_marker and head.eligibility.id == record["id"] and not head.eligibility.taken
+        # generation + 1 over the stopped claim's last (a takeover had raised it: the controller generation)
+        assert head.generation == stopped_head.generation + 1 == record["generation"]
+    assert record["previous_claim_id"] == old_claim and record["incarnation"] == first.first["incarnation"]
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]
+    lines_before = world.session.read_text().splitlines()
+    assert json.loads(lines_before[-1])["id"] == record["leaf"]  # the leaf the stopped engine left
+
+    second = world.start(eligibility=record["id"])
+    assert second.first.get("mode") == "recovered", second.first
+    assert second.first["claimId"] == record["claim_id"]
+    assert second.first["incarnation"] != first.first["incarnation"]
+    assert second.first["generation"] == record["generation"]
+    assert sorted(os.listdir(records_dir(world))) == [f"{record['id']}.used"]  # consumed, once
+    seat_head, session_head = heads(world)
+    for head in (seat_head, session_head):
+        assert head.state is State.ACTIVE and head.eligibility.taken and head.binding.leaf == record["leaf"]
+        assert head.binding.conversation == record["conversation"] and head.binding.branch == "main"
+
+    async def main() -> dict[str, Any]:
+        c = await client(second)
+        observed = (await c.call("observe"))["result"]
+        await c.close()
+        return {"observed": observed}
+
+    out = asyncio.run(main())
+    binding = out["observed"]["binding"]
+    assert binding["state"] == "active" and binding["admission"] == "open"
+    assert binding["generation"] == record["generation"]
+    # The cancelled prompt is not replayed: the new execution has no request, and the session file gained
+    # nothing but the engine's own startup entries (no user message).
+    assert out["observed"].get("receipts", []) == []
+    added = [json.loads(x) for x in world.session.read_text().splitlines()[len(lines_before):]]
+    assert all(e["type"] in ("model_change", "thinking_level_change") for e in added), added
+
+
+def test_K6_recover_without_proof_without_confirmation_or_with_changed_pins_is_refused(world: World) -> None:
+    tree = world.root / "engine-tree"
+    shutil.copytree(world.vendored, tree)
+    os.chmod(tree, 0o755)
+    env = dict(world.args()["engine_env"], PYTHONPATH=str(tree))
+    first = world.start(engine_env=env, pin_tree=str(tree))
+
+    async def main() -> dict[str, Any]:
+        c = await client(first)
+        auth = await c.control()
+        no_proof = await recover(c, auth=auth)
+        await stopped(c, auth)
+        no_confirmation = await recover(c, answer=False, auth=auth)
+        (tree / "changed.py").write_text("# the engine's install changed after the launch\n")
+        os.chmod(tree / "changed.py", 0o644)
+        changed_pins = await recover(c, auth=auth)
+        await c.close()
+        return {"no_proof": no_proof, "no_confirmation": no_confirmation, "changed_pins": changed_pins}
+
+    out = asyncio.run(main())
+    assert code(out["no_proof"]) == "stop-proof"
+    assert code(out["no_confirmation"]) == "confirmation"
+    assert code(out["changed_pins"]) == "engine-pin-mismatch"
+    # Nothing was reserved: the pair is the stopped claim's, free, and no record exists.
+    seat_head, session_head = heads(world)
+    for head in (seat_head, session_head):
+        assert head.claim_id == first.first["claimId"] and head.state is State.STOPPED
+        assert head.proof.kind is ProofKind.COHORT
+    assert not os.path.exists(records_dir(world)) or os.listdir(records_dir(world)) == []
+
+
+def test_K17_two_launcher_calls_with_one_record_make_one_engine(world: World) -> None:
+    _first, record = recovered(world)
+    a = world.spawn(eligibility=record["id"])
+    b = world.spawn(eligibility=record["id"])
+    outs = [a.wait_first(), b.wait_first()]
+    world.note(a)
+    world.note(b)
+    launched = [o for o in outs if "ready" in o]
+    refused = [o for o in outs if "refused" in o]
+    assert len(launched) == 1 and len(refused) == 1, outs
+    assert refused[0]["refused"]["code"] == "eligibility"
+    assert "already used" in refused[0]["refused"]["message"] or "taken" in refused[0]["refused"]["message"]
+    # One engine: exactly one cohort was launched for the new claim.
+    units = [r.unit for r in world.refs if r.unit == f"cohort-{record['claim_id']}.scope"]
+    assert units == [f"cohort-{record['claim_id']}.scope"]
+    seat_head, _ = heads(world)
+    assert seat_head.state is State.ACTIVE and seat_head.claim_id == record["claim_id"]
+
+
+def test_K18_the_leaf_moves_after_eligibility_launch_refused_and_the_reservation_stays_until_released(
+        world: World) -> None:
+    _first, record = recovered(world)
+    before = heads(world)
+    with open(world.session, "a") as f:  # another writer appends after eligibility
+        f.write(json.dumps({"type": "custom", "customType": "foreign", "data": {}, "id": "f0f0f0f0",
+                            "parentId": record["leaf"], "timestamp": "2026-12-01T00:00:01.000Z"}) + "\n")
+    launch = world.start(eligibility=record["id"])
+    assert launch.first["refused"]["code"] == "target", launch.first
+    assert heads(world) == before  # the reservation stays, untouched
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]  # not consumed: nothing was launched
+    # Nobody takes the pair while it is reserved for the eligibility, the reserving controller alive or not.
+    plain = world.start()
+    assert plain.first["refused"]["code"] == "already-active", plain.first
+    # Released with a proof (the claim never spawned), the pair is free again.
+    released = world.start(release_reservation=record["id"])
+    assert "released" in released.first, released.first
+    seat_head, session_head = heads(world)
+    for head in (seat_head, session_head):
+        assert head.state is State.STOPPED and head.proof.kind is ProofKind.NO_UNIT
+        assert head.claim_id == record["claim_id"]
+
+
+def test_W9_resume_with_a_changed_binary_or_argv_is_refused_and_the_claim_is_unchanged(world: World) -> None:
+    _first, record = recovered(world)
+    before = heads(world)
+    base = world.args()["engine_command"]
+    other_binary = world.start(eligibility=record["id"], engine_command=["/usr/bin/python3.11", *base[1:]])
+    assert other_binary.first["refused"]["code"] == "engine-pin-mismatch", other_binary.first
+    assert heads(world) == before
+    # Another model is another sealed argv: another argv digest.
+    other_argv = world.start(eligibility=record["id"], model="fake-model-2")
+    assert other_argv.first["refused"]["code"] == "engine-pin-mismatch", other_argv.first
+    assert heads(world) == before
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]
+
+
+def test_K8_the_engine_loads_another_leaf_on_resume_refused_before_admission_contained_until_force_stop(
+        world: World) -> None:
+    _first, record = recovered(world)
+    foreign = json.dumps({"type": "custom", "customType": "foreign", "data": {}, "id": "e0e0e0e0",
+                          "parentId": record["leaf"], "timestamp": "2026-12-01T00:00:01.000Z"})
+    # The file changes after the launcher revalidated and consumed the record, before the engine loads it.
+    second = world.start(eligibility=record["id"], append_at={"step": "taken-over", "line": foreign})
+    assert second.first.get("mode") == "recovered", second.first
+
+    async def main() -> dict[str, Any]:
+        c = await client(second)
+        observed = (await c.call("observe"))["result"]
+        token = observed["incarnation"]
+        ordinary = await c.call("takeover", incarnation=token, expectedGeneration=observed["generation"])
+        took = await c.call("acquire-recovery-control", incarnation=token)  # fenced: recovery control (K9)
+        auth = {"incarnation": token, "generation": took["result"]["generation"]}
+        prompt = await c.call("prompt", **auth, clientRequestId="p", text="hello")
+        final = await stopped(c, auth)
+        await c.close()
+        return {"observed": observed, "prompt": prompt, "final": final, "ordinary": ordinary}
+
+    out = asyncio.run(main())
+    binding = out["observed"]["binding"]
+    assert binding["state"] == "uncertain" and binding["admission"] == "closed"
+    assert code(out["ordinary"]) == "fenced"  # ordinary takeover is refused while fenced
+    assert "preflight" in binding["fences"]
+    assert code(out["prompt"]) in ("preflight", "fenced")
+    seat_head, session_head = heads(world)
+    for head in (seat_head, session_head):  # claimed and contained until the force stop proved it stopped
+        assert head.claim_id == record["claim_id"] and head.state is State.STOPPED
+        assert head.proof.kind is ProofKind.COHORT

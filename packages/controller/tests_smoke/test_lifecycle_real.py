@@ -1,0 +1,200 @@
+"""The lifecycle on the real Pi 0.85.1 (issue 11: "the real sealed Pi 0.85.1 talking to the scripted model
+server in the loopback-only namespace"): a `Controller` launches the pinned Pi under a writer claim in a
+direct cgroup, the load check passes on the real binary's own startup append, a turn runs, a force stop
+proves the stop and releases both keys with the proof's digest, recover reserves, and the launcher's call
+resumes the same session with the real Pi loading the recorded leaf (K7, W8, K8's check on the real
+binary) without replaying anything.
+
+The engine runs as the unprivileged engine uid `cohorttest` (ci/cohort/ensure-user.sh, idempotent), as a
+contained cohort must: an engine with its controller's uid could leave its cgroup, so no stop of it is ever
+proven (cgroup-cohort "containment-not-held"). It runs a hard-linked copy of the pinned install
+(`readable_install`: the checkout may sit under a 0700 home). The parent cgroup is made under the cgroup2
+mount found in /proc/self/mountinfo and removed by its recorded name; every cohort is released by its
+recorded reference; the fixture tree and the copy are removed by name."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mosaic.cgroup_cohort import (
+    Credentials,
+    DirectCgroupLauncher,
+    FixtureVerifier,
+    find_cgroup2,
+    release_cohort,
+)
+from mosaic.controller import Controller, EngineSpec, Placement
+from mosaic.controller.testing import RawClient, readable_install, receipt_is, stop_is
+from mosaic.pi_rpc.testing import ModelServer, models_json
+from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
+
+HEADER = '{{"type":"session","version":3,"id":"{id}","timestamp":"2026-12-01T00:00:00.000Z","cwd":"{cwd}"}}\n'
+WAIT = 60.0
+
+
+@pytest.fixture
+def parent() -> Iterator[str]:
+    if os.geteuid() != 0:
+        pytest.fail("the real-Pi lifecycle needs root (a cgroup under the cgroup2 root)")
+    path = os.path.join(find_cgroup2().mount_point, f"mosaic-smoke-{secrets.token_hex(4)}")
+    os.mkdir(path)
+    yield path
+    os.rmdir(path)  # every cohort under it was released by its recorded reference
+
+
+@pytest.fixture
+def engine_uid() -> Credentials:
+    repo = os.environ.get("MOSAIC_REPO")
+    if not repo:
+        pytest.fail("MOSAIC_REPO is not set (the checkout holding ci/cohort/ensure-user.sh)")
+    subprocess.run([os.path.join(repo, "ci", "cohort", "ensure-user.sh"), "cohorttest"], check=True,
+                   capture_output=True)
+    pw = pwd.getpwnam("cohorttest")
+    return Credentials(pw.pw_uid, pw.pw_gid, ())
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A fixture tree the engine uid can traverse (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="mosaic-smoke-fx-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_K7_W8_launch_stop_recover_and_resume_on_the_real_pi(scratch: Path, pi_dir: Path, model: ModelServer,
+                                                              parent: str, engine_uid: Credentials) -> None:
+    root = scratch / "fx"
+    for d in ("home", "agent", "operator-home", "claims"):
+        (root / d).mkdir(parents=True)
+    root.chmod(0o755)
+    installed = readable_install(pi_dir, str(scratch))
+    project = root / "proj"
+    session = project / ".pi" / "state" / "seat" / "sessions" / "s.jsonl"
+    session.parent.mkdir(parents=True)
+    session_id = f"0199{secrets.token_hex(4)}-aaaa-7000-8000-{secrets.token_hex(6)}"
+    session.write_text(HEADER.format(id=session_id, cwd=project))
+    (root / "agent" / "models.json").write_text(json.dumps(models_json(model.base_url)))
+    os.chmod(root / "claims", 0o700)
+    for top in ("home", "agent", "proj"):  # the engine's own: it writes its session and settings there
+        for dirpath, _dirs, files in os.walk(root / top):
+            os.chown(dirpath, engine_uid.uid, engine_uid.gid)
+            for f in files:
+                os.chown(os.path.join(dirpath, f), engine_uid.uid, engine_uid.gid)
+    sockets = tempfile.mkdtemp(prefix="mosaic-smoke-sock-")
+    os.chmod(sockets, 0o700)
+    launcher = DirectCgroupLauncher(parent, sockets, engine=engine_uid)
+    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(root / "agent")}
+    refs = []
+
+    def controller(eligibility: str | None = None) -> Controller:
+        socket_dir = tempfile.mkdtemp(prefix="c-", dir=sockets)
+        return Controller(
+            Placement(fixture_root=str(root), claim_root=str(root / "claims"), session_file=str(session),
+                      socket_dir=socket_dir, home=str(root / "operator-home")),
+            EngineSpec(env=env, pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
+            launcher, verifier=FixtureVerifier(), stop_grace=2.0, eligibility=eligibility)
+
+    async def stop(c: RawClient, auth: dict[str, Any]) -> dict[str, Any]:
+        token = auth["incarnation"]
+        issued = await c.call("issue-confirmation", incarnation=token, operation="force-stop")
+        cid = issued["result"]["confirmation"]["confirmation"]
+        await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
+        await c.call("force-stop", incarnation=token, confirmation=cid)
+        final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        return dict(final["params"])
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        first = controller()
+        await first.start()
+        assert first.execution is not None and first.execution.ref is not None
+        refs.append(first.execution.ref)
+        try:
+            c = await RawClient.connect(first.socket_path)
+            observed = (await c.call("observe"))["result"]
+            out["first_binding"] = observed["binding"]
+            auth = await c.control()
+            reply = await c.call("prompt", **auth, clientRequestId="hello", text="Say hello")
+            assert reply["result"]["outcome"] == "admitted", reply
+            await c.until(receipt_is("finished"), WAIT)
+            out["first_stop"] = await stop(c, auth)
+            out["proofs"] = c.records("cohortProof")
+            conf = await c.call("issue-confirmation", incarnation=auth["incarnation"], operation="recover")
+            cid = conf["result"]["confirmation"]["confirmation"]
+            await c.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
+            recovered = await c.call("recover", incarnation=auth["incarnation"], confirmation=cid)
+            assert "result" in recovered, recovered
+            out["record"] = recovered["result"]["eligibility"]
+            out["first_incarnation"] = auth["incarnation"]
+            await c.close()
+        finally:
+            await first.aclose()
+        out["lines_before"] = len(lines(session))
+        second = controller(eligibility=out["record"]["id"])
+        await second.start()
+        assert second.execution is not None and second.execution.ref is not None
+        refs.append(second.execution.ref)
+        try:
+            c = await RawClient.connect(second.socket_path)
+            observed = (await c.call("observe"))["result"]
+            out["second"] = {"mode": second.mode, "binding": observed["binding"], "incarnation": observed["incarnation"],
+                             "receipts": observed["receipts"], "claim": second.execution.claim.claim_id}
+            auth = await c.control()
+            reply = await c.call("prompt", **auth, clientRequestId="again", text="Say hello")
+            assert reply["result"]["outcome"] == "admitted", reply
+            await c.until(receipt_is("finished"), WAIT)
+            out["second_stop"] = await stop(c, auth)
+            await c.close()
+        finally:
+            await second.aclose()
+        return out
+
+    try:
+        out = asyncio.run(main())
+    finally:
+        for ref in refs:
+            release_cohort(ref, force=True)
+        shutil.rmtree(sockets, ignore_errors=True)
+
+    # The load check passed on the real binary (its startup append included): admission opened.
+    assert out["first_binding"]["state"] == "active" and out["first_binding"]["admission"] == "open"
+    assert out["first_stop"]["state"] == "stopped"
+    (proof,) = out["proofs"]
+    record = out["record"]
+    # Resumed: a new claim and incarnation, generation + 1, the same conversation and leaf, the real Pi
+    # loaded the recorded leaf (the load check let admission open).
+    second = out["second"]
+    assert second["mode"] == "recovered" and second["claim"] == record["claim_id"]
+    assert second["incarnation"] != out["first_incarnation"]
+    assert second["binding"]["state"] == "active" and second["binding"]["admission"] == "open"
+    assert second["binding"]["generation"] == record["generation"]
+    assert second["receipts"] == []  # nothing replayed
+    users = [e["message"]["content"][0]["text"] for e in lines(session)
+             if e.get("type") == "message" and e["message"]["role"] == "user"]
+    assert users == ["Say hello", "Say hello"]  # the first turn once, the new turn once: no replay
+    assert out["second_stop"]["state"] == "stopped"
+    store = ClaimStore(str(root / "claims"))
+    seat = SeatKey("seat", str(project), str(project))
+    chain = [r for r in store.read_chain(seat) if getattr(r, "claim_id", None) is not None]
+    first_stopped = [r for r in chain if r.claim_id != record["claim_id"] and r.state is State.STOPPED]
+    assert first_stopped and first_stopped[-1].proof.kind is ProofKind.COHORT
+    assert first_stopped[-1].proof.digest == proof["proof"]["verification"]["digest"]
+    pair = store.observe(seat, SessionKey("pi", session_id))
+    assert pair.free and pair.seat.head.claim_id == record["claim_id"]
