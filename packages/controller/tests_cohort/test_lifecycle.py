@@ -343,9 +343,9 @@ def test_W15_a_crash_between_the_two_keys_during_release_is_finished_by_the_rest
     assert restarted.first.get("mode") == "new" and restarted.first["claimId"] != claim_id
 
 
-def _rewrite_host(world: World, field: str, old: str, new: str) -> None:
-    """Make the claim root look as if written on another boot or machine: every revision's `host` (and the
-    cohort reference's, which names the same host) gets `new` for `old` in `field`."""
+def _rewrite_claims(world: World, old: str, new: str, *, everywhere: bool = True) -> None:
+    """Edit the claim root as another writer (or another boot, another machine) would have left it: `new`
+    for `old` in every revision file (`everywhere`: the value must be in each one, as a host identity is)."""
     for dirpath, _dirs, files in os.walk(world.claims):
         for name in files:
             if not name.endswith(".json") or dirpath.endswith("eligibility"):
@@ -353,9 +353,15 @@ def _rewrite_host(world: World, field: str, old: str, new: str) -> None:
             path = os.path.join(dirpath, name)
             with open(path) as f:
                 text = f.read()
-            assert old in text
+            assert old in text or not everywhere
             with open(path, "w") as f:
                 f.write(text.replace(old, new))
+
+
+def _rewrite_host(world: World, field: str, old: str, new: str) -> None:
+    """Make the claim root look as if written on another boot or machine: every revision's `host` (and the
+    cohort reference's, which names the same host) gets `new` for `old` in `field`."""
+    _rewrite_claims(world, old, new)
 
 
 def _kill_cohort(world: World, ref: CohortRef) -> None:
@@ -414,3 +420,53 @@ def test_W17_a_claim_root_from_another_machine_is_foreign_host_and_nothing_is_pr
     second = world.start()
     assert second.first["refused"]["code"] == "foreign-host", second.first
     assert heads(world) == before  # nothing published, nothing promoted
+
+
+def test_K14_a_restart_finding_another_unit_identity_under_the_recorded_name_sends_no_signal(world: World) -> None:
+    """K14 as the controller sees it: the controller dies with the stop recorded; the claim now names another
+    identity than the unit's under the recorded name (another systemd InvocationID for a scope, another
+    kernfs cgroup id for the direct route). The restart continues the same stop; the identity check fails:
+    evidence unavailable, no signal, uncertain. The setsid daemon (TERM-ignoring, so only a kill phase could
+    end it, and it outlives the engine's stdin EOF) shows no kill phase ran."""
+    proc = world.start(die_at="term")
+    ref = proc.ref
+    assert ref is not None
+
+    async def main() -> None:
+        c = await client(proc)
+        auth = await c.control()
+        await c.call("prompt", **auth, clientRequestId="d", text="DAEMON please")
+        await c.until(receipt_is("finished"), WAIT)
+        await force_stop(c, auth)
+
+    asyncio.run(main())
+    assert proc.died() == -9
+    pid = _daemon_pid(world)
+    with open(f"/proc/{pid}/stat") as f:
+        text = f.read()
+    daemon = ProcessRef(pid, int(text[text.rfind(")") + 1:].split()[19]))
+    if ref.kind == "scope":
+        assert ref.invocation_id is not None
+        _rewrite_claims(world, ref.invocation_id, "".join("1" if ch == "0" else "0" for ch in ref.invocation_id),
+                        everywhere=False)
+    else:
+        other = ref.unit_cgroup_id + 1_000_000
+        _rewrite_claims(world, f"cgroup-{ref.unit_cgroup_id}", f"cgroup-{other}", everywhere=False)
+        for end in (",", "}"):  # canonical JSON: compact, sorted keys
+            _rewrite_claims(world, f'"unitCgroupId":{ref.unit_cgroup_id}{end}', f'"unitCgroupId":{other}{end}',
+                            everywhere=False)
+    restarted = world.start()
+    assert restarted.first.get("mode") == "continued-stop", restarted.first
+    seat_head, session_head = heads(world)
+    assert seat_head.cohort is not None and dict(seat_head.cohort) != ref.to_dict()  # the edit took
+    assert seat_head.state is State.UNCERTAIN and session_head.state is State.UNCERTAIN
+    assert alive(daemon)  # no kill phase ran against the unit the claim does not name
+
+    async def observe() -> dict[str, Any]:
+        c = await client(restarted)
+        observed = (await c.call("observe"))["result"]
+        await c.close()
+        return dict(observed["binding"])
+
+    binding = asyncio.run(observe())
+    assert binding["state"] == "uncertain" and binding["admission"] == "closed"
