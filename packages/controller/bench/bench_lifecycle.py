@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import pwd
 import secrets
@@ -56,9 +55,8 @@ from mosaic.cgroup_cohort import (
 )
 from mosaic.controller import Controller, EngineSpec, Hooks, Placement
 from mosaic.controller._cohort import ClaimCohortProbe
-from mosaic.controller.testing import RawClient, readable_install, readable_packages, stop_is
+from mosaic.controller.testing import FixtureTree, RawClient, readable_install, readable_packages
 from mosaic.pi_rpc import EngineLink, LinkCore, sealed_engine_argv
-from mosaic.pi_rpc.testing import models_json
 from mosaic.writer_claim import ClaimStore, SeatKey, SessionKey
 
 REPO = Path(__file__).resolve().parents[3]
@@ -72,33 +70,12 @@ for i in range(n):
     store.acquire(SeatKey(f"seat-{i}", f"/p/{i}", f"/p/{i}"), SessionKey("pi", f"session-{i}"),
                   Binding(f"b-{i}", "pi", f"conv-{i}", "main", None, pins))
 """
-HEADER = '{{"type":"session","version":3,"id":"{id}","timestamp":"2026-12-01T00:00:00.000Z","cwd":"{cwd}"}}\n'
-
-
-class Tree:
-    """One fixture tree: home, agent dir (models.json), project with its session file, claim root."""
-
-    def __init__(self, base: str, creds: Credentials) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="tree-", dir=base))
-        os.chmod(self.root, 0o755)
-        for d in ("home", "agent", "operator-home", "claims"):
-            (self.root / d).mkdir()
-        self.session_id = f"0199{secrets.token_hex(4)}-aaaa-7000-8000-{secrets.token_hex(6)}"
-        self.project = self.root / "proj"
-        self.session = self.project / ".pi" / "state" / "seat" / "sessions" / "s.jsonl"
-        self.session.parent.mkdir(parents=True)
-        self.session.write_text(HEADER.format(id=self.session_id, cwd=self.project))
-        (self.root / "agent" / "models.json").write_text(json.dumps(models_json("http://127.0.0.1:9/v1")))
-        os.chmod(self.root / "claims", 0o700)
-        for top in ("home", "agent", "proj"):  # the engine's own
-            for dirpath, _dirs, files in os.walk(self.root / top):
-                os.chown(dirpath, creds.uid, creds.gid)
-                for f in files:
-                    os.chown(os.path.join(dirpath, f), creds.uid, creds.gid)
-
-    def env(self, extra: dict[str, str]) -> dict[str, str]:
-        return {"HOME": str(self.root / "home"), "PATH": "/usr/bin:/bin",
-                "PI_CODING_AGENT_DIR": str(self.root / "agent"), **extra}
+def new_tree(base: str, creds: Credentials) -> FixtureTree:
+    """One fixture tree (home, agent dir, project with its session file, claim root) in a new directory."""
+    tree = FixtureTree(Path(tempfile.mkdtemp(prefix="tree-", dir=base)))
+    os.chmod(tree.root, 0o755)
+    tree.make((creds.uid, creds.gid))
+    return tree
 
 
 class Bench:
@@ -122,13 +99,13 @@ class Bench:
         self.launcher = DirectCgroupLauncher(self.parent, self.sockets, engine=self.creds)
         self.engine_name = "pinned Pi 0.85.1 (sealed)" if self.pi_dir else "pi-rpc fake engine (no MOSAIC_PI_DIR)"
 
-    def spec(self, tree: Tree) -> EngineSpec:
+    def spec(self, tree: FixtureTree) -> EngineSpec:
         extra = {} if self.pi_dir else {"PYTHONPATH": self.install}
         command = None if self.pi_dir else ("/usr/bin/python3", "-m", "mosaic.pi_rpc.testing.fake_engine")
-        return EngineSpec(env=tree.env(extra), pi_dir=self.install if self.pi_dir else None, command=command,
+        return EngineSpec(env=tree.engine_env(**extra), pi_dir=self.install if self.pi_dir else None, command=command,
                           provider="fakeprov", model="fake-model-1")
 
-    def argv(self, tree: Tree) -> list[str]:
+    def argv(self, tree: FixtureTree) -> list[str]:
         spec = self.spec(tree)
         return sealed_engine_argv(spec.pi_dir or "", str(tree.session), provider="fakeprov", model="fake-model-1",
                                   command=spec.command)
@@ -136,13 +113,12 @@ class Bench:
     # -------------------------------------------------------------------------------- 1 and 2, paired
 
     async def controller_round(self) -> dict[str, float]:
-        tree = Tree(self.base, self.creds)
+        tree = new_tree(self.base, self.creds)
         socket_dir = tempfile.mkdtemp(prefix="c-", dir=self.sockets)
         marks: dict[str, float] = {}
         hooks = Hooks(on_launch_step=lambda name: marks.setdefault(name, time.monotonic()))
         controller = Controller(
-            Placement(fixture_root=str(tree.root), claim_root=str(tree.root / "claims"),
-                      session_file=str(tree.session), socket_dir=socket_dir, home=str(tree.root / "operator-home")),
+            Placement(**tree.placement(socket_dir)),
             self.spec(tree), self.launcher, verifier=FixtureVerifier(), stop_grace=self.args.grace, hooks=hooks)
         t0 = time.monotonic()
         await controller.start()
@@ -151,20 +127,15 @@ class Bench:
         ref = controller.execution.ref if controller.execution else None
         try:
             c = await RawClient.connect(controller.socket_path)
-            observed = (await c.call("observe"))["result"]
-            token = observed["incarnation"]
-            took = await c.call("takeover", incarnation=token, expectedGeneration=observed["generation"])
-            assert "result" in took, took
-            issued = await c.call("issue-confirmation", incarnation=token, operation="force-stop")
-            cid = issued["result"]["confirmation"]["confirmation"]
-            await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
+            auth = await c.control()
+            cid = await c.confirm("force-stop", auth)
             t1 = time.monotonic()
-            await c.call("force-stop", incarnation=token, confirmation=cid)
-            final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), 120)
+            await c.call("force-stop", incarnation=auth["incarnation"], confirmation=cid)
+            final = await c.stop_outcome(120)
             stop = time.monotonic() - t1
             await c.close()
-            if final["params"]["state"] != "stopped":
-                raise RuntimeError(f"the controller's stop was not proven: {final['params']}")
+            if final["state"] != "stopped":
+                raise RuntimeError(f"the controller's stop was not proven: {final}")
         finally:
             await controller.aclose()
             if ref is not None:
@@ -174,7 +145,7 @@ class Bench:
         return {"launch": launch, "start": started, "stop": stop}
 
     async def floor_launch(self) -> float:
-        tree = Tree(self.base, self.creds)
+        tree = new_tree(self.base, self.creds)
         try:
             t0 = time.monotonic()
             link = await EngineLink.spawn(self.argv(tree), env=self.spec(tree).env, cwd=str(tree.project),
@@ -188,7 +159,7 @@ class Bench:
             shutil.rmtree(tree.root, ignore_errors=True)
 
     def floor_stop(self) -> float:
-        tree = Tree(self.base, self.creds)
+        tree = new_tree(self.base, self.creds)
         unit = f"cohort-bench-{secrets.token_hex(8)}.scope"
         handle = self.launcher.launch(unit, self.argv(tree), env=dict(self.spec(tree).env), cwd=str(tree.project))
         wfd, rfd = handle.take_stdio()

@@ -39,6 +39,7 @@ from mosaic.controller import (
     SetTimer,
     TimerFired,
 )
+from mosaic.controller.testing import RawClient
 from mosaic.pi_rpc import encode_record as encode_engine_record
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
@@ -261,6 +262,19 @@ def validate_note(method: str, params: Mapping[str, Any]) -> None:
         validate(params)
     else:
         raise AssertionError(f"unexpected notification {method}")
+
+
+async def validated_client(socket_path: str) -> RawClient:
+    """A `RawClient` on the controller's socket whose every event and record is validated against the
+    control schema as it arrives (markers and closing notices carry no schema)."""
+    client = await RawClient.connect(socket_path)
+
+    def check(note: dict[str, Any]) -> None:
+        if note.get("method") in ("event", "record"):
+            validate_note(note["method"], note["params"])
+
+    client.on_note = check
+    return client
 
 
 # ----------------------------------------------------------------------------------- Pi's records (FACTS)

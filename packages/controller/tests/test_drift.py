@@ -21,7 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_harness import REPO, Harness, full_run, queues, refused, run_end, run_start, state, validate
+from core_harness import (
+    REPO,
+    Harness,
+    full_run,
+    queues,
+    refused,
+    run_end,
+    run_start,
+    state,
+    validated_client,
+)
 
 from mosaic.controller import Bounds, EffectDone, Notify, TimerFired
 from mosaic.controller._core import DRIFT_READ_TIMER, DRIFT_START, READ_SESSION
@@ -502,19 +512,6 @@ def test_a_core_without_the_drift_config_never_checks() -> None:
 
 # ------------------------------------------------------------------ the whole controller, on the fake engine
 
-async def connect(rig: FakeRig) -> RawClient:
-    client = await RawClient.connect(rig.socket_path)
-
-    def check(note: dict[str, Any]) -> None:
-        if note.get("method") == "event":
-            validate(note["params"], "event")
-        elif note.get("method") == "record":
-            validate(note["params"])
-
-    client.on_note = check
-    return client
-
-
 def finished(crid: str) -> Callable[[dict[str, Any]], bool]:
     return lambda n: receipt_is("finished")(n) and n["params"]["clientRequest"] == crid
 
@@ -551,9 +548,9 @@ def test_W10_a_foreign_entry_appended_while_the_fake_engine_is_idle_is_session_d
         tmp_path: Path) -> None:
     async def main() -> None:
         async with fake_controller(tmp_path / "rig") as rig:
-            observer = await connect(rig)
+            observer = await validated_client(rig.socket_path)
             await observer.call("observe")
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             await run_turn(client, auth, "t1", "Say hello")
             first = rig.core.drift_verdict
@@ -600,7 +597,7 @@ def test_W18_the_fake_startup_append_and_several_turns_with_a_tool_call_and_an_i
         async with fake_controller(tmp_path / "rig", seed=HEADER_ONLY) as rig:
             verdicts = [rig.core.drift_verdict]
             assert verdicts[0] is not None and verdicts[0].disk_entries == 2 and not verdicts[0].drift
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             await run_turn(client, auth, "t1", "Say hello")
             verdicts.append(rig.core.drift_verdict)
@@ -698,9 +695,9 @@ def test_W11_the_controller_never_opens_a_session_file_for_writing_while_the_eng
         async with fake_controller(tmp_path / "rig") as rig:
             sessions = rig.session.parent
             recorder = OpenRecorder(monkeypatch)
-            observer = await connect(rig)
+            observer = await validated_client(rig.socket_path)
             await observer.call("observe")
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             await run_turn(client, auth, "t1", "Say hello")
             await observer.call("observe")  # a history page read of the file

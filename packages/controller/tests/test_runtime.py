@@ -10,39 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_harness import validate
+from core_harness import validated_client
 
 from mosaic.controller.testing import FakeRig, RawClient, fake_controller, receipt_is
 
 WAIT = 30.0
 
 
-def validated(client: RawClient) -> RawClient:
-    """Every record and event `client` receives is validated against the control schema."""
-
-    def check(note: dict[str, Any]) -> None:
-        if note.get("method") == "event":
-            validate(note["params"], "event")
-        elif note.get("method") == "record":
-            validate(note["params"])
-
-    client.on_note = check
-    return client
-
-
-async def connect(rig: FakeRig) -> RawClient:
-    return validated(await RawClient.connect(rig.socket_path))
-
-
 async def control(rig: FakeRig) -> tuple[RawClient, dict[str, Any]]:
-    client = await connect(rig)
+    client = await validated_client(rig.socket_path)
     return client, await client.control()
 
 
 def test_E1_a_prompt_streams_to_the_controller_and_an_observer_and_lands_in_the_session_file(tmp_path: Path) -> None:
     async def main() -> None:
         async with fake_controller(tmp_path / "rig") as rig:
-            observer = await connect(rig)
+            observer = await validated_client(rig.socket_path)
             seen = (await observer.call("observe"))["result"]
             assert seen["seam"]["replay"] == "unavailable" and seen["history"]["ok"] is False  # no file yet
             client, auth = await control(rig)
@@ -84,7 +67,7 @@ def test_S7_the_engine_receives_and_persists_the_exact_text(tmp_path: Path, text
 def test_S5_an_observer_paste_and_enter_sends_zero_engine_bytes(tmp_path: Path) -> None:
     async def main() -> None:
         async with fake_controller(tmp_path / "rig") as rig:
-            observer = await connect(rig)
+            observer = await validated_client(rig.socket_path)
             token = (await observer.call("observe"))["result"]["incarnation"]
             reply = await observer.call("prompt", incarnation=token, generation=1, clientRequestId="p",
                                         text="pasted reply\n")

@@ -47,7 +47,7 @@ def vendored_engine() -> Iterator[str]:
 def world(lab: Any, vendored_engine: str, run_marker: str) -> Iterator[World]:
     root = Path(tempfile.mkdtemp(prefix="mosaic-fx-", dir="/tmp"))
     os.chmod(root, 0o755)
-    w = World(lab, vendored_engine, run_marker, root)
+    w = World(root=root, lab=lab, vendored=vendored_engine, run_marker=run_marker)
     w.make()
     yield w
     problems = w.cleanup()

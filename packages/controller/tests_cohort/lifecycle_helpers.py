@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import select
 import shutil
 import signal
@@ -19,8 +18,7 @@ from typing import Any
 
 from mosaic.cgroup_cohort import CohortRef, force_stop, release_cohort
 from mosaic.cgroup_cohort.testing import alive
-from mosaic.controller.testing import RawClient
-from mosaic.pi_rpc.testing import models_json
+from mosaic.controller.testing import FixtureTree, RawClient
 from mosaic.safe_open import ProcessRef
 
 HERE = Path(__file__).resolve().parent
@@ -28,50 +26,22 @@ CHILD = HERE / "controller_child.py"
 WAIT = 60.0
 
 
-HEADER = '{{"type":"session","version":3,"id":"{id}","timestamp":"2026-12-01T00:00:00.000Z","cwd":"{cwd}"}}\n'
-
-
 @dataclass
-class World:
-    """One fixture tree: the fixture root (holding the claim root and the engine's home, agent dir and
-    project with its session file, owned by the engine uid), a private socket directory per controller,
-    and every controller process and cohort started in it."""
+class World(FixtureTree):
+    """One fixture tree (`FixtureTree`: the claim root and the engine's home, agent dir and project with its
+    session file, owned by the engine uid), a private socket directory per controller, and every controller
+    process and cohort started in it."""
 
-    lab: Any
-    vendored: str
-    run_marker: str
-    root: Path
-    session_id: str = field(default_factory=lambda: f"0199{secrets.token_hex(4)}-aaaa-7000-8000-{secrets.token_hex(6)}")
+    lab: Any = None
+    vendored: str = ""
+    run_marker: str = ""
     procs: list[ControllerProc] = field(default_factory=list)
     refs: list[CohortRef] = field(default_factory=list)
     socket_dirs: list[str] = field(default_factory=list)
 
-    @property
-    def claims(self) -> Path:
-        return self.root / "claims"
-
-    @property
-    def project(self) -> Path:
-        return self.root / "proj"
-
-    @property
-    def session(self) -> Path:
-        return self.project / ".pi" / "state" / "seat" / "sessions" / "s.jsonl"
-
-    def make(self, seed: str | None = None) -> None:
-        for d in ("home", "agent", "operator-home", "claims"):
-            (self.root / d).mkdir()
-        self.session.parent.mkdir(parents=True)
-        # The fake's model is its in-process script, but Pi's provider table must name it (FACTS Part 2).
-        (self.root / "agent" / "models.json").write_text(json.dumps(models_json("http://127.0.0.1:9/v1")))
-        self.session.write_text(seed if seed is not None else HEADER.format(id=self.session_id, cwd=self.project))
-        uid, gid = self.lab.engine.uid, self.lab.engine.gid
-        for top in ("home", "agent", "proj"):
-            for dirpath, _dirs, files in os.walk(self.root / top):
-                os.chown(dirpath, uid, gid)
-                for f in files:
-                    os.chown(os.path.join(dirpath, f), uid, gid)
-        os.chmod(self.claims, 0o700)
+    def make(self, engine_uid: tuple[int, int] | None = None, *, model_url: str = "http://127.0.0.1:9/v1",
+             seed: str | None = None) -> None:
+        super().make(engine_uid or (self.lab.engine.uid, self.lab.engine.gid), model_url=model_url, seed=seed)
 
     def args(self, **extra: Any) -> dict[str, Any]:
         socket_dir = tempfile.mkdtemp(prefix="mcx-", dir="/tmp")
@@ -82,12 +52,8 @@ class World:
             "route": lab.path, "direct_parent": lab.direct_parent, "socket_dir": lab.socket_dir,
             "manager_prefix": lab.manager.prefix() if lab.manager is not None else None,
             "engine_uid": lab.engine.uid, "engine_gid": lab.engine.gid,
-            "placement": {"fixture_root": str(self.root), "claim_root": str(self.claims),
-                          "session_file": str(self.session), "socket_dir": socket_dir,
-                          "home": str(self.root / "operator-home")},
-            "engine_env": {"HOME": str(self.root / "home"), "PATH": "/usr/bin:/bin",
-                           "PI_CODING_AGENT_DIR": str(self.root / "agent"), "PYTHONPATH": self.vendored,
-                           "MOSAIC_COHORT_RUN": self.run_marker},
+            "placement": self.placement(socket_dir),
+            "engine_env": self.engine_env(PYTHONPATH=self.vendored, MOSAIC_COHORT_RUN=self.run_marker),
             "engine_command": ["/usr/bin/python3", "-m", "mosaic.pi_rpc.testing.fake_engine",
                                "--fake-scenarios", "cohort_scenarios:SCENARIOS"],
             "evidence": str(self.root / f"evidence-{len(self.procs)}.jsonl"),

@@ -47,14 +47,7 @@ def members_of(ref: CohortRef, world: World) -> list[ProcessRef]:
 
 async def force_stop(c: RawClient, auth: dict[str, Any] | None = None) -> dict[str, Any]:
     """Confirm and request a force stop; takes control first unless `auth` says this client has it."""
-    auth = auth or await c.control()
-    issued = await c.call("issue-confirmation", incarnation=auth["incarnation"], operation="force-stop")
-    assert "result" in issued, issued
-    cid = issued["result"]["confirmation"]["confirmation"]
-    await c.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
-    reply = await c.call("force-stop", incarnation=auth["incarnation"], confirmation=cid)
-    assert "result" in reply, reply
-    return reply["result"]["stop"]
+    return await c.force_stop(auth or await c.control())
 
 
 def test_K1_force_stop_kills_a_setsid_child_and_releases_the_claim_with_the_proofs_digest(world: World) -> None:
@@ -75,10 +68,10 @@ def test_K1_force_stop_kills_a_setsid_child_and_releases_the_claim_with_the_proo
         assert issued["result"]["confirmation"]["summary"]["unit"] == ref.unit
         await c.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
         stop = (await c.call("force-stop", incarnation=auth["incarnation"], confirmation=cid))["result"]["stop"]
-        final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        final = await c.stop_outcome()
         proofs = c.records("cohortProof")
         await c.close()
-        return {"members": members, "stop": stop, "final": final["params"], "proofs": proofs}
+        return {"members": members, "stop": stop, "final": final, "proofs": proofs}
 
     out = asyncio.run(main())
     assert out["final"]["state"] == "stopped", out["final"]
@@ -125,11 +118,8 @@ def test_W6_W13_a_controller_killed_after_the_spawn_leaves_an_orphan_served_unce
         generation = took["result"]["generation"]
         refused = await c.call("prompt", incarnation=token, generation=generation, clientRequestId="p", text="hi")
         assert refused["error"]["data"]["refusal"]["code"] == "fenced"
-        issued = await c.call("issue-confirmation", incarnation=token, operation="force-stop")
-        cid = issued["result"]["confirmation"]["confirmation"]
-        await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
-        await c.call("force-stop", incarnation=token, confirmation=cid)
-        await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        await c.force_stop({"incarnation": token, "generation": generation})
+        await c.stop_outcome()
         assert c.records("stop")[-1]["state"] == "stopped"
         await c.close()
 
@@ -190,7 +180,7 @@ def test_K10_K11_a_controller_killed_during_force_stop_is_restarted_and_reruns_f
 
 
 def test_K4_two_controllers_stop_one_the_other_still_answers(world: World, tmp_path: Any) -> None:
-    other = World(world.lab, world.vendored, world.run_marker, world.root / "second")
+    other = World(root=world.root / "second", lab=world.lab, vendored=world.vendored, run_marker=world.run_marker)
     os.makedirs(other.root)
     other.make()
     try:
@@ -227,7 +217,7 @@ def test_K5_a_tool_call_open_at_the_stop_is_an_uncertain_effect(world: World) ->
         await c.call("prompt", **auth, clientRequestId="t", text="LONGTOOL please")
         await c.until(event_is("tool-start"), WAIT)
         await force_stop(c, auth)
-        await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        await c.stop_outcome()
         (report,) = c.records("effectReport")
         await c.close()
         return report
@@ -264,9 +254,9 @@ def test_K15_the_shim_gone_makes_the_stop_uncertain_never_stopped(world: World) 
     async def main() -> dict[str, Any]:
         c = await client(proc)
         await force_stop(c)
-        final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+        final = await c.stop_outcome()
         await c.close()
-        return dict(final["params"])
+        return final
 
     final = asyncio.run(main())
     assert final["state"] == "uncertain" and final["reason"] in ("shim-gone", "identity-unavailable")
@@ -299,9 +289,9 @@ def test_K2_K1_on_the_process_group_fallback_is_uncertain_never_stopped(world: W
             await c.call("prompt", **auth, clientRequestId="d1", text="DAEMON please")
             await c.until(receipt_is("finished"), WAIT)
             await force_stop(c, auth)
-            final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
+            final = await c.stop_outcome()
             await c.close()
-            return dict(final["params"])
+            return final
 
         final = asyncio.run(main())
         pid = _daemon_pid(world)

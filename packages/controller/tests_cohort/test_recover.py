@@ -13,32 +13,21 @@ from typing import Any
 from lifecycle_helpers import World, client
 from test_lifecycle import WAIT, force_stop, heads, keys
 
-from mosaic.controller.testing import RawClient, receipt_is, stop_is
+from mosaic.controller.testing import RawClient, receipt_is
 from mosaic.writer_claim import ClaimStore, ProofKind, State
 
 
 async def stopped(c: RawClient, auth: dict[str, Any] | None = None) -> dict[str, Any]:
-    if auth is None:
-        await force_stop(c)
-    else:
-        token = auth["incarnation"]
-        issued = await c.call("issue-confirmation", incarnation=token, operation="force-stop")
-        cid = issued["result"]["confirmation"]["confirmation"]
-        await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
-        assert "result" in await c.call("force-stop", incarnation=token, confirmation=cid)
-    final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
-    assert final["params"]["state"] == "stopped", final["params"]
-    return final["params"]
+    await force_stop(c, auth)
+    final = await c.stop_outcome()
+    assert final["state"] == "stopped", final
+    return final
 
 
 async def recover(c: RawClient, *, answer: bool = True, auth: dict[str, Any] | None = None) -> dict[str, Any]:
     auth = auth or await c.control()
-    token = auth["incarnation"]
-    issued = await c.call("issue-confirmation", incarnation=token, operation="recover")
-    cid = issued["result"]["confirmation"]["confirmation"]
-    if answer:
-        await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
-    return await c.call("recover", incarnation=token, confirmation=cid)
+    cid = await c.confirm("recover", auth, answer=answer)
+    return await c.call("recover", incarnation=auth["incarnation"], confirmation=cid)
 
 
 def code(reply: dict[str, Any]) -> str:

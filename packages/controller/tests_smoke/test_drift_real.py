@@ -13,26 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_harness import validate
+from core_harness import validated_client
 
 from mosaic.controller.testing import FakeRig, RawClient, event_is, real_controller, receipt_is, stop_is
 from mosaic.pi_rpc.testing import ModelServer
 
 HEADER = json.dumps({"type": "session", "version": 3, "id": "0199cccc-3333-7000-8000-000000000003",
                      "timestamp": "2026-11-30T02:46:17.936Z", "cwd": "{cwd}"}, separators=(",", ":")) + "\n"
-
-
-async def connect(rig: FakeRig) -> RawClient:
-    client = await RawClient.connect(rig.socket_path)
-
-    def check(note: dict[str, Any]) -> None:
-        if note.get("method") == "event":
-            validate(note["params"], "event")
-        elif note.get("method") == "record":
-            validate(note["params"])
-
-    client.on_note = check
-    return client
 
 
 async def run_turn(client: RawClient, auth: dict[str, Any], crid: str, text: str) -> None:
@@ -65,7 +52,7 @@ def test_W18_the_real_pi_own_appends_startup_tool_call_retry_and_abort_are_no_dr
         async with real_controller(tmp_path / "rig", pi_dir, model.base_url, seed=text) as rig:
             counts = [no_drift(rig)]  # the takeover check
             assert session_types(rig) == ["model_change", "thinking_level_change"]
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             await run_turn(client, auth, "t1", "Say hello")
             counts.append(no_drift(rig))
@@ -101,7 +88,7 @@ def test_W19_a_new_session_file_absent_until_the_first_reply_is_no_drift_on_the_
             verdict = rig.core.drift_verdict  # the takeover check: Pi holds its startup append in memory
             assert verdict is not None and not verdict.drift and verdict.seen is None
             assert verdict.engine_entries == 2 and not rig.session.exists()
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             await run_turn(client, auth, "t1", "Say hello")
             assert no_drift(rig) == 4 and rig.session.exists()
@@ -117,7 +104,7 @@ def test_W10_a_foreign_entry_appended_while_the_real_pi_is_idle_is_session_drift
         tmp_path: Path, pi_dir: Path, model: ModelServer) -> None:
     async def main() -> None:
         async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             await run_turn(client, auth, "t1", "Say hello")
             assert no_drift(rig) == 4

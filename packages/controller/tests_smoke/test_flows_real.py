@@ -11,23 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core_harness import validate
+from core_harness import validated_client
 
-from mosaic.controller.testing import FakeRig, RawClient, event_is, real_controller, receipt_is, stop_is
+from mosaic.controller.testing import FakeRig, event_is, real_controller, receipt_is, stop_is
 from mosaic.pi_rpc.testing import ModelServer
-
-
-async def connect(rig: FakeRig) -> RawClient:
-    client = await RawClient.connect(rig.socket_path)
-
-    def check(note: dict[str, Any]) -> None:
-        if note.get("method") == "event":
-            validate(note["params"], "event")
-        elif note.get("method") == "record":
-            validate(note["params"])
-
-    client.on_note = check
-    return client
 
 
 def session_lines(rig: FakeRig) -> list[dict[str, Any]]:
@@ -43,10 +30,10 @@ def test_E1_fan_out_return_flow_with_a_tool_call_on_the_real_pi(tmp_path: Path, 
                                                                   model: ModelServer) -> None:
     async def main() -> None:
         async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
-            observers = [await connect(rig) for _ in range(3)]
+            observers = [await validated_client(rig.socket_path) for _ in range(3)]
             for o in observers:
                 (await o.call("observe"))["result"]
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             reply = await client.call("prompt", **auth, clientRequestId="e1", text="TOOLCALL please run it")
             assert reply["result"]["outcome"] == "admitted"
@@ -75,7 +62,7 @@ def test_N8_H18_two_prompts_back_to_back_one_engine_write_one_turn(tmp_path: Pat
                                                                    model: ModelServer) -> None:
     async def main() -> None:
         async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             first = await client.send("prompt", **auth, clientRequestId="a", text="PIPE-1 hello")
             second = await client.send("prompt", **auth, clientRequestId="b", text="PIPE-2 hello")
@@ -98,7 +85,7 @@ def test_N9_interrupt_mid_stream_follows_R3_1_on_the_real_pi(tmp_path: Path, pi_
                                                              model: ModelServer) -> None:
     async def main() -> None:
         async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             await client.call("prompt", **auth, clientRequestId="slow", text="SLOW stream please")
             await client.until(event_is("text-delta"))
@@ -130,7 +117,7 @@ def test_S7_control_characters_reach_the_session_file_exactly(tmp_path: Path, pi
 
     async def main() -> None:
         async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             await client.call("prompt", **auth, clientRequestId="s7", text=text)
             await client.until(receipt_is("finished"))
@@ -145,7 +132,7 @@ def test_S7_control_characters_reach_the_session_file_exactly(tmp_path: Path, pi
 def test_slash_text_never_reaches_the_real_pi(tmp_path: Path, pi_dir: Path, model: ModelServer) -> None:
     async def main() -> None:
         async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
-            client = await connect(rig)
+            client = await validated_client(rig.socket_path)
             auth = await client.control()
             for i, text in enumerate(["/llama", "  /skill:x", "\t/goal now"]):
                 reply = await client.call("prompt", **auth, clientRequestId=f"s{i}", text=text)

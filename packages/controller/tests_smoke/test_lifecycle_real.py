@@ -36,11 +36,10 @@ from mosaic.cgroup_cohort import (
     release_cohort,
 )
 from mosaic.controller import Controller, EngineSpec, Placement
-from mosaic.controller.testing import RawClient, readable_install, receipt_is, stop_is
-from mosaic.pi_rpc.testing import ModelServer, models_json
+from mosaic.controller.testing import FixtureTree, RawClient, readable_install, receipt_is
+from mosaic.pi_rpc.testing import ModelServer
 from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
 
-HEADER = '{{"type":"session","version":3,"id":"{id}","timestamp":"2026-12-01T00:00:00.000Z","cwd":"{cwd}"}}\n'
 WAIT = 60.0
 
 
@@ -80,45 +79,27 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 def test_K7_W8_launch_stop_recover_and_resume_on_the_real_pi(scratch: Path, pi_dir: Path, model: ModelServer,
                                                               parent: str, engine_uid: Credentials) -> None:
-    root = scratch / "fx"
-    for d in ("home", "agent", "operator-home", "claims"):
-        (root / d).mkdir(parents=True)
-    root.chmod(0o755)
+    tree = FixtureTree(scratch / "fx")
+    tree.make((engine_uid.uid, engine_uid.gid), model_url=model.base_url)
+    tree.root.chmod(0o755)
+    project, session, session_id = tree.project, tree.session, tree.session_id
     installed = readable_install(pi_dir, str(scratch))
-    project = root / "proj"
-    session = project / ".pi" / "state" / "seat" / "sessions" / "s.jsonl"
-    session.parent.mkdir(parents=True)
-    session_id = f"0199{secrets.token_hex(4)}-aaaa-7000-8000-{secrets.token_hex(6)}"
-    session.write_text(HEADER.format(id=session_id, cwd=project))
-    (root / "agent" / "models.json").write_text(json.dumps(models_json(model.base_url)))
-    os.chmod(root / "claims", 0o700)
-    for top in ("home", "agent", "proj"):  # the engine's own: it writes its session and settings there
-        for dirpath, _dirs, files in os.walk(root / top):
-            os.chown(dirpath, engine_uid.uid, engine_uid.gid)
-            for f in files:
-                os.chown(os.path.join(dirpath, f), engine_uid.uid, engine_uid.gid)
     sockets = tempfile.mkdtemp(prefix="mosaic-smoke-sock-")
     os.chmod(sockets, 0o700)
     launcher = DirectCgroupLauncher(parent, sockets, engine=engine_uid)
-    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(root / "agent")}
+    env = tree.engine_env()
     refs = []
 
     def controller(eligibility: str | None = None) -> Controller:
         socket_dir = tempfile.mkdtemp(prefix="c-", dir=sockets)
         return Controller(
-            Placement(fixture_root=str(root), claim_root=str(root / "claims"), session_file=str(session),
-                      socket_dir=socket_dir, home=str(root / "operator-home")),
+            Placement(**tree.placement(socket_dir)),
             EngineSpec(env=env, pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
             launcher, verifier=FixtureVerifier(), stop_grace=2.0, eligibility=eligibility)
 
     async def stop(c: RawClient, auth: dict[str, Any]) -> dict[str, Any]:
-        token = auth["incarnation"]
-        issued = await c.call("issue-confirmation", incarnation=token, operation="force-stop")
-        cid = issued["result"]["confirmation"]["confirmation"]
-        await c.call("answer-confirmation", incarnation=token, confirmation=cid, answer="confirm")
-        await c.call("force-stop", incarnation=token, confirmation=cid)
-        final = await c.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), WAIT)
-        return dict(final["params"])
+        await c.force_stop(auth)
+        return await c.stop_outcome(WAIT)
 
     async def main() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -136,9 +117,7 @@ def test_K7_W8_launch_stop_recover_and_resume_on_the_real_pi(scratch: Path, pi_d
             await c.until(receipt_is("finished"), WAIT)
             out["first_stop"] = await stop(c, auth)
             out["proofs"] = c.records("cohortProof")
-            conf = await c.call("issue-confirmation", incarnation=auth["incarnation"], operation="recover")
-            cid = conf["result"]["confirmation"]["confirmation"]
-            await c.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
+            cid = await c.confirm("recover", auth)
             recovered = await c.call("recover", incarnation=auth["incarnation"], confirmation=cid)
             assert "result" in recovered, recovered
             out["record"] = recovered["result"]["eligibility"]
@@ -190,7 +169,7 @@ def test_K7_W8_launch_stop_recover_and_resume_on_the_real_pi(scratch: Path, pi_d
              if e.get("type") == "message" and e["message"]["role"] == "user"]
     assert users == ["Say hello", "Say hello"]  # the first turn once, the new turn once: no replay
     assert out["second_stop"]["state"] == "stopped"
-    store = ClaimStore(str(root / "claims"))
+    store = ClaimStore(str(tree.claims))
     seat = SeatKey("seat", str(project), str(project))
     chain = [r for r in store.read_chain(seat) if getattr(r, "claim_id", None) is not None]
     first_stopped = [r for r in chain if r.claim_id != record["claim_id"] and r.state is State.STOPPED]

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -29,7 +30,14 @@ from typing import Any
 
 from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
 from mosaic.pi_rpc import EngineLink, LinkCore, sealed_engine_argv
-from mosaic.pi_rpc.testing import FakeControl, FakeEngineSetup, Script, prepare_fake_engine, prepare_tree
+from mosaic.pi_rpc.testing import (
+    FakeControl,
+    FakeEngineSetup,
+    Script,
+    models_json,
+    prepare_fake_engine,
+    prepare_tree,
+)
 
 from ._core import Bounds, ControllerCore, CoreConfig, new_incarnation
 from ._drift import DriftConfig
@@ -37,7 +45,7 @@ from ._runtime import ControllerRuntime, EffectHandler, PageReader, SessionFileR
 from ._server import ServerLimits
 
 __all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",
-           "private_socket_dir", "readable_install", "readable_packages", "real_controller", "receipt_is", "session_reader", "stop_is"]
+           "FixtureTree", "SESSION_HEADER", "private_socket_dir", "readable_install", "readable_packages", "real_controller", "receipt_is", "session_reader", "stop_is"]
 
 SEAT = "seat"
 WAIT = 30.0
@@ -111,6 +119,27 @@ class RawClient:
         took = await self.call("takeover", incarnation=token, expectedGeneration=observed["generation"])
         return {"incarnation": token, "generation": took["result"]["generation"]}
 
+    async def confirm(self, operation: str, auth: Mapping[str, Any], *, answer: bool = True) -> str:
+        """Issue a confirmation for `operation` (`force-stop`, `recover`) and, with `answer`, confirm it; its id."""
+        issued = await self.call("issue-confirmation", incarnation=auth["incarnation"], operation=operation)
+        assert "result" in issued, issued
+        cid: str = issued["result"]["confirmation"]["confirmation"]
+        if answer:
+            await self.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
+        return cid
+
+    async def force_stop(self, auth: Mapping[str, Any]) -> dict[str, Any]:
+        """Confirm and request a force stop as the controller `auth` names; the stop record of the reply."""
+        cid = await self.confirm("force-stop", auth)
+        reply = await self.call("force-stop", incarnation=auth["incarnation"], confirmation=cid)
+        assert "result" in reply, reply
+        return dict(reply["result"]["stop"])
+
+    async def stop_outcome(self, timeout: float = WAIT) -> dict[str, Any]:
+        """The first stop record that ended (stopped or uncertain), so far or to come."""
+        final = await self.until(lambda n: stop_is("stopped")(n) or stop_is("uncertain")(n), timeout)
+        return dict(final["params"])
+
     async def close(self) -> None:
         self.writer.close()
         self._task.cancel()
@@ -161,6 +190,66 @@ class FakeRig:
         return self.runtime.core
 
 
+SESSION_HEADER = '{{"type":"session","version":3,"id":"{id}","timestamp":"2026-12-01T00:00:00.000Z","cwd":"{cwd}"}}\n'
+
+
+@dataclass
+class FixtureTree:
+    """A lifecycle fixture tree under `root`: the engine's `home`, `agent` dir (its models.json naming the
+    scripted provider) and project `proj` with the session file `.pi/state/seat/sessions/s.jsonl` (a header
+    with `session_id`), all owned by the engine uid; the operator's `operator-home` (the live locations the
+    guard refuses) and the 0700 claim root `claims`, root's. `make()` creates it; the caller removes `root`."""
+
+    root: Path
+    session_id: str = field(default_factory=lambda: f"0199{secrets.token_hex(4)}-aaaa-7000-8000-{secrets.token_hex(6)}")
+
+    @property
+    def claims(self) -> Path:
+        return self.root / "claims"
+
+    @property
+    def project(self) -> Path:
+        return self.root / "proj"
+
+    @property
+    def session(self) -> Path:
+        return self.project / ".pi" / "state" / SEAT / "sessions" / "s.jsonl"
+
+    def make(self, engine_uid: tuple[int, int], *, model_url: str = "http://127.0.0.1:9/v1",
+             seed: str | None = None) -> None:
+        """`seed`: the session file's bytes instead of the header. The fake's model is its in-process script,
+        but Pi's provider table must name it (FACTS Part 2): hence the models.json even without a server."""
+        for d in ("home", "agent", "operator-home", "claims"):
+            (self.root / d).mkdir(parents=True)
+        self.session.parent.mkdir(parents=True)
+        (self.root / "agent" / "models.json").write_text(json.dumps(models_json(model_url)))
+        self.session.write_text(seed if seed is not None else SESSION_HEADER.format(id=self.session_id,
+                                                                                   cwd=self.project))
+        uid, gid = engine_uid
+        for top in ("home", "agent", "proj"):
+            for dirpath, _dirs, files in os.walk(self.root / top):
+                os.chown(dirpath, uid, gid)
+                for f in files:
+                    os.chown(os.path.join(dirpath, f), uid, gid)
+        os.chmod(self.claims, 0o700)
+
+    def engine_env(self, **extra: str) -> dict[str, str]:
+        """The engine's whole environment: its scratch HOME and agent dir, a fixed PATH, and `extra`."""
+        return {"HOME": str(self.root / "home"), "PATH": "/usr/bin:/bin",
+                "PI_CODING_AGENT_DIR": str(self.root / "agent"), **extra}
+
+    def placement(self, socket_dir: str) -> dict[str, str]:
+        """`mosaic.controller.Placement`'s arguments for this tree."""
+        return {"fixture_root": str(self.root), "claim_root": str(self.claims), "session_file": str(self.session),
+                "socket_dir": socket_dir, "home": str(self.root / "operator-home")}
+
+
+def _open_up(tree: Path) -> None:
+    """Every directory 0755 (a copy another uid must traverse)."""
+    for dirpath, _dirs, _files in os.walk(tree):
+        os.chmod(dirpath, 0o755)
+
+
 def readable_install(src: str | os.PathLike[str], parent: str) -> Path:
     """A copy of an install tree (the pinned Pi, a vendored package) that another uid can read: hard links
     where the file system allows (the files keep their own modes, which must already let others read: a
@@ -182,8 +271,7 @@ def readable_install(src: str | os.PathLike[str], parent: str) -> Path:
         shutil.rmtree(dest, ignore_errors=True)
         os.mkdir(dest, 0o755)
         shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
-    for dirpath, _dirs, _files in os.walk(dest):
-        os.chmod(dirpath, 0o755)
+    _open_up(dest)
     return dest
 
 
@@ -196,8 +284,8 @@ def readable_packages(modules: Sequence[ModuleType], parent: str | None = None) 
     for module in modules:
         source = Path(str(module.__file__)).parent
         shutil.copytree(source, dest / "mosaic" / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+    _open_up(dest)
     for root, _dirs, files in os.walk(dest):
-        os.chmod(root, 0o755)
         for f in files:
             os.chmod(os.path.join(root, f), 0o644)
     return dest
