@@ -55,8 +55,16 @@ class Mutant:
 
     @property
     def suite(self) -> str:
-        """The package's test directory the killers are in (tests, tests_cohort, ...)."""
-        return pathlib.PurePosixPath(self.killed_by[0]).parts[0]
+        return suite_of(self.killed_by)
+
+
+def suite_of(killers: list[str]) -> str:
+    """The package's test directory the killers are in (tests, tests_cohort, ...): one per pytest run, as its
+    rootdir (tests_cohort/ brings its own conftest and plugins)."""
+    suites = sorted({pathlib.PurePosixPath(k).parts[0] for k in killers})
+    if len(suites) != 1:
+        raise SystemExit(f"killers of one mutant must come from one suite, not {suites}")
+    return suites[0]
 
 
 @dataclasses.dataclass
@@ -115,14 +123,9 @@ class Scratch:
     def pytest(self, package: str, killed_by: list[str]) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
         ids = [str(pkg_dir / k) for k in killed_by]
-        # The killers' own suite directory is the rootdir (tests/, or tests_cohort/ with its conftest and
-        # plugins for a mutant only the real-kernel suite can see); one suite per pytest run.
-        suites = sorted({pathlib.PurePosixPath(k).parts[0] for k in killed_by})
         env = dict(os.environ, MOSAIC_REPO=str(self.tree), PYTHONDONTWRITEBYTECODE="1")
         cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-x", "-q",
-               "--import-mode=importlib", "--rootdir", str(pkg_dir / suites[0]), *ids]
-        if len(suites) != 1:
-            raise SystemExit(f"killers of one mutant must come from one suite, not {suites}")
+               "--import-mode=importlib", "--rootdir", str(pkg_dir / suite_of(killed_by)), *ids]
         try:
             return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:

@@ -170,11 +170,8 @@ def record_state(claim_root: str, record_id: str) -> str:
         return "unknown"
     try:
         for state, suffix in (("unused", ".json"), ("used", ".used")):
-            try:
-                os.stat(record_id + suffix, dir_fd=d, follow_symlinks=False)
+            if _exists(d, record_id + suffix):
                 return state
-            except FileNotFoundError:
-                continue
         return "unknown"
     finally:
         os.close(d)

@@ -361,6 +361,22 @@ class Controller:
                                            f"recorded {record.leaf!r} (K18)")
         self.identity = now  # the load check compares the engine's leaf with this one (K8)
 
+    def _use_record(self, record_id: str, *, revalidate: bool) -> tuple[EligibilityRecord, Claim]:
+        """Blocking: read the record, (revalidate it), consume it once, take the reservation over. Raises the
+        record's refusals (`eligibility`, and with `revalidate` `target`, `engine-pin-mismatch`) and the
+        take-over's `ClaimRefusal`."""
+        store = self.store
+        assert store is not None
+        record = read_record(self.claim_root_real, record_id)
+        if revalidate:
+            self._revalidate(record)
+            self._step("revalidated")
+        consume_record(self.claim_root_real, record_id)
+        self._step("consumed")
+        claim = store.take_over(self.seat_key, self.session_key, record.claim_id, eligibility=record.id)
+        self._step("taken-over")
+        return record, claim
+
     async def _launch_eligible(self, record_id: str) -> None:
         """The launcher's call (brief §6 "Recover"): read the record, revalidate it against the claim, the
         pins and the current leaf, consume it once, take the reservation over, then spawn under it exactly as
@@ -368,20 +384,11 @@ class Controller:
         refusal before the record is consumed leaves the record and the reservation as they were (K18); after
         it, the reservation stays held until released with a proof (`release_reservation`)."""
         loop = asyncio.get_running_loop()
-        store = self.store
-        assert store is not None
-        record = await loop.run_in_executor(None, read_record, self.claim_root_real, record_id)
-        await loop.run_in_executor(None, self._revalidate, record)
-        self._step("revalidated")
-        await loop.run_in_executor(None, consume_record, self.claim_root_real, record_id)
-        self._step("consumed")
         try:
-            claim = await loop.run_in_executor(None, lambda: store.take_over(
-                self.seat_key, self.session_key, record.claim_id, eligibility=record.id))
+            record, claim = await loop.run_in_executor(None, lambda: self._use_record(record_id, revalidate=True))
         except ClaimRefusal as refusal:
             raise ControlRefusal("eligibility", f"the reservation could not be taken over: {refusal.code}: "
                                                 f"{refusal.message}") from None
-        self._step("taken-over")
         self.mode = "recovered"
         self.recovered = record
         await self._spawn(claim)
@@ -394,11 +401,7 @@ class Controller:
         self.launcher.close()  # this path launches nothing
         self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
                                                                          barrier=self.hooks.barrier))
-        store = self.store
-        record = await loop.run_in_executor(None, read_record, self.claim_root_real, record_id)
-        await loop.run_in_executor(None, consume_record, self.claim_root_real, record_id)
-        claim = await loop.run_in_executor(None, lambda: store.take_over(
-            self.seat_key, self.session_key, record.claim_id, eligibility=record.id))
+        _record, claim = await loop.run_in_executor(None, lambda: self._use_record(record_id, revalidate=False))
         proof = ProofRef.never_spawned(claim.claim_id, "eligibility released without a launch")
         await loop.run_in_executor(None, lambda: claim.release(proof))
         return proof
