@@ -67,6 +67,33 @@ __all__ = [
 
 logger = logging.getLogger("mosaic.controller.client")
 
+
+class _Changes:
+    """The waiters of a view that changes (the client, a transcript): each `wait_until` parks a future that
+    `wake` resolves at every change, then re-checks its predicate."""
+
+    def __init__(self) -> None:
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    async def wait_until(self, predicate: Callable[[], bool], closed: Callable[[], bool], what: str) -> None:
+        """Return once `predicate()` is true; ClientStateError(`what`) once `closed()` with it still false."""
+        loop = asyncio.get_running_loop()
+        while not predicate():
+            if closed():
+                raise ClientStateError(what)
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.add(future)
+            try:
+                await future
+            finally:
+                self._waiters.discard(future)
+
+    def wake(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
 DEFAULT_PING_INTERVAL = 60.0
 """Seconds between pings: five per idle bound (the server closes a connection quiet for 300 s)."""
 
@@ -483,7 +510,7 @@ class ControllerClient:
         self._by_request: dict[tuple[str, str], SentRequest] = {}  # (incarnation, request id) -> request
         self._stops: dict[str, Mapping[str, Any]] = {}
         self._subs: list[Subscription] = []
-        self._waiters: set[asyncio.Future[None]] = set()
+        self._changes = _Changes()
         self._newly_unknown: list[SentRequest] = []
         self._closed = False
         self.pings_sent = 0
@@ -601,16 +628,7 @@ class ControllerClient:
         """Return once `predicate()` is true, checking after every change the client applies (a line read,
         a connection lost). Bound it with ``asyncio.timeout``. Raises `ClientStateError` once the client is
         closed and the predicate is still false. Cancellation: nothing changes."""
-        loop = asyncio.get_running_loop()
-        while not predicate():
-            if self._closed:
-                raise ClientStateError("the client is closed")
-            future: asyncio.Future[None] = loop.create_future()
-            self._waiters.add(future)
-            try:
-                await future
-            finally:
-                self._waiters.discard(future)
+        await self._changes.wait_until(predicate, lambda: self._closed, "the client is closed")
 
     async def wait_settled(self, client_request_id: str) -> SentRequest:
         """Wait until the request leaves "sending" and "pending"; return it. KeyError for an unknown id."""
@@ -1112,10 +1130,7 @@ class ControllerClient:
             sub._put(note, droppable=droppable)
 
     def _notify(self) -> None:
-        waiters, self._waiters = self._waiters, set()
-        for future in waiters:
-            if not future.done():
-                future.set_result(None)
+        self._changes.wake()
 
 
 def _parse_observed(result: Any, *, first: bool) -> Observed:

@@ -45,6 +45,7 @@ from ._client import (
     Notification,
     Observed,
     Seam,
+    _Changes,
 )
 from ._client_errors import ClientStateError, ProtocolError
 
@@ -371,7 +372,7 @@ class Transcript:
         self._version = 0
         self._cache: tuple[TranscriptItem, ...] | None = None
         self._listeners: list[Callable[[Transcript], None]] = []
-        self._waiters: set[asyncio.Future[None]] = set()
+        self._changes = _Changes()
         self._closed = False
         self.applied = 0  # notifications applied (from this transcript's subscription)
         self.reads = 0  # re-reads applied
@@ -488,16 +489,7 @@ class Transcript:
     async def wait_until(self, predicate: Callable[[Transcript], bool]) -> None:
         """Return once `predicate(self)` is true, checking after every change. Bound it with
         ``asyncio.timeout``. Raises ClientStateError once closed with the predicate false."""
-        loop = asyncio.get_running_loop()
-        while not predicate(self):
-            if self._closed:
-                raise ClientStateError("the transcript is closed")
-            future: asyncio.Future[None] = loop.create_future()
-            self._waiters.add(future)
-            try:
-                await future
-            finally:
-                self._waiters.discard(future)
+        await self._changes.wait_until(lambda: predicate(self), lambda: self._closed, "the transcript is closed")
 
     async def _run(self) -> None:
         async for note in self._sub:
@@ -756,10 +748,7 @@ class Transcript:
         self._wake()
 
     def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, set()
-        for future in waiters:
-            if not future.done():
-                future.set_result(None)
+        self._changes.wake()
 
 
 def _canonical(event: Mapping[str, Any]) -> str:
