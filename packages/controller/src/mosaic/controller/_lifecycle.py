@@ -38,6 +38,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mosaic.cgroup_cohort import (
@@ -49,7 +50,7 @@ from mosaic.cgroup_cohort import (
     UserManager,
     release_cohort,
 )
-from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
+from mosaic.chat_pages import conversation_id
 from mosaic.pi_rpc import (
     BUNDLE_MANIFEST_SHA256,
     PI_VERSION,
@@ -81,7 +82,7 @@ from ._eligibility import EligibilityRecord, consume_record, mint_eligibility_id
 from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
 from ._refusal import ControlRefusal
-from ._runtime import ControllerRuntime, PageReader, SessionFileReader
+from ._runtime import ControllerRuntime, SessionFileReader, history_reader
 from ._server import ServerLimits
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
 
@@ -548,24 +549,11 @@ class Controller:
             # No engine is attached (an orphan, or a stopped execution): nothing can ever be written.
             core.link.output_ended(now=self.clock())
         self._session_reader = SessionFileReader(self.place.project, self.place.sessions_rel, self.place.name)
-        self.runtime = ControllerRuntime(core, link, self.socket_path, page_reader=self._page_reader(),
+        _cid, pages = history_reader(Path(self.place.project), Path(self.place.path), seat=self.place.seat)
+        self.runtime = ControllerRuntime(core, link, self.socket_path, page_reader=pages,
                                          effects=self._effect, limits=self.limits, clock=self.clock,
                                          evidence_path=self.evidence_path, session_reader=self._session_reader)
         await self.runtime.start()
-
-    def _page_reader(self) -> PageReader:
-        place = self.place
-        cid = self.conversation
-        reader = create_reader(lambda: roots_from_specs([RepositorySpec(place.project, place.seat, place.project)]))
-
-        def read(cursor: str | None) -> Mapping[str, Any]:
-            if cursor is None:
-                if not os.path.exists(place.path):
-                    return {"ok": False, "refusal": ReaderRefusal("unavailable", "no session file yet").to_dict()}
-                return reader.open(conversation=cid)
-            return reader.next(cursor=cursor, conversation=cid, branch="main")
-
-        return read
 
     async def aclose(self) -> None:
         """Stop serving. Nothing is stopped or released: the engine, its cohort and the claim stay."""

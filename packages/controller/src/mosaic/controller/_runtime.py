@@ -28,8 +28,10 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
 from mosaic.pi_rpc import EngineLink, LinkEvent
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES, SafeOpenRefusal, open_root
 
@@ -57,7 +59,7 @@ from ._io import (
 )
 from ._server import Placeholder, ServerLimits, SocketServer
 
-__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "SessionFileReader", "SessionReader",
+__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "history_reader", "SessionFileReader", "SessionReader",
            "no_cohort_effects"]
 
 logger = logging.getLogger("mosaic.controller.runtime")
@@ -363,3 +365,33 @@ class ControllerRuntime:
                 os.write(fd, line.encode("utf-8", "surrogatepass") + b"\n")
             finally:
                 os.close(fd)
+
+
+def history_reader(project: Path, session: Path, *, seat: str) -> tuple[str, PageReader]:
+    """The conversation id of `session` and a page reader over it (chat-pages, read-only): the first
+    page of the current branch, or the page a cursor names (its branch remembered from the page that
+    gave the cursor)."""
+    cid = conversation_id(str(project), seat, session.name)
+    reader = create_reader(lambda: roots_from_specs([RepositorySpec(str(project), seat, str(project))]))
+    branches: dict[str, str] = {}
+
+    def read(cursor: str | None) -> Mapping[str, Any]:
+        if cursor is None and not session.exists():
+            # Pi writes a new session file only at the first assistant message (FACTS (c) _persist):
+            # the history is unavailable, not empty, and not an unknown conversation.
+            return {"ok": False, "refusal": ReaderRefusal(
+                "unavailable", "the session file does not exist yet (Pi writes it at the first assistant "
+                "message)").to_dict()}
+        if cursor is None:
+            result = reader.open(conversation=cid)
+        else:
+            result = reader.next(cursor=cursor, conversation=cid, branch=branches.get(cursor, ""))
+        if result.get("ok"):
+            page = result.get("page") or {}
+            for key in ("cursor", "follow"):
+                record = result.get(key)
+                if isinstance(record, Mapping) and isinstance(record.get("id"), str):
+                    branches[record["id"]] = str(page.get("branch", ""))
+        return result
+
+    return cid, read

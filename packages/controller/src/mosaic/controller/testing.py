@@ -28,7 +28,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
 from mosaic.pi_rpc import EngineLink, LinkCore, sealed_engine_argv
 from mosaic.pi_rpc.testing import (
     FakeControl,
@@ -41,7 +40,7 @@ from mosaic.pi_rpc.testing import (
 
 from ._core import Bounds, ControllerCore, CoreConfig, new_incarnation
 from ._drift import DriftConfig
-from ._runtime import ControllerRuntime, EffectHandler, PageReader, SessionFileReader, no_cohort_effects
+from ._runtime import ControllerRuntime, EffectHandler, SessionFileReader, history_reader, no_cohort_effects
 from ._server import ServerLimits
 
 __all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",
@@ -303,36 +302,6 @@ def private_socket_dir() -> Any:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def history_reader(project: Path, session: Path, *, seat: str = SEAT) -> tuple[str, PageReader]:
-    """The conversation id of `session` and a page reader over it (chat-pages, read-only): the first
-    page of the current branch, or the page a cursor names (its branch remembered from the page that
-    gave the cursor)."""
-    cid = conversation_id(str(project), seat, session.name)
-    reader = create_reader(lambda: roots_from_specs([RepositorySpec(str(project), seat, str(project))]))
-    branches: dict[str, str] = {}
-
-    def read(cursor: str | None) -> Mapping[str, Any]:
-        if cursor is None and not session.exists():
-            # Pi writes a new session file only at the first assistant message (FACTS (c) _persist):
-            # the history is unavailable, not empty, and not an unknown conversation.
-            return {"ok": False, "refusal": ReaderRefusal(
-                "unavailable", "the session file does not exist yet (Pi writes it at the first assistant "
-                "message)").to_dict()}
-        if cursor is None:
-            result = reader.open(conversation=cid)
-        else:
-            result = reader.next(cursor=cursor, conversation=cid, branch=branches.get(cursor, ""))
-        if result.get("ok"):
-            page = result.get("page") or {}
-            for key in ("cursor", "follow"):
-                record = result.get(key)
-                if isinstance(record, Mapping) and isinstance(record.get("id"), str):
-                    branches[record["id"]] = str(page.get("branch", ""))
-        return result
-
-    return cid, read
-
-
 async def engine_session_id(link: EngineLink) -> str:
     """The session header id the engine holds (`get_state` sessionId, FACTS (b); for a new session Pi mints
     it at start and writes it with the file at the first assistant message). The rigs record it as the
@@ -376,7 +345,7 @@ async def fake_controller(
     runtime: ControllerRuntime | None = None
     reader: SessionFileReader | None = None
     try:
-        cid, page_reader = history_reader(setup.cwd, setup.session)
+        cid, page_reader = history_reader(setup.cwd, setup.session, seat=SEAT)
         link_core = LinkCore(default_bound=bounds.command)
         link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd), core=link_core, clock=time.time)
         assert setup.ctl is not None
@@ -422,7 +391,7 @@ async def real_controller(
     argv = sealed_engine_argv(pi_dir, str(session), provider="fakeprov", model="fake-model-1")
     env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent)}
     setup = FakeEngineSetup(argv, env, proj, session, agent, None)
-    cid, page_reader = history_reader(proj, session)
+    cid, page_reader = history_reader(proj, session, seat=SEAT)
     bounds = bounds or Bounds()
     link_core = LinkCore(default_bound=bounds.command)
     link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=link_core, clock=time.time)
