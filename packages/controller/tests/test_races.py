@@ -283,3 +283,40 @@ def test_K8_a_failed_load_check_hands_over_a_fenced_binding_prompts_refuse_prefl
     refused(h.prompt("c1", "hello"), "preflight")
     assert h.engine_bytes == b""
     assert isinstance(h.call("c1", "force-stop", confirmation=h.confirm("c1")), dict)
+
+
+# ------------------------------------------------------------------------ the force stop's census (issue 12)
+
+def test_a_force_stop_confirmation_waits_for_the_census_and_says_how_many_processes_it_will_kill() -> None:
+    """With a cohort to count (the lifecycle's cores), the confirmation is issued only once the census
+    effect is back, and its summary carries the unit, the count and how it was taken."""
+    h = Harness(census=True, unit="cohort-claim-x.scope")
+    h.controller()
+    assert h.call("c1", "issue-confirmation", operation="force-stop") is None  # not before the count
+    (effect,) = h.effect("census")
+    h.finish_effect(effect, members=3, complete=True, detail="counted by the shim, unfrozen, now")
+    (reply,) = [r for r in h.clients["c1"].replies.values() if isinstance(r, dict) and "confirmation" in r]
+    summary = reply["confirmation"]["summary"]
+    # (the harness validates every reply against the control schema)
+    assert (summary["unit"], summary["members"], summary["membersComplete"]) == ("cohort-claim-x.scope", 3, True)
+    assert "counted" in summary["census"] and "killed" in summary["kills"]
+
+
+def test_a_census_that_comes_back_after_control_moved_issues_nothing() -> None:
+    h = Harness(census=True, unit="cohort-claim-x.scope")
+    h.controller("a")
+    h.call("a", "issue-confirmation", operation="force-stop")
+    h.controller("b")  # b takes control while the cohort is counted
+    (effect,) = h.effect("census")
+    h.finish_effect(effect, members=1, complete=True, detail="counted")
+    answer = list(h.clients["a"].replies.values())[-1]
+    assert answer[0] == "refused" and answer[1]["code"] == "controller"
+    assert not h.core.confirmations
+
+
+def test_without_a_cohort_the_summary_says_the_members_are_not_counted() -> None:
+    h = Harness()
+    h.controller()
+    summary = h.call("c1", "issue-confirmation", operation="force-stop")["confirmation"]["summary"]
+    assert summary["members"] is None and summary["membersComplete"] is False and "no cohort" in summary["census"]
+    assert h.effect("census") == []

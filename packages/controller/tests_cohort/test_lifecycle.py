@@ -65,7 +65,10 @@ def test_K1_force_stop_kills_a_setsid_child_and_releases_the_claim_with_the_proo
         assert len(members) >= 2  # the engine and its setsid daemon
         issued = await c.call("issue-confirmation", incarnation=auth["incarnation"], operation="force-stop")
         cid = issued["result"]["confirmation"]["confirmation"]
-        assert issued["result"]["confirmation"]["summary"]["unit"] == ref.unit
+        summary = issued["result"]["confirmation"]["summary"]
+        assert summary["unit"] == ref.unit
+        # what the stop will kill, counted now (issue 12): the engine and its daemon, as the cgroup holds them
+        assert summary["members"] == len(members) and summary["membersComplete"] is True, summary
         await c.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
         stop = (await c.call("force-stop", incarnation=auth["incarnation"], confirmation=cid))["result"]["stop"]
         final = await c.stop_outcome()

@@ -19,6 +19,7 @@ host, process and digest identities) and cffi (ABI mode) for the syscalls.
     proof = build_cohort_proof(ref, request, action.outcome)   # when action.outcome.state == "stopped"
 """
 
+from ._census import Census, census
 from ._cgroupfs import Cgroup2Mount, find_cgroup2
 from ._driver import StopExecutor, StopResult, executor_for, force_stop
 from ._errors import CODES, UNCERTAIN_REASONS, CohortRefusal
@@ -111,6 +112,9 @@ __all__ = [
     "UserManager",
     "release_cohort",
     "find_cgroup2",
+    # what a force-stop confirmation shows: the cohort's size now (a count, not a proof)
+    "Census",
+    "census",
     # the cohort reference and the records around a stop
     "MAX_REF_BYTES",
     "CohortRef",

@@ -107,6 +107,7 @@ _CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held dur
 SETTLE_TIMER = "stop-settle"
 DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 8)
 DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check
+CENSUS = "census"  # the effect: count the cohort now (EffectDone result {"members", "complete", "detail"})
 READ_SESSION = "read-session"  # the effect: read the session file (EffectDone result {"ok", "file"|"error"})
 RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats
 CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -137,6 +138,9 @@ class CoreConfig:
     actor: str = "local-operator"
     generation: int = 1
     unit: str | None = None  # the cohort's unit name, for the force-stop confirmation's summary
+    # A cohort to count: a force-stop confirmation first asks for a census (the `census` effect) so its
+    # summary says how many processes the stop would kill now (issue 12). False: members is null.
+    census: bool = False
     bounds: Bounds = field(default_factory=Bounds)
     # How the lifecycle hands the execution over: a failed load check (K8: "preflight", admission never
     # opens), an orphan found at restart (W6: uncertain, no engine to write to), a stop to continue.
@@ -202,6 +206,7 @@ class ControllerCore:
         self.dialogs = 0
         self._ids = 0
         self._pending_effects: dict[str, tuple[ConnId, RpcId]] = {}
+        self._pending_census: dict[str, Call] = {}  # census effect id -> the issue-confirmation call waiting
         self._out: list[Action] = []
         self._subs: tuple[ConnId, ...] | None = ()
         self._now = now
@@ -536,11 +541,35 @@ class ControllerCore:
         if not self._is_controller(call):
             self._refuse(call, "controller", "only the controller can ask for a confirmation")
             return
+        if operation == "force-stop" and self.config.census:
+            # Count the cohort first (off the core); the confirmation is issued when the count is back.
+            effect = self._id("n")
+            self._pending_census[effect] = call
+            self._emit(Effect(effect, CENSUS, {"unit": self.config.unit}))
+            return
+        self._confirm(call, None)
+
+    def _census_done(self, done: EffectDone) -> None:
+        call = self._pending_census.pop(done.effect_id, None)
+        if call is None:
+            return
+        if not self._is_controller(call):  # control moved while the cohort was counted
+            self._refuse(call, "controller", "only the controller can ask for a confirmation")
+            return
+        self._confirm(call, done.result)
+
+    def _confirm(self, call: Call, census: Mapping[str, Any] | None) -> None:
+        operation = call.params["operation"]
+        members = census.get("members") if census is not None else None
         summary: dict[str, Any] = {"operation": operation, "execution": self.execution,
-                                   "unit": self.config.unit, "members": None,
+                                   "unit": self.config.unit,
+                                   "members": members if isinstance(members, int) else None,
                                    "binding": self.binding_state, "openTools": len(self.run.open_tools)}
         if operation == "force-stop":
             summary["kills"] = "every process of the execution's engine cgroup (the cohort), frozen then killed"
+            summary["membersComplete"] = bool(census.get("complete")) if census is not None else False
+            summary["census"] = (str(census.get("detail", "")) if census is not None
+                                 else "no cohort is counted by this controller")
         conf = Confirmation(self._id("k"), operation, call.conn, self.context, self._now,
                             self._now + self.bounds.confirmation_ttl, summary)
         self.confirmations[conf.confirmation_id] = conf
@@ -1044,6 +1073,9 @@ class ControllerCore:
             return
         if done.kind == "force-stop":
             self._force_stop_done(done)
+            return
+        if done.kind == CENSUS:
+            self._census_done(done)
             return
         waiting = self._pending_effects.pop(done.effect_id, None)
         if waiting is not None:

@@ -42,12 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.cgroup_cohort import (
+    Census,
     CohortHandle,
     CohortRef,
     FixtureVerifier,
     Launcher,
     StopRequest,
     UserManager,
+    census,
     release_cohort,
 )
 from mosaic.chat_pages import conversation_id
@@ -505,7 +507,7 @@ class Controller:
         assert self.store is not None
         return CoreConfig(conversation=self.conversation, execution=claim.claim_id,
                           binding=claim.head("seat").binding.binding_id, incarnation=self.store.incarnation,
-                          generation=claim.head("seat").generation, unit=unit, bounds=self.bounds,
+                          generation=claim.head("seat").generation, unit=unit, census=True, bounds=self.bounds,
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
                           drift=DriftConfig(self.identity.header_id), inherited=self.inherited)
 
@@ -568,8 +570,19 @@ class Controller:
     # ----------------------------------------------------------------------------------------- effects
 
     async def _effect(self, effect: Effect) -> Mapping[str, Any]:
+        if effect.kind == "census":  # a read of the cohort, no claim write: never waits behind a stop's lock
+            return await self._census()
         async with self._claim_lock:
             return await self._effect_locked(effect)
+
+    async def _census(self) -> Mapping[str, Any]:
+        """The cohort's size now, for a force-stop confirmation's summary (cgroup-cohort `census`)."""
+        execution = self.execution
+        ref = execution.ref if execution is not None else None
+        if ref is None or self.runtime is None:
+            return {"members": None, "complete": False, "detail": "no cohort reference is recorded"}
+        counted: Census = await self.runtime.run_blocking(lambda: census(ref))
+        return counted.to_dict()
 
     async def _effect_locked(self, effect: Effect) -> Mapping[str, Any]:
         execution = self.execution
