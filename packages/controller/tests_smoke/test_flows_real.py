@@ -141,3 +141,43 @@ def test_slash_text_never_reaches_the_real_pi(tmp_path: Path, pi_dir: Path, mode
             await client.close()
 
     asyncio.run(main())
+
+
+def test_a_streamed_reply_is_shown_once_although_the_real_message_start_already_holds_its_first_delta(
+        tmp_path: Path, pi_dir: Path, model: ModelServer) -> None:
+    """The real binary serialises the assistant's message-start after the first chunk landed in it (FACTS
+    "responseId when the first chunk has already arrived"): its content holds "tick00 " and the text-delta
+    "tick00 " follows. The library's Transcript shows the stream as it grew, never a delta twice: at every
+    change the text is a prefix of the scripted ticks, and it ends equal to what Pi persisted."""
+    from mosaic.controller.client import Admitted, ControllerClient, LiveMessage, Transcript
+
+    ticks = "".join(f"tick{i:02d} " for i in range(60))
+
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
+            client = await ControllerClient.connect(rig.socket_path)
+            view = Transcript(client)
+            view.start()
+            shown: list[str] = []
+
+            def texts(v: Transcript) -> list[str]:
+                return [i.text for i in v.items if isinstance(i, LiveMessage) and i.role == "assistant"]
+
+            view.add_listener(lambda v: shown.extend(texts(v)))
+            await client.observe()
+            await client.takeover()
+            assert isinstance(await client.prompt("SLOW stream please"), Admitted)
+            await asyncio.wait_for(view.wait_until(lambda v: any(len(t) >= len("tick00 tick01 ") for t in texts(v))),
+                                   30)
+            stop = await client.interrupt()
+            await asyncio.wait_for(client.wait_stop(str(stop["stop"])), 30)
+            await asyncio.wait_for(view.wait_until(
+                lambda v: any(i.ended for i in v.items if isinstance(i, LiveMessage) and i.role == "assistant")), 30)
+            assert shown and all(ticks.startswith(t) for t in shown), shown
+            persisted = [x["message"] for x in session_lines(rig)
+                         if x.get("type") == "message" and x["message"]["role"] == "assistant"][-1]
+            assert texts(view) == ["".join(b.get("text", "") for b in persisted["content"])]
+            await view.aclose()
+            await client.aclose()
+
+    asyncio.run(main())

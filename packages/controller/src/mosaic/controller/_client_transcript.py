@@ -18,7 +18,8 @@ The rules it keeps:
 4. A re-read is an exact cut (`ControllerClient.read_history`): the new history, then the events from
    the cut's ``fromSequence`` on, which this transcript's own subscription carried meanwhile (kept while
    the read runs and replayed onto the new history).
-5. Text and thinking deltas accumulate into their message's block in place; ``message-end`` replaces the
+5. Text and thinking deltas accumulate into their message's block in place (a message-start snapshot
+   that already holds the first deltas is not doubled: `_Blk`); ``message-end`` replaces the
    message's content (updateMode replace). A tool run shows while it runs, with its arguments, progress
    and result; once a finished message carries its result (a toolResult message, live or in the
    history) it is hidden (`ToolRun` items with that id leave `items`).
@@ -188,17 +189,32 @@ class TranscriptStatus:
 
 
 class _Blk:
-    __slots__ = ("chunks", "data", "type")
+    """A block being built: `base` is the text a message-start carried (a snapshot), `chunks` the deltas.
+
+    Pinned Pi serialises a message-start after the provider's first chunk may already have landed in the
+    same (shared) partial message, so the snapshot can hold text that the deltas then repeat (FACTS
+    "assistant message_start carries ... responseId when the first chunk has already arrived"; seen on the
+    real binary: message-start "tick00 " then text-delta "tick00 "). Where one is a prefix of the other they
+    are one text and the block shows the longer, never both; otherwise the deltas continue the snapshot."""
+
+    __slots__ = ("base", "chunks", "data", "type")
 
     def __init__(self, kind: str, text: str = "", data: Mapping[str, Any] | None = None) -> None:
         self.type = kind
-        self.chunks = [text] if text else []
+        self.base = text
+        self.chunks: list[str] = []
         self.data: Mapping[str, Any] = data or {}
 
     def freeze(self) -> Block:
-        text = "".join(self.chunks)
+        deltas = "".join(self.chunks)
         if len(self.chunks) > 1:
-            self.chunks = [text]  # keep later freezes linear
+            self.chunks = [deltas]  # keep later freezes linear
+        if deltas.startswith(self.base):
+            text = deltas  # the deltas repeat the snapshot and go on (or there was none)
+        elif self.base.startswith(deltas):
+            text = self.base  # the snapshot is ahead of the deltas seen so far
+        else:
+            text = self.base + deltas  # unrelated: a snapshot that the deltas continue
         return Block(self.type, text, self.data)
 
 
@@ -236,7 +252,7 @@ class _Msg:
         while len(self.blocks) <= i:
             self.blocks.append(_Blk(kind))
         block = self.blocks[i]
-        if block.type != kind and not block.chunks:
+        if block.type != kind and not block.chunks and not block.base:
             block.type = kind
         if isinstance(text, str) and text:
             block.chunks.append(text)
