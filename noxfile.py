@@ -7,8 +7,8 @@ there: that is the proof that each package installs alone and depends only downw
 
 `lint` runs ruff, mypy --strict over every package and the layers contract (ci/layers.py).
 `mutants` applies every patch in mutants/ in a scratch copy and fails unless its named test fails.
-`cohort` (the real-kernel suites), `smoke` (the real Pi), `bench` (ratios, never asserted) and `demo` (issue 12,
-reported skipped with its reason until then) are the other sessions.
+`cohort` (the real-kernel suites), `smoke` (the real Pi), `bench` (ratios, never asserted) and `demo` (the
+main job's end-to-end run on the real Pi, checked step by step) are the other sessions.
 
 Plain `nox` runs every package session, `lint` and `mutants`.
 """
@@ -175,5 +175,17 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
-    """The end-to-end demo of mediated control (issue 12: the lifecycle and the terminal come first)."""
-    session.skip("not built yet: issue 12 adds the demo, after the lifecycle (issue 11) and the terminal")
+    """The main job's demo (ci/demo.py, issue 12) on the sealed real Pi in the loopback-only namespace: a
+    controller launches Pi under a writer claim in a cohort and the client library drives six steps; then
+    ci/demo_check.py checks the printed transcript and the recorded facts step by step. Needs root (a
+    cgroup, the engine uid), like `smoke`."""
+    _install_package(session, "controller")
+    session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
+    pi = str(ROOT / ".cache" / "pi")
+    session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
+    out = pathlib.Path(session.create_tmp())
+    transcript, evidence = str(out / "demo-transcript.txt"), str(out / "demo-evidence.json")
+    session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python", str(ROOT / "ci" / "demo.py"),
+                "--transcript", transcript, "--evidence", evidence,
+                env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
+    session.run("python", str(ROOT / "ci" / "demo_check.py"), transcript, evidence)

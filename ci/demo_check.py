@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Check the demo's transcript (what `ci/demo.py` printed) and the facts it recorded (`--evidence`), step by
+step (issue 12's six steps). Exit 1, naming every failed check, when one does not hold.
+
+    python ci/demo_check.py TRANSCRIPT EVIDENCE
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], bool]]]:
+    s1, s2, s3, s4, s5, s6 = (facts.get(f"step{i}", {}) for i in range(1, 7))
+    headings = [text.find(f"== step {i}:") for i in range(1, 7)]
+    return [
+        ("every step ran, in order", lambda: all(h >= 0 for h in headings) and headings == sorted(headings)),
+        # 1. two clients, one controls, the answer (with a tool call) streams to both
+        ("1: A controls, B observes", lambda: s1["roles"] == ["controller", "observer"]),
+        ("1: the receipt went admitted -> dispatched -> acknowledged -> working -> finished",
+         lambda: s1["receipts"] == ["admitted", "dispatched", "acknowledged", "working", "finished"]),
+        ("1: the turn completed", lambda: s1["label"] == "finished (completed)"),
+        ("1: both clients render the same stream", lambda: s1["same_stream"] is True),
+        ("1: the stream shows the tool call and its result",
+         lambda: any("calls bash" in x for x in s1["transcript"])
+         and any("tool result (bash): tool-ran-ok" in x for x in s1["transcript"])
+         and any("Tool result was: tool-ran-ok." in x for x in s1["transcript"])),
+        # 2. refusals
+        ("2: the observer's prompt is refused `controller`", lambda: s2["B"] == "controller"),
+        ("2: a '/' prompt is refused `text-policy`", lambda: s2["A"] == "text-policy"),
+        ("2: the refusals are printed with their codes",
+         lambda: "refused: controller" in text and "refused: text-policy" in text),
+        # 3. takeover, interrupt (R3-1), admission reopens
+        ("3: the takeover moved the generation by one", lambda: s3["generation"] == s1["generation"] + 1),
+        ("3: B controls, A observes", lambda: s3["roles"] == ["observer", "controller"]),
+        ("3: the interrupt reconciled", lambda: s3["stop"] == "reconciled"),
+        ("3: the turn finished interrupted", lambda: s3["turnState"] == "interrupted"),
+        ("3: admission reopened", lambda: s3["admission"] == "open"),
+        # 4. force stop with a confirmation and a proof
+        ("4: the confirmation named the execution and unit and counted the processes",
+         lambda: s4["summary"]["execution"] == facts["claim1"] and s4["summary"]["unit"] == f"cohort-{facts['claim1']}.scope"
+         and isinstance(s4["summary"]["members"], int) and s4["summary"]["members"] >= 1),
+        ("4: the force stop ended stopped", lambda: s4["state"] == "stopped"),
+        ("4: with a complete cohort proof", lambda: s4["membershipComplete"] is True and isinstance(s4["members"], int)),
+        ("4: whose digest is printed", lambda: bool(re.fullmatch(r"sha256:[0-9a-f]{64}", s4["digest"]))
+         and s4["digest"] in text),
+        # 5. recover and relaunch
+        ("5: a new claim id, the one recover reserved",
+         lambda: s5["claim2"] == s5["record_claim"] != s5["claim1"] == facts["claim1"]),
+        ("5: the relaunch is the recovered mode", lambda: s5["mode"] == "recovered"),
+        ("5: recover moved the generation by one", lambda: s5["record_generation"] == s5["generation_before"] + 1),
+        ("5: one more turn completed", lambda: s5["label"] == "finished (completed)"),
+        ("5: the demo's last engine was stopped with a proof", lambda: s5["final_stop"] == "stopped"),
+        # 6. the reader's view
+        ("6: the reader answered", lambda: s6["rc"] == [0, 0]),
+        ("6: the session holds each prompt once, nothing replayed",
+         lambda: s6["users"] == ["TOOLCALL please run it", "SLOW stream please", "Say hello again"]),
+        ("6: the reader's page shows the whole conversation",
+         lambda: all(x in s6["text"] for x in ("TOOLCALL please run it", "[toolCall bash]", "tool-ran-ok",
+                                               "SLOW stream please", "Say hello again",
+                                               "Hello from the fake model."))),
+    ]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(argv[0], encoding="utf-8") as f:
+        text = f.read()
+    with open(argv[1], encoding="utf-8") as f:
+        facts = json.load(f)
+    failed = 0
+    for name, check in checks(text, facts):
+        try:
+            ok = bool(check())
+        except (KeyError, TypeError, IndexError) as e:
+            ok = False
+            name += f" (missing: {e!r})"
+        print(f"{'ok  ' if ok else 'FAIL'} {name}")
+        failed += not ok
+    print(f"demo check: {failed} failed" if failed else "demo check: every step holds")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
