@@ -9,10 +9,11 @@
    dist/thirdparty (`pip download --only-binary=:all:`: nothing is built or run).
 4. For each package, a fresh virtualenv; `uv pip install --no-index --find-links dist/wheelhouse
    --find-links dist/thirdparty --offline mosaic-<name>`. No index is consulted and uv may not touch the
-   network, so a mosaic-* name can only resolve from the wheelhouse. Then the venv must hold exactly the package's declared Mosaic closure, each installed
-   file must have the bytes of the wheelhouse wheel, `uv pip check` must pass, every module of the closure
-   must import from the venv and every other Mosaic module must be missing, and every console script the
-   package's metadata declares must run `--help` with exit 0.
+   network, so a mosaic-* name can only resolve from the wheelhouse. Then the venv must hold exactly the
+   package's declared Mosaic closure, each installed file must have the bytes of the wheelhouse wheel,
+   `uv pip check` must pass, every module of the closure must import from the venv and every other Mosaic
+   module must be missing, and every console script the package's metadata declares must run `--help`
+   with exit 0.
 
 `python ci/build.py [--out DIR]` (default DIR: dist/ in the repository). Exit 1 on any problem, with each.
 """
@@ -64,10 +65,10 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def source_files(name: str) -> set[str]:
-    """What hatchling sees under packages/<name>/src: tracked or untracked, never ignored (paths below src/)."""
+    """What hatchling sees under packages/<name>/src: tracked or untracked, never ignored (below src/)."""
     src = f"packages/{name}/src/"
-    out = _run(["git", "-C", str(workspace.ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard",
-                "--", src]).stdout
+    out = _run(["git", "-C", str(workspace.ROOT), "ls-files", "-z", "--cached", "--others",
+                "--exclude-standard", "--", src]).stdout
     return {p[len(src):] for p in out.split("\0") if p and (workspace.ROOT / p).is_file()}
 
 
@@ -75,8 +76,9 @@ def install_command(uv: str, python: str, wheelhouse: Path, thirdparty: Path, na
                     cache: Path) -> list[str]:
     """No index at all: mosaic-* resolves from the wheelhouse only, third-party from the PyPI wheels fetched
     into `thirdparty` (which holds no mosaic-* file: buildcheck.thirdparty_problems)."""
-    return [uv, "pip", "install", "--python", python, "--no-index", "--offline", "--no-config", "--cache-dir", str(cache),
-            "--link-mode", "copy", "--find-links", str(wheelhouse), "--find-links", str(thirdparty),
+    return [uv, "pip", "install", "--python", python, "--no-index", "--offline", "--no-config",
+            "--cache-dir", str(cache), "--link-mode", "copy",
+            "--find-links", str(wheelhouse), "--find-links", str(thirdparty),
             f"{buildcheck.MOSAIC_PREFIX}{name}"]
 
 
@@ -89,7 +91,10 @@ def build_all(uv: str, sdists: Path, wheelhouse: Path) -> dict[str, tuple[Path, 
         sdist = sdists / f"{stem}.tar.gz"
         _run([uv, "build", "-q", "--no-config", "--python", sys.executable, "--wheel", "-o", str(wheelhouse),
               str(sdist)])
-        out[name] = (sdist, wheelhouse / f"{stem}-py3-none-any.whl")
+        wheels = sorted(wheelhouse.glob(f"{stem}-*.whl"))
+        if len(wheels) != 1:
+            raise SystemExit(f"build: expected one wheel {stem}-*.whl from {sdist.name}, found {wheels}")
+        out[name] = (sdist, wheels[0])
         print(f"built {sdist.name} and, from it, {out[name][1].name}", flush=True)
     return out
 
@@ -112,8 +117,8 @@ def static_problems(artifacts: dict[str, tuple[Path, Path]]) -> tuple[list[str],
 
 def fetch_thirdparty(requirements: list[str], dest: Path) -> list[str]:
     if requirements:
-        _run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--only-binary=:all:",
-              "-d", str(dest), *requirements])
+        _run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+              "--only-binary=:all:", "-d", str(dest), *requirements])
     files = sorted(p.name for p in dest.iterdir())
     print(f"third-party wheels from PyPI for {requirements}: {files}", flush=True)
     return buildcheck.thirdparty_problems(files)
@@ -139,24 +144,29 @@ def install_alone(uv: str, name: str, wheel: Path, dirs: tuple[Path, Path], tmp:
     for dist, info in probe["dists"].items():
         if buildcheck.short_name(dist) == name:
             problems += buildcheck.installed_bytes_problems(name, record, info["files"])
-    for other in workspace.PACKAGES:
-        where = probe["imports"][workspace.module_name(other)]
-        if other in closure and (where is None or not Path(where).is_relative_to(site)):
-            problems.append(f"{name}: mosaic.{workspace.module_name(other)} imports from {where}, not the venv")
-        if other not in closure and where is not None:
-            problems.append(f"{name}: mosaic.{workspace.module_name(other)} is importable ({where}) though "
-                            f"{name} does not need it")
-    scripts: list[str] = next((i["scripts"] for d, i in probe["dists"].items() if buildcheck.short_name(d) == name), [])
-    for script in scripts:
-        proc = subprocess.run([str(venv / "bin" / script), "--help"], cwd=home, env=run_env, text=True,
-                              capture_output=True, timeout=120)
-        if proc.returncode != 0 or not proc.stdout.strip():
-            problems.append(f"{name}: `{script} --help` exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-        else:
-            print(f"  {script} --help: exit 0, {proc.stdout.strip().splitlines()[0][:90]}", flush=True)
+    imports = {p: probe["imports"][workspace.module_name(p)] for p in workspace.PACKAGES}
+    problems += buildcheck.import_problems(name, closure, imports, site)
+    scripts: list[str] = next(
+        (i["scripts"] for d, i in probe["dists"].items() if buildcheck.short_name(d) == name), [])
+    problems += _script_problems(name, [str(venv / "bin" / s) for s in scripts], home, run_env)
     mosaic = sorted(d for d in probe["dists"] if buildcheck.is_mosaic(d))
     others = sorted(d for d in probe["dists"] if not buildcheck.is_mosaic(d))
     print(f"installed mosaic-{name} alone: {mosaic} + {others}; scripts {scripts or 'none'}", flush=True)
+    return problems
+
+
+def _script_problems(name: str, scripts: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
+    """Each console script runs `--help` with exit 0 and prints its usage."""
+    problems: list[str] = []
+    for script in scripts:
+        proc = subprocess.run([script, "--help"], cwd=cwd, env=env, text=True, capture_output=True,
+                              timeout=120)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            problems.append(f"{name}: `{Path(script).name} --help` exited {proc.returncode}: "
+                            f"{proc.stderr.strip()[-500:]}")
+        else:
+            usage = proc.stdout.strip().splitlines()[0][:90]
+            print(f"  {Path(script).name} --help: exit 0, {usage}", flush=True)
     return problems
 
 
@@ -182,7 +192,8 @@ def main(argv: list[str]) -> int:
     if not problems:
         with tempfile.TemporaryDirectory(prefix="mosaic-build-") as tmp:
             for name, (_, wheel) in artifacts.items():
-                problems += install_alone(uv, name, wheel, (dirs["wheelhouse"], dirs["thirdparty"]), Path(tmp))
+                local = (dirs["wheelhouse"], dirs["thirdparty"])
+                problems += install_alone(uv, name, wheel, local, Path(tmp))
     done = time.monotonic()
     print(f"times: build {built - start:.1f}s, checks {checked - built:.1f}s, installs {done - checked:.1f}s")
     for p in problems:

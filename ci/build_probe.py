@@ -20,7 +20,8 @@ from pathlib import Path
 
 
 def _hash(path: Path) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
+    digest = hashlib.sha256(path.read_bytes()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 def _dist_files(dist: md.Distribution, site: Path) -> dict[str, str]:

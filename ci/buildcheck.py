@@ -14,6 +14,7 @@ import tarfile
 import zipfile
 from collections.abc import Iterable, Mapping
 from email.message import Message
+from pathlib import Path
 from typing import IO
 
 from packaging.requirements import Requirement
@@ -83,7 +84,8 @@ def closure_problems(package: str, installed: Iterable[str], expected: Iterable[
     want = set(expected)
     problems = [f"{package}: installed mosaic-{n}, which it does not declare (directly or through a "
                 f"declared package)" for n in sorted(have - want)]
-    problems += [f"{package}: mosaic-{n} of its declared closure is not installed" for n in sorted(want - have)]
+    problems += [f"{package}: mosaic-{n} of its declared closure is not installed"
+                 for n in sorted(want - have)]
     return problems
 
 
@@ -92,8 +94,27 @@ def wheel_file_problems(package: str, wheel_names: Iterable[str], source_files: 
     nothing else besides its .dist-info: the sdist was complete. Paths are relative to src/."""
     have = {n for n in wheel_names if not n.split("/", 1)[0].endswith(".dist-info") and not n.endswith("/")}
     want = set(source_files)
-    problems = [f"{package}: {n} is in src/ but not in the wheel built from the sdist" for n in sorted(want - have)]
-    problems += [f"{package}: the wheel holds {n}, which is no source file under src/" for n in sorted(have - want)]
+    problems = [f"{package}: {n} is in src/ but not in the wheel built from the sdist"
+                for n in sorted(want - have)]
+    problems += [f"{package}: the wheel holds {n}, which is no source file under src/"
+                 for n in sorted(have - want)]
+    return problems
+
+
+def import_problems(package: str, closure: Iterable[str], imports: Mapping[str, str | None],
+                    site: Path) -> list[str]:
+    """In the venv of mosaic-<package> alone, each module of its closure imports from the venv's
+    site-packages (not from a checkout), and every other Mosaic module cannot be found at all.
+
+    `imports` maps every Mosaic package to the file its module imported from, or None if not found."""
+    need = set(closure)
+    problems: list[str] = []
+    for other, where in sorted(imports.items()):
+        module = "mosaic." + other.replace("-", "_")
+        if other in need and (where is None or not Path(where).is_relative_to(site)):
+            problems.append(f"{package}: {module} imports from {where}, not from the venv's {site}")
+        if other not in need and where is not None:
+            problems.append(f"{package}: {module} is importable ({where}) though {package} does not need it")
     return problems
 
 
@@ -142,7 +163,8 @@ def metadata_problems(package: str, meta: Message, version: str, declared_mosaic
     if canonicalize_name(meta.get("Name", "")) != MOSAIC_PREFIX + package:
         problems.append(f"{package}: the wheel is named {meta.get('Name')!r}")
     if meta.get("Version") != version:
-        problems.append(f"{package}: the wheel has version {meta.get('Version')!r}, pyproject says {version!r}")
+        problems.append(f"{package}: the wheel has version {meta.get('Version')!r}, "
+                        f"pyproject says {version!r}")
     if meta.get("Description-Content-Type", "").split(";")[0].strip() != "text/markdown":
         problems.append(f"{package}: Description-Content-Type is {meta.get('Description-Content-Type')!r}, "
                         "not text/markdown (the README)")
@@ -151,8 +173,8 @@ def metadata_problems(package: str, meta: Message, version: str, declared_mosaic
     if not meta.get("Requires-Python"):
         problems.append(f"{package}: the wheel does not say which Python it needs")
     if mosaic_requirements(meta) != declared_mosaic:
-        problems.append(f"{package}: the wheel requires mosaic {sorted(mosaic_requirements(meta))}, pyproject "
-                        f"declares {sorted(declared_mosaic)}")
+        problems.append(f"{package}: the wheel requires mosaic {sorted(mosaic_requirements(meta))}, "
+                        f"pyproject declares {sorted(declared_mosaic)}")
     if dict(wheel_scripts) != dict(declared_scripts):
         problems.append(f"{package}: the wheel's console scripts {dict(wheel_scripts)} are not pyproject's "
                         f"[project.scripts] {dict(declared_scripts)}")

@@ -78,8 +78,8 @@ def test_console_scripts_are_read_from_entry_points_only_in_their_section() -> N
 def test_a_wheel_missing_a_data_file_or_holding_a_stranger_is_rejected() -> None:
     sources = {"mosaic/cgroup_cohort/__init__.py", "mosaic/cgroup_cohort/cohort_proof.schema.json",
                "mosaic/cgroup_cohort/py.typed"}
-    wheel = ["mosaic/cgroup_cohort/__init__.py", "mosaic/cgroup_cohort/py.typed", "mosaic/cgroup_cohort/x.pyc",
-             "mosaic_cgroup_cohort-0.1.0.dist-info/METADATA"]
+    wheel = ["mosaic/cgroup_cohort/__init__.py", "mosaic/cgroup_cohort/py.typed",
+             "mosaic/cgroup_cohort/x.pyc", "mosaic_cgroup_cohort-0.1.0.dist-info/METADATA"]
     problems = buildcheck.wheel_file_problems("cgroup-cohort", wheel, sources)
     assert len(problems) == 2, problems
     assert "cohort_proof.schema.json is in src/ but not in the wheel" in problems[0]
@@ -120,7 +120,8 @@ def test_read_wheel_finds_metadata_scripts_and_record() -> None:
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("mosaic/chat_pages/py.typed", b"")
         zf.writestr("mosaic_chat_pages-0.1.0.dist-info/METADATA", META)
-        zf.writestr("mosaic_chat_pages-0.1.0.dist-info/entry_points.txt", "[console_scripts]\nmosaic-read = m:f\n")
+        zf.writestr("mosaic_chat_pages-0.1.0.dist-info/entry_points.txt",
+                    "[console_scripts]\nmosaic-read = m:f\n")
         zf.writestr("mosaic_chat_pages-0.1.0.dist-info/RECORD", f"mosaic/chat_pages/py.typed,{h},0\n")
     names, meta, entry_points, record = buildcheck.read_wheel(buf)
     assert meta["Name"] == "mosaic-chat-pages" and "mosaic/chat_pages/py.typed" in names
@@ -149,3 +150,19 @@ def test_the_install_environment_drops_uv_and_pip_settings(monkeypatch: pytest.M
     monkeypatch.setenv("PIP_FIND_LINKS", "/elsewhere")
     env = build._clean_env(X="1")
     assert "UV_INDEX_URL" not in env and "PIP_FIND_LINKS" not in env and env["X"] == "1"
+
+
+def test_a_module_from_the_checkout_or_outside_the_closure_is_rejected() -> None:
+    site = pathlib.Path("/v/lib/python3.11/site-packages")
+    ok = {"safe-open": f"{site}/mosaic/safe_open/__init__.py",
+          "pi-format": f"{site}/mosaic/pi_format/__init__.py", "pi-rpc": None}
+    assert buildcheck.import_problems("pi-format", ["safe-open", "pi-format"], ok, site) == []
+    checkout = {**ok, "safe-open": "/repo/packages/safe-open/src/mosaic/safe_open/__init__.py"}
+    problems = buildcheck.import_problems("pi-format", ["safe-open", "pi-format"], checkout, site)
+    assert len(problems) == 1 and "mosaic.safe_open imports from /repo/" in problems[0], problems
+    missing = {**ok, "safe-open": None}
+    problems = buildcheck.import_problems("pi-format", ["safe-open", "pi-format"], missing, site)
+    assert len(problems) == 1 and "mosaic.safe_open imports from None" in problems[0], problems
+    leak = {**ok, "pi-rpc": f"{site}/mosaic/pi_rpc/__init__.py"}
+    problems = buildcheck.import_problems("pi-format", ["safe-open", "pi-format"], leak, site)
+    assert len(problems) == 1 and "mosaic.pi_rpc is importable" in problems[0], problems
