@@ -7,6 +7,8 @@ there: that is the proof that each package installs alone and depends only downw
 
 `lint` runs ruff, mypy --strict over every package and the layers contract (ci/layers.py).
 `mutants` applies every patch in mutants/ in a scratch copy and fails unless its named test fails.
+`build` builds each package's sdist and its wheel from that sdist, checks them (twine check --strict) and installs
+each package alone from that wheelhouse into a fresh venv (ci/build.py; README "Install one package").
 `cohort` (the real-kernel suites), `smoke` (the real Pi), `bench` (ratios, never asserted) and `demo` (the
 main job's end-to-end run on the real Pi, checked step by step) are the other sessions.
 
@@ -74,7 +76,7 @@ def lint(session: nox.Session) -> None:
     """ruff, mypy --strict for every package, the layers contract of DESIGN.md and the public-surface rule
     (with their own tests), the fixture manifest."""
     session.install("ruff==0.17.6", "mypy==2.4.1", "cffi>=1.17", "pytest>=8", "hypothesis>=6.100",
-                    "jsonschema>=4.20", "types-jsonschema")
+                    "jsonschema>=4.20", "types-jsonschema", "packaging>=24")  # packaging: ci/buildcheck.py
     session.run("ruff", "check", "packages", "ci", "mutants", "noxfile.py")
     session.run("python", "ci/layers.py")
     # The layers check itself is tested: a cross-package private import, an undeclared package (issue 9).
@@ -93,6 +95,24 @@ def lint(session: nox.Session) -> None:
         *modules,
         env={"MYPYPATH": os.pathsep.join(src_dirs)},
     )
+
+
+def _ci_pin(tool: str) -> str:
+    """The pin of `tool` in ci/requirements.txt (what bootstrap installs), so the session uses the same one."""
+    for line in (ROOT / "ci" / "requirements.txt").read_text().splitlines():
+        if line.split("==")[0].strip() == tool:
+            return line.split("#")[0].strip()
+    raise RuntimeError(f"ci/requirements.txt pins no {tool}")
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """Each package released alone (issue 12): an sdist and a wheel built from it, `twine check --strict`,
+    then each installed alone into a fresh venv from the local wheelhouse (mosaic-*, no index consulted) and
+    PyPI's wheels (third-party): exactly its declared Mosaic closure, its modules import, its console scripts
+    run --help (ci/build.py; artifacts in dist/sdist, dist/wheelhouse, dist/thirdparty)."""
+    session.install(_ci_pin("uv"), "twine==7.0.0", "pip", "packaging>=24")
+    session.run("python", "ci/build.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

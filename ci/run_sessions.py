@@ -14,7 +14,7 @@ import time
 
 import workspace
 
-SESSIONS = [*workspace.PACKAGES, "lint", "mutants", "cohort", "smoke", "bench", "demo"]
+SESSIONS = [*workspace.PACKAGES, "lint", "build", "mutants", "cohort", "smoke", "bench", "demo"]
 SKIP_RE = re.compile(r"^nox > Session (\S+) skipped: (.*?)(?: \(took .*\))?\.?$")
 
 
