@@ -1,0 +1,7 @@
+"""``python -m mosaic.mediated_terminal --socket PATH`` (also the ``mosaic-terminal`` console script)."""
+
+from __future__ import annotations
+
+from ._cli import main
+
+raise SystemExit(main())

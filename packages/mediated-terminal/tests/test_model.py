@@ -1,0 +1,67 @@
+"""`TerminalModel` without a terminal, against a real controller on the fake engine: the composer rules
+(S4, S5) and the refusal path, with a plain composer standing in for the prompt_toolkit buffer."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from term_harness import WAIT, run
+
+from mosaic.controller.client import Admitted, Refused
+from mosaic.controller.testing import RawClient, fake_controller
+from mosaic.mediated_terminal import NOT_CONTROLLER, TerminalModel
+from mosaic.mediated_terminal.testing import EngineTap
+
+
+class Plain:
+    def __init__(self) -> None:
+        self.text = ""
+
+    def clear(self) -> None:
+        self.text = ""
+
+    def restore(self, text: str) -> None:
+        self.text = text
+
+
+def test_the_model_keeps_the_composer_rules(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            tap = EngineTap(rig.core.link)
+            composer = Plain()
+            model = TerminalModel(rig.socket_path, composer, ping_interval=None)
+            try:
+                await model.start()
+                assert model.client.role == "observer" and not model.controls and model.disconnected is None
+                composer.text = "typed somehow"  # the app's buffer is read-only; the model refuses anyway
+                assert await model.submit() is None
+                assert model.notes[-1] == NOT_CONTROLLER and tap.since(0) == b""
+                assert composer.text == "typed somehow"  # an observer's Enter changes nothing
+                await model.takeover()
+                assert model.controls and composer.text == ""  # taking control is a transfer: cleared
+                # A refused prompt (the text policy) sends zero engine bytes and its text comes back.
+                composer.text = "/skill:x"
+                outcome = await model.submit()
+                assert isinstance(outcome, Refused) and outcome.refusal.code == "text-policy"
+                assert composer.text == "/skill:x" and tap.since(0) == b""
+                assert model.notes[-1].startswith("not admitted: text-policy")
+                # Another client takes control: cleared, set aside in a note, never sent.
+                other = await RawClient.connect(rig.socket_path)
+                observed = (await other.call("observe"))["result"]
+                await other.call("takeover", incarnation=observed["incarnation"], expectedGeneration=2)
+                await asyncio.wait_for(model.client.wait_until(lambda: model.client.role == "observer"), WAIT)
+                await asyncio.wait_for(model.client.wait_until(lambda: composer.text == ""), WAIT)
+                assert any('set aside, never sent: "/skill:x"' in n for n in model.notes)
+                await other.close()
+                await model.takeover()
+                composer.text = "Say hello"
+                sent = await model.submit()
+                assert isinstance(sent, Admitted) and composer.text == ""  # cleared on submit
+                settled = await asyncio.wait_for(model.client.wait_settled(sent.request.client_request_id), WAIT)
+                assert settled.receipt_state == "finished"
+                assert [r["message"] for r in EngineTap.records(tap.since(0)) if r["type"] == "prompt"] == ["Say hello"]
+            finally:
+                await model.aclose()
+
+    run(main)
