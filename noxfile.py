@@ -75,7 +75,7 @@ for _name in workspace.PACKAGES:
 def lint(session: nox.Session) -> None:
     """ruff, mypy --strict for every package, the layers contract of DESIGN.md and the public-surface rule
     (with their own tests), the fixture manifest."""
-    session.install("ruff==0.17.6", "mypy==2.4.1", "cffi>=1.17", "pytest>=8", "hypothesis>=6.100",
+    session.install("ruff==0.17.6", "mypy==2.4.1", "cffi>=1.17", "prompt_toolkit>=3.0.50", "pytest>=8", "hypothesis>=6.100",
                     "jsonschema>=4.20", "types-jsonschema", "packaging>=24")  # packaging: ci/buildcheck.py
     session.run("ruff", "check", "packages", "ci", "mutants", "noxfile.py")
     session.run("python", "ci/layers.py")
@@ -144,17 +144,19 @@ def cohort(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def smoke(session: nox.Session) -> None:
     """The sealed real Pi 0.85.1 in a loopback-only network namespace: pi-rpc's conformance (the fake held
-    to the real binary), then the controller's flows on the real binary (issue 10).
+    to the real binary), then the controller's flows on the real binary (issue 10), then the terminal driven
+    in tmux against a controller of the real binary (issue 12).
 
     Installs the pinned Pi from the npm registry into .cache/pi (the installer verifies the pin), then runs
     each suite inside a fresh network namespace with only loopback up, so nothing can leave the machine
     even by mistake. The suites fail, never skip, outside that namespace.
     """
     _install_package(session, "controller")  # its closure holds pi-rpc
+    session.install(f"{workspace.package_dir('mediated-terminal')}[test]")
     session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
     session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
-    for pkg in ("pi-rpc", "controller"):
+    for pkg in ("pi-rpc", "controller", "mediated-terminal"):
         tests = str(workspace.package_dir(pkg) / "tests_smoke")
         session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python", "-m", "pytest",
                     "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", tests,

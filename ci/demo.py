@@ -441,6 +441,8 @@ async def interactive(stage: Stage) -> None:
             await proc.wait()
         finally:
             await ctl.aclose()
+            say("the terminal closed: the demo's engine is killed through its recorded cohort reference and "
+                "everything it made is removed")
 
 
 def main(argv: list[str] | None = None) -> int:
