@@ -1,16 +1,27 @@
-"""Benchmark: one full claim cycle against the floor of its own durability calls.
+"""Benchmark: one full claim cycle against the floor of its own durability calls, at 0, 1,000 and 10,000
+cycles of history.
 
 A cycle is acquire -> spawn marker -> active -> stopping -> stopped (release with a cohort proof) for one
 pair: 5 steps on 2 keys, 10 publications. The floor, measured in the same run in the same kind of
 directory on the same file system, is the same 10 publications done bare: create a temporary file, write
 the same number of bytes, fsync it, link() it to the next revision name, fsync the directory, unlink the
 temporary name, alternating between two directories. The ratio cycle / floor is what the store costs on
-top of the fsync + link + directory fsync it cannot avoid (reading both chains, deciding, encoding).
+top of the fsync + link + directory fsync it cannot avoid (finding both heads, deciding, encoding).
 
-    python packages/writer-claim/bench/bench_claim.py [--cycles N] [--dir DIR] [--json]
+History: each level has its own claim root whose pair already has H cycles behind it (5 H revisions per
+key: one real lifecycle, hard-linked placeholders, and a real stopped head at 5 H, made at bench time in
+about a second, never committed), and its own floor directories holding as many names, so that the floor
+links into a directory of the same size. One long-lived store per level runs the cycles, as a controller
+does. Before issue 13 each head lookup listed and parsed every name (the cycle grew with the history);
+the figures to read are the cycle at H against the cycle at 0 (goal: within 1.1x at 10,000) and each
+cycle against its floor (goal: at most 1.3x). Also reported per level: what a store's first look at the
+pair costs (a new process; existence checks, no listing) and, for comparison, what listing both chains
+costs (what every lookup paid before).
 
-Rounds alternate floor and cycle so drift in the machine's load hits both; the medians are reported,
-with this process's CPU time per round (less sensitive to other load than wall time).
+    python packages/writer-claim/bench/bench_claim.py [--cycles N] [--history 0,1000,10000] [--dir DIR] [--json]
+
+Rounds alternate floor and cycle, level after level, so drift in the machine's load hits all alike; the
+medians are reported, with this process's CPU time per cycle (less sensitive to other load than wall time).
 """
 
 from __future__ import annotations
@@ -18,11 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mosaic.safe_open import ProcessRef
@@ -41,9 +54,16 @@ SEAT = SeatKey("bench-seat", "/bench/project", "main")
 SESSION = SessionKey("pi", "01a22a58-944f-7072-a9ab-f808835fc6a2")
 BINDING = Binding("bench-binding", "pi", "pi-bench", "main", "leaf", Pins("0.85.1", "ab" * 32, "sha256:" + "cd" * 32))
 PROOF = ProofRef(ProofKind.COHORT, "sha256:" + "ef" * 32, {"bench": True})
-
+GOAL_VS_FIRST = 1.1
+GOAL_VS_FLOOR = 1.3
 
 ENGINE = ProcessRef(4242, 99)
+REVISION_NAME = re.compile(r"r([0-9]{10})\.json")
+
+
+def parse_revision_name(name: str) -> int | None:
+    m = REVISION_NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
 
 
 def cohort_reference(claim_id: str, store: ClaimStore) -> dict[str, object]:
@@ -70,6 +90,47 @@ def one_cycle(store: ClaimStore) -> list[int]:
     return [len(encode_revision(c.head("seat")))] * 10
 
 
+def fill(directory: Path, upto: int) -> None:
+    """Names r1 .. r<upto> in `directory` as hard links of one placeholder (only a head is ever read)."""
+    have = max((n for n in (parse_revision_name(x) for x in os.listdir(directory)) if n is not None), default=0)
+    if have >= upto:
+        return
+    filler = directory / ".bench-filler"
+    filler.write_bytes(b"{}")
+    for n in range(have + 1, upto + 1):
+        os.link(filler, directory / f"r{n:010d}.json")
+    filler.unlink()
+
+
+def make_history(root: Path, cycles: int) -> None:
+    """`cycles` whole claim cycles on the pair: a real lifecycle, placeholders, and a real stopped head at
+    5 * cycles on each key, so the pair is free and the next acquisition links 5 * cycles + 1."""
+    if cycles == 0:
+        return
+    with ClaimStore(root) as store:
+        one_cycle(store)
+        heads = {key: store.observe_key(key).revision for key in (SEAT, SESSION)}
+    for key, rev in heads.items():
+        assert rev is not None
+        if cycles > 1:
+            os.unlink(root / key.dirname / "r0000000005.json")
+            fill(root / key.dirname, 5 * cycles - 1)
+            (root / key.dirname / f"r{5 * cycles:010d}.json").write_bytes(encode_revision(rev.evolve(number=5 * cycles)))
+
+
+@dataclass
+class Level:
+    history: int
+    root: Path
+    store: ClaimStore
+    dirs: tuple[int, int]
+    counter: list[int]
+    cycle_s: list[float] = field(default_factory=list)
+    floor_s: list[float] = field(default_factory=list)
+    cycle_cpu: list[float] = field(default_factory=list)
+    floor_cpu: list[float] = field(default_factory=list)
+
+
 def floor_cycle(dirs: tuple[int, int], counter: list[int], sizes: list[int]) -> None:
     """The same 10 publications with nothing but the durability calls."""
     for i, size in enumerate(sizes):
@@ -85,66 +146,131 @@ def floor_cycle(dirs: tuple[int, int], counter: list[int], sizes: list[int]) -> 
         os.unlink(temp, dir_fd=dfd)
 
 
+def _median_us(fn: object, repeat: int = 15) -> float:
+    assert callable(fn)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def first_look_us(root: Path) -> float:
+    """A new store's first look at both heads (a new process, a restart): existence checks, no listing."""
+    def look() -> None:
+        with ClaimStore(root) as s:
+            s.observe(SEAT, SESSION)
+    return _median_us(look)
+
+
+def listing_us(root: Path) -> float:
+    """Listing both chains and parsing every name: what each head lookup did before issue 13."""
+    def listing() -> None:
+        for key in (SEAT, SESSION):
+            d = root / key.dirname
+            if d.exists():
+                max((n for n in (parse_revision_name(x) for x in os.listdir(d)) if n is not None), default=0)
+    return _median_us(listing)
+
+
+def _ms(x: float) -> float:
+    return round(x * 1000, 3)
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=200)
-    parser.add_argument("--dir", default=None, help="parent directory for the scratch claim root (same FS)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=200, help="measured cycles per history level")
+    parser.add_argument("--history", default="0,1000,10000", help="cycles of history before each level")
+    parser.add_argument("--dir", default=None, help="parent directory for the scratch claim roots (same FS)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    histories = [int(h) for h in args.history.split(",")]
 
     with tempfile.TemporaryDirectory(prefix="claim-bench-", dir=args.dir) as tmp:
-        root = Path(tmp) / "claims"
-        floor_root = Path(tmp) / "floor"
-        root.mkdir()
-        for d in ("a", "b"):
-            (floor_root / d).mkdir(parents=True)
-        dirs = (os.open(floor_root / "a", os.O_RDONLY | os.O_DIRECTORY), os.open(floor_root / "b", os.O_RDONLY | os.O_DIRECTORY))
-        counter = [0, 0]
-        store = ClaimStore(root)
-        sizes = one_cycle(store)  # warm-up, and the revision size for the floor
-        floor_cycle(dirs, counter, sizes)
-        cycle_s: list[float] = []
-        floor_s: list[float] = []
-        cycle_cpu: list[float] = []
-        floor_cpu: list[float] = []
+        levels: list[Level] = []
+        setup = time.perf_counter()
         try:
-            for _ in range(args.cycles):
-                t0, c0 = time.perf_counter(), time.process_time()
-                floor_cycle(dirs, counter, sizes)
-                t1, c1 = time.perf_counter(), time.process_time()
-                one_cycle(store)
-                t2, c2 = time.perf_counter(), time.process_time()
-                floor_s.append(t1 - t0)
-                cycle_s.append(t2 - t1)
-                floor_cpu.append(c1 - c0)
-                cycle_cpu.append(c2 - c1)
+            for h in histories:
+                root = Path(tmp) / f"claims-{h}"
+                root.mkdir()
+                make_history(root, h)
+                fds = []
+                for d in ("a", "b"):
+                    (Path(tmp) / f"floor-{h}" / d).mkdir(parents=True)
+                    fill(Path(tmp) / f"floor-{h}" / d, 5 * h)
+                    fds.append(os.open(Path(tmp) / f"floor-{h}" / d, os.O_RDONLY | os.O_DIRECTORY))
+                levels.append(Level(h, root, ClaimStore(root), (fds[0], fds[1]), [5 * h, 5 * h]))
+            setup_s = time.perf_counter() - setup
+            looks = {lv.history: (first_look_us(lv.root), listing_us(lv.root)) for lv in levels}
+            sizes: list[int] = []
+            for lv in levels:  # warm-up: the store's first look, and the revision size for the floor
+                sizes = one_cycle(lv.store)
+                floor_cycle(lv.dirs, lv.counter, sizes)
+            for i in range(args.cycles):
+                for lv in levels[i % len(levels):] + levels[: i % len(levels)]:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    floor_cycle(lv.dirs, lv.counter, sizes)
+                    t1, c1 = time.perf_counter(), time.process_time()
+                    one_cycle(lv.store)
+                    t2, c2 = time.perf_counter(), time.process_time()
+                    lv.floor_s.append(t1 - t0)
+                    lv.cycle_s.append(t2 - t1)
+                    lv.floor_cpu.append(c1 - c0)
+                    lv.cycle_cpu.append(c2 - c1)
         finally:
-            for d in dirs:
-                os.close(d)
-            store.close()
-        cycle = statistics.median(cycle_s)
-        floor = statistics.median(floor_s)
+            for lv in levels:
+                lv.store.close()
+                for d in lv.dirs:
+                    os.close(d)
+        med = statistics.median
+        first = levels[0]
+        rows = []
+        for lv in levels:
+            cycle, floor = med(lv.cycle_s), med(lv.floor_s)
+            rows.append({
+                "history_cycles": lv.history,
+                "cycle_median_ms": _ms(cycle),
+                "cycle_p90_ms": _ms(statistics.quantiles(lv.cycle_s, n=10)[-1]),
+                "floor_median_ms": _ms(floor),
+                "floor_p90_ms": _ms(statistics.quantiles(lv.floor_s, n=10)[-1]),
+                "cycle_vs_floor": round(cycle / floor, 2),
+                "cycle_vs_first": round(cycle / med(first.cycle_s), 2),
+                "cycle_cpu_median_ms": _ms(med(lv.cycle_cpu)),
+                "floor_cpu_median_ms": _ms(med(lv.floor_cpu)),
+                "cycle_cpu_vs_first": round(med(lv.cycle_cpu) / med(first.cycle_cpu), 2),
+                "first_look_us": round(looks[lv.history][0], 1),
+                "listing_both_chains_us": round(looks[lv.history][1], 1),
+            })
         result = {
-            "cycles": args.cycles,
+            "cycles_per_level": args.cycles,
             "publications_per_cycle": 10,
-            "cycle_median_ms": round(cycle * 1000, 3),
-            "floor_median_ms": round(floor * 1000, 3),
-            "ratio": round(cycle / floor, 2),
-            "cycle_p90_ms": round(statistics.quantiles(cycle_s, n=10)[-1] * 1000, 3),
-            "floor_p90_ms": round(statistics.quantiles(floor_s, n=10)[-1] * 1000, 3),
-            "cycle_cpu_median_ms": round(statistics.median(cycle_cpu) * 1000, 3),
-            "floor_cpu_median_ms": round(statistics.median(floor_cpu) * 1000, 3),
+            "setup_s": round(setup_s, 2),
+            "levels": rows,
+            "goal_cycle_vs_first": GOAL_VS_FIRST,
+            "goal_cycle_vs_floor": GOAL_VS_FLOOR,
             "filesystem_dir": str(Path(tmp).resolve()),
         }
     if args.json:
         print(json.dumps(result))
-    else:
-        print(f"claim cycle (acquire -> spawn marker -> active -> stopping -> stopped), {args.cycles} rounds")
-        print(f"  cycle median {result['cycle_median_ms']} ms (p90 {result['cycle_p90_ms']} ms)")
-        print(f"  floor median {result['floor_median_ms']} ms (p90 {result['floor_p90_ms']} ms): "
-              "10 x (temp write + fsync + link + dir fsync + unlink)")
-        print(f"  ratio cycle/floor: {result['ratio']}")
-        print(f"  CPU time per round: cycle {result['cycle_cpu_median_ms']} ms, floor {result['floor_cpu_median_ms']} ms")
+        return 0
+    print(f"claim cycle (acquire -> spawn marker -> active -> stopping -> stopped), {args.cycles} rounds per level, "
+          f"medians; floor = 10 x (temp write + fsync + link + dir fsync + unlink) in directories of the same size")
+    print(f"{'history':>8} {'cycle ms':>9} {'(p90)':>8} {'floor ms':>9} {'(p90)':>8} {'cyc/floor':>9} "
+          f"{'cyc/first':>9} {'cpu ms':>7} {'cpu/first':>9} {'floor cpu':>9} {'1st look us':>11} {'listing us':>10}")
+    for r in rows:
+        print(f"{r['history_cycles']:>8} {r['cycle_median_ms']:>9} {r['cycle_p90_ms']:>8} {r['floor_median_ms']:>9} "
+              f"{r['floor_p90_ms']:>8} {r['cycle_vs_floor']:>9} {r['cycle_vs_first']:>9} "
+              f"{r['cycle_cpu_median_ms']:>7} {r['cycle_cpu_vs_first']:>9} {r['floor_cpu_median_ms']:>9} {r['first_look_us']:>11} "
+              f"{r['listing_both_chains_us']:>10}")
+    last = rows[-1]
+    vs_first = "met" if last["cycle_vs_first"] <= GOAL_VS_FIRST else "missed"
+    vs_floor = "met" if all(r["cycle_vs_floor"] <= GOAL_VS_FLOOR for r in rows) else "missed"
+    print(f"goal: cycle after {last['history_cycles']} cycles of history <= {GOAL_VS_FIRST}x the first: "
+          f"{last['cycle_vs_first']}x ({vs_first}; CPU {last['cycle_cpu_vs_first']}x)")
+    print(f"goal: cycle <= {GOAL_VS_FLOOR}x its fsync floor at every level: "
+          f"{', '.join(str(r['cycle_vs_floor']) for r in rows)} ({vs_floor})")
+    print(f"(history made in {result['setup_s']} s)")
     return 0
 
 

@@ -401,10 +401,17 @@ def check_restart(root: Path, acks: list[Ack], report: RestartReport, pre_holder
       (eligibility-pending: whoever is alive, it waits for its launcher or a release with a proof);
     - a cohort reference, once published on either key, is in every later revision of its claim on both
       keys, unchanged (a restarted controller force stops from it);
-    - a second restart publishes nothing.
+    - a second restart publishes nothing;
+    - the heads the store found (the restarter, and a store that never looked: README "Finding the head")
+      are the listing's highest names.
     """
     problems = completeness_problems(root)
     assert not problems, problems
+    with make_store(root, pid=3999) as looker:
+        fresh = looker.observe(seat, session)
+    for found in (*report.pair.keys(), *fresh.keys()):
+        chain = raw_chain(root, found.dirname)
+        assert found.head_number == (chain[-1][0] if chain else 0), f"{found.dirname}: head {found.head_number}"
     assert len(pre_holders) <= 1, f"two holders before restart: {pre_holders}"
     post = raw_holders(root, seat, session)
     assert len(post) <= 1, f"two holders after restart: {post}"

@@ -3,6 +3,9 @@
 ABI mode (`ffi.dlopen(None)`, libc's own symbols) needs no compiler at install time. openat2 has no libc
 wrapper on older glibc, so it is reached through `syscall(2)`; `syscall` is variadic, and cffi requires
 every variadic argument to carry an explicit C type, hence the casts.
+
+The declarations are `_ffi_build.CDEF`, parsed once into the committed `_ffi_abi` (cffi's out-of-line ABI
+mode), so loading this module imports `_cffi_backend` and no C parser (README "Start-up cost").
 """
 
 from __future__ import annotations
@@ -12,21 +15,9 @@ import os
 import threading
 from typing import Any
 
-import cffi  # type: ignore[import-untyped, unused-ignore]  # cffi ships no type information
+from . import _ffi_abi  # generated (see _ffi_build); typed at the wrappers below
 
-_ffi: Any = cffi.FFI()
-_ffi.cdef(
-    """
-    struct open_how {
-        uint64_t flags;
-        uint64_t mode;
-        uint64_t resolve;
-    };
-    long syscall(long number, ...);
-    int inotify_init1(int flags);
-    int inotify_add_watch(int fd, const char *pathname, uint32_t mask);
-    """
-)
+_ffi: Any = _ffi_abi.ffi
 _libc: Any = _ffi.dlopen(None)
 
 # openat2 is syscall 437 on every architecture that uses the unified syscall table (x86_64, aarch64,

@@ -17,6 +17,15 @@ first: the store re-reads and re-decides. Nothing is ever renamed over, rewritte
 Each file-system step is followed by a call of the injected barrier hook with a `Barrier` describing the
 step just done, so the W5 crash tests can kill a process exactly there. (The crash-prefix test does not
 trust the hook for its operation log: it records the `os` calls themselves.)
+
+Finding a key's head never lists the key directory (README "Finding the head"). A chain is always
+numbered 1..n without a gap (each revision is linked at the number after one that exists, and nothing is
+ever deleted), so the head is the one n with r<n> present and r<n+1> absent, which existence checks
+(lstat) find: from the head this store last saw on that key, one check each for r<h> and r<h+1> when
+nothing changed, else galloping forward and bisecting; O(log n) checks for a store's first look at a
+key. Nothing new is written for it, so publication and its crash-prefix proof are unchanged. The
+directory is listed only when what the checks see contradicts a gap-free chain (r<h> gone, or no r1):
+that is damage, and the listing (the highest name present) decides as it always did.
 """
 
 from __future__ import annotations
@@ -90,6 +99,9 @@ BARRIER_POINTS = (
     "temp-unlinked",
     "between-keys",
 )
+
+# The highest revision number a name can carry (`revision_name`: 10 digits).
+_MAX_NUMBER = 9_999_999_999
 
 # A lost link() is re-read and re-decided. Each loss means another writer made progress, so this bound is
 # only a guard against a pathological livelock; past it the call refuses instead of spinning.
@@ -241,6 +253,9 @@ class ClaimStore:
         self._liveness: OwnerLiveness = liveness if liveness is not None else ProcLiveness()
         self._barrier = barrier
         self._clock: Callable[[], float] = clock if clock is not None else time.time
+        # key directory name -> the highest revision number this store has seen exist there: where the
+        # next head lookup starts (verified before use, never trusted).
+        self._seen: dict[str, int] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -334,11 +349,46 @@ class ClaimStore:
     def _observe_key(self, key: KeyKind, dirname: str, fd: int | None) -> KeyObservation:
         if fd is None:
             return KeyObservation(key, dirname, 0, None)
-        numbers = [n for n in (parse_revision_name(x) for x in os.listdir(fd)) if n is not None]
-        if not numbers:
+        top = self._head_number(fd, dirname)
+        if not top:
             return KeyObservation(key, dirname, 0, None)
-        top = max(numbers)
         return KeyObservation(key, dirname, top, self._read_revision(fd, key, dirname, top))
+
+    def _saw(self, dirname: str, number: int) -> None:
+        if number > self._seen.get(dirname, 0):
+            self._seen[dirname] = number
+
+    def _head_number(self, fd: int, dirname: str) -> int:
+        """The highest revision number in the key directory `fd` (0 for none), by existence checks from the
+        last head this store saw there (module docstring); the listing only where the checks see damage."""
+        try:
+            lo = self._seen.get(dirname, 0)
+            if not _exists(fd, lo if lo else 1):
+                # The chain is shorter than this store saw, or has no r1: empty, or damaged.
+                return self._listed_head(fd, dirname)
+            lo = max(lo, 1)
+            step = 1
+            while _exists(fd, lo + step):  # gallop: lo exists, lo + step is the next check
+                lo += step
+                step *= 2
+            hi = lo + step  # absent
+            while hi - lo > 1:  # bisect: lo exists, hi does not
+                mid = (lo + hi) // 2
+                if _exists(fd, mid):
+                    lo = mid
+                else:
+                    hi = mid
+        except _Undecided:
+            return self._listed_head(fd, dirname)
+        self._saw(dirname, lo)
+        return lo
+
+    def _listed_head(self, fd: int, dirname: str) -> int:
+        """The highest revision number by listing the directory (what the head was before issue 13)."""
+        numbers = [n for n in (parse_revision_name(x) for x in os.listdir(fd)) if n is not None]
+        top = max(numbers, default=0)
+        self._seen[dirname] = top
+        return top
 
     def observe_key(self, key: SeatKey | SessionKey) -> KeyObservation:
         """One key's chain as it is now: the highest revision number and that revision (or why it does not
@@ -405,7 +455,9 @@ class ClaimStore:
             try:
                 self._publish(fd, rev, step)
             except _LostLink:
+                self._saw(rev.dirname, rev.number)  # another writer's revision is there
                 return False
+            self._saw(rev.dirname, rev.number)
             return True
 
     # -- acquisition -------------------------------------------------------------------------------------
@@ -610,6 +662,24 @@ class ClaimStore:
                                                   "first; the eligibility is not this launcher's")
             out.append(rev)
         return Claim(self, out[0], out[1])
+
+
+class _Undecided(Exception):
+    """An existence check failed with something else than ENOENT: the listing decides instead."""
+
+
+def _exists(dir_fd: int, number: int) -> bool:
+    """Whether the name of revision `number` exists in `dir_fd`, whatever it is (a symlink or a directory
+    there exists too, and reads as unreadable, as it does in a listing)."""
+    if number > _MAX_NUMBER:
+        return False
+    try:
+        os.stat(revision_name(number), dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise _Undecided(str(e)) from e
+    return True
 
 
 def _unlink_quietly(name: str, dir_fd: int) -> None:

@@ -1,0 +1,13 @@
+# Generated from mosaic.safe_open._ffi_build.CDEF by `python -m mosaic.safe_open._ffi_build`
+# (cffi's out-of-line ABI mode); do not edit. tests/test_bindings.py checks it is current.
+# ruff: noqa
+# mypy: ignore-errors
+# auto-generated file
+import _cffi_backend
+
+ffi = _cffi_backend.FFI('mosaic.safe_open._ffi_abi',
+    _version = 0x2601,
+    _types = b'\x00\x00\x01\x0D\x00\x00\x07\x01\x00\x00\x00\x0F\x00\x00\x01\x0D\x00\x00\x07\x01\x00\x00\x0B\x03\x00\x00\x16\x01\x00\x00\x00\x0F\x00\x00\x09\x0D\x00\x00\x09\x01\x00\x00\x01\x0F\x00\x00\x02\x01\x00\x00\x00\x09\x00\x00\x18\x01',
+    _globals = (b'\x00\x00\x03\x23inotify_add_watch',0,b'\x00\x00\x00\x23inotify_init1',0,b'\x00\x00\x08\x23syscall',0),
+    _struct_unions = ((b'\x00\x00\x00\x0C\x00\x00\x00\x02open_how',b'\x00\x00\x0D\x11flags',b'\x00\x00\x0D\x11mode',b'\x00\x00\x0D\x11resolve'),),
+)
