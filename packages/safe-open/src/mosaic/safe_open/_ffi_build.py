@@ -14,16 +14,15 @@ generates. Importing this module needs nothing; ``render`` and ``main`` need cff
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import sys
-import tempfile
 from pathlib import Path
+
+from . import abi_build
 
 __all__ = ["CDEF", "MODULE", "main", "render"]
 
 MODULE = "mosaic.safe_open._ffi_abi"
+BUILDER = "mosaic.safe_open._ffi_build"
 
 CDEF = """
     struct open_how {
@@ -36,31 +35,13 @@ CDEF = """
     int inotify_add_watch(int fd, const char *pathname, uint32_t mask);
 """
 
-HEADER = ("# Generated from mosaic.safe_open._ffi_build.CDEF by `python -m mosaic.safe_open._ffi_build`\n"
-          "# (cffi's out-of-line ABI mode); do not edit. tests/test_bindings.py checks it is current.\n"
-          "# ruff: noqa\n"
-          "# mypy: ignore-errors\n")
-
-
 def render() -> str:
-    """The text of ``_ffi_abi.py`` for ``CDEF``, as the installed cffi writes it, with the header above."""
-    import cffi  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415 - development only
-
-    ffi = cffi.FFI()
-    ffi.cdef(CDEF)
-    ffi.set_source(MODULE, None)
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "_ffi_abi.py")
-        with contextlib.redirect_stdout(io.StringIO()):  # cffi announces "generating ..."
-            ffi.emit_python_code(out)
-        return HEADER + Path(out).read_text(encoding="ascii")
+    """The text of ``_ffi_abi.py`` for ``CDEF``, as the installed cffi writes it (safe-open's ``abi_build``)."""
+    return abi_build.render(CDEF, MODULE, BUILDER)
 
 
 def main() -> int:
-    target = Path(__file__).with_name("_ffi_abi.py")
-    target.write_text(render(), encoding="ascii")
-    print(f"wrote {target}", file=sys.stderr)
-    return 0
+    return abi_build.main(CDEF, MODULE, BUILDER, Path(__file__).with_name("_ffi_abi.py"))
 
 
 if __name__ == "__main__":
