@@ -21,9 +21,9 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from ._http import serve
 from ._jsonout import dumps
 from ._reader import Reader, create_reader
+from ._server import serve
 from ._sources import RepositorySpec, Roots, SeatRegistration, roots_from_specs
 
 # Controls, bidi and invisible characters are shown escaped in --text, so session content cannot drive
