@@ -170,7 +170,10 @@ class Reader:
 
         Refuses unknown-conversation when no approved root lists it now, unsupported-harness for the row of
         a non-Pi seat, and the listing refusal of the cursor's own root (`hint`) when that root cannot be
-        listed (e.g. unavailable).
+        listed (e.g. unavailable). When no root lists it and some approved root could not be read
+        (permission denied: `unreadable`), the answer is `unreadable`, as the catalogue reports that root in
+        refusedRoots: seed "Refusal codes", unreadable is "permission denied on a file, a root or a directory
+        above it inside the approved roots", and the conversation may be in the root that cannot be read.
         """
         if not isinstance(conversation, str) or not conversation.startswith("pi-"):
             raise ReaderRefusal("unknown-conversation", "no such conversation in the approved roots")
@@ -179,12 +182,15 @@ class Reader:
             if conversation_id(u.project_root, u.seat, "") == conversation:
                 raise ReaderRefusal("unsupported-harness", f"seat {u.seat} runs {u.harness!r}, not Pi (D2)")
         hint_refusal: SafeOpenRefusal | None = None
+        unreadable: SafeOpenRefusal | None = None
         for sroot in roots.sessions:
             try:
                 root = open_root(sroot.project_root, method=self._method)
             except SafeOpenRefusal as e:
                 if hint == (sroot.project_root, sroot.seat):
                     hint_refusal = e
+                if e.code == "unreadable" and unreadable is None:
+                    unreadable = e
                 continue
             found: str | None = None
             try:
@@ -195,6 +201,8 @@ class Reader:
             except SafeOpenRefusal as e:
                 if hint == (sroot.project_root, sroot.seat):
                     hint_refusal = e
+                if e.code == "unreadable" and unreadable is None:
+                    unreadable = e
             if found is None:
                 root.close()
                 continue
@@ -205,6 +213,9 @@ class Reader:
             return
         if hint_refusal is not None:
             raise ReaderRefusal(hint_refusal.code, hint_refusal.message)
+        if unreadable is not None:
+            raise ReaderRefusal("unreadable", f"not found in the roots that can be read, and an approved root "
+                                              f"cannot be read ({unreadable.message})")
         raise ReaderRefusal("unknown-conversation", "no such conversation in the approved roots now")
 
     @staticmethod
