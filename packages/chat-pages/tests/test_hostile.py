@@ -120,3 +120,72 @@ def test_a_slow_parse_does_not_stall_the_catalogue_or_another_conversation(
     # The caches and the cursor store stayed consistent: both conversations page on.
     assert reader.next(cursor=slow_result[0]["follow"]["id"], conversation=world.cid(root, "slow.jsonl"),
                        branch="main")["ok"]
+
+
+CHILD = r"""
+import json, os, sys
+from mosaic.chat_pages import RepositorySpec, conversation_id, create_reader, dumps, roots_from_specs
+def peak_mark():
+    # Reset the peak (VmHWM) to the current RSS, so the peak measured after is the peak of what follows.
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return vm("VmRSS")
+def vm(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise SystemExit("no " + key)
+root, name, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+reader = create_reader(lambda: roots_from_specs([RepositorySpec(root, "alpha", "/l")]))
+before = peak_mark()
+if mode == "open":
+    res = reader.open(conversation=conversation_id(root, "alpha", name))
+    size = len(dumps(res))
+else:
+    res, size = {"ok": True}, 0
+after = vm("VmHWM")
+print(json.dumps({"ok": res["ok"], "growth": after - before, "result": size}))
+"""
+
+
+def _open_in_child(root: Path, name: str) -> dict[str, Any]:
+    """Reader.open in a child that only imports the package first; the child reports the growth of its
+    peak RSS across the open (which reads, hashes and parses the file) and the size of the JSON result."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", CHILD, str(root), name, "open"], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    got: dict[str, Any] = json.loads(out.stdout)
+    return got
+
+
+@pytest.mark.parametrize("shape", ["blank", "malformed", "roots"])
+def test_open_of_a_pathological_file_is_bounded_in_memory_and_result_size(tmp_path: Path, shape: str) -> None:
+    """Issue 14 measured `open` of 3.8 MiB of blank lines: 18 s, 2.1 GB, a 29.5 MB result; and 100,000 roots
+    put an 8.5 MB view in every result. Now the open's peak stays within 2x the file for blank and malformed
+    lines (the file is read once: 1x), and the result is bounded for every shape (the 100,000 roots' memory
+    is pi-format's known gap, test_pathological.py there)."""
+    root = tmp_path / "proj"
+    p = write_session(root, "s.jsonl", [header(root)])
+    with open(p, "ab") as f:
+        if shape == "blank":
+            f.write(b"\n" * (8 << 20))
+        elif shape == "malformed":
+            f.write(b"{x}\n" * 250_000)
+        else:
+            for i in range(100_000):
+                f.write(entry(f"r{i}", None, "hi"))
+    size = p.stat().st_size
+    got = _open_in_child(root, "s.jsonl")
+    print(f"{shape}: file {size / 1e6:.1f} MB, open grew {got['growth'] / 1e6:.1f} MB, result {got['result']} bytes")
+    assert got["ok"] is True
+    assert got["result"] < 64 * 1024, got
+    if shape != "roots":
+        assert got["growth"] <= 2 * size + (8 << 20), f"{shape}: open grew by {got['growth'] / size:.2f}x the file"
