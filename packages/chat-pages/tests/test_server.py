@@ -15,10 +15,12 @@ import pytest
 from helpers import World, entry, header, write_session
 
 import mosaic.chat_pages._server as server_module
-from mosaic.chat_pages import ReaderServer, asgi_app, route, serve
+from mosaic.chat_pages import ReaderServer, asgi_app, dump_bytes, route, serve
 
 
-def _raw(url: str, request: bytes, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+def _raw(url: str, request: bytes, timeout: float = 30, head_only: bool = False) -> tuple[int, dict[str, str], bytes]:
+    """One request on a fresh connection; (status, lower-cased headers, body). `head_only`: the response
+    to a HEAD request, which has headers but no content."""
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
         s.sendall(request)
@@ -28,10 +30,10 @@ def _raw(url: str, request: bytes, timeout: float = 30) -> tuple[int, dict[str, 
             if not chunk:
                 break
             data += chunk
-            head, sep, body = data.partition(b"\r\n\r\n")
+            top, sep, body = data.partition(b"\r\n\r\n")
             if sep:
-                headers = dict(x.split(": ", 1) for x in head.decode("latin-1").split("\r\n")[1:])
-                length = int(headers.get("Content-Length", headers.get("content-length", "0")))
+                headers = dict(x.split(": ", 1) for x in top.decode("latin-1").split("\r\n")[1:])
+                length = 0 if head_only else int(headers.get("Content-Length", headers.get("content-length", "0")))
                 if len(body) >= length:
                     break
     head, _, body = data.partition(b"\r\n\r\n")
@@ -59,10 +61,16 @@ def server(world: World) -> Iterator[ReaderServer]:
 @pytest.mark.parametrize("method", ["HEAD", "OPTIONS", "TRACE", "CONNECT", "get", "POST", "PUT", "DELETE", "PATCH"])
 def test_every_method_but_get_is_405_with_the_json_body(world: World, server: ReaderServer, method: str) -> None:
     cid = _session(world)
-    status, headers, body = _raw(server.url, f"{method} /conversations/{cid} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    target = "example.org:443" if method == "CONNECT" else f"/conversations/{cid}"  # CONNECT's authority form
+    status, headers, body = _raw(server.url, f"{method} {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
+                                 head_only=method == "HEAD")
     assert status == 405 and headers["allow"] == "GET"
     assert headers["content-type"] == "application/json; charset=utf-8"
-    assert json.loads(body) == {"ok": False, "error": "method-not-allowed", "message": "only GET"}
+    refusal = dump_bytes({"ok": False, "error": "method-not-allowed", "message": "only GET"})
+    if method == "HEAD":  # the headers of the JSON refusal, no content (HTTP: a HEAD response has none)
+        assert body == b"" and int(headers["content-length"]) == len(refusal)
+    else:
+        assert json.loads(body) == json.loads(refusal)
 
 
 def test_a_burst_of_1000_connections_is_answered_with_bounded_threads(world: World, server: ReaderServer) -> None:
@@ -168,7 +176,7 @@ def test_asgi_app_under_uvicorn_gives_the_same_status_table(world: World, server
                 assert json.loads(body)["ok"] is (status == 200)
         for method in ("POST", "HEAD", "OPTIONS", "DELETE"):
             status, headers, body = _raw(url, f"{method} /conversations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                                         f"Content-Length: 0\r\n\r\n".encode())
+                                         f"Content-Length: 0\r\n\r\n".encode(), head_only=method == "HEAD")
             assert status == 405 and headers["allow"] == "GET"
             if method != "HEAD":
                 assert json.loads(body)["error"] == "method-not-allowed"

@@ -148,24 +148,32 @@ class ReaderServer:
             return False  # closed, idle or too slow: nothing to answer
         lines = head[:-4].decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             await self._send(w, 400, dump_bytes({"ok": False, "error": "bad-request",
                                                  "message": "not an HTTP/1.x request line"}), False, True)
             return False
         method, target, version = parts
+        if method == "GET" and not target.startswith("/"):
+            await self._send(w, 400, dump_bytes({"ok": False, "error": "bad-request",
+                                                 "message": "the target must be a path"}), False, True)
+            return False
         headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}
         has_body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
         close = (version == "HTTP/1.0" or headers.get("connection", "").lower() == "close" or has_body
                  or method != "GET")
         loop = asyncio.get_running_loop()
         status, body, allow = await loop.run_in_executor(self._pool, answer, self._reader, method, target)
-        await self._send(w, status, body, allow, close)
+        await self._send(w, status, body, allow, close, head_only=method == "HEAD")
         return not close
 
     @staticmethod
-    async def _send(w: asyncio.StreamWriter, status: int, body: bytes, allow: bool, close: bool) -> None:
+    async def _send(w: asyncio.StreamWriter, status: int, body: bytes, allow: bool, close: bool,
+                    head_only: bool = False) -> None:
+        """Write one response. A response to HEAD carries the headers of the JSON body but not the body
+        (HTTP: a HEAD response has no content), as ASGI servers do."""
         w.write(_head(status, len(body), allow, close))
-        w.write(body)
+        if not head_only:
+            w.write(body)
         await asyncio.wait_for(w.drain(), WRITE_TIMEOUT)
 
 
