@@ -108,7 +108,7 @@ def _emit(result: dict[str, Any], text: bool, out: TextIO) -> None:
     page = result["page"]
     view = result["view"]
     out.write(f"== {page['conversation']} branch {page['branch']} (default {view['defaultBranch']}; "
-              f"{len(view['branches'])} branches{'; incomplete' if view['incomplete'] else ''})\n")
+              f"{view['branchCount']} branches{'; incomplete' if view['incomplete'] else ''})\n")
     for part in page["parts"]:
         label = f"{part['kind']} {part['item']}" + (f" (part {part['index'] + 1})" if part["index"] else "")
         out.write(f"-- line {part['line']}: {label}\n")
