@@ -191,3 +191,18 @@ def test_asgi_app_under_uvicorn_gives_the_same_status_table(world: World, server
     finally:
         srv.should_exit = True
         thread.join(20)
+
+
+def test_a_fault_of_the_reader_is_500_in_json_and_the_server_goes_on(world: World, server: ReaderServer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    cid = _session(world)
+
+    def broken(**kw: Any) -> dict[str, Any]:
+        raise RuntimeError("a bug in the reader")
+
+    monkeypatch.setattr(world.reader, "open", broken)
+    status, _, body = _raw(server.url, f"GET /conversations/{cid} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert status == 500 and json.loads(body) == {"ok": False, "error": "internal", "message": "the reader failed"}
+    monkeypatch.undo()
+    status, _, _ = _raw(server.url, f"GET /conversations/{cid} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert status == 200

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,8 @@ from typing import Any
 from ._http import route
 from ._jsonout import dump_bytes
 from ._reader import Reader
+
+_log = logging.getLogger(__name__)
 
 BACKLOG = 1024
 HEADER_TIMEOUT = 10.0
@@ -162,7 +165,13 @@ class ReaderServer:
         close = (version == "HTTP/1.0" or headers.get("connection", "").lower() == "close" or has_body
                  or method != "GET")
         loop = asyncio.get_running_loop()
-        status, body, allow = await loop.run_in_executor(self._pool, answer, self._reader, method, target)
+        try:
+            status, body, allow = await loop.run_in_executor(self._pool, answer, self._reader, method, target)
+        except Exception:
+            # A fault of the reader itself (never of the client): logged once, answered 500, connection closed.
+            _log.exception("the reader failed on %s %s", method, target[:200])
+            status, body, allow, close = 500, dump_bytes({"ok": False, "error": "internal",
+                                                          "message": "the reader failed"}), False, True
         await self._send(w, status, body, allow, close, head_only=method == "HEAD")
         return not close
 
