@@ -5,8 +5,8 @@ valid entry in file order (session-manager.js _buildIndex 686-707), where an id 
 (byId, 694), and parentSession is never opened. The README of this package states each rule with the
 decision taken where the seed is silent; "rule N" below is the Nth item of its "Rules" list.
 
-The pipeline: split on LF and decode each line once (`_decode_lines`), line notices and duplicates
-(`_assemble`, `_settle_duplicates`), then the tree in seven steps (`_build`: `_link_parents`, `_cut_loops`,
+The pipeline: find each LF and decode each line once (`_decode_lines`; unreadable lines are kept as runs),
+line notices and duplicates (`_assemble`, `_settle_duplicates`), then the tree in seven steps (`_build`: `_link_parents`, `_cut_loops`,
 `_first_children`, `_in_place_notices`, `_name_entries`, `_branches`, `_result`). `parse_appended` places
 appended records in a copy of the tree (`_extend`, `_Growing.place`, `_grown`) or runs `_assemble` again.
 """
@@ -43,7 +43,8 @@ _EMPTY_RUN = re.compile(rb"\n+")
 def _decode_line(raw: bytes) -> tuple[Any, str | None]:
     """(value, None) for a line holding one JSON value, else (None, a short reason). Never raises."""
     # Pi's reader splits on LF only and strips one trailing CR (jsonl.js 18-41); U+2028/U+2029/U+0085 are
-    # ordinary characters inside a line (FACTS.md loader quirk 9), so the caller splits bytes on b"\n".
+    # ordinary characters inside a line (FACTS.md loader quirk 9), so lines end at the LF byte only (used for
+    # line 1 here; _decode_lines applies the same rules to the other lines on a view of the buffer).
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     try:
