@@ -167,6 +167,7 @@ def smoke(session: nox.Session) -> None:
 # floor the script measures in the same run; nothing here asserts a time.
 BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("chat-pages", "bench/bench_reader.py", ["--repeat", "3"]),
+    ("chat-pages", "bench/bench_load.py", []),
     ("safe-open", "bench/bench_import.py", []),
     ("writer-claim", "bench/bench_claim.py", ["--cycles", "100"]),
     ("cgroup-cohort", "bench/bench_stop.py", ["--repeats", "3"]),

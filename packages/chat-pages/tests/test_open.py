@@ -212,6 +212,48 @@ def _unreadable_in(tmp_path: Path) -> None:
     assert b["ok"] is True  # the control: the readable file opens for the same uid
 
 
+def test_F8_an_unreadable_sessions_directory_is_unreadable_in_the_catalogue_and_in_open() -> None:
+    """Issue 14: with the sessions directory unreadable, the catalogue lists the root in refusedRoots as
+    `unreadable` and `open` of a conversation in it says `unreadable` too (seed: permission denied on "a
+    directory above it inside the approved roots"), never `unknown-conversation`. In a child at uid 65534."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: needs root to drop privileges in a child")
+    with tempfile.TemporaryDirectory(prefix="chat-pages-perm-") as tmp:
+        top = Path(tmp)
+        root = top / "proj"
+        write_session(root, "s.jsonl", [header(root), entry("u1", None, "hi")])
+        for d in (top, root, root / ".pi", root / ".pi/state", root / ".pi/state/alpha"):
+            os.chmod(d, 0o755)
+        os.chmod(root / ".pi/state/alpha/sessions", 0o700)
+        from mosaic.chat_pages import RepositorySpec, conversation_id, roots_from_specs
+
+        spec = [RepositorySpec(str(root), "alpha", "/l")]
+        cid = conversation_id(str(root), "alpha", "s.jsonl")
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            try:
+                os.close(r)
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                reader = create_reader(lambda: roots_from_specs(spec))
+                os.write(w, dumps([reader.catalogue(), reader.open(conversation=cid)]).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        out = b""
+        while chunk := os.read(r, 65536):
+            out += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+    catalogue, opened = json.loads(out)
+    check_result(catalogue)
+    check_result(opened)
+    assert [x["refusal"]["code"] for x in catalogue["refusedRoots"]] == ["unreadable"]
+    assert opened["ok"] is False and opened["refusal"]["code"] == "unreadable"
+
+
 def test_F8_reader_refusal_table_includes_safe_open_codes() -> None:
     from mosaic.safe_open import SafeOpenRefusal
 

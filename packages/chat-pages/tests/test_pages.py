@@ -240,6 +240,11 @@ def test_F12_view_flags_forked_session_and_unreadable_lines(world: World) -> Non
     assert forked["page"]["parts"][0]["item"] == "x.forked"
     bad = world.open(world.cid(root, "malformed-lines.jsonl"))
     assert bad["view"]["forkedFromEarlierSession"] is False
-    assert len(bad["view"]["unreadableLines"]) >= 10
-    lines = [p["line"] for p in bad["page"]["parts"] if p["item"].startswith("x.line-")]
-    assert lines == bad["view"]["unreadableLines"]
+    # Every unreadable line is covered: one [first, last] range per run, and one notice part per run.
+    assert bad["view"]["unreadableLineCount"] >= 10
+    ranges = bad["view"]["unreadableLines"]
+    assert sum(last - first + 1 for first, last in ranges) == bad["view"]["unreadableLineCount"]
+    assert len(ranges) == bad["view"]["unreadableRangeCount"]
+    runs = [[p["notice"]["line"], p["notice"]["through"]] for p in bad["page"]["parts"]
+            if p["item"].startswith("x.line-")]
+    assert runs == ranges

@@ -77,7 +77,12 @@ def check_invariants(parsed: Parsed) -> None:
     # Each leaf ends exactly one branch; a file without entries has main alone.
     assert sorted(b.leaf for b in parsed.branches.values() if b.leaf is not None) == sorted(leaves)
     assert len(parsed.branches) == max(1, len(leaves))
-    line_notice_ids = {f"x.line-{n}" for n in parsed.unreadable_lines}
+    # A run of consecutive unreadable lines is one notice, x.line-<first line>, through its last line.
+    runs = list(parsed.unreadable_runs())
+    assert all(a + n < b for (a, n), (b, _) in zip(runs, runs[1:], strict=False)), "runs are maximal"
+    line_notice_ids = {f"x.line-{first}" for first, _ in runs}
+    unreadable = set(parsed.unreadable_lines)
+    assert len(unreadable) == len(parsed.unreadable_lines) == sum(n for _, n in runs)
     on_some_branch: set[str] = set()
     for name, branch in parsed.branches.items():
         assert branch.name == name and is_chat01_id(name)
@@ -100,8 +105,14 @@ def check_invariants(parsed: Parsed) -> None:
             for block in item.blocks:
                 if isinstance(block, UnavailableBlock):
                     assert block.text == ""
-        # Every unreadable line is a notice on every branch.
+        # Every unreadable line is covered by a notice on every branch, at its run's position.
         assert line_notice_ids <= set(ids)
+        covered: set[int] = set()
+        for item in items:
+            if item.notice is not None and item.notice.code == "malformed-line":
+                assert item.notice.through is not None and item.line == item.notice.line
+                covered.update(range(item.line, item.notice.through + 1))
+        assert covered == unreadable
         path = branch.entry_ids
         if branch.leaf is None:
             assert name == "main" and not entries and path == ()

@@ -343,7 +343,10 @@ def test_missing_parent_notice_names_the_unreadable_lines_just_before_it() -> No
     assert p.unreadable_lines == (3, 5, 6)
     notice = p.branches["b.d"].items[-2].notice
     assert notice is not None and notice.lines == (5, 6) and "lines 5-6" in notice.message
-    assert p.branches["b.d"].item_ids == ("x.line-3", "x.line-5", "x.line-6", "x.gap-d", "n.d")
+    # Lines 5 and 6 are one run: one notice, x.line-5, through line 6.
+    assert p.branches["b.d"].item_ids == ("x.line-3", "x.line-5", "x.gap-d", "n.d")
+    run = p.branches["b.d"].items[1].notice
+    assert run is not None and (run.line, run.through) == (5, 6) and "lines 5-6 (2 lines)" in run.message
 
 
 def test_first_root_with_a_missing_parent_is_main() -> None:

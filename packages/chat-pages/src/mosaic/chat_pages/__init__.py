@@ -12,8 +12,9 @@ open and next return {"ok": True, "page", "cursor", "follow", "view"} or {"ok": 
 line is `mosaic-read` or `python -m mosaic.chat_pages` (its code is private: `_cli.py`).
 """
 
+from ._asgi import asgi_app
 from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR
-from ._http import REFUSAL_STATUS, ReaderServer, route, serve
+from ._http import REFUSAL_STATUS, route
 from ._jsonout import dump_bytes, dumps
 from ._parts import (
     MAX_BLOCKS_PER_PART,
@@ -25,6 +26,7 @@ from ._parts import (
 )
 from ._reader import Reader, create_reader
 from ._refusal import ReaderRefusal
+from ._server import ReaderServer, serve
 from ._sources import (
     PI_HARNESS,
     RefusedSpec,
@@ -60,6 +62,7 @@ __all__ = [
     "SeatRegistration",
     "SessionRoot",
     "UnsupportedRoot",
+    "asgi_app",
     "conversation_id",
     "create_reader",
     "dump_bytes",

@@ -21,9 +21,9 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from ._http import serve
 from ._jsonout import dumps
 from ._reader import Reader, create_reader
+from ._server import serve
 from ._sources import RepositorySpec, Roots, SeatRegistration, roots_from_specs
 
 # Controls, bidi and invisible characters are shown escaped in --text, so session content cannot drive
@@ -108,7 +108,7 @@ def _emit(result: dict[str, Any], text: bool, out: TextIO) -> None:
     page = result["page"]
     view = result["view"]
     out.write(f"== {page['conversation']} branch {page['branch']} (default {view['defaultBranch']}; "
-              f"{len(view['branches'])} branches{'; incomplete' if view['incomplete'] else ''})\n")
+              f"{view['branchCount']} branches{'; incomplete' if view['incomplete'] else ''})\n")
     for part in page["parts"]:
         label = f"{part['kind']} {part['item']}" + (f" (part {part['index'] + 1})" if part["index"] else "")
         out.write(f"-- line {part['line']}: {label}\n")

@@ -10,6 +10,7 @@ reader's clock (the project's one clock convention), so the TTL is tested on an 
 from __future__ import annotations
 
 import secrets
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -70,25 +71,28 @@ class Cursor:
 
 
 class CursorStore:
-    """The reader's cursors, least recently issued or used first. Not thread-safe: the reader's lock
-    guards it."""
+    """The reader's cursors, least recently issued or used first. Thread-safe: each method holds the
+    store's own lock for its few dictionary operations (the reader parses outside it)."""
 
     def __init__(self, cap: int = CURSOR_CAP, ttl: float = CURSOR_TTL_SECONDS) -> None:
         self._cap = cap
         self._ttl = ttl
         self._cursors: OrderedDict[str, Cursor] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._cursors)
+        with self._lock:
+            return len(self._cursors)
 
     def issue(self, base: Cursor, kind: str, now: float, **extra: Any) -> Cursor:
         """A new cursor of `kind`: `base`'s bindings with a fresh random id, expiring `ttl` seconds after
         `now`, and `extra` fields. Evicts the least recently issued cursors beyond the cap (LRU)."""
         c = Cursor(**{**base.__dict__, "id": "c-" + secrets.token_hex(16), "kind": kind,
                       "expires": now + self._ttl, **extra})
-        self._cursors[c.id] = c
-        while len(self._cursors) > self._cap:
-            self._cursors.popitem(last=False)  # LRU: the least recently issued or used goes first
+        with self._lock:
+            self._cursors[c.id] = c
+            while len(self._cursors) > self._cap:
+                self._cursors.popitem(last=False)  # LRU: the least recently issued or used goes first
         return c
 
     def take(self, cursor: object, conversation: object, branch: object, actor: object, purpose: object,
@@ -99,12 +103,13 @@ class CursorStore:
         (never issued, already used or evicted), cursor-expired (and forgets it), or cursor-foreign when
         any binding differs; a foreign attempt does not consume the cursor, so the old view keeps working.
         """
-        if not isinstance(cursor, str) or cursor not in self._cursors:
-            raise ReaderRefusal("cursor-unknown", "no such cursor (never issued, already used, or evicted)")
-        c = self._cursors[cursor]
-        if now >= c.expires:
-            del self._cursors[cursor]
-            raise ReaderRefusal("cursor-expired", "the cursor expired; open the conversation again")
+        with self._lock:
+            c = self._cursors.get(cursor) if isinstance(cursor, str) else None
+            if c is None:
+                raise ReaderRefusal("cursor-unknown", "no such cursor (never issued, already used, or evicted)")
+            if now >= c.expires:
+                del self._cursors[c.id]
+                raise ReaderRefusal("cursor-expired", "the cursor expired; open the conversation again")
         if (actor, purpose, conversation, branch) != (c.actor, c.purpose, c.conversation, c.branch):
             # A foreign attempt does not consume the cursor, so the old view keeps working.
             raise ReaderRefusal("cursor-foreign", "the cursor is bound to another conversation, branch or caller")
@@ -112,4 +117,5 @@ class CursorStore:
 
     def drop(self, c: Cursor) -> None:
         """Forget `c` (used, or its snapshot was replaced). Dropping it twice is harmless."""
-        self._cursors.pop(c.id, None)
+        with self._lock:
+            self._cursors.pop(c.id, None)

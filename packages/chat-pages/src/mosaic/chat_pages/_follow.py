@@ -21,16 +21,26 @@ from ._refusal import ReaderRefusal
 from ._snapshots import Snap, SnapKey, SnapshotCache, gc_paused
 
 
+def item_key(item: Item) -> bytes:
+    """What the follow digest takes of one item: "id@line", and for a run of unreadable lines (one
+    malformed-line notice) "id@line-through", so a run that grew at the end of the file changes it."""
+    notice = item.notice
+    if notice is not None and notice.through is not None and notice.through != item.line:
+        return f"{item.id}@{item.line}-{notice.through}\n".encode()
+    return f"{item.id}@{item.line}\n".encode()
+
+
 def items_digest(items: Iterable[Item]) -> str:
     """The digest a follow cursor keeps of the parts before it: SHA-256 over "id@line" of each item.
 
     Seed "Follow" compares "a digest of entry ids"; the line is added so that a duplicate id that replaces
-    an entry (the winner stands at its own, later line) changes the digest too. The reader's pages build
+    an entry (the winner stands at its own, later line) changes the digest too, and a run's last line so
+    that a run of unreadable lines that grew changes it (`item_key`). The reader's pages build
     the same digest item by item (Reader._page), so a follow never walks the whole branch.
     """
     h = hashlib.sha256()
     for item in items:
-        h.update(f"{item.id}@{item.line}\n".encode())
+        h.update(item_key(item))
     return h.hexdigest()
 
 

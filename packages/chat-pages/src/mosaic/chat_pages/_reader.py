@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from mosaic.pi_format import FormatRefusal, Parsed, parse
@@ -30,7 +31,7 @@ from mosaic.safe_open import Method, OpenedFile, Root, SafeOpenRefusal, is_sessi
 
 from ._catalogue import catalogue_row, unsupported_row
 from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR, Cursor, CursorStore
-from ._follow import follow
+from ._follow import follow, item_key
 from ._jsonout import iso_time, json_size
 from ._parts import paginate
 from ._refusal import ReaderRefusal
@@ -38,6 +39,9 @@ from ._snapshots import Snap, SnapKey, SnapshotCache, gc_paused, hash_prefix, re
 from ._sources import Roots, SessionRoot, conversation_id
 
 _CURSOR_PLACEHOLDER = "c-" + "0" * 32
+#: view lists at most this many branches (plus the default branch) and this many unreadable line ranges.
+VIEW_BRANCHES = 100
+VIEW_RANGES = 100
 
 
 @dataclass
@@ -48,7 +52,10 @@ class _Loc:
 
 
 class Reader:
-    """Read-only paged views of approved Pi session files. Thread-safe (one lock per reader).
+    """Read-only paged views of approved Pi session files. Thread-safe without a global stall: `open` and
+    `next` hold the lock of their conversation only (`_ConversationLocks`), the catalogue holds none, and the
+    cursor store and the snapshot cache each guard their own few dictionary operations. So a slow parse of
+    one conversation never delays the catalogue or another conversation (issue 14).
 
     `roots` is called on every operation and must return `Roots` (use `roots_from_specs`). Both clocks
     return seconds since the epoch (the project's one clock convention). `clock` stamps generatedAt and
@@ -70,7 +77,8 @@ class Reader:
         self._roots = roots
         self._clock = clock
         self._method: Method = method
-        self._lock = threading.RLock()
+        self._conversations = _ConversationLocks()
+        self._counts_lock = threading.Lock()
         self._cursors = CursorStore(cursor_cap, cursor_ttl)
         self._snaps = SnapshotCache()
         self._fs_clock = fs_clock
@@ -86,26 +94,26 @@ class Reader:
         engineStartedAt; a file whose header or open is refused carries `refusal`), one row per unsupported
         seat (its directory never read), and each root that cannot be listed in refusedRoots.
         """
-        with self._lock:
-            roots = self._roots()
-            rows: list[dict[str, Any]] = []
-            refused: list[dict[str, Any]] = []
-            for spec in roots.refused:
-                refused.append({"projectRoot": spec.project_root, "project": None, "seat": spec.seat,
-                                "refusal": spec.refusal.to_dict()})
-            for sroot in roots.sessions:
-                try:
-                    with open_root(sroot.project_root, method=self._method) as root:
-                        names = sorted(n for n in root.listdir(sroot.sessions_rel) if is_session_name(n))
-                        for name in names:
-                            rows.append(catalogue_row(root, sroot, name))
-                except SafeOpenRefusal as e:
-                    refused.append({"projectRoot": sroot.project_root, "project": sroot.project,
-                                    "seat": sroot.seat, "refusal": ReaderRefusal(e.code, e.message).to_dict()})
-            for u in roots.unsupported:
-                rows.append(unsupported_row(u))
-            return {"ok": True, "conversations": rows, "refusedRoots": refused,
-                    "generatedAt": iso_time(self._clock())}
+        # No lock: the catalogue reads only the roots and the files' first lines, never the shared caches.
+        roots = self._roots()
+        rows: list[dict[str, Any]] = []
+        refused: list[dict[str, Any]] = []
+        for spec in roots.refused:
+            refused.append({"projectRoot": spec.project_root, "project": None, "seat": spec.seat,
+                            "refusal": spec.refusal.to_dict()})
+        for sroot in roots.sessions:
+            try:
+                with open_root(sroot.project_root, method=self._method) as root:
+                    names = sorted(n for n in root.listdir(sroot.sessions_rel) if is_session_name(n))
+                    for name in names:
+                        rows.append(catalogue_row(root, sroot, name))
+            except SafeOpenRefusal as e:
+                refused.append({"projectRoot": sroot.project_root, "project": sroot.project,
+                                "seat": sroot.seat, "refusal": ReaderRefusal(e.code, e.message).to_dict()})
+        for u in roots.unsupported:
+            rows.append(unsupported_row(u))
+        return {"ok": True, "conversations": rows, "refusedRoots": refused,
+                "generatedAt": iso_time(self._clock())}
 
     def open(
         self,
@@ -119,7 +127,7 @@ class Reader:
 
         Returns {"ok": True, "page", "cursor", "follow", "view"} or {"ok": False, "refusal"}.
         """
-        with self._lock:
+        with self._conversations.held(conversation):
             try:
                 return self._open(conversation, branch, actor, purpose)
             except ReaderRefusal as r:
@@ -137,7 +145,7 @@ class Reader:
         """The next page of a page cursor (same snapshot, prefix re-verified), or a follow: only the parts
         appended to the cursor's branch since its snapshot. Same return shape as `open`.
         """
-        with self._lock:
+        with self._conversations.held(conversation):
             try:
                 return self._next(cursor, conversation, branch, actor, purpose)
             except ReaderRefusal as r:
@@ -145,8 +153,7 @@ class Reader:
 
     def cursor_count(self) -> int:
         """How many cursors are held (for tests and diagnostics)."""
-        with self._lock:
-            return len(self._cursors)
+        return len(self._cursors)
 
     # -- resolution --------------------------------------------------------------------------------------
 
@@ -163,7 +170,10 @@ class Reader:
 
         Refuses unknown-conversation when no approved root lists it now, unsupported-harness for the row of
         a non-Pi seat, and the listing refusal of the cursor's own root (`hint`) when that root cannot be
-        listed (e.g. unavailable).
+        listed (e.g. unavailable). When no root lists it and some approved root could not be read
+        (permission denied: `unreadable`), the answer is `unreadable`, as the catalogue reports that root in
+        refusedRoots: seed "Refusal codes", unreadable is "permission denied on a file, a root or a directory
+        above it inside the approved roots", and the conversation may be in the root that cannot be read.
         """
         if not isinstance(conversation, str) or not conversation.startswith("pi-"):
             raise ReaderRefusal("unknown-conversation", "no such conversation in the approved roots")
@@ -172,12 +182,15 @@ class Reader:
             if conversation_id(u.project_root, u.seat, "") == conversation:
                 raise ReaderRefusal("unsupported-harness", f"seat {u.seat} runs {u.harness!r}, not Pi (D2)")
         hint_refusal: SafeOpenRefusal | None = None
+        unreadable: SafeOpenRefusal | None = None
         for sroot in roots.sessions:
             try:
                 root = open_root(sroot.project_root, method=self._method)
             except SafeOpenRefusal as e:
                 if hint == (sroot.project_root, sroot.seat):
                     hint_refusal = e
+                if e.code == "unreadable" and unreadable is None:
+                    unreadable = e
                 continue
             found: str | None = None
             try:
@@ -188,6 +201,8 @@ class Reader:
             except SafeOpenRefusal as e:
                 if hint == (sroot.project_root, sroot.seat):
                     hint_refusal = e
+                if e.code == "unreadable" and unreadable is None:
+                    unreadable = e
             if found is None:
                 root.close()
                 continue
@@ -198,6 +213,9 @@ class Reader:
             return
         if hint_refusal is not None:
             raise ReaderRefusal(hint_refusal.code, hint_refusal.message)
+        if unreadable is not None:
+            raise ReaderRefusal("unreadable", f"not found in the roots that can be read, and an approved root "
+                                              f"cannot be read ({unreadable.message})")
         raise ReaderRefusal("unknown-conversation", "no such conversation in the approved roots now")
 
     @staticmethod
@@ -281,9 +299,9 @@ class Reader:
             raise ReaderRefusal("source-replaced", "the session file is shorter than the pinned snapshot")
         cached = self._snaps.holds(key, project)
         if c.kind == "page" and cached and self._snaps.still_verified(key, os.fstat(f.fd)):
-            self.verify_counts["skipped"] += 1
+            self._count("skipped")
             return None, None
-        self.verify_counts["hashed"] += 1
+        self._count("hashed")
         # The bytes are kept only when the snapshot must be parsed again (it left the cache); a follow on
         # a cached snapshot parses only the appended lines (parse_appended).
         keep = not cached
@@ -299,6 +317,10 @@ class Reader:
             raise ReaderRefusal("source-replaced", "the pinned prefix changed (rewritten in place)")
         self._snaps.remember_verified(key, st, since)
         return hasher, prefix
+
+    def _count(self, what: str) -> None:
+        with self._counts_lock:
+            self.verify_counts[what] += 1
 
     # -- pages -----------------------------------------------------------------------------------------
 
@@ -328,8 +350,7 @@ class Reader:
                 hasher, hashed = hashlib.sha256(), 0
             upto = count if nxt is None else nxt[0]
             for i in range(hashed, upto):
-                item = snap.item_at(base.branch, i)
-                hasher.update(f"{item.id}@{item.line}\n".encode())
+                hasher.update(item_key(snap.item_at(base.branch, i)))
         page["parts"] = parts
         now = self._clock()
         if nxt is not None:
@@ -345,18 +366,60 @@ class Reader:
                 "view": _view(parsed, base.incomplete)}
 
 
+class _ConversationLocks:
+    """One lock per conversation being read, made on first use and forgotten when its last holder leaves
+    (so a caller naming ever new conversations leaves nothing behind). Calls on one conversation are
+    serialised, so a cursor is used once and a snapshot is parsed once; calls on others proceed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[object, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def held(self, conversation: object) -> Iterator[None]:
+        key = conversation if isinstance(conversation, str) else None
+        with self._lock:
+            lock, users = self._held.get(key, (threading.Lock(), 0))
+            self._held[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._held[key]
+                if users == 1:
+                    del self._held[key]
+                else:
+                    self._held[key] = (lock, users - 1)
+
+
 def _view(parsed: Parsed, incomplete: bool) -> dict[str, Any]:
-    """Seed "API": view holds defaultBranch, branches, incomplete, forkedFromEarlierSession, unreadableLines."""
+    """Seed "API": view holds defaultBranch, branches, incomplete, forkedFromEarlierSession, unreadableLines.
+
+    Bounded whatever the file holds (issue 14): at most VIEW_BRANCHES branch rows (main first, then file
+    order, and the default branch always) with `branchCount`, and at most VIEW_RANGES ranges of unreadable
+    lines ([first, last], one per run, as the pages' notices) with `unreadableLineCount` and
+    `unreadableRangeCount`. Every branch still opens by name, and every unreadable line is still a notice
+    on every branch's pages.
+    """
+    branches = parsed.branches
+    listed = list(islice(branches.values(), VIEW_BRANCHES))
+    if all(b.name != parsed.default_branch for b in listed):
+        listed.append(branches[parsed.default_branch])
     return {
         "defaultBranch": parsed.default_branch,
         "branches": [
             {"name": b.name, "leaf": b.leaf, "parentBranch": b.parent_branch, "forkPoint": b.fork_point,
              "items": b.item_count}
-            for b in parsed.branches.values()
+            for b in listed
         ],
+        "branchCount": len(branches),
         "incomplete": incomplete,
         "forkedFromEarlierSession": parsed.forked_from_earlier_session,
-        "unreadableLines": list(parsed.unreadable_lines),
+        "unreadableLines": [[first, first + count - 1]
+                            for first, count in islice(parsed.unreadable_runs(), VIEW_RANGES)],
+        "unreadableLineCount": len(parsed.unreadable_lines),
+        "unreadableRangeCount": parsed.unreadable_run_count(),
     }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -54,13 +55,26 @@ def gc_paused() -> Iterator[None]:
     "Benchmark"). Nothing is leaked: reference counting frees as usual, the collector is only deferred,
     and it is re-enabled (if it was enabled) even when parsing raises.
     """
-    was = gc.isenabled()
-    gc.disable()
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+# Parses in several threads share the one collector switch: the first to pause it remembers whether it was
+# enabled and the last to finish restores that, so overlapping pauses never leave it off.
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = True
 
 
 def source_epoch(dev: int, ino: int, digest: str) -> str:
@@ -70,9 +84,18 @@ def source_epoch(dev: int, ino: int, digest: str) -> str:
 
 def read_to_end(fd: int, offset: int) -> bytes:
     """The bytes of `fd` from `offset` to its end now. Raises ReaderRefusal too-large when the file grew
-    past 256 MiB while it was read, and OSError when a read fails."""
-    chunks: list[bytes] = []
-    total = offset
+    past 256 MiB while it was read, and OSError when a read fails.
+
+    The size fstat gives now is read in one allocation (a file's bytes are held once, not as chunks and a
+    joined copy); only bytes appended meanwhile are read in further chunks."""
+    want = max(os.fstat(fd).st_size - offset, 0)
+    first = os.pread(fd, want + 1, offset) if want else b""
+    chunks: list[bytes] = [first]
+    total = offset + len(first)
+    if total > MAX_SESSION_FILE_BYTES:
+        raise ReaderRefusal("too-large", "the session file grew over 256 MiB while it was read")
+    if want and len(first) <= want:
+        return first  # the whole file as it is now
     while True:
         chunk = os.pread(fd, _CHUNK, total)
         if not chunk:
@@ -81,7 +104,7 @@ def read_to_end(fd: int, offset: int) -> bytes:
         total += len(chunk)
         if total > MAX_SESSION_FILE_BYTES:
             raise ReaderRefusal("too-large", "the session file grew over 256 MiB while it was read")
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def hash_prefix(fd: int, length: int, keep: bool) -> tuple[Any, bytes | None] | None:
@@ -155,34 +178,39 @@ class Snap:
 
 class SnapshotCache:
     """The parse cache (SNAPSHOT_CACHE snapshots, least recently used first) and the stat identities that
-    verified a snapshot (the shortcut). Reads no file and no clock. Not thread-safe: the reader's lock
-    guards it."""
+    verified a snapshot (the shortcut). Reads no file and no clock. Thread-safe: its own lock guards
+    its two dictionaries, and a parse runs outside that lock (two threads parsing the same snapshot at once
+    both parse it, and one result is kept; the reader's per-conversation lock makes that rare)."""
 
     def __init__(self) -> None:
         # Keyed by (dev, ino, length, digest, project): the header cwd was checked against that project, so
         # the same bytes reached through another approved project (a hard link) are parsed and checked again.
         self._snaps: OrderedDict[tuple[int, int, int, str, str], Snap] = OrderedDict()
         self._verified: OrderedDict[SnapKey, StatId] = OrderedDict()
+        self._lock = threading.RLock()
 
     # -- the parse cache ---------------------------------------------------------------------------------
 
     def holds(self, file_key: SnapKey, project: str) -> bool:
         """Whether the snapshot, checked against `project`, is cached (its use order is not changed)."""
-        return (*file_key, project) in self._snaps
+        with self._lock:
+            return (*file_key, project) in self._snaps
 
     def peek(self, file_key: SnapKey, project: str) -> Snap | None:
         """The cached snapshot, or None; its use order is not changed."""
-        return self._snaps.get((*file_key, project))
+        with self._lock:
+            return self._snaps.get((*file_key, project))
 
     def get_or_parse(self, file_key: SnapKey, data: bytes | None, project: str) -> Snap | None:
         """The cached snapshot (now the most recently used), else `data` parsed and cached, else None when
         `data` is None. `data` must be the snapshot's bytes. Raises ReaderRefusal with pi-format's code
         (not-a-pi-session, incomplete-header, foreign-project) when the bytes are refused."""
         key = (*file_key, project)
-        snap = self._snaps.get(key)
-        if snap is not None:
-            self._snaps.move_to_end(key)
-            return snap
+        with self._lock:
+            snap = self._snaps.get(key)
+            if snap is not None:
+                self._snaps.move_to_end(key)
+                return snap
         if data is None:
             return None
         with gc_paused():
@@ -193,9 +221,10 @@ class SnapshotCache:
 
     def store(self, file_key: SnapKey, project: str, snap: Snap) -> Snap:
         """Cache `snap` as the most recently used, evicting beyond SNAPSHOT_CACHE; returns it."""
-        self._snaps[(*file_key, project)] = snap
-        while len(self._snaps) > SNAPSHOT_CACHE:
-            self._snaps.popitem(last=False)
+        with self._lock:
+            self._snaps[(*file_key, project)] = snap
+            while len(self._snaps) > SNAPSHOT_CACHE:
+                self._snaps.popitem(last=False)
         return snap
 
     # -- the re-verification shortcut --------------------------------------------------------------------
@@ -214,16 +243,18 @@ class SnapshotCache:
     def still_verified(self, file_key: SnapKey, st: os.stat_result) -> bool:
         """Whether `st` (a fresh fstat of the file) is the clean stat identity that last verified the
         snapshot, so hashing it again cannot find a change."""
-        return self._verified.get(file_key) == stat_id(st)
+        with self._lock:
+            return self._verified.get(file_key) == stat_id(st)
 
     def remember_verified(self, file_key: SnapKey, st: os.stat_result, since: float) -> None:
         """Record that the snapshot verified against the file whose stat `st` was taken just before a hash
         that started at `since` (seconds since the epoch, the filesystem clock). A racy stat is forgotten
         instead, so the next page hashes again."""
-        if not is_racy(st.st_ctime_ns, since):
-            self._verified[file_key] = stat_id(st)
-            self._verified.move_to_end(file_key)
-            while len(self._verified) > VERIFIED_CAP:
-                self._verified.popitem(last=False)
-        else:
-            self._verified.pop(file_key, None)
+        with self._lock:
+            if not is_racy(st.st_ctime_ns, since):
+                self._verified[file_key] = stat_id(st)
+                self._verified.move_to_end(file_key)
+                while len(self._verified) > VERIFIED_CAP:
+                    self._verified.popitem(last=False)
+            else:
+                self._verified.pop(file_key, None)

@@ -6,7 +6,7 @@ so parsing a file with many forks never materialises every branch (README, "Comp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -40,6 +40,9 @@ NoticeCode: TypeAlias = Literal[
     "forked-from-earlier-session",
     "duplicate-id",
 ]
+
+#: At most this many lines are listed in a notice's `lines` (its message states the whole span).
+LINES_CAP = 64
 
 #: Every notice code with where it appears (the README's notice table is checked against this).
 NOTICE_CODES: Mapping[str, str] = MappingProxyType(
@@ -145,8 +148,10 @@ class Notice:
     """Something the reader must show instead of (or around) history: a code, a message, its lines.
 
     `id` is an `x.` id, stable while the file grows. `line` is the 1-based line it is about (None for none);
-    `lines` lists related lines (the unreadable lines named by a missing-parent notice, the superseding
-    line of a duplicate-id notice).
+    `lines` lists related lines (the unreadable lines named by a missing-parent notice, at most
+    `LINES_CAP` of them, the ones nearest the entry; the superseding line of a duplicate-id notice; a loop's
+    lines). `through` is the last line a malformed-line notice stands for: one notice covers a run of
+    consecutive unreadable lines, `line` to `through` (equal for one line); None for every other code.
     """
 
     id: str
@@ -154,6 +159,7 @@ class Notice:
     message: str
     line: int | None
     lines: tuple[int, ...] = ()
+    through: int | None = None
 
     def to_json(self) -> dict[str, Json]:
         return {
@@ -162,6 +168,7 @@ class Notice:
             "message": self.message,
             "line": self.line,
             "lines": list(self.lines),
+            "through": self.through,
         }
 
 
@@ -295,7 +302,9 @@ class Parsed:
     default_branch: str
     default_leaf: str | None
     notices: tuple[Notice, ...]
-    unreadable_lines: tuple[int, ...]
+    #: Every unreadable line, in order. A compact sequence (runs of consecutive lines, see `unreadable_runs`)
+    #: that equals the tuple of those lines.
+    unreadable_lines: Sequence[int]
     superseded_lines: tuple[int, ...]
     forked_from_earlier_session: bool
     incomplete: bool
@@ -307,6 +316,29 @@ class Parsed:
     extends_previous: bool = False
     # What parse_appended continues from (decoded records, indexes); private to _parse.py.
     _state: object = field(default=None, repr=False)
+
+    def unreadable_run_count(self) -> int:
+        """How many runs `unreadable_runs` yields (how many malformed-line notices a branch holds)."""
+        count = getattr(self.unreadable_lines, "run_count", None)
+        return count if isinstance(count, int) else sum(1 for _ in self.unreadable_runs())
+
+    def unreadable_runs(self) -> Iterator[tuple[int, int]]:
+        """(first line, count) of each run of consecutive unreadable lines, in file order: one
+        malformed-line notice each."""
+        runs = getattr(self.unreadable_lines, "runs", None)
+        if callable(runs):
+            yield from runs()
+            return
+        first = count = 0
+        for line in self.unreadable_lines:
+            if count and line == first + count:
+                count += 1
+                continue
+            if count:
+                yield first, count
+            first, count = line, 1
+        if count:
+            yield first, count
 
 
 class FormatRefusal(Refusal):

@@ -5,8 +5,8 @@ valid entry in file order (session-manager.js _buildIndex 686-707), where an id 
 (byId, 694), and parentSession is never opened. The README of this package states each rule with the
 decision taken where the seed is silent; "rule N" below is the Nth item of its "Rules" list.
 
-The pipeline: split on LF and decode each line once (`_decode_lines`), line notices and duplicates
-(`_assemble`, `_settle_duplicates`), then the tree in seven steps (`_build`: `_link_parents`, `_cut_loops`,
+The pipeline: find each LF and decode each line once (`_decode_lines`; unreadable lines are kept as runs),
+line notices and duplicates (`_assemble`, `_settle_duplicates`), then the tree in seven steps (`_build`: `_link_parents`, `_cut_loops`,
 `_first_children`, `_in_place_notices`, `_name_entries`, `_branches`, `_result`). `parse_appended` places
 appended records in a copy of the tree (`_extend`, `_Growing.place`, `_grown`) or runs `_assemble` again.
 """
@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ._ids import BRANCH_PREFIX, MAIN_BRANCH, NATIVE_PREFIX, NOTICE_PREFIX, safe_id
-from ._model import Branch, FormatRefusal, Header, Item, Notice, Parsed
+from ._model import LINES_CAP, Branch, FormatRefusal, Header, Item, Notice, Parsed
 from ._render import describe, notice_item, shows
+from ._runs import LineNotices, Runs
 from ._tree import EntryMap, Forest
 
 #: Session versions this parser reads. Version 3 is what 0.85.1 writes (newSession, session-manager.js
@@ -35,12 +37,14 @@ def _reject_constant(name: str) -> NoReturn:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_EMPTY_RUN = re.compile(rb"\n+")
 
 
 def _decode_line(raw: bytes) -> tuple[Any, str | None]:
     """(value, None) for a line holding one JSON value, else (None, a short reason). Never raises."""
     # Pi's reader splits on LF only and strips one trailing CR (jsonl.js 18-41); U+2028/U+2029/U+0085 are
-    # ordinary characters inside a line (FACTS.md loader quirk 9), so the caller splits bytes on b"\n".
+    # ordinary characters inside a line (FACTS.md loader quirk 9), so lines end at the LF byte only (used for
+    # line 1 here; _decode_lines applies the same rules to the other lines on a view of the buffer).
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     try:
@@ -69,7 +73,7 @@ class _State:
 
     header: Header
     records: list[_Record]
-    unreadable: dict[int, str]
+    unreadable: Runs
     forest: Forest
     index: dict[str, int]  # raw id -> winner index
     safe: list[str]
@@ -106,13 +110,16 @@ def parse(
     if project is not None and (not isinstance(project, str) or not project.startswith("/")):
         raise ValueError("project must be an absolute path")
 
-    pieces = bytes(data).split(b"\n")
-    tail = pieces.pop()  # b"" when the data ends with LF, else the partial last line
-    incomplete = bool(tail)
-    if not pieces:
-        return _partial_header(tail)
+    data = bytes(data)  # no copy for bytes
+    # Lines are found one at a time (never a list of every line: a file of blank lines would cost an object
+    # per byte). Only bytes up to the last LF are read; a trailing partial line sets `incomplete`.
+    cut = data.rfind(b"\n") + 1
+    incomplete = cut < len(data)
+    if not cut:
+        return _partial_header(data)
 
-    header = _read_header(pieces[0])
+    first_end = data.find(b"\n")
+    header = _read_header(data[:first_end])
     if isinstance(header, FormatRefusal):
         return header
     refusal = _check_cwd(header.cwd, project, realpath)
@@ -121,47 +128,70 @@ def parse(
 
     # --- lines 2..: valid entries, or unreadable lines -------------------------------------------------
     records: list[_Record] = []
-    unreadable: dict[int, str] = {}
-    _decode_lines(pieces, 1, 2, records, unreadable)
-    return _assemble(header, records, unreadable, incomplete, len(pieces))
+    unreadable = Runs()
+    line_count = _decode_lines(data, first_end + 1, cut, 2, records, unreadable) - 1
+    return _assemble(header, records, unreadable, incomplete, line_count)
 
 
-def _decode_lines(
-    pieces: list[bytes], first: int, line: int, records: list[_Record], unreadable: dict[int, str]
-) -> None:
-    """Decode pieces[first:], the first of them being file line `line`, into records and unreadable lines."""
-    for index in range(first, len(pieces)):
-        value, reason = _decode_line(pieces[index])
-        if reason is None:
-            if not isinstance(value, dict):
-                reason = "not a JSON object"
-            elif value.get("type") == "session":
-                reason = "a second session header"
-            elif not isinstance(value.get("id"), str):
-                reason = "no string id"
-        if reason is not None:
-            unreadable[line] = reason
-        else:
-            records.append(_Record(line, value["id"], value))
-        line += 1
+def _decode_lines(data: bytes, pos: int, end: int, line: int, records: list[_Record], unreadable: Runs) -> int:
+    """Decode the lines of data[pos:end] (`end` just after an LF), the first being file line `line`, into
+    records and unreadable lines. Returns the number of the line after the last. Each line is decoded from
+    a view of `data` (no copy of its bytes) and forgotten unless it is a valid entry."""
+    find = data.find
+    decoder = _DECODER.decode
+    with memoryview(data) as view:
+        while pos < end:
+            nl = find(b"\n", pos, end)
+            stop = nl - 1 if nl > pos and data[nl - 1] == 13 else nl  # one trailing CR is stripped
+            value: Any = None
+            reason: str | None = None
+            if nl == pos:
+                # A run of empty lines is taken in one step (a file of blank lines costs no loop per byte).
+                run = _EMPTY_RUN.match(data, pos, end)
+                assert run is not None
+                unreadable.add_many(line, run.end() - pos, "blank")
+                line += run.end() - pos
+                pos = run.end()
+                continue
+            if stop == pos:
+                reason = "blank"
+            else:
+                try:
+                    text = str(view[pos:stop], "utf-8")
+                except UnicodeDecodeError:
+                    reason = "not UTF-8"
+                else:
+                    try:
+                        value = decoder(text)
+                    except (ValueError, RecursionError):
+                        reason = "not JSON" if text.strip() else "blank"
+                    del text
+            pos = nl + 1
+            _take(value, reason, line, records, unreadable)
+            line += 1
+    return line
 
 
-def _line_notice(line: int, reason: str) -> Item:
-    nid = f"{NOTICE_PREFIX}line-{line}"
-    return Item(
-        nid,
-        "notice",
-        line,
-        None,
-        notice=Notice(nid, "malformed-line", f"line {line} is unreadable ({reason}) and skipped", line),
-    )
+def _take(value: Any, reason: str | None, line: int, records: list[_Record], unreadable: Runs) -> None:
+    """A decoded line becomes a record (a valid entry) or an unreadable line (rule 6)."""
+    if reason is None:
+        if not isinstance(value, dict):
+            reason = "not a JSON object"
+        elif value.get("type") == "session":
+            reason = "a second session header"
+        elif not isinstance(value.get("id"), str):
+            reason = "no string id"
+    if reason is not None:
+        unreadable.add(line, reason)
+    else:
+        records.append(_Record(line, value["id"], value))
 
 
 def _assemble(
-    header: Header, records: list[_Record], unreadable: dict[int, str], incomplete: bool, line_count: int
+    header: Header, records: list[_Record], unreadable: Runs, incomplete: bool, line_count: int
 ) -> Parsed:
     """Everything after decoding: line notices, duplicate ids, the tree. Used by parse and parse_appended."""
-    line_notices: list[Item] = []
+    forked: Item | None = None
     global_notices: list[Notice] = []
     if header.parent_session is not None:
         # Rule 9: parentSession is a global notice and also the first item (line 1) of every branch.
@@ -172,12 +202,10 @@ def _assemble(
             line=1,
         )
         global_notices.append(forked_notice)
-        line_notices.append(Item(forked_notice.id, "notice", 1, None, notice=forked_notice))
-    for line, reason in unreadable.items():
-        line_notices.append(_line_notice(line, reason))
+        forked = Item(forked_notice.id, "notice", 1, None, notice=forked_notice)
     winners, superseded = _settle_duplicates(records, global_notices)
-    parsed, state = _build(header, winners, unreadable, tuple(line_notices), global_notices, superseded,
-                           incomplete, line_count)
+    parsed, state = _build(header, winners, unreadable, LineNotices(forked, unreadable), global_notices,
+                           superseded, incomplete, line_count)
     state.records = records
     return parsed
 
@@ -214,8 +242,8 @@ def _settle_duplicates(records: list[_Record], global_notices: list[Notice]) -> 
 def _build(
     header: Header,
     winners: list[_Record],
-    unreadable: dict[int, str],
-    line_notices: tuple[Item, ...],
+    unreadable: Runs,
+    line_notices: LineNotices,
     global_notices: list[Notice],
     superseded: list[int],
     incomplete: bool,
@@ -247,7 +275,7 @@ def _build(
     forest.names = name
     branches = _branches(forest, roots, first_child, count)
     wanted = {pid for i, r in enumerate(winners) if gap[i] and isinstance(pid := r.obj.get("parentId"), str)}
-    kept = _State(header, [], dict(unreadable), forest, index, safe, count, first_child, wanted)
+    kept = _State(header, [], unreadable, forest, index, safe, count, first_child, wanted)
     return _result(header, forest, branches, global_notices, unreadable, superseded, incomplete, line_count,
                    kept), kept
 
@@ -327,7 +355,7 @@ def _in_place_notices(
     ids: list[str],
     gap: list[bool],
     loop_members: dict[int, list[int]],
-    unreadable: dict[int, str],
+    unreadable: Runs,
 ) -> tuple[list[Item | None], list[int]]:
     """Rules 7, 8 and 12: the notice that stands in place before each entry (a gap or a loop cut, else
     None) and how many items each entry adds to a path (that notice, plus 1 when the entry shows).
@@ -418,7 +446,7 @@ def _result(
     forest: Forest,
     branches: dict[str, Branch],
     global_notices: list[Notice],
-    unreadable: dict[int, str],
+    unreadable: Runs,
     superseded: list[int],
     incomplete: bool,
     line_count: int,
@@ -435,7 +463,7 @@ def _result(
         default_branch=forest.names[n - 1] if n else MAIN_BRANCH,
         default_leaf=forest.ids[n - 1] if n else None,
         notices=tuple(sorted(global_notices, key=lambda x: (x.line or 0, x.id))),
-        unreadable_lines=tuple(unreadable),
+        unreadable_lines=unreadable,
         superseded_lines=tuple(superseded),
         forked_from_earlier_session=header.parent_session is not None,
         incomplete=incomplete,
@@ -444,22 +472,19 @@ def _result(
     )
 
 
-def _gap_notice(record: _Record, safe: str, nsid: str, unreadable: dict[int, str]) -> Item:
+def _gap_notice(record: _Record, safe: str, nsid: str, unreadable: Runs) -> Item:
     pid = record.obj.get("parentId")
     line = record.line
-    nearby: list[int] = []
-    k = line - 1
-    while k in unreadable:
-        nearby.append(k)
-        k -= 1
-    nearby.reverse()
+    run = unreadable.run_ending_at(line - 1)
+    # The lines listed are the LINES_CAP nearest the orphan; the message states the whole run.
+    nearby = [] if run is None else list(range(max(run[0], line - LINES_CAP), line))
     if isinstance(pid, str):
         message = f"the parent {describe(pid)} of the entry at line {line} is missing"
     else:
         message = f"the entry at line {line} has a parentId that is {describe(pid)}, not an id"
-    if nearby:
-        span = str(nearby[0]) if len(nearby) == 1 else f"{nearby[0]}-{nearby[-1]}"
-        plural = "line" if len(nearby) == 1 else "lines"
+    if run is not None:
+        span = str(run[0]) if run[1] == 1 else f"{run[0]}-{line - 1} ({run[1]} lines)"
+        plural = "line" if run[1] == 1 else "lines"
         message += f"; unreadable {plural} {span} just before it are the likely place of the parent"
     message += "; the history stops here and is not joined across the gap"
     return notice_item("missing-parent", "gap", safe, line, message, nsid, tuple(nearby))
@@ -548,17 +573,20 @@ def parse_appended(previous: Parsed, appended: bytes) -> Parsed:
         raise TypeError("previous must be a result of parse() or parse_appended()")
     if previous.incomplete:
         raise ValueError("previous ended in a partial line: parse the whole snapshot instead")
-    pieces = bytes(appended).split(b"\n")
-    tail = pieces.pop()
-    incomplete = bool(tail)
+    appended = bytes(appended)
+    cut = appended.rfind(b"\n") + 1
+    incomplete = cut < len(appended)
     new_records: list[_Record] = []
-    new_unreadable: dict[int, str] = {}
-    _decode_lines(pieces, 0, previous.line_count + 1, new_records, new_unreadable)
-    line_count = previous.line_count + len(pieces)
-    unreadable = {**state.unreadable, **new_unreadable}
-    grown = _extend(previous, state, new_records, new_unreadable, unreadable, incomplete, line_count)
-    if grown is not None:
-        return grown
+    new_unreadable = Runs()
+    line_count = _decode_lines(appended, 0, cut, previous.line_count + 1, new_records, new_unreadable) - 1
+    unreadable = state.unreadable.copy()
+    unreadable.extend(new_unreadable)
+    # A trailing run that grows changes its notice, an earlier item: rebuild (extends_previous False).
+    joins = new_unreadable.run_count and unreadable.run_count < state.unreadable.run_count + new_unreadable.run_count
+    if not joins:
+        grown = _extend(previous, state, new_records, new_unreadable, unreadable, incomplete, line_count)
+        if grown is not None:
+            return grown
     return _assemble(state.header, state.records + new_records, unreadable, incomplete, line_count)
 
 
@@ -566,8 +594,8 @@ def _extend(
     previous: Parsed,
     state: _State,
     new_records: list[_Record],
-    new_unreadable: dict[int, str],
-    unreadable: dict[int, str],
+    new_unreadable: Runs,
+    unreadable: Runs,
     incomplete: bool,
     line_count: int,
 ) -> Parsed | None:
@@ -633,7 +661,7 @@ class _Growing:
             added={},
         )
 
-    def place(self, record: _Record, unreadable: dict[int, str]) -> bool:
+    def place(self, record: _Record, unreadable: Runs) -> bool:
         """Place one appended record as `_build` would (rules 5 and 7), or return False, having placed
         nothing, when it could change earlier items: a duplicate id (rule 3), a late parent (an id an
         earlier entry named as its missing parent, rule 7) or a self-parent (a loop, rule 8)."""
@@ -683,8 +711,8 @@ def _grown(
     state: _State,
     growing: _Growing,
     new_records: list[_Record],
-    new_unreadable: dict[int, str],
-    unreadable: dict[int, str],
+    new_unreadable: Runs,
+    unreadable: Runs,
     incomplete: bool,
     line_count: int,
 ) -> Parsed:
@@ -692,7 +720,7 @@ def _grown(
     item on every branch (rule 6), what `previous` rendered is reused, and `extends_previous` is True."""
     g = growing
     old = state.forest
-    line_notices = old.line_notices + tuple(_line_notice(line, r) for line, r in new_unreadable.items())
+    line_notices = LineNotices(old.line_notices.head, unreadable)
     forest = Forest(g.parent, g.ids, g.raw_ids, g.lines, g.objs, g.pre, line_notices, g.own)
     forest.names = g.names
     forest.keep_rendered(old)
@@ -717,7 +745,7 @@ def _grown(
         default_branch=g.names[n - 1] if n else previous.default_branch,
         default_leaf=g.ids[n - 1] if n else None,
         notices=previous.notices,
-        unreadable_lines=tuple(unreadable),
+        unreadable_lines=unreadable,
         superseded_lines=previous.superseded_lines,
         forked_from_earlier_session=previous.forked_from_earlier_session,
         incomplete=incomplete,

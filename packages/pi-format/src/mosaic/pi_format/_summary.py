@@ -39,7 +39,7 @@ def summary(result: Parsed | FormatRefusal) -> dict[str, Json]:
         "defaultBranch": result.default_branch,
         "defaultLeaf": result.default_leaf,
         "notices": [n.to_json() for n in result.notices],
-        "unreadableLines": list(result.unreadable_lines),
+        "unreadableLines": [[first, first + count - 1] for first, count in result.unreadable_runs()],
         "supersededLines": list(result.superseded_lines),
         "forkedFromEarlierSession": result.forked_from_earlier_session,
         "incomplete": result.incomplete,

@@ -17,6 +17,7 @@ from typing import Any
 
 from ._model import Entry, Item
 from ._render import render_entry
+from ._runs import LineNotices
 
 
 class Forest:
@@ -33,7 +34,7 @@ class Forest:
         lines: Sequence[int],
         objs: Sequence[dict[str, Any]],
         pre: Sequence[Item | None],
-        line_notices: tuple[Item, ...],
+        line_notices: LineNotices,
         own: Sequence[int],
     ) -> None:
         self.parent = parent
@@ -102,7 +103,7 @@ class Forest:
         for i in self._path(leaf):
             for item in self.segment(i):
                 # A line notice goes before the first path item that sits after it in the file.
-                while k < m and notices[k].line < item.line:
+                while k < m and notices.line(k) < item.line:
                     out.append(notices[k])
                     k += 1
                 out.append(item)
@@ -130,7 +131,7 @@ class Forest:
             if not c:
                 continue
             line = lines[i]
-            while k < m and notices[k].line < line:
+            while k < m and notices.line(k) < line:
                 if pos >= start:
                     out.append(notices[k])
                 pos += 1

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Load check of the two GET routes' server (issue 14; not a test, nothing is asserted).
+
+A normal client pages a conversation over HTTP (open, then every next page, one connection per request,
+as a simple client does) while the server holds, at the same time:
+
+- 2,000 idle connections (connected, sending nothing; reconnected when the server times them out);
+- 300 slowloris clients (a request head trickled one byte a second; reconnected when cut off);
+- a burst of 1,000 connections, each asking for the catalogue, repeated every 2 s.
+
+The normal client's p50/p99 latency under that load is compared with the same client's unloaded figures,
+measured in the same run just before. Goal: p99 within 3x of the unloaded p99. The server runs in its own
+process (`ReaderServer`, as `serve` starts it), the load in another (asyncio), the normal client here.
+
+    python packages/chat-pages/bench/bench_load.py [--requests 300] [--seconds 20] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SERVER = r"""
+import sys
+from mosaic.chat_pages import RepositorySpec, create_reader, roots_from_specs, serve
+specs = [RepositorySpec(sys.argv[1], "alpha", "/l")]
+srv = serve(create_reader(lambda: roots_from_specs(specs)))
+print(srv.url, flush=True)
+sys.stdin.read()  # until the parent closes stdin
+srv.close()
+"""
+
+LOAD = r"""
+import asyncio, sys
+host, port, idle_n, slow_n, burst_n = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:6])
+stats = {"idle_reconnects": 0, "slow_reconnects": 0, "burst_answered": 0, "burst_failed": 0}
+
+async def idle() -> None:
+    while True:
+        try:
+            r, w = await asyncio.open_connection(host, port)
+            await r.read()  # returns when the server closes it
+            w.close()
+        except OSError:
+            await asyncio.sleep(0.5)
+        stats["idle_reconnects"] += 1
+
+async def slow() -> None:
+    head = b"GET /conversations HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+    while True:
+        try:
+            r, w = await asyncio.open_connection(host, port)
+            for byte in head:
+                w.write(bytes([byte]))
+                await w.drain()
+                await asyncio.sleep(1.0)
+            w.close()
+        except OSError:
+            pass
+        stats["slow_reconnects"] += 1
+
+async def one() -> None:
+    try:
+        r, w = await asyncio.open_connection(host, port)
+        w.write(b"GET /conversations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = await asyncio.wait_for(r.read(), 120)
+        w.close()
+        stats["burst_answered" if data.startswith(b"HTTP/1.1 200") else "burst_failed"] += 1
+    except (OSError, asyncio.TimeoutError):
+        stats["burst_failed"] += 1
+
+async def bursts() -> None:
+    while True:
+        await asyncio.gather(*(one() for _ in range(burst_n)))
+        await asyncio.sleep(2.0)
+
+async def main() -> None:
+    tasks = [asyncio.create_task(idle()) for _ in range(idle_n)]
+    tasks += [asyncio.create_task(slow()) for _ in range(slow_n)]
+    tasks.append(asyncio.create_task(bursts()))
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sys.stdin.read)  # until the parent closes stdin
+    import json
+    print(json.dumps(stats), flush=True)
+    for t in tasks:
+        t.cancel()
+
+asyncio.run(main())
+"""
+
+
+def _session(root: Path, entries: int) -> str:
+    d = root / ".pi/state/alpha/sessions"
+    d.mkdir(parents=True)
+    lines = [json.dumps({"type": "session", "id": "s1", "version": 3, "timestamp": "2026-01-01T00:00:00Z",
+                         "cwd": str(root)})]
+    parent = None
+    for i in range(entries):
+        lines.append(json.dumps({"type": "message", "id": f"e{i}", "parentId": parent,
+                                 "timestamp": "2026-01-01T00:00:01Z",
+                                 "message": {"role": "user", "content": f"message {i} " + "word " * 40}}))
+        parent = f"e{i}"
+    (d / "s.jsonl").write_text("\n".join(lines) + "\n")
+    return "s.jsonl"
+
+
+def _get(host: str, port: int, target: str) -> tuple[float, dict[str, Any]]:
+    t0 = time.perf_counter()
+    with socket.create_connection((host, port), timeout=60) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while chunk := s.recv(1 << 16):
+            data += chunk
+    elapsed = time.perf_counter() - t0
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head[:100]
+    return elapsed, json.loads(body)
+
+
+def _page_through(host: str, port: int, cid: str, requests: int, seconds: float = 0.0,
+                  pid: int | None = None) -> tuple[list[float], int]:
+    """The normal client: open the conversation and page to its end, again and again, for at least
+    `requests` requests and `seconds` seconds. Also returns the most threads the server process had."""
+    times: list[float] = []
+    threads = 0
+    end = time.monotonic() + seconds
+    while len(times) < requests or time.monotonic() < end:
+        if pid is not None:
+            threads = max(threads, _threads(pid))
+        t, res = _get(host, port, f"/conversations/{cid}")
+        times.append(t)
+        while res["cursor"] is not None and (len(times) < requests or time.monotonic() < end):
+            t, res = _get(host, port, f"/conversations/{cid}?cursor={res['cursor']['id']}&branch=main")
+            times.append(t)
+    return times, threads
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--seconds", type=float, default=20.0, help="each phase lasts at least this long")
+    ap.add_argument("--entries", type=int, default=1000)
+    ap.add_argument("--idle", type=int, default=2000)
+    ap.add_argument("--slow", type=int, default=300)
+    ap.add_argument("--burst", type=int, default=1000)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = args.idle + args.slow + args.burst + 1024
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    from mosaic.chat_pages import conversation_id
+
+    with tempfile.TemporaryDirectory(prefix="chat-pages-load-") as tmp:
+        root = Path(tmp) / "proj"
+        name = _session(root, args.entries)
+        cid = conversation_id(str(root), "alpha", name)
+        server = subprocess.Popen([sys.executable, "-c", SERVER, str(root)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        load: subprocess.Popen[str] | None = None
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().strip()
+            host, port_s = url.removeprefix("http://").rsplit(":", 1)
+            port = int(port_s)
+            _page_through(host, port, cid, 20)  # warm the parse cache
+            unloaded, unloaded_threads = _page_through(host, port, cid, args.requests, args.seconds, server.pid)
+            load = subprocess.Popen([sys.executable, "-c", LOAD, host, str(port), str(args.idle), str(args.slow),
+                                     str(args.burst)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            time.sleep(3.0)  # let the idle and slow connections build up and the first burst land
+            t0 = time.perf_counter()
+            loaded, loaded_threads = _page_through(host, port, cid, args.requests, args.seconds, server.pid)
+            loaded_s = time.perf_counter() - t0
+            assert load.stdin is not None and load.stdout is not None
+            load.stdin.close()
+            stats = json.loads(load.stdout.readline() or "{}")
+        finally:
+            for proc in (load, server):
+                if proc is not None:
+                    if proc.stdin is not None and not proc.stdin.closed:
+                        proc.stdin.close()
+                    try:
+                        proc.wait(30)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+    out = {
+        "requests": args.requests, "entries": args.entries,
+        "load": {"idle": args.idle, "slowloris": args.slow, "burst": args.burst, **stats},
+        "unloaded_p50_ms": _pct(unloaded, 50) * 1e3, "unloaded_p99_ms": _pct(unloaded, 99) * 1e3,
+        "loaded_p50_ms": _pct(loaded, 50) * 1e3, "loaded_p99_ms": _pct(loaded, 99) * 1e3,
+        "loaded_seconds": loaded_s, "unloaded_mean_ms": statistics.mean(unloaded) * 1e3,
+        "unloaded_requests": len(unloaded), "loaded_requests": len(loaded),
+        "server_threads_unloaded": unloaded_threads, "server_threads_loaded": loaded_threads,
+    }
+    out["p99_ratio"] = out["loaded_p99_ms"] / out["unloaded_p99_ms"]
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"normal client: paging a {args.entries}-entry conversation, one connection per request, "
+          f"{len(unloaded)} requests unloaded and {len(loaded)} loaded (at least {args.seconds:.0f} s each)")
+    print(f"load: {args.idle} idle connections, {args.slow} slowloris clients, bursts of {args.burst} every 2 s; "
+          f"{stats}")
+    print(f"server threads: {unloaded_threads} unloaded, at most {loaded_threads} under load")
+    print(f"unloaded: p50 {out['unloaded_p50_ms']:.1f} ms, p99 {out['unloaded_p99_ms']:.1f} ms")
+    print(f"loaded:   p50 {out['loaded_p50_ms']:.1f} ms, p99 {out['loaded_p99_ms']:.1f} ms "
+          f"(p99 {out['p99_ratio']:.2f}x the unloaded p99; goal <= 3x)")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())

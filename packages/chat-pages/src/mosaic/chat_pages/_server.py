@@ -1,0 +1,191 @@
+"""The loopback server of the two GET routes: one asyncio event loop for the connections, a small bounded
+pool of threads for the reader calls (issue 14).
+
+A burst of connections waits in a listen backlog of `BACKLOG` (the standard library's default was 5);
+idle and slow connections cost no thread and are closed after `HEADER_TIMEOUT` (the whole request head
+must arrive within it, so a client that trickles bytes gains nothing) or `IDLE_TIMEOUT` (between requests
+on a kept-alive connection); at most `MAX_CONNECTIONS` are open at once, and a connection beyond that is
+closed at once. Every method but GET (HEAD, OPTIONS, TRACE, CONNECT, a lowercase `get`, ...) gets 405 with
+the JSON refusal body and `Allow: GET`; a malformed request gets 400, a head over `MAX_HEAD` bytes 431,
+both in JSON. A client that goes away is forgotten quietly: nothing is printed. `route` stays pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ._http import route
+from ._jsonout import dump_bytes
+from ._reader import Reader
+
+_log = logging.getLogger(__name__)
+
+BACKLOG = 1024
+HEADER_TIMEOUT = 10.0
+IDLE_TIMEOUT = 15.0
+WRITE_TIMEOUT = 30.0
+MAX_CONNECTIONS = 4096
+MAX_HEAD = 16 * 1024
+WORKERS = 8
+
+_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            409: "Conflict", 410: "Gone", 413: "Content Too Large", 422: "Unprocessable Content",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error"}
+
+METHOD_NOT_ALLOWED: dict[str, Any] = {"ok": False, "error": "method-not-allowed", "message": "only GET"}
+
+
+def answer(reader: Reader, method: str, target: str) -> tuple[int, bytes, bool]:
+    """(status, JSON body bytes, allow header) for one request: `route` for GET, else 405. Shared by the
+    server and the ASGI application, so both give the same status table."""
+    if method != "GET":
+        return 405, dump_bytes(METHOD_NOT_ALLOWED), True
+    status, body = route(reader, target)
+    return status, dump_bytes(body), False
+
+
+def _head(status: int, length: int, allow: bool, close: bool) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", "Server: mosaic-chat-pages",
+             "Content-Type: application/json; charset=utf-8", f"Content-Length: {length}",
+             "Cache-Control: no-store"]
+    if allow:
+        lines.append("Allow: GET")
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class ReaderServer:
+    """The routes on a loopback address. `url` is the base URL; `start()` serves in a background thread,
+    `serve_forever()` in this one, `close()` stops serving, closes every connection and the socket."""
+
+    def __init__(self, reader: Reader, host: str = "127.0.0.1", port: int = 0, *, workers: int = WORKERS) -> None:
+        if not ipaddress.ip_address(host).is_loopback:
+            raise ValueError(f"the reader routes serve loopback only, not {host}")
+        self._reader = reader
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
+        self.server_address: tuple[Any, ...] = self._sock.getsockname()
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="chat-pages-route")
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._open = 0
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://[{host}]:{port}" if ":" in str(host) else f"http://{host!s}:{port}"
+
+    @property
+    def connections(self) -> int:
+        """How many client connections are open now (a diagnostic)."""
+        return self._open
+
+    def start(self) -> ReaderServer:
+        """Serve in a background thread (for tests and the CLI's `serve`)."""
+        self._thread = threading.Thread(target=self.serve_forever, name="chat-pages-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        server = loop.run_until_complete(asyncio.start_server(self._connection, sock=self._sock, limit=MAX_HEAD))
+        try:
+            loop.run_forever()
+        finally:
+            server.close()
+            for w in list(self._writers):
+                w.close()
+            loop.run_until_complete(asyncio.sleep(0))
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(server.wait_closed())
+
+    def close(self) -> None:
+        """Stop serving, join the thread, close every connection, the socket and the worker pool."""
+        if self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._thread = None
+        if not self._loop.is_closed():
+            self._loop.close()
+        self._sock.close()
+        self._pool.shutdown(wait=True)
+
+    # -- one connection ------------------------------------------------------------------------------
+
+    async def _connection(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        if self._open >= MAX_CONNECTIONS:
+            w.close()
+            return
+        self._open += 1
+        self._writers.add(w)
+        try:
+            first = True
+            while await self._one_request(r, w, HEADER_TIMEOUT if first else IDLE_TIMEOUT):
+                first = False
+        except Exception:  # noqa: BLE001 - a client that went away (reset, timeout) is forgotten quietly
+            pass
+        finally:
+            self._open -= 1
+            self._writers.discard(w)
+            w.close()
+
+    async def _one_request(self, r: asyncio.StreamReader, w: asyncio.StreamWriter, timeout: float) -> bool:
+        """Read one request head and answer it; True to keep the connection for another request."""
+        try:
+            head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), timeout)
+        except asyncio.LimitOverrunError:
+            await self._send(w, 431, dump_bytes({"ok": False, "error": "bad-request",
+                                                 "message": "the request head is too large"}), False, True)
+            return False
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+            return False  # closed, idle or too slow: nothing to answer
+        lines = head[:-4].decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            await self._send(w, 400, dump_bytes({"ok": False, "error": "bad-request",
+                                                 "message": "not an HTTP/1.x request line"}), False, True)
+            return False
+        method, target, version = parts
+        if method == "GET" and not target.startswith("/"):
+            await self._send(w, 400, dump_bytes({"ok": False, "error": "bad-request",
+                                                 "message": "the target must be a path"}), False, True)
+            return False
+        headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:])}
+        has_body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        close = (version == "HTTP/1.0" or headers.get("connection", "").lower() == "close" or has_body
+                 or method != "GET")
+        loop = asyncio.get_running_loop()
+        try:
+            status, body, allow = await loop.run_in_executor(self._pool, answer, self._reader, method, target)
+        except Exception:
+            # A fault of the reader itself (never of the client): logged once, answered 500, connection closed.
+            _log.exception("the reader failed on %s %s", method, target[:200])
+            status, body, allow, close = 500, dump_bytes({"ok": False, "error": "internal",
+                                                          "message": "the reader failed"}), False, True
+        await self._send(w, status, body, allow, close, head_only=method == "HEAD")
+        return not close
+
+    @staticmethod
+    async def _send(w: asyncio.StreamWriter, status: int, body: bytes, allow: bool, close: bool,
+                    head_only: bool = False) -> None:
+        """Write one response. A response to HEAD carries the headers of the JSON body but not the body
+        (HTTP: a HEAD response has no content), as ASGI servers do."""
+        w.write(_head(status, len(body), allow, close))
+        if not head_only:
+            w.write(body)
+        await asyncio.wait_for(w.drain(), WRITE_TIMEOUT)
+
+
+def serve(reader: Reader, host: str = "127.0.0.1", port: int = 0) -> ReaderServer:
+    """Start the two GET routes on a loopback address in a background thread; returns the server."""
+    return ReaderServer(reader, host, port).start()

@@ -1,0 +1,159 @@
+"""Issue 14: the cost of a parse is bounded by the bytes, with a small constant, for hostile shapes too.
+
+Each shape of the pathological corpus is generated at test time in a temporary directory, then parsed in a
+child process that only imports the package, reads the file in one read, and parses it. The child resets its
+peak RSS to its current RSS just before the parse (/proc/self/clear_refs; if that fails the peak includes
+everything before, which only overstates) and reports the peak (VmHWM) after it minus that RSS; the file's
+own bytes are already held before the parse, so "peak within 2x the file" is "growth at most 1x the file". A fixed allowance of 8 MiB absorbs the
+allocator's arenas, which are not per byte.
+
+The shapes that the current parse cannot hold within 2x are marked strict xfail with the reason (every
+valid entry keeps its decoded JSON object: about 1.5 KB for a 90-byte entry; a single huge line exists as
+text and as value for a moment), so they report as known gaps, never as passes, and fail loudly (XPASS
+strict) once the compact index of issue 13 meets the bound. The README's table has the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+HEADER = b'{"type":"session","id":"s1","version":3,"timestamp":"2026-01-01T00:00:00Z","cwd":"/p"}\n'
+SLACK = 8 << 20
+
+CHILD = r"""
+import json, os, sys
+from mosaic.pi_format import parse
+def peak_mark():
+    # Reset the peak (VmHWM) to the current RSS, so the peak measured after is the peak of what follows.
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return vm("VmRSS")
+def vm(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise SystemExit("no " + key)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+size = os.fstat(fd).st_size
+data = os.read(fd, size)  # one allocation of the file's size
+os.close(fd)
+assert len(data) == size
+before = peak_mark()
+result = parse(data, project="/p")
+after = vm("VmHWM")
+runs = list(result.unreadable_runs())
+main = result.branches[result.default_branch]
+print(json.dumps({"size": size, "growth": after - before, "branches": len(result.branches),
+                  "entries": len(result.entries), "runs": runs[:4], "run_count": len(runs),
+                  "unreadable": len(result.unreadable_lines), "items": main.item_count,
+                  "first": [i.id for i in main.items_from(0, 3)]}))
+"""
+
+
+def _write(path: Path, chunks: Iterator[bytes]) -> Path:
+    with path.open("wb") as f:
+        f.write(HEADER)
+        for chunk in chunks:
+            f.write(chunk)
+    return path
+
+
+def _blank(n: int) -> Iterator[bytes]:
+    yield b"\n" * n
+
+
+def _malformed(n: int) -> Iterator[bytes]:
+    for _ in range(n // 10_000):
+        yield b"{x}\n" * 10_000
+
+
+def _roots(n: int) -> Iterator[bytes]:
+    for i in range(n):
+        yield b'{"type":"message","id":"r%d","parentId":null,"message":{"role":"user","content":"hi"}}\n' % i
+
+
+def _forks(n: int) -> Iterator[bytes]:
+    yield b'{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"hi"}}\n'
+    for i in range(n):
+        yield b'{"type":"message","id":"f%d","parentId":"a","message":{"role":"user","content":"hi"}}\n' % i
+
+
+def _tiny(n: int) -> Iterator[bytes]:
+    yield b'{"type":"label","id":"t0","parentId":null}\n'
+    for i in range(1, n):
+        yield b'{"type":"label","id":"t%d","parentId":"t%d"}\n' % (i, i - 1)
+
+
+def _long_line(n: int) -> Iterator[bytes]:
+    yield b'{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"'
+    yield b"x" * n
+    yield b'"}}\n'
+
+
+def _deep(n: int) -> Iterator[bytes]:
+    # Nesting far deeper than Python's json can decode: each line is unreadable, never a crash.
+    for i in range(n):
+        yield b'{"type":"message","id":"d%d","parentId":null,"x":' % i + b"[" * 20_000 + b"]" * 20_000 + b"}\n"
+
+
+GAP = "issue 13: every valid entry keeps its decoded JSON object; an index-only parse is needed for 2x"
+LONG = ("Python's json decodes a str: the line's text (1x) and its decoded value (1x) coexist for a moment; "
+        "measured 3.0x")
+
+SHAPES: dict[str, tuple[Callable[[int], Iterator[bytes]], int, str | None]] = {
+    # name: (generator, size argument, why it is not within 2x today, else None)
+    "blank-lines": (_blank, 8 << 20, None),
+    "malformed-lines": (_malformed, 500_000, None),
+    "deep-nesting": (_deep, 100, None),
+    "one-50MB-line": (_long_line, 50 << 20, LONG),
+    "100000-roots": (_roots, 100_000, GAP),
+    "100000-forks": (_forks, 100_000, GAP),
+    "1000000-tiny-entries": (_tiny, 1_000_000, GAP),
+}
+
+
+def _measure(path: Path) -> dict[str, object]:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [pytest.param(name, marks=() if gap is None else pytest.mark.xfail(strict=True, reason=gap))
+     for name, (_, _, gap) in SHAPES.items()],
+)
+def test_peak_memory_of_a_parse_stays_within_2x_the_file(shape: str, tmp_path: Path) -> None:
+    make, size, _ = SHAPES[shape]
+    path = _write(tmp_path / f"{shape}.jsonl", make(size))
+    got = _measure(path)
+    file_size = got["size"]
+    growth = got["growth"]
+    assert isinstance(file_size, int) and isinstance(growth, int)
+    print(f"{shape}: file {file_size / 1e6:.1f} MB, parse growth {growth / 1e6:.1f} MB "
+          f"(peak {(file_size + growth) / file_size:.2f}x the file)")
+    assert file_size + growth <= 2 * file_size + SLACK, f"{shape}: peak {(file_size + growth) / file_size:.2f}x"
+
+
+def test_a_run_of_blank_or_malformed_lines_is_one_notice_whatever_its_length(tmp_path: Path) -> None:
+    blank = _measure(_write(tmp_path / "blank.jsonl", _blank(1 << 20)))
+    assert blank["runs"] == [[2, 1 << 20]] and blank["run_count"] == 1 and blank["unreadable"] == 1 << 20
+    assert blank["items"] == 1 and blank["first"] == ["x.line-2"]
+    bad = _measure(_write(tmp_path / "bad.jsonl", _malformed(100_000)))
+    assert bad["runs"] == [[2, 100_000]] and bad["items"] == 1
+    deep = _measure(_write(tmp_path / "deep.jsonl", _deep(10)))
+    assert deep["runs"] == [[2, 10]] and deep["entries"] == 0
+    long = _measure(_write(tmp_path / "long.jsonl", _long_line(1 << 20)))
+    assert long["entries"] == 1 and long["first"] == ["n.a"]
