@@ -15,16 +15,14 @@ import json
 import re
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._jsonout import dumps
-from ._reader import Reader, create_reader
-from ._server import serve
-from ._sources import RepositorySpec, Roots, SeatRegistration, roots_from_specs
+
+if TYPE_CHECKING:  # imported where a command needs them, so `mosaic-read --help` stays fast (issue 13)
+    from ._reader import Reader
+    from ._sources import Roots
 
 # Controls, bidi and invisible characters are shown escaped in --text, so session content cannot drive
 # or spoof the terminal (the seed's terminal rules, "The terminal").
@@ -44,6 +42,10 @@ class _Api:
         self.url = url.rstrip("/") if url else None
 
     def _get(self, path: str, params: dict[str, str | None]) -> dict[str, Any]:
+        import urllib.error  # noqa: PLC0415 - only --url needs HTTP (start-up cost, issue 13)
+        import urllib.parse  # noqa: PLC0415
+        import urllib.request  # noqa: PLC0415
+
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
         target = f"{self.url}{path}" + (f"?{query}" if query else "")
         try:
@@ -61,16 +63,23 @@ class _Api:
     def open(self, conversation: str, branch: str | None) -> dict[str, Any]:
         if self.reader is not None:
             return self.reader.open(conversation=conversation, branch=branch)
-        return self._get("/conversations/" + urllib.parse.quote(conversation, safe=""), {"branch": branch})
+        return self._get("/conversations/" + _quote(conversation), {"branch": branch})
 
     def next(self, cursor: str, conversation: str, branch: str | None) -> dict[str, Any]:
         if self.reader is not None:
             return self.reader.next(cursor=cursor, conversation=conversation, branch=branch)
-        return self._get("/conversations/" + urllib.parse.quote(conversation, safe=""),
-                         {"cursor": cursor, "branch": branch})
+        return self._get("/conversations/" + _quote(conversation), {"cursor": cursor, "branch": branch})
+
+
+def _quote(segment: str) -> str:
+    import urllib.parse  # noqa: PLC0415 - only --url needs it
+
+    return urllib.parse.quote(segment, safe="")
 
 
 def _roots(args: argparse.Namespace) -> Callable[[], Roots]:
+    from ._sources import RepositorySpec, SeatRegistration, roots_from_specs  # noqa: PLC0415 - see the imports
+
     specs = [RepositorySpec(d, s, d) for d, s in (args.spec or [])]
     regs: list[SeatRegistration] = []
     if args.config:
@@ -156,11 +165,18 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = p.parse_args(argv)
     if args.url is None and not (args.spec or args.config):
         p.error("give --spec PROJECT_ROOT SEAT (or --config FILE), or --url of a running server")
-    reader = None if args.url else create_reader(_roots(args))
+    if args.url is None:
+        from ._reader import create_reader  # noqa: PLC0415 - a command runs: now the reader is needed
+
+        reader: Reader | None = create_reader(_roots(args))
+    else:
+        reader = None
     api = _Api(reader, args.url)
 
     if args.command == "serve":
         assert reader is not None
+        from ._server import serve  # noqa: PLC0415 - only `serve` needs the server (asyncio)
+
         server = serve(reader, args.host, args.port)
         out.write(json.dumps({"serving": server.url}) + "\n")
         out.flush()

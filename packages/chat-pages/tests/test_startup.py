@@ -1,0 +1,53 @@
+"""Start-up cost (issue 13): `import mosaic.chat_pages` and `mosaic-read --help` load neither the reader's
+parser nor the server's asyncio nor HTTP; each public name still resolves, on first use, to the object its
+module defines. (The milliseconds are measured in `nox -s bench`, never asserted here.)"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import mosaic.chat_pages as chat_pages
+
+HEAVY = ("asyncio", "ssl", "http.client", "urllib.request", "concurrent.futures", "mosaic.pi_format",
+         "mosaic.safe_open", "mosaic.chat_pages._reader", "mosaic.chat_pages._server")
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_importing_the_package_loads_nothing_heavy() -> None:
+    loaded = _loaded_after("import mosaic.chat_pages")
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_help_of_the_command_line_loads_nothing_heavy() -> None:
+    code = ("import io, contextlib\nfrom mosaic.chat_pages._cli import main\n"
+            "buf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):\n    main(['--help'])\n"
+            "assert 'mosaic-read' in buf.getvalue()")
+    loaded = _loaded_after(code)
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_every_public_name_resolves_to_its_modules_object() -> None:
+    homes = chat_pages._HOME
+    assert set(homes) == set(chat_pages.__all__)
+    for name in chat_pages.__all__:
+        module = importlib.import_module(f"mosaic.chat_pages.{homes[name]}")
+        assert getattr(chat_pages, name) is getattr(module, name), name
+    assert set(chat_pages.__all__) <= set(dir(chat_pages))
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        chat_pages.no_such_name  # noqa: B018 - the lookup is the test
+    except AttributeError as e:
+        assert "no_such_name" in str(e)
+    else:
+        raise AssertionError("an unknown name resolved")
