@@ -186,3 +186,22 @@ def test_F2_same_path_compares_real_paths_and_missing_paths_as_written(tmp_path:
     assert not same_path(str(tmp_path / "a"), str(tmp_path / "b"))
     roots = roots_from_specs([RepositorySpec(str(tmp_path / "a"), "s", LAYOUT)] * 2)
     assert len(roots.sessions) == 1
+
+
+def test_F4_the_catalogue_and_open_agree_on_a_header_line_over_1_MiB(world: World) -> None:
+    """A complete header line longer than 1 MiB (an extra field Pi would ignore) is a header to both: the
+    catalogue reads the whole of line 1, as open does; and a header cut short by the end of the file is
+    incomplete to both."""
+    project = world.top / "proj-long"
+    long_header = header(project, padding="p" * (3 << 19))  # 1.5 MiB
+    assert len(long_header) > 1 << 20
+    write_session(project, "long.jsonl", [long_header, entry("a1", None, "hello")])
+    write_session(project, "cut.jsonl", [long_header[: (1 << 20) + 10]])  # no LF: still being written
+    world.approve(project)
+    rows = {r["file"]: r for r in world.catalogue()["conversations"]}
+    assert rows["long.jsonl"]["refusal"] is None and rows["long.jsonl"]["sessionId"] == "01a22bb8-0000-7000-8000-000000000001"
+    assert rows["cut.jsonl"]["refusal"]["code"] == "incomplete-header"
+    opened = world.open(rows["long.jsonl"]["id"])
+    assert opened["ok"] is True, opened
+    cut = world.open(rows["cut.jsonl"]["id"])
+    assert cut["ok"] is False and cut["refusal"]["code"] == "incomplete-header"
