@@ -270,7 +270,9 @@ class Branch:
         """`items[start:start + count]`, rendering only those items (not the whole branch).
 
         Equal to slicing `items` for every non-negative `start` and `count`; past the end it is shorter
-        or empty. Costs O(depth + line notices) plus rendering the slice; the path is computed once per
+        or empty. A slice that starts where an earlier one ended costs O(count) plus rendering it (the
+        branch remembers where each slice stopped), so paging through a branch costs as much at its end as
+        at its start; any other start costs O(depth + line notices) more. The path is computed once per
         branch and rendered items are cached, so paging through a branch renders each item once. Raises
         ValueError for a negative `start` or `count` (a programming error).
         """
@@ -279,7 +281,12 @@ class Branch:
         cached = self.__dict__.get("items")
         if cached is not None:
             return tuple(cached[start:start + count])
-        return self._forest.branch_slice(self._path, start, start + count)
+        return self._forest.branch_slice(self._path, start, start + count, self._marks)
+
+    @cached_property
+    def _marks(self) -> dict[int, tuple[int, int, int]]:
+        # Where each slice of `items_from` stopped (Forest.branch_slice): one small tuple per slice.
+        return {}
 
     @cached_property
     def item_ids(self) -> tuple[str, ...]:
