@@ -25,13 +25,40 @@ def _escape(match: re.Match[str]) -> str:
 
 def dumps(value: Any) -> str:
     """Compact JSON text of `value` with lone surrogates escaped; its UTF-8 encoding never fails."""
+    if _holds_encoded(value, 2):
+        return dump_bytes(value).decode("utf-8")
     text = _ENCODER.encode(value)
     return _LONE.sub(_escape, text) if _LONE.search(text) else text
 
 
 def dump_bytes(value: Any) -> bytes:
-    """`dumps(value)` as UTF-8: the bytes the page limits count ("8 MiB of serialized UTF-8")."""
+    """`dumps(value)` as UTF-8: the bytes the page limits count ("8 MiB of serialized UTF-8").
+
+    A page's parts (`_parts.PageParts`, in a result or a page, up to two dicts deep) carry their JSON
+    bytes, made once when the parts were made: they are joined here, never encoded again (issue 13). The
+    bytes are the same as encoding the whole value: compact JSON is `{` + `key:value` joined by `,` + `}`.
+    """
+    if _holds_encoded(value, 2):
+        assert isinstance(value, dict)
+        return b"{" + b",".join(dump_bytes(str(k)) + b":" + dump_bytes(v) for k, v in value.items()) + b"}"
+    raw = getattr(value, "json_bytes", None)
+    if raw is not None:
+        got = raw()
+        if isinstance(got, bytes):
+            return got
     return dumps(value).encode("utf-8")
+
+
+def _holds_encoded(value: Any, depth: int) -> bool:
+    """Whether `value` is a dict holding, up to `depth` dicts deep, a list that carries its JSON bytes."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return False
+    for v in value.values():
+        if isinstance(v, list) and callable(getattr(v, "json_bytes", None)):
+            return True
+        if depth > 1 and isinstance(v, dict) and _holds_encoded(v, depth - 1):
+            return True
+    return False
 
 
 def json_size(value: Any) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 from mosaic.pi_format import FormatRefusal, Parsed, parse
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
-from ._parts import sized_parts
+from ._parts import encoded_parts
 from ._refusal import ReaderRefusal
 
 #: Seed "Costs": a parse cache and a branch-entries cache, two snapshots each.
@@ -148,7 +148,7 @@ class Snap:
     # extends_previous): every branch of that snapshot is, item for item, the start of the same branch here.
     grown_from: tuple[int, int, int, str, str] | None = None
     # Keyed by item id: an item's parts do not depend on the branch, and branches share their prefixes.
-    parts: dict[str, list[tuple[dict[str, Any], int]]] = field(default_factory=dict)
+    parts: dict[str, list[tuple[dict[str, Any], bytes]]] = field(default_factory=dict)
 
     # (branch, chunk number) -> that chunk of the branch's items, rendered on demand (pi-format's
     # Branch.items_from), so a page renders about the items it shows, not the whole branch.
@@ -163,13 +163,14 @@ class Snap:
             self.chunks[key] = chunk
         return chunk[i % _ITEM_CHUNK]
 
-    def parts_of(self, branch: str) -> Callable[[int], list[tuple[dict[str, Any], int]]]:
-        """A function from an item index of `branch` to that item's sized parts, each made once."""
-        def get(i: int) -> list[tuple[dict[str, Any], int]]:
+    def parts_of(self, branch: str) -> Callable[[int], list[tuple[dict[str, Any], bytes]]]:
+        """A function from an item index of `branch` to that item's parts with their JSON bytes, each made
+        and serialized once (the bytes size the page and are the page's serialization)."""
+        def get(i: int) -> list[tuple[dict[str, Any], bytes]]:
             item = self.item_at(branch, i)
             got = self.parts.get(item.id)
             if got is None:
-                got = sized_parts(item)
+                got = encoded_parts(item)
                 self.parts[item.id] = got
             return got
 
