@@ -201,3 +201,18 @@ def test_a_deeply_nested_entry_renders_the_same_whatever_the_stack_depth_of_the_
     items = _with_budget(200, lambda: [i.to_json() for i in got.branches["main"].items])
     assert items == [i.to_json() for i in want.branches["main"].items]
     assert items[0]["blocks"] == [{"kind": "text", "text": "deep"}]
+
+
+def test_an_integer_longer_than_pythons_digit_limit_makes_the_line_unreadable_as_before() -> None:
+    # msgspec skips such a number where Python's json refuses it: the index must send the line to the exact
+    # decoder, so it stays an unreadable line ("not JSON") wherever the number sits, as before the index.
+    digits = b"7" * 4301
+    lines = [b'{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"hi"}}',
+             b'{"type":"message","id":"b","parentId":"a","x":' + digits + b',"message":{"role":"user"}}',
+             b'{"type":"message","id":"c","parentId":"a","message":{"role":"user","content":"yo"},"n":[1,'
+             + digits + b"]}"]
+    data = HEAD + b"\n".join(lines) + b"\n"
+    check(data, PROJECT)
+    result = parse(data, project=PROJECT)
+    assert isinstance(result, Parsed)
+    assert list(result.unreadable_runs()) == [(3, 2)] and list(result.entries) == ["n.a"]
