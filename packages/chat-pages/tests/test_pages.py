@@ -257,6 +257,10 @@ def test_F10_part_sizes_are_exact_and_the_fast_path_equals_the_general_one(monke
     for parts in fast:
         for part, size in parts:
             assert size == len(dump_bytes(part))
+    # A cached part is kept as its bytes only and read back exactly (values, types, key order).
+    for item in items:
+        for part, raw in _parts.encoded_parts(item):
+            assert raw == dump_bytes(part) and repr(_parts.part_from_json(raw)) == repr(part)
 
 
 def test_F12_view_flags_forked_session_and_unreadable_lines(world: World) -> None:

@@ -39,24 +39,41 @@ def dump_bytes(value: Any) -> bytes:
     bytes are the same as encoding the whole value: compact JSON is `{` + `key:value` joined by `,` + `}`.
     """
     if _holds_encoded(value, 2):
-        assert isinstance(value, dict)
-        return b"{" + b",".join(dump_bytes(str(k)) + b":" + dump_bytes(v) for k, v in value.items()) + b"}"
-    raw = getattr(value, "json_bytes", None)
-    if raw is not None:
-        got = raw()
-        if isinstance(got, bytes):
-            return got
-    return dumps(value).encode("utf-8")
+        return _spliced(value, 2)
+    return _plain(value)
+
+
+def _plain(value: Any) -> bytes:
+    text = _ENCODER.encode(value)
+    return (_LONE.sub(_escape, text) if _LONE.search(text) else text).encode("utf-8")
+
+
+def _spliced(value: dict[str, Any], depth: int) -> bytes:
+    out = []
+    for k, v in value.items():
+        if isinstance(v, list) and callable(getattr(v, "json_bytes", None)):
+            got = getattr(v, "json_bytes")()  # noqa: B009 (a list that carries its bytes)
+            raw = got if isinstance(got, bytes) else _plain(v)
+        elif depth > 1 and _holds_encoded(v, depth - 1):
+            raw = _spliced(v, depth - 1)
+        else:
+            raw = _plain(v)
+        out.append(_plain(k) + b":" + raw)
+    return b"{" + b",".join(out) + b"}"
 
 
 def _holds_encoded(value: Any, depth: int) -> bool:
-    """Whether `value` is a dict holding, up to `depth` dicts deep, a list that carries its JSON bytes."""
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+    """Whether `value` is a dict with str keys holding, up to `depth` dicts deep, a list that carries its
+    JSON bytes (`json_bytes`)."""
+    if type(value) is not dict:
         return False
-    for v in value.values():
-        if isinstance(v, list) and callable(getattr(v, "json_bytes", None)):
-            return True
-        if depth > 1 and isinstance(v, dict) and _holds_encoded(v, depth - 1):
+    for k, v in value.items():
+        if type(k) is not str:
+            return False
+        if isinstance(v, list):
+            if callable(getattr(v, "json_bytes", None)):
+                return True
+        elif depth > 1 and type(v) is dict and _holds_encoded(v, depth - 1):
             return True
     return False
 
