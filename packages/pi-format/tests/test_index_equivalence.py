@@ -216,3 +216,14 @@ def test_an_integer_longer_than_pythons_digit_limit_makes_the_line_unreadable_as
     result = parse(data, project=PROJECT)
     assert isinstance(result, Parsed)
     assert list(result.unreadable_runs()) == [(3, 2)] and list(result.entries) == ["n.a"]
+
+
+def test_every_digit_run_over_the_limit_is_found_wherever_it_sits_against_the_sampling_step() -> None:
+    # The search looks at one byte every 4,096 (private: no parse shows which lines it flagged, only that
+    # they were judged exactly, above); a run of 4,301 digits must be found at every offset against it.
+    for n in (4300, 4301, 4302, 8193, 9000):
+        for pre in (0, 1, 4094, 4095, 4096, 4097, 5000):
+            data = HEAD + b"x" * pre + b"9" * n + b"\n"
+            got = _lines._long_digit_runs(data, len(HEAD), len(data))
+            assert bool(got) == (n > 4300), (n, pre, got)
+            assert all(len(HEAD) + pre <= at < len(HEAD) + pre + n for at in got)

@@ -34,8 +34,9 @@ import msgspec
 from ._render import shows, shows_type
 from ._runs import Runs
 
-#: Lines are checked for valid UTF-8 in blocks of about this many bytes (one str at a time, then dropped).
-UTF8_BLOCK = 1 << 20
+#: Lines are checked for valid UTF-8 in blocks of about this many bytes (one str at a time, then dropped;
+#: 64 KiB decodes about twice as fast here as 1 MiB, the str staying in the cache).
+UTF8_BLOCK = 1 << 16
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -46,6 +47,7 @@ def _reject_constant(name: str) -> NoReturn:
 DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _EMPTY_RUN = re.compile(rb"\n+")
 _DIGIT = re.compile(rb"[0-9]")
+_DIGITS = re.compile(rb"[0-9]*")
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -109,11 +111,12 @@ def _in_fresh_thread(text: str) -> dict[str, Any]:
 
 
 def _long_digit_runs(data: bytes, pos: int, end: int) -> list[int]:
-    """Positions (ascending) inside every run of more digits than Python's int limit in data[pos:end].
+    """A position (ascending) inside every run of more digits than Python's int limit in data[pos:end].
 
     Python's json refuses such an integer (ValueError) where msgspec skips it. A run longer than the limit
-    L covers a multiple of any step <= L + 1, so only the bytes at those multiples are looked at, then the
-    window around each one that is a digit.
+    L covers a multiple of any step <= L + 1, so only the bytes at those multiples are looked at; at each
+    one that is a digit, the run through it is measured (forward from it, then whether the L + 1 bytes
+    before the run's end are all digits), which costs about the run's length.
     """
     limit = sys.get_int_max_str_digits()
     if limit == 0 or end - pos <= limit:
@@ -122,12 +125,13 @@ def _long_digit_runs(data: bytes, pos: int, end: int) -> list[int]:
     first = -(-pos // step) * step
     sample = data[first:end:step]
     found: list[int] = []
-    run = re.compile(rb"[0-9]{%d}" % (limit + 1))
+    digits = _DIGITS.match
     for m in _DIGIT.finditer(sample):
         at = first + m.start() * step
-        hit = run.search(data, max(pos, at - limit), min(end, at + limit + 1))
-        if hit is not None:
-            found.append(hit.start())
+        stop = digits(data, at, end).end()  # type: ignore[union-attr]
+        back = stop - limit - 1
+        if stop - at > limit or (back >= pos and digits(data, back, at).end() == at):  # type: ignore[union-attr]
+            found.append(at)
     return found
 
 
