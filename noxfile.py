@@ -75,7 +75,7 @@ for _name in workspace.PACKAGES:
 def lint(session: nox.Session) -> None:
     """ruff, mypy --strict for every package, the layers contract of DESIGN.md and the public-surface rule
     (with their own tests), the fixture manifest."""
-    session.install("ruff==0.17.6", "mypy==2.4.1", "cffi>=1.17", "prompt_toolkit>=3.0.50", "pytest>=8", "hypothesis>=6.100",
+    session.install("ruff==0.17.6", "mypy==2.4.1", "cffi>=1.17", "msgspec>=0.19", "prompt_toolkit>=3.0.50", "pytest>=8", "hypothesis>=6.100",
                     "jsonschema>=4.20", "types-jsonschema", "packaging>=24")  # packaging: ci/buildcheck.py
     session.run("ruff", "check", "packages", "ci", "mutants", "noxfile.py")
     session.run("python", "ci/layers.py")

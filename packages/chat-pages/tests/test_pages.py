@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import (
@@ -23,9 +24,10 @@ from mosaic.chat_pages import (
     MAX_FRAGMENT_JSON,
     MAX_STRING_UNITS,
     dump_bytes,
+    dumps,
 )
 
-# `fragments` is private (callers only concatenate fragment values): the two F10 tests that call it test the
+# `fragments` is private (callers only concatenate fragment values): the F10 tests that call it test the
 # cutting itself, at the exact 262,144-unit boundary and for any text, which no page shows as directly.
 from mosaic.chat_pages._parts import fragments
 
@@ -120,6 +122,31 @@ def test_F10_a_surrogate_pair_is_never_cut_at_the_262144_unit_boundary() -> None
     assert "".join(frags) == astral
     assert all(utf16_units(f) <= MAX_STRING_UNITS for f in frags)
     assert all(not ("\ud800" <= f[-1] <= "\udfff") for f in frags)
+
+
+def test_F10_a_fragment_ends_exactly_at_262144_units_or_one_short_where_a_pair_straddles_it() -> None:
+    # Issue 13: each fragment but the last is as long as the limit allows: exactly 262,144 UTF-16 units,
+    # or 262,143 when the next character is a surrogate pair that would straddle unit 262,144 (it moves on
+    # whole). Mixed texts where a proportional shrink would land short of the limit.
+    pair = "\U0001f600"
+    texts = {
+        "lands exactly on a pair": pair * (MAX_STRING_UNITS // 2) + "b" * 3,
+        "pair straddles 262,144": pair * (MAX_STRING_UNITS // 2 - 1) + "a" + pair * 5,
+        "one BMP, one pair": ("a" + pair) * 100_000,
+        "two BMP, one pair": ("ab" + pair) * 80_000,
+        "pairs then BMP": pair * 100_000 + "c" * 200_000 + pair * 70_000,
+        "lone surrogates are one unit each": ("\ud800" + pair + "x") * 70_000,
+    }
+    for name, text in texts.items():
+        frags = fragments(text)
+        assert "".join(frags) == text, name
+        assert len(frags) >= 2, name
+        for f, following in zip(frags, frags[1:], strict=False):
+            units = utf16_units(f)
+            straddles = units == MAX_STRING_UNITS - 1 and utf16_units(following[0]) == 2
+            assert units == MAX_STRING_UNITS or straddles, (name, units)
+    frags = fragments(texts["pair straddles 262,144"])
+    assert utf16_units(frags[0]) == MAX_STRING_UNITS - 1 and frags[1] == pair * 5
 
 
 def test_F10_lone_surrogates_are_carried_and_the_page_is_valid_utf8(world: World) -> None:
@@ -230,6 +257,10 @@ def test_F10_part_sizes_are_exact_and_the_fast_path_equals_the_general_one(monke
     for parts in fast:
         for part, size in parts:
             assert size == len(dump_bytes(part))
+    # A cached part is kept as its bytes only and read back exactly (values, types, key order).
+    for item in items:
+        for part, raw in _parts.encoded_parts(item):
+            assert raw == dump_bytes(part) and repr(_parts.part_from_json(raw)) == repr(part)
 
 
 def test_F12_view_flags_forked_session_and_unreadable_lines(world: World) -> None:
@@ -248,3 +279,61 @@ def test_F12_view_flags_forked_session_and_unreadable_lines(world: World) -> Non
     runs = [[p["notice"]["line"], p["notice"]["through"]] for p in bad["page"]["parts"]
             if p["item"].startswith("x.line-")]
     assert runs == ranges
+
+
+def test_F10_each_part_is_serialized_once_and_its_bytes_are_the_page(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13: a part's JSON is made once, sizes the page and is the page's serialization: serializing a
+    page never encodes a part again, and gives exactly the bytes of encoding the plain value."""
+    # Private on purpose: what is counted is where parts are serialized (_parts' dump_bytes) and the one
+    # encoder behind dumps/dump_bytes; no page shows either.
+    from mosaic.chat_pages import _jsonout, _parts
+
+    real = _jsonout._ENCODER
+    encoded: list[Any] = []
+
+    class Counting:
+        def encode(self, value: Any) -> str:
+            encoded.append(value)
+            return real.encode(value)
+
+    def counting_dump(value: Any) -> bytes:
+        encoded.append(value)
+        return dump_bytes(value)
+
+    monkeypatch.setattr(_parts, "dump_bytes", counting_dump)
+
+    def is_part(value: Any) -> bool:
+        return isinstance(value, dict) and "item" in value and "blocks" in value
+
+    def holds_part(value: Any) -> bool:
+        if is_part(value):
+            return True
+        if isinstance(value, dict):
+            return any(holds_part(v) for v in value.values())
+        return isinstance(value, list) and any(holds_part(v) for v in value)
+
+    root = materialise(world.top, "proj-sm", ["long.jsonl"])
+    world.approve(root)
+    cid = world.cid(root, "long.jsonl")
+    res = world.open(cid)
+    results = [res]
+    while res["cursor"] is not None:
+        res = world.next(res["cursor"]["id"], cid, res["page"]["branch"])
+        results.append(res)
+    made = sum(1 for v in encoded if is_part(v))
+    parts = sum(len(r["page"]["parts"]) for r in results)
+    assert parts > 100 and made == parts  # each part encoded once, when it was made (a fresh reader)
+    encoded.clear()
+    monkeypatch.setattr(_jsonout, "_ENCODER", Counting())
+    for r in results:
+        plain = {**r, "page": {**r["page"], "parts": [dict(p) for p in r["page"]["parts"]]}}
+        monkeypatch.setattr(_jsonout, "_ENCODER", real)
+        want, want_page = dump_bytes(plain), dump_bytes(plain["page"])
+        monkeypatch.setattr(_jsonout, "_ENCODER", Counting())
+        assert dump_bytes(r) == want and dumps(r) == want.decode("utf-8")
+        assert dump_bytes(r["page"]) == want_page
+    assert not any(holds_part(v) for v in encoded)
+    # A caller that edits a page's parts gets the edit serialized, never the stale bytes.
+    edited = results[0]
+    edited["page"]["parts"].pop()
+    assert json.loads(dump_bytes(edited))["page"]["parts"] == [dict(p) for p in edited["page"]["parts"]]

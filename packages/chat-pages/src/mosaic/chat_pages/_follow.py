@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mosaic.pi_format import Item, parse_appended
+import mosaic.pi_format as pi_format
+
+if TYPE_CHECKING:
+    from mosaic.pi_format import Item
 
 from ._cursors import Cursor, CursorStore
 from ._refusal import ReaderRefusal
@@ -104,7 +107,7 @@ def _fresh_snapshot(key: SnapKey, new_key: SnapKey, prefix: bytes | None, append
         # The cursor's snapshot is cached and its prefix was just verified: parse only the appended
         # complete lines on top of it (pi-format's parse_appended equals a full parse).
         with gc_paused():
-            grown = parse_appended(old.parsed, appended)
+            grown = pi_format.parse_appended(old.parsed, appended)
         if grown.extends_previous:
             # Same entries, same items: the rendered parts (keyed by item id) carry over.
             return snaps.store(new_key, project, Snap(grown, (*key, project), old.parts))

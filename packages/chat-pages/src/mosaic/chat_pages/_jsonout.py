@@ -25,13 +25,57 @@ def _escape(match: re.Match[str]) -> str:
 
 def dumps(value: Any) -> str:
     """Compact JSON text of `value` with lone surrogates escaped; its UTF-8 encoding never fails."""
+    if _holds_encoded(value, 2):
+        return dump_bytes(value).decode("utf-8")
     text = _ENCODER.encode(value)
     return _LONE.sub(_escape, text) if _LONE.search(text) else text
 
 
 def dump_bytes(value: Any) -> bytes:
-    """`dumps(value)` as UTF-8: the bytes the page limits count ("8 MiB of serialized UTF-8")."""
-    return dumps(value).encode("utf-8")
+    """`dumps(value)` as UTF-8: the bytes the page limits count ("8 MiB of serialized UTF-8").
+
+    A page's parts (`_parts.PageParts`, in a result or a page, up to two dicts deep) carry their JSON
+    bytes, made once when the parts were made: they are joined here, never encoded again (issue 13). The
+    bytes are the same as encoding the whole value: compact JSON is `{` + `key:value` joined by `,` + `}`.
+    """
+    if _holds_encoded(value, 2):
+        return _spliced(value, 2)
+    return _plain(value)
+
+
+def _plain(value: Any) -> bytes:
+    text = _ENCODER.encode(value)
+    return (_LONE.sub(_escape, text) if _LONE.search(text) else text).encode("utf-8")
+
+
+def _spliced(value: dict[str, Any], depth: int) -> bytes:
+    out = []
+    for k, v in value.items():
+        if isinstance(v, list) and callable(getattr(v, "json_bytes", None)):
+            got = getattr(v, "json_bytes")()  # noqa: B009 (a list that carries its bytes)
+            raw = got if isinstance(got, bytes) else _plain(v)
+        elif depth > 1 and _holds_encoded(v, depth - 1):
+            raw = _spliced(v, depth - 1)
+        else:
+            raw = _plain(v)
+        out.append(_plain(k) + b":" + raw)
+    return b"{" + b",".join(out) + b"}"
+
+
+def _holds_encoded(value: Any, depth: int) -> bool:
+    """Whether `value` is a dict with str keys holding, up to `depth` dicts deep, a list that carries its
+    JSON bytes (`json_bytes`)."""
+    if type(value) is not dict:
+        return False
+    for k, v in value.items():
+        if type(k) is not str:
+            return False
+        if isinstance(v, list):
+            if callable(getattr(v, "json_bytes", None)):
+                return True
+        elif depth > 1 and type(v) is dict and _holds_encoded(v, depth - 1):
+            return True
+    return False
 
 
 def json_size(value: Any) -> int:

@@ -21,12 +21,14 @@ The wire shape (schemas/chat-01.schema.json):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mosaic.pi_format import Item
+if TYPE_CHECKING:
+    from mosaic.pi_format import Item
 
-from ._jsonout import dumps, json_size, utf16_units
+from ._jsonout import dump_bytes, dumps, json_size, utf16_units
 
 MAX_PARTS_PER_PAGE = 100
 MAX_PAGE_BYTES = 8 * 1024 * 1024
@@ -59,10 +61,8 @@ def fragments(text: str) -> list[str]:
     while start < n:
         end = min(n, start + MAX_STRING_UNITS)
         units = utf16_units(text[start:end])
-        while units > MAX_STRING_UNITS:
-            # Shrink in proportion; each code point is 1 or 2 units, so this converges in a step or two.
-            end = start + max(1, (end - start) * MAX_STRING_UNITS // units)
-            units = utf16_units(text[start:end])
+        if units > MAX_STRING_UNITS:
+            end, units = _cut_at_limit(text, end, units)
         size = json_size(text[start:end])
         while size > MAX_FRAGMENT_JSON:
             length = end - start
@@ -71,6 +71,27 @@ def fragments(text: str) -> list[str]:
         out.append(text[start:end])
         start = end
     return out or [""]
+
+
+def _cut_at_limit(text: str, end: int, units: int) -> tuple[int, int]:
+    """The largest cut at or before `end` whose fragment holds at most 262,144 UTF-16 units, given the
+    `units` (over the limit) of the fragment up to `end`, and the units up to it: exactly the limit, or one
+    short when the next character is a surrogate pair that would straddle it (it moves on whole)."""
+    # Dropping e code points drops at least e units, so this lands within the limit...
+    excess = units - MAX_STRING_UNITS
+    end -= excess
+    units -= utf16_units(text[end:end + excess])
+    # ...then grow back: k more code points add at most 2k units.
+    while units < MAX_STRING_UNITS:
+        k = (MAX_STRING_UNITS - units) // 2
+        if k == 0:
+            if utf16_units(text[end]) == 1:  # one unit of room: only a one-unit character fits
+                end += 1
+                units += 1
+            break
+        units += utf16_units(text[end:end + k])
+        end += k
+    return end, units
 
 
 def _split_field(
@@ -89,13 +110,52 @@ def _split_field(
     return True
 
 
+class PageParts(list[dict[str, Any]]):
+    """The parts of one page: a list of part dicts, carrying each part's JSON bytes, made once when the part
+    was made and used both to size the page and to serialize it (`_jsonout.dump_bytes` joins them instead
+    of encoding the parts again; issue 13). The bytes are used only while the list still holds exactly the
+    dicts they were made from (a caller that edits a page's parts should edit a copy)."""
+
+    __slots__ = ("encoded", "_made_from")
+
+    def __init__(self, parts: list[dict[str, Any]], encoded: list[bytes]) -> None:
+        super().__init__(parts)
+        self.encoded = encoded
+        self._made_from = tuple(parts)
+
+    def json_bytes(self) -> bytes | None:
+        """The list's JSON, or None when it no longer holds the dicts its bytes were made from."""
+        if len(self) != len(self._made_from) or any(a is not b for a, b in zip(self, self._made_from, strict=True)):
+            return None
+        return b"[" + b",".join(self.encoded) + b"]"
+
+
+def part_from_json(raw: bytes) -> dict[str, Any]:
+    """The part whose JSON bytes (`encoded_parts`) are `raw`, equal to the one they were made from: compact
+    JSON of strings, integers, booleans, null, objects and arrays reads back to equal values in the same key
+    order. msgspec reads it (several times faster than json); a part holding a lone surrogate (written as
+    its escape, which msgspec refuses) is read by json, which carries it."""
+    import msgspec  # loaded on first use (importing this package stays cheap)
+
+    try:
+        part: dict[str, Any] = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        part = json.loads(raw)
+    return part
+
+
 def item_parts(item: Item) -> list[dict[str, Any]]:
     """Every part of one item, in order. Deterministic, so a cursor can resume at any part index."""
-    return [part for part, _ in sized_parts(item)]
+    return [part for part, _ in encoded_parts(item)]
 
 
 def sized_parts(item: Item) -> list[tuple[dict[str, Any], int]]:
     """`item_parts(item)` with each part's exact serialized size (`json_size(part)`)."""
+    return [(part, len(raw)) for part, raw in encoded_parts(item)]
+
+
+def encoded_parts(item: Item) -> list[tuple[dict[str, Any], bytes]]:
+    """`item_parts(item)` with each part's JSON bytes (`dump_bytes(part)`), each part serialized once."""
     d = item.to_json()
     fast = _single_part(d)
     if fast is not None:
@@ -151,7 +211,7 @@ def _short(value: Any) -> bool:
     return True
 
 
-def _single_part(d: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
+def _single_part(d: dict[str, Any]) -> tuple[dict[str, Any], bytes] | None:
     """The common case in one step: few blocks, every string short. Same output as the general path."""
     blocks: list[Any] = d["blocks"]
     if len(blocks) > MAX_BLOCKS_PER_PART or not _short(d["timestamp"]) or not _short(d["attrs"]):
@@ -168,16 +228,16 @@ def _single_part(d: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
     part: dict[str, Any] = {"item": d["id"], "index": 0, "last": True, "kind": d["kind"], "line": d["line"],
                             "timestamp": d["timestamp"], "entry": d["entry"], "attrs": dict(d["attrs"]),
                             "notice": d["notice"], "blocks": out_blocks}
-    size = json_size(part)
-    if size > MAX_PART_BYTES:
+    raw = dump_bytes(part)
+    if len(raw) > MAX_PART_BYTES:
         return None
-    return part, size
+    return part, raw
 
 
 def _pack(
     item_id: str, kind: str, line: int, head: dict[str, Any], pieces: list[dict[str, Any]]
-) -> list[tuple[dict[str, Any], int]]:
-    """Group pieces into parts of at most 64 blocks and 4 MiB of JSON; each part with its exact size."""
+) -> list[tuple[dict[str, Any], bytes]]:
+    """Group pieces into parts of at most 64 blocks and 4 MiB of JSON; each part with its JSON bytes."""
     parts: list[tuple[dict[str, Any], int]] = []
 
     def new_part() -> dict[str, Any]:
@@ -201,15 +261,16 @@ def _pack(
         size += grow
     current["last"] = True
     parts.append((current, size - 1))  # "last":true is one byte shorter than "last":false
-    return parts
+    # Each part is serialized once, now that it is complete (the sizes above come from its pieces).
+    return [(part, dump_bytes(part)) for part, _ in parts]
 
 
 def paginate(
     count: int,
     start: tuple[int, int],
     envelope_bytes: int,
-    parts_of: Callable[[int], Sequence[tuple[dict[str, Any], int]]],
-) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    parts_of: Callable[[int], Sequence[tuple[dict[str, Any], bytes]]],
+) -> tuple[PageParts, tuple[int, int] | None]:
     """The parts of one page from position `start` = (item index, part index) among `count` items, and
     where the next page
     starts (None when the snapshot's branch is exhausted).
@@ -218,19 +279,21 @@ def paginate(
     size of the page with no parts. One part (at most 4 MiB) always fits an empty page.
     """
     out: list[dict[str, Any]] = []
+    encoded: list[bytes] = []
     size = envelope_bytes
     i, k = start
     while i < count:
         parts = parts_of(i)
         while k < len(parts):
             if len(out) >= MAX_PARTS_PER_PAGE:
-                return out, (i, k)
-            part, part_size = parts[k]
-            psize = part_size + (1 if out else 0)
+                return PageParts(out, encoded), (i, k)
+            part, raw = parts[k]
+            psize = len(raw) + (1 if out else 0)
             if out and size + psize > MAX_PAGE_BYTES:
-                return out, (i, k)
+                return PageParts(out, encoded), (i, k)
             out.append(part)
+            encoded.append(raw)
             size += psize
             k += 1
         i, k = i + 1, 0
-    return out, None
+    return PageParts(out, encoded), None

@@ -24,10 +24,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mosaic.pi_format import FormatRefusal, Parsed, parse
+import mosaic.pi_format as pi_format
+from mosaic.pi_format import FormatRefusal
 from mosaic.safe_open import Method, OpenedFile, Root, SafeOpenRefusal, is_session_name, open_root
+
+if TYPE_CHECKING:
+    from mosaic.pi_format import Parsed
 
 from ._catalogue import catalogue_row, unsupported_row
 from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR, Cursor, CursorStore
@@ -243,7 +247,7 @@ class Reader:
         incomplete = cut < len(data)
         if not snapshot:
             # No complete line yet: the header is still being written, or cannot become one.
-            result = parse(data, project=project, realpath=os.path.realpath)
+            result = pi_format.parse(data, project=project, realpath=os.path.realpath)
             assert isinstance(result, FormatRefusal)
             raise ReaderRefusal(result.code, result.message)
         digest = hashlib.sha256(snapshot).hexdigest()

@@ -20,12 +20,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mosaic.pi_format import FormatRefusal, Parsed, parse
+import mosaic.pi_format as pi_format
+from mosaic.pi_format import FormatRefusal
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
-from ._parts import sized_parts
+if TYPE_CHECKING:
+    from mosaic.pi_format import Parsed
+
+from ._parts import encoded_parts, part_from_json
 from ._refusal import ReaderRefusal
 
 #: Seed "Costs": a parse cache and a branch-entries cache, two snapshots each.
@@ -44,6 +48,11 @@ _ITEM_CHUNK = 128
 SnapKey = tuple[int, int, int, str]
 #: The stat identity the shortcut compares: (dev, ino, size, mtime_ns, ctime_ns).
 StatId = tuple[int, int, int, int, int]
+
+
+def parse(data: bytes, *, project: str, realpath: Callable[[str], str]) -> Parsed | FormatRefusal:
+    """pi-format's `parse`, looked up when first called (the parser and msgspec load on first use)."""
+    return pi_format.parse(data, project=project, realpath=realpath)
 
 
 @contextmanager
@@ -147,8 +156,12 @@ class Snap:
     # The snapshot key this one was continued from in place (pi-format's parse_appended with
     # extends_previous): every branch of that snapshot is, item for item, the start of the same branch here.
     grown_from: tuple[int, int, int, str, str] | None = None
-    # Keyed by item id: an item's parts do not depend on the branch, and branches share their prefixes.
-    parts: dict[str, list[tuple[dict[str, Any], int]]] = field(default_factory=dict)
+    # Keyed by item id (an item's parts do not depend on the branch, and branches share their prefixes):
+    # the JSON bytes of each of its parts, made once. Only bytes are kept, which the cyclic collector never
+    # walks (issue 13: a branch read to its end leaves no tracked objects per part for every later full
+    # collection to walk); a page that meets the item again reads its part dicts back from them
+    # (`_parts.part_from_json`).
+    parts: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
 
     # (branch, chunk number) -> that chunk of the branch's items, rendered on demand (pi-format's
     # Branch.items_from), so a page renders about the items it shows, not the whole branch.
@@ -163,15 +176,17 @@ class Snap:
             self.chunks[key] = chunk
         return chunk[i % _ITEM_CHUNK]
 
-    def parts_of(self, branch: str) -> Callable[[int], list[tuple[dict[str, Any], int]]]:
-        """A function from an item index of `branch` to that item's sized parts, each made once."""
-        def get(i: int) -> list[tuple[dict[str, Any], int]]:
+    def parts_of(self, branch: str) -> Callable[[int], list[tuple[dict[str, Any], bytes]]]:
+        """A function from an item index of `branch` to that item's parts with their JSON bytes, each made
+        and serialized once (the bytes size the page and are the page's serialization)."""
+        def get(i: int) -> list[tuple[dict[str, Any], bytes]]:
             item = self.item_at(branch, i)
-            got = self.parts.get(item.id)
-            if got is None:
-                got = sized_parts(item)
-                self.parts[item.id] = got
-            return got
+            kept = self.parts.get(item.id)
+            if kept is None:
+                got = encoded_parts(item)
+                self.parts[item.id] = tuple(raw for _, raw in got)
+                return got
+            return [(part_from_json(raw), raw) for raw in kept]
 
         return get
 

@@ -2,6 +2,12 @@
 
 Everything here is data. `Branch.items` is computed on first use from the shared tree (see `_tree.py`),
 so parsing a file with many forks never materialises every branch (README, "Complexity").
+
+Items, their blocks and notices are frozen msgspec Structs with `gc=False` (issue 13): they hold no
+reference cycles, so the cyclic collector never needs to track them, and a reader that has rendered a
+100 MB branch does not make every later full collection walk each rendered item. They compare, hash and
+construct like the frozen dataclasses they replace (positional or keyword fields; `kind` is a class
+constant of each block type).
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias
 
-from mosaic.safe_open import Refusal
+import msgspec
+
+from ._refusal import FormatRefusal as FormatRefusal
 
 if TYPE_CHECKING:
     from ._tree import Forest
@@ -58,81 +66,74 @@ NOTICE_CODES: Mapping[str, str] = MappingProxyType(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class TextBlock:
+class TextBlock(msgspec.Struct, frozen=True, gc=False):
     """Plain text (message text, tool output, a compaction or branch summary)."""
 
     text: str
-    kind: Literal["text"] = field(default="text", init=False)
+    kind: ClassVar[Literal["text"]] = "text"
 
     def to_json(self) -> dict[str, Json]:
         return {"kind": self.kind, "text": self.text}
 
 
-@dataclass(frozen=True, slots=True)
-class ThinkingBlock:
+class ThinkingBlock(msgspec.Struct, frozen=True, gc=False):
     """Reasoning text the model made visible. thinkingSignature is never read."""
 
     text: str
-    kind: Literal["thinking"] = field(default="thinking", init=False)
+    kind: ClassVar[Literal["thinking"]] = "thinking"
 
     def to_json(self) -> dict[str, Json]:
         return {"kind": self.kind, "text": self.text}
 
 
-@dataclass(frozen=True, slots=True)
-class UnavailableBlock:
+class UnavailableBlock(msgspec.Struct, frozen=True, gc=False):
     """Content that exists but is not readable here: redacted reasoning (`redacted: true`). Text is empty."""
 
     reason: str
     text: str = ""
-    kind: Literal["unavailable"] = field(default="unavailable", init=False)
+    kind: ClassVar[Literal["unavailable"]] = "unavailable"
 
     def to_json(self) -> dict[str, Json]:
         return {"kind": self.kind, "reason": self.reason, "text": self.text}
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallBlock:
+class ToolCallBlock(msgspec.Struct, frozen=True, gc=False):
     """A tool call: its safe id (hashed when outside the id pattern), the tool name and the arguments."""
 
     id: str | None
     name: str | None
     arguments: Json
-    kind: Literal["toolCall"] = field(default="toolCall", init=False)
+    kind: ClassVar[Literal["toolCall"]] = "toolCall"
 
     def to_json(self) -> dict[str, Json]:
         return {"kind": self.kind, "id": self.id, "name": self.name, "arguments": self.arguments}
 
 
-@dataclass(frozen=True, slots=True)
-class ImageBlock:
+class ImageBlock(msgspec.Struct, frozen=True, gc=False):
     """An image placeholder: the media type only; the base64 data is not carried."""
 
     mime_type: str | None
-    kind: Literal["image"] = field(default="image", init=False)
+    kind: ClassVar[Literal["image"]] = "image"
 
     def to_json(self) -> dict[str, Json]:
         return {"kind": self.kind, "mimeType": self.mime_type}
 
 
-@dataclass(frozen=True, slots=True)
-class CommandBlock:
+class CommandBlock(msgspec.Struct, frozen=True, gc=False):
     """The command line of a bashExecution message."""
 
     text: str
-    kind: Literal["command"] = field(default="command", init=False)
+    kind: ClassVar[Literal["command"]] = "command"
 
     def to_json(self) -> dict[str, Json]:
         return {"kind": self.kind, "text": self.text}
 
 
-@dataclass(frozen=True, slots=True)
-class UnsupportedBlock:
+class UnsupportedBlock(msgspec.Struct, frozen=True, gc=False):
     """A content block this parser does not render (an unknown or malformed block); `type` names it."""
 
     type: str
-    kind: Literal["unsupported"] = field(default="unsupported", init=False)
+    kind: ClassVar[Literal["unsupported"]] = "unsupported"
 
     def to_json(self) -> dict[str, Json]:
         return {"kind": self.kind, "type": self.type}
@@ -143,8 +144,7 @@ Block: TypeAlias = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Notice:
+class Notice(msgspec.Struct, frozen=True, gc=False):
     """Something the reader must show instead of (or around) history: a code, a message, its lines.
 
     `id` is an `x.` id, stable while the file grows. `line` is the 1-based line it is about (None for none);
@@ -172,8 +172,7 @@ class Notice:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
+class Item(msgspec.Struct, frozen=True, gc=False):
     """One rendered thing on a branch: an entry (`n.` id) or a notice (`x.` id), at a 1-based file line.
 
     `entry` is the namespaced id of the entry the item renders or stands for (None for a line notice).
@@ -185,7 +184,7 @@ class Item:
     line: int
     timestamp: str | None
     blocks: tuple[Block, ...] = ()
-    attrs: Mapping[str, Json] = field(default_factory=dict)
+    attrs: Mapping[str, Json] = msgspec.field(default_factory=dict)
     entry: str | None = None
     notice: Notice | None = None
 
@@ -270,7 +269,9 @@ class Branch:
         """`items[start:start + count]`, rendering only those items (not the whole branch).
 
         Equal to slicing `items` for every non-negative `start` and `count`; past the end it is shorter
-        or empty. Costs O(depth + line notices) plus rendering the slice; the path is computed once per
+        or empty. A slice that starts where an earlier one ended costs O(count) plus rendering it (the
+        branch remembers where each slice stopped), so paging through a branch costs as much at its end as
+        at its start; any other start costs O(depth + line notices) more. The path is computed once per
         branch and rendered items are cached, so paging through a branch renders each item once. Raises
         ValueError for a negative `start` or `count` (a programming error).
         """
@@ -279,7 +280,12 @@ class Branch:
         cached = self.__dict__.get("items")
         if cached is not None:
             return tuple(cached[start:start + count])
-        return self._forest.branch_slice(self._path, start, start + count)
+        return self._forest.branch_slice(self._path, start, start + count, self._marks)
+
+    @cached_property
+    def _marks(self) -> dict[int, tuple[int, int, int]]:
+        # Where each slice of `items_from` stopped (Forest.branch_slice): one small tuple per slice.
+        return {}
 
     @cached_property
     def item_ids(self) -> tuple[str, ...]:
@@ -339,22 +345,3 @@ class Parsed:
             first, count = line, 1
         if count:
             yield first, count
-
-
-class FormatRefusal(Refusal):
-    """Why bytes are not a session this reader shows: a `code` from `CODES`, its `reconcile` flag and a
-    `message`.
-
-    A subclass of the shared `mosaic.safe_open.Refusal` (DESIGN.md principle 2: one refusal family for
-    every package), so it compares by value and has `to_dict()`. `parse` RETURNS it, never raises it: bad
-    bytes are an answer, not an error. Build one with `FormatRefusal(code, message)`; a code outside
-    `CODES` raises ValueError (a programming error, never a refusal).
-    """
-
-    #: code -> reconcile. The seed README's "Refusal codes" rows that the parser can produce. The seed's row
-    #: for not-a-pi-session and incomplete-header reads "incomplete: yes": only incomplete-header reconciles.
-    CODES: ClassVar[Mapping[str, bool]] = {
-        "not-a-pi-session": False,
-        "incomplete-header": True,
-        "foreign-project": False,
-    }

@@ -13,31 +13,21 @@ appended records in a copy of the tree (`_extend`, `_Growing.place`, `_grown`) o
 
 from __future__ import annotations
 
-import json
 import posixpath
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from ._ids import BRANCH_PREFIX, MAIN_BRANCH, NATIVE_PREFIX, NOTICE_PREFIX, safe_id
+from ._lines import DECODER, Record, decode_lines
 from ._model import LINES_CAP, Branch, FormatRefusal, Header, Item, Notice, Parsed
-from ._render import describe, notice_item, shows
+from ._render import describe, notice_item
 from ._runs import LineNotices, Runs
 from ._tree import EntryMap, Forest
 
 #: Session versions this parser reads. Version 3 is what 0.85.1 writes (newSession, session-manager.js
 #: 645-670); version 2 has the same tree and differs only in a renamed role, which shows as unknown-role.
 SUPPORTED_VERSIONS = (2, 3)
-
-
-def _reject_constant(name: str) -> NoReturn:
-    # Python's json accepts NaN/Infinity; JSON.parse (Pi's loader) does not, so such a line is malformed.
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_EMPTY_RUN = re.compile(rb"\n+")
 
 
 def _decode_line(raw: bytes) -> tuple[Any, str | None]:
@@ -52,18 +42,11 @@ def _decode_line(raw: bytes) -> tuple[Any, str | None]:
     except UnicodeDecodeError:
         return None, "not UTF-8"
     try:
-        return _DECODER.decode(text), None
+        return DECODER.decode(text), None
     except (ValueError, RecursionError):
         # ValueError covers JSONDecodeError, NaN/Infinity and integers over Python's digit limit;
         # RecursionError covers nesting deeper than the interpreter's stack.
         return None, "not JSON" if text.strip() else "blank"
-
-
-@dataclass(slots=True)
-class _Record:
-    line: int
-    raw_id: str
-    obj: dict[str, Any]
 
 
 @dataclass(slots=True, eq=False)
@@ -72,7 +55,7 @@ class _State:
     line, for a rebuild, and the tree's indexes, for adding entries in place. Never mutated once built."""
 
     header: Header
-    records: list[_Record]
+    records: list[Record]
     unreadable: Runs
     forest: Forest
     index: dict[str, int]  # raw id -> winner index
@@ -127,68 +110,14 @@ def parse(
         return refusal
 
     # --- lines 2..: valid entries, or unreadable lines -------------------------------------------------
-    records: list[_Record] = []
+    records: list[Record] = []
     unreadable = Runs()
-    line_count = _decode_lines(data, first_end + 1, cut, 2, records, unreadable) - 1
+    line_count = decode_lines(data, first_end + 1, cut, 2, records, unreadable) - 1
     return _assemble(header, records, unreadable, incomplete, line_count)
 
 
-def _decode_lines(data: bytes, pos: int, end: int, line: int, records: list[_Record], unreadable: Runs) -> int:
-    """Decode the lines of data[pos:end] (`end` just after an LF), the first being file line `line`, into
-    records and unreadable lines. Returns the number of the line after the last. Each line is decoded from
-    a view of `data` (no copy of its bytes) and forgotten unless it is a valid entry."""
-    find = data.find
-    decoder = _DECODER.decode
-    with memoryview(data) as view:
-        while pos < end:
-            nl = find(b"\n", pos, end)
-            stop = nl - 1 if nl > pos and data[nl - 1] == 13 else nl  # one trailing CR is stripped
-            value: Any = None
-            reason: str | None = None
-            if nl == pos:
-                # A run of empty lines is taken in one step (a file of blank lines costs no loop per byte).
-                run = _EMPTY_RUN.match(data, pos, end)
-                assert run is not None
-                unreadable.add_many(line, run.end() - pos, "blank")
-                line += run.end() - pos
-                pos = run.end()
-                continue
-            if stop == pos:
-                reason = "blank"
-            else:
-                try:
-                    text = str(view[pos:stop], "utf-8")
-                except UnicodeDecodeError:
-                    reason = "not UTF-8"
-                else:
-                    try:
-                        value = decoder(text)
-                    except (ValueError, RecursionError):
-                        reason = "not JSON" if text.strip() else "blank"
-                    del text
-            pos = nl + 1
-            _take(value, reason, line, records, unreadable)
-            line += 1
-    return line
-
-
-def _take(value: Any, reason: str | None, line: int, records: list[_Record], unreadable: Runs) -> None:
-    """A decoded line becomes a record (a valid entry) or an unreadable line (rule 6)."""
-    if reason is None:
-        if not isinstance(value, dict):
-            reason = "not a JSON object"
-        elif value.get("type") == "session":
-            reason = "a second session header"
-        elif not isinstance(value.get("id"), str):
-            reason = "no string id"
-    if reason is not None:
-        unreadable.add(line, reason)
-    else:
-        records.append(_Record(line, value["id"], value))
-
-
 def _assemble(
-    header: Header, records: list[_Record], unreadable: Runs, incomplete: bool, line_count: int
+    header: Header, records: list[Record], unreadable: Runs, incomplete: bool, line_count: int
 ) -> Parsed:
     """Everything after decoding: line notices, duplicate ids, the tree. Used by parse and parse_appended."""
     forked: Item | None = None
@@ -210,7 +139,7 @@ def _assemble(
     return parsed
 
 
-def _settle_duplicates(records: list[_Record], global_notices: list[Notice]) -> tuple[list[_Record], list[int]]:
+def _settle_duplicates(records: list[Record], global_notices: list[Notice]) -> tuple[list[Record], list[int]]:
     """Rule 3: where an id repeats, the later entry wins, as in Pi's byId index (session-manager.js 694).
 
     Returns the winners in file order and the lines of the superseded records; appends one global
@@ -219,7 +148,7 @@ def _settle_duplicates(records: list[_Record], global_notices: list[Notice]) -> 
     last: dict[str, int] = {}
     for position, record in enumerate(records):
         last[record.raw_id] = position
-    winners: list[_Record] = []
+    winners: list[Record] = []
     superseded: list[int] = []
     for position, record in enumerate(records):
         if last[record.raw_id] == position:
@@ -241,7 +170,7 @@ def _settle_duplicates(records: list[_Record], global_notices: list[Notice]) -> 
 
 def _build(
     header: Header,
-    winners: list[_Record],
+    winners: list[Record],
     unreadable: Runs,
     line_notices: LineNotices,
     global_notices: list[Notice],
@@ -267,20 +196,20 @@ def _build(
         ids,
         [record.raw_id for record in winners],
         [record.line for record in winners],
-        [record.obj for record in winners],
+        winners,
         pre,
         line_notices,
         own,
     )
     forest.names = name
     branches = _branches(forest, roots, first_child, count)
-    wanted = {pid for i, r in enumerate(winners) if gap[i] and isinstance(pid := r.obj.get("parentId"), str)}
+    wanted = {pid for i, r in enumerate(winners) if gap[i] and isinstance(pid := r.pid, str)}
     kept = _State(header, [], unreadable, forest, index, safe, count, first_child, wanted)
     return _result(header, forest, branches, global_notices, unreadable, superseded, incomplete, line_count,
                    kept), kept
 
 
-def _link_parents(winners: list[_Record], index: dict[str, int]) -> tuple[list[int], list[bool]]:
+def _link_parents(winners: list[Record], index: dict[str, int]) -> tuple[list[int], list[bool]]:
     """Rules 2 and 7: each entry's parent index, and whether its parent is missing (a gap).
 
     A parentId that is null or absent makes a root (FACTS.md loader quirk 4: the real binary writes the
@@ -291,7 +220,7 @@ def _link_parents(winners: list[_Record], index: dict[str, int]) -> tuple[list[i
     parent = [-1] * n
     gap = [False] * n
     for i, record in enumerate(winners):
-        pid = record.obj.get("parentId")
+        pid = record.pid
         if pid is None:
             continue
         j = index.get(pid) if isinstance(pid, str) else None
@@ -350,7 +279,7 @@ def _first_children(parent: list[int]) -> tuple[list[int], list[list[int]], list
 
 
 def _in_place_notices(
-    winners: list[_Record],
+    winners: list[Record],
     safe: list[str],
     ids: list[str],
     gap: list[bool],
@@ -381,7 +310,7 @@ def _in_place_notices(
                 ids[i],
                 lines,
             )
-        own[i] = (pre[i] is not None) + shows(record.obj)
+        own[i] = (pre[i] is not None) + record.shows
     return pre, own
 
 
@@ -472,8 +401,8 @@ def _result(
     )
 
 
-def _gap_notice(record: _Record, safe: str, nsid: str, unreadable: Runs) -> Item:
-    pid = record.obj.get("parentId")
+def _gap_notice(record: Record, safe: str, nsid: str, unreadable: Runs) -> Item:
+    pid = record.pid
     line = record.line
     run = unreadable.run_ending_at(line - 1)
     # The lines listed are the LINES_CAP nearest the orphan; the message states the whole run.
@@ -576,9 +505,9 @@ def parse_appended(previous: Parsed, appended: bytes) -> Parsed:
     appended = bytes(appended)
     cut = appended.rfind(b"\n") + 1
     incomplete = cut < len(appended)
-    new_records: list[_Record] = []
+    new_records: list[Record] = []
     new_unreadable = Runs()
-    line_count = _decode_lines(appended, 0, cut, previous.line_count + 1, new_records, new_unreadable) - 1
+    line_count = decode_lines(appended, 0, cut, previous.line_count + 1, new_records, new_unreadable) - 1
     unreadable = state.unreadable.copy()
     unreadable.extend(new_unreadable)
     # A trailing run that grows changes its notice, an earlier item: rebuild (extends_previous False).
@@ -593,7 +522,7 @@ def parse_appended(previous: Parsed, appended: bytes) -> Parsed:
 def _extend(
     previous: Parsed,
     state: _State,
-    new_records: list[_Record],
+    new_records: list[Record],
     new_unreadable: Runs,
     unreadable: Runs,
     incomplete: bool,
@@ -627,7 +556,7 @@ class _Growing:
     ids: list[str]
     raw_ids: list[str]
     lines: list[int]
-    objs: list[dict[str, Any]]
+    recs: list[Record]
     pre: list[Item | None]
     own: list[int]
     names: list[str]
@@ -649,7 +578,7 @@ class _Growing:
             ids=list(old.ids),
             raw_ids=list(old.raw_ids),
             lines=list(old.lines),
-            objs=list(old.objs),
+            recs=list(old.recs),
             pre=list(old.pre),
             own=list(old.own),
             names=list(old.names),
@@ -661,12 +590,12 @@ class _Growing:
             added={},
         )
 
-    def place(self, record: _Record, unreadable: Runs) -> bool:
+    def place(self, record: Record, unreadable: Runs) -> bool:
         """Place one appended record as `_build` would (rules 5 and 7), or return False, having placed
         nothing, when it could change earlier items: a duplicate id (rule 3), a late parent (an id an
         earlier entry named as its missing parent, rule 7) or a self-parent (a loop, rule 8)."""
         rid = record.raw_id
-        pid = record.obj.get("parentId")
+        pid = record.pid
         if rid in self.index or rid in self.wanted or pid == rid:
             return False  # a duplicate id, a late parent or a self-parent: earlier items may change
         i = len(self.ids)
@@ -676,7 +605,7 @@ class _Growing:
         self.ids.append(nsid)
         self.raw_ids.append(rid)
         self.lines.append(record.line)
-        self.objs.append(record.obj)
+        self.recs.append(record)
         self.safe.append(s)
         self.first_child.append(-1)
         p = -1
@@ -691,7 +620,7 @@ class _Growing:
                 p = j
         self.parent.append(p)
         self.pre.append(item)
-        self.own.append((item is not None) + shows(record.obj))
+        self.own.append((item is not None) + record.shows)
         self.count.append(self.own[i] + (self.count[p] if p != -1 else 0))
         if p != -1 and self.first_child[p] == -1:
             # The earliest child continues its parent's branch (rule 5), which now ends here.
@@ -710,7 +639,7 @@ def _grown(
     previous: Parsed,
     state: _State,
     growing: _Growing,
-    new_records: list[_Record],
+    new_records: list[Record],
     new_unreadable: Runs,
     unreadable: Runs,
     incomplete: bool,
@@ -721,7 +650,7 @@ def _grown(
     g = growing
     old = state.forest
     line_notices = LineNotices(old.line_notices.head, unreadable)
-    forest = Forest(g.parent, g.ids, g.raw_ids, g.lines, g.objs, g.pre, line_notices, g.own)
+    forest = Forest(g.parent, g.ids, g.raw_ids, g.lines, g.recs, g.pre, line_notices, g.own)
     forest.names = g.names
     forest.keep_rendered(old)
     n_line = len(line_notices)
@@ -735,6 +664,11 @@ def _grown(
         old_path = branch.__dict__.get("_path")
         if old_path is not None:
             branches[name].__dict__["_path"] = old_path + g.added.get(name, [])
+            # Where the old branch's slices stopped holds here too: its items, path and line notices are the
+            # start of this branch's, and every appended line notice and entry comes after them in the file.
+            marks = branch.__dict__.get("_marks")
+            if marks:
+                branches[name].__dict__["_marks"] = dict(marks)
     grown = _State(state.header, state.records + new_records, unreadable, forest, g.index, g.safe, g.count,
                    g.first_child, g.wanted)
     n = len(g.ids)

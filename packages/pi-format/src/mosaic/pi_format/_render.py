@@ -125,9 +125,13 @@ def notice_item(
 
 def shows(obj: dict[str, Any]) -> bool:
     """Whether an entry yields an item (its own, or a notice standing for it); `render_entry` agrees."""
-    etype = obj.get("type")
+    return shows_type(obj.get("type"), obj.get("display"))
+
+
+def shows_type(etype: object, display: object) -> bool:
+    """`shows` from the entry's `type` and `display` values alone (what the line index decodes)."""
     if etype == "custom_message":
-        return obj.get("display") is True
+        return display is True
     return not (isinstance(etype, str) and etype in HIDDEN_TYPES)
 
 

@@ -64,8 +64,14 @@ class Runs(Sequence[int]):
 
     def extend(self, other: Runs) -> None:
         """Add the lines of `other` (all after every line here)."""
-        for first, count, reason in zip(other._first, other._count, other._reason, strict=True):
-            self.add_many(first, count, reason)
+        for first, count, reasons in zip(other._first, other._count, other._reason, strict=True):
+            # A run that joins the last one here adds each of its reasons once, in order (as `add` would
+            # have, line by line): never its joined list as one reason.
+            head, *rest = reasons.split("; ")
+            self.add_many(first, count, head)
+            for reason in rest:
+                if reason not in self._reason[-1]:
+                    self._reason[-1] = f"{self._reason[-1]}; {reason}"
 
     @property
     def run_count(self) -> int:

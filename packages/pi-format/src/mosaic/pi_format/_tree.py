@@ -13,8 +13,8 @@ The caches are filled idempotently, so concurrent readers at worst render an ent
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
+from ._lines import Record
 from ._model import Entry, Item
 from ._render import render_entry
 from ._runs import LineNotices
@@ -23,7 +23,7 @@ from ._runs import LineNotices
 class Forest:
     """Winning entries in file order: parent links, raw objects, in-place notices, rendered segments."""
 
-    __slots__ = ("parent", "ids", "raw_ids", "lines", "objs", "pre", "line_notices", "names", "own", "_items",
+    __slots__ = ("parent", "ids", "raw_ids", "lines", "recs", "pre", "line_notices", "names", "own", "_items",
                  "_rendered", "_segments")
 
     def __init__(
@@ -32,7 +32,7 @@ class Forest:
         ids: Sequence[str],
         raw_ids: Sequence[str],
         lines: Sequence[int],
-        objs: Sequence[dict[str, Any]],
+        recs: Sequence[Record],
         pre: Sequence[Item | None],
         line_notices: LineNotices,
         own: Sequence[int],
@@ -41,7 +41,7 @@ class Forest:
         self.ids = ids
         self.raw_ids = raw_ids
         self.lines = lines
-        self.objs = objs
+        self.recs = recs  # each entry's line record: where its bytes are, and its value when kept
         self.pre = pre  # the gap or loop notice that stands before entry i, if any
         self.line_notices = line_notices
         self.names: Sequence[str] = ()  # branch name of each entry, set once names are known
@@ -64,7 +64,8 @@ class Forest:
     def item(self, i: int) -> Item | None:
         """Entry i's item (or the notice standing for it), None when hidden. Rendered once."""
         if not self._rendered[i]:
-            self._items[i] = render_entry(self.objs[i], self.raw_ids[i], self.lines[i])
+            # The entry's line is decoded in full only now (README, "Complexity"), and not kept.
+            self._items[i] = render_entry(self.recs[i].value(), self.raw_ids[i], self.lines[i])
             self._rendered[i] = 1
         return self._items[i]
 
@@ -110,48 +111,76 @@ class Forest:
         out.extend(notices[k:])
         return tuple(out)
 
-    def branch_slice(self, path: Sequence[int], start: int, stop: int) -> tuple[Item, ...]:
+    def branch_slice(self, path: Sequence[int], start: int, stop: int,
+                     marks: dict[int, tuple[int, int, int]] | None = None) -> tuple[Item, ...]:
         """`branch_items(leaf)[start:stop]` for the path of `leaf`, rendering only the entries in the slice.
 
         Same merge as `branch_items`: every item of entry i's segment sits at line `lines[i]`, so a line
         notice goes before entry i's segment exactly when its line is smaller. Entries before `start` are
-        counted with `own`, never rendered. O(depth + line notices) plus the rendering of the slice.
+        counted with `own`, never rendered.
+
+        `marks` (one dict per branch, kept by the caller) maps an item position to where the merge stands
+        there: (index in `path`, items of that entry's segment already taken, line notices taken). Each
+        slice records where it stopped, and a slice that starts at a recorded position resumes there, so
+        paging through a branch costs O(the page) at its end as at its start (issue 13). Without a mark the
+        slice walks from the root: O(depth + line notices). The marks are filled idempotently (threads at
+        worst record the same mark twice).
         """
+        if stop <= start:
+            return ()
         notices = self.line_notices
         own = self.own
         lines = self.lines
         m = len(notices)
-        k = 0
-        pos = 0
+        n = len(path)
+        j = off = k = pos = 0
+        if marks is not None:
+            mark = marks.get(start)
+            if mark is not None:
+                j, off, k = mark
+                pos = start
         out: list[Item] = []
-        if stop <= start:
-            return ()
-        for i in path:
+        while j < n:
+            i = path[j]
             c = own[i]
             if not c:
+                j += 1
                 continue
-            line = lines[i]
-            while k < m and notices.line(k) < line:
+            if not off:
+                line = lines[i]
+                while k < m and notices.line(k) < line:
+                    if pos >= start:
+                        out.append(notices[k])
+                    pos += 1
+                    k += 1
+                    if pos >= stop:
+                        return self._stop(out, marks, pos, (j, 0, k))
+                if pos + c <= start:
+                    pos += c
+                    j += 1
+                    continue
+            segment = self.segment(i)
+            while off < c:
                 if pos >= start:
-                    out.append(notices[k])
+                    out.append(segment[off])
                 pos += 1
-                k += 1
+                off += 1
                 if pos >= stop:
-                    return tuple(out)
-            if pos + c <= start:
-                pos += c
-                continue
-            for item in self.segment(i):
-                if pos >= start:
-                    out.append(item)
-                pos += 1
-                if pos >= stop:
-                    return tuple(out)
+                    return self._stop(out, marks, pos, (j + 1, 0, k) if off == c else (j, off, k))
+            j += 1
+            off = 0
         while k < m and pos < stop:
             if pos >= start:
                 out.append(notices[k])
             pos += 1
             k += 1
+        return self._stop(out, marks, pos, (n, 0, k))
+
+    @staticmethod
+    def _stop(out: list[Item], marks: dict[int, tuple[int, int, int]] | None, pos: int,
+              mark: tuple[int, int, int]) -> tuple[Item, ...]:
+        if marks is not None:
+            marks[pos] = mark
         return tuple(out)
 
 
@@ -175,7 +204,7 @@ class EntryMap(Mapping[str, Entry]):
         entry = self._cache.get(i)
         if entry is None:
             f = self._forest
-            obj = f.objs[i]
+            obj = f.recs[i].value()
             etype = obj.get("type")
             timestamp = obj.get("timestamp")
             p = f.parent[i]
