@@ -183,6 +183,27 @@ def test_H19_a_broken_write_is_delivery_unknown_the_pipe_is_poisoned_nothing_mor
     assert h.effect("claim-uncertain")
 
 
+def test_H19_an_ack_read_after_the_pipe_was_poisoned_ends_outcome_unknown_and_writes_nothing() -> None:
+    """The slot's prompt is written; an interrupt's clear_queue waits in the outbox past its bound, so the
+    pipe is poisoned; then Pi's ack of the prompt is read. Nothing may be written (no get_state probe):
+    the receipt ends delivery-unknown (transport-unknown) and the core goes on (the random-interleavings
+    test found this raising LinkPoisoned out of the core)."""
+    h = Harness()
+    h.controller("a")
+    h.prompt("a", "hello")
+    assert h.written_types()[-1] == "prompt"
+    h.auto_flush = False  # the pipe takes nothing more
+    assert isinstance(interrupt(h, "a"), dict)
+    h.advance(h.core.bounds.clear + 1)
+    assert h.core.link.poisoned is not None and h.core.binding_state == "uncertain"
+    written = bytes(h.engine_bytes)
+    h.respond("prompt")
+    receipt = h.receipt()
+    assert receipt["state"] == "delivery-unknown" and receipt["reason"] == "transport-unknown"
+    assert h.core.slot is None and h.core.link.next_write() is None and bytes(h.engine_bytes) == written
+    refused(h.prompt("a", "again"), "fenced")
+
+
 # ---------------------------------------------------------------------------------------------- K9, K5
 
 def test_K9_an_interrupt_that_never_settles_stays_uncertain_takeover_refused_force_stop_available() -> None:

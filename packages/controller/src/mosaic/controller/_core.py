@@ -718,6 +718,13 @@ class ControllerCore:
             return
         request.move("acknowledged", self._now)
         self._record(request.receipt_record())
+        if self.link.poisoned is not None:
+            # The pipe was poisoned before this ack was read (H19: a command stuck in the outbox past its
+            # bound): nothing is written again, so whether a run starts can never be asked. The receipt
+            # ends outcome unknown, never "unsent" (found by the random-interleavings test).
+            request.move("delivery-unknown", self._now, reason="transport-unknown")
+            self._release_slot()
+            return
         # Is there a run? Ask with a get_state written after the ack was read (FACTS a5: only such a
         # get_state is evidence; the link enforces it in prompt_state).
         slot.probe = self.link.send({"type": "get_state"}, now=self._now, bound=self.bounds.probe)
