@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +228,10 @@ def receipts_of(seat: Seat, request_id: str | None) -> list[str]:
 # ------------------------------------------------------------------------------------------- the steps
 
 
-async def run_demo(stage: Stage, facts: dict[str, Any]) -> None:
+@contextlib.contextmanager
+def world(stage: Stage) -> Iterator[tuple[Callable[..., Controller], FixtureTree, Credentials]]:
+    """The pinned Pi checked, the engine uid, the cohort route, the scripted model on loopback and a fixture
+    tree; yields a maker of controllers over them (`eligibility` for the recovered launch)."""
     pi_dir = os.environ.get("MOSAIC_PI_DIR") or str(REPO / ".cache" / "pi")
     refusal = check_pin(Path(pi_dir))
     if refusal is not None:
@@ -250,6 +253,11 @@ async def run_demo(stage: Stage, facts: dict[str, Any]) -> None:
                 EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
                 launcher, verifier=FixtureVerifier(), manager=manager, stop_grace=2.0, eligibility=eligibility)
 
+        yield controller, tree, engine
+
+
+async def run_demo(stage: Stage, facts: dict[str, Any]) -> None:
+    with world(stage) as (controller, tree, engine):
         first = controller()
         await first.start()
         assert first.execution is not None and first.execution.ref is not None
@@ -414,25 +422,12 @@ def step_6(tree: FixtureTree, facts: dict[str, Any]) -> None:
 
 
 async def interactive(stage: Stage) -> None:
-    pi_dir = os.environ.get("MOSAIC_PI_DIR") or str(REPO / ".cache" / "pi")
-    refusal = check_pin(Path(pi_dir))
-    if refusal is not None:
-        raise SystemExit(f"demo: the Pi install in {pi_dir} does not match the pin: {refusal}")
-    engine = engine_credentials()
-    launcher, manager, how = stage.launcher(engine)
-    with ModelServer() as model:
-        tree = FixtureTree(stage.scratch / "fx")
-        tree.make((engine.uid, engine.gid), model_url=model.base_url)
-        tree.root.chmod(0o755)
-        installed = readable_install(pi_dir, str(stage.scratch))
-        ctl = Controller(Placement(**tree.placement(stage.socket_dir())),
-                         EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov",
-                                    model="fake-model-1"),
-                         launcher, verifier=FixtureVerifier(), manager=manager, stop_grace=2.0)
+    with world(stage) as (controller, _tree, _engine):
+        ctl = controller()
         await ctl.start()
         assert ctl.execution is not None and ctl.execution.ref is not None
         stage.refs.append(ctl.execution.ref)
-        say(f"cohort route: {how}\ncontroller socket: {ctl.socket_path}\n"
+        say(f"controller socket: {ctl.socket_path}\n"
             "the scripted model answers TOOLCALL (a bash tool call), SLOW (a long stream to interrupt), "
             "THINK (thinking, then text) and anything else with a greeting.\nstarting mosaic-terminal…")
         try:
