@@ -63,7 +63,6 @@ import asyncio
 import contextlib
 import json
 import os
-import resource
 import socket
 import statistics
 import subprocess
@@ -72,46 +71,19 @@ import tempfile
 import threading
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
+
+import bench_server  # this directory (a script's own): its roles, raise_nofile, rss_kib, pct, Proc
+from bench_server import pct, raise_nofile, rss_kib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STUB = os.path.join(HERE, "stub_engine.py")
-LOAD = os.path.join(HERE, "bench_server.py")  # its --role load: the load shapes of the server benchmark
 TERMINAL = ("finished", "failed", "delivery-unknown")
 MAX_OUTBOX = 4 * 1024 * 1024  # ServerLimits.max_outbox_bytes default (checked in the controller role)
 WAIT = 120.0
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def raise_nofile() -> int:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY:
-        hard = 1 << 20
-    if soft < hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-        except (ValueError, OSError):
-            pass
-    return soft
-
-
-def rss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 def stub_argv(stamps: str) -> list[str]:
@@ -330,11 +302,12 @@ def role_relay(path: str, stamps: str) -> None:
 # ------------------------------------------------------------------------------------------- processes
 
 
-class Proc:
-    """A child process speaking lines on stdin/stdout; killed and reaped by its recorded pid."""
+class Proc(bench_server.Proc):
+    """A role's process (bench_server's line protocol), with the stub engine it spawned and `stats`;
+    killed and reaped by its recorded pid."""
 
     def __init__(self, argv: list[str]) -> None:
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        super().__init__(argv)
         self.child: int | None = None  # the stub engine a role spawned
 
     def wait_ready(self) -> None:
@@ -345,12 +318,6 @@ class Proc:
         if len(line) > 1:
             self.child = int(line[1])
 
-    def wait_line(self, expected: str) -> None:
-        assert self.p.stdout is not None
-        line = self.p.stdout.readline().strip()
-        if line != expected:
-            raise RuntimeError(f"{expected!r} expected from {self.p.args!r}, got {line!r}")
-
     def ask(self) -> dict[str, Any]:
         assert self.p.stdin is not None and self.p.stdout is not None
         self.p.stdin.write("stats\n")
@@ -358,17 +325,8 @@ class Proc:
         result: dict[str, Any] = json.loads(self.p.stdout.readline())
         return result
 
-    def stop(self) -> dict[str, Any]:
-        assert self.p.stdin is not None and self.p.stdout is not None
-        self.p.stdin.close()
-        rest = self.p.stdout.read().strip().splitlines()
-        self.p.wait(timeout=60)
-        return json.loads(rest[-1]) if rest and rest[-1].startswith("{") else {}
-
     def kill(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        super().kill()
         child = self.child
         if child is not None:
             # The stub exits at EOF on stdin once its parent is gone; kill it by its pid if it is still the
@@ -503,9 +461,9 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, paths: dict[str, st
             r += 1
         idle_s = time.monotonic() - t_idle
 
-        load = Proc([sys.executable, LOAD, "--role", "load", "--socket", paths["ctl"], "--idle", str(args.idle),
-                     "--burst", "0", "--slowloris", str(args.slowloris), "--hangups-per-second",
-                     str(args.hangups_per_second)])
+        load = Proc(bench_server.role("load", "--socket", paths["ctl"], "--idle", str(args.idle), "--burst", "0",
+                                      "--slowloris", str(args.slowloris), "--hangups-per-second",
+                                      str(args.hangups_per_second)))  # the server benchmark's load shapes
         try:
             t_load = time.monotonic()
             load.wait_line("loaded")

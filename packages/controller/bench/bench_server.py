@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any
 
 PROMPT = {"incarnation": "bench", "generation": 1, "clientRequestId": "r", "text": "hello, engine"}
@@ -62,10 +63,14 @@ def raise_nofile() -> int:
 
 
 def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+    """The process's resident set in KiB; -1 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     return -1
 
 
@@ -263,15 +268,16 @@ def measure(path: str, n: int) -> list[float]:
     return out
 
 
-def pct(values: list[float], q: float) -> float:
+def pct(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 class Proc:
-    def __init__(self, *args: str) -> None:
-        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
+    """A child process speaking lines on stdin/stdout (`role` makes the argv of one of this file's roles)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.p.stdout is not None
 
     def wait_line(self, expected: str) -> None:
@@ -291,6 +297,11 @@ class Proc:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+
+
+def role(*args: str) -> list[str]:
+    """The argv that runs one of this file's roles."""
+    return [sys.executable, os.path.abspath(__file__), "--role", *args]
 
 
 def main() -> None:
@@ -333,9 +344,9 @@ def main() -> None:
     results: dict[str, list[float]] = {"floor idle": [], "server idle": [], "floor loaded": [],
                                        "server loaded": []}
     try:
-        server = Proc("--role", "server", "--socket", sock_path)
+        server = Proc(role("server", "--socket", sock_path))
         procs.append(server)
-        echo = Proc("--role", "echo", "--socket", echo_path)
+        echo = Proc(role("echo", "--socket", echo_path))
         procs.append(echo)
         server.wait_line("ready")
         echo.wait_line("ready")
@@ -349,9 +360,8 @@ def main() -> None:
             results["server idle"] += measure(sock_path, args.requests)
             rounds += 1
 
-        load = Proc("--role", "load", "--socket", sock_path, "--idle", str(args.idle), "--burst",
-                    str(args.burst), "--slowloris", str(args.slowloris), "--hangups-per-second",
-                    str(args.hangups_per_second))
+        load = Proc(role("load", "--socket", sock_path, "--idle", str(args.idle), "--burst", str(args.burst),
+                         "--slowloris", str(args.slowloris), "--hangups-per-second", str(args.hangups_per_second)))
         procs.append(load)
         t_load = time.monotonic()
         load.wait_line("loaded")
