@@ -40,7 +40,14 @@ from mosaic.pi_rpc.testing import (
 
 from ._core import Bounds, ControllerCore, CoreConfig, new_incarnation
 from ._drift import DriftConfig
-from ._runtime import ControllerRuntime, EffectHandler, SessionFileReader, history_reader, no_cohort_effects
+from ._runtime import (
+    ControllerRuntime,
+    EffectHandler,
+    PageReader,
+    SessionFileReader,
+    history_reader,
+    no_cohort_effects,
+)
 from ._server import ServerLimits
 
 __all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",
@@ -326,6 +333,31 @@ async def _first_drift_check(runtime: ControllerRuntime) -> None:
 
 
 @contextlib.asynccontextmanager
+async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link: EngineLink, link_core: LinkCore, *,
+                 execution: str, bounds: Bounds, incarnation: str | None = None, limits: ServerLimits | None = None,
+                 effects: EffectHandler = no_cohort_effects) -> AsyncIterator[FakeRig]:
+    """A core over `link`'s engine, its runtime on a private socket, handed over once the takeover drift
+    check ended; the runtime and the session reader are closed afterwards (the link is the caller's)."""
+    drift = DriftConfig(session_id=await engine_session_id(link))
+    core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
+                                     incarnation=incarnation or new_incarnation(), bounds=bounds, drift=drift),
+                          now=time.time(), link=link_core)
+    reader = session_reader(setup.cwd, setup.session)
+    try:
+        with private_socket_dir() as sockets:
+            runtime = ControllerRuntime(core, link, os.path.join(sockets, "controller.sock"), page_reader=page_reader,
+                                        session_reader=reader, effects=effects, limits=limits)
+            await runtime.start()
+            try:
+                await _first_drift_check(runtime)
+                yield FakeRig(runtime, runtime.socket_path, setup, cid)
+            finally:
+                await runtime.aclose()
+    finally:
+        reader.close()
+
+
+@contextlib.asynccontextmanager
 async def fake_controller(
     root: Path,
     *,
@@ -342,33 +374,18 @@ async def fake_controller(
     setup = prepare_fake_engine(root, seed=seed, **options)
     bounds = bounds or Bounds()
     link: EngineLink | None = None
-    runtime: ControllerRuntime | None = None
-    reader: SessionFileReader | None = None
     try:
         cid, page_reader = history_reader(setup.cwd, setup.session, seat=SEAT)
         link_core = LinkCore(default_bound=bounds.command)
         link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd), core=link_core, clock=time.time)
         assert setup.ctl is not None
         await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
-        drift = DriftConfig(session_id=await engine_session_id(link))
-        core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
-                                         incarnation=incarnation or new_incarnation(), bounds=bounds, drift=drift),
-                              now=time.time(), link=link_core)
-        reader = session_reader(setup.cwd, setup.session)
-        with private_socket_dir() as sockets:
-            runtime = ControllerRuntime(core, link, os.path.join(sockets, "controller.sock"), page_reader=page_reader,
-                                        session_reader=reader, effects=effects, limits=limits)
-            await runtime.start()
-            try:
-                await _first_drift_check(runtime)
-                yield FakeRig(runtime, runtime.socket_path, setup, cid)
-            finally:
-                await runtime.aclose()
+        async with _serve(setup, cid, page_reader, link, link_core, execution=execution, incarnation=incarnation,
+                          bounds=bounds, limits=limits, effects=effects) as rig:
+            yield rig
     finally:
         if link is not None:
             await link.aclose()  # kills and reaps the engine it spawned
-        if reader is not None:
-            reader.close()
         setup.close()
 
 
@@ -395,23 +412,9 @@ async def real_controller(
     bounds = bounds or Bounds()
     link_core = LinkCore(default_bound=bounds.command)
     link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=link_core, clock=time.time)
-    reader: SessionFileReader | None = None
     try:
-        drift = DriftConfig(session_id=await engine_session_id(link))
-        core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
-                                         incarnation=new_incarnation(), bounds=bounds, drift=drift),
-                              now=time.time(), link=link_core)
-        reader = session_reader(proj, session)
-        with private_socket_dir() as sockets:
-            runtime = ControllerRuntime(core, link, os.path.join(sockets, "controller.sock"), page_reader=page_reader,
-                                        session_reader=reader, effects=effects)
-            await runtime.start()
-            try:
-                await _first_drift_check(runtime)
-                yield FakeRig(runtime, runtime.socket_path, setup, cid)
-            finally:
-                await runtime.aclose()
+        async with _serve(setup, cid, page_reader, link, link_core, execution=execution, bounds=bounds,
+                          effects=effects) as rig:
+            yield rig
     finally:
         await link.aclose()
-        if reader is not None:
-            reader.close()
