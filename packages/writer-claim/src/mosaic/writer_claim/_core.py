@@ -598,12 +598,8 @@ def adopt_refusal(pair: PairObservation, claim_id: str, me: HostIdentity) -> Cla
     held, in one state, and no other claim or unreadable head on the pair: anything else is what restart
     classification resolves first.
     """
-    foreign = _foreign(pair, me)
-    if foreign is not None:
-        return refusal_for(pair, me)
-    for o in pair.keys():
-        if isinstance(o.head, Unreadable):
-            return refusal_for(pair, me)
+    if _foreign(pair, me) is not None or any(isinstance(o.head, Unreadable) for o in pair.keys()):
+        return refusal_for(pair, me)  # foreign-host or unsafe-replacement, as for a new claim
     mine = [o for o in pair.keys() if o.revision is not None and o.revision.claim_id == claim_id]
     others = pair.holders - {claim_id}
     if others:
@@ -637,12 +633,8 @@ def take_over_refusal(pair: PairObservation, claim_id: str, eligibility_id: str,
     marker) refuses eligibility (K17). The owner's liveness is not asked: the recovering controller that
     reserved the claim may well be alive.
     """
-    foreign = _foreign(pair, me)
-    if foreign is not None:
-        return refusal_for(pair, me)
-    for o in pair.keys():
-        if isinstance(o.head, Unreadable):
-            return refusal_for(pair, me)
+    if _foreign(pair, me) is not None or any(isinstance(o.head, Unreadable) for o in pair.keys()):
+        return refusal_for(pair, me)  # foreign-host or unsafe-replacement, as for a new claim
     if any(o.revision is not None and o.revision.host.boot_id != me.boot_id for o in pair.keys()):
         return ClaimRefusal(
             "unsafe-replacement", "a head of the pair was recorded on another boot; restart classification "
