@@ -29,6 +29,7 @@ from mosaic.writer_claim import (
     Barrier,
     BarrierHook,
     Binding,
+    Claim,
     ClaimStore,
     Owner,
     Pins,
@@ -206,6 +207,12 @@ def run_lifecycle(store: ClaimStore, ack: Callable[[str, str], None], *, seat: S
     stopped) -> release."""
     c = store.acquire(seat, session, BINDING)
     ack(c.claim_id, "acquire")
+    return _run_from_spawn(c, store, ack, tag)
+
+
+def _run_from_spawn(c: Claim, store: ClaimStore, ack: Callable[[str, str], None], tag: str) -> str:
+    """spawn marker -> (spawn) -> active with the cohort reference -> stopping -> (cohort stopped) ->
+    release, acknowledging each step."""
     c.mark_spawn()
     ack(c.claim_id, "spawn-marker")
     ack(c.claim_id, "spawned")
@@ -230,18 +237,7 @@ def run_recovery(reserver: ClaimStore, launcher: ClaimStore, ack: Callable[[str,
     ack(reserved.claim_id, "acquire")
     c = launcher.take_over(seat, session, reserved.claim_id, eligibility=eligibility)
     ack(c.claim_id, "take-over")
-    c.mark_spawn()
-    ack(c.claim_id, "spawn-marker")
-    ack(c.claim_id, "spawned")
-    c.activate(invocation_id=f"inv-{tag}", engine=ENGINE,
-               cohort=cohort_ref(c.claim_id, launcher.host, f"inv-{tag}"))
-    ack(c.claim_id, "active")
-    c.begin_stop(f"stop-{tag}", confirmation=f"conf-{tag}", phase="kill")
-    ack(c.claim_id, "stopping")
-    ack(c.claim_id, "cohort-stopped")
-    c.release(cohort_proof(f"stop-{tag}"))
-    ack(c.claim_id, "released")
-    return c.claim_id
+    return _run_from_spawn(c, launcher, ack, tag)
 
 
 def acked_steps(acks: list[Ack]) -> dict[str, set[str]]:
