@@ -12,7 +12,7 @@ constant of each block type).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
@@ -23,6 +23,7 @@ import msgspec
 from ._refusal import FormatRefusal as FormatRefusal
 
 if TYPE_CHECKING:
+    from ._runs import Runs
     from ._tree import Forest
 
 #: A JSON value as json.loads returns it (strings may hold lone surrogates from \\udXXX escapes).
@@ -308,9 +309,9 @@ class Parsed:
     default_branch: str
     default_leaf: str | None
     notices: tuple[Notice, ...]
-    #: Every unreadable line, in order. A compact sequence (runs of consecutive lines, see `unreadable_runs`)
-    #: that equals the tuple of those lines.
-    unreadable_lines: Sequence[int]
+    #: Every unreadable line, in order. A compact `Sequence[int]` (runs of consecutive lines, see
+    #: `unreadable_runs`) that equals the tuple of those lines; the parser always makes it.
+    unreadable_lines: Runs
     superseded_lines: tuple[int, ...]
     forked_from_earlier_session: bool
     incomplete: bool
@@ -325,23 +326,9 @@ class Parsed:
 
     def unreadable_run_count(self) -> int:
         """How many runs `unreadable_runs` yields (how many malformed-line notices a branch holds)."""
-        count = getattr(self.unreadable_lines, "run_count", None)
-        return count if isinstance(count, int) else sum(1 for _ in self.unreadable_runs())
+        return self.unreadable_lines.run_count
 
     def unreadable_runs(self) -> Iterator[tuple[int, int]]:
         """(first line, count) of each run of consecutive unreadable lines, in file order: one
         malformed-line notice each."""
-        runs = getattr(self.unreadable_lines, "runs", None)
-        if callable(runs):
-            yield from runs()
-            return
-        first = count = 0
-        for line in self.unreadable_lines:
-            if count and line == first + count:
-                count += 1
-                continue
-            if count:
-                yield first, count
-            first, count = line, 1
-        if count:
-            yield first, count
+        return self.unreadable_lines.runs()
