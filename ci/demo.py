@@ -382,13 +382,12 @@ async def steps_1_to_5(first: Controller, controller: Callable[..., Controller],
         took = await c.client.takeover()
         say(f"controller 2 ({second.mode}) launched claim {second.execution.claim.claim_id} in "
             f"{second.execution.ref.unit}; [C] takeover -> generation {took['generation']}")
-        mark = 0
         outcome = await c.client.prompt("Say hello again", client_request_id="demo-5")
         assert isinstance(outcome, Admitted), outcome
         again = await c.client.wait_settled("demo-5")
         await c.until(lambda v: any(isinstance(i, LiveMessage) and i.role == "assistant" and i.ended
-                                    for i in live_items(v, mark)))
-        for line in render(live_items(c.view, mark)):
+                                    for i in live_items(v)))
+        for line in render(live_items(c.view)):
             say(line)
         say(f"[C] prompt demo-5: {again.label}")
         started = await c.client.force_stop_confirmed()
@@ -416,8 +415,9 @@ def step_6(tree: FixtureTree, facts: dict[str, Any]) -> None:
     say(opened.stdout.rstrip())
     if opened.returncode or catalogue.returncode:
         say(textwrap.indent(opened.stderr + catalogue.stderr, "  ! "))
-    users = [json.loads(x)["message"]["content"][0]["text"] for x in tree.session.read_text().splitlines()
-             if '"role":"user"' in x]
+    entries = [json.loads(x) for x in tree.session.read_text().splitlines() if x]
+    users = [e["message"]["content"][0]["text"] for e in entries
+             if e.get("type") == "message" and e["message"].get("role") == "user"]
     facts["step6"] = {"rc": [catalogue.returncode, opened.returncode], "text": opened.stdout, "users": users}
 
 
