@@ -7,7 +7,8 @@ With `eligibility` it is the launcher's call (launch under a recover's eligibili
 Run as `python controller_child.py '<json>'`. It builds a `Controller` (lifecycle) from the arguments,
 starts it, prints one JSON line `{"ready": socket_path, "claimId", "mode", "unit"}` (or `{"refused":
 {code, ...}}` and exit 3), then serves until SIGTERM. `die_at` names a launch step ("reserved",
-"spawn-marker", "launched", "active") or a stop phase as the claim records it ("term", "kill")
+"spawn-marker", "launched", "active"), a stop phase as the claim records it ("term", "kill") or
+"prompt-written" (a prompt's line wholly written to the engine, its ack not yet seen by the core: H20)
 at which it SIGKILLs itself: a controller crash at exactly that point, nothing cleaned up.
 """
 
@@ -29,6 +30,7 @@ from mosaic.cgroup_cohort import (
     UserManager,
 )
 from mosaic.controller import Bounds, Controller, EngineSpec, Hooks, Placement
+from mosaic.pi_rpc import CommandWritten
 from mosaic.safe_open import Refusal
 
 
@@ -62,6 +64,11 @@ async def main(args: dict[str, Any]) -> int:
             os.kill(os.getpid(), signal.SIGKILL)
     append = args.get("append_at")
 
+    def on_engine_events(batch: list[Any]) -> None:
+        # H20: the prompt's whole line is in the pipe; whatever the engine answered dies with this process.
+        if any(isinstance(e, CommandWritten) and e.command.type == "prompt" for e in batch):
+            hook("prompt-written")
+
     def on_step(name: str) -> None:
         if append is not None and name == append["step"]:
             # A foreign append to the session file at an exact launch step (K8: the engine then loads
@@ -74,7 +81,8 @@ async def main(args: dict[str, Any]) -> int:
         EngineSpec(env=args["engine_env"], command=tuple(args["engine_command"]), provider="fakeprov",
                    model=args.get("model", "fake-model-1"), pin_tree=args.get("pin_tree")),
         launcher, verifier=FixtureVerifier(), manager=manager, stop_grace=args.get("grace", 0.3),
-        bounds=Bounds(settle=args.get("settle", 30.0)), hooks=Hooks(on_launch_step=on_step, on_stop_phase=hook, barrier=barrier if barrier_step else None),
+        bounds=Bounds(settle=args.get("settle", 30.0)), hooks=Hooks(on_launch_step=on_step, on_stop_phase=hook, barrier=barrier if barrier_step else None,
+                                                                      on_engine_events=on_engine_events),
         evidence_path=args.get("evidence"), eligibility=args.get("eligibility"))
     try:
         if args.get("release_reservation"):

@@ -106,13 +106,13 @@ class ControllerProc:
         self.ref: CohortRef | None = None
 
     def wait_first(self) -> dict[str, Any]:
-        self.first = self._line()
+        self.first = self.next_line()
         for line in self.lines:
             if line.get("ref"):
                 self.ref = CohortRef.from_dict(line["ref"])
         return self.first
 
-    def _line(self) -> dict[str, Any]:
+    def next_line(self) -> dict[str, Any]:
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         buf = b""

@@ -10,10 +10,11 @@ import os
 from typing import Any
 
 import pytest
-from lifecycle_helpers import World, client, dead
+from lifecycle_helpers import ControllerProc, World, client, dead
 
 from mosaic.cgroup_cohort import CohortRef, proof_json_schema
 from mosaic.cgroup_cohort.testing import alive, populated
+from mosaic.controller.client import Admitted, ControllerClient, ControllerRefusal, OutcomeUnknown, Refused
 from mosaic.controller.testing import RawClient, event_is, receipt_is, stop_is
 from mosaic.safe_open import ProcessRef, current_host
 from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
@@ -129,6 +130,60 @@ def test_W6_W13_a_controller_killed_after_the_spawn_leaves_an_orphan_served_unce
     asyncio.run(main())
     seat_head, session_head = heads(world)
     assert seat_head.state is State.STOPPED and session_head.state is State.STOPPED
+
+
+def test_H20_a_prompt_written_whole_whose_ack_died_with_the_controller_is_outcome_unknown_and_never_resent(
+        world: World) -> None:
+    """H20: the prompt's line is wholly in the engine's pipe and the controller dies before its core reads the
+    ack. The restart finds an orphan (W6): uncertain, no second spawn. The client library's request is
+    outcome-unknown, never resent; its exact retry under the old token refuses stale-incarnation."""
+    text = "Say hello, H20"
+
+    async def main() -> tuple[ControllerProc, ControllerProc]:
+        first = await asyncio.to_thread(world.start, die_at="prompt-written")
+        a = await ControllerClient.connect(first.socket, ping_interval=None)
+        try:
+            await a.observe()
+            await a.takeover()
+            old_token = a.incarnation
+            outcome = await a.prompt(text, client_request_id="h20")
+            # Admitted (the reply left before the crash) or outcome-unknown (it did not): never refused.
+            assert isinstance(outcome, (Admitted, OutcomeUnknown)), outcome
+            entry = outcome.request
+            await asyncio.wait_for(a.wait_until(lambda: not a.connected), WAIT)
+            assert await asyncio.to_thread(first.next_line) == {"dying": "prompt-written"}
+            assert await asyncio.to_thread(first.died) == -9
+
+            second = await asyncio.to_thread(world.start)
+            assert second.first.get("mode") == "orphan", second.first
+            again = await asyncio.wait_for(a.reconnect(second.socket), WAIT)
+            assert again.incarnation_changed
+            binding = again.observed.binding
+            assert binding["state"] == "uncertain" and binding["admission"] == "closed", binding
+            assert str(entry.state) == "outcome-unknown" and a.pending() == [] and a.unknown() == [entry]
+            retried = await a.retry("h20")  # the library refuses to resend it: nothing is written
+            assert isinstance(retried, Refused) and retried.refusal.code == "outcome-unknown"
+            with pytest.raises(ControllerRefusal) as stale:
+                await a.request("prompt", {"incarnation": old_token, "generation": 1, "clientRequestId": "h20",
+                                           "text": text})
+            assert stale.value.code == "stale-incarnation"
+            taken = await a.acquire_recovery_control()
+            refused = await a.prompt(text, client_request_id="h20-again")
+            assert isinstance(refused, Refused) and refused.refusal.code == "fenced", (taken, refused)
+            return first, second
+        finally:
+            await a.aclose()
+
+    first, second = asyncio.run(main())
+    seat_head, _ = heads(world)
+    assert seat_head.state is State.UNCERTAIN and seat_head.claim_id == second.first["claimId"]
+    assert second.ref is not None and second.ref == first.ref  # the one cohort of this claim: no second spawn
+    assert {r.unit for r in world.refs} == {second.ref.unit}
+    # Nothing resent: the text is in the session file at most once (Pi may have run it before the crash's
+    # stdin EOF ended it), and the orphan has no engine link to write on.
+    with open(world.session, encoding="utf-8") as f:
+        users = [line for line in f if '"role":"user"' in line.replace(" ", "") and text in line]
+    assert len(users) <= 1, users
 
 
 def test_W14_a_crash_after_the_reservation_is_classified_no_unit_and_the_next_launch_goes(world: World) -> None:

@@ -37,7 +37,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ from mosaic.pi_rpc import (
     PI_VERSION,
     EngineLink,
     LinkCore,
+    LinkEvent,
     check_pin,
     sealed_engine_argv,
 )
@@ -138,13 +139,14 @@ class _Execution:
 
 @dataclass
 class Hooks:
-    """Test seams (never set in production): called at each launch step and each published stop phase,
-    so a test can SIGKILL the controller at an exact step (W13, W14, W20, K10, K11)."""
+    """Test seams (never set in production): called at each launch step, each published stop phase and
+    each batch of engine link events before the core sees it, so a test can SIGKILL the controller at an
+    exact step (W13, W14, W20, K10, K11) or between a prompt's complete write and its ack (H20)."""
 
     on_launch_step: Callable[[str], None] | None = None
     on_stop_phase: Callable[[str], None] | None = None
     barrier: BarrierHook | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    on_engine_events: Callable[[list[LinkEvent]], None] | None = None
 
 
 class Controller:
@@ -554,7 +556,8 @@ class Controller:
         _cid, pages = history_reader(Path(self.place.project), Path(self.place.path), seat=self.place.seat)
         self.runtime = ControllerRuntime(core, link, self.socket_path, page_reader=pages,
                                          effects=self._effect, limits=self.limits, clock=self.clock,
-                                         evidence_path=self.evidence_path, session_reader=self._session_reader)
+                                         evidence_path=self.evidence_path, session_reader=self._session_reader,
+                                         engine_hook=self.hooks.on_engine_events)
         await self.runtime.start()
 
     async def aclose(self) -> None:

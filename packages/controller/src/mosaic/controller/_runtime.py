@@ -147,6 +147,7 @@ class ControllerRuntime:
         clock: Callable[[], float] = time.time,
         evidence_path: str | None = None,
         workers: int = 2,
+        engine_hook: Callable[[list[LinkEvent]], None] | None = None,
     ) -> None:
         if link is not None and link.core is not core.link:
             raise ValueError("the engine link must run over the core's own LinkCore (EngineLink(core=core.link))")
@@ -168,6 +169,7 @@ class ControllerRuntime:
         self._closed = False
         self.internal_errors = 0
         self._waiters: list[tuple[Callable[[ControllerCore], bool], asyncio.Future[None]]] = []
+        self._engine_hook = engine_hook  # a test seam: sees each batch of link events before the core does
 
     @property
     def socket_path(self) -> str:
@@ -259,6 +261,8 @@ class ControllerRuntime:
             batch: list[LinkEvent] = [await link.next_event()]
             while link.queued_events and len(batch) < MAX_BATCH:
                 batch.append(await link.next_event())
+            if self._engine_hook is not None:
+                self._engine_hook(batch)
             self.feed(EngineEvents(execution, batch))
 
     def _set_timer(self, key: str, deadline: float) -> None:
