@@ -186,6 +186,52 @@ def test_H20_a_prompt_written_whole_whose_ack_died_with_the_controller_is_outcom
     assert len(users) <= 1, users
 
 
+def test_disconnect_settle_an_abort_ack_idle_engine_eof_and_SIGTERM_never_release_the_claim(world: World) -> None:
+    """Brief §2 "What never releases a claim": after each of these the claim is the same claim, on both keys,
+    and never stopped; only a force stop with a proof (or a boot proof) ends it."""
+    proc = world.start()
+    ref = proc.ref
+    assert ref is not None
+    claim_id = proc.first["claimId"]
+
+    def unreleased(after: str) -> None:
+        for head in heads(world):
+            assert head.claim_id == claim_id and head.state in (State.ACTIVE, State.UNCERTAIN), (after, head)
+
+    async def main() -> None:
+        c = await client(proc)
+        auth = await c.control()
+        await c.call("prompt", **auth, clientRequestId="s", text="Say hello")
+        await c.until(event_is("run-settled"), WAIT)  # agent_settled
+        await c.until(receipt_is("finished"), WAIT)
+        unreleased("agent_settled")
+        await c.call("prompt", **auth, clientRequestId="slow", text="SLOW please")
+        await c.until(receipt_is("working"), WAIT)
+        reply = await c.call("interrupt", **auth)  # R3-1: clear_queue, then abort, acked; the run settles
+        assert "result" in reply, reply
+        stop = reply["result"]["stop"]
+        ended = await c.until(lambda n: n.get("method") == "record" and n["params"].get("type") == "stop"
+                              and n["params"]["stop"] == stop["stop"] and n["params"]["state"] != "stopping", WAIT)
+        assert ended["params"]["state"] == "reconciled", ended
+        unreleased("an abort ack")
+        await c.close()  # the controlling connection goes away
+        await asyncio.sleep(1.5)  # idle, nobody connected
+        unreleased("disconnect and idle")
+        c = await client(proc)
+        await c.call("observe")
+        os.kill(ref.engine.pid, 9)  # the engine ends on its own: EOF on its stdout
+        await c.until(lambda n: n.get("method") == "record" and n["params"].get("type") == "binding"
+                      and n["params"]["state"] == "uncertain", WAIT)
+        unreleased("engine EOF")
+        await c.close()
+
+    asyncio.run(main())
+    proc.proc.terminate()  # SIGTERM: the controller stops serving and exits
+    assert proc.died() == 0
+    unreleased("SIGTERM")
+    assert os.path.isdir(world.lab.paths(ref.unit)[1])  # the cohort stays, for a force stop to prove it empty
+
+
 def test_W14_a_crash_after_the_reservation_is_classified_no_unit_and_the_next_launch_goes(world: World) -> None:
     first = world.start(die_at="reserved")
     assert first.died() == -9
