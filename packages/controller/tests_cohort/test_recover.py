@@ -10,6 +10,7 @@ import os
 import shutil
 from typing import Any
 
+import pytest
 from lifecycle_helpers import World, client
 from test_lifecycle import WAIT, force_stop, heads, keys
 
@@ -224,3 +225,90 @@ def test_K8_the_engine_loads_another_leaf_on_resume_refused_before_admission_con
     for head in (seat_head, session_head):  # claimed and contained until the force stop proved it stopped
         assert head.claim_id == record["claim_id"] and head.state is State.STOPPED
         assert head.proof.kind is ProofKind.COHORT
+
+
+
+@pytest.mark.parametrize("step", ["revalidated", "consumed", "taken-over", "spawn-marker", "launched", "active"])
+def test_the_launchers_call_killed_at_each_step_restarts_safely(world: World, step: str) -> None:
+    """Issue 11: a real launcher process SIGKILLed at each step of launching a recover's record, then the
+    launcher's call again and a plain controller on the same claim root. Before the consume the record
+    still launches; after it the record is used and the pair goes the way the claim shows: a pending
+    reservation is released with a never-spawned proof (the crash between consume and take-over), a taken
+    one with its owner gone is freed (no unit, W14), a spawn marker with no unit stays uncertain (W20), a
+    launched engine is an orphan (W13, W6). Never a second engine for the claim."""
+    _first, record = recovered(world)
+    dying = world.start(eligibility=record["id"], die_at=step)
+    assert dying.first == {"dying": step} and dying.died() == -9
+    again = world.start(eligibility=record["id"])
+    new_unit = f"cohort-{record['claim_id']}.scope"
+    if step == "revalidated":
+        assert again.first.get("mode") == "recovered", again.first
+        assert [r.unit for r in world.refs if r.unit == new_unit] == [new_unit]
+        return
+    assert again.first["refused"]["code"] == "eligibility" and "already used" in again.first["refused"]["message"]
+    plain = world.start()
+    if step == "consumed":
+        # The reservation is still pending: nobody takes the pair until it is released with a proof.
+        assert plain.first["refused"]["code"] == "already-active", plain.first
+        assert record["id"] in plain.first["refused"]["message"]
+        released = world.start(release_reservation=record["id"])
+        assert "released" in released.first, released.first
+        for head in heads(world):
+            assert head.claim_id == record["claim_id"] and head.state is State.STOPPED
+            assert head.proof.kind is ProofKind.NO_UNIT
+        plain = world.start()
+        assert plain.first.get("mode") == "new" and plain.first["claimId"] != record["claim_id"], plain.first
+    elif step == "taken-over":
+        assert plain.first.get("mode") == "new" and plain.first["claimId"] != record["claim_id"], plain.first
+        seat = ClaimStore(str(world.claims)).read_chain(keys(world)[0])
+        freed = [r for r in seat if getattr(r, "claim_id", None) == record["claim_id"]][-1]
+        assert freed.state is State.STOPPED and freed.proof.kind is ProofKind.NO_UNIT
+    elif step == "spawn-marker":
+        assert plain.first["refused"]["code"] == "unsafe-replacement", plain.first
+        assert all(h.state is State.UNCERTAIN and h.claim_id == record["claim_id"] for h in heads(world))
+    else:
+        assert plain.first.get("mode") == "orphan" and plain.first["claimId"] == record["claim_id"], plain.first
+        assert all(h.state is State.UNCERTAIN for h in heads(world))
+    # Never a second engine: the claim's one cohort is the dead launcher's (an orphan now), or there is none.
+    assert len({r for r in world.refs if r.unit == new_unit}) == (1 if step in ("launched", "active") else 0)
+
+
+@pytest.mark.parametrize("step", ["recover-reserved", "recover-recorded"])
+def test_a_controller_killed_during_recover_leaves_a_reservation_its_record_launches_or_a_proof_releases(
+        world: World, step: str) -> None:
+    """Issue 11: the controller that recovers SIGKILLed after the new reservation is published, before the
+    record is written (recover-reserved), or after (recover-recorded). The pair stays reserved for the
+    eligibility either way. With the record, the launcher's call launches it; without, the reservation is
+    released with a never-spawned proof by the eligibility ID the refusal names, and the pair is free."""
+    first = world.start(die_at=step)
+
+    async def main() -> None:
+        c = await client(first)
+        auth = await c.control()
+        await stopped(c, auth)
+        cid = await c.confirm("recover", auth)
+        await c.send("recover", incarnation=auth["incarnation"], confirmation=cid)
+        await c.close()
+
+    asyncio.run(main())
+    assert first.next_line() == {"dying": step} and first.died() == -9
+    seat_head, session_head = heads(world)
+    assert seat_head.state is State.RESERVED and seat_head.eligibility is not None
+    assert session_head.claim_id == seat_head.claim_id and not seat_head.eligibility.taken
+    eligibility = seat_head.eligibility.id
+    plain = world.start()
+    assert plain.first["refused"]["code"] == "already-active" and eligibility in plain.first["refused"]["message"]
+    if step == "recover-recorded":
+        launched = world.start(eligibility=eligibility)
+        assert launched.first.get("mode") == "recovered" and launched.first["claimId"] == seat_head.claim_id
+        return
+    assert not os.path.exists(os.path.join(records_dir(world), f"{eligibility}.json"))
+    missing = world.start(eligibility=eligibility)
+    assert missing.first["refused"]["code"] == "eligibility", missing.first
+    released = world.start(release_reservation=eligibility)
+    assert "released" in released.first, released.first
+    for head in heads(world):
+        assert head.claim_id == seat_head.claim_id and head.state is State.STOPPED
+        assert head.proof.kind is ProofKind.NO_UNIT
+    fresh = world.start()
+    assert fresh.first.get("mode") == "new", fresh.first

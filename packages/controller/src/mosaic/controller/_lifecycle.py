@@ -81,7 +81,14 @@ from mosaic.writer_claim import (
 from ._cohort import ClaimCohortProbe, boot_stop_id, cohort_proof_ref, run_force_stop
 from ._core import Bounds, ControllerCore, CoreConfig
 from ._drift import DriftConfig
-from ._eligibility import EligibilityRecord, consume_record, mint_eligibility_id, read_record, write_record
+from ._eligibility import (
+    EligibilityRecord,
+    consume_record,
+    mint_eligibility_id,
+    read_record,
+    record_state,
+    write_record,
+)
 from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
 from ._refusal import ControlRefusal
@@ -139,9 +146,10 @@ class _Execution:
 
 @dataclass
 class Hooks:
-    """Test seams (never set in production): called at each launch step, each published stop phase and
-    each batch of engine link events before the core sees it, so a test can SIGKILL the controller at an
-    exact step (W13, W14, W20, K10, K11) or between a prompt's complete write and its ack (H20)."""
+    """Test seams (never set in production): called at each launch or recover step, each published stop
+    phase and each batch of engine link events before the core sees it, so a test can SIGKILL the
+    controller at an exact step (W13, W14, W20, K10, K11, recover and the launcher's call) or between a
+    prompt's complete write and its ack (H20)."""
 
     on_launch_step: Callable[[str], None] | None = None
     on_stop_phase: Callable[[str], None] | None = None
@@ -401,15 +409,34 @@ class Controller:
     async def release_reservation(self, record_id: str) -> ProofRef:
         """The operator's way out of an eligibility that will not launch (K18: "The reservation stays until
         released with proof"): consume the record, take the reservation over and release it with the no-unit
-        reference of a claim that never spawned. Returns that reference."""
+        reference of a claim that never spawned. Returns that reference.
+
+        A reservation still pending whose record is used (a launcher crashed between its consume and its
+        take-over) or was never written (the recovering controller crashed before writing it) is released
+        the same way, by taking it over: the take-over has one winner, so a launcher still on its way to it is
+        refused and no engine is spawned."""
         loop = asyncio.get_running_loop()
         self.launcher.close()  # this path launches nothing
         self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
                                                                          barrier=self.hooks.barrier))
-        _record, claim = await loop.run_in_executor(None, lambda: self._use_record(record_id, revalidate=False))
+        claim = await loop.run_in_executor(None, lambda: self._reservation_to_release(record_id))
         proof = ProofRef.never_spawned(claim.claim_id, "eligibility released without a launch")
         await loop.run_in_executor(None, lambda: claim.release(proof))
         return proof
+
+    def _reservation_to_release(self, record_id: str) -> Claim:
+        """Blocking: the reservation pending under `record_id`, taken over. An unused record is consumed
+        first (no launcher can use it after). A used one (a launcher crashed between its consume and its
+        take-over) or a missing one (the recovering controller crashed between the reservation and the
+        record) is not needed: the pair's heads name the claim, and the take-over checks both keys."""
+        assert self.store is not None
+        if record_state(self.claim_root_real, record_id) == "unused":
+            return self._use_record(record_id, revalidate=False)[1]
+        head = self.store.observe(self.seat_key, self.session_key).seat.head
+        pending = getattr(head, "eligibility", None)
+        if pending is None or pending.id != record_id or pending.taken:
+            raise ControlRefusal("eligibility", f"no reservation is pending for eligibility {record_id}")
+        return self.store.take_over(self.seat_key, self.session_key, head.claim_id, eligibility=record_id)
 
     def _recover(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
         """The `recover` effect (brief §6 "Recover (Q15)"), run off the loop under the claim lock. The core has
@@ -446,6 +473,7 @@ class Controller:
                                      generation=generation, eligibility=record_id)
         except ClaimRefusal as refusal:
             return _refused("eligibility", f"the pair cannot be reserved: {refusal.code}: {refusal.message}")
+        self._step("recover-reserved")
         stop = payload.get("stop")
         record = EligibilityRecord(
             id=record_id, claim_id=new.claim_id, previous_claim_id=claim.claim_id,
@@ -454,6 +482,7 @@ class Controller:
             branch="main", leaf=now.leaf, generation=generation, incarnation=str(payload.get("incarnation")),
             issued_at=self.clock())
         write_record(self.claim_root_real, record)
+        self._step("recover-recorded")
         return {"eligibility": record.to_dict(), "digest": record.digest}
 
     async def _take_over_held(self, outcomes: Sequence[Outcome], refusal: ClaimRefusal | None) -> None:
@@ -467,7 +496,11 @@ class Controller:
         if Outcome.ELIGIBILITY_PENDING in outcomes:
             # A recover reserved the pair for its eligibility record: only that record's launch (or its
             # release with a proof) moves it on, whether or not the recovering controller is alive.
-            raise ClaimRefusal("already-active", "the pair is reserved for an eligibility launch")
+            head = self.store.observe(self.seat_key, self.session_key).seat.head
+            pending = getattr(head, "eligibility", None)
+            raise ClaimRefusal("already-active", f"the pair is reserved for eligibility "
+                                                 f"{getattr(pending, 'id', '?')} (claim {getattr(head, 'claim_id', '?')}):"
+                                                 f" launch with that record, or release the reservation")
         if Outcome.UNCERTAIN_SPAWN_MARKER in outcomes or Outcome.BOOT_PROOF_UNAVAILABLE in outcomes:
             # W20: a spawn marker and no unit: the engine may have run and exited; a collected scope is an
             # absent observation, not proof that every process ended. Only a boot proof frees it: nothing here
