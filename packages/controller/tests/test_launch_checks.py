@@ -1,0 +1,71 @@
+"""Pin and seal are checked before anything is claimed or spawned (issue 11, "Launch under a claim"; brief §2
+"Fields": the engine pins; pi-rpc's `engine-pin-mismatch` and `unsealed-engine`).
+
+The controller is constructed over a fixture tree in tmp_path with a launcher that fails the test if it is
+ever asked to launch; a refusal must leave the claim root empty.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mosaic.cgroup_cohort import FixtureVerifier
+from mosaic.controller import Controller, EngineSpec, Placement
+from mosaic.controller.testing import FixtureTree
+from mosaic.safe_open import Refusal
+
+FAKE = ("/usr/bin/python3", "-m", "mosaic.pi_rpc.testing.fake_engine")
+
+
+class NeverLaunch:
+    """A launcher the refused controller must never use."""
+
+    def launch(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a refused controller launched an engine")
+
+    def rediscover(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a refused controller looked for a cohort")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> FixtureTree:
+    t = FixtureTree(tmp_path / "fx")
+    t.make((os.getuid(), os.getgid()))
+    return t
+
+
+def refused(tree: FixtureTree, tmp_path: Path, spec: EngineSpec) -> Refusal:
+    with pytest.raises(Refusal) as caught:
+        Controller(Placement(**tree.placement(str(tmp_path / "sock"))), spec, NeverLaunch(),  # type: ignore[arg-type]
+                   verifier=FixtureVerifier())
+    assert os.listdir(tree.claims) == []  # nothing reserved, no spawn marker: nothing was claimed
+    return caught.value
+
+
+def test_a_pi_dir_that_is_not_the_pinned_install_is_engine_pin_mismatch_before_any_claim(
+        tree: FixtureTree, tmp_path: Path) -> None:
+    fake_install = tmp_path / "pi"
+    (fake_install / "node_modules" / "@earendil-works" / "pi-coding-agent").mkdir(parents=True)
+    (fake_install / "package.json").write_text('{"dependencies": {}}\n')
+    refusal = refused(tree, tmp_path, EngineSpec(env=tree.engine_env(), pi_dir=str(fake_install)))
+    assert refusal.code == "engine-pin-mismatch", refusal.to_dict()
+
+
+@pytest.mark.parametrize("spec", [
+    {"command": (*FAKE, "--extension", "/tmp/evil.js")},  # a pre-argument that is a Pi option
+    {"command": (*FAKE, "--no-session")},
+    {"command": FAKE, "model": "--tools"},  # a value that is not plain
+    {"command": FAKE, "provider": "@/etc/passwd"},  # an @ value (Pi's CLI file argument form)
+    {"command": FAKE, "thinking": "-x"},
+], ids=["extension", "no-session", "model-flag", "provider-at-file", "thinking-flag"])
+def test_an_engine_outside_the_seal_is_unsealed_engine_before_any_claim(
+        tree: FixtureTree, tmp_path: Path, spec: dict[str, Any]) -> None:
+    refusal = refused(tree, tmp_path, EngineSpec(env=tree.engine_env(), **spec))
+    assert refusal.code == "unsealed-engine", refusal.to_dict()
