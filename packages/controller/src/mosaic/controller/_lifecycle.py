@@ -432,9 +432,9 @@ class Controller:
         assert self.store is not None
         if record_state(self.claim_root_real, record_id) == "unused":
             return self._use_record(record_id, revalidate=False)[1]
-        head = self.store.observe(self.seat_key, self.session_key).seat.head
-        pending = getattr(head, "eligibility", None)
-        if pending is None or pending.id != record_id or pending.taken:
+        head = self.store.observe(self.seat_key, self.session_key).seat.revision
+        pending = head.eligibility if head is not None else None
+        if head is None or pending is None or pending.id != record_id or pending.taken:
             raise ControlRefusal("eligibility", f"no reservation is pending for eligibility {record_id}")
         return self.store.take_over(self.seat_key, self.session_key, head.claim_id, eligibility=record_id)
 
