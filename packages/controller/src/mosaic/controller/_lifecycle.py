@@ -32,6 +32,7 @@ leaves the engine, its cohort and its claim as they are.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import secrets
@@ -213,6 +214,7 @@ class Controller:
         # not thread-safe, and two steps racing would make the second lose its link() to the first.
         self._claim_lock = asyncio.Lock()
         self._session_reader: SessionFileReader | None = None
+        self._letting_go: list[asyncio.Future[bool]] = []  # release_cohort of proven stops, under way
 
     # ----------------------------------------------------------------------------------------- set-up
 
@@ -594,8 +596,13 @@ class Controller:
         await self.runtime.start()
 
     async def aclose(self) -> None:
-        """Stop serving. Nothing is stopped or released: the engine, its cohort and the claim stay."""
+        """Stop serving. Nothing is stopped or released: the engine, its cohort and the claim stay (a cohort
+        already proven stopped is let go first, if that is still under way)."""
         self.launcher.close()
+        letting_go, self._letting_go = self._letting_go, []
+        for release in letting_go:
+            with contextlib.suppress(Exception):
+                await release
         if self.runtime is not None:
             await self.runtime.aclose()
         elif self.execution is not None and self.execution.link is not None:
@@ -660,7 +667,6 @@ class Controller:
                                  on_phase=self.hooks.on_stop_phase)
             if run.outcome.state == "stopped" and run.proof is not None:
                 claim.release(cohort_proof_ref(run.proof), stop_id=stop_id)
-                release_cohort(ref, force=False)
                 return {"state": "stopped", "proofDigest": run.proof["verification"]["digest"],
                         "members": len(run.proof["members"]), "published": list(run.published),
                         "proof": run.proof}
@@ -669,8 +675,17 @@ class Controller:
                     "published": list(run.published)}
 
         if self.runtime is not None:
-            return dict(await self.runtime.run_blocking(stop))
-        return dict(await asyncio.get_running_loop().run_in_executor(None, stop))
+            result = dict(await self.runtime.run_blocking(stop))
+        else:
+            result = dict(await asyncio.get_running_loop().run_in_executor(None, stop))
+        if result["state"] == "stopped":
+            # The proof is taken and both keys are stopped: what is left is letting the shim go and removing
+            # the empty cgroup, which waits for the shim to exit. It runs after the stop is reported, not
+            # before; `aclose` waits for it. A crash in between leaves an empty, proven cohort (as a crash
+            # just after it would leave nothing): never a process.
+            self._letting_go.append(asyncio.get_running_loop().run_in_executor(
+                None, lambda: release_cohort(ref, force=False)))
+        return result
 
 
 def _leaf_problem(recorded: str | None, loaded: Any, entries: Sequence[Any]) -> str | None:
