@@ -681,8 +681,8 @@ class Controller:
         if result["state"] == "stopped":
             # The proof is taken and both keys are stopped: what is left is letting the shim go and removing
             # the empty cgroup, which waits for the shim to exit. It runs after the stop is reported, not
-            # before; `aclose` waits for it. A crash in between leaves an empty, proven cohort (as a crash
-            # just after it would leave nothing): never a process.
+            # before; `aclose` waits for it. A crash in between leaves the proven, empty cohort held by its
+            # shim (as a crash just before the release did in the old order): never an engine process.
             self._letting_go.append(asyncio.get_running_loop().run_in_executor(
                 None, lambda: release_cohort(ref, force=False)))
         return result
