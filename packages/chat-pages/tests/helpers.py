@@ -21,7 +21,7 @@ import json
 import os
 import posixpath
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +43,7 @@ from mosaic.chat_pages import (
     conversation_id,
     create_reader,
     dump_bytes,
+    dumps,
     roots_from_specs,
     sessions_rel,
 )
@@ -177,6 +178,38 @@ def write_session(project: Path, name: str, lines: Iterable[bytes], seat: str = 
 
 
 _HASHES: dict[tuple[Any, ...], str] = {}
+
+
+NOBODY = 65534
+
+
+def drop_to_nobody() -> None:
+    """In a forked child: become uid and gid 65534 with no supplementary groups. CI runs as root, which mode
+    bits do not stop, so a permission case runs in such a child."""
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+
+
+def as_nobody(produce: Callable[[], Any]) -> Any:
+    """`produce()` run in a forked child at uid 65534 (`drop_to_nobody`); its result, serialised with the
+    reader's `dumps`, read back as JSON in the parent."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            os.close(r)
+            drop_to_nobody()
+            os.write(w, dumps(produce()).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    out = b""
+    while chunk := os.read(r, 65536):
+        out += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return json.loads(out)
 
 
 def fingerprint(top: Path) -> dict[str, Any]:

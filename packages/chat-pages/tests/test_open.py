@@ -4,15 +4,25 @@ files), F9 (another project: foreign-project)."""
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import World, check_result, entry, header, materialise, root_dirs, watched_tree, write_session
+from helpers import (
+    World,
+    as_nobody,
+    check_result,
+    entry,
+    header,
+    materialise,
+    root_dirs,
+    watched_tree,
+    write_session,
+)
 
-from mosaic.chat_pages import ReaderRefusal, create_reader, dumps
+from mosaic.chat_pages import ReaderRefusal, create_reader
 
 
 def _code(res: dict[str, object]) -> tuple[object, object]:
@@ -185,27 +195,11 @@ def _unreadable_in(tmp_path: Path) -> None:
     sessions = root / ".pi/state/alpha/sessions"
     allowed = root_dirs(root) | {str(sessions / "s.jsonl"), str(sessions / "t.jsonl")}
     with watched_tree(tmp_path, allowed):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child
-            try:
-                os.close(r)
-                os.setgroups([])
-                os.setresgid(65534, 65534, 65534)
-                os.setresuid(65534, 65534, 65534)
-                reader = create_reader(lambda: roots_from_specs(spec))
-                a = reader.open(conversation=conversation_id(str(root), "alpha", "s.jsonl"))
-                b = reader.open(conversation=conversation_id(str(root), "alpha", "t.jsonl"))
-                os.write(w, dumps([a, b]).encode())
-            finally:
-                os._exit(0)
-        os.close(w)
-        out = b""
-        while chunk := os.read(r, 65536):
-            out += chunk
-        os.close(r)
-        os.waitpid(pid, 0)
-    a, b = json.loads(out)
+        def both() -> list[dict[str, Any]]:
+            reader = create_reader(lambda: roots_from_specs(spec))
+            return [reader.open(conversation=conversation_id(str(root), "alpha", name))
+                    for name in ("s.jsonl", "t.jsonl")]
+        a, b = as_nobody(both)
     check_result(a)
     check_result(b)
     assert a["refusal"]["code"] == "unreadable" and a["refusal"]["reconcile"] is False
@@ -229,25 +223,11 @@ def test_F8_an_unreadable_sessions_directory_is_unreadable_in_the_catalogue_and_
 
         spec = [RepositorySpec(str(root), "alpha", "/l")]
         cid = conversation_id(str(root), "alpha", "s.jsonl")
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child
-            try:
-                os.close(r)
-                os.setgroups([])
-                os.setresgid(65534, 65534, 65534)
-                os.setresuid(65534, 65534, 65534)
-                reader = create_reader(lambda: roots_from_specs(spec))
-                os.write(w, dumps([reader.catalogue(), reader.open(conversation=cid)]).encode())
-            finally:
-                os._exit(0)
-        os.close(w)
-        out = b""
-        while chunk := os.read(r, 65536):
-            out += chunk
-        os.close(r)
-        os.waitpid(pid, 0)
-    catalogue, opened = json.loads(out)
+
+        def read() -> list[dict[str, Any]]:
+            reader = create_reader(lambda: roots_from_specs(spec))
+            return [reader.catalogue(), reader.open(conversation=cid)]
+        catalogue, opened = as_nobody(read)
     check_result(catalogue)
     check_result(opened)
     assert [x["refusal"]["code"] for x in catalogue["refusedRoots"]] == ["unreadable"]

@@ -16,7 +16,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import World, check_result, entry, header, materialise, root_dirs, watched_tree, write_session
+from helpers import (
+    World,
+    check_result,
+    drop_to_nobody,
+    entry,
+    header,
+    materialise,
+    root_dirs,
+    watched_tree,
+    write_session,
+)
 
 from mosaic.chat_pages import (
     CURSOR_TTL_SECONDS,
@@ -163,9 +173,7 @@ def test_F16_unreadable_over_http(tmp_path: Path) -> None:
         if pid == 0:  # pragma: no cover - child
             try:
                 os.close(r)
-                os.setgroups([])
-                os.setresgid(65534, 65534, 65534)
-                os.setresuid(65534, 65534, 65534)
+                drop_to_nobody()
                 specs = [RepositorySpec(str(root), "alpha", "/l")]
                 srv = ReaderServer(create_reader(lambda: roots_from_specs(specs)))
                 os.write(w, srv.url.encode() + b"\n")
