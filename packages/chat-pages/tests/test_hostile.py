@@ -125,29 +125,16 @@ def test_a_slow_parse_does_not_stall_the_catalogue_or_another_conversation(
 CHILD = r"""
 import json, os, sys
 from mosaic.chat_pages import RepositorySpec, conversation_id, create_reader, dumps, roots_from_specs
-def peak_mark():
-    # Reset the peak (VmHWM) to the current RSS, so the peak measured after is the peak of what follows.
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    return vm("VmRSS")
-def vm(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    raise SystemExit("no " + key)
+from mosaic.safe_open.testing import reset_peak, vm_bytes
 root, name, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 reader = create_reader(lambda: roots_from_specs([RepositorySpec(root, "alpha", "/l")]))
-before = peak_mark()
+before = reset_peak()
 if mode == "open":
     res = reader.open(conversation=conversation_id(root, "alpha", name))
     size = len(dumps(res))
 else:
     res, size = {"ok": True}, 0
-after = vm("VmHWM")
+after = vm_bytes("VmHWM")
 print(json.dumps({"ok": res["ok"], "growth": after - before, "result": size}))
 """
 

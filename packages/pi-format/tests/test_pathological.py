@@ -29,28 +29,15 @@ SLACK = 8 << 20
 CHILD = r"""
 import json, os, sys
 from mosaic.pi_format import parse
-def peak_mark():
-    # Reset the peak (VmHWM) to the current RSS, so the peak measured after is the peak of what follows.
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    return vm("VmRSS")
-def vm(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    raise SystemExit("no " + key)
+from mosaic.safe_open.testing import reset_peak, vm_bytes
 fd = os.open(sys.argv[1], os.O_RDONLY)
 size = os.fstat(fd).st_size
 data = os.read(fd, size)  # one allocation of the file's size
 os.close(fd)
 assert len(data) == size
-before = peak_mark()
+before = reset_peak()
 result = parse(data, project="/p")
-after = vm("VmHWM")
+after = vm_bytes("VmHWM")
 runs = list(result.unreadable_runs())
 main = result.branches[result.default_branch]
 print(json.dumps({"size": size, "growth": after - before, "branches": len(result.branches),

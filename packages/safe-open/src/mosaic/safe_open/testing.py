@@ -7,6 +7,9 @@ before the call returns, so once the code under test has returned, every open it
 
 What inotify cannot see: an O_PATH open (it reads nothing), stat/lstat, and opens made through another
 mount of the same file outside the watched inodes. None of those read the file's bytes.
+
+`reset_peak` and `vm_bytes` measure the peak memory of one step in a child process (the pathological-input
+tests of pi-format and chat-pages: a parse's or an open's growth against the file's size).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Self
 
 from ._kernel import IN_DONT_FOLLOW, IN_IGNORED, IN_OPEN, IN_Q_OVERFLOW, inotify_add_watch, inotify_init
 
-__all__ = ["OpenWatch", "OpenWatchOverflow"]
+__all__ = ["OpenWatch", "OpenWatchOverflow", "reset_peak", "vm_bytes"]
 
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then `len` bytes of name
 
@@ -134,3 +137,24 @@ class OpenWatch:
         opened = self.opened()
         if opened:
             raise AssertionError(f"watched paths were opened: {sorted(opened)}")
+
+
+def vm_bytes(key: str) -> int:
+    """This process's `key` line of /proc/self/status (VmRSS, VmHWM, ...) in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise LookupError(f"no {key} in /proc/self/status")
+
+
+def reset_peak() -> int:
+    """Reset this process's peak RSS (VmHWM) to its current RSS, so `vm_bytes("VmHWM")` read later is the
+    peak of what ran in between; returns the current RSS. If the kernel refuses (/proc/self/clear_refs),
+    the later peak includes everything before, which only overstates a growth."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return vm_bytes("VmRSS")
