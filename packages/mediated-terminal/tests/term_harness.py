@@ -97,4 +97,12 @@ async def take_control(term: TmuxTerminal) -> list[str]:
     return await term.wait_text("composer: you control")
 
 
-__all__ = ["WAIT", "ctl", "raw", "run", "scene", "seed", "take_control"]
+async def send_held(rig: FakeRig, term: TmuxTerminal, text: str, point: str) -> None:
+    """Arm the fake engine's hold `point`, type `text` and press Enter; return once the turn waits there."""
+    await ctl(rig, "hold", point)
+    await term.type(text)
+    await term.keys("Enter")
+    await ctl(rig, "wait_held", point, WAIT)
+
+
+__all__ = ["WAIT", "ctl", "raw", "run", "scene", "seed", "send_held", "take_control"]

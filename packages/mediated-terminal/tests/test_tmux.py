@@ -28,6 +28,7 @@ from term_harness import (
     run,
     scene,
     seed,
+    send_held,
     status,
     take_control,
     transcript,
@@ -140,10 +141,7 @@ def test_a_prompt_as_controller_streams_deltas_in_place_and_its_receipt_reads_se
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
             await take_control(term)
-            await ctl(rig, "hold", "preflight")
-            await term.type("Say hello")
-            await term.keys("Enter")
-            await ctl(rig, "wait_held", "preflight", WAIT)
+            await send_held(rig, term, "Say hello", "preflight")
             rows = await term.wait_text('prompt "Say hello": sent')
             assert composer_empty(rows)  # cleared on submit
             await ctl(rig, "hold", "model-chunk", -1)  # stop before every delta
@@ -175,10 +173,7 @@ def test_a_tool_call_shows_its_arguments_and_its_result(tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
             await take_control(term)
-            await ctl(rig, "hold", "tool")
-            await term.type("TOOLCALL please run it")
-            await term.keys("Enter")
-            await ctl(rig, "wait_held", "tool", WAIT)
+            await send_held(rig, term, "TOOLCALL please run it", "tool")
             rows = await term.wait_text("tool bash (running)")
             text = "\n".join(transcript(rows))
             assert 'tool bash (running): args {"command": "printf tool-ran-ok"}' in text
@@ -196,10 +191,7 @@ def test_the_interrupt_key_stops_the_turn_and_the_receipt_reads_done_interrupted
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
             await take_control(term)
-            await ctl(rig, "hold", "model-chunk")
-            await term.type("Say hello")
-            await term.keys("Enter")
-            await ctl(rig, "wait_held", "model-chunk", WAIT)
+            await send_held(rig, term, "Say hello", "model-chunk")
             await term.wait_text('prompt "Say hello": working')
             mark = tap.mark()
             await term.keys("C-c")
