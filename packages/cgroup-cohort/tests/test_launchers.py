@@ -12,9 +12,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,6 +25,7 @@ from mosaic.cgroup_cohort import (
     ScopeLauncher,
     UserManager,
 )
+from mosaic.cgroup_cohort.testing import churning_threads, in_worker, zombie_children
 from mosaic.safe_open import process_ref, read_stat
 
 UNIT = "cohort-claim-0123456789abcdef0123456789abcdef.scope"
@@ -177,57 +177,11 @@ def test_stdio_never_taken_is_closed_by_the_handle_exactly_once():
 
 @pytest.fixture
 def busy() -> Iterator[int]:
-    """Three threads allocating and freeing in a loop (lists of 800-byte arrays and 4 KiB blobs come from
-    malloc, not pymalloc), so the GIL and malloc's locks are taken and dropped by other threads all the
-    time. A 1 ms pause per round keeps them from starving the launching thread of the GIL (a launch then
-    takes ~40 ms, not ~1.5 s); before the fix, launches with these churners hung within 30 rounds (the
-    first direct one, the sixth process-group one, measured). Yields their number."""
-    stop = threading.Event()
-
-    def churn() -> None:
-        while not stop.is_set():
-            lists = [list(range(100)) for _ in range(100)]
-            blobs = [bytes(4096) for _ in range(20)]
-            del lists, blobs
-            time.sleep(0.001)
-
-    threads = [threading.Thread(target=churn, daemon=True, name=f"churn-{i}") for i in range(3)]
-    for t in threads:
-        t.start()
-    yield len(threads)
-    stop.set()
-    for t in threads:
-        t.join(10)
-
-
-def _in_worker(fn: Callable[[], Any], timeout: float) -> Any:
-    """``fn()`` on a daemon worker thread, bounded: a hang fails the test instead of hanging it."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised on the calling thread
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(timeout)
-    assert not t.is_alive(), f"hung: no return within {timeout}s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _zombie_children() -> list[int]:
-    me = os.getpid()
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = read_stat(int(name))
-            if st is not None and st.ppid == me and st.state in ("Z", "X"):
-                found.append(st.pid)
-    return found
+    """Three churning threads (`churning_threads`): before the fix, launches with these hung within 30
+    rounds (the first direct one, the sixth process-group one, measured). With them a launch takes ~40 ms.
+    Yields their number."""
+    with churning_threads(3) as n:
+        yield n
 
 
 def test_pgroup_launch_from_a_worker_thread_of_a_busy_process(busy):
@@ -239,25 +193,25 @@ def test_pgroup_launch_from_a_worker_thread_of_a_busy_process(busy):
     for i in range(10):  # 30 in tests_cohort/test_threads.py, with the engine under another uid
         assert threading.active_count() > busy  # the process really is threaded
         if i % 2:
-            assert _in_worker(launcher.prewarm, 30)  # from a worker thread too; the launch below uses it
-        handle = _in_worker(lambda: launcher.launch(UNIT, ["/bin/cat"], env={"PATH": "/usr/bin:/bin"}), 30)
+            assert in_worker(launcher.prewarm, 30)  # from a worker thread too; the launch below uses it
+        handle = in_worker(lambda: launcher.launch(UNIT, ["/bin/cat"], env={"PATH": "/usr/bin:/bin"}), 30)
         engine = handle.ref.engine
         st = read_stat(engine.pid)
         assert st is not None and (st.ppid, st.sid, st.pgid) == (os.getpid(), engine.pid, engine.pid)
         w, r = handle.take_stdio()
         os.close(w)  # cat exits on EOF
         os.close(r)
-        _in_worker(lambda h=handle: h.release(timeout=10), 30)
+        in_worker(lambda h=handle: h.release(timeout=10), 30)
         assert process_ref(engine.pid) != engine  # exited and reaped
     assert _helpers() == []  # each prewarmed helper served a launch
-    assert _zombie_children() == []  # no spawn helper left unreaped either
+    assert zombie_children() == []  # no spawn helper left unreaped either
 
 
 def test_pgroup_launch_whose_exec_fails_is_launch_failed_and_leaves_nothing():
     with pytest.raises(CohortRefusal) as e:
         PgroupLauncher().launch(UNIT, ["/nonexistent/engine"], env={"PATH": "/usr/bin:/bin"})
     assert e.value.code == "launch-failed" and "No such file" in e.value.message
-    assert _zombie_children() == []
+    assert zombie_children() == []
     try:
         assert os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
     except ChildProcessError:
@@ -282,7 +236,7 @@ def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
         _, status = os.waitpid(child.pid, 0)
         child.close()
     assert os.waitstatus_to_exitcode(status) == 0
-    assert _zombie_children() == []
+    assert zombie_children() == []
     with pytest.raises(OSError) as e:
         _spawn_in_helper("/bin/false", ["/bin/true"], env={}, fds={}, timeout=10)
     assert e.value.errno == errno.EIO
@@ -334,7 +288,7 @@ def test_a_prewarmed_helper_serves_the_next_launch_and_is_gone():
         assert _helpers() == [] and _state(helper) is None  # used, exited, reaped by the launch
     finally:
         launcher.close()
-    assert _zombie_children() == []
+    assert zombie_children() == []
 
 
 def test_close_stops_every_unused_helper_and_is_idempotent():
@@ -345,9 +299,9 @@ def test_close_stops_every_unused_helper_and_is_idempotent():
     launcher.close()
     launcher.close()
     assert _helpers() == [] and [_state(pid) for pid in helpers] == [None, None]  # killed and reaped
-    assert _zombie_children() == []
+    assert zombie_children() == []
     _launch_and_release(launcher)  # still usable: the launch starts its own helper
-    assert _zombie_children() == []
+    assert zombie_children() == []
 
 
 def test_an_expired_prewarmed_helper_is_replaced_at_the_launch():
@@ -362,7 +316,7 @@ def test_an_expired_prewarmed_helper_is_replaced_at_the_launch():
         time.sleep(0.02)
     _launch_and_release(launcher)
     assert _state(helper) is None and _helpers() == []
-    assert _zombie_children() == []
+    assert zombie_children() == []
 
 
 def test_a_prewarmed_helper_does_not_outlive_its_launcher():

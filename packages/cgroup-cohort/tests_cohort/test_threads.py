@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from mosaic.cgroup_cohort import PgroupLauncher
-from mosaic.cgroup_cohort.testing import alive, wait_unpopulated
+from mosaic.cgroup_cohort.testing import alive, churning_threads, in_worker, wait_unpopulated, zombie_children
 from mosaic.safe_open import process_ref, read_stat
 
 LAUNCH_BOUND = 60.0  # seconds per launch or release; the real ones take well under a second
@@ -30,46 +30,15 @@ CHURNERS = 3
 
 @pytest.fixture
 def busy() -> Iterator[int]:
-    """Three threads allocating and freeing in a loop (800-byte list arrays and 4 KiB blobs: malloc, not
-    pymalloc), 1 ms pause per round so the launching thread is not starved of the GIL. With these, the
-    launchers before the fix hung within 30 launches (the first direct one; the sixth process-group one)."""
-    stop = threading.Event()
-
-    def churn() -> None:
-        while not stop.is_set():
-            lists = [list(range(100)) for _ in range(100)]
-            blobs = [bytes(4096) for _ in range(20)]
-            del lists, blobs
-            time.sleep(0.001)
-
-    threads = [threading.Thread(target=churn, daemon=True, name=f"churn-{i}") for i in range(CHURNERS)]
-    for t in threads:
-        t.start()
-    yield len(threads)
-    stop.set()
-    for t in threads:
-        t.join(10)
+    """Three churning threads (`churning_threads`). With these, the launchers before the fix hung within 30
+    launches (the first direct one; the sixth process-group one)."""
+    with churning_threads(CHURNERS) as n:
+        yield n
 
 
 def _in_worker(fn: Callable[[], Any], timeout: float = LAUNCH_BOUND) -> Any:
-    """``fn()`` on a daemon worker thread, bounded: a hang fails the test instead of hanging the suite."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised on the calling thread
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True, name="launcher-worker")
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        stuck = _kill_stuck_copies()
-        raise AssertionError(f"hung: no return within {timeout}s; stuck copies of this process killed: {stuck}")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    """`in_worker`, bounded by LAUNCH_BOUND; on a hang, the stuck copies of this process are killed."""
+    return in_worker(fn, timeout, on_hang=lambda: f"stuck copies of this process killed: {_kill_stuck_copies()}")
 
 
 def _kill_stuck_copies() -> list[int]:
@@ -89,17 +58,6 @@ def _kill_stuck_copies() -> list[int]:
             os.kill(int(name), 9)
             killed.append(int(name))
     return killed
-
-
-def _zombie_children() -> list[int]:
-    me = os.getpid()
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = read_stat(int(name))
-            if st is not None and st.ppid == me and st.state in ("Z", "X"):
-                found.append(st.pid)
-    return found
 
 
 def _threads_of(pid: int) -> int:
@@ -153,7 +111,7 @@ def test_launch_from_a_worker_thread_while_other_threads_allocate(lab, busy):
         assert time.monotonic() < deadline, [(u, launcher.presence(u)) for u in units]
         time.sleep(0.05)
     launcher.close()  # nothing left to stop: every prewarmed helper served a launch
-    assert _zombie_children() == []
+    assert zombie_children() == []
 
 
 def test_prewarmed_helpers_that_no_launch_uses_are_stopped(lab):
@@ -177,7 +135,7 @@ def test_prewarmed_helpers_that_no_launch_uses_are_stopped(lab):
     launched.close_stdio()  # the engine exits on EOF
     assert _wait_exit(launched.ref.engine.pid, 20) and wait_unpopulated(launched.engine_path_host, 20)
     launched.handle.release(timeout=15)
-    assert _zombie_children() == []
+    assert zombie_children() == []
 
 
 def _children() -> list[int]:
@@ -214,4 +172,4 @@ def test_pgroup_launch_from_a_worker_thread_while_other_threads_allocate(busy, e
                 os.kill(engine.pid, 9)
                 handle.wait(10)
         assert process_ref(engine.pid) != engine  # exited and reaped
-    assert _zombie_children() == []
+    assert zombie_children() == []

@@ -6,23 +6,30 @@ that an unprivileged engine uid can read (facts §7.7: /root is 0700), and retur
 ``kill_member`` name a process by (pid, start time). ``populated`` and ``wait_unpopulated`` read a
 cgroup's ``cgroup.events`` with their own few lines, apart from the reader the stop itself uses, so a
 test's observation of the kernel does not share the code under test. ``remove_cgroup`` kills and removes
-a cgroup a test created, by the exact path it recorded.
+a cgroup a test created, by the exact path it recorded. ``churning_threads``, ``in_worker`` and
+``zombie_children`` make and check the controller's shape for a launch: a busy threaded process that
+launches from a worker thread and must leave no child unreaped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
 import signal
+import threading
 import time
+from collections.abc import Callable, Iterator
 from importlib import resources
+from typing import Any
 
 from mosaic.safe_open import ProcessRef, read_stat
 
 from .._cgroupfs import remove_tree
 
-__all__ = ["TREE_SCRIPT", "alive", "kill_member", "populated", "remove_cgroup", "stage_tree", "wait_unpopulated"]
+__all__ = ["TREE_SCRIPT", "alive", "churning_threads", "in_worker", "kill_member", "populated", "remove_cgroup",
+           "stage_tree", "wait_unpopulated", "zombie_children"]
 
 TREE_SCRIPT = "misbehaving_tree.py"
 
@@ -100,3 +107,63 @@ def remove_cgroup(path: str, *, timeout: float = 10.0) -> None:
     """Kill everything in the cgroup at ``path`` (the exact path the caller created) and remove it with its
     descendants. A missing path is fine. Raises OSError or TimeoutError when it cannot be removed."""
     remove_tree(path, timeout=timeout)
+
+
+@contextlib.contextmanager
+def churning_threads(count: int = 3) -> Iterator[int]:
+    """``count`` threads allocating and freeing in a loop (800-byte list arrays and 4 KiB blobs come from
+    malloc, not pymalloc), so the GIL and malloc's locks are taken and dropped by other threads all the
+    time; a 1 ms pause per round keeps them from starving the launching thread of the GIL. Yields
+    ``count``; the threads stop on exit."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            lists = [list(range(100)) for _ in range(100)]
+            blobs = [bytes(4096) for _ in range(20)]
+            del lists, blobs
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=churn, daemon=True, name=f"churn-{i}") for i in range(count)]
+    for t in threads:
+        t.start()
+    try:
+        yield count
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+
+
+def in_worker(fn: Callable[[], Any], timeout: float, *, on_hang: Callable[[], str] | None = None) -> Any:
+    """``fn()`` on a daemon worker thread, bounded: a hang fails the test (AssertionError, with what
+    ``on_hang`` says after its clean-up) instead of hanging it; ``fn``'s exception is raised here."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised on the calling thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True, name="launcher-worker")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        said = f"; {on_hang()}" if on_hang is not None else ""
+        raise AssertionError(f"hung: no return within {timeout}s{said}")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def zombie_children() -> list[int]:
+    """This process's children that exited and were never reaped (state Z or X)."""
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None and st.ppid == me and st.state in ("Z", "X"):
+                found.append(st.pid)
+    return found
