@@ -68,17 +68,22 @@ def spec(n: int) -> dict[str, object]:
             "term_ignorers": 1}
 
 
-def read_line(fd: int, timeout: float = 120.0) -> dict[str, object]:
+def first_line(fd: int, timeout: float, *, chunk: int = 65536) -> bytes:
+    """Read ``fd`` until a line ends (``chunk`` bytes at a time: 1 reads nothing past the line); the bytes."""
     buf = b""
     while not buf.endswith(b"\n"):
         r, _, _ = select.select([fd], [], [], timeout)
         if not r:
-            raise TimeoutError("engine not ready")
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            raise EOFError("engine stdout closed")
-        buf += chunk
-    return json.loads(buf.split(b"\n", 1)[0])
+            raise TimeoutError("the engine said nothing")
+        got = os.read(fd, chunk)
+        if not got:
+            raise EOFError("the engine's stdout closed")
+        buf += got
+    return buf
+
+
+def read_line(fd: int, timeout: float = 120.0) -> dict[str, object]:
+    return json.loads(first_line(fd, timeout).split(b"\n", 1)[0])
 
 
 def run_stop(launcher: DirectCgroupLauncher, tree: str, stage: str, n: int, grace: float) -> dict[str, float]:
@@ -160,19 +165,6 @@ def run_floor(parent: str, tree: str, stage: str, n: int, creds: Credentials) ->
 ENGINE = ["/bin/sh", "-c", "date +%s.%N; exec cat"]  # says when it runs, then waits for EOF
 
 
-def _first_line(fd: int, timeout: float = 30.0) -> bytes:
-    buf = b""
-    while not buf.endswith(b"\n"):
-        r, _, _ = select.select([fd], [], [], timeout)
-        if not r:
-            raise TimeoutError("the engine said nothing")
-        chunk = os.read(fd, 1)
-        if not chunk:
-            raise EOFError("the engine's stdout closed")
-        buf += chunk
-    return buf
-
-
 def time_launches(launcher: Launcher, rounds: int, *, prewarm: float | None = None) -> tuple[float, float]:
     """Medians in seconds of ``launcher.launch`` and of the call until the engine runs (``ENGINE``), each
     cohort released after; with ``prewarm`` (a lead in seconds), ``prewarm()`` that long before each launch."""
@@ -186,7 +178,7 @@ def time_launches(launcher: Launcher, rounds: int, *, prewarm: float | None = No
         handle = launcher.launch(unit, ENGINE, env={"PATH": "/usr/bin:/bin"})
         launches.append(time.monotonic() - m0)
         stdin_fd, stdout_fd = handle.take_stdio()
-        ups.append(float(_first_line(stdout_fd)) - t0)
+        ups.append(float(first_line(stdout_fd, 30.0, chunk=1)) - t0)
         os.close(stdin_fd)  # cat exits on EOF
         os.close(stdout_fd)
         handle.release(force=True)
@@ -201,7 +193,7 @@ def time_floor_engine(rounds: int) -> float:
         t0 = time.time()
         proc = subprocess.Popen(ENGINE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"})
         assert proc.stdout is not None and proc.stdin is not None
-        ups.append(float(_first_line(proc.stdout.fileno())) - t0)
+        ups.append(float(first_line(proc.stdout.fileno(), 30.0, chunk=1)) - t0)
         proc.stdin.close()
         proc.stdout.close()
         proc.wait()
