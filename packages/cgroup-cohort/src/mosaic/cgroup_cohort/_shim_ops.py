@@ -202,27 +202,30 @@ class Shim:
                 os.close(pfd)
         return {"termed": termed, "skipped": skipped}
 
+    def _switch_on(self, name: str) -> bool:
+        """Write 1 to engine/`name` (cgroup.freeze, cgroup.kill); False when this kernel has no such file.
+        Any other error is evidence unavailable."""
+        try:
+            cg.write_value(self.engine_fd, name, "1")
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return False
+            raise EvidenceUnavailable("cgroup-unavailable", f"{name}: {e}") from e
+        return True
+
     def op_freeze(self, req: dict[str, Any]) -> dict[str, Any]:
         self._engine_alive_check()
         timeout = float(req.get("timeout", 10.0))
-        try:
-            cg.write_value(self.engine_fd, "cgroup.freeze", "1")
-        except OSError as e:
-            if e.errno == errno.ENOENT:
-                return {"frozen": False, "detail": "cgroup.freeze missing"}
-            raise EvidenceUnavailable("cgroup-unavailable", f"cgroup.freeze: {e}") from e
+        if not self._switch_on("cgroup.freeze"):
+            return {"frozen": False, "detail": "cgroup.freeze missing"}
         ok, detail = cg.wait_tree(self.engine_fd, lambda e: e.frozen is True, timeout)
         return {"frozen": ok, "detail": "" if ok else f"not frozen after {timeout}s: {detail}"}
 
     def op_kill(self, req: dict[str, Any]) -> dict[str, Any]:
         self._engine_alive_check()
         timeout = float(req.get("timeout", 10.0))
-        try:
-            cg.write_value(self.engine_fd, "cgroup.kill", "1")
-        except OSError as e:
-            if e.errno == errno.ENOENT:
-                return {"written": False, "populated0": False, "at": None}
-            raise EvidenceUnavailable("cgroup-unavailable", f"cgroup.kill: {e}") from e
+        if not self._switch_on("cgroup.kill"):
+            return {"written": False, "populated0": False, "at": None}
         ok, _ = cg.wait_events(self.engine_fd, lambda e: not e.populated, timeout)
         return {"written": True, "populated0": ok, "at": time.time() if ok else None}
 
