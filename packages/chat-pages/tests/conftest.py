@@ -1,8 +1,10 @@
-"""Test setup: helpers.py importable under --import-mode=importlib; the `world` fixture; the check counts."""
+"""Test setup: helpers.py importable under --import-mode=importlib; the `world` and `server` fixtures; the
+check counts."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from helpers import CHECKED, World  # noqa: E402
+
+from mosaic.chat_pages import ReaderServer, serve  # noqa: E402
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -27,3 +31,13 @@ def world(tmp_path: Path) -> World:
     top = tmp_path / "w"
     top.mkdir()
     return World(top)
+
+
+@pytest.fixture
+def server(world: World) -> Iterator[ReaderServer]:
+    """The reader's HTTP server over `world`'s reader, closed after the test."""
+    srv = serve(world.reader)
+    try:
+        yield srv
+    finally:
+        srv.close()

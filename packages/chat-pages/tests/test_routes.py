@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,6 @@ from mosaic.chat_pages import (
     conversation_id,
     create_reader,
     roots_from_specs,
-    serve,
 )
 
 # The console script's entry point (`mosaic-read = mosaic.chat_pages._cli:main`) is private: callers run
@@ -47,15 +45,6 @@ from mosaic.chat_pages import (
 from mosaic.chat_pages._cli import main
 from mosaic.pi_format import FormatRefusal
 from mosaic.safe_open import SafeOpenRefusal
-
-
-@pytest.fixture
-def server(world: World) -> Iterator[ReaderServer]:
-    srv = serve(world.reader)
-    try:
-        yield srv
-    finally:
-        srv.close()
 
 
 def test_F16_status_table_covers_exactly_the_refusal_codes_the_source_can_produce() -> None:

@@ -8,7 +8,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -49,13 +48,6 @@ def _session(world: World) -> str:
     return world.cid(root, "s.jsonl")
 
 
-@pytest.fixture
-def server(world: World) -> Iterator[ReaderServer]:
-    srv = serve(world.reader)
-    try:
-        yield srv
-    finally:
-        srv.close()
 
 
 @pytest.mark.parametrize("method", ["HEAD", "OPTIONS", "TRACE", "CONNECT", "get", "POST", "PUT", "DELETE", "PATCH"])
