@@ -510,6 +510,22 @@ def fork_child(fn: Callable[..., Any], *args: Any) -> tuple[int, int]:
     return pid, r
 
 
+def race(fn: Callable[..., Any], *args: Any, n: int = 8) -> list[Any]:
+    """`fn(*args)` in `n` forked children that all wait at one gate and start together when the parent opens
+    it; their results (`collect_children`)."""
+    go_r, go_w = os.pipe()
+
+    def at_the_gate() -> Any:
+        os.read(go_r, 1)
+        return fn(*args)
+    children = [fork_child(at_the_gate) for _ in range(n)]
+    os.write(go_w, b"x" * n)
+    os.close(go_w)
+    results = collect_children(children)
+    os.close(go_r)
+    return results
+
+
 def collect_children(children: list[tuple[int, int]]) -> list[Any]:
     """Each child's result, each child waited for by its pid; a child silent past CHILD_BOUND_S (for all of
     them together) is killed by its pid and reported as an error."""

@@ -22,6 +22,7 @@ from claim_helpers import (
     collect_children,
     fork_child,
     parse_raw,
+    race,
     raw_chain,
     raw_records,
 )
@@ -30,8 +31,7 @@ from mosaic.safe_open import ProcessRef
 from mosaic.writer_claim import ClaimRefusal, ClaimStore
 
 
-def _race_once(root: str, go_r: int) -> dict[str, str]:
-    os.read(go_r, 1)  # everyone starts when the parent closes the gate
+def _race_once(root: str) -> dict[str, str]:
     try:
         return {"won": ClaimStore(root).acquire(SEAT, SESSION, BINDING).claim_id}
     except ClaimRefusal as e:
@@ -41,12 +41,7 @@ def _race_once(root: str, go_r: int) -> dict[str, str]:
 def test_W1_n_processes_race_for_one_pair_exactly_one_wins(claim_root: Path) -> None:
     """W1: 8 processes acquire the same pair at once: exactly one claim; every other process refuses
     already-active; each key has exactly one revision, the winner's."""
-    go_r, go_w = os.pipe()
-    children = [fork_child(_race_once, str(claim_root), go_r) for _ in range(8)]
-    os.write(go_w, b"x" * 8)
-    os.close(go_w)
-    results = collect_children(children)
-    os.close(go_r)
+    results = race(_race_once, str(claim_root))
     assert not [r for r in results if "error" in r], results
     winners = [r["won"] for r in results if "won" in r]
     assert len(winners) == 1, results

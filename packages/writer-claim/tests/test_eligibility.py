@@ -42,11 +42,10 @@ from claim_helpers import (
     Probe,
     cohort_proof,
     cohort_ref,
-    collect_children,
     completeness_problems,
-    fork_child,
     make_revision,
     make_store,
+    race,
     raw_head,
     raw_holders,
     raw_records,
@@ -320,8 +319,7 @@ def test_K17_a_second_take_over_refuses_eligibility_and_publishes_nothing(claim_
     assert liveness.asked == []
 
 
-def _take_over_once(root: str, claim_id: str, go_r: int) -> dict[str, object]:
-    os.read(go_r, 1)  # everyone starts when the parent opens the gate
+def _take_over_once(root: str, claim_id: str) -> dict[str, object]:
     try:
         c = ClaimStore(root).take_over(SEAT, SESSION, claim_id, eligibility="elig-race")
         return {"took": c.head("session").owner.process.pid}
@@ -334,12 +332,7 @@ def test_K17_launchers_racing_on_link_exactly_one_takes_the_claim(claim_root: Pa
     gets the claim; every other refuses eligibility (a lost link(), or the record already taken), and
     each key holds exactly the reservation and the winner's take-over."""
     reserved = ClaimStore(claim_root).acquire(SEAT, SESSION, BINDING, eligibility="elig-race")
-    go_r, go_w = os.pipe()
-    children = [fork_child(_take_over_once, str(claim_root), reserved.claim_id, go_r) for _ in range(8)]
-    os.write(go_w, b"x" * 8)
-    os.close(go_w)
-    results = collect_children(children)
-    os.close(go_r)
+    results = race(_take_over_once, str(claim_root), reserved.claim_id)
     assert not [r for r in results if "error" in r], results
     winners = [r["took"] for r in results if "took" in r]
     assert len(winners) == 1, results
