@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from claim_helpers import (
     SEAT,
     SESSION,
     Ack,
+    Checked,
     Probe,
     check_restart,
     raw_chain,
@@ -38,6 +39,7 @@ from mosaic.writer_claim import (
     ClaimRefusal,
     ClaimStore,
     Outcome,
+    RestartReport,
 )
 
 Scenario = Callable[[BarrierHook, Path, Callable[[str, str], None]], object]
@@ -102,6 +104,22 @@ def _run_killed_child(root: Path, kill_at: int, scenario: Scenario = _lifecycle)
     return acks
 
 
+def _restarts(tmp_path: Path, killed: Path, n: int, acks: list[Ack],
+              pre: set[str]) -> Iterator[tuple[bool, Path, RestartReport, Checked]]:
+    """The killed claim root restarted in both unit worlds (the unit still there; its scope collected, W20),
+    each on its own copy with the W5 invariants checked (`check_restart`, a rerun included): whether the
+    unit was collected, the copy, the restart's report and what the check found. Each copy is removed after."""
+    for collected in (False, True):
+        root = tmp_path / f"restart-{n}-{collected}"
+        shutil.copytree(killed, root)
+        probe = Probe(unit_world(acks, collected=collected))
+        restarter = ClaimStore(root)
+        report = restarter.restart(SEAT, SESSION, probe)
+        checked = check_restart(root, acks, report, pre, rerun=lambda r=restarter, p=probe: r.restart(SEAT, SESSION, p))
+        yield collected, root, report, checked
+        shutil.rmtree(root)
+
+
 def test_W5_sigkill_at_every_publication_barrier_then_restart(tmp_path: Path) -> None:
     """W5: a real owner process is SIGKILLed after each step of acquire, spawn marker, active, stopping
     and release: after the temp write, after its fsync, after link(), after the directory fsync, and
@@ -118,21 +136,13 @@ def test_W5_sigkill_at_every_publication_barrier_then_restart(tmp_path: Path) ->
         killed.mkdir()
         acks = _run_killed_child(killed, n)
         pre = raw_holders(killed, SEAT, SESSION)
-        for collected in (False, True):
-            root = tmp_path / f"restart-{n}-{collected}"
-            shutil.copytree(killed, root)
-            probe = Probe(unit_world(acks, collected=collected))
-            restarter = ClaimStore(root)
-            report = restarter.restart(SEAT, SESSION, probe)
-            checked = check_restart(root, acks, report, pre,
-                                    rerun=lambda r=restarter, p=probe: r.restart(SEAT, SESSION, p))
+        for collected, root, report, checked in _restarts(tmp_path, killed, n, acks, pre):
             outcomes[collected].update(checked.outcomes)
             if report.free:
                 ClaimStore(root).acquire(SEAT, SESSION, BINDING)
             else:
                 with pytest.raises(ClaimRefusal):
                     ClaimStore(root).acquire(SEAT, SESSION, BINDING)
-            shutil.rmtree(root)
         shutil.rmtree(killed)
     common = {"free", "stopped-no-unit", "stop-in-progress", "release-completed"}
     assert common | {"uncertain-unit"} <= outcomes[False], outcomes
@@ -161,15 +171,8 @@ def test_W5_K17_sigkill_at_every_barrier_of_a_recovery_then_restart(tmp_path: Pa
             with pytest.raises(ClaimRefusal) as e:
                 ClaimStore(killed).take_over(SEAT, SESSION, heads[0][1]["claimId"], eligibility="elig-1")  # type: ignore[index]
             assert e.value.code == "eligibility" and tree_bytes(killed) == before
-        for collected in (False, True):
-            root = tmp_path / f"restart-{n}-{collected}"
-            shutil.copytree(killed, root)
-            probe = Probe(unit_world(acks, collected=collected))
-            restarter = ClaimStore(root)
-            report = restarter.restart(SEAT, SESSION, probe)
-            check_restart(root, acks, report, pre, rerun=lambda r=restarter, p=probe: r.restart(SEAT, SESSION, p))
+        for collected, _root, report, _checked in _restarts(tmp_path, killed, n, acks, pre):
             outcomes[collected].update(o.value for o in report.outcomes)
-            shutil.rmtree(root)
         shutil.rmtree(killed)
     common = {"free", "eligibility-pending", "stopped-no-unit", "stop-in-progress", "release-completed"}
     assert common | {"uncertain-unit"} <= outcomes[False], outcomes
