@@ -191,6 +191,15 @@ def drop_to_nobody() -> None:
     os.setresuid(NOBODY, NOBODY, NOBODY)
 
 
+def open_to_all(top: Path, root: Path, *, sessions: bool = True, seat: str = "alpha") -> None:
+    """Mode 0755 on `top` and on `root` down to its seat directory (and its sessions directory, unless
+    `sessions` is false), so the uid 65534 of `as_nobody` can reach what the test leaves readable."""
+    seat_dir = root / ".pi" / "state" / seat
+    chain = [top, root, root / ".pi", root / ".pi" / "state", seat_dir, seat_dir / "sessions"]
+    for d in chain if sessions else chain[:-1]:
+        os.chmod(d, 0o755)
+
+
 def as_nobody(produce: Callable[[], Any]) -> Any:
     """`produce()` run in a forked child at uid 65534 (`drop_to_nobody`); its result, serialised with the
     reader's `dumps`, read back as JSON in the parent."""

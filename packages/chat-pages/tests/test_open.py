@@ -17,6 +17,7 @@ from helpers import (
     entry,
     header,
     materialise,
+    open_to_all,
     root_dirs,
     watched_tree,
     write_session,
@@ -185,9 +186,7 @@ def _unreadable_in(tmp_path: Path) -> None:
     write_session(root, "s.jsonl", [header(root), entry("u1", None, "hi")])
     write_session(root, "t.jsonl", [header(root), entry("u1", None, "hi")])
     os.chmod(root / ".pi/state/alpha/sessions/s.jsonl", 0o000)
-    for d in (tmp_path, root, root / ".pi", root / ".pi/state", root / ".pi/state/alpha",
-              root / ".pi/state/alpha/sessions"):
-        os.chmod(d, 0o755)
+    open_to_all(tmp_path, root)
     os.chmod(root / ".pi/state/alpha/sessions/t.jsonl", 0o644)
     from mosaic.chat_pages import RepositorySpec, conversation_id, roots_from_specs
 
@@ -216,8 +215,7 @@ def test_F8_an_unreadable_sessions_directory_is_unreadable_in_the_catalogue_and_
         top = Path(tmp)
         root = top / "proj"
         write_session(root, "s.jsonl", [header(root), entry("u1", None, "hi")])
-        for d in (top, root, root / ".pi", root / ".pi/state", root / ".pi/state/alpha"):
-            os.chmod(d, 0o755)
+        open_to_all(top, root, sessions=False)
         os.chmod(root / ".pi/state/alpha/sessions", 0o700)
         from mosaic.chat_pages import RepositorySpec, conversation_id, roots_from_specs
 

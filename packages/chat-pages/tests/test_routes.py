@@ -22,6 +22,7 @@ from helpers import (
     entry,
     header,
     materialise,
+    open_to_all,
     root_dirs,
     watched_tree,
     write_session,
@@ -151,11 +152,9 @@ def test_F16_unreadable_over_http(tmp_path: Path) -> None:
         pytest.skip("SKIPPED LOUDLY: needs root to drop privileges in a child")
     with tempfile.TemporaryDirectory(prefix="chat-pages-http-") as tmp:
         top = Path(tmp)
-        os.chmod(top, 0o755)
         root = top / "proj"
         write_session(root, "s.jsonl", [header(root), entry("u1", None, "hi")])
-        for d in (root, root / ".pi", root / ".pi/state", root / ".pi/state/alpha", root / ".pi/state/alpha/sessions"):
-            os.chmod(d, 0o755)
+        open_to_all(top, root)
         os.chmod(root / ".pi/state/alpha/sessions/s.jsonl", 0o000)
         r, w = os.pipe()
         pid = os.fork()
