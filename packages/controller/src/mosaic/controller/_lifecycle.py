@@ -498,11 +498,11 @@ class Controller:
         if Outcome.ELIGIBILITY_PENDING in outcomes:
             # A recover reserved the pair for its eligibility record: only that record's launch (or its
             # release with a proof) moves it on, whether or not the recovering controller is alive.
-            head = self.store.observe(self.seat_key, self.session_key).seat.head
-            pending = getattr(head, "eligibility", None)
-            raise ClaimRefusal("already-active", f"the pair is reserved for eligibility "
-                                                 f"{getattr(pending, 'id', '?')} (claim {getattr(head, 'claim_id', '?')}):"
-                                                 f" launch with that record, or release the reservation")
+            rev = self.store.observe(self.seat_key, self.session_key).seat.revision
+            named = f"eligibility {rev.eligibility.id} (claim {rev.claim_id})" \
+                if rev is not None and rev.eligibility is not None else "an eligibility launch"
+            raise ClaimRefusal("already-active", f"the pair is reserved for {named}: launch with that record, "
+                                                 f"or release the reservation")
         if Outcome.UNCERTAIN_SPAWN_MARKER in outcomes or Outcome.BOOT_PROOF_UNAVAILABLE in outcomes:
             # W20: a spawn marker and no unit: the engine may have run and exited; a collected scope is an
             # absent observation, not proof that every process ended. Only a boot proof frees it: nothing here
