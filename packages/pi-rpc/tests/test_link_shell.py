@@ -30,7 +30,8 @@ from mosaic.pi_rpc import (
     encode_record,
 )
 
-# A toy engine: answers get_state, ignores "hang", emits an event on "emit", exits on "exit",
+# A toy engine: answers get_state, answers "echo" with the byte length and SHA-256 of the whole line it
+# read, ignores "hang", emits an event on "emit", exits on "exit",
 # closes its stdin on "close-stdin", and never reads again after "stop-reading".
 RESPONDER = textwrap.dedent(
     r"""
@@ -55,6 +56,10 @@ RESPONDER = textwrap.dedent(
             elif t == "emit":
                 w({"type": "agent_start"})
                 w({"id": cmd["id"], "type": "response", "command": t, "success": True})
+            elif t == "echo":
+                import hashlib
+                w({"id": cmd["id"], "type": "response", "command": t, "success": True,
+                   "data": {"lineBytes": len(line), "sha256": hashlib.sha256(line).hexdigest()}})
             elif t == "exit":
                 sys.exit(0)
             elif t == "close-stdin":
@@ -482,3 +487,80 @@ def test_garbage_after_unreadable_output_logs_nothing_and_poisons_once(tmp_path:
         return errors
 
     assert asyncio.run(main()) == []
+
+
+# --------------------------------------------------------------------------------------------------------
+# Lines longer than the pipe: every byte once, in order (a retry from byte 0 once wrote ~52 million bytes
+# for a 70,041-byte prompt line, and Pi never saw a line end)
+# --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [65_535, 65_536, 65_537, 70_041, 200_000, 262_144 * 3])
+def test_a_line_longer_than_the_pipe_reaches_the_engine_whole_and_once(responder: list[str], tmp_path: Path,
+                                                                       size: int) -> None:
+    async def main() -> None:
+        link = await _start(responder, tmp_path)
+        try:
+            pad = "x" * max(0, size - len(encode_record({"type": "echo", "id": "c1", "pad": ""})) + 1)
+            cmd = link.send({"type": "echo", "pad": pad})
+            line = cmd.data[:-1]  # without its LF
+            done = await asyncio.wait_for(link.outcome(cmd), BOUND)
+            assert done.response is not None
+            assert done.response["data"] == {"lineBytes": len(line),
+                                             "sha256": __import__("hashlib").sha256(line).hexdigest()}
+            assert cmd.accepted == len(cmd.data)  # counted once, never re-counted from byte 0
+            after = await link.request({"type": "get_state"})  # the next line is a line of its own
+            assert after.succeeded
+        finally:
+            await link.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_pipe_that_takes_a_few_bytes_at_a_time_gets_each_byte_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer alone: the engine's stdin accepts at most 7 bytes per write and is "full" after every
+    second write (BlockingIOError), so a 70,041-byte line needs ~10,000 writes and ~10,000 waits for room.
+    What reaches the pipe is exactly the line, once, and the core is told the whole line was accepted."""
+    real_write = os.write
+
+    async def main() -> None:
+        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        calls = {"n": 0}
+
+        def stingy_write(fd: int, data: object) -> int:
+            if fd != in_w:
+                return real_write(fd, data)  # type: ignore[arg-type]
+            calls["n"] += 1
+            if calls["n"] % 2 == 0:
+                raise BlockingIOError(11, "pipe full")
+            return real_write(fd, bytes(memoryview(data)[:7]))  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "write", stingy_write)
+        received = bytearray()
+        got_line = asyncio.Event()
+
+        def drain() -> None:
+            received.extend(os.read(in_r, 1 << 16))
+            if received.endswith(b"\n"):
+                got_line.set()
+
+        loop = asyncio.get_running_loop()
+        os.set_blocking(in_r, False)
+        loop.add_reader(in_r, drain)
+        link = await EngineLink.from_fds(in_w, out_r)
+        try:
+            cmd = link.send({"type": "echo", "pad": "y" * 70_000})
+            await asyncio.wait_for(got_line.wait(), BOUND)
+            assert bytes(received) == cmd.data  # each byte once, in order, one LF at the end
+            assert cmd.accepted == len(cmd.data)
+            assert cmd.outcome is CommandOutcome.WRITTEN
+            assert calls["n"] > 10_000  # it really was written a few bytes at a time
+        finally:
+            loop.remove_reader(in_r)
+            monkeypatch.setattr(os, "write", real_write)
+            await link.aclose()
+            os.close(in_r)
+            os.close(out_w)
+
+    asyncio.run(main())

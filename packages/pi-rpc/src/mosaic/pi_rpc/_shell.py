@@ -393,6 +393,9 @@ class EngineLink:
             try:
                 n = os.write(self._wfd, data)
             except BlockingIOError:
+                # The pipe is full: keep what is left (never the whole line again: a retry from byte 0
+                # would put a repeated prefix, with no line end, into the engine's stdin) and wait.
+                self._pending_data = data
                 self._loop.add_writer(self._wfd, self._on_writable)
                 self._arm_timer()
                 return
