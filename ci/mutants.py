@@ -6,6 +6,7 @@ For each mutant file (a header, then a unified diff relative to the repository r
     # brief: the brief's mutant number, or -
     # package: the package whose tests kill it
     # killed-by: tests/test_x.py::test_name[, more]     (relative to packages/<package>/)
+    # signal: builtins.TimeoutError                     (optional: an exception that counts as a kill)
 
 the pass works in one scratch copy of the tree (never in the checkout), with one virtualenv per package
 holding an *editable* install of that package and its declared Mosaic packages from the scratch copy, so
@@ -14,8 +15,13 @@ a patch applied to the scratch sources is what the tests import. Then:
 1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing;
    checked once per package for all its named tests together);
 2. the patch must apply cleanly (`patch -p1`), else the mutant is an error;
-3. the named tests run again: the mutant is killed only when pytest reports failed tests (exit 1).
-   Exit 0 means it survived; any other exit (no such test, collection error) is an error, never a kill;
+3. the named tests run again, with the `mutant_signal` plugin (ci/mutant_signal.py) recording how each
+   failed. The mutant is killed only when a named test failed in its call phase on an assertion
+   (`AssertionError` or pytest's `Failed`: a `pytest.raises` that saw nothing, `pytest.fail`) or on the
+   exception the mutant's `signal:` line declares as what the mutation is expected to raise. A failure on
+   any other exception (the mutant crashed the code before the test's assertion could run) is
+   "CRASHED", not a kill. Exit 0 means it survived; any other exit (no such test, collection error) is an
+   error, never a kill;
 4. the patch is reverted before the next mutant.
 
 It prints a table (mutant, package, brief, killed by, result, time) and exits 1 if any mutant survived
@@ -25,6 +31,7 @@ or errored. `python ci/mutants.py STEM...` runs only the named mutants.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
 import shutil
@@ -48,6 +55,7 @@ class Mutant:
     brief: str
     package: str
     killed_by: list[str]
+    signals: tuple[str, ...] = ()
 
     @property
     def stem(self) -> str:
@@ -69,7 +77,7 @@ def suite_of(killers: list[str]) -> str:
 
 @dataclasses.dataclass
 class Outcome:
-    result: str  # killed | SURVIVED | ERROR
+    result: str  # killed | SURVIVED | CRASHED | ERROR
     detail: str
     seconds: float
 
@@ -87,7 +95,22 @@ def parse(path: pathlib.Path) -> Mutant:
     if fields["package"] not in workspace.PACKAGES:
         raise SystemExit(f"{path.name}: unknown package {fields['package']!r}")
     killers = [k.strip() for k in fields["killed-by"].split(",") if k.strip()]
-    return Mutant(path, fields["mutant"], fields["brief"], fields["package"], killers)
+    signals = tuple(s.strip() for s in fields.get("signal", "").split(",") if s.strip())
+    return Mutant(path, fields["mutant"], fields["brief"], fields["package"], killers, signals)
+
+
+def classify(signals_file: pathlib.Path, declared: tuple[str, ...]) -> tuple[bool, str]:
+    """(killed, detail) from the failures the plugin recorded: killed when some named test failed in its
+    call phase on an assertion or on a declared signal."""
+    failures = []
+    if signals_file.exists():
+        failures = [json.loads(line) for line in signals_file.read_text().splitlines() if line.strip()]
+    by_assertion = [f for f in failures if f["when"] == "call" and (f.get("assertion") or f["type"] in declared)]
+    if by_assertion:
+        return True, ""
+    if not failures:
+        return False, "pytest failed but recorded no failed test"
+    return False, "; ".join(f"{f['nodeid']} failed in {f['when']} on {f['type']}" for f in failures)
 
 
 def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
@@ -120,11 +143,15 @@ class Scratch:
             self.venvs[package] = venv / "bin" / "python"
         return self.venvs[package]
 
-    def pytest(self, package: str, killed_by: list[str]) -> subprocess.CompletedProcess[str]:
+    def pytest(self, package: str, killed_by: list[str],
+               signals_file: pathlib.Path | None = None) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
         ids = [str(pkg_dir / k) for k in killed_by]
         env = dict(os.environ, MOSAIC_REPO=str(self.tree), PYTHONDONTWRITEBYTECODE="1")
-        cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-x", "-q",
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.tree / "ci"), env.get("PYTHONPATH", "")) if p)
+        if signals_file is not None:
+            env["MOSAIC_MUTANT_SIGNALS"] = str(signals_file)
+        cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-p", "mutant_signal", "-x", "-q",
                "--import-mode=importlib", "--rootdir", str(pkg_dir / suite_of(killed_by)), *ids]
         try:
             return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
@@ -162,15 +189,19 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: bool) -> Outcome:
     applied = scratch.patch(mutant)
     if applied.returncode != 0:
         return Outcome("ERROR", "patch failed:\n" + _tail(applied), time.monotonic() - start)
+    signals_file = scratch.dir / f"signals-{mutant.stem}.jsonl"
     try:
-        mutated = scratch.pytest(mutant.package, mutant.killed_by)
+        mutated = scratch.pytest(mutant.package, mutant.killed_by, signals_file)
     finally:
         undone = scratch.patch(mutant, reverse=True)
         if undone.returncode != 0:
             raise SystemExit(f"could not revert {mutant.path.name}; scratch tree left at {scratch.tree}")
     took = time.monotonic() - start
     if mutated.returncode == 1:
-        return Outcome("killed", "", took)
+        killed, detail = classify(signals_file, mutant.signals)
+        if killed:
+            return Outcome("killed", "", took)
+        return Outcome("CRASHED", "crashed, not killed: " + detail + "\n" + _tail(mutated), took)
     if mutated.returncode == 0:
         return Outcome("SURVIVED", "the named tests pass with the mutation applied", took)
     return Outcome("ERROR", f"pytest exit {mutated.returncode} (not a test failure):\n" + _tail(mutated), took)
@@ -216,7 +247,9 @@ def main(argv: list[str]) -> int:
         print(f"{m.stem.ljust(width)}  {m.package:<17} {m.brief:<5} {out.result:<8} {out.seconds:6.1f}s  "
               f"{', '.join(m.killed_by)}")
     bad = [m.stem for m, out in rows if out.result != "killed"]
-    print(f"\nmutants: {len(rows) - len(bad)} killed, {len(bad)} not killed")
+    crashed = sum(1 for _, out in rows if out.result == "CRASHED")
+    print(f"\nmutants: {len(rows) - len(bad)} killed (each by an assertion or its declared signal), "
+          f"{len(bad)} not killed ({crashed} crashed)")
     return 1 if bad else 0
 
 
