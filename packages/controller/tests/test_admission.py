@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from core_harness import INCARNATION, Harness, refused
+from core_harness import INCARNATION, Harness, refused, run_end, run_start
 
 from mosaic.controller import TEXT_PREFIXES, check_text
 
@@ -66,9 +66,19 @@ def test_draft_limits_refuse_empty_and_over_262144_characters() -> None:
     refused(h.prompt("c1", ""), "draft")
     refused(h.prompt("c1", "   "), "draft")
     refused(h.prompt("c1", "x" * 262_145), "draft")
+    refused(h.prompt("c1", "\U0001F600" * 131_073), "draft")  # 262,146 UTF-16 units, as the seed counts
     assert h.engine_bytes == b""
-    admitted(h.prompt("c1", "x" * 262_144))
-    assert check_text("x" * 262_144) is None
+
+
+@pytest.mark.parametrize("text", ["x" * 262_144, "\u8a9e" * 262_144, "\U0001F600" * 131_072,
+                                  "a" + "\U0001F600" * 131_071 + "b"])
+def test_draft_the_limit_itself_is_admitted_and_written_as_one_line(text: str) -> None:
+    # 262,144 UTF-16 units: ASCII, the most UTF-8 bytes per unit (3, 786,432 bytes) and astral pairs.
+    h = Harness()
+    h.controller()
+    admitted(h.prompt("c1", text))
+    assert h.last("prompt")["message"] == text and h.engine_bytes.count(b"\n") == 1
+    assert check_text(text) is None
 
 
 # ------------------------------------------------------------------------------------- control (§5)
@@ -161,10 +171,10 @@ def test_H18_two_prompts_before_any_output_the_second_refuses_busy_one_engine_wr
 def test_N13_prompt_after_an_external_runs_agent_start_is_busy_with_zero_bytes() -> None:
     h = Harness()
     h.controller()
-    h.engine({"type": "agent_start"})  # an external run (an extension's follow-up, an RPC bash, ...)
+    h.engine(*run_start("an extension's follow-up"))  # an external run: no ack of ours before it
     refused(h.prompt("c1", "mine"), "busy")
     assert h.engine_bytes == b""
-    h.engine({"type": "agent_settled"})
+    h.engine(*run_end("Hello from the fake model."))
     admitted(h.prompt("c1", "mine"))
 
 
@@ -176,7 +186,7 @@ def test_mutant15_the_slot_is_held_until_reconciliation_not_released_at_agent_st
     h.engine({"type": "agent_start"})
     # The run started; the slot is still held until it settles (brief mutant 15 releases it here) ...
     assert h.core.slot is not None and h.core.binding_record()["engineState"] == "streaming"
-    h.engine({"type": "message_start", "message": {"role": "user", "content": []}}, {"type": "agent_settled"})
+    h.engine(*run_start("first")[1:], *run_end("Hello from the fake model."))
     # ... and reconciliation settles the item's receipt as it frees the slot.
     assert h.core.slot is None and h.receipt()["state"] == "finished"
     admitted(h.prompt("c1", "second"))

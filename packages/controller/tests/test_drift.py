@@ -490,11 +490,11 @@ def test_an_engine_event_during_the_check_abandons_it_and_it_runs_again_when_idl
     listed = started(h)
     listed, _ = clean_turn(h, 1, listed)
     listed = one_turn(h, 2, listed)
-    h.engine({"type": "agent_start"}, {"type": "turn_start"})  # a run nobody here started (an extension's)
+    h.engine(*run_start("an extension's message"))  # a run nobody here started (an extension's)
     h.respond("get_entries", data={"entries": listed, "leafId": listed[-1]["id"]})
     assert not h.effect(READ_SESSION)[2:] and h.core.drift_check is None  # abandoned before its read
     assert [e.kind for e in h.evidence if "drift" in e.kind] == ["drift-check-abandoned"]
-    h.engine({"type": "agent_settled"})
+    h.engine(*run_end("Hello from the fake model."))
     extra = entry("x0000001", "custom_message", listed[-1]["id"], customType="ext", content="c", display=True)
     listed = [*listed, extra]
     h.check(listed, session_bytes(listed))

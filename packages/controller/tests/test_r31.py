@@ -185,18 +185,161 @@ def test_rule2_a_failed_clear_sends_no_abort() -> None:
 # ------------------------------------------------------------------------------------------ N8, N9
 
 def test_N8_prompt_written_just_before_an_external_agent_start_is_refused_by_pi_and_fails() -> None:
+    # The brief's order: Pi had started the external run when it read the prompt (agent-session.js 860).
     h = Harness()
     h.controller()
     h.prompt("c1", "mine")
-    h.engine({"type": "agent_start"})  # an external run, read before our ack
+    h.engine(*run_start("an extension's message"))  # an external run, read before our answer
     h.respond("prompt", success=False, error="Agent is already processing. Specify streamingBehavior "
                                              "('steer' or 'followUp') to queue the message.")
     receipt = h.receipt()
     assert receipt["state"] == "failed" and receipt["nativeError"].startswith("Agent is already processing")
-    assert h.core.slot is None
+    assert h.core.slot is None and not h.core.overlaps
     refused(h.prompt("c1", "mine"), "busy")  # the external run still streams; the client keeps the text
-    h.engine({"type": "agent_settled"})
+    h.engine(*deltas("Hello"), *run_end("Hello"))
     assert h.prompt("c1", "mine")["outcome"] == "admitted"  # an explicit resend, as a new request
+
+
+def _overlapped(h: Harness, signal: str) -> None:
+    """Seed README "Overlap": admission closed, the binding uncertain, the slot's receipt run-overlap."""
+    receipt = h.receipt()
+    assert receipt["state"] == "delivery-unknown" and receipt["reason"] == "run-overlap"
+    assert [s for s, _ in h.core.overlaps][:1] == [signal]
+    assert h.core.slot is None and not h.core.admission_open and h.core.binding_state == "uncertain"
+    assert {"overlap", "uncertain"} <= set(h.core.binding_record()["fences"])
+    refused(h.prompt("c1", "next"), "fenced")
+
+
+def test_N8_O3_the_seeds_order_ack_then_another_runs_start_and_user_message_then_the_losing_settle() -> None:
+    # Seed README "Run order": the Mosaic ack, another run's agent_start and user message, then the losing
+    # Mosaic settle (its _runAgentPrompt threw: FACTS Part 2 F). Never finished (completed).
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "mine")
+    h.respond("prompt")
+    h.engine(*run_start("an extension's message"))
+    assert h.receipt()["state"] == "working"  # by order, until the settle shows otherwise
+    h.engine({"type": "agent_settled"})  # inside the other run's turn: not its settle
+    _overlapped(h, "O3")
+    assert h.core.run.active  # the other run streams on; its own settle ends it
+    h.respond("get_state", data=state(True))
+    h.engine(*deltas("Hello"), *run_end("Hello"))
+    assert h.receipt()["state"] == "delivery-unknown" and not h.core.admission_open
+    assert h.written_types() == ["prompt", "get_state"]  # nothing written for the overlap
+
+
+def test_N8_O3_the_recorded_order_the_losing_settle_right_after_agent_start() -> None:
+    # The real binary's pipelined-prompts recording: ack, agent_start, agent_settled, turn_start, user ...
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "mine")
+    h.respond("prompt")
+    h.engine({"type": "agent_start"}, {"type": "agent_settled"}, *run_start("PIPE-1 SLOW")[1:])
+    _overlapped(h, "O3")
+
+
+def test_O2_an_ack_read_while_a_run_that_began_during_the_preflight_streams() -> None:
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "mine")
+    h.engine(*run_start("an extension's message"))  # began before our ack: another's run
+    h.respond("prompt")  # Pi acked ours in that run's preflight window: it can never run
+    _overlapped(h, "O2")
+    assert h.written_types() == ["prompt"]  # no get_state probe: the outcome is already unknown
+
+
+def test_O1_a_second_agent_start_inside_a_turn() -> None:
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "mine")
+    h.respond("prompt")
+    h.engine(*run_start("mine"), {"type": "agent_start"})
+    _overlapped(h, "O1")
+
+
+def test_O6_run_events_with_no_run_active() -> None:
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "mine")
+    h.respond("prompt")
+    h.engine({"type": "turn_start"})  # a turn of a run whose agent_start was never read
+    _overlapped(h, "O6")
+
+
+def test_O6_a_continuation_after_agent_end_is_not_an_overlap() -> None:
+    # FACTS Part 2 R: agent_end{willRetry}, auto_retry_start, agent_start (a continuation), ..., agent_settled.
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "FAILONCE please")
+    h.respond("prompt")
+    h.engine(*run_start("FAILONCE please"))
+    h.respond("get_state", data=state(True))
+    err = {"role": "assistant", "content": [], "stopReason": "error", "errorMessage": "500"}
+    h.engine({"type": "message_end", "message": err}, {"type": "turn_end", "message": err, "toolResults": []},
+             {"type": "agent_end", "messages": [], "willRetry": True},
+             {"type": "auto_retry_start", "attempt": 1, "maxAttempts": 3, "delayMs": 2000, "errorMessage": "500"},
+             {"type": "agent_start"}, {"type": "turn_start"},
+             {"type": "message_start", "message": {"role": "assistant", "content": [], "stopReason": "pending"}},
+             *run_end("Hello from the fake model.")[:1], {"type": "auto_retry_end", "success": True, "attempt": 1},
+             *run_end("Hello from the fake model.")[1:])
+    assert not h.core.overlaps and h.core.admission_open
+    assert h.receipt()["state"] == "finished" and h.receipt()["turnState"] == "completed"
+
+
+def test_N9_O4_an_aborted_run_with_no_stop_in_progress_is_an_overlap_never_a_stop_link() -> None:
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "SLOW stream please")
+    h.respond("prompt")
+    h.engine(*run_start("SLOW stream please"), *deltas("tick00 "))
+    h.respond("get_state", data=state(True))
+    h.engine(*run_end("tick00 ", "aborted"))  # someone else aborted it
+    _overlapped(h, "O4")
+    assert not h.clients["c1"].records("stop") and not h.clients["c1"].records("turnProof")
+
+
+def test_N9_O4_an_aborted_after_the_fence_but_before_any_abort_is_the_same_overlap() -> None:
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "SLOW stream please")
+    h.respond("prompt")
+    h.engine(*run_start("SLOW stream please"), *deltas("tick00 "))
+    h.respond("get_state", data=state(True))
+    interrupt(h)
+    assert h.written_types()[-1] == "clear_queue"
+    h.engine(*run_end("tick00 ", "aborted"))  # aborted, and the chain has written no abort yet
+    _overlapped(h, "O4")
+    (final,) = [r for r in stop_records(h) if r["state"] != "stopping"]
+    assert final["state"] == "uncertain" and final["reason"] == "run-overlap"
+    h.respond("clear_queue", data=queues())
+    assert "abort" not in h.written_types()  # the stop ended: no abort after an overlap
+
+
+@pytest.mark.parametrize("same_chunk", [True, False])
+def test_H10_O5_input_queued_in_the_chunk_of_the_clears_answer_means_no_abort(same_chunk: bool) -> None:
+    # Seed README "Interrupt": the interrupt checks for an overlap again right before its abort, so an O5 in
+    # the same chunk as the clear's response means no abort (it would run what was queued: rpc.md 158).
+    h = Harness()
+    h.controller()
+    h.prompt("c1", "SLOW stream please")
+    h.respond("prompt")
+    h.engine(*run_start("SLOW stream please"), *deltas("tick00 "))
+    h.respond("get_state", data=state(True))
+    interrupt(h)
+    clear = {"id": h.last("clear_queue")["id"], "type": "response", "command": "clear_queue", "success": True,
+             "data": queues()}
+    queued = {"type": "queue_update", "steering": [], "followUp": ["an extension's follow-up"]}
+    if same_chunk:
+        h.engine({"type": "queue_update", "steering": [], "followUp": []}, clear, queued)
+        assert "abort" not in h.written_types()
+        (final,) = [r for r in stop_records(h) if r["state"] != "stopping"]
+        assert final["state"] == "uncertain" and final["reason"] == "run-overlap"
+        _overlapped(h, "O5")
+    else:
+        h.engine({"type": "queue_update", "steering": [], "followUp": []}, clear)
+        assert h.written_types()[-1] == "abort"  # no overlap in the pause: the abort goes out
+        h.engine(queued)  # after the abort was written: rule 5's post-settle clear finds it (N6)
+        assert not h.core.overlaps
 
 
 def test_N9_the_items_run_started_before_the_fence_follows_the_interrupted_turn() -> None:
@@ -220,14 +363,19 @@ def test_N9_the_items_run_started_before_the_fence_follows_the_interrupted_turn(
 # ------------------------------------------------------------------------------------------ N11, N12, N13
 
 def test_N11_ack_then_the_run_throws_before_any_user_message_is_failed_ack_without_start() -> None:
+    # As Pi and the fake write it (pi-rpc test_fake_engine N11): the ack, then agent_settled from the
+    # finally (agent-session.js 780-785) and no agent_start: the run threw before it began.
     h = Harness()
     h.controller()
     h.prompt("c1", "hello")
     h.respond("prompt")
-    h.engine({"type": "agent_start"}, {"type": "agent_settled"})  # the finally's settle (agent-session.js 780-785)
+    h.engine({"type": "agent_settled"})
     receipt = h.receipt()
     assert receipt["state"] == "failed" and receipt["reason"] == "ack-without-start"
-    assert h.core.slot is None
+    assert h.core.slot is None and not h.core.overlaps and h.core.admission_open
+    h.respond("get_state", data=state(False))  # the probe's answer comes after: it changes nothing
+    assert h.receipt()["state"] == "failed"
+    assert h.prompt("c1", "again")["outcome"] == "admitted"
 
 
 def test_N12_input_queued_after_the_final_empty_clear_is_the_next_turn_not_the_stopped_one() -> None:

@@ -4,7 +4,7 @@ core owns (K5, K9 at the core; the cohort itself is the lifecycle layer's effect
 from __future__ import annotations
 
 import pytest
-from core_harness import EXECUTION, Harness, deltas, queues, refused, run_end, run_start, state
+from core_harness import EXECUTION, Harness, deltas, full_run, queues, refused, run_end, run_start, state
 
 from mosaic.controller import EngineEvents
 
@@ -37,10 +37,9 @@ def test_H3_a_takeover_and_a_prompt_never_dispatch_under_both_controllers(order:
 def test_H9_interrupt_racing_a_prompts_dispatch(order: str) -> None:
     h = Harness()
     h.controller()
-    h.engine({"type": "agent_start"})
-    h.engine({"type": "agent_settled"})  # an idle engine
+    h.engine(*full_run("an extension's message"))  # a run that came and went: an idle engine
     if order == "interrupt-first":
-        h.engine({"type": "agent_start"})  # something to interrupt
+        h.engine(*run_start("another extension message"))  # something to interrupt
         assert isinstance(interrupt(h), dict)
         refused(h.prompt("c1", "late"), "fenced")  # before the write: refused
         assert h.written_types() == ["clear_queue"]
@@ -258,6 +257,31 @@ def test_K5_a_tool_call_open_at_the_stop_is_an_uncertain_effect() -> None:
     refused(h.prompt("c1", "more"), "fenced")
 
 
+@pytest.mark.parametrize("stopped", [True, False])
+def test_K5_a_tool_call_open_when_the_stop_began_stays_uncertain_after_the_engine_reports_it_ended(
+        stopped: bool) -> None:
+    # The real Pi handles SIGTERM (the stop's TERM phase) and may report the tool ended before it exits
+    # (2 of 34 runs): the call was open when the stop began, so it is an uncertain effect all the same.
+    h = Harness()
+    h.observe("o")
+    h.controller()
+    h.prompt("c1", "LONGTOOL please")
+    h.respond("prompt")
+    h.engine(*run_start("LONGTOOL please"))
+    h.respond("get_state", data=state(True))
+    h.engine({"type": "tool_execution_start", "toolCallId": "call_fake_2", "toolName": "bash",
+              "args": {"command": "sleep 100"}})
+    h.call("c1", "force-stop", confirmation=h.confirm("c1"))
+    (effect,) = h.effect("force-stop")
+    h.engine({"type": "tool_execution_end", "toolCallId": "call_fake_2", "toolName": "bash",
+              "result": {"content": [{"type": "text", "text": "Terminated"}]}, "isError": True})
+    assert h.core.run.open_tools == {}  # the engine says it ended ...
+    h.finish_effect(effect, **({"state": "stopped", "proofDigest": "sha256:" + "0" * 64} if stopped
+                               else {"state": "uncertain", "reason": "no-cohort"}))
+    (report,) = h.clients["o"].records("effectReport")  # ... it is an uncertain effect all the same (K5)
+    assert report["effects"] == [{"toolCallId": "call_fake_2", "toolName": "bash", "state": "uncertain"}]
+
+
 def test_recover_needs_a_stopped_execution_and_asks_the_lifecycle_layer() -> None:
     h = Harness()
     h.controller()
@@ -275,8 +299,12 @@ def test_recover_needs_a_stopped_execution_and_asks_the_lifecycle_layer() -> Non
 def test_abort_acknowledgement_and_settle_never_release_or_stop_anything() -> None:
     h = Harness()
     h.controller()
-    h.engine(*run_start("x"), *run_end("x", "aborted"))
+    h.engine(*full_run("x"))  # an external run settles: nothing released, nothing stopped
     assert h.core.binding_state == "active" and not h.effect("force-stop") and not h.effect("claim-uncertain")
+    # An aborted run with no stop of ours is an overlap (O4): uncertain, never released, never stopped.
+    h.engine(*run_start("y"), *run_end("y", "aborted"))
+    assert h.core.binding_state == "uncertain" and not h.effect("force-stop")
+    assert [e.payload["reason"] for e in h.effect("claim-uncertain")] == ["run-overlap"]
 
 
 def test_H17_a_used_confirmation_is_refused_even_when_nothing_else_changed() -> None:

@@ -102,3 +102,41 @@ def test_N8_H18_a_second_prompt_is_busy_and_pi_never_sees_a_pipelined_prompt(tmp
             await client.close()
 
     asyncio.run(main())
+
+
+def test_K5_a_tool_the_engine_reports_ended_during_the_force_stop_is_still_an_uncertain_effect(tmp_path: Path) -> None:
+    """The order the real Pi showed in 2 of 34 runs: the stop's SIGTERM made Pi end the running tool call
+    before it exited. Here the fake is held at its `tool` hold point (after tool_execution_start), and the
+    force stop's effect lets the tool run to its tool_execution_end before it reports the stop."""
+
+    async def main() -> None:
+        rig_box: list[FakeRig] = []
+
+        async def effects(effect: Any) -> dict[str, Any]:
+            if effect.kind != "force-stop":
+                return {"ok": True}
+            rig = rig_box[0]
+            await asyncio.to_thread(rig.ctl.release, "tool")
+            for _ in range(2000):  # until the core has read the tool's end (bounded)
+                if not rig.core.run.open_tools:
+                    break
+                await asyncio.sleep(0.005)
+            assert not rig.core.run.open_tools, "the fake never reported the tool's end"
+            return {"state": "uncertain", "reason": "no-cohort", "detail": "the fake rig has no cohort"}
+
+        async with fake_controller(tmp_path / "rig", effects=effects) as rig:
+            rig_box.append(rig)
+            client, auth = await control(rig)
+            await asyncio.to_thread(rig.ctl.hold, "tool")
+            await client.call("prompt", **auth, clientRequestId="t", text="TOOLCALL please run it")
+            await asyncio.to_thread(rig.ctl.wait_held, "tool", WAIT)
+            await client.until(lambda n: n.get("method") == "event" and n["params"]["eventType"] == "tool-start")
+            await client.force_stop(auth)
+            await client.until(lambda n: n.get("method") == "record" and n["params"].get("type") == "effectReport")
+            (report,) = client.records("effectReport")
+            assert [e["toolName"] for e in report["effects"]] == ["bash"]
+            assert report["effects"][0]["state"] == "uncertain" and report["rollback"] is False
+            assert any(e["eventType"] == "tool-end" for e in client.events())  # the engine did report it ended
+            await client.close()
+
+    asyncio.run(main())

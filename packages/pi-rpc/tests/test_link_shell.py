@@ -520,30 +520,36 @@ def test_a_line_longer_than_the_pipe_reaches_the_engine_whole_and_once(responder
 def test_a_pipe_that_takes_a_few_bytes_at_a_time_gets_each_byte_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer alone: the engine's stdin accepts at most 7 bytes per write and is "full" after every
     second write (BlockingIOError), so a 70,041-byte line needs ~10,000 writes and ~10,000 waits for room.
-    What reaches the pipe is exactly the line, once, and the core is told the whole line was accepted."""
+    What reaches the pipe is exactly the line, once, and the core is told the whole line was accepted.
+    (A writer that lost its place would never finish: past twice the line's bytes the pipe takes nothing
+    more and the test compares what it got.)"""
     real_write = os.write
 
     async def main() -> None:
         in_r, in_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
-        calls = {"n": 0}
+        calls = {"n": 0, "bytes": 0, "cap": 1 << 62}
+        done = asyncio.Event()
 
         def stingy_write(fd: int, data: object) -> int:
             if fd != in_w:
                 return real_write(fd, data)  # type: ignore[arg-type]
             calls["n"] += 1
-            if calls["n"] % 2 == 0:
+            if calls["n"] % 2 == 0 or calls["bytes"] >= calls["cap"]:
+                if calls["bytes"] >= calls["cap"]:
+                    done.set()
                 raise BlockingIOError(11, "pipe full")
-            return real_write(fd, bytes(memoryview(data)[:7]))  # type: ignore[arg-type]
+            n = real_write(fd, bytes(memoryview(data)[:7]))  # type: ignore[arg-type]
+            calls["bytes"] += n
+            return n
 
         monkeypatch.setattr(os, "write", stingy_write)
         received = bytearray()
-        got_line = asyncio.Event()
 
         def drain() -> None:
             received.extend(os.read(in_r, 1 << 16))
             if received.endswith(b"\n"):
-                got_line.set()
+                done.set()
 
         loop = asyncio.get_running_loop()
         os.set_blocking(in_r, False)
@@ -551,7 +557,10 @@ def test_a_pipe_that_takes_a_few_bytes_at_a_time_gets_each_byte_once(monkeypatch
         link = await EngineLink.from_fds(in_w, out_r)
         try:
             cmd = link.send({"type": "echo", "pad": "y" * 70_000})
-            await asyncio.wait_for(got_line.wait(), BOUND)
+            calls["cap"] = 2 * len(cmd.data)
+            await asyncio.wait_for(done.wait(), BOUND)
+            for _ in range(100):  # what the last writes put in the pipe
+                await asyncio.sleep(0)
             assert bytes(received) == cmd.data  # each byte once, in order, one LF at the end
             assert cmd.accepted == len(cmd.data)
             assert cmd.outcome is CommandOutcome.WRITTEN

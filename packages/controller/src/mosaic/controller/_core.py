@@ -32,6 +32,15 @@ The rules it keeps, with where they come from:
    counted (H14). Replay is unavailable: observe returns the seam (fromSequence, quiet) and the client
    reconciles at it (E4).
 7. Disconnect never releases control or a claim (H11).
+7a. Attribution by order and the overlap signals (seed README "Overlap", "Run order"; brief §3 "Seal and
+   attribution"): the slot's run is the one whose agent_start follows the slot's ack with no overlap
+   signal between; a run that starts before the ack is another's. Each signal of `_tables.OVERLAP_SIGNALS`
+   (O1-O6) closes admission (fence `overlap`), makes the binding uncertain and settles the slot's receipt
+   delivery-unknown, reason run-overlap; a running interrupt ends uncertain (run-overlap) and writes no
+   further abort. The interrupt's abort is decided at the end of the `receive` call that read its clear's
+   answer, so an overlap read in the same chunk means no abort (H10: it would run what was queued).
+   N11 on the wire Pi writes: an ack, then agent_settled with no agent_start (the run threw before it
+   began: the fake's throw_at_run_start, agent-session.js 780-785) is failed, reason ack-without-start.
 8. Session drift (§2 "Session drift, not foreign-writer attribution"; on when `CoreConfig.drift` is set):
    when the engine is idle (admission open, no slot, no run, no stop chain, nothing of the core's in
    flight on the link) after an agent_settled or a slot's release, and once when the shell starts serving
@@ -101,7 +110,7 @@ from ._io import (
 )
 from ._refusal import ControlRefusal
 from ._state import BindingState, Clear, Confirmation, Request, Run, Slot, Stop
-from ._tables import DIALOG, INTERNAL, check_text, classify_native
+from ._tables import DIALOG, INTERNAL, OVERLAP_SIGNALS, check_text, classify_native
 
 _CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held during a drift check (rule 8)
 SETTLE_TIMER = "stop-settle"
@@ -204,6 +213,7 @@ class ControllerCore:
         self.unknown_native: dict[str, int] = {}
         self.late_events = 0
         self.dialogs = 0
+        self.overlaps: list[tuple[str, str]] = []  # (signal, detail) of every overlap signal read
         self._ids = 0
         self._pending_effects: dict[str, tuple[ConnId, RpcId]] = {}
         self._pending_census: dict[str, Call] = {}  # census effect id -> the issue-confirmation call waiting
@@ -242,6 +252,7 @@ class ControllerCore:
             self._timer(event.key)
         elif isinstance(event, EffectDone):
             self._effect_done(event)
+        self._abort_if_due()
         if self.config.drift is not None:
             self._drift_step()
         out, self._out = self._out, []
@@ -308,6 +319,13 @@ class ControllerCore:
 
     def _broadcast_binding(self) -> None:
         self._record(self.binding_record())
+
+    def _new_stop(self, kind: str, conn: ConnId, **fields: Any) -> Stop:
+        """A stop chain, its approval disposition from the execution's dialog evidence (seed "Approval")."""
+        stop = Stop(self._id("s"), kind, self.execution, conn, self._now, **fields)  # type: ignore[arg-type]
+        if self.dialogs:
+            stop.approval = "uncertain"
+        return stop
 
     def _fence(self, reason: str, detail: str) -> None:
         self.fences[reason] = detail
@@ -521,7 +539,7 @@ class ControllerCore:
         if self.slot is None and not self.run.active:
             self._refuse(call, "no-turn", "no prompt holds the slot and no run is streaming")
             return
-        stop = Stop(self._id("s"), "interrupt", self.execution, call.conn, self._now)
+        stop = self._new_stop("interrupt", call.conn)
         stop.slot_case = self.slot.case() if self.slot is not None else "none"
         if self.slot is not None:
             self.slot.fenced_at = stop.slot_case
@@ -626,8 +644,10 @@ class ControllerCore:
         conf = self._use_confirmation(call, "force-stop")
         if conf is None:
             return
-        stop = Stop(self._id("s"), "force-stop", self.execution, call.conn, self._now,
-                    confirmation=conf.confirmation_id, step="requested")
+        stop = self._new_stop("force-stop", call.conn, confirmation=conf.confirmation_id, step="requested")
+        # K5: a tool call open when the stop began is an uncertain effect, whatever the engine reports
+        # before it exits (Pi's RPC mode handles SIGTERM and may end the tool first).
+        stop.open_tools = dict(self.run.open_tools)
         running = self.stop
         if running is not None and running.state == "stopping":  # H10: force stop supersedes the interrupt
             running.state = "superseded"
@@ -718,6 +738,11 @@ class ControllerCore:
             return
         request.move("acknowledged", self._now)
         self._record(request.receipt_record())
+        if self.run.active and not slot.run_started:
+            # O2: acked while a run it did not start is active (that run began before the ack): Pi acked it
+            # in the other prompt's preflight window, and it can never run (FACTS a5, Part 2 F).
+            self._overlap("O2", "the prompt was acknowledged while another run was active")
+            return
         if self.link.poisoned is not None:
             # The pipe was poisoned before this ack was read (H19: a command stuck in the outbox past its
             # bound): nothing is written again, so whether a run starts can never be asked. The receipt
@@ -804,10 +829,18 @@ class ControllerCore:
             self._evidence("unknown-native-event", type=kind, bytes=size)
             self._broadcast_binding()
             return
+        if kind in _RUN_EVENTS and not self.run.active and kind != "agent_settled":
+            self._overlap("O6", f"{kind} with no run active")
         if kind == "agent_start":
             self._agent_start()
+        elif kind == "agent_end":
+            self.run.in_turn = False
         elif kind == "message_start":
             self._message_start(record)
+        elif kind == "message_end":
+            self._message_end(record)
+        elif kind == "queue_update":
+            self._queue_update(record)
         elif kind == "tool_execution_start":
             self.run.open_tools[str(record.get("toolCallId"))] = str(record.get("toolName"))
         elif kind == "tool_execution_end":
@@ -821,10 +854,17 @@ class ControllerCore:
 
     def _agent_start(self) -> None:
         if self.run.active:
-            return  # a continuation inside the same run (retry, queued follow-up: FACTS conformance 7)
+            if self.run.in_turn:
+                self._overlap("O1", "an agent_start inside a run's turn")
+            # Otherwise a continuation inside the same run (retry, queued follow-up: FACTS conformance 7).
+            self.run.in_turn = True
+            return
+        # The slot's run is the one that starts after its ack: Pi writes the ack before the run's events
+        # (the ack is queued on the output chain first, FACTS a5), so a run starting while the prompt is
+        # in preflight is another's.
         slot = self.slot
         ours = slot is not None and slot.prompt.succeeded and not slot.run_started
-        self.run = Run(active=True, ours=ours, message_seq=self.run.message_seq)
+        self.run = Run(active=True, ours=ours, in_turn=True, message_seq=self.run.message_seq)
         if ours and slot is not None:
             slot.run_started = True
         self._broadcast_binding()
@@ -840,21 +880,84 @@ class ControllerCore:
                 self._record(slot.request.receipt_record())
 
     def _agent_settled(self) -> None:
-        self._drift_due = True  # rule 8: check at the next idle moment (brief §2 "after agent_settled")
         run = self.run
-        self.run = Run(message_seq=run.message_seq)
         slot = self.slot
+        if run.active and run.in_turn:
+            # O3: a settle inside a turn is not this run's: the losing prompt's finally (FACTS Part 2 F).
+            self._overlap("O3", "an agent_settled inside a run's turn")
+            return
+        self._drift_due = True  # rule 8: check at the next idle moment (brief §2 "after agent_settled")
+        if not run.active:
+            if slot is not None and slot.prompt.succeeded and not slot.run_started:
+                # N11 as Pi writes it: the ack, then agent_settled and no agent_start: the run threw before
+                # it began (its finally settles, agent-session.js 780-785); no user message can be on disk.
+                slot.request.move("failed", self._now, reason="ack-without-start")
+                self._release_slot()
+            else:
+                self._overlap("O6", "an agent_settled with no run active")
+            return
+        self.run = Run(message_seq=run.message_seq)
         if run.ours and slot is not None:
             request = slot.request
             if slot.user_started:
                 if request.receipt == "working":
                     request.move("finished", self._now, turn_state="interrupted" if run.aborted else "completed")
             elif request.receipt == "acknowledged":
-                # N11: acked, the run threw before any user message_start; agent_settled came from the finally.
+                # A run that started and settled with no user message_start: it threw before the message.
                 request.move("failed", self._now, reason="ack-without-start")
             self._release_slot()  # reconciliation, never agent_start (mutant 15)
         else:
             self._broadcast_binding()
+
+    def _message_end(self, record: Mapping[str, Any]) -> None:
+        message = record.get("message")
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            return
+        if message.get("stopReason") != "aborted":
+            return
+        stop = self.stop
+        if stop is not None and stop.state == "stopping" and self._abort_written(stop):
+            return  # the abort of this stop's chain (or of the interrupt it superseded)
+        # O4: an aborted run with no abort of ours outstanding is never a stop link (lead decision 34, N9).
+        self._overlap("O4", "an aborted assistant message with no abort of the controller's outstanding")
+
+    def _abort_written(self, stop: Stop) -> bool:
+        if stop.aborts:
+            return True
+        superseded = next((s for s in self.stops if s.stop_id == stop.supersedes), None)
+        return superseded is not None and superseded.aborts > 0
+
+    def _queue_update(self, record: Mapping[str, Any]) -> None:
+        queued = [q for q in (record.get("steering"), record.get("followUp")) if isinstance(q, list) and q]
+        if not queued:
+            return
+        stop = self.stop
+        if stop is not None and stop.kind == "interrupt" and stop.state == "stopping" and stop.step == "abort-due":
+            self._overlap("O5", "external input was queued between the interrupt's clear and its abort")
+
+    # ------------------------------------------------------------------------------ overlap signals
+
+    def _overlap(self, signal: str, detail: str) -> None:
+        """One of OVERLAP_SIGNALS: admission closes, the binding goes uncertain (a running force stop
+        decides the binding itself), the slot's receipt settles delivery-unknown (run-overlap), a running
+        interrupt ends uncertain with no further abort. Nothing is written to the engine."""
+        assert signal in OVERLAP_SIGNALS
+        self.overlaps.append((signal, detail))
+        self._evidence("run-overlap", signal=signal, detail=detail)
+        if self.binding_state == "stopped":
+            return  # the execution ended with a proof: late output of the stopped engine changes nothing
+        self._fence("overlap", signal)
+        slot = self.slot
+        if slot is not None and not slot.request.settled:
+            slot.request.move("delivery-unknown", self._now, reason="run-overlap")
+            self.slot = None
+            self._record(slot.request.receipt_record())
+        stop = self.stop
+        if stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
+            self._chain_uncertain(stop, "run-overlap", f"{signal}: {detail}")
+        elif self.binding_state != "stopping":
+            self._uncertain("run-overlap", f"{signal}: {detail}")
+        self._broadcast_binding()
 
     def _client_event(self, event_type: str, record: Mapping[str, Any]) -> None:
         payload = self._payload(event_type, record)
@@ -898,6 +1001,8 @@ class ControllerCore:
     def _dialog(self, record: Mapping[str, Any]) -> None:
         # P3 (and I2 not built): a native dialog is shown disabled with a reason, never answered.
         self.dialogs += 1
+        for stop in self.stops:  # seed "Approval": once a dialog was seen, every stop says so
+            stop.approval = "uncertain"
         self._record({"type": "nativeDecision", "nativeDecision": str(record.get("id", self._id("d"))),
                       "method": record.get("method"), "title": record.get("title"),
                       "options": record.get("options"), "state": "disabled",
@@ -955,7 +1060,9 @@ class ControllerCore:
             # Rule 3 / C-1 interim: external input removed; never attributed, never resent; evidence only.
             self._evidence("removed-external-items", stop=stop.stop_id, items=list(removed))
         if stop.step == "clear":
-            self._chain_send_abort(stop)
+            # The abort goes out at the end of this receive call, unless an overlap read meanwhile (in the
+            # same chunk as this answer) makes it run what was queued (H10; `_abort_if_due`).
+            stop.step = "abort-due"
         elif stop.step == "post-clear":
             self._chain_post_clear(stop, clear)
 
@@ -969,6 +1076,13 @@ class ControllerCore:
         if not all(isinstance(t, str) for t in [*steering, *follow_up]):
             return None
         return steering, follow_up
+
+    def _abort_if_due(self) -> None:
+        """The interrupt's abort, decided once everything read with its clear's answer was seen: an
+        overlap signal among it has already ended the stop uncertain (H10)."""
+        stop = self.stop
+        if stop is not None and stop.kind == "interrupt" and stop.state == "stopping" and stop.step == "abort-due":
+            self._chain_send_abort(stop)
 
     def _chain_aborted(self, stop: Stop, command: Command) -> None:
         response = command.response or {}
@@ -1029,7 +1143,7 @@ class ControllerCore:
         if clear_first:
             self._chain_send_clear("clear")
         else:
-            self._chain_send_abort(stop)
+            stop.step = "abort-due"  # as after the first clear: decided at the end of this receive (H10)
 
     def _chain_reconciled(self, stop: Stop) -> None:
         stop.state = "reconciled"
@@ -1107,7 +1221,7 @@ class ControllerCore:
         if self.stop is stop:
             self.stop = None
         self.context += 1
-        open_tools = dict(self.run.open_tools)
+        open_tools = {**stop.open_tools, **self.run.open_tools}  # open when the stop began, or at its end (K5)
         slot = self.slot
         if slot is not None and not slot.request.settled:
             self._settle_at_stop(slot)
@@ -1257,6 +1371,12 @@ class ControllerCore:
         self._drift_due = True
         self._evidence("drift-check-abandoned", check=check.check_id)
 
+
+# The run grammar's events (FACTS "What a Python fake engine must mimic" 6): read while no run is active
+# they are O6. agent_settled is judged in `_agent_settled` (an ack without a start explains it: N11).
+_RUN_EVENTS = frozenset({"turn_start", "turn_end", "message_start", "message_update", "message_end",
+                         "tool_execution_start", "tool_execution_update", "tool_execution_end", "agent_end",
+                         "agent_settled"})
 
 _HANDLERS = {
     "observe": ControllerCore._observe,

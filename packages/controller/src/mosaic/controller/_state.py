@@ -120,6 +120,7 @@ class Run:
 
     active: bool = False
     ours: bool = False
+    in_turn: bool = False  # an agent_start with no agent_end since (continuations come after an agent_end)
     aborted: bool = False  # an abort of a stop chain was written during this run
     open_tools: dict[str, str] = field(default_factory=dict)  # toolCallId -> toolName
     message_seq: int = 0  # numbers the messages of this execution for the client's delta correlation
@@ -166,12 +167,14 @@ class Stop:
     confirmation: str | None = None
     ended_at: float | None = None
     outcome: dict[str, Any] | None = None  # a force stop's result from the lifecycle layer
+    open_tools: dict[str, str] = field(default_factory=dict)  # tool calls open when the stop began (K5)
+    approval: Literal["resolved", "uncertain"] = "resolved"  # set by the core from its dialog evidence
 
     def record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "type": "stop", "stop": self.stop_id, "kind": self.kind, "execution": self.execution,
             "state": self.state, "phase": self.step, "startedAt": self.started_at,
-            "connection": self.conn,
+            "connection": self.conn, "approvalDisposition": self.approval,
         }
         for key, value in (("reason", self.reason), ("supersededBy", self.superseded_by),
                            ("supersedes", self.supersedes), ("confirmation", self.confirmation),

@@ -12,6 +12,9 @@
    the table is unknown: counted in evidence with its byte count, no client event (C-4 interim).
 4. SLOT_TABLE (brief §3 R3-1 rule 4, the pending slot when a fence lands): the slot's state, what the
    controller does, and where the receipt goes.
+5. OVERLAP_SIGNALS (seed README "Choices": Overlap, Run order; brief §3 "Seal and attribution"): the wire
+   orders that show a run the slot's attribution cannot account for. Each one closes admission, makes the
+   binding uncertain and settles the slot's receipt delivery-unknown, reason run-overlap.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ from typing import Literal
 
 # ----------------------------------------------------------------------------------- 1. the text policy
 
-MAX_TEXT_CHARS = 262_144  # seed README "Refusals": draft, "prompt text missing or longer than 262,144 characters"
+# seed README "Refusals": draft, "prompt text missing or longer than 262,144 characters". Characters as the
+# seed's JavaScript counts them (`text.length`): UTF-16 code units, so an astral character counts two, as
+# the reader's string limit does (chat-pages `_parts`) and the socket server's line cap assumes.
+MAX_TEXT_CHARS = 262_144
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,11 @@ TEXT_PREFIXES: tuple[Prefix, ...] = (
            "first line\n/goal x"),
 )
 
+def utf16_units(text: str) -> int:
+    """The length of `text` in UTF-16 code units (JavaScript's `length`)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 # Extension `input` handlers can interpret any text (agent-session.js 840-851); the seal runs
 # `--no-extensions`, so none is registered (FACTS (b) "Extension UI under the seal"). Not a prefix row.
 LATER_LINE_SLASH_INTERPRETED = False
@@ -65,13 +76,15 @@ LATER_LINE_SLASH_INTERPRETED = False
 def check_text(text: str) -> tuple[str, str] | None:
     """None when `text` may be sent as a prompt; else (refusal code, message).
 
-    `draft`: empty, or longer than MAX_TEXT_CHARS characters. `text-policy`: a refused prefix row matches
+    `draft`: empty, or longer than MAX_TEXT_CHARS characters (UTF-16 code units, as JavaScript counts
+    them: the pinned Pi and the seed's controller are JavaScript). `text-policy`: a refused prefix row matches
     (the first non-whitespace character is `/`, brief §4).
     """
     if not text or not text.strip():
         return ("draft", "prompt text is missing")
-    if len(text) > MAX_TEXT_CHARS:
-        return ("draft", f"prompt text is {len(text)} characters, over {MAX_TEXT_CHARS}")
+    units = len(text) if len(text) * 2 <= MAX_TEXT_CHARS else utf16_units(text)
+    if units > MAX_TEXT_CHARS:
+        return ("draft", f"prompt text is {units} characters (UTF-16 units), over {MAX_TEXT_CHARS}")
     stripped = text.lstrip()
     for row in TEXT_PREFIXES:
         if not row.refused:
@@ -108,6 +121,8 @@ RECEIPT_TRANSITIONS: Mapping[tuple[str, str], str] = MappingProxyType({
     ("acknowledged", "failed"): "the run threw before any user message_start: ack-without-start",
     ("acknowledged", "delivery-unknown"): "get_state after the ack: no run, none started: handled-without-run",
     ("working", "finished"): "agent_settled for the run it started (completed, interrupted or unknown)",
+    ("working", "delivery-unknown"): "an overlap signal: the run the item seemed to start may be another's "
+                                     "(run-overlap); working was an inference from order, now withdrawn",
 })
 
 
@@ -227,4 +242,45 @@ SLOT_TABLE: Mapping[SlotCase, SlotRow] = MappingProxyType({
     "write-unknown": SlotRow(
         "write-unknown", "the write outcome is unknown", "the pipe is poisoned (§1); only force stop moves on",
         "delivery-unknown", "transport-unknown"),
+})
+
+
+# ------------------------------------------------------------------------------- 5. the overlap signals
+
+
+@dataclass(frozen=True)
+class OverlapSignal:
+    """One overlap signal: the wire order that shows it and why it breaks attribution by order."""
+
+    signal: str
+    when: str
+    why: str
+
+
+OVERLAP_SIGNALS: Mapping[str, OverlapSignal] = MappingProxyType({
+    "O1": OverlapSignal(
+        "O1", "an agent_start while a run is inside a turn (no agent_end since its agent_start)",
+        "two runs at once: pi-agent-core refuses a second run (agent.js 226-229), so the stream no longer "
+        "shows one run at a time"),
+    "O2": OverlapSignal(
+        "O2", "the slot's prompt is acknowledged while a run it did not start is active (that run's "
+        "agent_start was read before the ack)",
+        "Pi acked the prompt in another prompt's preflight window (FACTS a5, Part 2 F): it can never run, "
+        "and a settle that is not its run's follows"),
+    "O3": OverlapSignal(
+        "O3", "an agent_settled while the run is inside a turn (no agent_end since its agent_start)",
+        "the losing prompt's settle (its _runAgentPrompt threw: agent-session.js 780-785, FACTS Part 2 F; "
+        "the seed's N8 order: the Mosaic ack, another run's agent_start and user message, then the settle)"),
+    "O4": OverlapSignal(
+        "O4", "an aborted assistant message while no abort of the controller's is outstanding (no stop in "
+        "progress, or one that has not written its abort yet)",
+        "someone else aborted the run (lead decision 34, N9): it is never a stop link"),
+    "O5": OverlapSignal(
+        "O5", "external input queued (a queue_update with a non-empty queue) in an interrupt's pause: after "
+        "its clear was answered and before its abort is written (read in the same chunk as the answer)",
+        "the abort would run what was queued (rpc.md 158; H10): no abort is written"),
+    "O6": OverlapSignal(
+        "O6", "a run's event (turn_*, message_*, tool_execution_*, agent_end, agent_settled) while no run "
+        "is active and no acknowledged prompt explains it",
+        "a run the stream never started: its agent_start was taken for another run's end"),
 })
