@@ -83,6 +83,7 @@ def test_F15_a_duplicate_id_that_replaces_an_earlier_entry_is_source_replaced(wo
     res = world.open(cid)
     _append(p, entry("e1", "e0", "the same id, other text"))
     out = world.follow(res)
+    assert out.get("ok") is False, out  # refused, not a page
     assert out["refusal"] == {"code": "source-replaced", "reconcile": True, "message": out["refusal"]["message"]}
 
 

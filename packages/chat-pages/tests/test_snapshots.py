@@ -116,6 +116,7 @@ def test_F14_in_place_rewrite_within_the_same_timestamp_tick_is_source_replaced(
         st2 = p.stat()
         assert (st2.st_ino, st2.st_size, st2.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
         out = world.next(nxt["cursor"]["id"], cid, "main")
+        assert out.get("ok") is False, out  # refused, not a page
         assert out["refusal"] == {"code": "source-replaced", "reconcile": True, "message": out["refusal"]["message"]}
 
 

@@ -242,7 +242,11 @@ def test_over_256_mib_is_too_large_and_exactly_256_mib_opens(tree: Tree, method:
     with OpenWatch([big]) as watch:
         assert refusal_code(lambda: root.open_session_file(SESSIONS, "big.jsonl")) == "too-large"
         assert watch.opened() == set()  # refused from the lstat, before any open
-    with root.open_session_file(SESSIONS, "edge.jsonl") as f:
+    try:
+        edge_file = root.open_session_file(SESSIONS, "edge.jsonl")
+    except SafeOpenRefusal as exc:
+        raise AssertionError(f"exactly 256 MiB must open, it was refused: {exc}") from exc
+    with edge_file as f:
         assert f.size == 256 * 1024 * 1024
 
 
