@@ -88,7 +88,7 @@ def test_K7_W8_recover_after_a_proof_then_launch_new_claim_incarnation_generatio
     seat_head, session_head = heads(world)
     for head in (seat_head, session_head):
         assert head.state is State.ACTIVE and head.eligibility.taken and head.binding.leaf == record["leaf"]
-        assert head.binding.conversation == record["conversation"] and head.binding.branch == "main"
+        assert head.binding.conversation == record["conversation"] and head.binding.branch == record["branch"]
 
     async def main() -> dict[str, Any]:
         c = await client(second)
@@ -312,3 +312,62 @@ def test_a_controller_killed_during_recover_leaves_a_reservation_its_record_laun
         assert head.proof.kind is ProofKind.NO_UNIT
     fresh = world.start()
     assert fresh.first.get("mode") == "new", fresh.first
+
+
+# ------------------------------------------------------------------ W8, W9 on a branch other than main
+
+def _entry(kind: str, eid: str, parent: str | None, **fields: Any) -> str:
+    return json.dumps({"type": kind, "id": eid, "parentId": parent, "timestamp": "2026-12-01T00:00:00.000Z",
+                       **fields}) + "\n"
+
+
+def _message(eid: str, parent: str, role: str, text: str) -> str:
+    message: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": text}], "timestamp": 1}
+    if role == "assistant":
+        message.update(api="openai-completions", provider="fakeprov", model="fake-model-1", stopReason="stop")
+    return _entry("message", eid, parent, message=message)
+
+
+@pytest.fixture
+def forked_world(world: World) -> World:
+    """The session Pi will resume ends on a fork: its default leaf (the last entry in file order) is on the
+    reader's branch `b.cccc0003`, a later child of `aaaa0002`, not on `main` (whose leaf is `bbbb0004`).
+    The branch holds a thinking entry, so neither the fake nor Pi appends at startup (FACTS (d))."""
+    header = world.session.read_text()
+    world.session.write_text(
+        header + _entry("thinking_level_change", "tttt0000", None, thinkingLevel="off")
+        + _message("uuuu0001", "tttt0000", "user", "first")
+        + _message("aaaa0002", "uuuu0001", "assistant", "first answer")
+        + _message("bbbb0003", "aaaa0002", "user", "on main")
+        + _message("bbbb0004", "bbbb0003", "assistant", "main's answer")
+        + _message("cccc0003", "aaaa0002", "user", "on the fork")
+        + _message("cccc0004", "cccc0003", "assistant", "the fork's answer"))
+    return world
+
+
+def test_W8_recover_and_launch_on_a_branch_other_than_main_keep_that_branch_and_leaf(forked_world: World) -> None:
+    world = forked_world
+    first, record = recovered(world)
+    assert (record["branch"], record["leaf"]) == ("b.cccc0003", "cccc0004")
+    stopped_heads = [r for r in ClaimStore(str(world.claims)).read_chain(keys(world)[0])
+                     if getattr(r, "claim_id", None) == first.first["claimId"]]
+    assert stopped_heads[0].binding.branch == "b.cccc0003"  # recorded at launch, before anything ran
+    second = world.start(eligibility=record["id"])
+    assert second.first.get("mode") == "recovered", second.first
+    for head in heads(world):
+        assert head.state is State.ACTIVE and head.claim_id == record["claim_id"]
+        assert (head.binding.branch, head.binding.leaf) == ("b.cccc0003", "cccc0004")
+
+
+def test_W9_the_default_leaf_moved_to_another_branch_after_eligibility_is_refused_and_the_claim_is_unchanged(
+        forked_world: World) -> None:
+    world = forked_world
+    _first, record = recovered(world)
+    before = heads(world)
+    with open(world.session, "a") as f:  # another writer continues main: Pi's leaf is now on main
+        f.write(_message("bbbb0005", "bbbb0004", "user", "main again"))
+    launch = world.start(eligibility=record["id"])
+    assert launch.first["refused"]["code"] == "target", launch.first
+    assert "b.cccc0003" in launch.first["refused"]["message"]
+    assert heads(world) == before
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]  # not consumed

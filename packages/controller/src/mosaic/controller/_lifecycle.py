@@ -245,9 +245,12 @@ class Controller:
             binary = sha256_digest(canonical_json([list(engine.command), tree]))
         return Pins(PI_VERSION, binary, sha256_digest(canonical_json(self.argv)))
 
-    def _binding(self, leaf: str | None = None, pins: Pins | None = None) -> Binding:
-        return Binding(f"binding-{secrets.token_hex(8)}", "pi", self.conversation, "main",
-                       self.identity.leaf if leaf is None else leaf, pins or self.pins)
+    def _binding(self, identity: SessionIdentity | None = None, pins: Pins | None = None) -> Binding:
+        """The binding a claim records: the session's branch and leaf as read (`identity`, default the one
+        read at construction) and the engine's pins."""
+        identity = identity or self.identity
+        return Binding(f"binding-{secrets.token_hex(8)}", "pi", self.conversation, identity.branch,
+                       identity.leaf, pins or self.pins)
 
     def _step(self, name: str) -> None:
         if self.hooks.on_launch_step is not None:
@@ -371,9 +374,10 @@ class Controller:
         now = read_session(self.place)
         if now.header_id != record.session_id:
             raise ControlRefusal("target", "the session file's header ID changed after eligibility")
-        if now.leaf != record.leaf:
-            raise ControlRefusal("target", f"the session's leaf moved after eligibility: {now.leaf!r}, not the "
-                                           f"recorded {record.leaf!r} (K18)")
+        if (now.leaf, now.branch) != (record.leaf, record.branch):
+            raise ControlRefusal("target", f"the session's leaf moved after eligibility: {now.leaf!r} on "
+                                           f"{now.branch!r}, not the recorded {record.leaf!r} on "
+                                           f"{record.branch!r} (K18, W9)")
         self.identity = now  # the load check compares the engine's leaf with this one (K8)
 
     def _use_record(self, record_id: str, *, revalidate: bool) -> tuple[EligibilityRecord, Claim]:
@@ -471,7 +475,7 @@ class Controller:
         record_id = mint_eligibility_id()
         generation = head.generation + 1
         try:
-            new = self.store.acquire(self.seat_key, self.session_key, self._binding(now.leaf, pins),
+            new = self.store.acquire(self.seat_key, self.session_key, self._binding(now, pins),
                                      generation=generation, eligibility=record_id)
         except ClaimRefusal as refusal:
             return _refused("eligibility", f"the pair cannot be reserved: {refusal.code}: {refusal.message}")
@@ -481,7 +485,7 @@ class Controller:
             id=record_id, claim_id=new.claim_id, previous_claim_id=claim.claim_id,
             stop=stop if isinstance(stop, str) else None, proof_digest=proof.digest, pins=_pins_dict(pins),
             session_id=now.header_id, session_file=self.session_real, conversation=self.conversation,
-            branch="main", leaf=now.leaf, generation=generation, incarnation=str(payload.get("incarnation")),
+            branch=now.branch, leaf=now.leaf, generation=generation, incarnation=str(payload.get("incarnation")),
             issued_at=self.clock())
         write_record(self.claim_root_real, record)
         self._step("recover-recorded")

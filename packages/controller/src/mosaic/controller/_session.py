@@ -6,7 +6,9 @@ read-only through safe-open (no symlinks, O_NOFOLLOW, (dev, ino) checked) and sc
 
 The leaf is Pi's default leaf: the last non-header entry in file order (session-manager.js `_buildIndex`
 686-707, FACTS (c) "Default leaf"), malformed and blank lines skipped; a resumed Pi loads exactly that
-leaf, which the load check (K8) compares.
+leaf, which the load check (K8) compares. The leaf's branch is named by the reader's rules (pi-format:
+`main` for the first root's line, `b.<entry id>` for each later root and later child at a fork), the name
+the claim and an eligibility record carry (brief §2 "branch and leaf at launch"; W8, W9).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from mosaic.pi_format import MAIN_BRANCH, FormatRefusal
+from mosaic.pi_format import parse as parse_session
 from mosaic.safe_open import open_root
 
 from ._refusal import ControlRefusal
@@ -54,6 +58,7 @@ class SessionIdentity:
     # Tool calls an assistant message made with no tool result in the file: (toolCallId, toolName), in file
     # order. After a crash or a reboot these are effects nobody saw end (W7: uncertain, never rolled back).
     open_tools: tuple[tuple[str, str], ...] = ()
+    branch: str = MAIN_BRANCH  # the reader's name of the branch that ends at `leaf`
 
 
 def session_place(real_path: str) -> SessionPlace:
@@ -106,7 +111,22 @@ def read_session(place: SessionPlace) -> SessionIdentity:
             leaf, leaf_type = entry["id"], entry.get("type") if isinstance(entry.get("type"), str) else None
             if entry.get("type") == "message":
                 _tool_calls(entry.get("message"), calls)
-    return SessionIdentity(header["id"], leaf, leaf_type, inode, size, tuple(calls.items()))
+    return SessionIdentity(header["id"], leaf, leaf_type, inode, size, tuple(calls.items()),
+                           _branch_of(data, place.project, leaf))
+
+
+def _branch_of(data: bytes, project: str, leaf: str | None) -> str:
+    """The reader's name of the branch ending at Pi's leaf. Where the reader's view ends elsewhere (its
+    snapshot stops at the last LF, Pi's leaf may be an unterminated last line: FACTS "Loader quirks" 3), the
+    reader's default branch, which holds the entries before it. Refuses `configuration` where the reader
+    refuses the file: a session the reader cannot show is not one a controller may bind."""
+    parsed = parse_session(data, project=project, realpath=os.path.realpath)
+    if isinstance(parsed, FormatRefusal):
+        raise ControlRefusal("configuration", f"the reader refuses the session file: {parsed.code}: {parsed.message}")
+    for branch in parsed.branches.values():
+        if leaf is not None and branch.leaf == leaf:
+            return branch.name
+    return parsed.default_branch
 
 
 def _tool_calls(message: object, calls: dict[str, str]) -> None:
