@@ -179,14 +179,16 @@ def test_fan_out_sends_each_event_once_per_subscriber_in_one_notify() -> None:
     h.controller()
     h.prompt("c1", "hello")
     h.respond("prompt")
-    actions = h.core.receive.__self__  # noqa: B018 - the core itself
     from mosaic.controller import EngineEvents, Notify
 
     events = h.core.link.feed(b"".join(__import__("json").dumps(r).encode() + b"\n" for r in run_start("hello")), now=h.now)
     out = h.core.receive(EngineEvents("exec-1", events), now=h.now)
     notes = [a for a in out if isinstance(a, Notify) and a.method == "event"]
-    assert notes and all(len(n.to) == 65 for n in notes)
-    assert actions is h.core
+    # run_start holds three client events (the user message's start and end, the assistant's start): one
+    # Notify each, addressed to all 65 subscribers at once, in sequence order.
+    assert [n.params["eventType"] for n in notes] == ["message-start", "message-end", "message-start"]
+    assert all(sorted(n.to) == sorted([*(f"o{i}" for i in range(64)), "c1"]) for n in notes)
+    assert [n.params["sequence"] for n in notes] == [1, 2, 3]
 
 
 # --------------------------------------------------------------------------------------------- tables

@@ -408,7 +408,11 @@ def test_slot_table_is_walked_every_row_is_reached() -> None:
     # here each is produced directly and checked against the table's receipt column.
     seen = {}
     h = Harness(); h.controller()  # noqa: E702
-    seen["none"] = "none"
+    h.engine(*run_start("an extension's message"))  # no slot: the fence of an interrupt sees "none"
+    interrupt(h)
+    assert h.core.stop is not None
+    seen["none"] = h.core.stop.slot_case
+    h = Harness(); h.controller()  # noqa: E702
     h.prompt("c1", "a")
     seen["preflight"] = h.core.slot.case()  # type: ignore[union-attr]
     h.respond("prompt")

@@ -282,8 +282,15 @@ class Controller:
             if self.execution is None or self.execution.handle is None:
                 self.launcher.close()  # nothing launched: the unused helper goes, by its recorded pid
 
+    def _bind_paths(self) -> None:
+        """The guard at bind (G2, G3): the session file and the claim root resolve to the real paths checked
+        at construction, and neither is live now. Raises `live-session-refused`."""
+        self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
+        self.guard.bind(self.placement.claim_root, what="claim root", expected=self.claim_root_real)
+
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._bind_paths()  # before the claim root is opened: a swapped path gets no claim written into it
         self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
                                                                          barrier=self.hooks.barrier))
         if self.eligibility is not None:
@@ -311,9 +318,8 @@ class Controller:
     async def _spawn(self, claim: Claim) -> None:
         """From a reservation this store owns: bind, spawn marker, launch, active, load check, serve."""
         loop = asyncio.get_running_loop()
-        # Bind: the real paths again (G2 symlink, G3 swap since construction).
-        self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
-        self.guard.bind(self.placement.claim_root, what="claim root", expected=self.claim_root_real)
+        # Bind again, right before anything is spawned: a swap since start() (G3) stops it here.
+        self._bind_paths()
         await loop.run_in_executor(None, claim.mark_spawn)
         self._step("spawn-marker")
         handle = await loop.run_in_executor(None, lambda: self.launcher.launch(
