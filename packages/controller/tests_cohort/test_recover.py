@@ -371,3 +371,27 @@ def test_W9_the_default_leaf_moved_to_another_branch_after_eligibility_is_refuse
     assert "b.cccc0003" in launch.first["refused"]["message"]
     assert heads(world) == before
     assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]  # not consumed
+
+
+def test_G3_recover_after_the_session_was_swapped_for_a_live_one_is_refused_and_reserves_nothing(
+        world: World) -> None:
+    first = world.start()
+    live = world.root / "operator-home" / ".pi" / "state" / "seat" / "sessions" / "live.jsonl"
+    live.parent.mkdir(parents=True)
+
+    async def main() -> dict[str, Any]:
+        c = await client(first)
+        auth = await c.control()
+        await stopped(c, auth)
+        before = heads(world)
+        live.write_bytes(world.session.read_bytes())
+        world.session.unlink()
+        world.session.symlink_to(live)  # the fixture path now leads to a live session (G3)
+        reply = await recover(c, auth=auth)
+        await c.close()
+        assert heads(world) == before  # nothing reserved
+        return reply
+
+    reply = asyncio.run(main())
+    assert code(reply) == "live-session-refused", reply
+    assert not os.path.exists(records_dir(world)) or os.listdir(records_dir(world)) == []
