@@ -556,7 +556,7 @@ def test_E6_a_tool_result_delayed_across_a_pause_and_a_reconnect_reconciles_with
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("fault", ["repeat", "gap", "conflict"])
+@pytest.mark.parametrize("fault", ["repeat", "gap", "conflict", "epoch"])
 def test_E3_a_repeated_event_is_dropped_and_a_gap_or_conflicting_repeat_is_held_and_reconciled(
         tmp_path: Path, fault: str) -> None:
     def rewrite(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -567,8 +567,13 @@ def test_E3_a_repeated_event_is_dropped_and_a_gap_or_conflicting_repeat_is_held_
             return [message, message]
         if fault == "gap":  # the line is lost: the next event arrives past a gap
             return []
-        other = json.loads(json.dumps(message))  # the same event id with other bytes
-        other["params"]["payload"]["delta"] = "FORGED "
+        other = json.loads(json.dumps(message))
+        if fault == "epoch":  # E4's new stream epoch: the stream of another execution from here on
+            other["params"]["execution"] = "exec-2"
+            other["params"]["event"] = f"exec-2.{other['params']['sequence']}"
+            other["params"]["payload"]["delta"] = "FORGED "
+            return [other]
+        other["params"]["payload"]["delta"] = "FORGED "  # the same event id with other bytes
         return [message, other]
 
     async def main() -> None:
@@ -595,7 +600,7 @@ def test_E3_a_repeated_event_is_dropped_and_a_gap_or_conflicting_repeat_is_held_
                                                ("history", "assistant", "Hello from the fake model.")]
                 assert view.held >= 1 and view.dropped_repeats == 0
                 marked = [m for s in seen for m in s if isinstance(m, ReconcileMarker)]
-                assert marked and {"gap" if fault == "gap" else "conflict"} <= set(marked[0].reasons)
+                assert marked and {fault if fault != "conflict" else "conflict"} <= set(marked[0].reasons)
             # Never concatenated past a gap, never shown with forged bytes.
             for items in seen:
                 for item in items:
@@ -887,5 +892,37 @@ def test_pings_keep_a_listening_client_past_the_idle_bound(tmp_path: Path) -> No
             await pinging.ping()
             assert pinging.connected and pinging.pings_sent >= 1
             assert not [n for n in t.check(pinging).drain() if n.method in ("closing", "disconnected")]
+
+    asyncio.run(main())
+
+
+def test_E3_an_extensions_run_carries_a_null_request_correlation_and_is_shown_once(tmp_path: Path) -> None:
+    """CHAT-01 lines 110-112 via brief §9 E3: events of a run no Mosaic request started (the fake's
+    inject_prompt: an extension's sendUserMessage, agent-session.js 1135-1160) carry `request: null`; the
+    slot's run carries its request, inferred from order. Both render once."""
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig, rigged() as t:
+            a = await t.controller(rig.socket_path)
+            view = await t.transcript(a)
+            view.start()
+            await asyncio.to_thread(rig.ctl.request, "inject_prompt", text="from an extension")
+            await until(view, lambda v: ("live", "assistant", "Hello from the fake model.") in project(v.items))
+            outcome = admitted(await a.prompt("Say hello"))
+            await bounded(a.wait_settled(outcome.request.client_request_id))
+            events = [n.params for n in t.check(a).drain() if n.method == "event"]
+            by_request: dict[Any, list[str]] = {}
+            for e in events:
+                by_request.setdefault(e["request"], []).append(e["eventType"])
+            mine = outcome.request.request["request"]
+            assert set(by_request) == {None, mine}
+            assert by_request[None][-1] == "run-settled" and by_request[mine][-1] == "run-settled"
+
+            def shown(v: Transcript) -> list[tuple[Any, str]]:  # history or live: what a terminal shows
+                return [(kind, text) for source, kind, text in project(v.items) if source in ("history", "live")]
+
+            await until(view, lambda v: v.reconcile is None and shown(v).count(("user", "Say hello")) == 1
+                        and shown(v).count(("assistant", "Hello from the fake model.")) == 2)
+            assert shown(view).count(("user", "from an extension")) == 1
 
     asyncio.run(main())

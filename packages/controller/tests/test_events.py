@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from core_harness import Harness, deltas, queues, refused, run_end, run_start, state, validate
+from core_harness import Harness, deltas, full_run, queues, refused, run_end, run_start, state, validate
 
 from mosaic.controller import (
     EVENT_MAP,
@@ -170,6 +170,29 @@ def test_P3_a_native_dialog_is_shown_disabled_and_never_answered() -> None:
     assert h.engine_bytes == b""  # never answered
     h.engine({"type": "extension_ui_request", "id": "n", "method": "notify", "message": "/llama ..."})
     assert len(h.clients["o"].records("nativeDecision")) == 4 and h.core.dialogs == 4
+
+
+def test_E3_events_carry_the_request_inferred_from_order_and_null_otherwise() -> None:
+    h = Harness()
+    h.controller()
+    h.engine(*full_run("an extension's message"))  # no Mosaic request started this run
+    h.prompt("c1", "hello")
+    h.respond("prompt")
+    h.engine(*run_start("hello"))
+    h.respond("get_state", data=state(True))
+    h.engine(*deltas("Hi"), *run_end("Hi"))
+    events = h.clients["c1"].events()
+    request = h.receipt()["request"]
+    cut = [e["eventType"] for e in events].index("run-settled") + 1
+    external, ours = events[:cut], events[cut:]
+    assert {e["request"] for e in external} == {None} and external[-1]["eventType"] == "run-settled"
+    assert {e["request"] for e in ours} == {request} and ours[-1]["eventType"] == "run-settled"
+    # After an overlap signal the inference is withdrawn: the rest of that run correlates with nothing.
+    h.prompt("c1", "again")
+    h.respond("prompt")
+    h.engine(*run_start("again"), {"type": "agent_settled"})  # O3
+    h.engine(*deltas("late"))
+    assert h.clients["c1"].events()[-1]["request"] is None
 
 
 def test_fan_out_sends_each_event_once_per_subscriber_in_one_notify() -> None:

@@ -963,9 +963,14 @@ class ControllerCore:
         payload = self._payload(event_type, record)
         self.sequence += 1
         subs = self._subscribers()  # each subscribed at or before this sequence (fromSequence <= it)
+        # The request whose run this is, inferred from order as `working` is (brief §3); null for a run no
+        # Mosaic request started (an extension's, or one after an overlap signal: E3's null correlation).
+        slot = self.slot
+        request = slot.request.request_id if (self.run.ours and slot is not None and "overlap" not in self.fences) \
+            else None
         event = {"type": "event", "event": f"{self.execution}.{self.sequence}", "execution": self.execution,
                  "sequence": self.sequence, "eventType": event_type, "visibility": "visible",
-                 "at": self._now, "payload": payload}
+                 "at": self._now, "request": request, "payload": payload}
         if subs:
             self._emit(Notify(subs, "event", event))
 
