@@ -906,8 +906,14 @@ def test_E3_an_extensions_run_carries_a_null_request_correlation_and_is_shown_on
             a = await t.controller(rig.socket_path)
             view = await t.transcript(a)
             view.start()
+
+            def shown(v: Transcript) -> list[tuple[Any, str]]:  # history or live: what a terminal shows
+                return [(kind, text) for source, kind, text in project(v.items) if source in ("history", "live")]
+
             await asyncio.to_thread(rig.ctl.request, "inject_prompt", text="from an extension")
-            await until(view, lambda v: ("live", "assistant", "Hello from the fake model.") in project(v.items))
+            await until(view, lambda v: ("assistant", "Hello from the fake model.") in shown(v))
+            await bounded(a.wait_until(lambda: any(n.method == "event" and n.params["eventType"] == "run-settled"
+                                                   for n in t.check(a).drain())))
             outcome = admitted(await a.prompt("Say hello"))
             await bounded(a.wait_settled(outcome.request.client_request_id))
             events = [n.params for n in t.check(a).drain() if n.method == "event"]
@@ -917,12 +923,11 @@ def test_E3_an_extensions_run_carries_a_null_request_correlation_and_is_shown_on
             mine = outcome.request.request["request"]
             assert set(by_request) == {None, mine}
             assert by_request[None][-1] == "run-settled" and by_request[mine][-1] == "run-settled"
-
-            def shown(v: Transcript) -> list[tuple[Any, str]]:  # history or live: what a terminal shows
-                return [(kind, text) for source, kind, text in project(v.items) if source in ("history", "live")]
-
-            await until(view, lambda v: v.reconcile is None and shown(v).count(("user", "Say hello")) == 1
-                        and shown(v).count(("assistant", "Hello from the fake model.")) == 2)
+            try:
+                await until(view, lambda v: v.reconcile is None and shown(v).count(("user", "Say hello")) == 1
+                            and shown(v).count(("assistant", "Hello from the fake model.")) == 2)
+            except TimeoutError:
+                raise AssertionError(f"the view shows {project(view.items)} (reconcile {view.reconcile})") from None
             assert shown(view).count(("user", "from an extension")) == 1
 
     asyncio.run(main())

@@ -41,9 +41,11 @@ from mosaic.controller._drift import (
     EngineList,
     FileIdentity,
     SessionBytes,
+    check_appended,
     check_drift,
     engine_list,
 )
+from mosaic.controller._drift import session_bytes as reader_view
 from mosaic.controller.testing import FakeRig, RawClient, fake_controller, receipt_is, stop_is
 from mosaic.safe_open.testing import OpenWatch
 
@@ -207,8 +209,81 @@ def test_each_drift_reason_is_the_verdict_for_its_case(reason: str, engine: Engi
     json.dumps(verdict.to_evidence())  # evidence is JSON
 
 
+def _incremental_cases() -> Iterator[tuple[str, EngineList, SessionBytes | None]]:
+    """The reasons the incremental check names itself (module rules A-C), against a checkpoint of `own`."""
+    own = [*startup(), *turn_entries(1, "cc74895f")]
+    more = turn_entries(2, own[-1]["id"])
+    grown = session_bytes([*own, *more]).data
+    ident = FileIdentity(1, 7, len(grown))
+    cp_size = len(session_bytes(own).data)
+    yield "file-removed", engine_of(more), None
+    yield "file-replaced", engine_of(more), reader_view(grown, FileIdentity(1, 8, len(grown)), cp_size)
+    yield "file-shrank", engine_of(more), reader_view(grown[:cp_size - 5], FileIdentity(1, 7, cp_size - 5), cp_size)
+    rewritten = grown.replace(b"text of a0000001", b"TEXT OF a0000001")
+    yield "prefix-changed", engine_of(more), reader_view(rewritten, ident, cp_size)
+    yield "partial-line", engine_of(more), reader_view(grown + b'{"type"', FileIdentity(1, 7, len(grown) + 7), cp_size)
+    yield "invalid-line", engine_of(more), reader_view(grown + b"[]\n", FileIdentity(1, 7, len(grown) + 3), cp_size)
+
+
+def _checkpoint() -> Any:
+    own = [*startup(), *turn_entries(1, "cc74895f")]
+    verdict = check_drift(engine_of(own), session_bytes(own), session_id=SID, previous=None)
+    assert not verdict.drift and verdict.checkpoint is not None and verdict.checkpoint.last_id == "b0000001"
+    return verdict.checkpoint
+
+
+@pytest.mark.parametrize(("reason", "engine", "read"), list(_incremental_cases()), ids=[c[0] for c in _incremental_cases()])
+def test_each_reason_the_incremental_check_names_is_its_verdict(reason: str, engine: EngineList,
+                                                                 read: SessionBytes | None) -> None:
+    verdict = check_appended(engine, read, checkpoint=_checkpoint())
+    assert verdict is not None and (verdict.drift, verdict.reason) == (True, reason), verdict
+    assert verdict.incremental and verdict.checkpoint is None
+
+
 def test_every_reason_in_the_table_has_a_case() -> None:
-    assert {c[0] for c in _cases()} == set(DRIFT_REASONS)
+    assert {c[0] for c in _cases()} | {c[0] for c in _incremental_cases()} == set(DRIFT_REASONS)
+
+
+def test_the_incremental_check_agrees_with_the_full_check_or_hands_over_to_it() -> None:
+    """For every full-check case built on a checkpoint (the file as it was, then what follows it), the
+    incremental check either gives the same verdict or returns None (the core then runs the full check);
+    it never calls clean what the full check calls drift."""
+    cp = _checkpoint()
+    own = [*startup(), *turn_entries(1, "cc74895f")]
+    more = turn_entries(2, own[-1]["id"])
+    base = session_bytes(own).data
+    variants = {
+        "clean": ([*own, *more], [*own, *more]),
+        "unknown-id": ([*own, *more], [*own, entry("f0000001", parent=own[-1]["id"]), *more]),
+        "duplicate-id": ([*own, *more], [*own, own[2], *more]),
+        "disk-behind": ([*own, *more], [*own, more[0]]),
+        "out-of-order": ([*own, *more], [*own, more[1], more[0]]),
+    }
+    for name, (engine_all, disk) in variants.items():
+        data = session_bytes(disk).data
+        ident = FileIdentity(1, 7, len(data))
+        full = check_drift(engine_of(engine_all), SessionBytes(data, ident), session_id=SID, previous=cp.identity)
+        quick = check_appended(engine_of(engine_all[len(own):]), reader_view(data, ident, len(base)), checkpoint=cp)
+        if quick is None:
+            assert name != "clean" and full.drift, name
+        else:
+            assert (quick.drift, quick.reason) == (full.drift, full.reason), name
+            if not quick.drift:
+                assert quick.checkpoint is not None and quick.checkpoint.sha256 == hashlib.sha256(data).hexdigest()
+                assert (quick.checkpoint.entries, quick.checkpoint.last_id) == (len(disk), disk[-1]["id"])
+
+
+def test_an_in_place_rewrite_is_caught_by_the_incremental_check_prefix_changed() -> None:
+    # What the full check cannot see (the stated limit below), the incremental one does: the verified
+    # bytes are hashed at every turn end.
+    own = [*startup(), *turn_entries(1, "cc74895f")]
+    cp = _checkpoint()
+    own[-1] = {**own[-1], "message": {"role": "assistant", "content": [{"type": "text", "text": "Other words"}],
+                                    "stopReason": "stop"}}
+    data = session_bytes(own).data
+    verdict = check_appended(engine_of([]), reader_view(data, FileIdentity(1, 7, len(data)), cp.identity.size),
+                             checkpoint=cp)
+    assert verdict is not None and (verdict.drift, verdict.reason) == (True, "prefix-changed")
 
 
 @pytest.mark.parametrize("raw", [b"42", b'"a string"', b"[]", b'{"hello":"world"}', b'{"type":"message","id":7}',
@@ -279,13 +354,30 @@ class DriftHarness(Harness):
         return self.core.drift_check is not None and self.written_types()[-1] == "get_entries"
 
     def check(self, listed: list[Any], file: SessionBytes | None) -> None:
-        """Pi answers the check's get_entries with `listed`; the shell's read then returns `file`."""
+        """Pi holds `listed` and answers the check's get_entries as Pi does (with `since`: the entries after
+        the first with that id, or `Entry not found`: rpc-mode.js 505-516); the shell's read of `file`
+        then returns what the reader returns from the offset the check asks for. Until the check ends
+        (an incremental check that cannot decide asks again, in full)."""
         assert self.checking(), self.written_types()
-        self.respond("get_entries", data={"entries": listed, "leafId": listed[-1]["id"] if listed else None})
-        self.read({"ok": True, "file": file})
+        while self.core.drift_check is not None and self.written_types()[-1] == "get_entries":
+            since = self.last("get_entries").get("since")
+            index = next((i for i, e in enumerate(listed) if e.get("id") == since), None)
+            if since is not None and index is None:
+                self.respond("get_entries", success=False, error=f"Entry not found: {since}")
+                continue
+            answer = listed if since is None else listed[index + 1:]  # type: ignore[operator]
+            self.respond("get_entries", data={"entries": answer, "leafId": listed[-1]["id"] if listed else None})
+            if self.core.drift_check is None:
+                return
+            self.read({"ok": True, "file": file})
 
     def read(self, result: dict[str, Any]) -> None:
+        """The shell's read as the runtime's reader makes it: from the offset the check's effect asks for."""
         effect = self.effect(READ_SESSION)[-1]
+        file = result.get("file")
+        offset = int(effect.payload.get("from", 0))
+        if isinstance(file, SessionBytes) and file.offset == 0:
+            result = {**result, "file": reader_view(file.data, file.identity, offset)}
         self.feed(EffectDone(effect.effect_id, READ_SESSION, result))
 
     def binding(self, conn: str = "c2") -> dict[str, Any]:
@@ -567,7 +659,9 @@ def test_W10_a_foreign_entry_appended_while_the_fake_engine_is_idle_is_session_d
                 binding = c.records("binding")[-1]
                 assert (binding["state"], binding["admission"]) == ("uncertain", "closed")
                 assert "session-drift" in binding["fences"]
-            assert writes == ["prompt", "get_state", "get_entries"]  # the turn, then the check's one command
+            # The turn, then the check: incremental first (since the last verified entry); the ids that
+            # follow are not the engine's, so it hands over to the full check, which names the reason.
+            assert writes == ["prompt", "get_state", "get_entries", "get_entries"]
             # After the drift: the controller writes nothing to the engine or the file.
             on_disk = rig.session.read_bytes()
             reply = await client.call("prompt", **auth, clientRequestId="t3", text="after the drift")
@@ -576,9 +670,9 @@ def test_W10_a_foreign_entry_appended_while_the_fake_engine_is_idle_is_session_d
             assert reply["error"]["data"]["refusal"]["code"] == "fenced"
             state_now = await asyncio.to_thread(lambda: rig.ctl.request("state")["state"])
             assert state_now["messageCount"] == 4 and not state_now["isStreaming"]
-            assert writes == ["prompt", "get_state", "get_entries"] and not rig.core.link.in_flight
+            assert writes == ["prompt", "get_state", "get_entries", "get_entries"] and not rig.core.link.in_flight
             assert rig.session.read_bytes() == on_disk
-            assert [e.kind for e in rig.runtime.evidence if "drift" in e.kind] == ["session-drift"]
+            assert [e.kind for e in rig.runtime.evidence if "drift" in e.kind] == ["drift-check-full", "session-drift"]
             await client.close()
             await observer.close()
 
@@ -731,3 +825,18 @@ def test_W11_the_controller_never_opens_a_session_file_for_writing_while_the_eng
             await observer.close()
 
     asyncio.run(main())
+
+
+def test_E4_a_page_holding_bytes_no_check_verified_is_not_a_quiet_cut() -> None:
+    """The seam (seed README "The seam"; E4): the page is read off the loop, and Pi appends an entry before its
+    event reaches stdout (FACTS a6), so a run the core has not seen start (an extension's) can already be on
+    the page. Quiet only when the page is the file the last clean check verified."""
+    h = DriftHarness()
+    listed = started(h)
+    listed, disk = clean_turn(h, 1, listed)
+    verified = hashlib.sha256(disk.data).hexdigest()
+    h.page = {"ok": True, "page": {"snapshotDigest": verified, "parts": []}, "cursor": None}
+    assert h.observe("c3")["seam"]["quiet"] is True
+    h.page = {"ok": True, "page": {"snapshotDigest": hashlib.sha256(disk.data + b"{}\n").hexdigest(), "parts": []},
+              "cursor": None}
+    assert h.observe("c4")["seam"]["quiet"] is False  # bytes the core has seen no event of

@@ -84,7 +84,17 @@ from mosaic.pi_rpc import (
     TruncatedOutput,
 )
 
-from ._drift import DriftConfig, EngineList, FileIdentity, SessionBytes, Verdict, check_drift, engine_list
+from ._drift import (
+    Checkpoint,
+    DriftConfig,
+    EngineList,
+    FileIdentity,
+    SessionBytes,
+    Verdict,
+    check_appended,
+    check_drift,
+    engine_list,
+)
 from ._io import (
     Action,
     Call,
@@ -182,6 +192,7 @@ class _DriftCheck:
     engine: EngineList | None = None
     read_effect: str | None = None
     dirty: bool = False  # an engine event arrived meanwhile: the engine was not idle, the check is void
+    since: Checkpoint | None = None  # the incremental check's starting point (None: the full check)
 
 
 def _digest(text: str) -> str:
@@ -227,6 +238,7 @@ class ControllerCore:
         self.drift_verdict: Verdict | None = None  # the last check's verdict (None: it could not finish)
         self._drift_due = False
         self._drift_seen: FileIdentity | None = None
+        self._checkpoint: Checkpoint | None = None  # the last clean check's (rule 8: the next one goes on from it)
 
     # ----------------------------------------------------------------------------------------- entry
 
@@ -407,8 +419,12 @@ class ControllerCore:
                 "cursor", f"the reader refused the cursor: {code}").to_dict()))
             return
         # Unavailable is not empty: a first page the reader refused is passed on as the reader's refusal.
-        # Quiet: nothing ran or waited when the call came, and no event was emitted before the page was read.
-        quiet = quiet_at_call and self.sequence == cut
+        # Quiet: nothing ran or waited when the call came, no event was emitted before the page was read,
+        # nothing runs or waits now, and the page shows the file the last drift check verified. The page is
+        # read off the loop and Pi appends an entry before its event reaches stdout (FACTS a6): a prompt
+        # dispatched meanwhile, or a run the core has not seen start (an extension's), may be on the page
+        # before the core read one event of it; then the page holds bytes no check verified.
+        quiet = quiet_at_call and self.sequence == cut and self._quiet() and self._page_verified(result)
         self._emit(Reply(event.conn, event.rpc_id, {
             "incarnation": self.config.incarnation, "connection": self._connection_record(event.conn),
             "generation": self.generation, "binding": self.binding_record(),
@@ -418,6 +434,19 @@ class ControllerCore:
             "inherited": [dict(r) for r in self.config.inherited],
             "history": result,
         }))
+
+    def _page_verified(self, result: Mapping[str, Any]) -> bool:
+        """The page is a snapshot of the bytes the last clean drift check verified (its snapshotDigest is their
+        SHA-256), or shows no file where none was verified. Without the drift check (a core with no session
+        file to compare) there is nothing to compare: True, the seed's weaker rule (README "The seam")."""
+        if self.config.drift is None:
+            return True
+        page = result.get("page") if result.get("ok") else None
+        digest = page.get("snapshotDigest") if isinstance(page, Mapping) else None
+        checkpoint = self._checkpoint
+        if digest is None:
+            return checkpoint is None
+        return checkpoint is not None and checkpoint.sha256 == digest
 
     def _receipts_for_observe(self) -> list[dict[str, Any]]:
         """Every receipt not yet settled, and the last settled ones: what a client that lost records (a
@@ -1287,8 +1316,22 @@ class ControllerCore:
         if self.link.in_flight:
             return  # the core's own command (the slot's probe): the check starts when it is answered
         self._drift_due = False
-        command = self.link.send({"type": "get_entries"}, now=self._now, bound=self.bounds.drift)
-        self.drift_check = _DriftCheck(self._id("d"), self._now, command)
+        self.drift_check = _DriftCheck(self._id("d"), self._now, None)
+        self._drift_ask(self.drift_check, self._checkpoint)
+
+    def _drift_ask(self, check: _DriftCheck, since: Checkpoint | None) -> None:
+        """The check's get_entries: only what follows the checkpoint's last entry (the incremental check),
+        or every entry (the full check: at the start, with no checkpoint, or when the incremental one could
+        not decide)."""
+        config = self.config.drift
+        assert config is not None
+        check.since = since if config.incremental else None
+        request: dict[str, Any] = {"type": "get_entries"}
+        if check.since is not None and check.since.last_id is not None:
+            request["since"] = check.since.last_id
+        check.command = self.link.send(request, now=self._now, bound=self.bounds.drift)
+        check.engine = None
+        check.read_effect = None
         self._emit(FlushEngine())
 
     def _drift_unhold(self) -> None:
@@ -1304,6 +1347,10 @@ class ControllerCore:
     def _drift_answered(self, check: _DriftCheck, command: Command) -> None:
         response = command.response or {}
         if response.get("success") is not True:
+            if check.since is not None:  # the checkpoint's last entry is not the engine's: decide in full
+                self._evidence("drift-check-full", check=check.check_id, why=str(response.get("error")))
+                self._drift_ask(check, None)
+                return
             self._drift_failed(check, f"get_entries failed: {response.get('error', 'error response')}")
             return
         try:
@@ -1316,7 +1363,8 @@ class ControllerCore:
             return
         check.command = None
         check.read_effect = self._id("e")
-        self._emit(Effect(check.read_effect, READ_SESSION, {"check": check.check_id}))
+        offset = check.since.identity.size if check.since is not None else 0
+        self._emit(Effect(check.read_effect, READ_SESSION, {"check": check.check_id, "from": offset}))
         self._emit(SetTimer(DRIFT_READ_TIMER, self._now + self.bounds.drift))
 
     def _drift_read(self, done: EffectDone) -> None:
@@ -1334,13 +1382,22 @@ class ControllerCore:
             return
         config = self.config.drift
         assert config is not None
-        verdict = check_drift(check.engine, file, session_id=config.session_id, previous=self._drift_seen)
+        if check.since is not None:
+            verdict: Verdict | None = check_appended(check.engine, file, checkpoint=check.since)
+            if verdict is None:  # rule D: the ids that follow are not the engine's answer; decide in full
+                self._evidence("drift-check-full", check=check.check_id, why="the appended ids differ")
+                self._drift_ask(check, None)
+                return
+        else:
+            verdict = check_drift(check.engine, file, session_id=config.session_id, previous=self._drift_seen)
         self._drift_release()
         self.drift_verdict = verdict
         if verdict.drift:
+            self._checkpoint = None
             self._drift_found(check, verdict)
             return
         self._drift_seen = verdict.seen
+        self._checkpoint = verdict.checkpoint
 
     def _drift_found(self, check: _DriftCheck, verdict: Verdict) -> None:
         """Drift: admission closes, the binding goes uncertain (session-drift), views reconcile (a marker to

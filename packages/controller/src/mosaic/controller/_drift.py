@@ -44,10 +44,31 @@ mid-turn is caught at the next idle check, not when it happens.
 
 Cost: one pass over the bytes (one `json.loads` per line), a set of ids and an index comparison: linear in
 the file and the list.
+
+The incremental check (`check_appended`, what the core runs at every turn end once a check has passed).
+A clean check leaves a `Checkpoint`: the file's (dev, ino), the bytes it verified (they end at an LF),
+their SHA-256, how many entries they hold and the id of the last one. The next check asks the engine only
+for what follows that id (`get_entries since=<id>`: the entries strictly after the first entry with that
+id, rpc-mode.js 505-516; a clean check saw no duplicate id on disk and Pi's generateId never makes one, so
+the first is the only one) and reads the file from the start, hashing the verified bytes as it goes and
+keeping only what follows them (`SessionBytes.offset`). Its rules:
+
+A. (dev, ino) as at the checkpoint, else `file-replaced`; at least as many bytes, else `file-shrank`;
+B. the verified bytes hash as they did (`prefix-changed`: rewritten in place since they were checked; the
+   full check compares ids, not content, so this is stricter than it: brief §2 "Stated limits");
+C. what follows ends at an LF (`partial-line`) and each of its lines is a valid entry (`invalid-line`);
+D. its ids are the engine's answer, in order, all of it (then no id can repeat an earlier one, none is
+   unknown, the disk is a prefix and not behind: rules 6-8). Where they are not, `check_appended` names no
+   reason of its own: it returns None and the core runs the full check, which names it exactly.
+
+So a turn end costs one read and one SHA-256 pass over the file (the floor of re-proving its bytes) and a
+decode of the turn's own lines, whatever the file's size; the full check runs at the start (the takeover
+check), where no checkpoint exists (no file yet), and after a check that could not decide incrementally.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -55,13 +76,16 @@ from typing import Any
 
 __all__ = [
     "DRIFT_REASONS",
+    "Checkpoint",
     "DriftConfig",
     "EngineList",
     "FileIdentity",
     "SessionBytes",
     "Verdict",
+    "check_appended",
     "check_drift",
     "engine_list",
+    "session_bytes",
 ]
 
 DRIFT_REASONS: Mapping[str, str] = {
@@ -77,6 +101,7 @@ DRIFT_REASONS: Mapping[str, str] = {
     "unknown-id": "an entry id on disk is not in the engine's list",
     "not-prefix": "the disk's entries are not the engine's first entries, in order",
     "disk-behind": "the file exists but lacks entries the engine holds",
+    "prefix-changed": "bytes a clean check verified were rewritten in place (their SHA-256 differs)",
 }
 """Every drift reason `check_drift` can give, with what it means (the README's table)."""
 
@@ -84,9 +109,11 @@ DRIFT_REASONS: Mapping[str, str] = {
 @dataclass(frozen=True)
 class DriftConfig:
     """What the drift check needs (`CoreConfig.drift`; None turns the check off): the session header id
-    recorded for the claim (the claim's session key, brief §2 D1)."""
+    recorded for the claim (the claim's session key, brief §2 D1). `incremental` False runs the full check
+    at every turn end (for comparison: the bench's "check off" and "full" rows)."""
 
     session_id: str
+    incremental: bool = True
 
 
 @dataclass(frozen=True)
@@ -100,10 +127,38 @@ class FileIdentity:
 
 @dataclass(frozen=True)
 class SessionBytes:
-    """One read of the session file: every byte, and the identity of the descriptor they came from."""
+    """One read of the session file: the bytes from `offset` on (all of them when `offset` is 0) and the
+    identity of the descriptor read (`identity.size`: every byte read). `prefix_sha256` is the SHA-256 of
+    the bytes before `offset` as read now (None: the file is shorter than `offset`), `sha256` that of every
+    byte read (None: not computed; the full check then hashes `data`)."""
 
     data: bytes
     identity: FileIdentity
+    offset: int = 0
+    prefix_sha256: str | None = None
+    sha256: str | None = None
+
+
+def session_bytes(data: bytes, identity: FileIdentity, offset: int = 0) -> SessionBytes:
+    """What a read from `offset` returns for a file holding `data` (the pure form of the runtime's reader,
+    for tests and tools)."""
+    whole = hashlib.sha256(data).hexdigest()
+    if len(data) < offset:
+        return SessionBytes(b"", identity, offset, None, whole)
+    return SessionBytes(data[offset:], identity, offset, hashlib.sha256(data[:offset]).hexdigest(), whole)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a clean check proved (the incremental check's starting point): the file's identity, with
+    `identity.size` bytes verified (ending at an LF, or none), their SHA-256, how many entries they hold
+    (`entries`), how many lines (`lines`, the header included) and the id of the last entry (None: none)."""
+
+    identity: FileIdentity
+    sha256: str
+    entries: int
+    lines: int
+    last_id: str | None
 
 
 @dataclass(frozen=True)
@@ -127,6 +182,8 @@ class Verdict:
     seen: FileIdentity | None
     disk_entries: int
     engine_entries: int
+    checkpoint: Checkpoint | None = None  # a clean check's starting point for the next one
+    incremental: bool = False  # decided by `check_appended`
 
     def to_evidence(self) -> dict[str, Any]:
         """The verdict as an evidence line's fields (JSON values only)."""
@@ -221,4 +278,55 @@ def check_drift(engine: EngineList, read: SessionBytes | None, *, session_id: st
                          f"{engine_ids[index] if index < n_engine else None!r}", index + 2, n_disk)
     if n_disk < n_engine:
         return drift("disk-behind", f"{n_disk} entries on disk, {n_engine} in the engine's list", None, n_disk)
-    return Verdict(False, None, f"{n_disk} entries, the engine's own", None, now, n_disk, n_engine)
+    digest = read.sha256 if read.sha256 is not None and read.offset == 0 else hashlib.sha256(read.data).hexdigest()
+    checkpoint = Checkpoint(now, digest, n_disk, len(lines), disk_ids[-1] if disk_ids else None)
+    return Verdict(False, None, f"{n_disk} entries, the engine's own", None, now, n_disk, n_engine, checkpoint)
+
+
+def check_appended(engine: EngineList, read: SessionBytes | None, *, checkpoint: Checkpoint) -> Verdict | None:
+    """The incremental check (module rules A-D): `engine` is the engine's answer to `get_entries
+    since=<checkpoint.last_id>` (every entry when it is None), `read` the file read from
+    `checkpoint.identity.size`. A verdict (drift, or clean with the next checkpoint), or None when it
+    cannot decide alone: the ids that follow are not the engine's answer; the core then runs the full
+    check, which names the reason. Never raises. Linear in the bytes that follow the checkpoint (and in
+    the engine's answer); the prefix was hashed by the reader."""
+    new_ids = [e.get("id") if isinstance(e, Mapping) else None for e in engine.entries]
+    n_engine = checkpoint.entries + len(new_ids)
+
+    def drift(reason: str, detail: str, line: int | None = None, disk: int = checkpoint.entries) -> Verdict:
+        return Verdict(True, reason, detail, line, None if read is None else read.identity, disk, n_engine,
+                       None, True)
+
+    before = checkpoint.identity
+    if read is None:
+        return drift("file-removed", f"inode {before.ino} ({before.size} bytes) was there at the last check")
+    now = read.identity
+    if (now.dev, now.ino) != (before.dev, before.ino):
+        return drift("file-replaced", f"inode {now.ino} on device {now.dev}, was {before.ino} on {before.dev}")
+    if now.size < before.size or read.offset != before.size or read.prefix_sha256 is None:
+        return drift("file-shrank", f"{now.size} bytes, was {before.size}")
+    if read.prefix_sha256 != checkpoint.sha256:
+        return drift("prefix-changed", f"the first {before.size} bytes hash to {read.prefix_sha256[:16]}..., "
+                                       f"were {checkpoint.sha256[:16]}...")
+    lines = read.data.split(b"\n")
+    tail = lines.pop()
+    if tail:
+        return drift("partial-line", f"{len(tail)} bytes after the last LF", checkpoint.lines + len(lines) + 1)
+    disk_ids: list[str] = []
+    for number, raw in enumerate(lines, start=checkpoint.lines + 1):
+        entry = _object(raw)
+        eid = entry.get("id") if entry is not None else None
+        etype = entry.get("type") if entry is not None else None
+        if not isinstance(eid, str) or not isinstance(etype, str) or etype == "session":
+            what = "a second session header" if etype == "session" else "not a JSON object with a string id and type"
+            return drift("invalid-line", what, number, checkpoint.entries + len(disk_ids))
+        disk_ids.append(eid)
+    if disk_ids != new_ids:
+        return None  # rule D: the full check names it (unknown, duplicate, out of order, behind)
+    if read.sha256 is None:
+        return None  # nothing to carry forward: check it whole
+    n_disk = checkpoint.entries + len(disk_ids)
+    nxt = Checkpoint(now, read.sha256, n_disk, checkpoint.lines + len(lines),
+                     disk_ids[-1] if disk_ids else checkpoint.last_id)
+    return Verdict(False, None, f"{n_disk} entries, the engine's own ({len(disk_ids)} new)", None, now, n_disk,
+                   n_engine, nxt, True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -70,9 +71,10 @@ PageReader = Callable[[str | None], Mapping[str, Any]]
 EffectHandler = Callable[[Effect], Awaitable[Mapping[str, Any]]]
 """Carries out one effect the core asked for and returns its result (fed back as `EffectDone`)."""
 
-SessionReader = Callable[[], SessionBytes | None]
-"""Blocking: every byte of the session file and the identity of the descriptor read, or None when there is
-no file. Raises when the file cannot be read (the drift check is then uncertain, never "no drift")."""
+SessionReader = Callable[[int], SessionBytes | None]
+"""Blocking: the session file read from the start, the bytes before the offset hashed and the rest kept
+(`SessionBytes`), with the identity of the descriptor read; None when there is no file. Raises when the
+file cannot be read (the drift check is then uncertain, never "no drift")."""
 
 MAX_BATCH = 256  # engine events fed to the core per call: a long run does not starve the clients
 EVIDENCE_KEPT = 10_000  # evidence lines kept in memory (all of them go to the evidence file when one is set)
@@ -93,7 +95,9 @@ class SessionFileReader:
     """A `SessionReader` that opens the session file read-only through safe-open (brief §2 "No writes to
     sessions", W11): the project root is resolved once and held as a directory fd; each call opens
     `<sessions_rel>/<name>` beneath it with openat2 (or the walk) and no symlinks, `O_RDONLY | O_NOFOLLOW |
-    O_NONBLOCK | O_CLOEXEC`, the fd's (dev, ino) equal to its lstat, then reads it to EOF.
+    O_NONBLOCK | O_CLOEXEC`, the fd's (dev, ino) equal to its lstat, then reads it to EOF in 1 MiB blocks,
+    hashing every byte (SHA-256) and keeping only those from `offset` on (`SessionBytes`): what the
+    incremental drift check needs costs one pass over the file and memory for the new bytes only.
 
     Returns None when the file does not exist (Pi creates a new session's file at its first assistant
     message: W19). Raises `SafeOpenRefusal` for anything else safe-open refuses (a symlink or a FIFO
@@ -105,7 +109,7 @@ class SessionFileReader:
         self.name = name
         self._root = open_root(project)
 
-    def __call__(self) -> SessionBytes | None:
+    def __call__(self, offset: int = 0) -> SessionBytes | None:
         root = self._root
         try:
             opened = root.open_session_file(self.sessions_rel, self.name)
@@ -117,13 +121,27 @@ class SessionFileReader:
         with opened as f:
             chunks: list[bytes] = []
             total = 0
+            whole = hashlib.sha256()
+            prefix: str | None = whole.hexdigest() if offset == 0 else None
             while chunk := os.read(f.fd, 1 << 20):
-                total += len(chunk)
-                if total > MAX_SESSION_FILE_BYTES:
+                if total > MAX_SESSION_FILE_BYTES - len(chunk):
                     raise SafeOpenRefusal("too-large", f"{self.name} grew past 256 MiB while it was read")
-                chunks.append(chunk)
-            data = b"".join(chunks)
-            return SessionBytes(data, FileIdentity(f.dev, f.ino, len(data)))
+                start = total
+                total += len(chunk)
+                if total <= offset:
+                    whole.update(chunk)
+                elif start >= offset:
+                    whole.update(chunk)
+                    chunks.append(chunk)
+                else:  # the block holds the offset: hash up to it, note the prefix's digest, keep the rest
+                    cut = offset - start
+                    whole.update(chunk[:cut])
+                    prefix = whole.hexdigest()
+                    whole.update(chunk[cut:])
+                    chunks.append(chunk[cut:])
+                if total == offset:
+                    prefix = whole.hexdigest()
+            return SessionBytes(b"".join(chunks), FileIdentity(f.dev, f.ino, total), offset, prefix, whole.hexdigest())
 
     def close(self) -> None:
         self._root.close()
@@ -309,7 +327,7 @@ class ControllerRuntime:
             if reader is None:
                 return {"ok": False, "error": "this controller has no session reader"}
             try:
-                return {"ok": True, "file": reader()}
+                return {"ok": True, "file": reader(int(effect.payload.get("from", 0)))}
             except Exception as exc:  # noqa: BLE001 - unreadable is reported (the check is uncertain), never a crash
                 return {"ok": False, "error": repr(exc)}
 
