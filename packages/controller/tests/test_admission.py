@@ -275,3 +275,25 @@ def test_prompt_record_on_the_engine_is_exactly_the_pi_prompt_command() -> None:
     line = bytes(h.engine_bytes)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert json.loads(line) == {"id": json.loads(line)["id"], "type": "prompt", "message": "Say hello"}
+
+
+def test_H12_H13_over_many_prompts_requests_leave_memory_and_an_exact_retry_still_gets_its_receipt() -> None:
+    """Only the unsettled request and the last 32 settled stay in memory (observe repeats those); an older
+    one leaves but for its digest and final records, so an exact retry still gets the same receipt and no
+    second write (H12), and other text under its id is still refused (H13)."""
+    h = Harness()
+    h.controller()
+    first = None
+    for n in range(100):
+        result = admitted(h.prompt("c1", f"prompt {n}", crid=f"req-{n}"))
+        first = first or result
+        h.turn(f"prompt {n}")
+    assert len(h.core.requests) == 32
+    receipts = h.observe("c2")["receipts"]
+    assert [r["clientRequest"] for r in receipts] == [f"req-{n}" for n in range(68, 100)]
+    written = bytes(h.engine_bytes)
+    again = h.prompt("c1", "prompt 0", crid="req-0")
+    assert again["outcome"] == "duplicate" and again["receipt"]["state"] == "finished"
+    assert again["request"] == first["request"] and again["receipt"]["request"] == first["request"]["request"]
+    refused(h.prompt("c1", "other text", crid="req-0"), "conflicting-request")
+    assert bytes(h.engine_bytes) == written  # no second dispatch

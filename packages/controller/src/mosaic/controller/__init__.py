@@ -8,7 +8,7 @@ the engine link, timers, effects) move bytes and carry out actions. `ClaimCohort
 """
 
 from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop
-from ._core import Bounds, ControllerCore, CoreConfig, new_incarnation
+from ._core import ENGINE_RECORD_CAP, Bounds, ControllerCore, CoreConfig, engine_link_core, new_incarnation
 from ._io import (
     Action,
     Call,
@@ -38,6 +38,7 @@ from ._tables import (
     EVENT_MAP,
     MAX_TEXT_CHARS,
     MESSAGE_UPDATE_MAP,
+    OVERLAP_SIGNALS,
     RECEIPT_TRANSITIONS,
     SLOT_TABLE,
     TEXT_PREFIXES,
@@ -59,6 +60,7 @@ __all__ = [
     "ControllerCore",
     "CoreConfig",
     "Disconnected",
+    "ENGINE_RECORD_CAP",
     "EVENT_MAP",
     "Effect",
     "EffectDone",
@@ -70,6 +72,7 @@ __all__ = [
     "Input",
     "MAX_TEXT_CHARS",
     "MESSAGE_UPDATE_MAP",
+    "OVERLAP_SIGNALS",
     "Notify",
     "PageRead",
     "Placement",
@@ -85,6 +88,7 @@ __all__ = [
     "TimerFired",
     "check_text",
     "classify_native",
+    "engine_link_core",
     "cohort_proof_ref",
     "new_incarnation",
     "run_force_stop",

@@ -64,6 +64,7 @@ import hashlib
 import json
 import re
 import secrets
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,7 @@ from mosaic.pi_rpc import (
     ProtocolViolation,
     TruncatedOutput,
 )
+from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
 from ._drift import (
     Checkpoint,
@@ -128,7 +130,13 @@ DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the
 DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check
 CENSUS = "census"  # the effect: count the cohort now (EffectDone result {"members", "complete", "detail"})
 READ_SESSION = "read-session"  # the effect: read the session file (EffectDone result {"ok", "file"|"error"})
-RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats
+RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats (and the settled requests kept in memory)
+# The engine link's record cap, derived from the reader's (no answer on the control path may be cut for its
+# size while the reader still accepts the session): get_entries holds every entry of the file, each the
+# bytes of its line (JSON.stringify both ways); get_tree (the load check) wraps each entry in
+# {"entry":...,"children":[...]}, 27 bytes more than a line of at least ~70 (type, id, parentId, timestamp);
+# agent_end holds one run's messages, all of them in the file. So twice the reader's cap, plus an envelope.
+ENGINE_RECORD_CAP = 2 * MAX_SESSION_FILE_BYTES + (4 << 20)
 CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 
@@ -206,7 +214,7 @@ class ControllerCore:
     def __init__(self, config: CoreConfig, *, now: float, link: LinkCore | None = None) -> None:
         self.config = config
         self.bounds = config.bounds
-        self.link = link if link is not None else LinkCore(default_bound=config.bounds.command)
+        self.link = link if link is not None else engine_link_core(config.bounds)
         self.execution = config.execution
         self.generation = config.generation
         self.controller: ConnId | None = None  # the controlling connection, connected or not (H11)
@@ -217,7 +225,12 @@ class ControllerCore:
         self.run = Run()
         self.stop: Stop | None = None
         self.stops: list[Stop] = []
-        self.requests: dict[str, Request] = {}  # client request id -> request (one actor, one conversation)
+        # client request id -> request: the unsettled one (the slot's) and the last RECENT_RECEIPTS settled,
+        # in admission order; older settled ones leave memory for `_retired`, which keeps only what an exact
+        # retry needs for the rest of the incarnation (H12: the same receipt; H13: other text refused).
+        self.requests: dict[str, Request] = {}
+        self._settled: deque[str] = deque()
+        self._retired: dict[str, tuple[str, bytes]] = {}  # client request id -> (text digest, compact reply)
         self.confirmations: dict[str, Confirmation] = {}
         self.context = 0  # the stop context: bumped whenever a stop starts or ends or control changes
         self.sequence = 0
@@ -450,11 +463,20 @@ class ControllerCore:
 
     def _receipts_for_observe(self) -> list[dict[str, Any]]:
         """Every receipt not yet settled, and the last settled ones: what a client that lost records (a
-        lagging marker, a reconnect) needs to bring its pending requests up to date, bounded."""
-        requests = list(self.requests.values())
-        open_ = [r for r in requests if not r.settled]
-        recent = [r for r in requests[-RECENT_RECEIPTS:] if r.settled]
-        return [r.receipt_record() for r in sorted({*open_, *recent}, key=lambda r: r.admitted_at)]
+        lagging marker, a reconnect) needs to bring its pending requests up to date, bounded: `requests`
+        holds no more than these (`_retire`), so this costs the same after 10,000 prompts as after one."""
+        return [r.receipt_record() for r in sorted(self.requests.values(), key=lambda r: r.admitted_at)]
+
+    def _retire(self, request: Request) -> None:
+        """`request` settled: it stays among the last RECENT_RECEIPTS settled; the oldest beyond them leaves
+        memory but for its text digest and its final records, compact (an exact retry gets them: H12)."""
+        self._settled.append(request.client_request_id)
+        while len(self._settled) > RECENT_RECEIPTS:
+            crid = self._settled.popleft()
+            old = self.requests.pop(crid, None)
+            if old is not None:
+                reply = {"request": old.request_record(), "receipt": old.receipt_record()}
+                self._retired[crid] = (old.text_digest, json.dumps(reply, separators=(",", ":")).encode())
 
     # -- prompt
 
@@ -467,10 +489,13 @@ class ControllerCore:
             self._refuse(call, "malformed", "clientRequestId is not a CHAT-01 id ([A-Za-z0-9][A-Za-z0-9._:-]{0,127})")
             return
         known = self.requests.get(crid)
-        if known is not None:
-            if known.text_digest == digest:  # H12: the same receipt, no second dispatch
+        retired = self._retired.get(crid) if known is None else None
+        if known is not None or retired is not None:
+            if known is not None and known.text_digest == digest:  # H12: the same receipt, no second dispatch
                 self._emit(Reply(call.conn, call.rpc_id, {"outcome": "duplicate", "request": known.request_record(),
                                                           "receipt": known.receipt_record()}))
+            elif retired is not None and retired[0] == digest:
+                self._emit(Reply(call.conn, call.rpc_id, {"outcome": "duplicate", **json.loads(retired[1])}))
             else:
                 self._refuse(call, "conflicting-request", f"client request {crid!r} was used for other text")
             return
@@ -811,6 +836,7 @@ class ControllerCore:
         assert slot is not None
         self.slot = None
         self._record(slot.request.receipt_record())
+        self._retire(slot.request)
         self._drift_due = True  # rule 8: the item is settled; an extension-handled input may have appended
         stop = self.stop
         if stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
@@ -981,6 +1007,7 @@ class ControllerCore:
             slot.request.move("delivery-unknown", self._now, reason="run-overlap")
             self.slot = None
             self._record(slot.request.receipt_record())
+            self._retire(slot.request)
         stop = self.stop
         if stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
             self._chain_uncertain(stop, "run-overlap", f"{signal}: {detail}")
@@ -1287,6 +1314,7 @@ class ControllerCore:
             request.move("delivery-unknown", self._now, reason="transport-unknown")
         self.slot = None
         self._record(request.receipt_record())
+        self._retire(request)
 
 
     # ------------------------------------------------------------------------- the drift check (rule 8)
@@ -1451,6 +1479,12 @@ _HANDLERS = {
     "acquire-recovery-control": ControllerCore._acquire_recovery,
     "recover": ControllerCore._recover,
 }
+
+
+def engine_link_core(bounds: Bounds) -> LinkCore:
+    """The LinkCore a controller drives its engine through: the command bound of `bounds`, the record cap
+    derived from the reader's (`ENGINE_RECORD_CAP`)."""
+    return LinkCore(default_bound=bounds.command, max_record_bytes=ENGINE_RECORD_CAP)
 
 
 def new_incarnation() -> str:

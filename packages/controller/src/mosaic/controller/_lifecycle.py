@@ -80,7 +80,7 @@ from mosaic.writer_claim import (
 )
 
 from ._cohort import ClaimCohortProbe, boot_stop_id, cohort_proof_ref, run_force_stop
-from ._core import Bounds, ControllerCore, CoreConfig
+from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._drift import DriftConfig
 from ._eligibility import (
     EligibilityRecord,
@@ -326,7 +326,7 @@ class Controller:
             claim.unit_name, self.argv, env=dict(self.engine.env), cwd=self.place.project))
         self._step("launched")
         ref = handle.ref
-        core_link = LinkCore(default_bound=self.bounds.command)
+        core_link = engine_link_core(self.bounds)
         wfd, rfd = handle.take_stdio()
         link = EngineLink(wfd, rfd, core=core_link, clock=self.clock)
         self.execution = _Execution(claim, ref, link, handle)

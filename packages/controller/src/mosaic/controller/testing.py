@@ -38,7 +38,7 @@ from mosaic.pi_rpc.testing import (
     prepare_tree,
 )
 
-from ._core import Bounds, ControllerCore, CoreConfig, new_incarnation
+from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core, new_incarnation
 from ._drift import DriftConfig
 from ._runtime import (
     ControllerRuntime,
@@ -376,7 +376,7 @@ async def fake_controller(
     link: EngineLink | None = None
     try:
         cid, page_reader = history_reader(setup.cwd, setup.session, seat=SEAT)
-        link_core = LinkCore(default_bound=bounds.command)
+        link_core = engine_link_core(bounds)
         link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd), core=link_core, clock=time.time)
         assert setup.ctl is not None
         await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
@@ -410,7 +410,7 @@ async def real_controller(
     setup = FakeEngineSetup(argv, env, proj, session, agent, None)
     cid, page_reader = history_reader(proj, session, seat=SEAT)
     bounds = bounds or Bounds()
-    link_core = LinkCore(default_bound=bounds.command)
+    link_core = engine_link_core(bounds)
     link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=link_core, clock=time.time)
     try:
         async with _serve(setup, cid, page_reader, link, link_core, execution=execution, bounds=bounds,
