@@ -140,3 +140,93 @@ def test_K5_a_tool_the_engine_reports_ended_during_the_force_stop_is_still_an_un
             await client.close()
 
     asyncio.run(main())
+
+
+async def _records_until(client: RawClient, kind: str, predicate: Any) -> dict[str, Any]:
+    note = await client.until(lambda n: n.get("method") == "record" and n["params"].get("type") == kind
+                              and predicate(n["params"]))
+    return dict(note["params"])
+
+
+@pytest.mark.parametrize("order", ["pi-refuses", "losing-settle-first", "seeds-run-order"])
+def test_N8_a_prompt_racing_an_extensions_run_through_the_controller_on_the_fake(tmp_path: Path, order: str) -> None:
+    """N8 with the fake's hold points, through the whole controller (seed README "Run order"). An extension
+    starts a run (the fake's inject_prompt) while a Mosaic prompt is on its way:
+
+    - pi-refuses: the extension's run has set isStreaming (held at `run-start`, before agent_start) when Pi
+      reads the prompt: Pi refuses it (agent-session.js 860): failed with the native error, nothing else;
+    - losing-settle-first: the prompt is in preflight when the extension's run takes the agent; Pi acks it,
+      its run throws at once and settles before the other run's agent_start: failed, ack-without-start;
+    - seeds-run-order: as before, but the losing settle comes after the other run's agent_start and user
+      message (held at `settle`): O3, admission closed, the binding uncertain, the item delivery-unknown
+      (run-overlap; or handled-without-run when the get_state after the ack was answered once the losing
+      run had cleared isStreaming, a Pi race of its own: FACTS a3). The core tests land each order exactly.
+    Never finished (completed) for a prompt that never ran."""
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client, auth = await control(rig)
+            ctl = rig.ctl
+
+            async def call(op: str, *args: Any, **kw: Any) -> Any:
+                return await asyncio.to_thread(getattr(ctl, op), *args, **kw)
+
+            if order == "pi-refuses":
+                await call("hold", "run-start")
+                await call("request", "inject_prompt", text="from an extension")
+                await call("wait_held", "run-start", WAIT)
+                await client.call("prompt", **auth, clientRequestId="mine", text="mine")
+                receipt = await _records_until(client, "receipt", lambda r: r["state"] == "failed")
+                assert receipt["nativeError"].startswith("Agent is already processing")
+                await call("release", "run-start")
+                await client.until(lambda n: n.get("method") == "event" and n["params"]["eventType"] == "run-settled")
+                await rig.runtime.wait_core(lambda c: c.admission_open and c.drift_check is None, WAIT)
+                assert not rig.core.overlaps
+            else:
+                await call("hold", "preflight")
+                await client.call("prompt", **auth, clientRequestId="mine", text="mine")
+                await call("wait_held", "preflight", WAIT)
+                await call("hold", "run-start")
+                await call("request", "inject_prompt", text="from an extension")
+                await call("wait_held", "run-start", WAIT)
+                if order == "seeds-run-order":
+                    await call("hold", "settle")
+                    await call("hold", "model-chunk")
+                await call("release", "preflight")  # the ack; the prompt's run throws: the agent is taken
+                if order == "seeds-run-order":
+                    await call("wait_held", "settle", WAIT)  # the losing settle waits
+                    await call("release", "run-start")  # the extension's run: agent_start, its user message
+                    await call("wait_held", "model-chunk", WAIT)
+                    await client.until(lambda n: n.get("method") == "event" and n["params"]["eventType"] == "message-end"
+                                       and n["params"]["payload"]["role"] == "user")
+                    await call("release", "settle")
+                    await rig.runtime.wait_core(lambda c: "overlap" in c.fences, WAIT)
+                    assert [s for s, _ in rig.core.overlaps] == ["O3"]
+                    # The get_state written after the ack may be answered once the losing run has cleared
+                    # isStreaming (agent-session.js 348, before its settle: FACTS a3, Part 2 F): then the
+                    # item settled handled-without-run first, else the overlap settled it. Either way it is
+                    # delivery-unknown, never working to finished.
+                    receipt = await _records_until(client, "receipt", lambda r: r["state"] == "delivery-unknown")
+                    assert receipt["reason"] in ("run-overlap", "handled-without-run")
+                    binding = rig.core.binding_record()
+                    assert binding["state"] == "uncertain" and binding["admission"] == "closed"
+                    refused = await client.call("prompt", **auth, clientRequestId="next", text="next")
+                    assert refused["error"]["data"]["refusal"]["code"] == "fenced"
+                    await call("release", "model-chunk", all_held=True)
+                    await call("unhold", "model-chunk")
+                else:
+                    receipt = await _records_until(client, "receipt", lambda r: r["state"] == "failed")
+                    assert receipt["reason"] == "ack-without-start"
+                    await call("release", "run-start")
+                    await client.until(lambda n: n.get("method") == "event"
+                                       and n["params"]["eventType"] == "run-settled" and n["params"]["request"] is None)
+                    await rig.runtime.wait_core(lambda c: c.admission_open and c.drift_check is None, WAIT)
+                    assert not rig.core.overlaps
+            states = [r["state"] for r in client.records("receipt") if r["clientRequest"] == "mine"]
+            assert "finished" not in states
+            text = rig.session.read_text() if rig.session.exists() else ""  # a new session: maybe no file yet
+            users = [json.loads(x)["message"]["content"][0]["text"] for x in text.splitlines() if '"role":"user"' in x]
+            assert "mine" not in users  # it never ran: no user entry of it on disk
+            await client.close()
+
+    asyncio.run(main())
