@@ -1,5 +1,5 @@
-"""The loopback server of the two GET routes: one asyncio event loop for the connections, a small bounded
-pool of threads for the reader calls (issue 14).
+"""The loopback server of the two GET routes: one asyncio event loop for the connections, lanes of worker
+threads for the reader calls (issue 14, issue 19).
 
 A burst of connections waits in a listen backlog of `BACKLOG` (the standard library's default was 5);
 idle and slow connections cost no thread and are closed after `HEADER_TIMEOUT` (the whole request head
@@ -7,7 +7,8 @@ must arrive within it, so a client that trickles bytes gains nothing) or `IDLE_T
 on a kept-alive connection); at most `MAX_CONNECTIONS` are open at once, and a connection beyond that is
 closed at once. Every method but GET (HEAD, OPTIONS, TRACE, CONNECT, a lowercase `get`, ...) gets 405 with
 the JSON refusal body and `Allow: GET`; a malformed request gets 400, a head over `MAX_HEAD` bytes 431,
-both in JSON. A client that goes away is forgotten quietly: nothing is printed. `route` stays pure.
+both in JSON. A GET runs on its lane (`_lanes.py`): one call per conversation in flight, the catalogue on
+a pool of its own. A client that goes away is forgotten quietly: nothing is printed. `route` stays pure.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import ipaddress
 import logging
 import socket
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ._http import route
 from ._jsonout import dump_bytes
+from ._lanes import CATALOGUE_WORKERS, WORKERS, Lanes, lane_of
 from ._reader import Reader
 
 _log = logging.getLogger(__name__)
@@ -33,7 +34,6 @@ IDLE_TIMEOUT = 15.0
 WRITE_TIMEOUT = 30.0
 MAX_CONNECTIONS = 4096
 MAX_HEAD = 16 * 1024
-WORKERS = 8
 
 _REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
             409: "Conflict", 410: "Gone", 413: "Content Too Large", 422: "Unprocessable Content",
@@ -64,16 +64,19 @@ def _head(status: int, length: int, allow: bool, close: bool) -> bytes:
 
 class ReaderServer:
     """The routes on a loopback address. `url` is the base URL; `start()` serves in a background thread,
-    `serve_forever()` in this one, `close()` stops serving, closes every connection and the socket."""
+    `serve_forever()` in this one, `close()` stops serving, closes every connection and the socket.
+    `workers` and `catalogue_workers` size the two lanes (`_lanes.py`)."""
 
-    def __init__(self, reader: Reader, host: str = "127.0.0.1", port: int = 0, *, workers: int = WORKERS) -> None:
+    def __init__(self, reader: Reader, host: str = "127.0.0.1", port: int = 0, *, workers: int = WORKERS,
+                 catalogue_workers: int = CATALOGUE_WORKERS) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"the reader routes serve loopback only, not {host}")
         self._reader = reader
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
         self.server_address: tuple[Any, ...] = self._sock.getsockname()
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="chat-pages-route")
+        #: The lanes the reader calls run on (their `users` and `wait_for_users` are diagnostics).
+        self.lanes = Lanes(workers, catalogue_workers)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._open = 0
@@ -118,7 +121,7 @@ class ReaderServer:
         if not self._loop.is_closed():
             self._loop.close()
         self._sock.close()
-        self._pool.shutdown(wait=True)
+        self.lanes.close()
 
     # -- one connection ------------------------------------------------------------------------------
 
@@ -164,9 +167,11 @@ class ReaderServer:
         has_body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
         close = (version == "HTTP/1.0" or headers.get("connection", "").lower() == "close" or has_body
                  or method != "GET")
-        loop = asyncio.get_running_loop()
         try:
-            status, body, allow = await loop.run_in_executor(self._pool, answer, self._reader, method, target)
+            if method != "GET":  # answered here: no reader call, no worker
+                status, body, allow = answer(self._reader, method, target)
+            else:
+                status, body, allow = await self.lanes.run(lane_of(target), answer, self._reader, method, target)
         except Exception:
             # A fault of the reader itself (never of the client): logged once, answered 500, connection closed.
             _log.exception("the reader failed on %s %s", method, target[:200])
