@@ -2,7 +2,7 @@
 matters). `--version` and `python -m`; options after the command; every expected error ends with one line on
 stderr and its documented exit status (a bad --config names the field, a missing file, an unreachable
 --url, a closed pipe, Ctrl-C in `follow`); a crash has a status of its own; `serve` stops cleanly on each
-signal. The README's exit-status table is the code's."""
+signal and removes the token file it made. The README's exit-status table is the code's."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import re
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -100,6 +101,18 @@ def test_a_bad_config_names_the_bad_field(tmp_path: Path) -> None:
 def test_a_missing_or_unsafe_file_is_one_line(tmp_path: Path) -> None:
     one_line(run("--config", str(tmp_path / "nope.json"), "catalogue"), 2, r"--config .*nope\.json: no such file")
     one_line(run("--config", str(tmp_path), "catalogue"), 2, r"is a directory")
+    one_line(run("--url", "http://127.0.0.1:9", "--token-file", str(tmp_path / "nope"), "catalogue"), 2,
+             r"--token-file .*nope: no such file")
+    loose = tmp_path / "loose.token"
+    loose.write_text("a-token-that-others-can-read\n")
+    os.chmod(loose, 0o644)
+    one_line(run("--url", "http://127.0.0.1:9", "--token-file", str(loose), "catalogue"), 2,
+             r"other users may read it \(mode 0644\); chmod 600 it")
+    short = tmp_path / "short.token"
+    short.write_text("abc\n")
+    os.chmod(short, 0o600)
+    one_line(run("serve", "--spec", str(tmp_path), "alpha", "--token-file", str(short)), 2,
+             r"at least 16 characters")
 
 
 def _closed_port() -> int:
@@ -143,7 +156,8 @@ def test_an_unreachable_url_is_one_line(not_the_routes: str) -> None:
              rf"cannot reach http://127\.0\.0\.1:{port}: connection refused")
     one_line(run("--url", not_the_routes, "open", "pi-" + "0" * 40), 3, r"answered 200 without the routes' JSON")
     one_line(run("--url", "localhost:8765", "catalogue"), 2, r"give the http:// URL")
-    one_line(run("--url", "http://127.0.0.1:9/conversations?x=1", "catalogue"), 2, r"takes no query")
+    one_line(run("--url", "http://127.0.0.1:9/conversations?token=a&x=1", "catalogue"), 2,
+             r"the only query parameter")
 
 
 def test_a_broken_pipe_is_one_line(project: tuple[Path, str]) -> None:
@@ -247,29 +261,55 @@ def _serve(*args: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_serve_stops_on_each_signal(project: tuple[Path, str], sig: int) -> None:
+def test_serve_stops_on_each_signal_and_removes_its_token_file(project: tuple[Path, str], sig: int) -> None:
     root, cid = project
     proc, started = _serve("--spec", str(root), "alpha")
+    token_file = started["tokenFile"]
     try:
-        via_url = run("--url", started["serving"], "open", cid)
-        assert via_url.returncode == 0 and json.loads(via_url.stdout)["ok"]
+        st = os.stat(token_file)
+        assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
+        token = Path(token_file).read_text().strip()
+        assert started["url"] == f"{started['serving']}/conversations?token={token}"
+        # A client of the same user reads through it with the file, or with the printed URL.
+        via_file = run("--url", started["serving"], "--token-file", token_file, "open", cid)
+        via_url = run("--url", started["url"], "open", cid)
+        assert via_file.returncode == via_url.returncode == 0
+        assert json.loads(via_file.stdout)["page"]["parts"] == json.loads(via_url.stdout)["page"]["parts"]
+        refused = run("--url", started["serving"], "catalogue")
+        assert refused.returncode == 1 and json.loads(refused.stdout)["refusal"]["code"] == "token-required"
     finally:
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=BOUND)
     assert proc.returncode == 0 and err == f"mosaic-read: stopped serving ({signal.Signals(sig).name})\n"
+    assert not os.path.exists(token_file)
 
 
-def test_serve_one_line_errors(project: tuple[Path, str]) -> None:
+def test_serve_with_a_token_file_or_no_token_and_its_one_line_errors(tmp_path: Path,
+                                                                      project: tuple[Path, str]) -> None:
     root, _ = project
-    proc, started = _serve("--spec", str(root), "alpha")
+    given = tmp_path / "mine.token"
+    given.write_text("my-own-token-0123456789\n")
+    os.chmod(given, 0o600)
+    proc, started = _serve("--spec", str(root), "alpha", "--token-file", str(given))
     try:
+        assert started["tokenFile"] == str(given) and started["url"].endswith("?token=my-own-token-0123456789")
         busy = int(started["serving"].rsplit(":", 1)[1])
         one_line(run("serve", "--spec", str(root), "alpha", "--port", str(busy)), 3,
                  rf"cannot listen on 127\.0\.0\.1:{busy}: address already in use")
     finally:
         proc.terminate()
         proc.communicate(timeout=BOUND)
+    assert given.exists(), "serve removed a token file it did not make"
+    proc, started = _serve("--spec", str(root), "alpha", "--no-token")
+    try:
+        assert started["tokenFile"] is None and started["url"] == started["serving"] + "/conversations"
+        assert run("--url", started["serving"], "catalogue").returncode == 0
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=BOUND)
     one_line(run("serve", "--spec", str(root), "alpha", "--host", "10.0.0.1"), 2, r"--host 10\.0\.0\.1: .*loopback")
+    usage = run("serve", "--spec", str(root), "alpha", "--no-token", "--token-file", str(given))
+    assert usage.returncode == 2 and "contradict" in usage.stderr and "Traceback" not in usage.stderr
     usage = run("serve", "--url", started["serving"])
     assert usage.returncode == 2 and "not --url" in usage.stderr and "Traceback" not in usage.stderr
 

@@ -69,18 +69,20 @@ class Gate:
 
 
 @contextmanager
-def _serving(world: World, kind: str, workers: int = 8) -> Iterator[tuple[str, Lanes]]:
-    """(base URL, lanes) of the routes over `world`'s reader: `ReaderServer` or uvicorn + asgi_app."""
+def _serving(world: World, kind: str, workers: int = 8) -> Iterator[tuple[str, str, Lanes]]:
+    """(base URL, token, lanes) of the routes over `world`'s reader: `ReaderServer` or uvicorn + asgi_app."""
     if kind == "builtin":
         srv = ReaderServer(world.reader, workers=workers).start()
         try:
-            yield srv.url, srv.lanes
+            assert srv.token is not None
+            yield srv.url, srv.token, srv.lanes
         finally:
             srv.close()
     else:
         app = asgi_app(world.reader, workers=workers)
+        assert app.token is not None
         with uvicorn_serving(app) as url:
-            yield url, app.lanes
+            yield url, app.token, app.app.lanes  # type: ignore[attr-defined]
 
 
 def _in_threads(calls: list[Callable[[], Response]]) -> tuple[list[threading.Thread], list[Response]]:
@@ -112,15 +114,15 @@ def test_eight_opens_of_a_slow_conversation_take_one_worker_while_the_catalogue_
     slow = world.cid(root, "hostile.jsonl")
     other = _small(world, root, "other.jsonl", "another conversation")
     gate = Gate(world, {slow}, monkeypatch)
-    with _serving(world, kind) as (url, lanes):
-        threads, results = _in_threads([lambda: get(url, f"/conversations/{slow}", timeout=600)] * 8)
+    with _serving(world, kind) as (url, token, lanes):
+        threads, results = _in_threads([lambda: get(url, f"/conversations/{slow}", token=token, timeout=600)] * 8)
         try:
             gate.wait_arrivals(1)
             # All eight reached the server: one call in the reader, seven waiting on the event loop.
             assert lanes.wait_for_users(slow, 8, BOUND), f"{lanes.users(slow)} of 8 requests reached the lane"
-            status, cat = world.http(url, "/conversations")
+            status, cat = world.http(url, "/conversations", token=token)
             assert status == 200 and {r["file"] for r in cat["conversations"]} == {"hostile.jsonl", "other.jsonl"}
-            status, page = world.http(url, f"/conversations/{other}", other)
+            status, page = world.http(url, f"/conversations/{other}", other, token=token)
             assert status == 200 and page["page"]["parts"][0]["blocks"][0]["text"] == "another conversation"
             # They answered while every one of the eight is still held or waiting.
             assert gate.calls == 1 and not results and all(t.is_alive() for t in threads)
@@ -144,13 +146,13 @@ def test_the_catalogue_answers_while_slow_conversations_fill_the_conversation_po
     slow = [_small(world, root, f"s{i}.jsonl", f"slow {i}") for i in range(3)]
     world.approve(root)
     gate = Gate(world, set(slow), monkeypatch)
-    with _serving(world, kind, workers=2) as (url, lanes):
-        threads, results = _in_threads([lambda c=c: get(url, f"/conversations/{c}")  # type: ignore[misc]
+    with _serving(world, kind, workers=2) as (url, token, lanes):
+        threads, results = _in_threads([lambda c=c: get(url, f"/conversations/{c}", token=token)  # type: ignore[misc]
                                         for c in slow])
         try:
             gate.wait_arrivals(2)  # both workers of the conversation pool are held
             assert all(lanes.wait_for_users(c, 1, BOUND) for c in slow)  # the third waits for a worker
-            status, cat = world.http(url, "/conversations")
+            status, cat = world.http(url, "/conversations", token=token)
             assert status == 200 and len(cat["conversations"]) == 3
             assert gate.calls == 2 and not results
         finally:

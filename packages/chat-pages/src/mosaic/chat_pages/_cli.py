@@ -44,9 +44,9 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command ended
 #: Every exit status of mosaic-read: (name, meaning). The README's table is checked against this.
 EXIT_CODES: Mapping[int, tuple[str, str]] = MappingProxyType({
     EXIT_OK: ("ok", "the last result was ok; serve: stopped by SIGINT, SIGTERM or SIGHUP"),
-    EXIT_REFUSED: ("refused", "the last result was a refusal"),
-    EXIT_USAGE: ("usage", "bad arguments; a missing or bad --config (the line names the field); a --host that is "
-                          "not loopback"),
+    EXIT_REFUSED: ("refused", "the last result was a refusal (the reader's, or the server guard's over --url)"),
+    EXIT_USAGE: ("usage", "bad arguments; a missing or bad --config (the line names the field); a missing or "
+                          "unsafe --token-file; a --host that is not loopback"),
     EXIT_UNREACHABLE: ("network", "--url could not be reached or did not answer with the routes' JSON; serve "
                                   "could not listen on its address"),
     EXIT_OUTPUT_CLOSED: ("output closed", "the output was closed before everything was written (a broken pipe, "
@@ -79,11 +79,12 @@ def _safe(text: str) -> str:
 
 
 class _Api:
-    """The reader API in-process, or over HTTP against a running server."""
+    """The reader API in-process, or over HTTP against a running server (with its token, if any)."""
 
-    def __init__(self, reader: Reader | None, url: str | None) -> None:
+    def __init__(self, reader: Reader | None, url: str | None, token: str | None = None) -> None:
         self.reader = reader
         self.url = url.rstrip("/") if url else None
+        self.token = token
 
     def _get(self, path: str, params: dict[str, str | None]) -> dict[str, Any]:
         import http.client  # noqa: PLC0415 - only --url needs HTTP (start-up cost, issue 13)
@@ -93,7 +94,8 @@ class _Api:
 
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
         target = f"{self.url}{path}" + (f"?{query}" if query else "")
-        request = urllib.request.Request(target)
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        request = urllib.request.Request(target, headers=headers)
         try:
             try:
                 with urllib.request.urlopen(request, timeout=60) as resp:
@@ -174,18 +176,80 @@ def _roots(args: argparse.Namespace) -> Callable[[], Roots]:
     return lambda: roots_from_specs(specs, regs)
 
 
-def _base_url(url: str) -> str:
-    """The base URL of --url: `http://host:port`, optionally with the path `/conversations`. Raises
-    Failure(usage) for anything else."""
+# -- tokens ----------------------------------------------------------------------------------------------
+
+
+def _read_token(path: str) -> str:
+    """The token in `path` (surrounding whitespace ignored). The file must be a regular file of this user
+    that no other user may read or write (mode 0600 or stricter), as ssh asks of a private key."""
+    from ._guard import check_token_text  # noqa: PLC0415
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise Failure(EXIT_USAGE, f"--token-file {path}: no such file") from None
+    except OSError as e:
+        raise Failure(EXIT_USAGE, f"--token-file {path}: {(e.strerror or str(e)).lower()}") from None
+    import stat  # noqa: PLC0415
+
+    if not stat.S_ISREG(st.st_mode):
+        raise Failure(EXIT_USAGE, f"--token-file {path}: not a regular file")
+    if st.st_uid != os.geteuid():
+        raise Failure(EXIT_USAGE, f"--token-file {path}: owned by uid {st.st_uid}, not by this user")
+    if st.st_mode & 0o077:
+        raise Failure(EXIT_USAGE, f"--token-file {path}: other users may read it (mode "
+                                  f"{stat.S_IMODE(st.st_mode):04o}); chmod 600 it")
+    try:
+        return check_token_text(_read_file(path, "--token-file").decode("ascii", "replace").strip())
+    except ValueError as e:
+        raise Failure(EXIT_USAGE, f"--token-file {path}: {e}") from None
+
+
+def _runtime_dir() -> str:
+    """$XDG_RUNTIME_DIR when it is a directory of this user that only this user may enter, else the
+    system's temporary directory (the file itself is created 0600 there, exclusively)."""
+    import tempfile  # noqa: PLC0415
+
+    run = os.environ.get("XDG_RUNTIME_DIR", "")
+    try:
+        st = os.stat(run) if os.path.isabs(run) else None
+    except OSError:
+        st = None
+    if st is not None and st.st_uid == os.geteuid() and not st.st_mode & 0o077:
+        return run
+    return tempfile.gettempdir()
+
+
+def _write_token(token: str) -> str:
+    """A new file holding `token`, mode 0600, created exclusively (mkstemp: O_CREAT|O_EXCL, 0600)."""
+    import tempfile  # noqa: PLC0415
+
+    fd, path = tempfile.mkstemp(prefix="mosaic-read-", suffix=".token", dir=_runtime_dir())
+    try:
+        os.write(fd, token.encode("ascii") + b"\n")
+    except OSError:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    return path
+
+
+def _split_url(url: str) -> tuple[str, str | None]:
+    """(base URL, token in its query or None) of --url: `http://host:port`, optionally with the path
+    `/conversations` and `?token=` (the URL `serve` prints). Raises Failure(usage) for anything else."""
     import urllib.parse  # noqa: PLC0415
 
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.netloc:
         raise Failure(EXIT_USAGE, f"--url {url!r}: give the http:// URL `mosaic-read serve` printed")
-    if parts.query:
-        raise Failure(EXIT_USAGE, f"--url: a base URL takes no query, not {parts.query!r}")
-    path = parts.path.rstrip("/").removesuffix("/conversations")
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
+    if set(query) - {"token"} or len(query.get("token", [])) > 1:
+        raise Failure(EXIT_USAGE, f"--url: the only query parameter it may carry is one token, not {parts.query!r}")
+    path = parts.path.rstrip("/")
+    path = path.removesuffix("/conversations")
+    token = query["token"][0] if "token" in query else None
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", "")), token
 
 
 # -- output ----------------------------------------------------------------------------------------------
@@ -267,7 +331,10 @@ _SHARED: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--config",), {"metavar": "FILE",
                      "help": 'JSON file: {"specs": [{"projectRoot", "seat", "layoutRepo"}], "registrations": '
                              '[{"seat", "harness", "layoutRepo", "project", "sessionsDir", "startedAt"}]}'}),
-    (("--url",), {"help": "use a running `mosaic-read serve` at this URL"}),
+    (("--url",), {"help": "use a running `mosaic-read serve` at this URL (the one it printed, token included, "
+                          "or its base with --token-file)"}),
+    (("--token-file",), {"metavar": "FILE", "help": "the server's token (a file of yours, mode 0600): serve "
+                                                    "requires it, --url sends it"}),
     (("--text",), {"action": "store_true", "help": "readable text instead of JSON lines"}),
 )
 _LATE = "late_"
@@ -310,9 +377,11 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--branch")
     f.add_argument("--polls", type=int, default=0, help="stop after this many polls (0: until interrupted)")
     f.add_argument("--interval", type=float, default=1.0)
-    s = command("serve", "serve the two GET routes on loopback")
+    s = command("serve", "serve the two GET routes on loopback (a token is required unless --no-token)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--no-token", action="store_true",
+                   help="serve without a token: every local user may then read what this user can")
     return p
 
 
@@ -380,8 +449,11 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     p = _parser()
     args = p.parse_args(argv)
     _merge_late(args)
-    if args.command == "serve" and args.url is not None:
-        p.error("serve reads in-process: give --spec or --config, not --url")
+    if args.command == "serve":
+        if args.url is not None:
+            p.error("serve reads in-process: give --spec or --config, not --url")
+        if args.no_token and args.token_file:
+            p.error("--no-token and --token-file contradict each other")
     if args.url is None and not (args.spec or args.config):
         p.error("give --spec PROJECT_ROOT SEAT (or --config FILE), or --url of a running server")
     if args.url is None:
@@ -390,7 +462,9 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
         reader: Reader | None = create_reader(_roots(args))
         api = _Api(reader, None)
     else:
-        api = _Api(None, _base_url(args.url))
+        base, url_token = _split_url(args.url)
+        token = _read_token(args.token_file) if args.token_file else url_token
+        api = _Api(None, base, token)
 
     if args.command == "serve":
         assert api.reader is not None
@@ -423,14 +497,26 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
 
 
 def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
-    """Serve until SIGINT, SIGTERM or SIGHUP; then close and return 0. Prints one JSON line:
-    {"serving": base URL}."""
+    """Serve until SIGINT, SIGTERM or SIGHUP; then close, remove the token file it made, and return 0.
+    Prints one JSON line: {"serving": base URL, "url": the catalogue's URL with the token, "tokenFile"}."""
+    from ._guard import new_token  # noqa: PLC0415
     from ._server import ReaderServer  # noqa: PLC0415 - only `serve` needs the server (asyncio)
 
+    made: str | None = None
+    if args.no_token:
+        token: str | None = None
+    elif args.token_file:
+        token = _read_token(args.token_file)
+    else:
+        token = new_token()
+        try:
+            made = _write_token(token)
+        except OSError as e:
+            raise Failure(EXIT_USAGE, f"cannot write the token file: {(e.strerror or str(e)).lower()}") from None
     previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         try:
-            server = ReaderServer(reader, args.host, args.port)
+            server = ReaderServer(reader, args.host, args.port, token=token, require_token=not args.no_token)
         except ValueError as e:
             raise Failure(EXIT_USAGE, f"--host {args.host}: {e}") from None
         except OSError as e:
@@ -438,7 +524,8 @@ def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
                                             f"{(e.strerror or str(e)).lower()}") from None
         server.start()
         try:
-            out.write(json.dumps({"serving": server.url}) + "\n")
+            out.write(json.dumps({"serving": server.url, "url": server.token_url,
+                                  "tokenFile": made or args.token_file}) + "\n")
             out.flush()
             while True:
                 signal.pause()
@@ -450,6 +537,8 @@ def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if made is not None:
+            os.unlink(made)
     return EXIT_OK
 
 
