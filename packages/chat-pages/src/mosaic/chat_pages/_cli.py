@@ -339,6 +339,13 @@ _SHARED: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 )
 _LATE = "late_"
 
+#: The GIL hand-over interval `serve` sets for its own process (CPython's default is 5 ms). A thread back
+#: from a system call waits up to one interval for the GIL while another thread parses (pure Python), and
+#: the catalogue makes dozens of system calls: with 5 ms it ran at 3-5x its idle time beside a slow parse,
+#: with 1 ms within about 2x (README, "Lanes"; bench_load.py). The library never changes it: it is the
+#: host process's setting.
+SERVE_SWITCH_INTERVAL = 0.001
+
 
 def _add_shared(parser: argparse.ArgumentParser, late: bool) -> None:
     """The shared options; after the command they land in `late_<name>` (argparse would otherwise let the
@@ -513,6 +520,7 @@ def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
             made = _write_token(token)
         except OSError as e:
             raise Failure(EXIT_USAGE, f"cannot write the token file: {(e.strerror or str(e)).lower()}") from None
+    sys.setswitchinterval(SERVE_SWITCH_INTERVAL)  # this process is the server (see SERVE_SWITCH_INTERVAL)
     previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         try:
