@@ -72,6 +72,7 @@ def _refused(response: tuple[int, dict[str, str], bytes], code: str) -> dict[str
     """Assert `response` is the refusal `code` with its status, in the package's refusal shape."""
     status, headers, body = response
     parsed = json.loads(body)
+    assert parsed.get("ok") is False and "refusal" in parsed, (status, body[:200])  # answered, not refused
     VALIDATE["readResult"].validate(parsed)  # {"ok": false, "refusal": {code, reconcile, message}}
     assert parsed["refusal"]["code"] == code, parsed
     assert status == REFUSAL_STATUS[code], (status, parsed)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from helpers import World, entry, header, write_session
@@ -30,6 +31,16 @@ from mosaic.chat_pages._lanes import Lanes, lane_of
 #: The issue's hostile file: 3.8 MiB of malformed lines (two bytes each, ~1.99 million lines).
 HOSTILE_BYTES = int(3.8 * 2**20)
 BOUND = 60.0  # seconds any wait may take before the test fails
+T = TypeVar("T")
+
+
+def answered(what: str, call: Callable[[], T]) -> T:
+    """`call()`, an HTTP request bounded by its timeout. A request that times out did not answer: that is
+    the failure under test, reported as such (an assertion), not as a network error."""
+    try:
+        return call()
+    except (TimeoutError, urllib.error.URLError) as e:
+        raise AssertionError(f"{what} did not answer within its bound ({e})") from e
 
 
 class Gate:
@@ -120,9 +131,10 @@ def test_eight_opens_of_a_slow_conversation_take_one_worker_while_the_catalogue_
             gate.wait_arrivals(1)
             # All eight reached the server: one call in the reader, seven waiting on the event loop.
             assert lanes.wait_for_users(slow, 8, BOUND), f"{lanes.users(slow)} of 8 requests reached the lane"
-            status, cat = world.http(url, "/conversations", token=token)
+            status, cat = answered("the catalogue", lambda: world.http(url, "/conversations", token=token))
             assert status == 200 and {r["file"] for r in cat["conversations"]} == {"hostile.jsonl", "other.jsonl"}
-            status, page = world.http(url, f"/conversations/{other}", other, token=token)
+            status, page = answered("another conversation",
+                                    lambda: world.http(url, f"/conversations/{other}", other, token=token))
             assert status == 200 and page["page"]["parts"][0]["blocks"][0]["text"] == "another conversation"
             # They answered while every one of the eight is still held or waiting.
             assert gate.calls == 1 and not results and all(t.is_alive() for t in threads)
@@ -152,7 +164,7 @@ def test_the_catalogue_answers_while_slow_conversations_fill_the_conversation_po
         try:
             gate.wait_arrivals(2)  # both workers of the conversation pool are held
             assert all(lanes.wait_for_users(c, 1, BOUND) for c in slow)  # the third waits for a worker
-            status, cat = world.http(url, "/conversations", token=token)
+            status, cat = answered("the catalogue", lambda: world.http(url, "/conversations", token=token))
             assert status == 200 and len(cat["conversations"]) == 3
             assert gate.calls == 2 and not results
         finally:
