@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Load check of the two GET routes' server (issue 14; not a test, nothing is asserted).
+"""Load checks of the two GET routes' server (issues 14 and 19; not a test, nothing is asserted).
 
-A normal client pages a conversation over HTTP (open, then every next page, one connection per request,
-as a simple client does) while the server holds, at the same time:
+1. A burst (issue 14). A normal client pages a conversation over HTTP (open, then every next page, one
+connection per request, as a simple client does) while the server holds, at the same time:
 
 - 2,000 idle connections (connected, sending nothing; reconnected when the server times them out);
 - 300 slowloris clients (a request head trickled one byte a second; reconnected when cut off);
@@ -12,7 +12,14 @@ The normal client's p50/p99 latency under that load is compared with the same cl
 measured in the same run just before. Goal: p99 within 3x of the unloaded p99. The server runs in its own
 process (`ReaderServer`, as `serve` starts it), the load in another (asyncio), the normal client here.
 
-    python packages/chat-pages/bench/bench_load.py [--requests 300] [--seconds 20] [--json]
+2. A slow conversation (issue 19). The issue's file, 3.8 MiB of malformed lines, is opened by 8 clients at
+once (each round appends a line, so every round parses it afresh) while another client asks, one request
+after another, for the catalogue and for another conversation. Their latencies while the 8 opens are in
+flight are compared with the same requests on the idle server, measured just before and just after (the floor). Goal:
+within 2x. Two servers, each in its own process: `mosaic-read serve` (the command a user runs) and
+`serve()` from the library with the interpreter's defaults (see the README, "Lanes").
+
+    python packages/chat-pages/bench/bench_load.py [--requests 300] [--seconds 20] [--slow-seconds 4] [--json]
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import sys
 from mosaic.chat_pages import RepositorySpec, create_reader, roots_from_specs, serve
 specs = [RepositorySpec(sys.argv[1], "alpha", "/l")]
 srv = serve(create_reader(lambda: roots_from_specs(specs)))
-print(srv.url, flush=True)
+print(srv.url, srv.token, flush=True)
 sys.stdin.read()  # until the parent closes stdin
 srv.close()
 """
@@ -43,6 +50,7 @@ srv.close()
 LOAD = r"""
 import asyncio, sys
 host, port, idle_n, slow_n, burst_n = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:6])
+auth = f"Host: {host}:{port}\r\nAuthorization: Bearer {sys.argv[6]}\r\n".encode()
 stats = {"idle_reconnects": 0, "slow_reconnects": 0, "burst_answered": 0, "burst_failed": 0}
 
 async def idle() -> None:
@@ -56,7 +64,7 @@ async def idle() -> None:
         stats["idle_reconnects"] += 1
 
 async def slow() -> None:
-    head = b"GET /conversations HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+    head = b"GET /conversations HTTP/1.1\r\n" + auth + b"X-Slow: " + b"a" * 200
     while True:
         try:
             r, w = await asyncio.open_connection(host, port)
@@ -72,7 +80,7 @@ async def slow() -> None:
 async def one() -> None:
     try:
         r, w = await asyncio.open_connection(host, port)
-        w.write(b"GET /conversations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        w.write(b"GET /conversations HTTP/1.1\r\n" + auth + b"Connection: close\r\n\r\n")
         data = await asyncio.wait_for(r.read(), 120)
         w.close()
         stats["burst_answered" if data.startswith(b"HTTP/1.1 200") else "burst_failed"] += 1
@@ -114,10 +122,14 @@ def _session(root: Path, entries: int) -> str:
     return "s.jsonl"
 
 
-def _get(host: str, port: int, target: str) -> tuple[float, dict[str, Any]]:
+TOKEN: dict[tuple[str, int], str] = {}  # the token of each server this run started
+
+
+def _get(host: str, port: int, target: str, timeout: float = 60) -> tuple[float, dict[str, Any]]:
     t0 = time.perf_counter()
-    with socket.create_connection((host, port), timeout=60) as s:
-        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {TOKEN[host, port]}\r\n"
+                  f"Connection: close\r\n\r\n".encode())
         data = b""
         while chunk := s.recv(1 << 16):
             data += chunk
@@ -158,16 +170,123 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=300)
-    ap.add_argument("--seconds", type=float, default=20.0, help="each phase lasts at least this long")
-    ap.add_argument("--entries", type=int, default=1000)
-    ap.add_argument("--idle", type=int, default=2000)
-    ap.add_argument("--slow", type=int, default=300)
-    ap.add_argument("--burst", type=int, default=1000)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+SLOW_LIBRARY = r"""
+import json, sys
+from mosaic.chat_pages import RepositorySpec, create_reader, roots_from_specs, serve
+srv = serve(create_reader(lambda: roots_from_specs([RepositorySpec(sys.argv[1], "alpha", "/l")])))
+print(json.dumps({"serving": srv.url, "url": srv.token_url}), flush=True)
+sys.stdin.read()  # until the parent closes stdin
+srv.close()
+"""
+
+#: The issue's hostile file: 3.8 MiB of malformed lines, two bytes each.
+HOSTILE_BYTES = int(3.8 * 2**20)
+SLOW_OPENS = 8
+
+
+def _slow_tree(root: Path) -> tuple[Path, str, str]:
+    """The hostile file, another conversation of 200 entries and 20 more files for the catalogue to list.
+    Returns (hostile path, its id, the other's id)."""
+    from mosaic.chat_pages import conversation_id
+
+    d = root / ".pi/state/alpha/sessions"
+    d.mkdir(parents=True)
+    head = json.dumps({"type": "session", "id": "s1", "version": 3, "timestamp": "2026-01-01T00:00:00Z",
+                       "cwd": str(root)}).encode() + b"\n"
+    hostile = d / "hostile.jsonl"
+    hostile.write_bytes(head + b"x\n" * ((HOSTILE_BYTES - len(head)) // 2))
+    lines, parent = [head], None
+    for i in range(200):
+        lines.append(json.dumps({"type": "message", "id": f"e{i}", "parentId": parent,
+                                 "timestamp": "2026-01-01T00:00:01Z",
+                                 "message": {"role": "user", "content": f"message {i} " + "word " * 40}}).encode()
+                     + b"\n")
+        parent = f"e{i}"
+    (d / "other.jsonl").write_bytes(b"".join(lines))
+    for i in range(20):
+        (d / f"c{i:02}.jsonl").write_bytes(head)
+    return hostile, conversation_id(str(root), "alpha", "hostile.jsonl"), conversation_id(str(root), "alpha",
+                                                                                          "other.jsonl")
+
+
+def _slow_phase(label: str, argv: list[str], root: Path, hostile: Path, slow: str, other: str,
+                seconds: float) -> dict[str, Any]:
+    """One server (`argv` prints {"serving", "url"} on its first line): the floor, then rounds of 8 opens
+    of the hostile file (each after an appended line, so each parses afresh) with the catalogue and the
+    other conversation asked for, one after the other, until the 8 are answered."""
+    import threading
+    import urllib.parse
+
+    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and server.stderr is not None
+        line = server.stdout.readline()
+        if not line:
+            raise SystemExit(f"{label} did not start: {server.stderr.read()}")
+        started = json.loads(line)
+        host, port_s = started["serving"].removeprefix("http://").rsplit(":", 1)
+        port = int(port_s)
+        TOKEN[host, port] = urllib.parse.parse_qs(urllib.parse.urlsplit(started["url"]).query)["token"][0]
+        for _ in range(5):  # warm: imports, the other conversation's parse
+            _get(host, port, "/conversations")
+            _get(host, port, f"/conversations/{other}")
+        idle_cat = [_get(host, port, "/conversations")[0] for _ in range(60)]
+        idle_other = [_get(host, port, f"/conversations/{other}")[0] for _ in range(60)]
+        loaded_cat: list[float] = []
+        loaded_other: list[float] = []
+        opens: list[float] = []
+        rounds = 0
+        began = time.monotonic()
+        while rounds < 1 or time.monotonic() - began < seconds:
+            with open(hostile, "ab") as f:
+                f.write(b"x\n")  # a new snapshot: this round parses the file again
+            done: list[float] = []
+
+            def one(done: list[float] = done) -> None:
+                done.append(_get(host, port, f"/conversations/{slow}", timeout=600)[0])
+
+            threads = [threading.Thread(target=one) for _ in range(SLOW_OPENS)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            while len(done) < SLOW_OPENS:
+                loaded_cat.append(_get(host, port, "/conversations")[0])
+                if len(done) < SLOW_OPENS:
+                    loaded_other.append(_get(host, port, f"/conversations/{other}")[0])
+            for t in threads:
+                t.join()
+            opens.append(time.perf_counter() - t0)
+            rounds += 1
+        # The floor again, after: on a shared machine the background load moves; both halves count.
+        idle_cat += [_get(host, port, "/conversations")[0] for _ in range(60)]
+        idle_other += [_get(host, port, f"/conversations/{other}")[0] for _ in range(60)]
+    finally:
+        server.terminate()  # mosaic-read serve stops on SIGTERM (and removes its token file)
+        try:
+            server.communicate(timeout=30)  # its one line on stopping is not this report's
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
+    out: dict[str, Any] = {"server": label, "rounds": rounds, "eight_opens_s": statistics.median(opens)}
+    for name, idle, loaded in (("catalogue", idle_cat, loaded_cat), ("other", idle_other, loaded_other)):
+        out[name] = {"idle_p50_ms": _pct(idle, 50) * 1e3, "loaded_p50_ms": _pct(loaded, 50) * 1e3,
+                     "loaded_p90_ms": _pct(loaded, 90) * 1e3, "loaded_max_ms": max(loaded) * 1e3,
+                     "loaded_requests": len(loaded)}
+        out[name]["ratio_p50"] = out[name]["loaded_p50_ms"] / out[name]["idle_p50_ms"]
+    return out
+
+
+def _slow(args: argparse.Namespace) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="chat-pages-slow-") as tmp:
+        root = Path(tmp) / "proj"
+        hostile, slow, other = _slow_tree(root)
+        servers = [("mosaic-read serve", [sys.executable, "-m", "mosaic.chat_pages", "serve", "--spec", str(root),
+                                          "alpha", "--port", "0"]),
+                   ("serve() (library, interpreter defaults)", [sys.executable, "-c", SLOW_LIBRARY, str(root)])]
+        return [_slow_phase(label, argv, root, hostile, slow, other, args.slow_seconds) for label, argv in servers]
+
+
+def _burst(args: argparse.Namespace) -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = args.idle + args.slow + args.burst + 1024
     if soft < want:
@@ -183,13 +302,14 @@ def main() -> int:
         load: subprocess.Popen[str] | None = None
         try:
             assert server.stdout is not None
-            url = server.stdout.readline().strip()
+            url, token = server.stdout.readline().split()
             host, port_s = url.removeprefix("http://").rsplit(":", 1)
             port = int(port_s)
+            TOKEN[host, port] = token
             _page_through(host, port, cid, 20)  # warm the parse cache
             unloaded, unloaded_threads = _page_through(host, port, cid, args.requests, args.seconds, server.pid)
             load = subprocess.Popen([sys.executable, "-c", LOAD, host, str(port), str(args.idle), str(args.slow),
-                                     str(args.burst)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                     str(args.burst), token], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             time.sleep(3.0)  # let the idle and slow connections build up and the first burst land
             t0 = time.perf_counter()
             loaded, loaded_threads = _page_through(host, port, cid, args.requests, args.seconds, server.pid)
@@ -217,17 +337,49 @@ def main() -> int:
         "server_threads_unloaded": unloaded_threads, "server_threads_loaded": loaded_threads,
     }
     out["p99_ratio"] = out["loaded_p99_ms"] / out["unloaded_p99_ms"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--seconds", type=float, default=20.0, help="each phase lasts at least this long")
+    ap.add_argument("--entries", type=int, default=1000)
+    ap.add_argument("--idle", type=int, default=2000)
+    ap.add_argument("--slow", type=int, default=300)
+    ap.add_argument("--burst", type=int, default=1000)
+    ap.add_argument("--slow-seconds", type=float, default=4.0,
+                    help="the slow-conversation check runs rounds of 8 opens for at least this long per server")
+    ap.add_argument("--only", choices=["burst", "slow"], help="run one check only")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    out: dict[str, Any] = {}
+    if args.only != "slow":
+        out["burst"] = _burst(args)
+    if args.only != "burst":
+        out["slow"] = _slow(args)
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"normal client: paging a {args.entries}-entry conversation, one connection per request, "
-          f"{len(unloaded)} requests unloaded and {len(loaded)} loaded (at least {args.seconds:.0f} s each)")
-    print(f"load: {args.idle} idle connections, {args.slow} slowloris clients, bursts of {args.burst} every 2 s; "
-          f"{stats}")
-    print(f"server threads: {unloaded_threads} unloaded, at most {loaded_threads} under load")
-    print(f"unloaded: p50 {out['unloaded_p50_ms']:.1f} ms, p99 {out['unloaded_p99_ms']:.1f} ms")
-    print(f"loaded:   p50 {out['loaded_p50_ms']:.1f} ms, p99 {out['loaded_p99_ms']:.1f} ms "
-          f"(p99 {out['p99_ratio']:.2f}x the unloaded p99; goal <= 3x)")
+    if "burst" in out:
+        b = out["burst"]
+        print(f"1. burst: a normal client paging a {args.entries}-entry conversation, one connection per request, "
+              f"{b['unloaded_requests']} requests unloaded and {b['loaded_requests']} loaded (at least "
+              f"{args.seconds:.0f} s each)")
+        print(f"load: {args.idle} idle connections, {args.slow} slowloris clients, bursts of {args.burst} every 2 s; "
+              f"{b['load']}")
+        print(f"server threads: {b['server_threads_unloaded']} unloaded, at most {b['server_threads_loaded']} under load")
+        print(f"unloaded: p50 {b['unloaded_p50_ms']:.1f} ms, p99 {b['unloaded_p99_ms']:.1f} ms")
+        print(f"loaded:   p50 {b['loaded_p50_ms']:.1f} ms, p99 {b['loaded_p99_ms']:.1f} ms "
+              f"(p99 {b['p99_ratio']:.2f}x the unloaded p99; goal <= 3x)")
+    for r in out.get("slow", []):
+        print(f"2. slow conversation, {r['server']}: {SLOW_OPENS} opens of 3.8 MiB of malformed lines at once, "
+              f"{r['rounds']} round(s), median {r['eight_opens_s']:.2f} s for the 8")
+        for name in ("catalogue", "other"):
+            x = r[name]
+            print(f"   {name:9}: idle p50 {x['idle_p50_ms']:.2f} ms (the floor); during the opens p50 "
+                  f"{x['loaded_p50_ms']:.2f} ms = {x['ratio_p50']:.2f}x the floor (goal <= 2x), p90 "
+                  f"{x['loaded_p90_ms']:.2f} ms, max {x['loaded_max_ms']:.1f} ms, {x['loaded_requests']} requests")
     return 0
 
 

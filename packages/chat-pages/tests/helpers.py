@@ -428,8 +428,10 @@ class World:
         CHECKED["calls"] += 1
         return result
 
-    def http(self, base_url: str, target: str, conversation: str | None = None) -> tuple[int, dict[str, Any]]:
-        """One real HTTP GET to the routes, inside the same fingerprint and inotify watch as `call`."""
+    def http(self, base_url: str, target: str, conversation: str | None = None, *,
+             token: str | None = None) -> tuple[int, dict[str, Any]]:
+        """One real HTTP GET to the routes, inside the same fingerprint and inotify watch as `call`;
+        `token` (the server's) is sent as `Authorization: Bearer`."""
         import urllib.error
         import urllib.request
 
@@ -437,7 +439,9 @@ class World:
         before = fingerprint(self.top)
         with OpenWatch([self.top]) as watch:
             try:
-                with urllib.request.urlopen(base_url + target, timeout=30) as resp:
+                headers = {"Authorization": f"Bearer {token}"} if token else {}
+                req = urllib.request.Request(base_url + target, headers=headers)
+                with urllib.request.urlopen(req, timeout=30) as resp:
                     status, raw = resp.status, resp.read()
                     ctype = resp.headers["Content-Type"]
             except urllib.error.HTTPError as e:

@@ -27,6 +27,7 @@ from helpers import (
     watched_tree,
     write_session,
 )
+from http_client import get as http_get
 
 from mosaic.chat_pages import (
     CURSOR_TTL_SECONDS,
@@ -83,13 +84,13 @@ def test_F16_routes_answer_every_refusal_with_its_status_over_real_http(world: W
     world.registrations.append(SeatRegistration("rocko", "claude-code", "/layout/repo", "proj-rpc",
                                                 str(uns / ".pi/state/rocko/sessions"), "2026-01-01T00:00:00Z"))
     url = server.url
-    status, cat = world.http(url, "/conversations")
+    status, cat = world.http(url, "/conversations", token=server.token)
     assert status == 200 and cat["ok"]
     crlf = _row(cat, "crlf.jsonl")
     seen: dict[str, int] = {}
 
     def get(target: str, conv: str | None) -> dict[str, object]:
-        status, body = world.http(url, target, conv)
+        status, body = world.http(url, target, conv, token=server.token)
         if body["ok"]:
             assert status == 200
         else:
@@ -126,6 +127,15 @@ def test_F16_routes_answer_every_refusal_with_its_status_over_real_http(world: W
     again = get(f"/conversations/{gid}", gid)
     os.rename(world.top / "p2/.pi/state/alpha/sessions", world.top / "p2/.pi/state/alpha/moved")
     get(f"/conversations/{gid}?cursor={again['cursor']['id']}&branch=main", gid)  # type: ignore[index]
+    # The guard's refusals, in the same shape (test_guard.py has them browser by browser).
+    for kw in ({"token": server.token, "host": "evil.example"},
+               {"token": server.token, "headers": [("Origin", "http://evil.example")]},
+               {}, {"token": "not-the-token-of-this-server"}):
+        status, _, raw_body = http_get(url, "/conversations", **kw)  # type: ignore[arg-type]
+        body = json.loads(raw_body)
+        check_result(body)
+        assert status == REFUSAL_STATUS[body["refusal"]["code"]]
+        seen[body["refusal"]["code"]] = status
     missing = set(REFUSAL_STATUS) - set(seen) - {"unreadable"}
     assert not missing, missing  # unreadable: test_F16_unreadable_over_http (needs a dropped uid)
 
@@ -136,9 +146,10 @@ def test_F16_bad_requests_other_methods_and_routes(world: World, server: ReaderS
     cid = world.cid(root, "plain.jsonl")
     for target, status in ((f"/conversations/{cid}?cursor=a&cursor=b", 400), (f"/conversations/{cid}?x=1", 400),
                            ("/conversations?x=1", 400), ("/elsewhere", 404), ("/conversations/a/b", 404)):
-        got, body = world.http(server.url, target, cid)
+        got, body = world.http(server.url, target, cid, token=server.token)
         assert got == status and body["ok"] is False
-    req = urllib.request.Request(server.url + "/conversations", method="POST", data=b"{}")
+    req = urllib.request.Request(server.url + "/conversations", method="POST", data=b"{}",
+                                 headers={"Authorization": f"Bearer {server.token}"})
     with pytest.raises(urllib.error.HTTPError) as exc:
         urllib.request.urlopen(req, timeout=10)
     assert exc.value.code == 405 and exc.value.headers["Allow"] == "GET"
@@ -164,19 +175,21 @@ def test_F16_unreadable_over_http(tmp_path: Path) -> None:
                 drop_to_nobody()
                 specs = [RepositorySpec(str(root), "alpha", "/l")]
                 srv = ReaderServer(create_reader(lambda: roots_from_specs(specs)))
-                os.write(w, srv.url.encode() + b"\n")
+                os.write(w, f"{srv.url} {srv.token}\n".encode())
                 srv.serve_forever()
             finally:
                 os._exit(0)
         os.close(w)
         try:
             with os.fdopen(r, "rb") as rf:
-                url = rf.readline().decode().strip()
-            assert url.startswith("http://127.0.0.1:"), "the child server did not start"
+                started = rf.readline().decode().split()
+            assert len(started) == 2 and started[0].startswith("http://127.0.0.1:"), "the child server did not start"
+            url, token = started
             cid = conversation_id(str(root), "alpha", "s.jsonl")
             allowed = root_dirs(root) | {str(root / ".pi/state/alpha/sessions/s.jsonl")}
             with watched_tree(top, allowed), pytest.raises(urllib.error.HTTPError) as exc:
-                urllib.request.urlopen(f"{url}/conversations/{cid}", timeout=30)
+                urllib.request.urlopen(urllib.request.Request(f"{url}/conversations/{cid}",
+                                                              headers={"Authorization": f"Bearer {token}"}), timeout=30)
             body = json.loads(exc.value.read())
             check_result(body)
             assert exc.value.code == REFUSAL_STATUS["unreadable"] == 403
@@ -214,12 +227,12 @@ def test_F16_cli_catalogue_open_follow_in_process_and_next_over_http(world: Worl
     # next needs the process that issued the cursor: over HTTP against the running server.
     first = world.open(cid)
     out = io.StringIO()
-    assert main(["--url", server.url, "next", first["cursor"]["id"], cid, "main"], out=out) == 0
+    assert main(["--url", server.token_url, "next", first["cursor"]["id"], cid, "main"], out=out) == 0
     nxt = json.loads(out.getvalue())
     check_result(nxt)
     assert len(nxt["page"]["parts"]) == 20
     out = io.StringIO()
-    assert main(["--url", server.url, "--text", "open", "pi-" + "0" * 40], out=out) == 1
+    assert main(["--url", server.token_url, "--text", "open", "pi-" + "0" * 40], out=out) == 1
     assert out.getvalue().startswith("refused: unknown-conversation")
 
 

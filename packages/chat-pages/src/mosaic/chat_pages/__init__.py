@@ -18,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what mypy and readers see; at run time each name is imported on first use
-    from ._asgi import asgi_app
+    from ._asgi import ReaderGuard, asgi_app
     from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR
     from ._http import REFUSAL_STATUS, route
     from ._jsonout import dump_bytes, dumps
@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # what mypy and readers see; at run time each name is importe
 # the reader, the server, asyncio and pi-format load only when a name is first used; PEP 562).
 _HOME: dict[str, str] = {
     "asgi_app": "_asgi",
+    "ReaderGuard": "_asgi",
     "CURSOR_CAP": "_cursors",
     "CURSOR_TTL_SECONDS": "_cursors",
     "HISTORY": "_cursors",
@@ -95,6 +96,7 @@ __all__ = [
     "PI_HARNESS",
     "REFUSAL_STATUS",
     "Reader",
+    "ReaderGuard",
     "ReaderRefusal",
     "ReaderServer",
     "RefusedSpec",

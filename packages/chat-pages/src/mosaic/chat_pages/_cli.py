@@ -3,20 +3,26 @@
 Output is JSON lines (one API result per line, exactly what the API returns) or readable text with --text.
 Roots come from --spec DIR SEAT (repeatable) or a --config JSON file; nothing has a default path. With --url
 the commands ask a running `mosaic-read serve` over HTTP instead of reading in-process (cursors live in the
-memory of the process that issued them, so `next` needs --url, or use `open --all` / `follow`).
+memory of the process that issued them, so `next` needs --url, or use `open --all` / `follow`). The
+options before the command may also come after it.
 
-Exit status: 0 when the last result was ok, 1 when it was a refusal, 2 for a usage error.
+An expected error (a bad --config, a missing file, an unreachable --url, output closed by `| head`,
+Ctrl-C) ends with one line on stderr, `mosaic-read: ...`, and its exit status in EXIT_CODES; only a bug
+prints a traceback, and it has an exit status of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ._jsonout import dumps
 
@@ -24,10 +30,48 @@ if TYPE_CHECKING:  # imported where a command needs them, so `mosaic-read --help
     from ._reader import Reader
     from ._sources import Roots
 
+PROG = "mosaic-read"
+DISTRIBUTION = "mosaic-chat-pages"
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_OUTPUT_CLOSED = 4
+EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: an internal software error
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
+
+#: Every exit status of mosaic-read: (name, meaning). The README's table is checked against this.
+EXIT_CODES: Mapping[int, tuple[str, str]] = MappingProxyType({
+    EXIT_OK: ("ok", "the last result was ok; serve: stopped by SIGINT, SIGTERM or SIGHUP"),
+    EXIT_REFUSED: ("refused", "the last result was a refusal (the reader's, or the server guard's over --url)"),
+    EXIT_USAGE: ("usage", "bad arguments; a missing or bad --config (the line names the field); a missing or "
+                          "unsafe --token-file; a --host that is not loopback"),
+    EXIT_UNREACHABLE: ("network", "--url could not be reached or did not answer with the routes' JSON; serve "
+                                  "could not listen on its address"),
+    EXIT_OUTPUT_CLOSED: ("output closed", "the output was closed before everything was written (a broken pipe, "
+                                          "e.g. piped into `head`)"),
+    EXIT_INTERNAL: ("internal error", "a bug in mosaic-read: the only case that prints a traceback"),
+    EXIT_INTERRUPTED: ("interrupted", "Ctrl-C (SIGINT), e.g. a `follow` stopped by hand"),
+})
+
 # Controls, bidi and invisible characters are shown escaped in --text, so session content cannot drive
 # or spoof the terminal (the seed's terminal rules, "The terminal").
 _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e"
                      "\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f\ud800-\udfff]")
+
+
+class Failure(Exception):
+    """An expected error: one line on stderr and its exit status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Stop(Exception):
+    """serve was asked to stop by a signal (SIGTERM, SIGHUP)."""
 
 
 def _safe(text: str) -> str:
@@ -35,24 +79,40 @@ def _safe(text: str) -> str:
 
 
 class _Api:
-    """The reader API in-process, or over HTTP against a running server."""
+    """The reader API in-process, or over HTTP against a running server (with its token, if any)."""
 
-    def __init__(self, reader: Reader | None, url: str | None) -> None:
+    def __init__(self, reader: Reader | None, url: str | None, token: str | None = None) -> None:
         self.reader = reader
         self.url = url.rstrip("/") if url else None
+        self.token = token
 
     def _get(self, path: str, params: dict[str, str | None]) -> dict[str, Any]:
-        import urllib.error  # noqa: PLC0415 - only --url needs HTTP (start-up cost, issue 13)
+        import http.client  # noqa: PLC0415 - only --url needs HTTP (start-up cost, issue 13)
+        import urllib.error  # noqa: PLC0415
         import urllib.parse  # noqa: PLC0415
         import urllib.request  # noqa: PLC0415
 
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
         target = f"{self.url}{path}" + (f"?{query}" if query else "")
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        request = urllib.request.Request(target, headers=headers)
         try:
-            with urllib.request.urlopen(target, timeout=60) as resp:
-                body: dict[str, Any] = json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            body = json.loads(e.read())
+            try:
+                with urllib.request.urlopen(request, timeout=60) as resp:
+                    status, raw = resp.status, resp.read()
+            except urllib.error.HTTPError as e:
+                status, raw = e.code, e.read()
+        except urllib.error.URLError as e:
+            raise Failure(EXIT_UNREACHABLE, f"cannot reach {self.url}: {_reason(e.reason)}") from None
+        except (OSError, http.client.HTTPException) as e:  # reset, timed out, a broken HTTP answer
+            raise Failure(EXIT_UNREACHABLE, f"cannot reach {self.url}: {_reason(e)}") from None
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "ok" not in body:
+            raise Failure(EXIT_UNREACHABLE, f"{self.url} answered {status} without the routes' JSON "
+                                            "(is it a mosaic-read server?)")
         return body
 
     def catalogue(self) -> dict[str, Any]:
@@ -71,10 +131,33 @@ class _Api:
         return self._get("/conversations/" + _quote(conversation), {"cursor": cursor, "branch": branch})
 
 
+def _reason(error: object) -> str:
+    """A short, plain reason for a connection failure (no exception class names)."""
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused (is `mosaic-read serve` running there?)"
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    if isinstance(error, OSError) and error.strerror:
+        return str(error.strerror).lower()
+    return str(error) or type(error).__name__
+
+
 def _quote(segment: str) -> str:
     import urllib.parse  # noqa: PLC0415 - only --url needs it
 
     return urllib.parse.quote(segment, safe="")
+
+
+def _read_file(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise Failure(EXIT_USAGE, f"{what} {path}: no such file") from None
+    except IsADirectoryError:
+        raise Failure(EXIT_USAGE, f"{what} {path}: is a directory") from None
+    except OSError as e:
+        raise Failure(EXIT_USAGE, f"{what} {path}: {(e.strerror or str(e)).lower()}") from None
 
 
 def _roots(args: argparse.Namespace) -> Callable[[], Roots]:
@@ -83,17 +166,101 @@ def _roots(args: argparse.Namespace) -> Callable[[], Roots]:
     specs = [RepositorySpec(d, s, d) for d, s in (args.spec or [])]
     regs: list[SeatRegistration] = []
     if args.config:
-        with open(args.config, encoding="utf-8") as f:
-            cfg = json.load(f)
-        for s in cfg.get("specs", []):
-            specs.append(RepositorySpec(s["projectRoot"], s["seat"], s.get("layoutRepo", s["projectRoot"])))
-        for r in cfg.get("registrations", []):
-            regs.append(SeatRegistration(r["seat"], r["harness"], r["layoutRepo"], r["project"],
-                                         r["sessionsDir"], r["startedAt"]))
+        from ._config import ConfigError, load_config  # noqa: PLC0415 - msgspec only for --config
+
+        try:
+            more, regs = load_config(_read_file(args.config, "--config"))
+        except ConfigError as e:
+            raise Failure(EXIT_USAGE, f"--config {args.config}: {e}") from None
+        specs += more
     return lambda: roots_from_specs(specs, regs)
 
 
+# -- tokens ----------------------------------------------------------------------------------------------
+
+
+def _read_token(path: str) -> str:
+    """The token in `path` (surrounding whitespace ignored). The file must be a regular file of this user
+    that no other user may read or write (mode 0600 or stricter), as ssh asks of a private key."""
+    from ._guard import check_token_text  # noqa: PLC0415
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise Failure(EXIT_USAGE, f"--token-file {path}: no such file") from None
+    except OSError as e:
+        raise Failure(EXIT_USAGE, f"--token-file {path}: {(e.strerror or str(e)).lower()}") from None
+    import stat  # noqa: PLC0415
+
+    if not stat.S_ISREG(st.st_mode):
+        raise Failure(EXIT_USAGE, f"--token-file {path}: not a regular file")
+    if st.st_uid != os.geteuid():
+        raise Failure(EXIT_USAGE, f"--token-file {path}: owned by uid {st.st_uid}, not by this user")
+    if st.st_mode & 0o077:
+        raise Failure(EXIT_USAGE, f"--token-file {path}: other users may read it (mode "
+                                  f"{stat.S_IMODE(st.st_mode):04o}); chmod 600 it")
+    try:
+        return check_token_text(_read_file(path, "--token-file").decode("ascii", "replace").strip())
+    except ValueError as e:
+        raise Failure(EXIT_USAGE, f"--token-file {path}: {e}") from None
+
+
+def _runtime_dir() -> str:
+    """$XDG_RUNTIME_DIR when it is a directory of this user that only this user may enter, else the
+    system's temporary directory (the file itself is created 0600 there, exclusively)."""
+    import tempfile  # noqa: PLC0415
+
+    run = os.environ.get("XDG_RUNTIME_DIR", "")
+    try:
+        st = os.stat(run) if os.path.isabs(run) else None
+    except OSError:
+        st = None
+    if st is not None and st.st_uid == os.geteuid() and not st.st_mode & 0o077:
+        return run
+    return tempfile.gettempdir()
+
+
+def _write_token(token: str) -> str:
+    """A new file holding `token`, mode 0600, created exclusively (mkstemp: O_CREAT|O_EXCL, 0600)."""
+    import tempfile  # noqa: PLC0415
+
+    fd, path = tempfile.mkstemp(prefix="mosaic-read-", suffix=".token", dir=_runtime_dir())
+    try:
+        os.write(fd, token.encode("ascii") + b"\n")
+    except OSError:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    return path
+
+
+def _split_url(url: str) -> tuple[str, str | None]:
+    """(base URL, token in its query or None) of --url: `http://host:port`, optionally with the path
+    `/conversations` and `?token=` (the URL `serve` prints). Raises Failure(usage) for anything else."""
+    import urllib.parse  # noqa: PLC0415
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http" or not parts.netloc:
+        raise Failure(EXIT_USAGE, f"--url {url!r}: give the http:// URL `mosaic-read serve` printed")
+    query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
+    if set(query) - {"token"} or len(query.get("token", [])) > 1:
+        raise Failure(EXIT_USAGE, f"--url: the only query parameter it may carry is one token, not {parts.query!r}")
+    path = parts.path.rstrip("/")
+    path = path.removesuffix("/conversations")
+    token = query["token"][0] if "token" in query else None
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", "")), token
+
+
+# -- output ----------------------------------------------------------------------------------------------
+
+
 def _emit(result: dict[str, Any], text: bool, out: TextIO) -> None:
+    _write(result, text, out)
+    out.flush()  # each result as it comes: a follow streams, and a closed pipe shows at once
+
+
+def _write(result: dict[str, Any], text: bool, out: TextIO) -> None:
     if not text:
         out.write(dumps(result) + "\n")
         return
@@ -134,66 +301,189 @@ def _emit(result: dict[str, Any], text: bool, out: TextIO) -> None:
     out.write(f"== {tail}\n")
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
-    """Run mosaic-read; returns the exit status."""
-    p = argparse.ArgumentParser(prog="mosaic-read", description="Read Pi session histories, read-only.")
-    p.add_argument("--spec", nargs=2, action="append", metavar=("PROJECT_ROOT", "SEAT"),
-                   help="an approved root: <PROJECT_ROOT>/.pi/state/<SEAT>/sessions (repeatable)")
-    p.add_argument("--config", help='JSON file: {"specs": [{"projectRoot", "seat", "layoutRepo"}], '
-                                    '"registrations": [{"seat", "harness", "layoutRepo", "project", '
-                                    '"sessionsDir", "startedAt"}]}')
-    p.add_argument("--url", help="use a running `mosaic-read serve` at this base URL")
-    p.add_argument("--text", action="store_true", help="readable text instead of JSON lines")
-    sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("catalogue", help="list the approved conversations")
-    o = sub.add_parser("open", help="the first page (--all: every page) of a conversation")
+# -- the parser ------------------------------------------------------------------------------------------
+
+
+class _Version(argparse.Action):
+    """--version: the installed distribution's version, looked up only when asked (importlib.metadata
+    costs start-up time every other command would pay)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+        try:
+            number = version(DISTRIBUTION)
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        sys.stdout.write(f"{PROG} {number} ({DISTRIBUTION})\n")
+        parser.exit(0)
+
+
+#: The options that may stand before or after the command: (flags, argparse keywords).
+_SHARED: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("--spec",), {"nargs": 2, "action": "append", "metavar": ("PROJECT_ROOT", "SEAT"),
+                   "help": "an approved root: <PROJECT_ROOT>/.pi/state/<SEAT>/sessions (repeatable)"}),
+    (("--config",), {"metavar": "FILE",
+                     "help": 'JSON file: {"specs": [{"projectRoot", "seat", "layoutRepo"}], "registrations": '
+                             '[{"seat", "harness", "layoutRepo", "project", "sessionsDir", "startedAt"}]}'}),
+    (("--url",), {"help": "use a running `mosaic-read serve` at this URL (the one it printed, token included, "
+                          "or its base with --token-file)"}),
+    (("--token-file",), {"metavar": "FILE", "help": "the server's token (a file of yours, mode 0600): serve "
+                                                    "requires it, --url sends it"}),
+    (("--text",), {"action": "store_true", "help": "readable text instead of JSON lines"}),
+)
+_LATE = "late_"
+
+#: The GIL hand-over interval `serve` sets for its own process (CPython's default is 5 ms). A thread back
+#: from a system call waits up to one interval for the GIL while another thread parses (pure Python), and
+#: the catalogue makes dozens of system calls: with 5 ms it ran at 3-5x its idle time beside a slow parse,
+#: with 1 ms within about 2x (README, "Lanes"; bench_load.py). The library never changes it: it is the
+#: host process's setting.
+SERVE_SWITCH_INTERVAL = 0.001
+
+
+def _add_shared(parser: argparse.ArgumentParser, late: bool) -> None:
+    """The shared options; after the command they land in `late_<name>` (argparse would otherwise let the
+    command's defaults overwrite what was given before it)."""
+    for flags, kw in _SHARED:
+        dest = flags[0].removeprefix("--").replace("-", "_")
+        if late:
+            parser.add_argument(*flags, dest=_LATE + dest, default=argparse.SUPPRESS, **kw)
+        else:
+            parser.add_argument(*flags, dest=dest, **kw)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Read Pi session histories, read-only.",
+                                epilog="exit status: " + ", ".join(f"{k} {name}" for k, (name, _) in EXIT_CODES.items()))
+    p.add_argument("--version", action=_Version, help="print the version and exit")
+    _add_shared(p, late=False)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help, description=help)
+        _add_shared(c, late=True)
+        return c
+
+    command("catalogue", "list the approved conversations")
+    o = command("open", "the first page (--all: every page) of a conversation")
     o.add_argument("conversation")
     o.add_argument("--branch")
     o.add_argument("--all", action="store_true")
-    n = sub.add_parser("next", help="the next page for a cursor (needs --url: cursors live in the server)")
+    n = command("next", "the next page for a cursor (needs --url: cursors live in the server)")
     n.add_argument("cursor")
     n.add_argument("conversation")
     n.add_argument("branch")
-    f = sub.add_parser("follow", help="read every page, then poll the follow cursor for appended parts")
+    f = command("follow", "read every page, then poll the follow cursor for appended parts")
     f.add_argument("conversation")
     f.add_argument("--branch")
     f.add_argument("--polls", type=int, default=0, help="stop after this many polls (0: until interrupted)")
     f.add_argument("--interval", type=float, default=1.0)
-    s = sub.add_parser("serve", help="serve the two GET routes on loopback")
+    s = command("serve", "serve the two GET routes on loopback (a token is required unless --no-token)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--no-token", action="store_true",
+                   help="serve without a token: every local user may then read what this user can")
+    return p
+
+
+def _merge_late(args: argparse.Namespace) -> None:
+    """Fold the options given after the command into those given before it: --spec adds up, the others
+    take the later value."""
+    for name, value in list(vars(args).items()):
+        if not name.startswith(_LATE):
+            continue
+        base = name.removeprefix(_LATE)
+        if base == "spec":
+            args.spec = (args.spec or []) + value
+        elif base == "text":
+            args.text = args.text or value
+        else:
+            setattr(args, base, value)
+        delattr(args, name)
+
+
+# -- main ------------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run mosaic-read; returns the exit status (EXIT_CODES). An expected error prints one line on stderr;
+    a bug prints its traceback and returns EXIT_INTERNAL."""
+    stream = sys.stdout if out is None else out
+    try:
+        return _main(argv, stream)
+    except Failure as e:
+        return _fail(e.status, e.message)
+    except KeyboardInterrupt:
+        return _fail(EXIT_INTERRUPTED, "interrupted")
+    except BrokenPipeError:
+        if stream is sys.stdout:
+            _silence_stdout()
+        return _fail(EXIT_OUTPUT_CLOSED, "output closed before the end (broken pipe)")
+    except Exception:
+        import traceback  # noqa: PLC0415
+
+        traceback.print_exc()
+        return _fail(EXIT_INTERNAL, "internal error: this is a bug in mosaic-read; the traceback above is the report")
+
+
+def _fail(status: int, message: str) -> int:
+    """Say `message` as mosaic-read's one line on stderr; returns `status`."""
+    try:
+        print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    except OSError:
+        pass  # stderr is gone too: the status still says it
+    return status
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what is still buffered does not
+    raise a second BrokenPipeError at exit (the Python documentation's advice for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _main(argv: Sequence[str] | None, out: TextIO) -> int:
+    p = _parser()
     args = p.parse_args(argv)
+    _merge_late(args)
+    if args.command == "serve":
+        if args.url is not None:
+            p.error("serve reads in-process: give --spec or --config, not --url")
+        if args.no_token and args.token_file:
+            p.error("--no-token and --token-file contradict each other")
     if args.url is None and not (args.spec or args.config):
         p.error("give --spec PROJECT_ROOT SEAT (or --config FILE), or --url of a running server")
     if args.url is None:
         from ._reader import create_reader  # noqa: PLC0415 - a command runs: now the reader is needed
 
         reader: Reader | None = create_reader(_roots(args))
+        api = _Api(reader, None)
     else:
-        reader = None
-    api = _Api(reader, args.url)
+        base, url_token = _split_url(args.url)
+        token = _read_token(args.token_file) if args.token_file else url_token
+        api = _Api(None, base, token)
 
     if args.command == "serve":
-        assert reader is not None
-        from ._server import serve  # noqa: PLC0415 - only `serve` needs the server (asyncio)
-
-        server = serve(reader, args.host, args.port)
-        out.write(json.dumps({"serving": server.url}) + "\n")
-        out.flush()
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            server.close()
-        return 0
+        assert api.reader is not None
+        return _serve(api.reader, args, out)
     if args.command == "catalogue":
         result = api.catalogue()
         _emit(result, args.text, out)
-        return 0 if result.get("ok") else 1
+        return EXIT_OK if result.get("ok") else EXIT_REFUSED
     if args.command == "next":
         result = api.next(args.cursor, args.conversation, args.branch)
         _emit(result, args.text, out)
-        return 0 if result.get("ok") else 1
+        return EXIT_OK if result.get("ok") else EXIT_REFUSED
 
     result = api.open(args.conversation, args.branch)
     _emit(result, args.text, out)
@@ -210,4 +500,55 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
             result = api.next(cursor["id"], args.conversation, result["page"]["branch"])
             if not result.get("ok") or result["page"]["parts"]:
                 _emit(result, args.text, out)
-    return 0 if result.get("ok") else 1
+    return EXIT_OK if result.get("ok") else EXIT_REFUSED
+
+
+def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
+    """Serve until SIGINT, SIGTERM or SIGHUP; then close, remove the token file it made, and return 0.
+    Prints one JSON line: {"serving": base URL, "url": the catalogue's URL with the token, "tokenFile"}."""
+    from ._guard import new_token  # noqa: PLC0415
+    from ._server import ReaderServer  # noqa: PLC0415 - only `serve` needs the server (asyncio)
+
+    made: str | None = None
+    if args.no_token:
+        token: str | None = None
+    elif args.token_file:
+        token = _read_token(args.token_file)
+    else:
+        token = new_token()
+        try:
+            made = _write_token(token)
+        except OSError as e:
+            raise Failure(EXIT_USAGE, f"cannot write the token file: {(e.strerror or str(e)).lower()}") from None
+    sys.setswitchinterval(SERVE_SWITCH_INTERVAL)  # this process is the server (see SERVE_SWITCH_INTERVAL)
+    previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        try:
+            server = ReaderServer(reader, args.host, args.port, token=token, require_token=not args.no_token)
+        except ValueError as e:
+            raise Failure(EXIT_USAGE, f"--host {args.host}: {e}") from None
+        except OSError as e:
+            raise Failure(EXIT_UNREACHABLE, f"cannot listen on {args.host}:{args.port}: "
+                                            f"{(e.strerror or str(e)).lower()}") from None
+        server.start()
+        try:
+            out.write(json.dumps({"serving": server.url, "url": server.token_url,
+                                  "tokenFile": made or args.token_file}) + "\n")
+            out.flush()
+            while True:
+                signal.pause()
+        except (KeyboardInterrupt, _Stop) as e:
+            name = "SIGINT" if isinstance(e, KeyboardInterrupt) else str(e)
+            _fail(EXIT_OK, f"stopped serving ({name})")  # the normal end of serve: status 0
+        finally:
+            server.close()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if made is not None:
+            os.unlink(made)
+    return EXIT_OK
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)

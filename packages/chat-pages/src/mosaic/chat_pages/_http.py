@@ -8,7 +8,9 @@ offers them as an ASGI application.
 
 Optional `actor` and `purpose` parameters are passed through to the API, which refuses any value but
 local-operator and history: "local-operator is the only actor on this unauthenticated loopback route."
-A refusal answers with the status of its code in REFUSAL_STATUS and the refusal JSON as the body.
+(The servers put a guard in front, `_guard.py`: the token it requires admits the local operator, it
+does not name other actors.) A refusal answers with the status of its code in REFUSAL_STATUS and the
+refusal JSON as the body.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ REFUSAL_STATUS: Mapping[str, int] = MappingProxyType(
         "source-replaced": 409,
         "unknown-actor": 403,
         "unsupported-purpose": 400,
+        "host-refused": 421,
+        "cross-site": 403,
+        "token-required": 401,
+        "token-wrong": 403,
     }
 )
 

@@ -2,7 +2,9 @@
 
 safe-open's own codes (unsafe-path, too-large, unreadable, unavailable) and pi-format's (not-a-pi-session,
 incomplete-header, foreign-project) are rows of this table too, so a refusal from either layer reaches the
-caller as a `ReaderRefusal` with the same code and flag.
+caller as a `ReaderRefusal` with the same code and flag. The last four rows are not the seed's: they are
+the routes' guard (`_guard.py`: a foreign Host, a cross-site request, a missing or wrong token), answered
+in the same refusal shape before a request reaches the reader.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class ReaderRefusal(Refusal):
         "source-replaced": True,
         "unknown-actor": False,
         "unsupported-purpose": False,
+        "host-refused": False,
+        "cross-site": False,
+        "token-required": False,
+        "token-wrong": False,
     }
 
 
