@@ -127,8 +127,9 @@ def cohort(session: nox.Session) -> None:
     """K1-K16 on the real kernel: a direct delegated cgroup2 path and a sandboxed systemd --user scope; then
     the controller's claim <-> cohort contract test on the same two routes.
 
-    Needs root (it creates the engine uid `cohorttest` idempotently through ci/cohort/ensure-user.sh and
-    brings up user managers in private mount and cgroup namespaces). Each test that cannot run here skips
+    Needs root (it creates the engine account `cohorttest`, a system account, through cgroup-cohort's
+    `testing.account` when it is missing, and brings up user managers in private mount and cgroup
+    namespaces). Each test that cannot run here skips
     with its reason, printed by -rs; the whole suite skips only where neither path can run. The two suites
     run as two pytest invocations: each conftest loads the shared plugin (mosaic.cgroup_cohort.testing.lab)
     and pytest takes `pytest_plugins` only from a root conftest.

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import json
 import os
-import pwd
 import secrets
 import shutil
 import subprocess
@@ -49,6 +48,7 @@ from mosaic.cgroup_cohort import (
     find_cgroup2,
     release_cohort,
 )
+from mosaic.cgroup_cohort.testing.account import engine_account
 from mosaic.chat_pages import conversation_id
 from mosaic.controller import Controller, EngineSpec, Placement
 from mosaic.controller.client import (
@@ -97,9 +97,7 @@ def shown(value: object, width: int = 100) -> str:
 
 
 def engine_credentials() -> Credentials:
-    subprocess.run([str(REPO / "ci" / "cohort" / "ensure-user.sh"), ENGINE_USER], check=True, capture_output=True)
-    pw = pwd.getpwnam(ENGINE_USER)
-    return Credentials(pw.pw_uid, pw.pw_gid, ())
+    return engine_account()
 
 
 def user_manager_reachable() -> tuple[bool, str]:
