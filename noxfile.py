@@ -202,8 +202,10 @@ def bench(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The main job's demo (ci/demo.py, issue 12) on the sealed real Pi in the loopback-only namespace: a
     controller launches Pi under a writer claim in a cohort and the client library drives six steps; then
-    ci/demo_check.py checks the printed transcript and the recorded facts step by step. Needs root (a
-    cgroup, the engine uid), like `smoke`."""
+    ci/demo_check.py checks the printed transcript and the recorded facts step by step (and its plain
+    words); then ci/tests_demo: SIGINT, SIGHUP and SIGTERM at each step boundary of the demo, each cleaned up
+    with one line, a SIGKILLed run swept by the next, the refusals in one line (about 1.5 minutes). Needs
+    root (a cgroup, the engine account), like `smoke`."""
     _install_package(session, "controller")
     session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
@@ -214,3 +216,5 @@ def demo(session: nox.Session) -> None:
                 "--transcript", transcript, "--evidence", evidence,
                 env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
     session.run("python", str(ROOT / "ci" / "demo_check.py"), transcript, evidence)
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", str(ROOT / "ci" / "tests_demo"),
+                *session.posargs, env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})

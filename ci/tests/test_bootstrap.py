@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, copy_scripts, system_python
+from support import REPO, copy_scripts, system_python
 
 sys.path.insert(0, str(REPO / "ci"))
 import workspace  # noqa: E402

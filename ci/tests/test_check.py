@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
-from conftest import Tty, as_nobody, copy_scripts, system_python
+from support import Tty, as_nobody, copy_scripts, system_python
 
 CGROUP2_LINE = "41 31 0:38 / {mount} {opts} - cgroup2 cgroup2 rw\n"
 OTHER_LINES = "22 1 8:1 / / rw,relatime - ext4 /dev/vda rw\n25 22 0:21 / /proc rw - proc proc rw\n"
