@@ -77,7 +77,7 @@ from mosaic.controller.client import (
     Transcript,
 )
 from mosaic.controller.plain import plain_message, shorten
-from mosaic.controller.route import RouteUnavailable, choose_route
+from mosaic.controller.route import RouteUnavailable, choose_route, engine_can_read
 from mosaic.controller.testing import FixtureTree, readable_install
 from mosaic.pi_rpc import check_pin
 from mosaic.pi_rpc.testing import ModelServer
@@ -369,24 +369,6 @@ def receipts_of(seat: Seat, request_id: str | None) -> list[str]:
 # ------------------------------------------------------------------------------------------- the steps
 
 
-def readable_by_others(tree: Path) -> bool:
-    """Whether the engine account can read the Pi install where it is: every directory above it searchable
-    by others, every directory in it searchable and readable, every file readable. Then the engine runs it
-    in place; otherwise (a checkout under a 0700 /root) from a hard-linked copy in the run's scratch
-    directory, whose 19,000 files take seconds to make and to remove."""
-    for parent in tree.resolve().parents:
-        if not os.stat(parent).st_mode & 0o001:
-            return False
-    for dirpath, _dirs, files in os.walk(tree):
-        if os.stat(dirpath).st_mode & 0o005 != 0o005:
-            return False
-        for name in files:
-            st = os.lstat(os.path.join(dirpath, name))
-            if not st.st_mode & 0o004 and not os.path.islink(os.path.join(dirpath, name)):
-                return False
-    return True
-
-
 @contextlib.asynccontextmanager
 async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., Controller], FixtureTree, Credentials]]:
     """The pinned Pi checked, the engine account, the cohort route, the scripted model on loopback and a
@@ -413,7 +395,7 @@ async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., Controller], 
         tree = FixtureTree(stage.scratch / "fx")
         tree.make((engine.uid, engine.gid), model_url=model.base_url)
         tree.root.chmod(0o755)
-        installed = pi_dir if readable_by_others(Path(pi_dir)) else readable_install(pi_dir, str(stage.scratch))
+        installed = pi_dir if engine_can_read(pi_dir) else readable_install(pi_dir, str(stage.scratch))
         say(f"fixture root {tree.root} (temporary); session file {tree.session.relative_to(tree.root)}; "
             f"scripted model at {model.base_url} (loopback only)")
 

@@ -9,7 +9,8 @@ One choice, made the same way by `mosaic-controller serve` and by the main job's
   delegated writable subtree).
 
 In both the engine runs under the `engine` credentials (the engine account), so the cohort is contained
-(K13). Why the route was chosen is said in plain words: systemctl's D-Bus error ("Failed to connect to bus:
+(K13); `engine_can_read(tree)` says whether that account can run the Pi install where it is (else the
+caller gives it a readable copy, `mosaic.controller.testing.readable_install`). Why the route was chosen is said in plain words: systemctl's D-Bus error ("Failed to connect to bus:
 No medium found") becomes "no systemd user manager". `RouteUnavailable` (one line) when neither route can
 be used here.
 """
@@ -19,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from mosaic.cgroup_cohort import (
@@ -32,7 +35,7 @@ from mosaic.cgroup_cohort import (
     find_cgroup2,
 )
 
-__all__ = ["Route", "RouteUnavailable", "choose_route", "user_manager_answers"]
+__all__ = ["Route", "RouteUnavailable", "choose_route", "engine_can_read", "user_manager_answers"]
 
 PROBE_TIMEOUT = 10.0
 
@@ -133,3 +136,22 @@ def choose_route(socket_dir: str, engine: Credentials, parent_name: str, *,
             os.rmdir(parent)
         raise
     return Route("direct", launcher, None, parent, why)
+
+
+def engine_can_read(tree: str | os.PathLike[str]) -> bool:
+    """Whether another uid (the engine account) can read the install `tree` where it is: every directory
+    above it searchable by others, every directory in it searchable and readable, every file readable. A
+    checkout under a 0700 /root is not; there the caller runs a readable copy, whose 19,000 files (the
+    pinned Pi with Node) take seconds to make and to remove."""
+    real = os.path.realpath(tree)
+    for parent in Path(real).parents:
+        if not os.stat(parent).st_mode & 0o001:
+            return False
+    for dirpath, _dirs, files in os.walk(real):
+        if os.stat(dirpath).st_mode & 0o005 != 0o005:
+            return False
+        for name in files:
+            st = os.lstat(os.path.join(dirpath, name))
+            if not stat.S_ISLNK(st.st_mode) and not st.st_mode & 0o004:
+                return False
+    return True
