@@ -204,8 +204,8 @@ def demo(session: nox.Session) -> None:
     controller launches Pi under a writer claim in a cohort and the client library drives six steps; then
     ci/demo_check.py checks the printed transcript and the recorded facts step by step (and its plain
     words); then ci/tests_demo: SIGINT, SIGHUP and SIGTERM at each step boundary of the demo, each cleaned up
-    with one line, a SIGKILLed run swept by the next, the refusals in one line (about 1.5 minutes). Needs
-    root (a cgroup, the engine account), like `smoke`."""
+    with one line, a SIGKILLed run swept by the next, the refusals in one line, and the Pi fetch's progress
+    and interrupt (about 1.7 minutes). Needs root (a cgroup, the engine account), like `smoke`."""
     _install_package(session, "controller")
     session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
