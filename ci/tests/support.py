@@ -100,6 +100,19 @@ class Tty:
             self.master = None
 
 
+def ended_within(pid: int, timeout: float) -> bool:
+    """Whether the process `pid` (not necessarily a child) is gone now or ends within `timeout`: its pidfd
+    turns readable when it exits."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
 def as_nobody(argv: Sequence[str]) -> list[str]:
     """`argv` run as uid/gid 65534 (nobody) with no supplementary groups: setpriv, which needs root."""
     if os.geteuid() != 0:

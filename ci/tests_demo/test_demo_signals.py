@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 import demo  # ci/demo.py (conftest.py puts ci/ on the path): its hold points
 import pytest
-from support import REPO, Tty
+from support import REPO, Tty, ended_within
 
 from mosaic.cgroup_cohort import CohortRef, find_cgroup2
 from mosaic.cgroup_cohort.testing import alive
@@ -85,17 +84,10 @@ def leftovers(names: dict[str, Any], state: Path, live: list[ProcessRef]) -> lis
 
 
 def wait_gone(live: list[ProcessRef], timeout: float = 15.0) -> None:
-    """Wait (bounded) for each recorded process to end: its pidfd turns readable when it exits."""
+    """Wait (bounded) for each recorded process that is still alive to end."""
     for member in live:
-        try:
-            fd = os.pidfd_open(member.pid)
-        except ProcessLookupError:
-            continue
-        try:
-            if alive(member):
-                select.select([fd], [], [], timeout)
-        finally:
-            os.close(fd)
+        if alive(member):
+            ended_within(member.pid, timeout)
 
 
 def signal_it(term: Tty, how: str) -> None:
