@@ -62,6 +62,11 @@ class Tty:
                 raise AssertionError(f"the terminal ended before {text!r}; it showed:\n{self.output[-3000:]}")
         return self.output
 
+    def lines(self) -> list[str]:
+        """What the terminal showed, line by line, without the echo of Ctrl-C: the kernel echoes "^C" after
+        it has sent SIGINT, so on a busy machine the echo can land after the program's own last line."""
+        return self.output.replace("^C", "").strip().splitlines()
+
     def ctrl_c(self) -> None:
         """What the Ctrl-C key sends: the terminal turns it into SIGINT for its foreground process group."""
         assert self.master is not None
