@@ -85,3 +85,18 @@ def test_run_sessions_without_the_tool_venv_says_run_bootstrap(scratch_repo: Pat
     assert done.returncode == 1
     assert done.stdout == (f"run_sessions: no nox in {scratch_repo}/.cache/tools/venv/bin: run bash ci/bootstrap "
                            "first (bash ci/test does)\n")
+
+
+def test_a_tool_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(scratch_repo: Path) -> None:
+    copy_scripts(scratch_repo, "bootstrap", "requirements.txt")
+    broken = scratch_repo / "python3.11"  # imports ensurepip and venv, but its venv fails (a full disk, say)
+    broken.write_text(f'#!/bin/sh\nif [ "$1" = -m ]; then echo "Error: [Errno 28] No space left on device" >&2; '
+                      f'exit 1; fi\nexec {system_python()} "$@"\n')
+    os.chmod(broken, 0o755)
+    done = subprocess.run(["bash", str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHON": str(broken), "LC_ALL": "C"}, cwd="/")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == (f"bootstrap: {broken} could not make the tool venv .cache/tools/venv "
+                                            "(above): apt-get install python3.11-venv, then run again")
+    assert not (scratch_repo / ".cache" / "tools" / "venv").exists()
