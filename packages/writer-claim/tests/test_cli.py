@@ -2,7 +2,7 @@
 documented way out of a recovery reservation that will not launch (README "Recovery reservations":
 release with the never-spawned proof), in text and `--json`; `--version` and options before or after
 the subcommand, `python -m mosaic.writer_claim`; every expected error in one line (exit 1), a usage error
-(exit 2), a crash (exit 70), a closed pipe quiet."""
+(exit 2), a crash (exit 70), a closed pipe quiet (exit 4, as mosaic-read)."""
 
 from __future__ import annotations
 
@@ -169,4 +169,4 @@ def test_a_closed_pipe_ends_quietly(reserved: tuple[Path, str, str]) -> None:
                               stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
     finally:
         os.close(write_end)
-    assert (done.returncode, done.stderr) == (0, "")
+    assert (done.returncode, done.stderr) == (4, "")

@@ -23,9 +23,9 @@ Ids are printed in full (they are what the commands take). `--json` prints one J
 refusal, or this command's own `not-found`). The claim root is an argument; nothing has a default path.
 Options are accepted before or after the subcommand.
 
-Exit status: 0 done; 1 refused (one line: the code and why); 2 a usage error (one line); 70 a crash (a
-bug: one line; MOSAIC_TRACEBACK=1 shows the traceback); 130 interrupted (Ctrl-C). A closed output pipe
-(`| head`) ends it quietly, exit 0.
+Exit status (as mosaic-read's): 0 done; 1 refused (one line: the code and why); 2 a usage error (one
+line); 4 the output was closed before everything was written (`| head`: quietly, no line); 70 a crash (a
+bug: one line; MOSAIC_TRACEBACK=1 shows the traceback); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ __all__ = ["main"]
 PROG = "mosaic-claims"
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
+EXIT_OUTPUT_CLOSED = 4
 EXIT_CRASH = 70
 EXIT_INTERRUPTED = 130
 
@@ -279,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader left (`| head`): nothing more to say, and the interpreter's own flush at exit must
         # not fail on the closed pipe either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return EXIT_OUTPUT_CLOSED
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
