@@ -127,8 +127,9 @@ def cohort(session: nox.Session) -> None:
     """K1-K16 on the real kernel: a direct delegated cgroup2 path and a sandboxed systemd --user scope; then
     the controller's claim <-> cohort contract test on the same two routes.
 
-    Needs root (it creates the engine uid `cohorttest` idempotently through ci/cohort/ensure-user.sh and
-    brings up user managers in private mount and cgroup namespaces). Each test that cannot run here skips
+    Needs root (it creates the engine account `cohorttest`, a system account, through cgroup-cohort's
+    `testing.account` when it is missing, and brings up user managers in private mount and cgroup
+    namespaces). Each test that cannot run here skips
     with its reason, printed by -rs; the whole suite skips only where neither path can run. The two suites
     run as two pytest invocations: each conftest loads the shared plugin (mosaic.cgroup_cohort.testing.lab)
     and pytest takes `pytest_plugins` only from a root conftest.
@@ -201,8 +202,10 @@ def bench(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The main job's demo (ci/demo.py, issue 12) on the sealed real Pi in the loopback-only namespace: a
     controller launches Pi under a writer claim in a cohort and the client library drives six steps; then
-    ci/demo_check.py checks the printed transcript and the recorded facts step by step. Needs root (a
-    cgroup, the engine uid), like `smoke`."""
+    ci/demo_check.py checks the printed transcript and the recorded facts step by step (and its plain
+    words); then ci/tests_demo: SIGINT, SIGHUP and SIGTERM at each step boundary of the demo, each cleaned up
+    with one line, a SIGKILLed run swept by the next, the refusals in one line, and the Pi fetch's progress
+    and interrupt (about 1.7 minutes). Needs root (a cgroup, the engine account), like `smoke`."""
     _install_package(session, "controller")
     session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
@@ -213,3 +216,5 @@ def demo(session: nox.Session) -> None:
                 "--transcript", transcript, "--evidence", evidence,
                 env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
     session.run("python", str(ROOT / "ci" / "demo_check.py"), transcript, evidence)
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", str(ROOT / "ci" / "tests_demo"),
+                *session.posargs, env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})

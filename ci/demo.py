@@ -1,23 +1,35 @@
 #!/usr/bin/env python3
 """The main job: the whole system on the real Pi 0.85.1, printed as a person would want to read it.
 
-    python ci/demo.py [--evidence FILE]        # the six steps (issue 12), non-interactive
-    python ci/demo.py --interactive            # the same controller, with mosaic-terminal on it
+    python ci/demo.py [--evidence FILE] [--transcript FILE]   # the six steps (issue 12), non-interactive
+    python ci/demo.py --interactive                           # the same controller, with mosaic-terminal on it
 
-Run it through `bash ci/main` (which sets up, installs the pinned Pi into .cache/pi and enters the
-loopback-only network namespace); it needs root (a cgroup under the cgroup2 mount, the engine uid
-`cohorttest`). Everything it makes lives in a temporary fixture root and is removed at the end by the
-exact names it recorded: the fixture tree, the socket directory, the Pi copy, every cohort it launched
-(released by its recorded reference) and the parent cgroup.
+Run it through `bash ci/main` (which checks the machine, sets up, installs the pinned Pi into .cache/pi and
+enters the loopback-only network namespace); it needs root (a cgroup under the cgroup2 mount, the engine
+account `cohorttest`). Everything it makes is temporary and recorded by name, before it is made, in a
+small state file (`.cache/demo-runs/run-<pid>-<token>.json`, or under `--state-dir`): the fixture
+directory, the socket directory, the parent cgroup, every cohort's unit name and then its reference. At
+the end it removes each by that name (every cohort released by its reference, the parent cgroup and what
+is left under it killed and removed, the two directories) and the state file.
+
+Signals: SIGINT (Ctrl-C), SIGHUP (a closed terminal) and SIGTERM are treated alike, at any step: the run
+stops, cleans up as above and prints one line, `interrupted: cleaned up` (also into `--transcript`; a
+closed terminal cannot show it). A run killed outright (SIGKILL) leaves its state file: the next run
+sweeps what it recorded before starting, and says so in one line.
+
+Exit status: 0 the demo ran; 1 refused (not root, outside the namespace, the Pi install does not match the
+pin, the engine account, no cohort route, a refusal from a package), one line; 70 a crash (a bug: one line,
+and the traceback with MOSAIC_TRACEBACK=1); 128 + n interrupted by signal n (130 SIGINT, 129 SIGHUP, 143
+SIGTERM).
 
 The steps: (1) two clients attach, one takes control, a prompt streams its answer (a tool call
 included) to both; (2) the observer's prompt is refused (`controller`), a `/` prompt is refused
 (`text-policy`); (3) the observer takes control (generation + 1) and interrupts a streaming turn: R3-1
 settles it and admission reopens; (4) a force stop with a confirmation, and the cohort proof it produced;
 (5) recover, and a new controller launches on the same leaf (new claim id, generation + 1) for one more
-turn; (6) the reader's view of the resulting session file, every branch. `--evidence FILE` writes the
-facts each step printed as JSON and `--transcript FILE` a copy of what it printed, for `ci/demo_check.py`
-(run by `nox -s demo`).
+turn; (6) the reader's view of the resulting session file, every branch. Ids are shortened on screen
+(`claim-91d2…`); `--evidence FILE` writes the facts each step printed as JSON, in full, and `--transcript
+FILE` a copy of what it printed, for `ci/demo_check.py` (run by `nox -s demo`).
 """
 
 from __future__ import annotations
@@ -27,28 +39,31 @@ import asyncio
 import contextlib
 import json
 import os
-import pwd
+import re
 import secrets
-import shutil
+import signal
 import subprocess
 import sys
-import tempfile
-import textwrap
-from collections.abc import Callable, Iterator, Mapping
+import threading
+import traceback
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from mosaic.cgroup_cohort import (
+    CohortHandle,
     CohortRef,
     Credentials,
-    DirectCgroupLauncher,
     FixtureVerifier,
     Launcher,
-    ScopeLauncher,
-    UserManager,
+    LauncherKind,
+    Presence,
     find_cgroup2,
     release_cohort,
 )
+from mosaic.cgroup_cohort.testing import remove_cgroup
+from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.chat_pages import conversation_id
 from mosaic.controller import Controller, EngineSpec, Placement
 from mosaic.controller.client import (
@@ -61,20 +76,51 @@ from mosaic.controller.client import (
     ToolRun,
     Transcript,
 )
+from mosaic.controller.plain import plain_message, shorten
+from mosaic.controller.route import RouteUnavailable, choose_route, engine_can_read
 from mosaic.controller.testing import FixtureTree, readable_install
 from mosaic.pi_rpc import check_pin
 from mosaic.pi_rpc.testing import ModelServer
+from mosaic.safe_open import Refusal, read_stat
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[1])
 WAIT = 60.0
-ENGINE_USER = "cohorttest"
-
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+EXIT_REFUSED = 1
+EXIT_CRASH = 70
+# Where a run may be held for a signal (tests): each step's start, and the boundaries around the set-up.
+HOLD_POINTS = ("start", "route", "launched", "step-1", "step-2", "step-3", "step-4", "step-5", "relaunched",
+               "step-6", "done")
+HOLD: list[str] = []  # --hold-at, once parsed
 
 TRANSCRIPT: list[Any] = []  # the file --transcript names, once opened
+TERMINAL = {"gone": False}  # a closed terminal (EIO) or pipe (EPIPE): keep going, keep the transcript
+
+
+class DemoRefused(Exception):
+    """An expected way for the demo not to run (not root, the pin, the account, the route): one line."""
+
+
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP outside the event loop (before it starts, after it ends)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def say(text: str = "") -> None:
-    print(text, flush=True)
+    """Print a line for a person (ids shortened) and copy it into the transcript. A terminal that is gone
+    (closed: EIO; a pipe whose reader left: EPIPE) is not an error: the run goes on to its end or its
+    clean-up, and the transcript still gets every line."""
+    text = shorten(text)
+    if not TERMINAL["gone"]:
+        try:
+            print(text, flush=True)
+        except OSError:
+            TERMINAL["gone"] = True
+            with contextlib.suppress(OSError):
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's exit flush must not fail
     for f in TRANSCRIPT:
         f.write(text + "\n")
         f.flush()
@@ -82,6 +128,13 @@ def say(text: str = "") -> None:
 
 def heading(n: int, title: str) -> None:
     say(f"\n== step {n}: {title}")
+
+
+async def hold(point: str) -> None:
+    """At `point`, when the run was asked to hold there (--hold-at): say so and wait for a signal."""
+    if HOLD and HOLD[0] == point:
+        say(f"(held at {point})")
+        await asyncio.Event().wait()
 
 
 def shown(value: object, width: int = 100) -> str:
@@ -93,62 +146,150 @@ def shown(value: object, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-# ------------------------------------------------------------------------------------------- the set-up
+# ------------------------------------------------------------------------------- what a run makes, by name
+
+TOKEN = re.compile(r"[0-9a-f]{8}")
+UNIT = re.compile(r"cohort-claim-[0-9a-f]{32}\.scope")
 
 
-def engine_credentials() -> Credentials:
-    subprocess.run([str(REPO / "ci" / "cohort" / "ensure-user.sh"), ENGINE_USER], check=True, capture_output=True)
-    pw = pwd.getpwnam(ENGINE_USER)
-    return Credentials(pw.pw_uid, pw.pw_gid, ())
+def _owner() -> dict[str, int]:
+    stat = read_stat(os.getpid())
+    assert stat is not None
+    return {"pid": stat.pid, "startTime": stat.start_time}
 
 
-def user_manager_reachable() -> tuple[bool, str]:
-    """Whether a systemd user manager answers this process (then the cohort is a transient scope)."""
-    try:
-        r = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True, text=True, timeout=10,
-                           stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return False, f"systemctl --user: {e}"
-    if r.returncode == 0:
-        return True, "a systemd user manager answers"
-    return False, (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+def _owner_alive(owner: Mapping[str, Any]) -> bool:
+    stat = read_stat(int(owner["pid"]))
+    return stat is not None and stat.start_time == owner["startTime"] and stat.state not in ("Z", "X")
+
+
+def clean(names: Mapping[str, Any]) -> list[str]:
+    """Remove what a run recorded, by those names only: every cohort released by its reference, on a scope
+    route every recorded unit stopped, the parent cgroup (with anything still in it) killed and removed,
+    the socket and fixture directories. A name that is not of the shape this script makes is left alone.
+    Returns what could not be removed (empty: all of it)."""
+    left: list[str] = []
+    token = str(names.get("token", ""))
+    if not TOKEN.fullmatch(token):
+        return [f"a state file with no valid token ({token!r}): nothing removed"]
+    for raw in names.get("refs", []):
+        with contextlib.suppress(Exception):
+            release_cohort(CohortRef.from_dict(raw), force=True)
+    if names.get("route") == "scope":
+        for unit in names.get("units", []):
+            if UNIT.fullmatch(str(unit)):
+                subprocess.run(["systemctl", "--user", "stop", str(unit)], capture_output=True, timeout=30,
+                               stdin=subprocess.DEVNULL, check=False)
+    if names.get("parent"):
+        try:
+            parent = os.path.join(find_cgroup2().mount_point, f"mosaic-demo-{token}")
+            remove_cgroup(parent)  # cgroup.kill on what is still there, then rmdir depth first
+        except Exception as e:  # noqa: BLE001 - say what is left, clean the rest
+            left.append(f"the parent cgroup mosaic-demo-{token} ({e})")
+    for path in (f"/tmp/mosaic-demo-sock-{token}", f"/tmp/mosaic-demo-{token}"):
+        if os.path.lexists(path):
+            subprocess.run(["rm", "-rf", "--one-file-system", path], capture_output=True, check=False)
+            if os.path.lexists(path):
+                left.append(path)
+    return left
+
+
+def sweep(state_dir: Path) -> None:
+    """Before a run: clean what earlier runs that are gone (killed outright) recorded, one line each.
+    A state file whose owner is alive belongs to a run going on now and is left alone."""
+    for path in sorted(state_dir.glob("run-*.json")):
+        try:
+            names = json.loads(path.read_text())
+            alive = _owner_alive(names["owner"])
+        except (OSError, ValueError, KeyError, TypeError):
+            say(f"a state file of an earlier run cannot be read ({path.name}): left alone, remove it by hand")
+            continue
+        if alive:
+            continue
+        left = clean(names)
+        what = f"{len(names.get('refs', []))} cohort(s), the parent cgroup, its directories"
+        if left:
+            say(f"an earlier run (pid {names['owner']['pid']}) was killed; could not remove: {'; '.join(left)}")
+            continue
+        path.unlink()
+        say(f"swept what an earlier run left when it was killed (pid {names['owner']['pid']}): {what}")
 
 
 class Stage:
-    """Everything the demo makes, each recorded by its exact name and removed by it."""
+    """Everything a run makes, each name recorded in the state file before the thing is made."""
 
-    def __init__(self) -> None:
-        self.scratch = Path(tempfile.mkdtemp(prefix="mosaic-demo-", dir="/tmp"))
-        os.chmod(self.scratch, 0o755)  # the engine uid traverses it
-        self.sockets = tempfile.mkdtemp(prefix="mosaic-demo-sock-", dir="/tmp")
-        os.chmod(self.sockets, 0o700)
-        self.parent: str | None = None
+    def __init__(self, state_dir: Path) -> None:
+        self.token = secrets.token_hex(4)
+        self.path = state_dir / f"run-{os.getpid()}-{self.token}.json"
+        self.scratch = Path(f"/tmp/mosaic-demo-{self.token}")
+        self.sockets = f"/tmp/mosaic-demo-sock-{self.token}"
+        self.names: dict[str, Any] = {"owner": _owner(), "token": self.token, "route": None, "parent": False,
+                                      "units": [], "refs": []}
         self.refs: list[CohortRef] = []
+        self._lock = threading.Lock()  # the launcher records from an executor thread
+        self.save()
+        os.mkdir(self.scratch, 0o700)
+        os.chmod(self.scratch, 0o755)  # the engine uid traverses it
+        os.mkdir(self.sockets, 0o700)
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.names))
+        os.replace(tmp, self.path)
+
+    def record(self, **changes: Any) -> None:
+        with self._lock:
+            for key, value in changes.items():
+                if key in ("units", "refs"):
+                    self.names[key].append(value)
+                else:
+                    self.names[key] = value
+            self.save()
 
     def socket_dir(self) -> str:
-        path = tempfile.mkdtemp(prefix="c-", dir=self.sockets)
-        os.chmod(path, 0o700)
+        path = os.path.join(self.sockets, f"c-{secrets.token_hex(3)}")
+        os.mkdir(path, 0o700)
         return path
 
-    def launcher(self, engine: Credentials) -> tuple[Launcher, UserManager | None, str]:
-        reachable, why = user_manager_reachable()
-        if reachable:
-            manager = UserManager()
-            return ScopeLauncher(manager, self.sockets, engine=engine), manager, f"systemd scope ({why})"
-        self.parent = os.path.join(find_cgroup2().mount_point, f"mosaic-demo-{secrets.token_hex(4)}")
-        os.mkdir(self.parent)
-        return (DirectCgroupLauncher(self.parent, self.sockets, engine=engine), None,
-                f"direct cgroup under {self.parent} (no user manager: {why})")
+    def close(self) -> list[str]:
+        """Remove everything by its recorded name; the state file goes when nothing is left."""
+        left = clean(self.names)
+        if not left:
+            self.path.unlink(missing_ok=True)
+        return left
+
+
+class RecordingLauncher:
+    """The route's launcher, recording each cohort's unit name before its launch and its reference as soon
+    as the launch returns (from the launcher's thread), so a run stopped at any moment knows what to remove."""
+
+    def __init__(self, inner: Launcher, stage: Stage) -> None:
+        self.inner = inner
+        self.stage = stage
+
+    @property
+    def kind(self) -> LauncherKind:
+        return self.inner.kind
+
+    def launch(self, unit: str, engine_argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+               cwd: str | None = None, stderr: int | None = None) -> CohortHandle:
+        self.stage.record(units=unit)
+        handle = self.inner.launch(unit, engine_argv, env=env, cwd=cwd, stderr=stderr)
+        self.stage.refs.append(handle.ref)
+        self.stage.record(refs=handle.ref.to_dict())
+        return handle
+
+    def presence(self, unit: str) -> Presence:
+        return self.inner.presence(unit)
+
+    def rediscover(self, unit: str) -> CohortRef | None:
+        return self.inner.rediscover(unit)
+
+    def prewarm(self, *, idle: float = 30.0) -> bool:
+        return self.inner.prewarm(idle=idle)
 
     def close(self) -> None:
-        for ref in self.refs:
-            with contextlib.suppress(Exception):
-                release_cohort(ref, force=True)
-        if self.parent is not None:
-            with contextlib.suppress(OSError):
-                os.rmdir(self.parent)  # every cohort under it was released by its recorded reference
-        shutil.rmtree(self.sockets, ignore_errors=True)
-        subprocess.run(["rm", "-rf", "--one-file-system", str(self.scratch)], check=False)
+        self.inner.close()
 
 
 # ------------------------------------------------------------------------------------------ the clients
@@ -170,7 +311,7 @@ class Seat:
         seat = cls(name, await ControllerClient.connect(socket_path))
         observed = await seat.client.observe()
         say(f"[{name}] attached as {seat.client.role}: generation {observed.generation}, "
-            f"controller incarnation {observed.incarnation[:12]}…, binding {observed.binding.get('state')}, "
+            f"controller incarnation {observed.incarnation}, binding {observed.binding.get('state')}, "
             f"seam from event {observed.seam.from_sequence} ({'quiet' if observed.seam.quiet else 'reconcile'})")
         return seat
 
@@ -228,22 +369,33 @@ def receipts_of(seat: Seat, request_id: str | None) -> list[str]:
 # ------------------------------------------------------------------------------------------- the steps
 
 
-@contextlib.contextmanager
-def world(stage: Stage) -> Iterator[tuple[Callable[..., Controller], FixtureTree, Credentials]]:
-    """The pinned Pi checked, the engine uid, the cohort route, the scripted model on loopback and a fixture
-    tree; yields a maker of controllers over them (`eligibility` for the recovered launch)."""
+@contextlib.asynccontextmanager
+async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., Controller], FixtureTree, Credentials]]:
+    """The pinned Pi checked, the engine account, the cohort route, the scripted model on loopback and a
+    fixture tree; yields a maker of controllers over them (`eligibility` for the recovered launch)."""
     pi_dir = os.environ.get("MOSAIC_PI_DIR") or str(REPO / ".cache" / "pi")
     refusal = check_pin(Path(pi_dir))
     if refusal is not None:
-        raise SystemExit(f"demo: the Pi install in {pi_dir} does not match the pin: {refusal}")
-    engine = engine_credentials()
-    launcher, manager, how = stage.launcher(engine)
-    say(f"cohort route: {how}")
+        raise DemoRefused(f"the Pi install in {pi_dir} does not match the pin ({plain_message(refusal.message)}): "
+                          "bash ci/main installs it again")
+    try:
+        engine = engine_account()
+    except EngineAccountError as e:
+        raise DemoRefused(f"the engine account: {e}") from None
+    stage.record(parent=True)  # its name (mosaic-demo-<token>) before it exists
+    try:
+        route = choose_route(stage.sockets, engine, f"mosaic-demo-{stage.token}")
+    except RouteUnavailable as e:
+        raise DemoRefused(f"no cohort route: {e}") from None
+    stage.record(route=route.kind)
+    say(f"cohort route: {route.describe()}")
+    await hold("route")
+    launcher = RecordingLauncher(route.launcher, stage)
     with ModelServer() as model:
         tree = FixtureTree(stage.scratch / "fx")
         tree.make((engine.uid, engine.gid), model_url=model.base_url)
         tree.root.chmod(0o755)
-        installed = readable_install(pi_dir, str(stage.scratch))
+        installed = pi_dir if engine_can_read(pi_dir) else readable_install(pi_dir, str(stage.scratch))
         say(f"fixture root {tree.root} (temporary); session file {tree.session.relative_to(tree.root)}; "
             f"scripted model at {model.base_url} (loopback only)")
 
@@ -251,32 +403,35 @@ def world(stage: Stage) -> Iterator[tuple[Callable[..., Controller], FixtureTree
             return Controller(
                 Placement(**tree.placement(stage.socket_dir())),
                 EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
-                launcher, verifier=FixtureVerifier(), manager=manager, stop_grace=2.0, eligibility=eligibility)
+                launcher, verifier=FixtureVerifier(), manager=route.manager, stop_grace=2.0, eligibility=eligibility)
 
         yield controller, tree, engine
 
 
 async def run_demo(stage: Stage, facts: dict[str, Any]) -> None:
-    with world(stage) as (controller, tree, engine):
+    async with world(stage) as (controller, tree, engine):
         first = controller()
-        await first.start()
-        assert first.execution is not None and first.execution.ref is not None
-        stage.refs.append(first.execution.ref)
-        ref = first.execution.ref
-        claim1 = first.execution.claim.claim_id
-        say(f"controller 1 launched the sealed Pi 0.85.1 under claim {claim1} in {ref.unit} "
-            f"(engine pid {ref.engine.pid}, uid {engine.uid}; containment {'held' if ref.containment.held else 'NOT held'})")
-        facts["claim1"] = claim1
         try:
+            await first.start()
+            assert first.execution is not None and first.execution.ref is not None
+            ref = first.execution.ref
+            claim1 = first.execution.claim.claim_id
+            say(f"controller 1 launched the sealed Pi 0.85.1 under claim {claim1} in {ref.unit} "
+                f"(engine pid {ref.engine.pid}, uid {engine.uid}; containment "
+                f"{'held' if ref.containment.held else 'NOT held'})")
+            facts["claim1"] = claim1
+            await hold("launched")
             await steps_1_to_5(first, controller, stage, tree, facts)
         finally:
             await first.aclose()
-    step_6(tree, facts)
+    await step_6(tree, facts)
+    await hold("done")
 
 
 async def steps_1_to_5(first: Controller, controller: Callable[..., Controller], stage: Stage,
                        tree: FixtureTree, facts: dict[str, Any]) -> None:
     heading(1, "two clients attach; A takes control; a prompt streams its answer (with a tool call) to both")
+    await hold("step-1")
     a = await Seat.attach("A", first.socket_path)
     b = await Seat.attach("B", first.socket_path)
     took = await a.client.takeover()
@@ -305,16 +460,19 @@ async def steps_1_to_5(first: Controller, controller: Callable[..., Controller],
     say(f"A and B render the same stream: {seen['A'] == seen['B']}")
 
     heading(2, "the observer's prompt and a '/' prompt are refused before anything reaches the engine")
+    await hold("step-2")
     refused_b = await b.client.prompt("hello from the observer", client_request_id="demo-2")
     refused_slash = await a.client.prompt("/help", client_request_id="demo-3")
     step2 = {}
     for who, result in (("B", refused_b), ("A", refused_slash)):
         assert isinstance(result, Refused), result
-        say(f"[{who}] prompt {shown(result.text)} refused: {result.refusal.code} — {result.refusal.message}")
+        say(f"[{who}] prompt {shown(result.text)} refused: {result.refusal.code} — "
+            f"{plain_message(result.refusal.message)}")
         step2[who] = result.refusal.code
     facts["step2"] = step2
 
     heading(3, "B takes control (generation + 1) and interrupts a streaming turn: R3-1, then admission reopens")
+    await hold("step-3")
     took = await b.client.takeover()
     await a.client.wait_until(lambda: a.client.role == "observer")  # A learns it from the binding record
     say(f"[B] takeover -> generation {took['generation']}; A is now {a.client.role}")
@@ -338,6 +496,7 @@ async def steps_1_to_5(first: Controller, controller: Callable[..., Controller],
                       "roles": [a.client.role, b.client.role]}
 
     heading(4, "force stop with a confirmation, and the cohort proof")
+    await hold("step-4")
     issued = await b.client.issue_confirmation("force-stop")
     summary = issued["summary"]
     say(f"[B] confirmation {issued['confirmation']}: kills {summary.get('kills')}")
@@ -364,6 +523,7 @@ async def steps_1_to_5(first: Controller, controller: Callable[..., Controller],
     facts["step4"] = step4
 
     heading(5, "recover, then a new controller launches on the same leaf for one more turn")
+    await hold("step-5")
     issued = await b.client.issue_confirmation("recover")
     await b.client.answer_confirmation(str(issued["confirmation"]), "confirm")
     recovered = await b.client.recover(str(issued["confirmation"]))
@@ -374,14 +534,14 @@ async def steps_1_to_5(first: Controller, controller: Callable[..., Controller],
     await b.close()
     await first.aclose()
     second = controller(eligibility=str(record["id"]))
-    await second.start()
-    assert second.execution is not None and second.execution.ref is not None
-    stage.refs.append(second.execution.ref)
     try:
+        await second.start()
+        assert second.execution is not None and second.execution.ref is not None
         c = await Seat.attach("C", second.socket_path)
         took = await c.client.takeover()
         say(f"controller 2 ({second.mode}) launched claim {second.execution.claim.claim_id} in "
             f"{second.execution.ref.unit}; [C] takeover -> generation {took['generation']}")
+        await hold("relaunched")
         outcome = await c.client.prompt("Say hello again", client_request_id="demo-5")
         assert isinstance(outcome, Admitted), outcome
         again = await c.client.wait_settled("demo-5")
@@ -402,68 +562,160 @@ async def steps_1_to_5(first: Controller, controller: Callable[..., Controller],
         await second.aclose()
 
 
-def step_6(tree: FixtureTree, facts: dict[str, Any]) -> None:
+async def _run(argv: Sequence[str]) -> tuple[int, str, str]:
+    """A command's exit status, stdout and stderr; killed and reaped if the run is interrupted meanwhile."""
+    proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await proc.communicate()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+async def step_6(tree: FixtureTree, facts: dict[str, Any]) -> None:
     heading(6, "the reader's view of the session file, every branch")
+    await hold("step-6")
     project, seat = tree.project, tree.session.parent.parent.name
     cid = conversation_id(str(project), seat, tree.session.name)
     base = [sys.executable, "-m", "mosaic.chat_pages", "--spec", str(project), seat, "--text"]
     say(f"$ mosaic-read --spec <fixture>/proj {seat} --text catalogue")
-    catalogue = subprocess.run([*base, "catalogue"], capture_output=True, text=True, check=False)
-    say(catalogue.stdout.rstrip())
+    catalogue = await _run([*base, "catalogue"])
+    say(catalogue[1].rstrip())
     say(f"$ mosaic-read --spec <fixture>/proj {seat} --text open {cid}")
-    opened = subprocess.run([*base, "open", cid], capture_output=True, text=True, check=False)
-    say(opened.stdout.rstrip())
-    if opened.returncode or catalogue.returncode:
-        say(textwrap.indent(opened.stderr + catalogue.stderr, "  ! "))
+    opened = await _run([*base, "open", cid])
+    say(opened[1].rstrip())
+    if opened[0] or catalogue[0]:
+        for line in (opened[2] + catalogue[2]).splitlines():
+            say(f"  ! {line}")
     entries = [json.loads(x) for x in tree.session.read_text().splitlines() if x]
     users = [e["message"]["content"][0]["text"] for e in entries
              if e.get("type") == "message" and e["message"].get("role") == "user"]
-    facts["step6"] = {"rc": [catalogue.returncode, opened.returncode], "text": opened.stdout, "users": users}
+    facts["step6"] = {"rc": [catalogue[0], opened[0]], "text": opened[1], "users": users}
 
 
 async def interactive(stage: Stage) -> None:
-    with world(stage) as (controller, _tree, _engine):
+    async with world(stage) as (controller, _tree, _engine):
         ctl = controller()
-        await ctl.start()
-        assert ctl.execution is not None and ctl.execution.ref is not None
-        stage.refs.append(ctl.execution.ref)
-        say(f"controller socket: {ctl.socket_path}\n"
-            "the scripted model answers TOOLCALL (a bash tool call), SLOW (a long stream to interrupt), "
-            "THINK (thinking, then text) and anything else with a greeting.\nstarting mosaic-terminal…")
         try:
+            await ctl.start()
+            say(f"controller socket: {ctl.socket_path}\n"
+                "the scripted model answers TOOLCALL (a bash tool call), SLOW (a long stream to interrupt), "
+                "THINK (thinking, then text) and anything else with a greeting.\nstarting mosaic-terminal…")
             proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "mosaic.mediated_terminal",
                                                         "--socket", ctl.socket_path)
-            await proc.wait()
+            try:
+                await proc.wait()
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                await proc.wait()
+                raise
         finally:
             await ctl.aclose()
-            say("the terminal closed: the demo's engine is killed through its recorded cohort reference and "
-                "everything it made is removed")
+    say("the terminal closed: the demo's engine is killed through its recorded cohort reference and "
+        "everything it made is removed")
+
+
+async def amain(args: argparse.Namespace, facts: dict[str, Any]) -> int:
+    """The run under its signal handlers: a signal cancels the work wherever it is, then the clean-up runs
+    (further signals are noted, not obeyed, until it is done)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    got: list[int] = []
+    cleaning: list[bool] = []
+
+    def on_signal(signum: int) -> None:
+        if not got:
+            got.append(signum)
+        if not cleaning:
+            task.cancel()
+
+    for sig in SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    stage: Stage | None = None
+    status = 0
+    try:
+        state_dir = Path(args.state_dir)
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        sweep(state_dir)
+        stage = Stage(state_dir)
+        await hold("start")
+        await (interactive(stage) if args.interactive else run_demo(stage, facts))
+    except asyncio.CancelledError:
+        if not got:
+            raise
+    except DemoRefused as e:
+        say(f"demo: {e}")
+        status = EXIT_REFUSED
+    except Refusal as e:
+        say(f"demo: refused: {e.code}: {plain_message(e.message)}")
+        status = EXIT_REFUSED
+    except Exception as e:  # noqa: BLE001 - a crash: one line, the traceback only on request
+        say(f"demo: crashed (a bug): {type(e).__name__}: {plain_message(str(e)).splitlines()[0] if str(e) else ''}"
+            "; MOSAIC_TRACEBACK=1 shows the traceback")
+        if os.environ.get("MOSAIC_TRACEBACK"):
+            traceback.print_exc()
+        status = EXIT_CRASH
+    finally:
+        cleaning.append(True)
+        # A launch still running in a worker thread when the work was cancelled finishes first, so the
+        # clean-up sees (and removes) what it made.
+        await loop.shutdown_default_executor()
+        left = stage.close() if stage is not None else []
+        if left:
+            say(f"demo: could not remove {'; '.join(left)} (the next run tries again)")
+    if got:
+        say("interrupted: cleaned up" if not left else "interrupted: cleaned up all but the above")
+        return 128 + got[0]
+    return status
+
+
+def _interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--interactive", action="store_true", help="open mosaic-terminal on the controller")
-    ap.add_argument("--evidence", help="write the facts each step printed, as JSON, to this file")
-    ap.add_argument("--transcript", help="also write what is printed to this file")
-    args = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("demo: needs root (a cgroup under the cgroup2 mount, the engine uid)", file=sys.stderr)
-        return 2
-    if not os.environ.get("MOSAIC_NETNS") and not os.environ.get("MOSAIC_SMOKE_HOST_NET"):
-        print("demo: run it inside the loopback-only namespace: bash ci/main (or python -m "
-              "mosaic.pi_rpc.testing.netns -- python ci/demo.py)", file=sys.stderr)
-        return 2
-    if args.transcript:
-        TRANSCRIPT.append(open(args.transcript, "w", encoding="utf-8"))  # noqa: SIM115 - closed at exit
-    stage = Stage()
-    facts: dict[str, Any] = {}
+    for sig in SIGNALS:  # before anything is made; inside the event loop its own handlers take over
+        signal.signal(sig, _interrupted)
     try:
-        asyncio.run(interactive(stage) if args.interactive else run_demo(stage, facts))
-    finally:
-        stage.close()
-        if args.evidence:
-            Path(args.evidence).write_text(json.dumps(facts, indent=1, default=str))
-    return 0
+        ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        ap.add_argument("--interactive", action="store_true", help="open mosaic-terminal on the controller")
+        ap.add_argument("--evidence", help="write the facts each step printed, as JSON, to this file")
+        ap.add_argument("--transcript", help="also write what is printed to this file")
+        ap.add_argument("--state-dir", default=str(REPO / ".cache" / "demo-runs"),
+                        help="where each run records the names of what it makes (default: .cache/demo-runs)")
+        ap.add_argument("--hold-at", choices=HOLD_POINTS, help=argparse.SUPPRESS)  # tests: wait there for a signal
+        args = ap.parse_args(argv)
+        if args.transcript:
+            TRANSCRIPT.append(open(args.transcript, "w", encoding="utf-8"))  # noqa: SIM115 - closed at exit
+        if args.hold_at:
+            HOLD.append(args.hold_at)
+        if os.geteuid() != 0:
+            say("demo: needs root (a cgroup under the cgroup2 mount, the engine account): run it as root "
+                "through bash ci/main")
+            return EXIT_REFUSED
+        if not os.environ.get("MOSAIC_NETNS") and not os.environ.get("MOSAIC_SMOKE_HOST_NET"):
+            say("demo: run it inside the loopback-only namespace: bash ci/main (or python -m "
+                "mosaic.pi_rpc.testing.netns -- python ci/demo.py)")
+            return EXIT_REFUSED
+        facts: dict[str, Any] = {}
+        try:
+            status = asyncio.run(amain(args, facts))
+        finally:
+            for sig in SIGNALS:  # the loop's handlers are gone with it: a late signal ends the run quietly
+                signal.signal(sig, _interrupted)
+            if args.evidence:
+                Path(args.evidence).write_text(json.dumps(facts, indent=1, default=str))
+        return status
+    except Interrupted as e:
+        say("interrupted: cleaned up")  # outside the loop nothing was made yet, or it was all removed
+        return 128 + e.signum
 
 
 if __name__ == "__main__":

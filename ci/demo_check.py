@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Check the demo's transcript (what `ci/demo.py` printed) and the facts it recorded (`--evidence`), step by
-step (issue 12's six steps). Exit 1, naming every failed check, when one does not hold.
+step (issue 12's six steps), and that what it printed is in plain words (issue 21: ids shortened, no Pi
+source line numbers, no raw D-Bus text). Exit 1, naming every failed check, when one does not hold.
 
     python ci/demo_check.py TRANSCRIPT EVIDENCE
 """
@@ -13,12 +14,27 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from mosaic.controller.plain import shorten
+
+# What a person must not read at the terminal: a Pi source citation ("agent-session.js 827-835"), systemctl's
+# D-Bus error, a 32-hex id in full (a claim, an eligibility, a digest).
+PI_SOURCE_LINES = re.compile(r"\b[\w.-]+\.(?:js|mjs|ts) \d+")
+FULL_ID = re.compile(r"[0-9a-f]{32}")
+
 
 def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], bool]]]:
     s1, s2, s3, s4, s5, s6 = (facts.get(f"step{i}", {}) for i in range(1, 7))
     headings = [text.find(f"== step {i}:") for i in range(1, 7)]
     return [
         ("every step ran, in order", lambda: all(h >= 0 for h in headings) and headings == sorted(headings)),
+        # plain words (issue 21)
+        ("the cohort route is said in plain words", lambda: re.search(
+            r"^cohort route: (no systemd user manager: using a direct cgroup under \S+|a systemd user manager "
+            r"answers: using a transient systemd scope for each engine)$", text, re.M) is not None),
+        ("no raw D-Bus text", lambda: "Failed to connect to bus" not in text and "No medium found" not in text),
+        ("no Pi source line numbers", lambda: PI_SOURCE_LINES.search(text) is None),
+        ("ids are shortened (no 32-hex id in full)", lambda: FULL_ID.search(text) is None
+         and shorten(facts["claim1"]) in text and facts["claim1"] not in text),
         # 1. two clients, one controls, the answer (with a tool call) streams to both
         ("1: A controls, B observes", lambda: s1["roles"] == ["controller", "observer"]),
         ("1: the receipt went admitted -> dispatched -> acknowledged -> working -> finished",
@@ -46,8 +62,8 @@ def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], boo
          and isinstance(s4["summary"]["members"], int) and s4["summary"]["members"] >= 1),
         ("4: the force stop ended stopped", lambda: s4["state"] == "stopped"),
         ("4: with a complete cohort proof", lambda: s4["membershipComplete"] is True and isinstance(s4["members"], int)),
-        ("4: whose digest is printed", lambda: bool(re.fullmatch(r"sha256:[0-9a-f]{64}", s4["digest"]))
-         and s4["digest"] in text),
+        ("4: whose digest is printed (shortened)", lambda: bool(re.fullmatch(r"sha256:[0-9a-f]{64}", s4["digest"]))
+         and shorten(s4["digest"]) in text),
         # 5. recover and relaunch
         ("5: a new claim id, the one recover reserved",
          lambda: s5["claim2"] == s5["record_claim"] != s5["claim1"] == facts["claim1"]),

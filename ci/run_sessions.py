@@ -2,7 +2,8 @@
 
 A session counts as passed only when nox exits 0 and did not report it skipped. A skipped session is never
 shown as passed, and its reason is printed beside it. Exit status: 1 if any session failed, else 0.
-`python3 ci/run_sessions.py lint safe-open` runs only those sessions.
+`python3 ci/run_sessions.py lint safe-open` runs only those sessions. nox is the tool venv's
+(`.cache/tools/venv/bin/nox`, installed by ci/bootstrap), so the nox sessions use that venv's uv too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ SKIP_RE = re.compile(r"^nox > Session (\S+) skipped: (.*?)(?: \(took .*\))?\.?$"
 
 def run(name: str) -> tuple[str, str, float]:
     start = time.monotonic()
-    proc = subprocess.Popen(["nox", "-s", name], cwd=workspace.ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([str(workspace.TOOLS_BIN / "nox"), "-s", name], cwd=workspace.ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     reason = ""
     assert proc.stdout is not None
@@ -39,6 +40,9 @@ def run(name: str) -> tuple[str, str, float]:
 
 
 def main(argv: list[str]) -> int:
+    if not (workspace.TOOLS_BIN / "nox").exists():
+        print(f"run_sessions: no nox in {workspace.TOOLS_BIN}: run bash ci/bootstrap first (bash ci/test does)")
+        return 1
     names = argv or SESSIONS
     rows = []
     for name in names:

@@ -11,6 +11,8 @@ import re
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The project's tool venv (ci/bootstrap): nox and uv, apart from the system Python (PEP 668).
+TOOLS_BIN = ROOT / ".cache" / "tools" / "venv" / "bin"
 
 # Bottom to top. DESIGN.md "Packages and layers".
 PACKAGES = [

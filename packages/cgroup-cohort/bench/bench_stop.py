@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Force stop of ~100 and ~800 members (with a fork loop), against a floor measured in the same run.
 
-Not a test. Needs root, a writable cgroup2 and the user ``cohorttest`` (ci/cohort/ensure-user.sh).
+Not a test. Needs root and a writable cgroup2; the engine runs as the engine account (``cohorttest`` by
+default, created as a system account: ``mosaic.cgroup_cohort.testing.account``).
 
 For each size N:
 * stop:  DirectCgroupLauncher, engine as cohorttest: N-2 TERM-ignoring sleepers, a TERM-ignoring fork
@@ -33,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pwd
 import secrets
 import select
 import shutil
@@ -61,6 +61,7 @@ from mosaic.cgroup_cohort._cgroupfs import O_DIR, remove_tree, wait_events, writ
 from mosaic.cgroup_cohort._ffi import set_child_subreaper, spawn
 from mosaic.cgroup_cohort._launchers import _spawn_in_helper
 from mosaic.cgroup_cohort.testing import stage_tree
+from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 
 
 def spec(n: int) -> dict[str, object]:
@@ -224,8 +225,11 @@ def main() -> int:
     if os.geteuid() != 0:
         print("bench_stop: needs root (cgroups under the cgroup2 root, an engine uid)", file=sys.stderr)
         return 2
-    pw = pwd.getpwnam("cohorttest")
-    creds = Credentials(pw.pw_uid, pw.pw_gid, ())
+    try:
+        creds = engine_account()
+    except EngineAccountError as e:
+        print(f"bench_stop: the engine account: {e}", file=sys.stderr)
+        return 2
     parent = os.path.join(find_cgroup2().mount_point, f"mosaic-cohort-bench-{secrets.token_hex(4)}")
     os.mkdir(parent)
     stage = tempfile.mkdtemp(prefix="mosaic-cohort-bench-")

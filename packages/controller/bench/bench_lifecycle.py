@@ -5,7 +5,7 @@ Not a test; nothing is asserted. Needs root and a writable cgroup2 (a parent cgr
 mount found in /proc/self/mountinfo and removed by name at the end). The engine is the sealed pinned Pi
 0.85.1 when ``MOSAIC_PI_DIR`` names its install (``nox -s bench`` prepares it and runs this inside the
 loopback-only network namespace); otherwise pi-rpc's fake engine, and the table says so. Under the
-controller the engine runs as the engine uid `cohorttest` (ci/cohort/ensure-user.sh), as a contained
+controller the engine runs as the engine account (`cohorttest`: cgroup-cohort `testing.account`), as a contained
 cohort must, from a hard-linked copy of the install it can read (`readable_install`); the floor's direct
 spawn runs the same copy as this process's uid.
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import pwd
 import secrets
 import shutil
 import statistics
@@ -53,6 +52,7 @@ from mosaic.cgroup_cohort import (
     force_stop,
     release_cohort,
 )
+from mosaic.cgroup_cohort.testing.account import engine_account
 from mosaic.controller import Controller, EngineSpec, Hooks, Placement
 from mosaic.controller._cohort import ClaimCohortProbe
 from mosaic.controller.testing import FixtureTree, RawClient, readable_install, readable_packages
@@ -82,10 +82,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.pi_dir = os.environ.get("MOSAIC_PI_DIR") or None
-        subprocess.run([str(REPO / "ci" / "cohort" / "ensure-user.sh"), "cohorttest"], check=True,
-                       capture_output=True)
-        pw = pwd.getpwnam("cohorttest")
-        self.creds = Credentials(pw.pw_uid, pw.pw_gid, ())
+        self.creds = engine_account()
         self.base = tempfile.mkdtemp(prefix="mosaic-ctl-bench-")
         os.chmod(self.base, 0o755)
         if self.pi_dir:

@@ -5,7 +5,8 @@ proves the stop and releases both keys with the proof's digest, recover reserves
 resumes the same session with the real Pi loading the recorded leaf (K7, W8, K8's check on the real
 binary) without replaying anything.
 
-The engine runs as the unprivileged engine uid `cohorttest` (ci/cohort/ensure-user.sh, idempotent), as a
+The engine runs as the unprivileged engine account (`cohorttest` by default: cgroup-cohort's
+`testing.account`, a system account created once), as a
 contained cohort must: an engine with its controller's uid could leave its cgroup, so no stop of it is ever
 proven (cgroup-cohort "containment-not-held"). It runs a hard-linked copy of the pinned install
 (`readable_install`: the checkout may sit under a 0700 home). The parent cgroup is made under the cgroup2
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pwd
 import secrets
 import shutil
 import subprocess
@@ -35,6 +35,7 @@ from mosaic.cgroup_cohort import (
     find_cgroup2,
     release_cohort,
 )
+from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.controller import Controller, EngineSpec, Placement
 from mosaic.controller.testing import FixtureTree, RawClient, readable_install, receipt_is
 from mosaic.pi_rpc.testing import ModelServer
@@ -55,13 +56,10 @@ def parent() -> Iterator[str]:
 
 @pytest.fixture
 def engine_uid() -> Credentials:
-    repo = os.environ.get("MOSAIC_REPO")
-    if not repo:
-        pytest.fail("MOSAIC_REPO is not set (the checkout holding ci/cohort/ensure-user.sh)")
-    subprocess.run([os.path.join(repo, "ci", "cohort", "ensure-user.sh"), "cohorttest"], check=True,
-                   capture_output=True)
-    pw = pwd.getpwnam("cohorttest")
-    return Credentials(pw.pw_uid, pw.pw_gid, ())
+    try:
+        return engine_account()
+    except EngineAccountError as e:
+        pytest.fail(f"the engine account: {e}")
 
 
 @pytest.fixture

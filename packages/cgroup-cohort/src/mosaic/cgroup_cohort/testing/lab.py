@@ -1,7 +1,7 @@
 """The real-kernel cohort suite: a real cgroup2 tree, a real systemd user manager, real processes.
 
 Needs root (it creates cgroups under the cgroup2 root, starts a sandboxed manager, runs the engine under
-the dedicated uid ``cohorttest``). Two paths, every K test on both where the brief allows:
+the engine account, ``cohorttest`` by default: ``testing.account``). Two paths, every K test on both where the brief allows:
 
 * ``direct``: DirectCgroupLauncher under ``<cgroup2 root>/mosaic-cohort-<hex>`` (root-owned), no systemd;
 * ``scope``:  ScopeLauncher on a root ``systemd --user`` in a private mount + cgroup namespace
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import secrets
 import select
 import shutil
@@ -48,6 +47,7 @@ from mosaic.cgroup_cohort import (
     force_stop,
 )
 from mosaic.cgroup_cohort.testing import alive, kill_member, remove_cgroup, stage_tree
+from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account, engine_user_name
 from mosaic.safe_open import ProcessRef, read_stat
 
 if not os.environ.get("MOSAIC_REPO"):
@@ -57,7 +57,7 @@ REPO = Path(os.environ["MOSAIC_REPO"])
 sys.path.insert(0, str(REPO / "ci" / "cohort"))
 import sandbox  # type: ignore[import-not-found]  # noqa: E402  (ci/cohort/sandbox.py, the harness)
 
-ENGINE_USER = "cohorttest"
+ENGINE_USER = engine_user_name()
 RUN = secrets.token_hex(6)
 MARKER = f"MOSAIC_COHORT_RUN={RUN}"
 GRACE = 0.3
@@ -108,10 +108,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def engine_credentials() -> Credentials:
     if DIRECT_REASON is not None:
         pytest.skip(DIRECT_REASON)
-    subprocess.run([str(REPO / "ci" / "cohort" / "ensure-user.sh"), ENGINE_USER], check=True,
-                   capture_output=True)
-    pw = pwd.getpwnam(ENGINE_USER)
-    return Credentials(pw.pw_uid, pw.pw_gid, ())
+    try:
+        return engine_account(ENGINE_USER)
+    except EngineAccountError as e:
+        pytest.fail(f"the engine account: {e}")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,102 @@
+"""Bootstrap safely (issue 21, item 2): nox and uv go into the project's tool venv (.cache/tools/venv), never
+into the system Python, whether its pip is refused (Debian 12, PEP 668) or allowed; the first run says what
+it fetches, a second run is quiet; ci/test and ci/run_sessions.py use the tool venv's nox.
+
+The bootstrap test fetches nox and uv from PyPI into a scratch copy (3-10 s here with pip's cache)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from support import REPO, copy_scripts, system_python
+
+sys.path.insert(0, str(REPO / "ci"))
+import workspace  # noqa: E402
+
+
+def pins() -> dict[str, str]:
+    out = {}
+    for line in (REPO / "ci" / "requirements.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("#")[0].strip().split("==")
+            out[name] = version
+    return out
+
+
+def test_bootstrap_installs_nox_and_uv_into_the_tool_venv_never_the_system_python(scratch_repo: Path) -> None:
+    copy_scripts(scratch_repo, "bootstrap", "requirements.txt")
+    system = system_python()
+    stdlib = subprocess.run([system, "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"],
+                            capture_output=True, text=True, timeout=60).stdout.strip()
+    marker = Path(stdlib) / "EXTERNALLY-MANAGED"
+    # The interpreter the bootstrap is given, wrapped: every call of the system Python is logged.
+    calls = scratch_repo / "calls.log"
+    wrapper = scratch_repo / "python3.11"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {system} "$@"\n')
+    os.chmod(wrapper, 0o755)
+    env = {**os.environ, "PYTHON": str(wrapper), "LC_ALL": "C"}
+    done = subprocess.run(["bash", str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
+                          timeout=300, env=env, cwd="/")
+    assert done.returncode == 0, done
+    assert "Traceback" not in done.stdout + done.stderr
+    said = [x for x in done.stdout.splitlines() if not x.startswith("bootstrap: apt-get")]
+    want = pins()
+    assert said[0] == f"bootstrap: first run: making the tool venv .cache/tools/venv with {wrapper} (nox and uv live " \
+                      "there, not in the system Python)"
+    assert said[1] == (f"bootstrap: installing nox=={want['nox']} uv=={want['uv']} into .cache/tools/venv from PyPI "
+                       "(about 80 MB, a few seconds)")
+    assert said[2].startswith("bootstrap: nox and uv ready in .cache/tools/venv (") and said[2].endswith(" s)")
+    tools = scratch_repo / ".cache" / "tools" / "venv" / "bin"
+    nox = subprocess.run([str(tools / "nox"), "--version"], capture_output=True, text=True, timeout=60)
+    uv = subprocess.run([str(tools / "uv"), "--version"], capture_output=True, text=True, timeout=60)
+    assert (nox.stdout + nox.stderr).strip() == want["nox"]
+    assert uv.stdout.split()[:2] == ["uv", want["uv"]]
+    # The system Python was asked to make a venv, and never to run pip (refused under PEP 668 where the
+    # marker is there; left alone where it is not).
+    logged = calls.read_text().splitlines()
+    assert logged and all("-m pip" not in x for x in logged), logged
+    assert any(x.startswith("-m venv") for x in logged), logged
+    if marker.exists():
+        refused = subprocess.run([system, "-m", "pip", "install", "--dry-run", "nox"], capture_output=True,
+                                 text=True, timeout=60)
+        assert refused.returncode != 0  # what the old bootstrap ran into (externally-managed-environment)
+    # A second run changes nothing and says nothing.
+    again = subprocess.run(["bash", str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
+                           timeout=300, env=env, cwd="/")
+    assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+
+
+def test_ci_test_and_run_sessions_call_the_tool_venvs_nox() -> None:
+    test_script = (REPO / "ci" / "test").read_text()
+    assert "exec .cache/tools/venv/bin/python ci/run_sessions.py" in test_script
+    assert workspace.TOOLS_BIN == REPO / ".cache" / "tools" / "venv" / "bin"
+    main_script = (REPO / "ci" / "main").read_text()
+    assert "UV=.cache/tools/venv/bin/uv" in main_script and "pip install" not in main_script.replace(
+        '"$UV" pip install', "")
+
+
+def test_run_sessions_without_the_tool_venv_says_run_bootstrap(scratch_repo: Path) -> None:
+    copy_scripts(scratch_repo, "run_sessions.py", "workspace.py")
+    done = subprocess.run([sys.executable, str(scratch_repo / "ci" / "run_sessions.py"), "lint"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == (f"run_sessions: no nox in {scratch_repo}/.cache/tools/venv/bin: run bash ci/bootstrap "
+                           "first (bash ci/test does)\n")
+
+
+def test_a_tool_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(scratch_repo: Path) -> None:
+    copy_scripts(scratch_repo, "bootstrap", "requirements.txt")
+    broken = scratch_repo / "python3.11"  # imports ensurepip and venv, but its venv fails (a full disk, say)
+    broken.write_text(f'#!/bin/sh\nif [ "$1" = -m ]; then echo "Error: [Errno 28] No space left on device" >&2; '
+                      f'exit 1; fi\nexec {system_python()} "$@"\n')
+    os.chmod(broken, 0o755)
+    done = subprocess.run(["bash", str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHON": str(broken), "LC_ALL": "C"}, cwd="/")
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == (f"bootstrap: {broken} could not make the tool venv .cache/tools/venv "
+                                            "(above): apt-get install python3.11-venv, then run again")
+    assert not (scratch_repo / ".cache" / "tools" / "venv").exists()

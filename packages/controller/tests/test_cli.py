@@ -1,0 +1,134 @@
+"""mosaic-controller as a user runs it (issue 21, items 5 and 6): `--version` before or after the subcommand
+and through `python -m mosaic.controller`, a usage error in one line (exit 2), each expected error in one
+line (exit 1) before anything is made, a crash in one line with an exit status of its own (70). Serving a
+real engine is tests_smoke/test_cli_serve.py (root, the real Pi)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from mosaic.controller.route import engine_can_read
+
+VERSION = metadata.version("mosaic-controller")
+
+
+def run(*args: str, module: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "mosaic.controller", *args]
+    if not module:
+        argv = [str(Path(sys.executable).parent / "mosaic-controller"), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "LC_ALL": "C", **(env or {})})
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    out = (done.stdout + done.stderr).strip()
+    assert "Traceback" not in out and len(out.splitlines()) == 1, out
+    return out
+
+
+@pytest.mark.parametrize("args", [["--version"], ["serve", "--version"], ["fixture", "--version"]])
+def test_version_before_or_after_the_subcommand(args: list[str]) -> None:
+    for module in (True, False):
+        done = run(*args, module=module)
+        assert (done.returncode, done.stdout) == (0, f"mosaic-controller {VERSION}\n"), done
+
+
+def test_help_names_both_commands_and_the_exit_statuses() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    assert "serve" in done.stdout and "fixture" in done.stdout and "Exit status" in done.stdout
+
+
+def test_a_usage_error_is_one_line_exit_2() -> None:
+    done = run("serve", "--session", "/x")
+    assert done.returncode == 2
+    assert one_line(done) == ("mosaic-controller: the following arguments are required: --fixture-root, --socket "
+                              "(see mosaic-controller --help)")
+    assert one_line(run("launch")) == ("mosaic-controller: argument {serve,fixture}: invalid choice: 'launch' "
+                                       "(choose from 'serve', 'fixture') (see mosaic-controller --help)")
+
+
+@pytest.fixture
+def fixture_root(tmp_path: Path) -> Path:
+    root = tmp_path / "fx"
+    (root / "proj" / ".pi" / "state" / "seat" / "sessions").mkdir(parents=True)
+    (root / "proj" / ".pi" / "state" / "seat" / "sessions" / "s.jsonl").write_text("")
+    (tmp_path / "pi").mkdir()
+    return root
+
+
+def serve_args(root: Path, **over: str) -> list[str]:
+    args = {"--fixture-root": str(root), "--session": str(root / "proj/.pi/state/seat/sessions/s.jsonl"),
+            "--socket": str(root.parent / "ctl" / "controller.sock"), "--pi-dir": str(root.parent / "pi"), **over}
+    return ["serve", *[x for kv in args.items() for x in kv]]
+
+
+@pytest.mark.parametrize("over,said", [
+    ({"--session": "/nonexistent/s.jsonl"}, "the session file /nonexistent/s.jsonl does not exist"),
+    ({"--fixture-root": "/nonexistent/fx"}, "the fixture root /nonexistent/fx is not a directory "
+                                            "(mosaic-controller fixture DIR makes one)"),
+    ({"--socket": "/tmp/x.sock"}, "--socket must name <a private directory>/controller.sock (the controller's "
+                                  "socket name), not /tmp/x.sock"),
+    ({"--pi-dir": "/nonexistent/pi"}, "the Pi install /nonexistent/pi is not a directory"),
+])
+def test_an_expected_error_is_one_line_exit_1_and_nothing_is_made(
+        fixture_root: Path, over: dict[str, str], said: str) -> None:
+    done = run(*serve_args(fixture_root, **over))
+    assert done.returncode == 1, done
+    assert one_line(done) == f"mosaic-controller: {said}"
+    assert not (fixture_root.parent / "ctl").exists()
+
+
+def test_no_pi_install_named_is_one_line(fixture_root: Path) -> None:
+    args = serve_args(fixture_root)
+    i = args.index("--pi-dir")
+    del args[i:i + 2]
+    env = {k: v for k, v in os.environ.items() if k != "MOSAIC_PI_DIR"}
+    done = subprocess.run([sys.executable, "-m", "mosaic.controller", *args], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert done.returncode == 1
+    assert one_line(done) == ("mosaic-controller: no Pi install: give --pi-dir (python -m mosaic.pi_rpc.testing.smoke "
+                              "prepare DIR installs the pinned Pi 0.85.1 there)")
+
+
+def test_fixture_refuses_a_path_that_exists(tmp_path: Path) -> None:
+    done = run("fixture", str(tmp_path))
+    assert done.returncode == 1
+    assert one_line(done) == f"mosaic-controller: {tmp_path} exists: fixture makes a new tree (name a path that " \
+                             "does not exist)"
+
+
+def test_a_crash_is_one_line_with_its_own_exit_status(fixture_root: Path) -> None:
+    code = ("import sys, mosaic.controller._cli as cli\n"
+            "def boom(args):\n    raise KeyError('the bug')\n"
+            "cli._paths = boom\n"
+            f"sys.exit(cli.main({serve_args(fixture_root)!r}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "MOSAIC_TRACEBACK"})
+    assert done.returncode == 70
+    assert one_line(done) == ("mosaic-controller: crashed (a bug): KeyError: 'the bug'; MOSAIC_TRACEBACK=1 shows the "
+                              "traceback")
+
+
+def test_engine_can_read_only_a_tree_every_uid_can_reach(tmp_path: Path) -> None:
+    open_tree = Path("/tmp") / f"mosaic-read-test-{os.getpid()}"
+    open_tree.mkdir(mode=0o755)
+    try:
+        os.chmod(open_tree, 0o755)
+        (open_tree / "f").write_text("x")
+        os.chmod(open_tree / "f", 0o644)
+        assert engine_can_read(open_tree)
+        os.chmod(open_tree / "f", 0o600)
+        assert not engine_can_read(open_tree)
+    finally:
+        (open_tree / "f").unlink()
+        open_tree.rmdir()
+    os.chmod(tmp_path, 0o700)
+    (tmp_path / "pi").mkdir(exist_ok=True)
+    assert not engine_can_read(tmp_path / "pi")  # an ancestor (0700) that others cannot search
