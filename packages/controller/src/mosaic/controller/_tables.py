@@ -91,8 +91,9 @@ def check_text(text: str) -> tuple[str, str] | None:
             continue
         subject = text if row.position == "index-0" else stripped
         if row.position in ("index-0", "first-non-whitespace") and subject.startswith(row.prefix):
-            return ("text-policy", f"text starting with {row.prefix!r} is interpreted by Pi "
-                                   f"({row.source.split(';')[0]})")
+            # Plain words for the person who typed it; the Pi sources stay in the row (and the README).
+            return ("text-policy", f"text starting with {row.prefix!r} is interpreted by Pi (as a command, "
+                                   "a skill or a template), so it is not sent")
     return None
 
 
