@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from core_harness import validated_client
 
 from mosaic.controller.testing import FakeRig, event_is, real_controller, receipt_is, stop_is
@@ -179,5 +180,59 @@ def test_a_streamed_reply_is_shown_once_although_the_real_message_start_already_
             assert texts(view) == ["".join(b.get("text", "") for b in persisted["content"])]
             await view.aclose()
             await client.aclose()
+
+    asyncio.run(main())
+
+
+def _sized(chars: int, unit: str = "x") -> str:
+    """`chars` UTF-16 units of text: the unit repeated, ASCII `x` (one byte each), a BMP character (three
+    UTF-8 bytes each, the most bytes per unit) or an astral one (two units, four bytes)."""
+    width = 2 if ord(unit) > 0xFFFF else 1
+    return unit * (chars // width)
+
+
+@pytest.mark.parametrize(("chars", "unit"), [
+    (65_535, "x"), (65_536, "x"), (65_537, "x"),  # around the pipe's 64 KiB (the line is a little longer)
+    (200_000, "x"), (262_144, "x"),  # the seed's limit, ASCII
+    (262_144, "\u8a9e"),  # the limit at its most bytes: 786,432 bytes of UTF-8
+    (262_144, "\U0001F600"),  # the limit in astral characters: 131,072 of them, 524,288 bytes
+], ids=["65535", "65536", "65537", "200000", "262144", "262144-bmp-3-bytes", "262144-astral"])
+def test_a_prompt_up_to_the_limit_reaches_the_model_and_the_session_file_exactly_once(
+        tmp_path: Path, pi_dir: Path, model: ModelServer, chars: int, unit: str) -> None:
+    """The README allows 262,144 characters (UTF-16 units, as the seed counts them). Each size reaches the
+    real Pi whole: the model gets the exact text once, the session file holds it once, the receipt
+    finishes (the link once wrote a line over 64 KiB from byte 0 again, and Pi never saw its end)."""
+    text = _sized(chars, unit)
+    before = len(model.requests)
+
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
+            client = await validated_client(rig.socket_path)
+            auth = await client.control()
+            reply = await client.call("prompt", **auth, clientRequestId="big", text=text)
+            assert reply["result"]["outcome"] == "admitted", reply
+            await client.until(receipt_is("finished"))
+            assert [r["state"] for r in client.records("receipt")][-1] == "finished"
+            assert user_texts(rig) == [text]
+            asked = [r for r in model.requests[before:] if r.last_user_text == text]
+            assert len(asked) == 1 and len(model.requests) - before == 1
+            binding = client.records("binding")[-1]
+            assert binding["admission"] == "open" and binding["state"] == "active"
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_a_prompt_one_unit_over_the_limit_is_refused_draft_with_zero_engine_bytes(
+        tmp_path: Path, pi_dir: Path, model: ModelServer) -> None:
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
+            client = await validated_client(rig.socket_path)
+            auth = await client.control()
+            for crid, text in (("x", "x" * 262_145), ("astral", "a" + "\U0001F600" * 131_072)):
+                reply = await client.call("prompt", **auth, clientRequestId=crid, text=text)
+                assert reply["error"]["data"]["refusal"]["code"] == "draft", reply
+            assert not rig.core.requests and not rig.session.exists()
+            await client.close()
 
     asyncio.run(main())
