@@ -175,3 +175,79 @@ def test_K7_W8_launch_stop_recover_and_resume_on_the_real_pi(scratch: Path, pi_d
     assert first_stopped[-1].proof.digest == proof["proof"]["verification"]["digest"]
     pair = store.observe(seat, SessionKey("pi", session_id))
     assert pair.free and pair.seat.head.claim_id == record["claim_id"]
+
+
+K5_RUNS = 30
+
+
+def _longtool(req: Any) -> Any:
+    """A bash tool call that runs far longer than any stop takes (the force stop ends it)."""
+    from mosaic.pi_rpc.testing import StreamText, StreamToolCall
+
+    if req.last_tool_text is not None:
+        return StreamText(("the tool ended",))
+    return StreamToolCall(f"call_long_{req.index}", "bash", (json.dumps({"command": "sleep 120"}),))
+
+
+def test_K5_a_tool_call_open_when_the_force_stop_began_is_an_uncertain_effect_every_time_on_the_real_pi(
+        scratch: Path, pi_dir: Path, parent: str, engine_uid: Credentials) -> None:
+    """K5 on the real Pi, 30 times: a bash tool call is running when the force stop begins. Pi handles the
+    stop's SIGTERM and sometimes reports the tool ended before it exits (2 of 34 runs once lost the effect
+    that way); the effect report must list the call in every run, and the stop must be proven."""
+    from mosaic.pi_rpc.testing import DEFAULT_SCENARIOS, Scenario
+
+    installed = readable_install(pi_dir, str(scratch))
+    sockets = tempfile.mkdtemp(prefix="mosaic-smoke-sock-")
+    os.chmod(sockets, 0o700)
+    launcher = DirectCgroupLauncher(parent, sockets, engine=engine_uid)
+    refs = []
+    reports: list[dict[str, Any]] = []
+    tool_ends_seen = 0
+    scenarios = (Scenario("longtool", "LONGTOOL", _longtool, "bash `sleep 120`"), *DEFAULT_SCENARIOS)
+
+    async def one(n: int, model_url: str) -> None:
+        nonlocal tool_ends_seen
+        tree = FixtureTree(scratch / f"fx-{n}")
+        tree.make((engine_uid.uid, engine_uid.gid), model_url=model_url)
+        tree.root.chmod(0o755)
+        socket_dir = tempfile.mkdtemp(prefix="c-", dir=sockets)
+        controller = Controller(
+            Placement(**tree.placement(socket_dir)),
+            EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
+            launcher, verifier=FixtureVerifier(), stop_grace=2.0)
+        await controller.start()
+        assert controller.execution is not None and controller.execution.ref is not None
+        refs.append(controller.execution.ref)
+        try:
+            c = await RawClient.connect(controller.socket_path)
+            auth = await c.control()
+            await c.call("prompt", **auth, clientRequestId="long", text="LONGTOOL please")
+            await c.until(lambda m: m.get("method") == "event" and m["params"]["eventType"] == "tool-start", WAIT)
+            await c.force_stop(auth)
+            final = await c.stop_outcome(WAIT)
+            assert final["state"] == "stopped", final
+            (report,) = c.records("effectReport")
+            reports.append(report)
+            tool_ends_seen += sum(1 for e in c.events() if e["eventType"] == "tool-end")
+            await c.close()
+        finally:
+            await controller.aclose()
+
+    async def main() -> None:
+        from mosaic.pi_rpc.testing import ModelServer as Server
+
+        with Server(scenarios=scenarios) as server:
+            for n in range(K5_RUNS):
+                await one(n, server.base_url)
+
+    try:
+        asyncio.run(main())
+    finally:
+        for ref in refs:
+            release_cohort(ref, force=True)
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert len(reports) == K5_RUNS
+    for report in reports:
+        assert [(e["toolName"], e["state"]) for e in report["effects"]] == [("bash", "uncertain")], report
+        assert report["rollback"] is False and report["network"] == "uncertain"
+    print(f"K5 x{K5_RUNS}: the engine reported the tool ended before exiting in {tool_ends_seen} runs")
