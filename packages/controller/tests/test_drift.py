@@ -840,3 +840,62 @@ def test_E4_a_page_holding_bytes_no_check_verified_is_not_a_quiet_cut() -> None:
     h.page = {"ok": True, "page": {"snapshotDigest": hashlib.sha256(disk.data + b"{}\n").hexdigest(), "parts": []},
               "cursor": None}
     assert h.observe("c4")["seam"]["quiet"] is False  # bytes the core has seen no event of
+
+
+def _largest_session(room: int) -> str:
+    """A session file of MAX_SESSION_FILE_BYTES - `room` bytes, as Pi writes them: a header, a thinking
+    entry (so nothing is appended at startup, FACTS (d)) and a chain of user and assistant messages of
+    about 1 MiB of text each; `{cwd}` is the project (prepare_fake_engine fills it in)."""
+    from mosaic.safe_open import MAX_SESSION_FILE_BYTES
+
+    head = (json.dumps({"type": "session", "version": 3, "id": SID, "timestamp": "2026-12-01T00:00:00.000Z",
+                        "cwd": "{cwd}"}) + "\n"
+            + line(entry("t0000000", "thinking_level_change", None, thinkingLevel="off")).decode())
+    target = MAX_SESSION_FILE_BYTES - room - len("/".join(["x"] * 64))  # the cwd's length, at most this
+    out = [head]
+    size = len(head.encode())
+    parent, n = "t0000000", 0
+    while True:
+        role = "user" if n % 2 == 0 else "assistant"
+        eid = f"m{n:07d}"
+        message: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": ""}]}
+        if role == "assistant":
+            message["stopReason"] = "stop"
+        left = target - size - len(line(entry(eid, parent=parent, message=message)))
+        if left <= 0:
+            break
+        message["content"][0]["text"] = "w" * min(1 << 20, left)
+        raw = line(entry(eid, parent=parent, message=message))
+        out.append(raw.decode())
+        size += len(raw)
+        parent, n = eid, n + 1
+    return "".join(out)
+
+
+def test_a_session_of_the_largest_size_the_reader_accepts_runs_a_turn(tmp_path: Path) -> None:
+    """256 MiB (less the turn's own bytes, so the file stays one the reader accepts): the takeover check
+    reads every entry the engine holds (a get_entries answer of ~256 MiB: the engine link's record cap is
+    derived from the reader's, ENGINE_RECORD_CAP), a turn runs, and the check at its end is incremental."""
+    from mosaic.controller import ENGINE_RECORD_CAP
+    from mosaic.safe_open import MAX_SESSION_FILE_BYTES
+
+    seed = _largest_session(room=64 << 10)
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", seed=seed,
+                                   bounds=Bounds(command=120.0, drift=120.0, probe=60.0)) as rig:
+            size = rig.session.stat().st_size
+            assert MAX_SESSION_FILE_BYTES - (64 << 10) - 4096 <= size <= MAX_SESSION_FILE_BYTES
+            first = rig.core.drift_verdict
+            assert first is not None and not first.drift and not first.incremental  # the full takeover check
+            assert ENGINE_RECORD_CAP > size > 64 << 20  # the takeover check read a record over the old 64 MiB cap
+            client = await validated_client(rig.socket_path)
+            auth = await client.control()
+            await run_turn(client, auth, "t1", "Say hello")
+            after = rig.core.drift_verdict
+            assert after is not None and not after.drift and after.incremental
+            assert after.disk_entries == first.disk_entries + 2 and rig.core.admission_open
+            assert rig.session.stat().st_size <= MAX_SESSION_FILE_BYTES
+            await client.close()
+
+    asyncio.run(main())
