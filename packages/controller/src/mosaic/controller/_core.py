@@ -230,7 +230,7 @@ class ControllerCore:
         # retry needs for the rest of the incarnation (H12: the same receipt; H13: other text refused).
         self.requests: dict[str, Request] = {}
         self._settled: deque[str] = deque()
-        self._retired: dict[str, tuple[str, bytes]] = {}  # client request id -> (text digest, compact reply)
+        self._retired: dict[str, Request] = {}  # settled, beyond the last RECENT_RECEIPTS: for exact retries
         self.confirmations: dict[str, Confirmation] = {}
         self.context = 0  # the stop context: bumped whenever a stop starts or ends or control changes
         self.sequence = 0
@@ -468,15 +468,15 @@ class ControllerCore:
         return [r.receipt_record() for r in sorted(self.requests.values(), key=lambda r: r.admitted_at)]
 
     def _retire(self, request: Request) -> None:
-        """`request` settled: it stays among the last RECENT_RECEIPTS settled; the oldest beyond them leaves
-        memory but for its text digest and its final records, compact (an exact retry gets them: H12)."""
+        """`request` settled: it stays among the last RECENT_RECEIPTS settled (what observe repeats); the
+        oldest beyond them moves to the exact-retry index, where nothing scans it (an exact retry gets its
+        receipt for the rest of the incarnation, H12; a Request is slotted, a few hundred bytes)."""
         self._settled.append(request.client_request_id)
         while len(self._settled) > RECENT_RECEIPTS:
             crid = self._settled.popleft()
             old = self.requests.pop(crid, None)
             if old is not None:
-                reply = {"request": old.request_record(), "receipt": old.receipt_record()}
-                self._retired[crid] = (old.text_digest, json.dumps(reply, separators=(",", ":")).encode())
+                self._retired[crid] = old
 
     # -- prompt
 
@@ -488,14 +488,11 @@ class ControllerCore:
         if not CHAT01_ID.fullmatch(crid):
             self._refuse(call, "malformed", "clientRequestId is not a CHAT-01 id ([A-Za-z0-9][A-Za-z0-9._:-]{0,127})")
             return
-        known = self.requests.get(crid)
-        retired = self._retired.get(crid) if known is None else None
-        if known is not None or retired is not None:
-            if known is not None and known.text_digest == digest:  # H12: the same receipt, no second dispatch
+        known = self.requests.get(crid) or self._retired.get(crid)
+        if known is not None:
+            if known.text_digest == digest:  # H12: the same receipt, no second dispatch
                 self._emit(Reply(call.conn, call.rpc_id, {"outcome": "duplicate", "request": known.request_record(),
                                                           "receipt": known.receipt_record()}))
-            elif retired is not None and retired[0] == digest:
-                self._emit(Reply(call.conn, call.rpc_id, {"outcome": "duplicate", **json.loads(retired[1])}))
             else:
                 self._refuse(call, "conflicting-request", f"client request {crid!r} was used for other text")
             return

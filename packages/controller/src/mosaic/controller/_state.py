@@ -25,9 +25,10 @@ class IllegalTransition(AssertionError):
     """A receipt move outside RECEIPT_TRANSITIONS: a bug in the core, never a client's doing."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Request:
-    """One admitted prompt and its receipt (CHAT-01 request + receipt records)."""
+    """One admitted prompt and its receipt (CHAT-01 request + receipt records). Slotted: the core keeps a
+    settled one for the rest of its incarnation (an exact retry gets its receipt: H12), so it is small."""
 
     request_id: str
     client_request_id: str
