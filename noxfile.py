@@ -175,6 +175,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("pi-rpc", "bench/bench_link.py", []),
     ("controller", "bench/bench_server.py", []),
     ("controller", "bench/bench_controller.py", []),
+    ("controller", "bench/bench_turn_end.py", []),
 ]
 
 

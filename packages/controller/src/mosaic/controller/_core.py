@@ -230,7 +230,8 @@ class ControllerCore:
         # retry needs for the rest of the incarnation (H12: the same receipt; H13: other text refused).
         self.requests: dict[str, Request] = {}
         self._settled: deque[str] = deque()
-        self._retired: dict[str, Request] = {}  # settled, beyond the last RECENT_RECEIPTS: for exact retries
+        # settled, beyond the last RECENT_RECEIPTS: for exact retries (`_retire`)
+        self._retired: dict[str, tuple[Any, ...]] = {}
         self.confirmations: dict[str, Confirmation] = {}
         self.context = 0  # the stop context: bumped whenever a stop starts or ends or control changes
         self.sequence = 0
@@ -470,13 +471,14 @@ class ControllerCore:
     def _retire(self, request: Request) -> None:
         """`request` settled: it stays among the last RECENT_RECEIPTS settled (what observe repeats); the
         oldest beyond them moves to the exact-retry index, where nothing scans it (an exact retry gets its
-        receipt for the rest of the incarnation, H12; a Request is slotted, a few hundred bytes)."""
+        receipt for the rest of the incarnation, H12) as a tuple of its fields: a few hundred bytes, and
+        atoms only, so the cyclic collector stops tracking it and a full collection never walks the index."""
         self._settled.append(request.client_request_id)
         while len(self._settled) > RECENT_RECEIPTS:
             crid = self._settled.popleft()
             old = self.requests.pop(crid, None)
             if old is not None:
-                self._retired[crid] = old
+                self._retired[crid] = old.fields()
 
     # -- prompt
 
@@ -488,7 +490,9 @@ class ControllerCore:
         if not CHAT01_ID.fullmatch(crid):
             self._refuse(call, "malformed", "clientRequestId is not a CHAT-01 id ([A-Za-z0-9][A-Za-z0-9._:-]{0,127})")
             return
-        known = self.requests.get(crid) or self._retired.get(crid)
+        known = self.requests.get(crid)
+        if known is None and crid in self._retired:
+            known = Request(*self._retired[crid])
         if known is not None:
             if known.text_digest == digest:  # H12: the same receipt, no second dispatch
                 self._emit(Reply(call.conn, call.rpc_id, {"outcome": "duplicate", "request": known.request_record(),

@@ -65,6 +65,10 @@ class Request:
     def settled(self) -> bool:
         return self.receipt in ("finished", "failed", "delivery-unknown")
 
+    def fields(self) -> tuple[Any, ...]:
+        """Every field, in order (`Request(*fields)` makes it again): atoms only."""
+        return tuple(getattr(self, f) for f in self.__slots__)  # type: ignore[attr-defined]
+
     def request_record(self) -> dict[str, Any]:
         return {
             "type": "request", "request": self.request_id, "clientRequest": self.client_request_id,
