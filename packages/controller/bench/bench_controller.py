@@ -63,6 +63,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -78,6 +79,7 @@ import bench_server  # this directory (a script's own): its roles, raise_nofile,
 from bench_server import pct, raise_nofile, rss_kib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+STUB_SESSION_ID = "01a22bb8-0000-7000-8000-0000000stub1"  # the stub's session header id (stub_engine.py)
 STUB = os.path.join(HERE, "stub_engine.py")
 TERMINAL = ("finished", "failed", "delivery-unknown")
 MAX_OUTBOX = 4 * 1024 * 1024  # ServerLimits.max_outbox_bytes default (checked in the controller role)
@@ -86,8 +88,17 @@ WAIT = 120.0
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def stub_argv(stamps: str) -> list[str]:
-    return [sys.executable, "-I", STUB, "--stamps", stamps]
+def stub_argv(stamps: str, session: str | None = None) -> list[str]:
+    return [sys.executable, "-I", STUB, "--stamps", stamps, *(["--session", session] if session else [])]
+
+
+def session_for(path: str) -> str:
+    """A fresh Pi session file beside the socket `path` (`<dir>/proj-<name>/.pi/state/seat/sessions/s.jsonl`),
+    which the stub engine writes as Pi does and the controller's drift check reads (as deployed)."""
+    project = os.path.join(os.path.dirname(path), "proj-" + os.path.basename(path).replace(".", "-"))
+    sessions = os.path.join(project, ".pi", "state", "seat", "sessions")
+    os.makedirs(sessions)
+    return os.path.join(sessions, "s.jsonl")
 
 
 def read_stamps(path: str) -> tuple[dict[str, float], list[tuple[int, float, float]]]:
@@ -149,7 +160,8 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
     the whole run is under cProfile and its stats are dumped there (for finding where the time goes; the
     profiler's own cost slows every figure)."""
     from mosaic.controller import Bounds, ControllerCore, CoreConfig, EngineEvents, Input, new_incarnation
-    from mosaic.controller._runtime import ControllerRuntime
+    from mosaic.controller._drift import DriftConfig
+    from mosaic.controller._runtime import ControllerRuntime, SessionFileReader
     from mosaic.controller._server import ServerLimits
     from mosaic.pi_rpc import EngineEvent, EngineLink
 
@@ -170,11 +182,16 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
                     engine.add(n)
 
     async def main() -> None:
+        # The drift check on, as deployed: the stub keeps a Pi session file and answers get_entries.
+        session = session_for(path)
         core = ControllerCore(CoreConfig(conversation="bench", execution="exec-1", binding="binding-exec-1",
-                                         incarnation=new_incarnation(), bounds=Bounds()), now=time.time())
-        link = await EngineLink.spawn(stub_argv(stamps), env={"PATH": "/usr/bin:/bin"},
+                                         incarnation=new_incarnation(), bounds=Bounds(),
+                                         drift=DriftConfig(STUB_SESSION_ID)), now=time.time())
+        link = await EngineLink.spawn(stub_argv(stamps, session), env={"PATH": "/usr/bin:/bin"},
                                       cwd=os.path.dirname(path), core=core.link, clock=time.time)
-        runtime = CountingRuntime(core, link, path, page_reader=lambda cursor: page, limits=limits)
+        reader = SessionFileReader(session.rsplit("/.pi/state/", 1)[0], ".pi/state/seat/sessions", "s.jsonl")
+        runtime = CountingRuntime(core, link, path, page_reader=lambda cursor: page, limits=limits,
+                                  session_reader=reader)
         server = runtime.server
 
         def stats() -> dict[str, Any]:
@@ -183,7 +200,10 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
                     "peak_outbox_max": max((s.peak_outbox_bytes for s in conns), default=0),
                     "dropped_total": sum(s.dropped_notifications for s in conns),
                     "internal_errors": runtime.internal_errors + server.internal_errors,
-                    "poisoned": core.link.poisoned, "binding": core.binding_state, "sequence": core.sequence}
+                    "poisoned": core.link.poisoned, "binding": core.binding_state, "sequence": core.sequence,
+                    "drift_verdict": None if core.drift_verdict is None else core.drift_verdict.reason,
+                    "drift_incremental": None if core.drift_verdict is None else core.drift_verdict.incremental,
+                    "fences": sorted(core.fences)}
 
         try:
             await runtime.start()
@@ -277,7 +297,7 @@ def role_relay(path: str, stamps: str) -> None:
                 if state["requester"] is self.transport:
                     state["requester"] = None
 
-        proc, _ = await loop.subprocess_exec(Engine, *stub_argv(stamps), stdin=subprocess.PIPE,
+        proc, _ = await loop.subprocess_exec(Engine, *stub_argv(stamps, session_for(path)), stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         pipe = proc.get_pipe_transport(0)
         assert isinstance(pipe, asyncio.WriteTransport)
@@ -913,6 +933,9 @@ def main() -> None:
         for name in names:
             if os.path.lexists(os.path.join(tmp, name)):
                 os.unlink(os.path.join(tmp, name))
+            project = os.path.join(tmp, "proj-" + name.replace(".", "-"))  # session_for's session tree
+            if os.path.isdir(project):
+                shutil.rmtree(project)
         os.rmdir(tmp)
     elapsed = time.monotonic() - t_start
 
