@@ -129,6 +129,19 @@ class TmuxTerminal:
                 self.pids.append(pid)
                 self._born[pid] = _start_time(pid)
 
+    def processes(self) -> list[int]:
+        """Every process of the pane now (the shell, the relay, the terminal), recorded for `aclose`."""
+        self._record(self._descendants())
+        return list(self.pids)
+
+    async def wait_gone_processes(self, pids: list[int], timeout: float = WAIT) -> None:
+        """Wait until every one of `pids` (recorded by `processes`) has ended; AssertionError after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while any(self._alive(p) for p in pids):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still running after {timeout} s: {[p for p in pids if self._alive(p)]}")
+            await asyncio.sleep(POLL)
+
     def _descendants(self) -> list[int]:
         found: list[int] = []
         todo = list(self.pids)
