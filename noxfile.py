@@ -174,6 +174,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("pi-rpc", "bench/bench_link.py", []),
     ("controller", "bench/bench_server.py", []),
     ("controller", "bench/bench_controller.py", []),
+    ("mediated-terminal", "bench/bench_start.py", []),
 ]
 
 
