@@ -202,9 +202,11 @@ def bench(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The main job's demo (ci/demo.py, issue 12) on the sealed real Pi in the loopback-only namespace: a
     controller launches Pi under a writer claim in a cohort and the client library drives six steps; then
-    ci/demo_check.py checks the printed transcript and the recorded facts step by step. Needs root (a
-    cgroup, the engine uid), like `smoke`."""
+    ci/demo_check.py checks the printed transcript and the recorded facts step by step; then
+    ci/demo_interactive_check.py drives the `--interactive` run's mosaic-terminal in tmux as a person would
+    (issue 20). Needs root (a cgroup, the engine uid) and tmux, like `smoke`."""
     _install_package(session, "controller")
+    session.install(str(workspace.package_dir("mediated-terminal")))
     session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
     session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
@@ -214,3 +216,5 @@ def demo(session: nox.Session) -> None:
                 "--transcript", transcript, "--evidence", evidence,
                 env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
     session.run("python", str(ROOT / "ci" / "demo_check.py"), transcript, evidence)
+    session.run("python", str(ROOT / "ci" / "demo_interactive_check.py"),
+                env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})

@@ -4,7 +4,8 @@
 row within the item) and the window's height, and says which row is at the top. Its rules:
 
 1. Following (the initial state): the view shows the last rows; new rows scroll into it.
-2. PageUp scrolls up a page (the height less two rows of overlap), held at the top. Scrolled up, the view
+2. PageUp scrolls up a page (the height less two rows of overlap), held at the top (when everything fits,
+   it only stops following). Scrolled up, the view
    is anchored to the row at its top by name (the item's key and the row within it), not by index, so
    rows appended or growing below, or an item above that grows, never move what the reader is reading.
    If the anchored item leaves the transcript (a re-read replaced it), the view keeps its last index.
@@ -83,8 +84,9 @@ class ReadingView:
         return min(first + offset, last)
 
     def page_up(self, rows: Sequence[Row], height: int) -> None:
-        """Scroll up a page (rule 2); nothing happens while the whole transcript fits."""
-        if len(rows) <= height:
+        """Scroll up a page (rule 2). While the whole transcript fits, it holds the view where it is: rows
+        that come later wait below instead of pushing it."""
+        if not rows:
             return
         start, _ = self.window(rows, height)
         if self.anchor is None:
