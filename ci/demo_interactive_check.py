@@ -6,7 +6,10 @@ call), a second one (thinking), a long stream watched while scrolled up (the vie
 the new rows below), interrupt, force stop (with its confirmation and the cohort proof), recover (with its
 confirmation), quit. Each step prints one line; the first that does not hold prints the screen and exits 1.
 
-    python ci/demo_interactive_check.py          (root, like ci/demo.py; run by `nox -s demo`)
+    python ci/demo_interactive_check.py [--screens FILE]    (root, like ci/demo.py; run by `nox -s demo`)
+
+`--screens FILE` writes the screen after each step there (text, as capture-pane shows it): the captures in
+packages/mediated-terminal/README.md come from it.
 
 It leaves nothing: on success the terminal quits and the demo removes what it made (its own cleanup); on a
 failure it quits the terminal the same way (Ctrl-C) before it kills its tmux server by name.
@@ -14,6 +17,7 @@ failure it quits the terminal the same way (Ctrl-C) before it kills its tmux ser
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
@@ -58,9 +62,11 @@ def below(rows: list[str]) -> int | None:
 
 
 class Check:
-    def __init__(self, term: TmuxTerminal) -> None:
+    def __init__(self, term: TmuxTerminal, screens: Path | None = None) -> None:
         self.term = term
         self.step = 0
+        self.screens = screens
+        self.shots: list[str] = []
 
     async def until(self, predicate: Callable[[list[str]], bool], what: str) -> list[str]:
         try:
@@ -71,26 +77,30 @@ class Check:
     async def text(self, text: str) -> list[str]:
         return await self.until(lambda rows: any(text in r for r in rows), repr(text))
 
-    def ok(self, what: str) -> None:
+    async def ok(self, what: str) -> None:
         self.step += 1
         print(f"interactive {self.step}: {what}: ok", flush=True)
+        if self.screens is not None:
+            rows = await self.term.screen()
+            self.shots.append(f"== {self.step}: {what}\n" + "\n".join(rows).rstrip("\n") + "\n")
+            self.screens.write_text("\n".join(self.shots))
 
     async def run(self) -> None:
         term = self.term
         await self.text("composer disabled: observer (Ctrl-T takes control)")
-        self.ok("mosaic-terminal attached to the demo's controller as an observer")
+        await self.ok("mosaic-terminal attached to the demo's controller as an observer")
         await term.keys("C-t")
         rows = await self.text("you control the conversation now (generation 2)")
         if not status(rows).startswith("You control this conversation"):
             raise Failed(f"the status after Ctrl-T: {status(rows)!r}")
-        self.ok("Ctrl-T took control (generation 2)")
+        await self.ok("Ctrl-T took control (generation 2)")
         for prompt, answer in (("TOOLCALL please run it", "assistant: Tool result was: tool-ran-ok."),
                                ("THINK about it", "assistant: (thinking) Let me think about this.")):
             await term.type(prompt)
             await term.keys("Enter")
             await self.text(f'prompt "{prompt}": done')
             await self.text(answer)
-        self.ok("two prompts: a tool call with its result, then thinking and text, each receipt done")
+        await self.ok("two prompts: a tool call with its result, then thinking and text, each receipt done")
         await term.type("SLOW stream please")
         await term.keys("Enter")
         await self.until(lambda r: any(x.startswith("assistant (streaming): tick") for x in transcript(r)),
@@ -102,11 +112,11 @@ class Check:
         rows = await self.until(lambda r: (below(r) or 0) > first or fixed(r) != held, "new rows to arrive below")
         if fixed(rows) != held:
             raise Failed("scrolled up, the view moved while the reply streamed:\n" + "\n".join(rows))
-        self.ok(f"scrolled up while Pi streamed: the view held still, new rows below {first} -> {below(rows)}")
+        await self.ok(f"scrolled up while Pi streamed: the view held still, new rows below {first} -> {below(rows)}")
         await term.keys("C-g")
         rows = await self.text('prompt "SLOW stream please": done (interrupted)')
         await self.until(lambda r: "interrupt: reconciled" in notes(r), "the interrupt's end")
-        self.ok("Ctrl-G interrupted the stream: the stop reconciled, the receipt done (interrupted)")
+        await self.ok("Ctrl-G interrupted the stream: the stop reconciled, the receipt done (interrupted)")
         await term.keys("NPage", "NPage", "NPage", "NPage")
         await term.keys("C-k")
         rows = await self.text("y: force stop    n: cancel")
@@ -117,26 +127,29 @@ class Check:
         await self.until(lambda r: "force stop: stopped with a proof (" in notes(r) and "digest sha256:" in notes(r),
                          "the force stop's proof")
         rows = await self.until(lambda r: "next: Ctrl-R recovers" in notes(r), "the next step after the stop")
-        self.ok("Ctrl-K, y: the force stop named its cohort, ended stopped with a proof, and offered recover")
+        await self.ok("Ctrl-K, y: the force stop named its cohort, ended stopped with a proof, and offered recover")
         await term.keys("C-r")
         await self.text("y: recover    n: cancel")
         await term.keys("y")
         rows = await self.until(lambda r: "recovered: eligibility " in notes(r), "the recovery")
-        self.ok("Ctrl-R, y: recovered: " + re.sub(r";.*", "", notes(rows).split("recovered: ", 1)[1]))
+        await self.ok("Ctrl-R, y: recovered: " + re.sub(r";.*", "", notes(rows).split("recovered: ", 1)[1]))
         await term.keys("C-c")
         rows = await self.text("[terminal exited 0 ]")
         if not any("the terminal closed" in r for r in rows):
             raise Failed("the demo did not say it cleaned up after the terminal quit:\n" + "\n".join(rows))
-        self.ok("Ctrl-C quit; the demo removed what it made and exited 0")
+        await self.ok("Ctrl-C quit; the demo removed what it made and exited 0")
 
 
-async def main() -> int:
+async def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--screens", type=Path, help="write the screen after each step to this file")
+    args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("demo_interactive_check: needs root, like ci/demo.py", file=sys.stderr)
         return 2
     env = {k: os.environ[k] for k in ("MOSAIC_PI_DIR", "MOSAIC_REPO", "PATH") if k in os.environ}
     term = TmuxTerminal("", width=WIDTH, height=HEIGHT, env=env)
-    check = Check(term)
+    check = Check(term, args.screens)
     try:
         await term.start([sys.executable, "-m", "mosaic.pi_rpc.testing.netns", "--", sys.executable,
                           str(REPO / "ci" / "demo.py"), "--interactive"])
@@ -159,4 +172,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(asyncio.run(main(sys.argv[1:])))

@@ -94,11 +94,10 @@ def test_the_status_line_says_in_plain_words_who_controls_what_pi_does_and_what_
     stopping = status(role="controller", engine_state="stopping", binding_state="uncertain",
                       admission="closed", fences=("force-stop",), reconciling=True)
     assert status_line(stopping) == ("You control this conversation · Pi is stopping · the binding is uncertain · "
-                                     "new prompts are closed (force-stop) · re-reading the history (the seam is "
-                                     "not exact)")
+                                     "new prompts are closed (force-stop) · re-reading the history")
     stopped = status(role="controller", engine_state="stopped", binding_state="stopped", admission="closed")
-    assert status_line(stopped) == ("You control this conversation · the execution is stopped: Ctrl-R recovers "
-                                    "(asks first), Ctrl-C quits")
+    assert status_line(stopped) == ("You control this conversation · stopped: Ctrl-R recovers (asks first), "
+                                    "Ctrl-C quits")
     assert status_line(status(), below=4).endswith(" · scrolled up: 4 new below (PgDn)")
     gone = status_line(status(connected=False, role=None), disconnected="shutdown")
     assert gone == "NOT CONNECTED (shutdown): Ctrl-O reconnects; your draft is kept"
@@ -156,8 +155,11 @@ def test_stop_words_show_the_proof_or_why_the_stop_is_uncertain() -> None:
     assert stop_words(uncertain) == "force stop: UNCERTAIN (no-cohort): no cohort is attached to this controller"
     stopped = {"kind": "force-stop", "state": "stopped"}
     proof = {"members": [1, 2], "membershipComplete": True, "verification": {"digest": "sha256:" + "a" * 64}}
-    assert stop_words(stopped, proof) == ("force stop: stopped with a proof (2 member(s) left at the freeze, killed, "
-                                          "membership complete, digest sha256:" + "a" * 64 + ")")
+    assert stop_words(stopped, proof) == ("force stop: stopped with a proof (2 member(s) left at the freeze, killed; "
+                                          "membership complete; digest sha256:aaaaaaaaaaaa…)")
+    empty = {**proof, "members": []}
+    assert stop_words(stopped, empty) == ("force stop: stopped with a proof (the cohort was empty at the freeze; "
+                                          "membership complete; digest sha256:aaaaaaaaaaaa…)")
     assert stop_words({"kind": "interrupt", "state": "reconciled"}).startswith("interrupt: reconciled")
     assert stop_words({"kind": "interrupt", "state": "stopping", "phase": "clear"}) == "interrupt: stopping (clear)"
 

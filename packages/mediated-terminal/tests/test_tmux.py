@@ -65,7 +65,7 @@ def test_observer_attach_shows_the_history_the_seam_marker_and_the_status_observ
                 assert shown[3].startswith("~~ reconcile marker (not-quiet")
                 assert "a message near here may repeat or be missing" in shown[3]
                 assert status(rows).startswith("Watching (Ctrl-T takes control) · Pi is answering ")
-                assert status(rows).endswith("re-reading the history (the seam is not exact)")
+                assert status(rows).endswith("re-reading the history")
                 rows = await with_details(term, lambda d: d.startswith(
                     f"role observer | generation 2 | incarnation {INC_ONE[:12]} | binding active | "
                     "engine streaming |") and "markers reconciling" in d, "the details")
@@ -232,7 +232,7 @@ def test_the_force_stop_key_confirms_what_it_kills_then_shows_why_the_stop_is_un
             await term.wait_text("Force stop execution exec-1?")
             await term.keys("y")
             rows = await term.wait_text("force stop: UNCERTAIN (no-cohort)")
-            rows = await term.wait_text("the execution is UNCERTAIN: Ctrl-K force stops it, Ctrl-C quits")
+            rows = await term.wait_text("UNCERTAIN: Ctrl-K force stops it, Ctrl-C quits")
             await with_details(term, lambda d: "binding uncertain | engine uncertain | admission closed (" in d,
                                "binding uncertain")
 

@@ -157,7 +157,6 @@ class TranscriptControl(UIControl):
         self.terminal = terminal
         self.view = ReadingView()
         self.width, self.height = 80, 24
-        self.below: int | None = None
         self._cache: dict[str, tuple[object, int, list[Row]]] = {}
         self._rows: list[Row] = []
         self._rows_for: tuple[int, int, bool] | None = None
@@ -194,7 +193,7 @@ class TranscriptControl(UIControl):
     def create_content(self, width: int, height: int | None) -> UIContent:
         self.width, self.height = width, max(1, height or 1)
         rows = self.rows(width)
-        start, self.below = self.view.window(rows, self.height)
+        start, _ = self.view.window(rows, self.height)
         visible = [row.fragments for row in rows[start:start + self.height]]
 
         def line(i: int) -> StyleAndTextTuples:
@@ -204,6 +203,11 @@ class TranscriptControl(UIControl):
 
     def is_focusable(self) -> bool:
         return False
+
+    def below(self) -> int | None:
+        """The new rows below the window now (None while following). Computed afresh, not from the last
+        drawing: the status is measured before the transcript is drawn."""
+        return self.view.window(self.rows(self.width), self.height)[1]
 
     def page_up(self) -> None:
         self.view.page_up(self.rows(self.width), self.height)
@@ -241,7 +245,8 @@ class TerminalApp:
             ConditionalContainer(Window(FormattedTextControl(self._dialogs_text), wrap_lines=False,
                                         height=Dimension(max=3 * DIALOGS_SHOWN), dont_extend_height=True),
                                  dialogs),
-            Window(FormattedTextControl(self._status_text), height=1, style="class:status"),
+            Window(FormattedTextControl(self._status_text), height=Dimension(min=1, max=2), dont_extend_height=True,
+                   style="class:status"),
             ConditionalContainer(Window(FormattedTextControl(self._details_text), height=DETAILS_ROWS,
                                         style="class:details"), detailed),
             Window(FormattedTextControl(self._notes_text), height=NOTES_SHOWN),
@@ -261,7 +266,11 @@ class TerminalApp:
     # -- what is drawn --------------------------------------------------------------------------------
 
     def _width(self) -> int:
-        return self.transcript.width
+        """The screen's width now (every region spans it), read from the output at render time."""
+        try:
+            return max(20, self.app.output.get_size().columns)
+        except OSError:
+            return self.transcript.width
 
     def _header_text(self) -> StyleAndTextTuples:
         return [("", " " + header_line(self.model.client.binding, self._width() - 1))]
@@ -277,11 +286,12 @@ class TerminalApp:
         return _join(rows)
 
     def _status_text(self) -> StyleAndTextTuples:
+        """The status in plain words, wrapped to a second row when the width is too small for it."""
         model = self.model
         frame = int(time.monotonic() / SPIN_EVERY)
-        return [("", " " + status_line(model.transcript.status, disconnected=model.disconnected,
-                                       running_for=model.running_for(), frame=frame,
-                                       below=self.transcript.below))]
+        line = status_line(model.transcript.status, disconnected=model.disconnected, running_for=model.running_for(),
+                           frame=frame, below=self.transcript.below())
+        return _join(wrap(styled(" " + line), self._width()))
 
     def _details_text(self) -> StyleAndTextTuples:
         conversation = (self.model.client.binding or {}).get("conversation")
@@ -290,16 +300,23 @@ class TerminalApp:
         return _join(wrap(styled(" " + line), self._width())[:DETAILS_ROWS])
 
     def _notes_text(self) -> StyleAndTextTuples:
-        """The newest notes that fit in the notes rows, each wrapped to the width, the newest last (a
-        stop's outcome is the note of its latest change)."""
+        """The newest notes, each wrapped to the width, the newest last (a stop's outcome is the note of its
+        latest change). The oldest one shown may be only its first rows, then " …" says that more of it
+        did not fit."""
         notes: list[Note] = list(self.model.notes)
         rows: list[Fragments] = []
+        width = self._width()
         for note in reversed(notes):
-            wrapped = wrap(styled(note.text, f"class:note.{note.kind}"), self._width())
-            if rows and len(rows) + len(wrapped) > NOTES_SHOWN:
+            free = NOTES_SHOWN - len(rows)
+            if free <= 0:
                 break
+            line = styled(note.text, f"class:note.{note.kind}")
+            wrapped = wrap(line, width)
+            if len(wrapped) > free:
+                wrapped = wrap(line, width - 2)[:free]
+                wrapped[-1] = [*wrapped[-1], ("class:meta", " …")]
             rows = wrapped + rows
-        return _join(rows[:NOTES_SHOWN])
+        return _join(rows)
 
     def _requests_text(self) -> StyleAndTextTuples:
         """The last prompts with their receipts; one refused, failed or of unknown outcome in the refusal

@@ -345,8 +345,8 @@ def header_line(binding: Mapping[str, Any] | None, width: int = 80) -> str:
 
 
 _ENGINE_WORDS = {"idle": "Pi is idle", "stopping": "Pi is stopping",
-                 "stopped": "the execution is stopped: Ctrl-R recovers (asks first), Ctrl-C quits",
-                 "uncertain": "the execution is UNCERTAIN: Ctrl-K force stops it, Ctrl-C quits"}
+                 "stopped": "stopped: Ctrl-R recovers (asks first), Ctrl-C quits",
+                 "uncertain": "UNCERTAIN: Ctrl-K force stops it, Ctrl-C quits"}
 
 
 def status_line(status: TranscriptStatus, *, disconnected: str | None = None, running_for: float | None = None,
@@ -375,7 +375,7 @@ def status_line(status: TranscriptStatus, *, disconnected: str | None = None, ru
             fences = f" ({', '.join(status.fences)})" if status.fences else ""
             parts.append(f"new prompts are closed{fences}")
     if status.reconciling:
-        parts.append("re-reading the history (the seam is not exact)")
+        parts.append("re-reading the history")
     if below is not None:
         parts.append(f"scrolled up: {below} new below (PgDn)")
     return inert(" · ".join(parts))
@@ -442,9 +442,19 @@ def confirmation_lines(confirmation: Mapping[str, Any]) -> list[str]:
     return [inert(line) for line in lines]
 
 
+DIGEST_SHOWN = 12
+"""Hex digits of a proof's digest a stop's line shows (the proof record holds all of it)."""
+
+
+def _short_digest(digest: str) -> str:
+    kind, _, value = digest.rpartition(":")
+    return f"{kind}:{value[:DIGEST_SHOWN]}…" if kind and len(value) > DIGEST_SHOWN else digest
+
+
 def stop_words(stop: Mapping[str, Any], proof: Mapping[str, Any] | None = None, *,
                dialog_seen: bool = False) -> str:
-    """A stop's outcome: the proof of a verified force stop, or why the stop is uncertain; then "approval
+    """A stop's outcome: the proof of a verified force stop (its digest shortened), or why the stop is
+    uncertain; then "approval
     uncertain" when the stop record's ``approvalDisposition`` says so, or when this terminal saw a Pi
     dialog during the execution (`dialog_seen`; a record without the field is read as not saying)."""
     kind = "force stop" if stop.get("kind") == "force-stop" else "interrupt"
@@ -455,9 +465,12 @@ def stop_words(stop: Mapping[str, Any], proof: Mapping[str, Any] | None = None, 
         verification = proof.get("verification") if proof is not None else None
         digest = verification.get("digest") if isinstance(verification, Mapping) else None
         complete = proof.get("membershipComplete") if proof is not None else None
-        words = f"{kind}: stopped with a proof ({count} left at the freeze, killed"
-        words += ", membership complete" if complete is True else ""
-        words += f", digest {digest})" if isinstance(digest, str) else ")"
+        if isinstance(members, Sequence) and not isinstance(members, str) and not members:
+            words = f"{kind}: stopped with a proof (the cohort was empty at the freeze"
+        else:
+            words = f"{kind}: stopped with a proof ({count} left at the freeze, killed"
+        words += "; membership complete" if complete is True else ""
+        words += f"; digest {_short_digest(digest)})" if isinstance(digest, str) else ")"
     elif state == "uncertain":
         reason, detail = _text_of(stop.get("reason")) or "unknown", _text_of(stop.get("detail"))
         words = f"{kind}: UNCERTAIN ({reason})" + (f": {detail}" if detail else "")
