@@ -80,9 +80,13 @@ class Check:
     async def ok(self, what: str) -> None:
         self.step += 1
         print(f"interactive {self.step}: {what}: ok", flush=True)
+        await self.shot(f"{self.step}: {what}")
+
+    async def shot(self, label: str) -> None:
+        """With --screens: the screen now, under `label`."""
         if self.screens is not None:
             rows = await self.term.screen()
-            self.shots.append(f"== {self.step}: {what}\n" + "\n".join(rows).rstrip("\n") + "\n")
+            self.shots.append(f"== {label}\n" + "\n".join(rows).rstrip("\n") + "\n")
             self.screens.write_text("\n".join(self.shots))
 
     async def run(self) -> None:
@@ -120,6 +124,7 @@ class Check:
         await term.keys("NPage", "NPage", "NPage", "NPage")
         await term.keys("C-k")
         rows = await self.text("y: force stop    n: cancel")
+        await self.shot("the force-stop confirmation")
         screen = "\n".join(rows)
         if "Scope: cgroup unit " not in screen or not re.search(r"Processes in it now: \d+", screen):
             raise Failed("the force-stop confirmation does not name the cohort and count it:\n" + screen)
@@ -130,6 +135,7 @@ class Check:
         await self.ok("Ctrl-K, y: the force stop named its cohort, ended stopped with a proof, and offered recover")
         await term.keys("C-r")
         await self.text("y: recover    n: cancel")
+        await self.shot("the recover confirmation")
         await term.keys("y")
         rows = await self.until(lambda r: "recovered: eligibility " in notes(r), "the recovery")
         await self.ok("Ctrl-R, y: recovered: " + re.sub(r";.*", "", notes(rows).split("recovered: ", 1)[1]))

@@ -231,6 +231,7 @@ def test_3_scrolled_up_the_view_holds_still_while_a_reply_streams_and_counts_the
         async with scene(tmp_path / "rig", seed=LONG) as (rig, tap, term):
             await take_control(term)
             await send_held(rig, term, "THINK about it", "model-chunk")  # thinking deltas, then text
+            await term.wait_text("assistant (streaming):")  # the reply's row is there before the first delta
             await term.keys("PPage")
             rows = await term.wait_text("scrolled up: 0 new below")
             held = transcript(rows)
@@ -311,6 +312,7 @@ def test_5_zwj_and_zwnj_pass_the_rest_of_the_seeds_list_is_visible_and_one_line_
             await term.type("line one")
             await term.keys("C-j")
             await term.type("line two")
+            await term.wait_for(lambda r: composer(r)[:2] == ["line one", "line two"], "both lines typed")
             async with raw(rig.socket_path) as other:
                 observed = (await other.call("observe"))["result"]
                 await other.call("takeover", incarnation=observed["incarnation"], expectedGeneration=2)

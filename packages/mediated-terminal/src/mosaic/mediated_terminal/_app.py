@@ -91,6 +91,7 @@ REQUESTS_SHOWN = 3
 NOTES_SHOWN = 3
 DIALOGS_SHOWN = 2
 DETAILS_ROWS = 2
+CONFIRM_WIDTH = 100
 SPIN_EVERY = 0.125  # seconds between spinner frames while a run streams
 
 STYLE = Style.from_dict({
@@ -237,8 +238,7 @@ class TerminalApp:
         confirming = Condition(lambda: self.model.confirmation is not None)
         dialogs = Condition(lambda: bool(self.model.dialogs))
         detailed = Condition(lambda: self.details)
-        confirm = Frame(Window(FormattedTextControl(lambda: "\n".join(self.model.confirmation_text())),
-                               wrap_lines=True), title=self._confirm_title)
+        confirm = Frame(Window(FormattedTextControl(self._confirm_text)), title=self._confirm_title)
         body = HSplit([
             Window(FormattedTextControl(self._header_text), height=1, style="class:header"),
             Window(self.transcript, wrap_lines=False, always_hide_cursor=True),
@@ -255,7 +255,8 @@ class TerminalApp:
             Window(BufferControl(self.buffer), height=3, wrap_lines=True),
             Window(FormattedTextControl(self._keys_text), height=1, style="class:keys"),
         ])
-        root = FloatContainer(body, floats=[Float(ConditionalContainer(confirm, confirming), width=100)])
+        root = FloatContainer(body, floats=[Float(ConditionalContainer(confirm, confirming),
+                                                  width=self._confirm_width)])
         self.app: Application[int] = Application(layout=Layout(root, focused_element=self.buffer),
                                                  key_bindings=self._bindings(controls, confirming),
                                                  style=STYLE, full_screen=True, mouse_support=False,
@@ -274,6 +275,14 @@ class TerminalApp:
 
     def _header_text(self) -> StyleAndTextTuples:
         return [("", " " + header_line(self.model.client.binding, self._width() - 1))]
+
+    def _confirm_width(self) -> int:
+        return min(CONFIRM_WIDTH, self._width() - 2)
+
+    def _confirm_text(self) -> StyleAndTextTuples:
+        """The confirmation's summary, each line wrapped inside the frame (its borders take two columns)."""
+        rows = [row for line in self.model.confirmation_text() for row in wrap(styled(line), self._confirm_width() - 2)]
+        return _join(rows)
 
     def _confirm_title(self) -> str:
         operation = (self.model.confirmation or {}).get("operation")

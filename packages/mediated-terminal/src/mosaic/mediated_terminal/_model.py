@@ -338,7 +338,7 @@ class TerminalModel:
             self.note(f"interrupt refused: {_why(exc)}", "refusal")
             return
         self._update_stop(stop)
-        self.note("interrupt sent: clear the queue, then abort (R3-1)")
+        self.note("interrupt sent: the controller clears Pi's queue, then aborts the turn")
 
     async def request_confirmation(self, operation: Literal["force-stop", "recover"]) -> None:
         """Ask the controller for a confirmation of `operation` and show its summary (rule 5)."""
