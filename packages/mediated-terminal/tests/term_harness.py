@@ -166,6 +166,14 @@ async def take_control(term: TmuxTerminal) -> list[str]:
     return await term.wait_text("composer: you control")
 
 
+async def held_turn(rig: FakeRig, term: TmuxTerminal, text: str = "Say hello", point: str = "model-chunk") -> list[str]:
+    """Take control, send `text` with the fake engine held at `point` (in the run: "model-chunk", "tool"),
+    and return once the terminal shows the prompt working."""
+    await take_control(term)
+    await send_held(rig, term, text, point)
+    return await term.wait_text(f'prompt "{text}": working')
+
+
 async def with_details(term: TmuxTerminal, predicate: Callable[[str], bool], what: str) -> list[str]:
     """Show the developer fields (F2), wait until they satisfy `predicate`, hide them again."""
     await term.keys("F2")
@@ -184,5 +192,5 @@ async def send_held(rig: FakeRig, term: TmuxTerminal, text: str, point: str) -> 
     await ctl(rig, "wait_held", point, WAIT)
 
 
-__all__ = ["WAIT", "ctl", "details", "flat", "notes", "style_at", "raw", "run", "scene", "seed", "send_held", "take_control",
+__all__ = ["WAIT", "ctl", "details", "flat", "held_turn", "notes", "style_at", "raw", "run", "scene", "seed", "send_held", "take_control",
            "with_details"]

@@ -24,12 +24,12 @@ from term_harness import (
     composer_empty,
     ctl,
     flat,
+    held_turn,
     notes,
     raw,
     run,
     scene,
     seed,
-    send_held,
     status,
     style_at,
     take_control,
@@ -129,8 +129,7 @@ def test_1_a_paste_marker_split_across_chunks_even_right_after_its_esc_is_still_
 def test_1_a_lone_trailing_esc_waits_for_the_next_chunk(tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "Say hello", "model-chunk")  # a run streams: the status counts seconds
+            await held_turn(rig, term)  # a run streams: the status counts seconds
             rows = await term.wait_for(lambda r: seconds(r) is not None, "the run's seconds")
             await term.chunk(b"\x1b")
             begun = seconds(rows)
@@ -152,9 +151,7 @@ def test_1_a_lone_trailing_esc_waits_for_the_next_chunk(tmp_path: Path) -> None:
 def test_2_ctrl_c_quits_and_never_interrupts_a_running_turn(tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "Say hello", "model-chunk")
-            await term.wait_text('prompt "Say hello": working')
+            await held_turn(rig, term)
             mark = tap.mark()
             await term.keys("C-c")
             rows = await term.wait_for(lambda r: "[terminal exited" in "\n".join(r) or "interrupt" in notes(r),
@@ -195,8 +192,7 @@ def test_E1_a_tool_turn_is_shown_once_with_no_refresh_while_the_draft_and_the_re
         tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig", seed=LONG) as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "TOOLCALL please run it", "tool")  # send, ack, user, toolCall: held
+            await held_turn(rig, term, "TOOLCALL please run it", "tool")  # send, ack, user, toolCall: held
             await term.wait_text("tool bash (running)")
             await term.keys("PPage")
             rows = await term.wait_text("scrolled up:")
@@ -229,8 +225,7 @@ def test_3_scrolled_up_the_view_holds_still_while_a_reply_streams_and_counts_the
         tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig", seed=LONG) as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "THINK about it", "model-chunk")  # thinking deltas, then text
+            await held_turn(rig, term, "THINK about it")  # thinking deltas, then text
             await term.wait_text("assistant (streaming):")  # the reply's row is there before the first delta
             await term.keys("PPage")
             rows = await term.wait_text("scrolled up: 0 new below")
@@ -260,8 +255,7 @@ def test_4_a_pi_dialog_is_shown_disabled_with_its_reason_never_answered_and_the_
         tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "Say hello", "model-chunk")
+            await held_turn(rig, term)
             mark = tap.mark()
             reason = "disabled, not answered here: native dialogs are shown, never answered (CHAT-03D not adopted; P3)"
             for method, extra, options in (("select", {"options": ["Allow", "Deny"]}, " options [Allow | Deny]"),
@@ -393,8 +387,7 @@ def test_6_a_spinner_and_seconds_while_a_run_streams_and_the_developer_fields_be
             rows = await term.wait_text("composer disabled: observer")
             assert status(rows) == "Watching (Ctrl-T takes control) · Pi is idle"
             assert "generation" not in "\n".join(rows)  # the developer fields are behind F2
-            await take_control(term)
-            await send_held(rig, term, "Say hello", "model-chunk")
+            await held_turn(rig, term)
             first = await term.wait_for(lambda r: seconds(r) is not None, "the spinner")
             frames = {status(first).split("answering ")[1][0]}
             later = await term.wait_for(lambda r: status(r).split("answering ")[1][0] not in frames

@@ -25,6 +25,7 @@ from term_harness import (
     composer,
     composer_empty,
     ctl,
+    held_turn,
     notes,
     raw,
     run,
@@ -178,8 +179,7 @@ def test_a_prompt_as_controller_streams_deltas_in_place_and_its_receipt_reads_se
 def test_a_tool_call_shows_its_arguments_and_its_result(tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "TOOLCALL please run it", "tool")
+            await held_turn(rig, term, "TOOLCALL please run it", "tool")
             rows = await term.wait_text("tool bash (running)")
             text = "\n".join(transcript(rows))
             assert 'tool bash (running): args {"command": "printf tool-ran-ok"}' in text
@@ -196,9 +196,7 @@ def test_a_tool_call_shows_its_arguments_and_its_result(tmp_path: Path) -> None:
 def test_ctrl_g_interrupts_the_turn_and_the_receipt_reads_done_interrupted(tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "Say hello", "model-chunk")
-            await term.wait_text('prompt "Say hello": working')
+            await held_turn(rig, term)
             mark = tap.mark()
             await term.keys("C-g")
             rows = await term.wait_text("interrupt: reconciled")
