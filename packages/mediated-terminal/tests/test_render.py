@@ -53,9 +53,9 @@ def request(state: str = "pending", receipt: dict[str, Any] | None = None, **kw:
     ("settled", {"state": "finished", "turnState": "interrupted"}, "done (interrupted)"),
     ("settled", {"state": "failed", "nativeError": "boom"}, "failed: boom"),
     ("settled", {"state": "failed", "reason": "ack-without-start"}, "failed: ack-without-start"),
-    ("settled", {"state": "delivery-unknown", "reason": "transport-unknown"}, "outcome unknown (never resent)"),
-    ("outcome-unknown", None, "outcome unknown (never resent)"),
-    ("outcome-unknown", {"state": "working"}, "outcome unknown (never resent)"),
+    ("settled", {"state": "delivery-unknown", "reason": "transport-unknown"}, "outcome unknown, check the transcript (never resent)"),
+    ("outcome-unknown", None, "outcome unknown, check the transcript (never resent)"),
+    ("outcome-unknown", {"state": "working"}, "outcome unknown, check the transcript (never resent)"),
 ])
 def test_receipt_words(state: str, receipt: dict[str, Any] | None, words: str) -> None:
     assert receipt_words(request(state, receipt)) == words

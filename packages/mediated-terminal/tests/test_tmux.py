@@ -302,7 +302,7 @@ def test_the_controller_going_away_is_shown_the_composer_is_kept_and_reconnect_m
                         os.symlink(two.socket_path, link)
                         await term.keys("C-o")
                         rows = await term.wait_text(f"reconnected to a new controller (incarnation {INC_TWO[:12]})")
-                        rows = await term.wait_text('prompt "Say hello": outcome unknown (never resent)')
+                        rows = await term.wait_text('prompt "Say hello": outcome unknown, check the transcript (never resent)')
                         assert status(rows).startswith("Watching")
                         assert "1 request(s) under the old one: outcome unknown" in notes(rows)
                         # The new controller is another control context: the kept draft is set aside, unsent.

@@ -309,8 +309,8 @@ class TerminalModel:
             if self._control == control and not self.composer.text:
                 self.composer.restore(text)
         elif isinstance(outcome, OutcomeUnknown):
-            self.note("outcome unknown: the connection was lost before the reply; the prompt is never resent",
-                      "refusal")
+            self.note("outcome unknown, check the transcript: the connection was lost before the reply; the prompt "
+                      "is never resent", "refusal")
         self.changed()
         return outcome
 

@@ -286,10 +286,11 @@ def transcript_rows(items: Iterable[TranscriptItem], width: int) -> list[str]:
 
 
 def receipt_words(request: SentRequest) -> str:
-    """A prompt's state in words: sending, sent, working, done, failed, outcome unknown, or not admitted.
-    There is no "unsent": an unknown outcome is never offered as a safe resend."""
+    """A prompt's state in words: sending, sent, working, done, failed, outcome unknown (check the
+    transcript, as the seed says), or not admitted. There is no "unsent": an unknown outcome is never
+    offered as a safe resend."""
     if request.outcome_unknown:
-        return "outcome unknown (never resent)"
+        return "outcome unknown, check the transcript (never resent)"
     if request.state == "refused":
         code = request.refusal.code if request.refusal is not None else "refused"
         return f"not admitted: {code}"
