@@ -381,9 +381,6 @@ class TerminalModel:
         self._update_stop(stop)
         self.note("force stop confirmed: the controller is stopping the execution")
 
-    async def answer_force_stop(self, confirm: bool) -> None:
-        await self.answer(confirm)
-
     def _recovered(self, result: Mapping[str, Any]) -> None:
         record = result.get("eligibility")
         record = record if isinstance(record, Mapping) else {}
