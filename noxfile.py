@@ -176,6 +176,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("controller", "bench/bench_server.py", []),
     ("controller", "bench/bench_controller.py", []),
     ("controller", "bench/bench_turn_end.py", []),
+    ("mediated-terminal", "bench/bench_start.py", []),
 ]
 
 
@@ -204,10 +205,13 @@ def demo(session: nox.Session) -> None:
     """The main job's demo (ci/demo.py, issue 12) on the sealed real Pi in the loopback-only namespace: a
     controller launches Pi under a writer claim in a cohort and the client library drives six steps; then
     ci/demo_check.py checks the printed transcript and the recorded facts step by step (and its plain
-    words); then ci/tests_demo: SIGINT, SIGHUP and SIGTERM at each step boundary of the demo, each cleaned up
-    with one line, a SIGKILLed run swept by the next, the refusals in one line, and the Pi fetch's progress
-    and interrupt (about 1.7 minutes). Needs root (a cgroup, the engine account), like `smoke`."""
+    words); then ci/demo_interactive_check.py drives the `--interactive` run's mosaic-terminal in tmux as a
+    person would (issue 20); then ci/tests_demo: SIGINT, SIGHUP and SIGTERM at each step boundary of the
+    demo, each cleaned up with one line, a SIGKILLed run swept by the next, the refusals in one line, and the
+    Pi fetch's progress and interrupt (about 1.7 minutes). Needs root (a cgroup, the engine account) and
+    tmux, like `smoke`."""
     _install_package(session, "controller")
+    session.install(str(workspace.package_dir("mediated-terminal")))
     session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
     session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
@@ -217,5 +221,7 @@ def demo(session: nox.Session) -> None:
                 "--transcript", transcript, "--evidence", evidence,
                 env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
     session.run("python", str(ROOT / "ci" / "demo_check.py"), transcript, evidence)
+    session.run("python", str(ROOT / "ci" / "demo_interactive_check.py"),
+                env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
     session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", str(ROOT / "ci" / "tests_demo"),
                 *session.posargs, env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from term_harness import WAIT, run
 
 from mosaic.controller.client import Admitted, Refused
-from mosaic.controller.testing import RawClient, fake_controller
-from mosaic.mediated_terminal import NOT_CONTROLLER, TerminalModel
+from mosaic.controller.testing import FakeRig, RawClient, fake_controller
+from mosaic.mediated_terminal import NOT_CONTROLLER, CannotAttach, TerminalModel
 from mosaic.mediated_terminal.testing import EngineTap
 
 
@@ -25,43 +27,87 @@ class Plain:
         self.text = text
 
 
+@contextlib.asynccontextmanager
+async def model_on(root: Path) -> AsyncIterator[tuple[FakeRig, EngineTap, Plain, TerminalModel]]:
+    """A controller on the fake engine, a tap on its engine link, and a started model over a plain composer."""
+    async with fake_controller(root) as rig:
+        tap = EngineTap(rig.core.link)
+        composer = Plain()
+        model = TerminalModel(rig.socket_path, composer, ping_interval=None)
+        try:
+            await model.start()
+            yield rig, tap, composer, model
+        finally:
+            await model.aclose()
+
+
 def test_the_model_keeps_the_composer_rules(tmp_path: Path) -> None:
     async def main() -> None:
-        async with fake_controller(tmp_path / "rig") as rig:
-            tap = EngineTap(rig.core.link)
-            composer = Plain()
-            model = TerminalModel(rig.socket_path, composer, ping_interval=None)
-            try:
-                await model.start()
-                assert model.client.role == "observer" and not model.controls and model.disconnected is None
-                composer.text = "typed somehow"  # the app's buffer is read-only; the model refuses anyway
-                assert await model.submit() is None
-                assert model.notes[-1] == NOT_CONTROLLER and tap.since(0) == b""
-                assert composer.text == "typed somehow"  # an observer's Enter changes nothing
-                await model.takeover()
-                assert model.controls and composer.text == ""  # taking control is a transfer: cleared
-                # A refused prompt (the text policy) sends zero engine bytes and its text comes back.
-                composer.text = "/skill:x"
-                outcome = await model.submit()
-                assert isinstance(outcome, Refused) and outcome.refusal.code == "text-policy"
-                assert composer.text == "/skill:x" and tap.since(0) == b""
-                assert model.notes[-1].startswith("not admitted: text-policy")
-                # Another client takes control: cleared, set aside in a note, never sent.
-                other = await RawClient.connect(rig.socket_path)
-                observed = (await other.call("observe"))["result"]
-                await other.call("takeover", incarnation=observed["incarnation"], expectedGeneration=2)
-                await asyncio.wait_for(model.client.wait_until(lambda: model.client.role == "observer"), WAIT)
-                await asyncio.wait_for(model.client.wait_until(lambda: composer.text == ""), WAIT)
-                assert any('set aside, never sent: "/skill:x"' in n for n in model.notes)
-                await other.close()
-                await model.takeover()
-                composer.text = "Say hello"
-                sent = await model.submit()
-                assert isinstance(sent, Admitted) and composer.text == ""  # cleared on submit
-                settled = await asyncio.wait_for(model.client.wait_settled(sent.request.client_request_id), WAIT)
-                assert settled.receipt_state == "finished"
-                assert [r["message"] for r in EngineTap.records(tap.since(0)) if r["type"] == "prompt"] == ["Say hello"]
-            finally:
-                await model.aclose()
+        async with model_on(tmp_path / "rig") as (rig, tap, composer, model):
+            assert model.client.role == "observer" and not model.controls and model.disconnected is None
+            composer.text = "typed somehow"  # the app's buffer is read-only; the model refuses anyway
+            assert await model.submit() is None
+            assert model.notes[-1].text == NOT_CONTROLLER and tap.since(0) == b""
+            assert model.notes[-1].kind == "refusal"
+            assert composer.text == "typed somehow"  # an observer's Enter changes nothing
+            await model.takeover()
+            assert model.controls and composer.text == ""  # taking control is a transfer: cleared
+            # A refused prompt (the text policy) sends zero engine bytes and its text comes back.
+            composer.text = "/skill:x"
+            outcome = await model.submit()
+            assert isinstance(outcome, Refused) and outcome.refusal.code == "text-policy"
+            assert composer.text == "/skill:x" and tap.since(0) == b""
+            assert model.notes[-1].text.startswith("not admitted: text-policy")
+            # Another client takes control: cleared, set aside in a note, never sent.
+            other = await RawClient.connect(rig.socket_path)
+            observed = (await other.call("observe"))["result"]
+            await other.call("takeover", incarnation=observed["incarnation"], expectedGeneration=2)
+            await asyncio.wait_for(model.client.wait_until(lambda: model.client.role == "observer"), WAIT)
+            await asyncio.wait_for(model.client.wait_until(lambda: composer.text == ""), WAIT)
+            assert any('set aside, never sent: "/skill:x"' in n.text for n in model.notes)
+            assert any(n.text.startswith("connection ") and "took control (generation 3)" in n.text
+                       for n in model.notes)
+            await other.close()
+            await model.takeover()
+            composer.text = "Say hello"
+            sent = await model.submit()
+            assert isinstance(sent, Admitted) and composer.text == ""  # cleared on submit
+            settled = await asyncio.wait_for(model.client.wait_settled(sent.request.client_request_id), WAIT)
+            assert settled.receipt_state == "finished"
+            assert [r["message"] for r in EngineTap.records(tap.since(0)) if r["type"] == "prompt"] == ["Say hello"]
+
+    run(main)
+
+
+def test_enter_takes_the_composer_at_once_and_the_send_uses_what_it_took(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with model_on(tmp_path / "rig") as (rig, tap, composer, model):
+            await model.takeover()
+            composer.text = "first"
+            taken = model.take_composer()
+            assert taken == "first" and composer.text == ""  # cleared before anything else runs
+            composer.text = "second"  # the rest of the chunk, typed before the send runs
+            sent = await model.send(taken)
+            assert isinstance(sent, Admitted) and composer.text == "second"
+            await asyncio.wait_for(model.client.wait_settled(sent.request.client_request_id), WAIT)
+            assert [r["message"] for r in EngineTap.records(tap.since(0)) if r["type"] == "prompt"] == ["first"]
+            composer.text = "   "
+            assert model.take_composer() is None and composer.text == "   "  # blank: nothing taken
+
+    run(main)
+
+
+def test_attaching_to_a_missing_socket_raises_one_line(tmp_path: Path) -> None:
+    async def main() -> None:
+        model = TerminalModel(str(tmp_path / "nothing.sock"), Plain(), ping_interval=None)
+        try:
+            await model.start()
+        except CannotAttach as exc:
+            assert str(exc) == (f"no controller socket at {tmp_path / 'nothing.sock'} (no such file; is the "
+                                "controller running?)")
+        else:
+            raise AssertionError("attached to nothing")
+        finally:
+            await model.aclose()
 
     run(main)

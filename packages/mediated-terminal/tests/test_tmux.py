@@ -1,6 +1,6 @@
 """The terminal as a person uses it: a real tmux server (its own socket name, 120x40) running
-``python -m mosaic.mediated_terminal``, keys sent with send-keys and paste-buffer, the screen read with
-capture-pane, against a real controller on pi-rpc's fake engine process (`fake_controller`). What the
+``python -m mosaic.mediated_terminal`` on a pty of its own behind a relay, keys sent with send-keys and
+paste-buffer (raw chunks with `TmuxTerminal.chunk`: test_person.py), the screen read with capture-pane, against a real controller on pi-rpc's fake engine process (`fake_controller`). What the
 engine received is the tap on the controller's engine link (`EngineTap`): every byte written to its stdin.
 
 tmux is required: a missing tmux fails these tests (TmuxError), it never skips them.
@@ -16,14 +16,17 @@ import tempfile
 from pathlib import Path
 
 from term_harness import (
+    KEYS,
     LABEL,
-    NOTES,
     REQUESTS,
+    TRANSCRIPT_ROWS,
     WAIT,
-    binding,
+    WIDTH,
     composer,
     composer_empty,
     ctl,
+    held_turn,
+    notes,
     raw,
     run,
     scene,
@@ -32,11 +35,12 @@ from term_harness import (
     status,
     take_control,
     transcript,
+    with_details,
 )
 
 from mosaic.controller.client import ControllerClient, LiveMessage, Transcript
 from mosaic.controller.testing import fake_controller
-from mosaic.mediated_terminal import transcript_lines
+from mosaic.mediated_terminal import transcript_rows
 from mosaic.mediated_terminal.testing import EngineTap, tmux_terminal
 
 INC_ONE = "inc-" + "1" * 32
@@ -61,17 +65,19 @@ def test_observer_attach_shows_the_history_the_seam_marker_and_the_status_observ
                 assert shown[:3] == ["user: earlier question", "assistant: earlier answer", "user: Say hello"]
                 assert shown[3].startswith("~~ reconcile marker (not-quiet")
                 assert "a message near here may repeat or be missing" in shown[3]
-                assert status(rows).startswith(f"observer | generation 2 | incarnation {INC_ONE[:12]} | "
-                                               "engine streaming |")
-                assert status(rows).endswith("markers reconciling")
-                assert rows[LABEL] == "composer disabled: observer (Ctrl-T takes control)"
+                assert status(rows).startswith("Watching (Ctrl-T takes control) · Pi is answering ")
+                assert status(rows).endswith("re-reading the history")
+                rows = await with_details(term, lambda d: d.startswith(
+                    f"role observer | generation 2 | incarnation {INC_ONE[:12]} | binding active | "
+                    "engine streaming |") and "markers reconciling" in d, "the details")
+                assert rows[LABEL].strip() == "composer disabled: observer (Ctrl-T takes control)"
                 # The run settles; the transcript re-reads the page and the marker goes (E4).
                 await ctl(rig, "release", "model-chunk")
-                rows = await term.wait_for(lambda r: status(r).endswith("markers none")
+                rows = await term.wait_for(lambda r: "re-reading" not in status(r)
                                            and "reconcile marker" not in "\n".join(r), "a quiet seam")
                 assert transcript(rows)[:4] == ["user: earlier question", "assistant: earlier answer",
                                                 "user: Say hello", "assistant: Hello from the fake model."]
-                assert "engine idle" in status(rows)
+                assert status(rows) == "Watching (Ctrl-T takes control) · Pi is idle"
 
     run(main)
 
@@ -80,13 +86,12 @@ def test_S5_paste_then_enter_as_an_observer_is_not_admitted_and_sends_zero_engin
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
             rows = await term.wait_text("composer disabled: observer")
-            assert status(rows).startswith("observer | generation 1")
+            assert status(rows).startswith("Watching")
             mark = tap.mark()
             await term.paste("pasted reply\n")  # as send-message.sh does: a paste, then Enter
             await term.keys("Enter")
             rows = await term.wait_text("not admitted: controller - you do not control this conversation")
-            notes = "\n".join(rows[NOTES])
-            assert "paste ignored: not admitted: controller" in notes
+            assert "paste ignored: not admitted: controller" in notes(rows)
             assert composer_empty(rows)  # the composer is disabled: the paste never entered it
             assert "pasted reply" not in "\n".join(rows)
             assert all(r == "" for r in rows[REQUESTS])  # no prompt was sent, so none is listed
@@ -103,9 +108,11 @@ def test_S4_a_control_transfer_clears_the_composer_and_the_next_submit_sends_onl
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
             rows = await term.wait_text("composer disabled: observer")
-            assert status(rows).startswith("observer | generation 1") and composer_empty(rows)
+            assert status(rows).startswith("Watching") and composer_empty(rows)
+            await with_details(term, lambda d: d.startswith("role observer | generation 1 |"), "generation 1")
             rows = await take_control(term)
-            assert status(rows).startswith("controller | generation 2") and composer_empty(rows)
+            assert status(rows).startswith("You control this conversation") and composer_empty(rows)
+            assert "you control the conversation now (generation 2)" in notes(rows)
             await term.type("/abandoned edit")
             rows = await term.wait_for(lambda r: composer(r)[0] == "/abandoned edit", "the typed text")
             # Another client takes control: the terminal's composer is cleared (S4; mutant 10 keeps it).
@@ -114,14 +121,14 @@ def test_S4_a_control_transfer_clears_the_composer_and_the_next_submit_sends_onl
                 took = await other.call("takeover", incarnation=observed["incarnation"], expectedGeneration=2)
                 assert took["result"]["generation"] == 3
                 rows = await term.wait_text("composer disabled: observer")
-                rows = await term.wait_for(lambda r: status(r).startswith("observer | generation 3"), "gen 3")
+                rows = await term.wait_text("took control (generation 3); you are watching now")
                 assert composer_empty(rows), composer(rows)
                 assert 'composer cleared at a control transfer; set aside, never sent: "/abandoned edit"' \
-                    in "\n".join(rows[NOTES])
+                    in notes(rows)
                 # Control returns to the terminal: still empty; the next submit sends only the new text.
                 mark = tap.mark()
                 await term.keys("C-t")
-                rows = await term.wait_for(lambda r: status(r).startswith("controller | generation 4"), "gen 4")
+                rows = await term.wait_text("you control the conversation now (generation 4)")
                 assert composer_empty(rows)
                 await term.type("new text")
                 await term.keys("Enter")
@@ -172,8 +179,7 @@ def test_a_prompt_as_controller_streams_deltas_in_place_and_its_receipt_reads_se
 def test_a_tool_call_shows_its_arguments_and_its_result(tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "TOOLCALL please run it", "tool")
+            await held_turn(rig, term, "TOOLCALL please run it", "tool")
             rows = await term.wait_text("tool bash (running)")
             text = "\n".join(transcript(rows))
             assert 'tool bash (running): args {"command": "printf tool-ran-ok"}' in text
@@ -187,17 +193,15 @@ def test_a_tool_call_shows_its_arguments_and_its_result(tmp_path: Path) -> None:
     run(main)
 
 
-def test_the_interrupt_key_stops_the_turn_and_the_receipt_reads_done_interrupted(tmp_path: Path) -> None:
+def test_ctrl_g_interrupts_the_turn_and_the_receipt_reads_done_interrupted(tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
-            await take_control(term)
-            await send_held(rig, term, "Say hello", "model-chunk")
-            await term.wait_text('prompt "Say hello": working')
+            await held_turn(rig, term)
             mark = tap.mark()
-            await term.keys("C-c")
+            await term.keys("C-g")
             rows = await term.wait_text("interrupt: reconciled")
             rows = await term.wait_text('prompt "Say hello": done (interrupted)')
-            assert "controller | generation 2" in status(rows)
+            assert status(rows).startswith("You control this conversation")
             written = [r["type"] for r in EngineTap.records(tap.since(mark))]
             assert written[:2] == ["clear_queue", "abort"]  # R3-1, through the terminal's key
 
@@ -219,14 +223,16 @@ def test_the_force_stop_key_confirms_what_it_kills_then_shows_why_the_stop_is_un
             assert "Processes in it now: not counted (no cohort is counted by this controller)" in text
             assert "y: force stop    n: cancel" in text
             await term.keys("n")
-            rows = await term.wait_text("force stop cancelled: nothing was stopped")
-            assert "Force stop execution" not in "\n".join(rows) and binding(rows) == ""
+            rows = await term.wait_text("force stop cancelled: nothing was done")
+            assert "Force stop execution" not in "\n".join(rows)
+            assert status(rows) == "You control this conversation · Pi is idle"
             await term.keys("C-k")
             await term.wait_text("Force stop execution exec-1?")
             await term.keys("y")
             rows = await term.wait_text("force stop: UNCERTAIN (no-cohort)")
-            rows = await term.wait_for(lambda r: binding(r).startswith("binding uncertain"), "binding uncertain")
-            assert "admission closed (" in binding(rows) and "engine uncertain" in status(rows)
+            rows = await term.wait_text("UNCERTAIN: Ctrl-K force stops it, Ctrl-C quits")
+            await with_details(term, lambda d: "binding uncertain | engine uncertain | admission closed (" in d,
+                               "binding uncertain")
 
     run(main)
 
@@ -243,18 +249,21 @@ def test_hostile_strings_from_the_engine_and_the_history_are_shown_escaped_and_c
             rows = await term.wait_text("composer disabled: observer")
             title = await term.title()
             shown = transcript(rows)
-            assert shown[0] == ("user: hist \\x1b]0;pwned-title\\x07 \\x1b[2J \\x1b[31mred \\u202eevil\\u202c "
-                                "\\u2066iso\\u2069 \\x9b2J tail")
-            assert shown[1] == "assistant: lone \\ud800 surrogate \\u200f"
+            assert shown[0] == ("user: hist ^[]0;pwned-title^G ^[[2J ^[[31mred <U+202E>evil<U+202C> "
+                                "<U+2066>iso<U+2069> <U+009B>2J tail")
+            assert shown[1] == "assistant: lone <U+D800> surrogate <U+200F>"
+            # Each escape is drawn in its own style (reverse), so it differs from the same characters typed.
+            styled = (await term.styled_screen())[1]
+            assert "\x1b[7m^[\x1b[" in styled or "\x1b[7m^[" in styled, repr(styled)
             # Live engine text: another controller's prompt, echoed by the engine as the user message.
             async with raw(rig.socket_path) as other:
                 auth = await other.control()
                 await other.call("prompt", **auth, clientRequestId="h1", text=HOSTILE_LIVE)
                 rows = await term.wait_text("assistant: Hello from the fake model.")
             shown = transcript(rows)
-            assert "user: live \\x1b[2J\\x1b]0;live-title\\x07 \\u202eflip\\u202c end" in shown
+            assert "user: live ^[[2J^[]0;live-title^G <U+202E>flip<U+202C> end" in shown
             # The screen was not cleared (the history rows are still there) and the title did not change.
-            assert shown[0].startswith("user: hist \\x1b]0;pwned-title")
+            assert shown[0].startswith("user: hist ^[]0;pwned-title")
             assert await term.title() == title
             assert "pwned-title" not in title and "live-title" not in title
 
@@ -281,27 +290,27 @@ def test_the_controller_going_away_is_shown_the_composer_is_kept_and_reconnect_m
                     await term.wait_for(lambda r: composer(r)[0] == "draft kept", "the draft")
                     await first.__aexit__(None, None, None)  # the controller goes away mid-turn
                     one = None
-                    rows = await term.wait_text("DISCONNECTED")
-                    assert status(rows).startswith("DISCONNECTED (shutdown); was no role")
-                    assert "the controller connection is gone (shutdown); the composer text is kept" in \
-                        "\n".join(rows[NOTES])
+                    rows = await term.wait_text("NOT CONNECTED")
+                    assert status(rows).startswith("NOT CONNECTED (shutdown): Ctrl-O reconnects; your draft is kept")
+                    assert "the controller connection is gone (shutdown); the composer text is kept" in notes(rows)
                     assert composer(rows)[0] == "draft kept"
-                    assert rows[LABEL].startswith("composer disabled: not connected")
+                    assert rows[LABEL].strip().startswith("composer disabled: not connected")
                     assert 'prompt "Say hello": working' in "\n".join(rows[REQUESTS])  # not "unsent"
                     async with fake_controller(tmp_path / "two", incarnation=INC_TWO, execution="exec-2") as two:
                         tap = EngineTap(two.core.link)
                         os.unlink(link)
                         os.symlink(two.socket_path, link)
-                        await term.keys("C-r")
+                        await term.keys("C-o")
                         rows = await term.wait_text(f"reconnected to a new controller (incarnation {INC_TWO[:12]})")
-                        rows = await term.wait_text('prompt "Say hello": outcome unknown (never resent)')
-                        assert status(rows).startswith(f"observer | generation 1 | incarnation {INC_TWO[:12]}")
-                        assert "1 request(s) under the old one: outcome unknown" in \
-                            "\n".join(rows[NOTES])
+                        rows = await term.wait_text('prompt "Say hello": outcome unknown, check the transcript (never resent)')
+                        assert status(rows).startswith("Watching")
+                        assert "1 request(s) under the old one: outcome unknown" in notes(rows)
                         # The new controller is another control context: the kept draft is set aside, unsent.
                         assert composer_empty(rows)
-                        assert 'set aside, never sent: "draft kept"' in "\n".join(rows[NOTES])
+                        assert 'set aside, never sent: "draft kept"' in notes(rows)
                         assert tap.since(0) == b"" and two.core.requests == {}  # never resent
+                        await with_details(term, lambda d: d.startswith(
+                            f"role observer | generation 1 | incarnation {INC_TWO[:12]}"), "the new controller")
             finally:
                 if one is not None:
                     await first.__aexit__(None, None, None)
@@ -327,7 +336,7 @@ def test_E7_the_terminal_renders_the_same_stream_as_the_library_as_observer_then
                         return any(isinstance(i, LiveMessage) and i.ended and done in i.text for i in v.items)
                     await asyncio.wait_for(view.wait_until(ended), WAIT)
                     await view.wait_until(lambda v: v.status.engine_state == "idle")
-                    expected = [line[:120] for line in transcript_lines(view.items)]
+                    expected = transcript_rows(view.items, WIDTH)
                     await term.wait_for(lambda r: transcript(r)[:len(expected)] == expected
                                         and not any(transcript(r)[len(expected):]), "the library's lines")
                     assert len(expected) >= 3
@@ -351,32 +360,38 @@ def test_E7_the_terminal_renders_the_same_stream_as_the_library_as_observer_then
     run(main)
 
 
-def test_page_keys_scroll_alt_enter_adds_a_line_and_ctrl_q_quits(tmp_path: Path) -> None:
+def test_page_keys_scroll_alt_enter_and_ctrl_j_add_a_line_and_ctrl_d_quits(tmp_path: Path) -> None:
     async def main() -> None:
         history = seed(*[("user" if i % 2 == 0 else "assistant", f"message {i:02d}") for i in range(40)])
         async with scene(tmp_path / "rig", seed=history) as (rig, tap, term):
             rows = await term.wait_text("composer disabled: observer")
             shown = transcript(rows)
             assert shown[-1] == "assistant: message 39" and "message 12" not in "\n".join(shown)
-            await term.keys("PPage")
-            rows = await term.wait_text("scrolled up 13")  # a page (25 rows), held at the top: 40 - 27 lines
-            assert transcript(rows)[0] == "user: message 00" and transcript(rows)[-1] == "user: message 26"
+            above = 40 - TRANSCRIPT_ROWS
+            await term.keys("PPage")  # a page (the height less 2), held at the top
+            rows = await term.wait_text("scrolled up: 0 new below (PgDn)")
+            assert transcript(rows)[0] == "user: message 00"
+            assert transcript(rows)[-1] == f"{'user' if (39 - above) % 2 == 0 else 'assistant'}: message {39 - above:02d}"
             await term.keys("NPage")
             rows = await term.wait_gone("scrolled up")
             assert transcript(rows)[-1] == "assistant: message 39"
-            # Alt-Enter: a newline in the composer, nothing sent; Enter sends both lines as one prompt.
+            # Alt-Enter and Ctrl-J: a newline in the composer, nothing sent; Enter sends all as one prompt.
             await take_control(term)
             mark = tap.mark()
             await term.type("first line")
             await term.keys("Escape", "Enter")
             await term.type("second line")
-            rows = await term.wait_for(lambda r: composer(r)[:2] == ["first line", "second line"], "two lines")
+            await term.keys("C-j")
+            await term.type("third line")
+            rows = await term.wait_for(lambda r: composer(r) == ["first line", "second line", "third line"],
+                                       "three lines")
             assert tap.since(mark) == b""
             await term.keys("Enter")
-            await term.wait_text('prompt "first line second line": done')
+            await term.wait_text('prompt "first line^Jsecond line^Jthird line": done')
             (line,) = tap.prompts(mark)
-            assert json.loads(line)["message"] == "first line\nsecond line"
-            await term.keys("C-q")
+            assert json.loads(line)["message"] == "first line\nsecond line\nthird line"
+            assert rows[KEYS].startswith("Enter send  ^J newline  ^T control  ^G interrupt  ^O re-read")
+            await term.keys("C-d")
             await term.wait_text("[terminal exited 0 ]")
 
     run(main)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from term_harness import HEIGHT, WIDTH, composer_empty, run, status, take_control, transcript
+from term_harness import HEIGHT, WIDTH, composer_empty, notes, run, status, take_control, transcript
 
 from mosaic.controller.testing import real_controller
 from mosaic.mediated_terminal.testing import EngineTap, tmux_terminal
@@ -21,9 +21,10 @@ def test_the_terminal_on_the_real_pi_observes_takes_control_and_runs_a_tool_call
             tap = EngineTap(rig.core.link)
             async with tmux_terminal(rig.socket_path, width=WIDTH, height=HEIGHT) as term:
                 rows = await term.wait_text("composer disabled: observer")
-                assert status(rows).startswith("observer | generation 1")
+                assert status(rows).startswith("Watching (Ctrl-T takes control)")
                 rows = await take_control(term)
-                assert status(rows).startswith("controller | generation 2") and composer_empty(rows)
+                assert status(rows).startswith("You control this conversation") and composer_empty(rows)
+                assert "you control the conversation now (generation 2)" in notes(rows)
                 mark = tap.mark()
                 await term.type("TOOLCALL please run it")
                 await term.keys("Enter")

@@ -1,19 +1,38 @@
-"""The full-screen prompt_toolkit application: a transcript window, a status line, notes, the prompts with
-their receipts, the composer, and a force-stop confirmation dialog. Everything it shows comes from
-`_render` (inert text) over `TerminalModel`; it decides nothing itself.
+"""The full-screen prompt_toolkit application: a header, the transcript (wrapped at the window's width,
+its reading position kept by `ReadingView`), Pi's dialogs, a status line in plain words (the developer
+fields behind F2), notes, the prompts with their receipts, the composer and the keys. Everything it shows
+comes from `_render` (inert text) over `TerminalModel`; it decides nothing itself.
 
-Keys (the package README lists them): Enter submits (as an observer: nothing is sent, a note says why),
-Alt-Enter inserts a newline, Ctrl-T takes control, Ctrl-C interrupts, Ctrl-K asks to force stop (then y
-confirms, n cancels), Ctrl-R reconnects, PageUp/PageDown scroll the transcript, Ctrl-Q quits.
+The keys are the seed's (README "The terminal"): Enter submits (as an observer nothing is sent and a note
+says why), Ctrl-J or Alt-Enter adds a newline, Ctrl-T takes control, Ctrl-G interrupts, Ctrl-O reconnects
+if needed and re-reads the page, PageUp/PageDown scroll, Ctrl-C or Ctrl-D quits. The extra keys take none
+of those: Ctrl-K asks to force stop and Ctrl-R to recover (each then y confirms, n cancels), F2 shows the
+developer fields.
+
+Input, as the seed says it is read: Enter takes the composer at that key (the handler reads and clears it
+before the next key of the same input chunk is handled: `TerminalModel.take_composer`); a bracketed paste
+is inserted literally, newlines included, and never submits by itself; a paste marker split across input
+chunks, even right after its ESC, is still a paste marker, and a lone trailing ESC waits for the next
+chunk. prompt_toolkit's VT100 parser already keeps a partial escape sequence across reads and a paste
+across reads until its end marker; what it would do otherwise is flush a pending ESC as the Escape key
+after ``ttimeoutlen`` (0.5 s) with no further input, so a split marker arriving later would be typed as
+text. The application therefore never flushes on a timer (`ESC_WAIT`): the ESC waits for the next chunk,
+which decides what it was.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import signal
+import time
 from collections.abc import Coroutine
 from typing import Any
 
 from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.data_structures import Point
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
@@ -22,40 +41,87 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.layout import (
     ConditionalContainer,
+    Dimension,
     Float,
     FloatContainer,
     FormattedTextControl,
     HSplit,
     Layout,
+    UIContent,
+    UIControl,
     Window,
 )
 from prompt_toolkit.layout.controls import BufferControl
 from prompt_toolkit.output import Output
+from prompt_toolkit.styles import Style
 from prompt_toolkit.utils import get_cwidth
 from prompt_toolkit.widgets import Frame
 
-from ._inert import inert
-from ._model import NOT_CONTROLLER, TerminalModel
-from ._render import binding_line, request_line, status_line, transcript_lines
+from mosaic.controller.client import HistoryItem, LiveMessage, ToolRun, TranscriptItem
 
-__all__ = ["KEYS_LINE", "BufferComposer", "TerminalApp"]
+from ._model import Note, TerminalModel
+from ._render import (
+    Fragments,
+    details_line,
+    header_line,
+    item_fragments,
+    item_key,
+    request_line,
+    status_line,
+    styled,
+    wrap,
+)
+from ._view import ReadingView, Row
 
-KEYS_LINE = "Enter send  Alt-Enter newline  ^T take control  ^C interrupt  ^K force stop  ^R reconnect  PgUp/PgDn  ^Q quit"
+__all__ = ["ESC_WAIT", "KEYS", "STYLE", "BufferComposer", "TerminalApp", "run_terminal"]
+
+logger = logging.getLogger("mosaic.mediated_terminal")
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("Enter", "send"), ("^J", "newline"), ("^T", "control"), ("^G", "interrupt"), ("^O", "re-read"),
+    ("PgUp/PgDn", ""), ("^C", "quit"), ("^K", "force stop"), ("^R", "recover"), ("F2", "details"),
+)
+"""The keys line, in the order kept when the window is too narrow for all (the seed's keys first)."""
+
+ESC_WAIT = 365 * 24 * 3600.0
+"""prompt_toolkit's ``ttimeoutlen``: how long a pending ESC waits for the next input chunk (module
+docstring). Not a timeout in practice; a lone ESC is decided by the chunk after it."""
+
 REQUESTS_SHOWN = 3
 NOTES_SHOWN = 3
+DIALOGS_SHOWN = 2
+DETAILS_ROWS = 2
+CONFIRM_WIDTH = 100
+SPIN_EVERY = 0.125  # seconds between spinner frames while a run streams
 
-
-def _wrap(line: str, width: int) -> list[str]:
-    """`line` cut into rows of at most `width` cells."""
-    rows, row, cells = [], "", 0
-    for ch in line:
-        w = get_cwidth(ch)
-        if cells + w > width and row:
-            rows.append(row)
-            row, cells = "", 0
-        row += ch
-        cells += w
-    return [*rows, row]
+STYLE = Style.from_dict({
+    "header": "reverse bold",
+    "status": "reverse",
+    "details": "italic",
+    "label.user": "bold ansicyan",
+    "label.assistant": "bold ansigreen",
+    "label.tool": "bold ansiyellow",
+    "label.notice": "bold ansimagenta",
+    "label.other": "bold",
+    "thinking": "dim italic",
+    "tool": "ansiyellow",
+    "marker": "bold ansimagenta",
+    "meta": "italic",
+    "error": "bold ansired",
+    "escape": "reverse",
+    "empty": "italic",
+    "dialog": "bold ansimagenta",
+    "note.info": "",
+    "note.refusal": "bold ansired",
+    "note.transfer": "bold ansiblue",
+    "note.stop": "bold",
+    "note.dialog": "bold ansimagenta",
+    "note.next": "bold ansigreen",
+    "composer.label": "reverse",
+    "keys": "",
+})
+"""Roles in colour (the label), thinking dim, tool runs yellow, refusals red and bold (so they stay
+distinct under NO_COLOR, which prompt_toolkit honours by drawing in one colour)."""
 
 
 class BufferComposer:
@@ -76,163 +142,340 @@ class BufferComposer:
         self.buffer.set_document(Document(text, len(text)), bypass_readonly=True)
 
 
+def _item_token(item: TranscriptItem) -> object:
+    """What changes when an item's rows change (live items are re-made at every event)."""
+    if isinstance(item, LiveMessage):
+        return ("m", item.last_sequence, item.ended)
+    if isinstance(item, ToolRun):
+        return ("t", item.last_sequence, item.running)
+    return item
+
+
+class TranscriptControl(UIControl):
+    """The transcript's rows at the window's width, from the reading position (`ReadingView`)."""
+
+    def __init__(self, terminal: TerminalApp) -> None:
+        self.terminal = terminal
+        self.view = ReadingView()
+        self.width, self.height = 80, 24
+        self._cache: dict[str, tuple[object, int, list[Row]]] = {}
+        self._rows: list[Row] = []
+        self._rows_for: tuple[int, int, bool] | None = None
+
+    def rows(self, width: int) -> list[Row]:
+        """Every row of the transcript at `width`: each item's lines wrapped; an empty-state line when
+        there are no messages yet."""
+        model = self.terminal.model
+        key = (model.transcript.version, width, model.controls)
+        if self._rows_for == key:
+            return self._rows
+        cache: dict[str, tuple[object, int, list[Row]]] = {}
+        rows: list[Row] = []
+        messages = False
+        for item in model.transcript.items:
+            name = item_key(item)
+            token = _item_token(item)
+            kept = self._cache.get(name)
+            if kept is not None and kept[1] == width and (kept[0] is token or kept[0] == token):
+                item_rows = kept[2]
+            else:
+                item_rows = [Row(name, i, r) for i, r in
+                             enumerate(r for line in item_fragments(item) for r in wrap(line, width))]
+            cache[name] = (token, width, item_rows)
+            rows += item_rows
+            messages = messages or isinstance(item, (HistoryItem, LiveMessage, ToolRun))
+        if not messages:
+            words = ("No messages yet: type a message and press Enter." if model.controls else
+                     "No messages yet: Ctrl-T takes control, then type a message and press Enter.")
+            rows += [Row("empty", i, r) for i, r in enumerate(wrap(styled(words, "class:empty"), width))]
+        self._cache, self._rows, self._rows_for = cache, rows, key
+        return rows
+
+    def create_content(self, width: int, height: int | None) -> UIContent:
+        self.width, self.height = width, max(1, height or 1)
+        rows = self.rows(width)
+        start, _ = self.view.window(rows, self.height)
+        visible = [row.fragments for row in rows[start:start + self.height]]
+
+        def line(i: int) -> StyleAndTextTuples:
+            return [*visible[i]]
+
+        return UIContent(get_line=line, line_count=len(visible), show_cursor=False, cursor_position=Point(0, 0))
+
+    def is_focusable(self) -> bool:
+        return False
+
+    def below(self) -> int | None:
+        """The new rows below the window now (None while following). Computed afresh, not from the last
+        drawing: the status is measured before the transcript is drawn."""
+        return self.view.window(self.rows(self.width), self.height)[1]
+
+    def page_up(self) -> None:
+        self.view.page_up(self.rows(self.width), self.height)
+
+    def page_down(self) -> None:
+        self.view.page_down(self.rows(self.width), self.height)
+
+
+def _join(rows: list[Fragments]) -> StyleAndTextTuples:
+    out: StyleAndTextTuples = []
+    for i, row in enumerate(rows):
+        out += ([("", "\n")] if i else []) + row
+    return out
+
+
 class TerminalApp:
-    """The terminal over one controller socket. `run` until Ctrl-Q."""
+    """The terminal over one controller socket. `run` attaches, then runs until Ctrl-C or Ctrl-D."""
 
     def __init__(self, socket_path: str, *, input: Input | None = None, output: Output | None = None) -> None:
+        self.socket_path = socket_path
         controls = Condition(lambda: self.model.controls)
         self.buffer = Buffer(multiline=True, read_only=~controls)
         self.model = TerminalModel(socket_path, BufferComposer(self.buffer))
-        self.scroll = 0  # transcript lines scrolled up from the bottom
-        self._lines: list[str] = []
-        self._version = -1
-        self._transcript_window = Window(FormattedTextControl(self._transcript_text), wrap_lines=False,
-                                         always_hide_cursor=True)
+        self.details = False
+        self.exit_code = 0
+        self.transcript = TranscriptControl(self)
         confirming = Condition(lambda: self.model.confirmation is not None)
-        dialog = Frame(Window(FormattedTextControl(lambda: "\n".join(self.model.confirmation_text())),
-                              wrap_lines=True), title="force stop: confirm")
+        dialogs = Condition(lambda: bool(self.model.dialogs))
+        detailed = Condition(lambda: self.details)
+        confirm = Frame(Window(FormattedTextControl(self._confirm_text)), title=self._confirm_title)
         body = HSplit([
-            self._transcript_window,
-            Window(FormattedTextControl(self._status_text), height=2, style="reverse"),
-            Window(FormattedTextControl(self._notes_text), height=NOTES_SHOWN, wrap_lines=False),
-            Window(FormattedTextControl(self._requests_text), height=REQUESTS_SHOWN, wrap_lines=False),
-            Window(FormattedTextControl(self._composer_label), height=1, style="reverse"),
+            Window(FormattedTextControl(self._header_text), height=1, style="class:header"),
+            Window(self.transcript, wrap_lines=False, always_hide_cursor=True),
+            ConditionalContainer(Window(FormattedTextControl(self._dialogs_text), wrap_lines=False,
+                                        height=Dimension(max=3 * DIALOGS_SHOWN), dont_extend_height=True),
+                                 dialogs),
+            Window(FormattedTextControl(self._status_text), height=Dimension(min=1, max=2), dont_extend_height=True,
+                   style="class:status"),
+            ConditionalContainer(Window(FormattedTextControl(self._details_text), height=DETAILS_ROWS,
+                                        style="class:details"), detailed),
+            Window(FormattedTextControl(self._notes_text), height=NOTES_SHOWN),
+            Window(FormattedTextControl(self._requests_text), height=REQUESTS_SHOWN),
+            Window(FormattedTextControl(self._composer_label), height=1, style="class:composer.label"),
             Window(BufferControl(self.buffer), height=3, wrap_lines=True),
-            Window(FormattedTextControl(self._keys_text), height=1),
+            Window(FormattedTextControl(self._keys_text), height=1, style="class:keys"),
         ])
-        root = FloatContainer(body, floats=[Float(ConditionalContainer(dialog, confirming), width=100)])
-        self.app: Application[None] = Application(layout=Layout(root, focused_element=self.buffer),
-                                                  key_bindings=self._bindings(controls, confirming),
-                                                  full_screen=True, mouse_support=False, input=input,
-                                                  output=output)
+        root = FloatContainer(body, floats=[Float(ConditionalContainer(confirm, confirming),
+                                                  width=self._confirm_width)])
+        self.app: Application[int] = Application(layout=Layout(root, focused_element=self.buffer),
+                                                 key_bindings=self._bindings(controls, confirming),
+                                                 style=STYLE, full_screen=True, mouse_support=False,
+                                                 input=input, output=output)
+        self.app.ttimeoutlen = ESC_WAIT
         self.model.on_change(self.app.invalidate)
 
     # -- what is drawn --------------------------------------------------------------------------------
 
-    def _transcript_text(self) -> StyleAndTextTuples:
-        view = self.model.transcript
-        if view.version != self._version:
-            self._version = view.version
-            self._lines = transcript_lines(view.items)
-        info = self._transcript_window.render_info
-        height = info.window_height if info is not None else 24
-        self.scroll = max(0, min(self.scroll, len(self._lines) - height))
-        start = max(0, len(self._lines) - height - self.scroll)
-        return [("", "\n".join(self._lines[start:start + height]))]
-
-    def _status_text(self) -> str:
-        status = self.model.transcript.status
-        second = binding_line(status)
-        if self.scroll:
-            second += (" | " if second else "") + f"scrolled up {self.scroll}"
-        return status_line(status, disconnected=self.model.disconnected) + "\n" + second
-
-    def _notes_text(self) -> str:
-        """The latest notes and the last stop's outcome, each wrapped to the width, the newest rows last."""
-        notes = [inert(n) for n in self.model.notes]
-        if self.model.last_stop is not None:
-            notes.append(self.model.last_stop)
-        rows: list[str] = []
-        for note in notes:
-            rows += _wrap(note, self._width())
-        return "\n".join(rows[-NOTES_SHOWN:])
-
     def _width(self) -> int:
-        info = self._transcript_window.render_info
-        return info.window_width if info is not None else 80
+        """The screen's width now (every region spans it), read from the output at render time."""
+        try:
+            return max(20, self.app.output.get_size().columns)
+        except OSError:
+            return self.transcript.width
 
-    def _requests_text(self) -> str:
-        return "\n".join(request_line(r) for r in self.model.requests[-REQUESTS_SHOWN:])
+    def _header_text(self) -> StyleAndTextTuples:
+        return [("", " " + header_line(self.model.client.binding, self._width() - 1))]
+
+    def _confirm_width(self) -> int:
+        return min(CONFIRM_WIDTH, self._width() - 2)
+
+    def _confirm_text(self) -> StyleAndTextTuples:
+        """The confirmation's summary, each line wrapped inside the frame (its borders take two columns)."""
+        rows = [row for line in self.model.confirmation_text() for row in wrap(styled(line), self._confirm_width() - 2)]
+        return _join(rows)
+
+    def _confirm_title(self) -> str:
+        operation = (self.model.confirmation or {}).get("operation")
+        return "recover: confirm" if operation == "recover" else "force stop: confirm"
+
+    def _dialogs_text(self) -> StyleAndTextTuples:
+        """The latest Pi dialogs, each wrapped to the width (as long as they are: a dialog is never cut)."""
+        rows = [row for line in list(self.model.dialogs)[-DIALOGS_SHOWN:]
+                for row in wrap(styled(line, "class:dialog"), self._width())]
+        return _join(rows)
+
+    def _status_text(self) -> StyleAndTextTuples:
+        """The status in plain words, wrapped to a second row when the width is too small for it."""
+        model = self.model
+        frame = int(time.monotonic() / SPIN_EVERY)
+        line = status_line(model.transcript.status, disconnected=model.disconnected, running_for=model.running_for(),
+                           frame=frame, below=self.transcript.below())
+        return _join(wrap(styled(" " + line), self._width()))
+
+    def _details_text(self) -> StyleAndTextTuples:
+        conversation = (self.model.client.binding or {}).get("conversation")
+        line = details_line(self.model.transcript.status, reads=self.model.transcript.reads,
+                            conversation=conversation if isinstance(conversation, str) else None)
+        return _join(wrap(styled(" " + line), self._width())[:DETAILS_ROWS])
+
+    def _notes_text(self) -> StyleAndTextTuples:
+        """The newest notes, each wrapped to the width, the newest last (a stop's outcome is the note of its
+        latest change). The oldest one shown may be only its first rows, then " …" says that more of it
+        did not fit."""
+        notes: list[Note] = list(self.model.notes)
+        rows: list[Fragments] = []
+        width = self._width()
+        for note in reversed(notes):
+            free = NOTES_SHOWN - len(rows)
+            if free <= 0:
+                break
+            line = styled(note.text, f"class:note.{note.kind}")
+            wrapped = wrap(line, width)
+            if len(wrapped) > free:
+                wrapped = wrap(line, width - 2)[:free]
+                wrapped[-1] = [*wrapped[-1], ("class:meta", " …")]
+            rows = wrapped + rows
+        return _join(rows)
+
+    def _requests_text(self) -> StyleAndTextTuples:
+        """The last prompts with their receipts; one refused, failed or of unknown outcome in the refusal
+        style."""
+        rows: list[Fragments] = []
+        for request in self.model.requests[-REQUESTS_SHOWN:]:
+            bad = request.state in ("refused", "outcome-unknown") or request.receipt_state in ("failed",
+                                                                                            "delivery-unknown")
+            rows.append([("class:note.refusal" if bad else "", request_line(request))])
+        return _join(rows)
 
     def _composer_label(self) -> str:
         if self.model.controls:
-            return "composer: you control this conversation; Enter sends"
+            return " composer: you control this conversation; Enter sends, Ctrl-J adds a line"
         if not self.model.client.connected:
-            return "composer disabled: not connected (the text is kept; Ctrl-R reconnects)"
-        return "composer disabled: observer (Ctrl-T takes control)"
+            return " composer disabled: not connected (the text is kept; Ctrl-O reconnects)"
+        return " composer disabled: observer (Ctrl-T takes control)"
 
     def _keys_text(self) -> str:
-        return KEYS_LINE
+        width, out = self._width(), ""
+        for key, words in KEYS:
+            part = f"{key} {words}".strip()
+            if get_cwidth(out + "  " + part) > width:
+                break
+            out = f"{out}  {part}" if out else part
+        return out
 
     # -- keys -----------------------------------------------------------------------------------------
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self.app.create_background_task(coro)
 
+    async def _send(self, text: str) -> None:
+        await self.model.send(text)
+
     def _bindings(self, controls: Condition, confirming: Condition) -> KeyBindings:
         kb = KeyBindings()
 
-        @kb.add("c-q", eager=True)
+        @kb.add("c-c", eager=True)
+        @kb.add("c-d", eager=True)
+        @kb.add("<sigint>", eager=True)
         def _quit(event: KeyPressEvent) -> None:
-            event.app.exit()
+            event.app.exit(result=0)
+
+        @kb.add("enter", eager=True, filter=~confirming)
+        def _submit(event: KeyPressEvent) -> None:
+            text = self.model.take_composer()  # now: text after this key in the chunk is the next message
+            if text is not None:
+                self._spawn(self._send(text))
+
+        @kb.add("c-j", eager=True, filter=controls & ~confirming)
+        @kb.add("escape", "enter", filter=controls & ~confirming)
+        def _newline(event: KeyPressEvent) -> None:
+            self.buffer.insert_text("\n")
+
+        @kb.add("c-j", eager=True, filter=~controls)
+        def _no_newline(event: KeyPressEvent) -> None:
+            pass  # read-only composer; never the default (which would press Enter)
 
         @kb.add("c-t", eager=True)
         def _take(event: KeyPressEvent) -> None:
             self._spawn(self.model.takeover())
 
-        @kb.add("c-c", eager=True)
+        @kb.add("c-g", eager=True)
         def _interrupt(event: KeyPressEvent) -> None:
             self._spawn(self.model.interrupt())
+
+        @kb.add("c-o", eager=True)
+        def _refresh(event: KeyPressEvent) -> None:
+            self._spawn(self.model.refresh())
+
+        @kb.add("pageup")
+        def _up(event: KeyPressEvent) -> None:
+            self.transcript.page_up()
+
+        @kb.add("pagedown")
+        def _down(event: KeyPressEvent) -> None:
+            self.transcript.page_down()
 
         @kb.add("c-k", eager=True, filter=~confirming)
         def _force(event: KeyPressEvent) -> None:
             self._spawn(self.model.request_force_stop())
 
+        @kb.add("c-r", eager=True, filter=~confirming)
+        def _recover(event: KeyPressEvent) -> None:
+            self._spawn(self.model.request_recover())
+
         @kb.add("y", eager=True, filter=confirming)
         @kb.add("Y", eager=True, filter=confirming)
         def _yes(event: KeyPressEvent) -> None:
-            self._spawn(self.model.answer_force_stop(True))
+            self._spawn(self.model.answer(True))
 
         @kb.add("n", eager=True, filter=confirming)
         @kb.add("N", eager=True, filter=confirming)
-        @kb.add("escape", eager=True, filter=confirming)
         def _no(event: KeyPressEvent) -> None:
-            self._spawn(self.model.answer_force_stop(False))
+            self._spawn(self.model.answer(False))
 
-        @kb.add("c-r", eager=True)
-        def _reconnect(event: KeyPressEvent) -> None:
-            self._spawn(self.model.reconnect())
-
-        @kb.add("enter", eager=True, filter=~confirming)
-        def _submit(event: KeyPressEvent) -> None:
-            self._spawn(self._submit())
-
-        @kb.add("escape", "enter", filter=controls & ~confirming)
-        def _newline(event: KeyPressEvent) -> None:
-            self.buffer.insert_text("\n")
+        @kb.add("f2", eager=True)
+        def _details(event: KeyPressEvent) -> None:
+            self.details = not self.details
 
         @kb.add(Keys.BracketedPaste, eager=True, filter=~controls)
         def _paste_refused(event: KeyPressEvent) -> None:
-            self.model.note("paste ignored: " + NOT_CONTROLLER)
-
-        @kb.add("pageup")
-        def _up(event: KeyPressEvent) -> None:
-            self.scroll += self._page()
-
-        @kb.add("pagedown")
-        def _down(event: KeyPressEvent) -> None:
-            self.scroll = max(0, self.scroll - self._page())
+            self.model.note("paste ignored: not admitted: controller - you do not control this conversation; "
+                            "nothing was sent (Ctrl-T takes control)", "refusal")
 
         return kb
 
-    def _page(self) -> int:
-        info = self._transcript_window.render_info
-        return max(1, (info.window_height if info is not None else 24) - 2)
-
-    async def _submit(self) -> None:
-        await self.model.submit()
-
     # -- running --------------------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Attach as an observer and run until Ctrl-Q; then close the connection."""
+    async def _spin(self) -> None:
+        """Redraw while a run streams, so the spinner turns and the seconds count."""
+        while True:
+            await asyncio.sleep(SPIN_EVERY)  # a redraw period, not a synchronisation
+            if self.model.streaming_since is not None:
+                self.app.invalidate()
+
+    def _signalled(self, signum: int) -> None:
+        """SIGTERM, or SIGHUP (the terminal closed): leave the screen as Ctrl-C does; exit 128 + signum."""
+        logger.info("ended by signal %d", signum)
+        self.exit_code = 128 + signum
+        if self.app.is_running and not self.app.is_done:
+            self.app.exit(result=self.exit_code)
+
+    async def run(self) -> int:
+        """Attach as an observer (raising what attaching raises, before the screen is taken), then run the
+        screen until Ctrl-C or Ctrl-D (0) or SIGTERM/SIGHUP (128 + the signal); close the connection."""
         try:
-            await self.app.run_async(pre_run=lambda: self._spawn(self.model.start()))
+            await self.model.start()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(signum, self._signalled, signum)
+            try:
+                result = await self.app.run_async(pre_run=lambda: self._spawn(self._spin()))
+            except EOFError:
+                logger.info("the terminal's input ended")  # a closed terminal: nobody can type any more
+                result = self.exit_code
+            except OSError:
+                if self.exit_code == 0:
+                    raise
+                result = self.exit_code  # the terminal went away under the screen (SIGHUP)
+            finally:
+                for signum in (signal.SIGTERM, signal.SIGHUP):
+                    loop.remove_signal_handler(signum)
+            return self.exit_code or result or 0
         finally:
-            await self.model.aclose()
+            with contextlib.suppress(Exception):
+                await self.model.aclose()
 
 
-async def run_terminal(socket_path: str) -> None:
-    await TerminalApp(socket_path).run()
-
-
+async def run_terminal(socket_path: str) -> int:
+    """Run the terminal on `socket_path`; the exit code (see `TerminalApp.run`)."""
+    return await TerminalApp(socket_path).run()

@@ -2,30 +2,39 @@
 
 `TerminalModel` holds one `ControllerClient` (for the whole session, across reconnects), one `Transcript`
 (the view it renders) and a `Composer` (the terminal's local text buffer, owned by the UI). The rules it
-keeps (brief §4 S4, S5; §9 E7; the seed README "Mediated control"):
+keeps (brief §4 S4, S5; §9 E7; the seed README "The terminal" and "Approval"):
 
 1. The composer is enabled only while this terminal's connection is the controller (`controls`). An
    observer's Enter (or paste) sends nothing: the note says this terminal does not control the
    conversation, and zero bytes leave for the controller, so zero reach the engine (S5, E7).
-2. The composer is empty at start, cleared on submit, and cleared on every control transfer (S4, mutant
+2. Enter takes the composer at that key (`take_composer`, synchronous, in the key's handler): the text is
+   read and the composer cleared before the next key of the same input chunk is handled, so text after
+   the Enter starts the next message; the send runs afterwards with the text taken (`send`).
+3. The composer is empty at start, cleared on submit, and cleared on every control transfer (S4, mutant
    10): whenever the connected (incarnation, generation, role) changes. Text cleared by a transfer is shown
-   in a note as set aside, and never sent. While disconnected nothing is cleared: the text stays (the
-   controller went away; that is not a transfer). A refused prompt's text goes back into the composer
-   (the library says the text stays with the caller) unless control moved meanwhile.
-3. Every prompt keeps its receipt in words (`receipt_words`): sent, working, done, failed, outcome
+   in a note as set aside, and never sent; the note says who took control (the controller's name for the
+   connection) and the generation. While disconnected nothing is cleared: the text stays (the controller
+   went away; that is not a transfer). A refused prompt's text goes back into the composer (the library
+   says the text stays with the caller) unless control moved meanwhile or the composer holds new text.
+4. Every prompt keeps its receipt in words (`receipt_words`): sent, working, done, failed, outcome
    unknown, not admitted. Nothing is resent by the terminal; there is no resend key.
-4. Force stop goes through a confirmation the controller issues: its summary (execution, scope, member
-   count) is shown before anything is answered; "n" cancels it. The stop's end shows the proof or the
-   reason it is uncertain.
+5. Force stop and recover go through a confirmation the controller issues: its summary is shown before
+   anything is answered; "n" cancels it. A stop's end shows the proof or the reason it is uncertain, and
+   "approval uncertain" when a Pi dialog was seen during the execution; after a force stop the next step
+   is offered (recover, or quit), never a dead end.
+6. A Pi dialog (a ``nativeDecision`` record) is shown disabled with the controller's reason and never
+   answered: the client library has no way to answer one, and the terminal sends nothing for it (P3).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from mosaic.controller.client import (
     ClientRefusal,
@@ -43,14 +52,44 @@ from mosaic.controller.client import (
     Transcript,
 )
 
-from ._render import INCARNATION_SHOWN, confirmation_lines, stop_words
+from ._render import INCARNATION_SHOWN, confirmation_lines, dialog_line, stop_words
 
-__all__ = ["NOT_CONTROLLER", "Composer", "TerminalModel"]
+__all__ = ["NOT_CONTROLLER", "CannotAttach", "Composer", "Note", "TerminalModel"]
 
 NOT_CONTROLLER = ("not admitted: controller - you do not control this conversation; nothing was sent "
                   "(Ctrl-T takes control)")
-NOTES_KEPT = 4
+NOTES_KEPT = 6
+DIALOGS_KEPT = 3
 _FAILURES = (ControllerRefusal, ClientRefusal, ProtocolError, ConnectionLost, ClientStateError, OSError)
+
+NoteKind = Literal["info", "refusal", "transfer", "stop", "dialog", "next"]
+
+
+@dataclass(frozen=True)
+class Note:
+    """One line in the notes area: `kind` picks its style (a refusal is red). A note with a `key` replaces
+    the earlier note with the same key (a stop's outcome, updated as the stop goes on)."""
+
+    text: str
+    kind: NoteKind = "info"
+    key: str | None = None
+
+
+class CannotAttach(Exception):
+    """The first attach failed (no socket, nothing listening, refused): `str(exc)` is the one line a
+    person reads."""
+
+
+def _attach_words(exc: BaseException, path: str) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"no controller socket at {path} (no such file; is the controller running?)"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"nothing is listening on {path} (the controller is gone, or the path is not its socket)"
+    if isinstance(exc, PermissionError):
+        return f"permission denied opening {path}"
+    if isinstance(exc, OSError):
+        return f"cannot connect to {path}: {exc.strerror or type(exc).__name__}"
+    return f"the controller at {path} did not let this terminal attach: {_why(exc)}"
 
 
 class Composer(Protocol):
@@ -75,19 +114,24 @@ def _why(exc: BaseException) -> str:
 class TerminalModel:
     """The terminal's state and actions (module rules). Make it on the event loop; `start` attaches."""
 
-    def __init__(self, socket_path: str, composer: Composer, *, ping_interval: float | None = 60.0) -> None:
+    def __init__(self, socket_path: str, composer: Composer, *, ping_interval: float | None = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = ControllerClient(socket_path, ping_interval=ping_interval)
         self.transcript = Transcript(self.client)
         self.composer = composer
-        self.notes: deque[str] = deque(maxlen=NOTES_KEPT)
-        self.confirmation: Mapping[str, Any] | None = None  # a force-stop confirmation awaiting y/n
+        self.notes: deque[Note] = deque(maxlen=NOTES_KEPT)
+        self.dialogs: deque[str] = deque(maxlen=DIALOGS_KEPT)  # the latest Pi dialogs, as lines
+        self.confirmation: Mapping[str, Any] | None = None  # a confirmation awaiting y/n
         self.disconnected: str | None = "not connected yet"
         self.last_stop: str | None = None
+        self.streaming_since: float | None = None  # when this terminal saw the engine start streaming
+        self._clock = clock
         self._proofs: dict[str, Mapping[str, Any]] = {}
+        self._dialog_executions: set[str] = set()
         self._control: tuple[str | None, int | None, str | None] | None = None
         self._sub: Subscription = self.client.subscribe()
         self._pump: asyncio.Task[None] | None = None
-        self._listeners: list[Any] = []
+        self._listeners: list[Callable[[], None]] = []
 
     # -- what the UI reads ----------------------------------------------------------------------------
 
@@ -101,14 +145,27 @@ class TerminalModel:
         """Every prompt this terminal sent, oldest first."""
         return list(self.client.requests.values())
 
+    @property
+    def execution(self) -> str | None:
+        execution = (self.client.binding or {}).get("execution")
+        return execution if isinstance(execution, str) else None
+
+    def running_for(self) -> float | None:
+        """Seconds since this terminal saw the engine start streaming, None while it is not."""
+        return None if self.streaming_since is None else self._clock() - self.streaming_since
+
     def confirmation_text(self) -> list[str]:
         return confirmation_lines(self.confirmation) if self.confirmation is not None else []
 
-    def note(self, text: str) -> None:
-        self.notes.append(text)
+    def note(self, text: str, kind: NoteKind = "info", *, key: str | None = None) -> None:
+        """Add a note, the newest last; one with `key` replaces the note with that key."""
+        if key is not None:
+            for old in [n for n in self.notes if n.key == key]:
+                self.notes.remove(old)
+        self.notes.append(Note(text, kind, key))
         self.changed()
 
-    def on_change(self, listener: Any) -> None:
+    def on_change(self, listener: Callable[[], None]) -> None:
         """Call `listener()` after every change the model or its transcript makes."""
         self._listeners.append(listener)
         self.transcript.add_listener(lambda _view: listener())
@@ -117,10 +174,10 @@ class TerminalModel:
         for listener in list(self._listeners):
             listener()
 
-    # -- rule 2: control transfers clear the composer ------------------------------------------------
+    # -- rule 3: control transfers clear the composer ------------------------------------------------
 
     def check_transfer(self) -> bool:
-        """Clear the composer if control moved since the last check (rule 2). True when it did."""
+        """Clear the composer if control moved since the last check (rule 3). True when it did."""
         client = self.client
         if not client.connected or client.role is None:
             return False  # disconnected: the text stays
@@ -130,18 +187,32 @@ class TerminalModel:
             return False
         kept = self.composer.text
         self.composer.clear()
+        if before[0] == key[0] and key[2] == "observer":
+            who = (client.binding or {}).get("controllerConnection")
+            self.note(f"connection {who or '(none)'} took control (generation {key[1]})"
+                      + ("; you are watching now" if before[2] == "controller" else ""), "transfer")
         if kept:
-            self.note(f'composer cleared at a control transfer; set aside, never sent: "{kept}"')
+            self.note(f'composer cleared at a control transfer; set aside, never sent: "{kept}"', "transfer")
         self.changed()
         return True
 
     # -- driving it -----------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the transcript and the record pump, then attach as an observer."""
+        """Start the transcript and the record pump, then attach as an observer. Raises `CannotAttach`
+        (its message is one line a person reads) when the socket cannot be reached or the attach is
+        refused."""
         self.transcript.start()
         self._pump = asyncio.get_running_loop().create_task(self._run(), name="mosaic-terminal-model")
-        await self.reconnect(first=True)
+        try:
+            again = await self.client.reconnect()
+        except _FAILURES as exc:
+            raise CannotAttach(_attach_words(exc, self.client.socket_path)) from exc
+        self.disconnected = None
+        self.note(f"attached as {self.client.role} (incarnation {again.observed.incarnation[:INCARNATION_SHOWN]})")
+        self.check_transfer()
+        self._engine(self.client.binding)
+        self.changed()
 
     async def aclose(self) -> None:
         if self._pump is not None:
@@ -161,49 +232,92 @@ class TerminalModel:
         if note.origin == "client" and note.method == "disconnected":
             self.disconnected = str(note.params.get("reason", "lost"))
             self.confirmation = None
+            self.streaming_since = None
             self.note(f"the controller connection is gone ({self.disconnected}); the composer text is kept; "
-                      "Ctrl-R reconnects")
+                      "Ctrl-O reconnects", "refusal")
         elif note.origin == "client" and note.method == "observed":
             self.disconnected = None
         elif note.method == "record":
             record = note.params
-            if record.get("type") == "cohortProof" and isinstance(record.get("proof"), Mapping):
+            kind = record.get("type")
+            if kind == "binding":
+                self._engine(record)
+            elif kind == "cohortProof" and isinstance(record.get("proof"), Mapping):
                 self._proofs[str(record.get("stop"))] = record["proof"]
                 self._update_stop(self.client.stops.get(str(record.get("stop"))))
-            elif record.get("type") == "stop":
+            elif kind == "stop":
                 self._update_stop(record)
+            elif kind == "nativeDecision":
+                self._dialog(record)
+
+    def _engine(self, binding: Mapping[str, Any] | None) -> None:
+        streaming = (binding or {}).get("engineState") == "streaming"
+        if streaming and self.streaming_since is None:
+            self.streaming_since = self._clock()
+        elif not streaming:
+            self.streaming_since = None
+
+    def _dialog(self, record: Mapping[str, Any]) -> None:
+        """Rule 6: shown, never answered."""
+        line = dialog_line(record)
+        self.dialogs.append(line)
+        if self.execution is not None:
+            self._dialog_executions.add(self.execution)
+        self.note(line, "dialog")
 
     def _update_stop(self, stop: Mapping[str, Any] | None) -> None:
-        if stop is not None:
-            self.last_stop = stop_words(stop, self._proofs.get(str(stop.get("stop"))))
+        if stop is None:
+            return
+        seen = str(stop.get("execution")) in self._dialog_executions
+        self.last_stop = stop_words(stop, self._proofs.get(str(stop.get("stop"))), dialog_seen=seen)
+        self.note(self.last_stop, "refusal" if stop.get("state") == "uncertain" else "stop",
+                  key=f"stop:{stop.get('stop')}")
+        if stop.get("kind") == "force-stop" and stop.get("state") in ("stopped", "uncertain"):
+            if stop.get("state") == "stopped":
+                self.note("next: Ctrl-R recovers this conversation (asks to confirm first), or Ctrl-C quits",
+                          "next")
+            else:
+                self.note("next: the stop is not proven, so recover is refused; Ctrl-K tries the force stop "
+                          "again, Ctrl-C quits", "next")
 
     # -- actions --------------------------------------------------------------------------------------
 
-    async def submit(self) -> PromptOutcome | None:
-        """Send the composer's text as a prompt, only as the controller (rules 1-3)."""
+    def take_composer(self) -> str | None:
+        """Enter (rule 2): the composer's text, taken and cleared now, or None when nothing is to be sent
+        (an observer: the note says why and the buffer is kept; or blank text)."""
         if not self.controls:
-            self.note(NOT_CONTROLLER)
+            self.note(NOT_CONTROLLER, "refusal")
             return None
         text = self.composer.text
         if not text.strip():
             return None
         self.composer.clear()
-        control = self._control
         self.changed()
+        return text
+
+    async def send(self, text: str) -> PromptOutcome | None:
+        """Send `text` (taken by `take_composer`) as a prompt; show a refusal or an unknown outcome
+        (rules 3, 4)."""
+        control = self._control
         try:
             outcome = await self.client.prompt(text)
         except _FAILURES as exc:  # a protocol error: the library kept the request's state; show it
-            self.note(f"prompt failed: {_why(exc)}")
-            self.changed()
+            self.note(f"prompt failed: {_why(exc)}", "refusal")
             return None
         if isinstance(outcome, Refused):
-            self.note(f"not admitted: {_why(outcome.refusal)}")
+            self.note(f"not admitted: {_why(outcome.refusal)}", "refusal")
             if self._control == control and not self.composer.text:
                 self.composer.restore(text)
         elif isinstance(outcome, OutcomeUnknown):
-            self.note("outcome unknown: the connection was lost before the reply; the prompt is never resent")
+            self.note("outcome unknown, check the transcript: the connection was lost before the reply; the prompt "
+                      "is never resent", "refusal")
         self.changed()
         return outcome
+
+    async def submit(self) -> PromptOutcome | None:
+        """`take_composer`, then `send` what it took."""
+        text = self.take_composer()
+        return None if text is None else await self.send(text)
 
     async def takeover(self) -> None:
         if self.controls:
@@ -212,65 +326,92 @@ class TerminalModel:
         try:
             took = await self.client.takeover()
         except _FAILURES as exc:
-            self.note(f"take control refused: {_why(exc)}")
+            self.note(f"take control refused: {_why(exc)}", "refusal")
             return
         self.check_transfer()
-        self.note(f"this terminal controls the conversation now (generation {took.get('generation')})")
+        self.note(f"you control the conversation now (generation {took.get('generation')})", "transfer")
 
     async def interrupt(self) -> None:
         try:
             stop = await self.client.interrupt()
         except _FAILURES as exc:
-            self.note(f"interrupt refused: {_why(exc)}")
+            self.note(f"interrupt refused: {_why(exc)}", "refusal")
             return
         self._update_stop(stop)
-        self.note("interrupt sent: clear the queue, then abort (R3-1)")
+        self.note("interrupt sent: the controller clears Pi's queue, then aborts the turn")
 
-    async def request_force_stop(self) -> None:
-        """Ask the controller for a force-stop confirmation and show what it will kill (rule 4)."""
+    async def request_confirmation(self, operation: Literal["force-stop", "recover"]) -> None:
+        """Ask the controller for a confirmation of `operation` and show its summary (rule 5)."""
+        words = operation.replace("-", " ")
         try:
-            self.confirmation = await self.client.issue_confirmation("force-stop")
+            self.confirmation = await self.client.issue_confirmation(operation)
         except _FAILURES as exc:
-            self.note(f"force stop refused: {_why(exc)}")
+            self.note(f"{words} refused: {_why(exc)}", "refusal")
             return
         self.changed()
 
-    async def answer_force_stop(self, confirm: bool) -> None:
+    async def request_force_stop(self) -> None:
+        await self.request_confirmation("force-stop")
+
+    async def request_recover(self) -> None:
+        await self.request_confirmation("recover")
+
+    async def answer(self, confirm: bool) -> None:
+        """Answer the confirmation on screen: "n" cancels it; "y" confirms and uses it."""
         confirmation, self.confirmation = self.confirmation, None
         self.changed()
         if confirmation is None:
             return
         cid = str(confirmation.get("confirmation"))
+        operation = str(confirmation.get("operation"))
+        words = operation.replace("-", " ")
         try:
             if not confirm:
                 await self.client.answer_confirmation(cid, "cancel")
-                self.note("force stop cancelled: nothing was stopped")
+                self.note(f"{words} cancelled: nothing was done")
                 return
             await self.client.answer_confirmation(cid, "confirm")
+            if operation == "recover":
+                self._recovered(await self.client.recover(cid))
+                return
             stop = await self.client.force_stop(cid)
         except _FAILURES as exc:
-            self.note(f"force stop refused: {_why(exc)}")
+            self.note(f"{words} refused: {_why(exc)}", "refusal")
             return
         self._update_stop(stop)
         self.note("force stop confirmed: the controller is stopping the execution")
 
-    async def reconnect(self, *, first: bool = False) -> None:
-        """Open a new connection and observe (Ctrl-R). Requests pending under an older incarnation turn
-        outcome unknown (the library's H21/H22); nothing is resent."""
+    def _recovered(self, result: Mapping[str, Any]) -> None:
+        record = result.get("eligibility")
+        record = record if isinstance(record, Mapping) else {}
+        self.note(f"recovered: eligibility {record.get('id')} (new claim {record.get('claim_id')}, generation "
+                  f"{record.get('generation')}); a new controller launches with it on its own socket, then "
+                  "Ctrl-C quits this one", "next")
+
+    async def refresh(self) -> None:
+        """Ctrl-O: reconnect if the connection is gone, else re-read the page (the transcript's read)."""
+        if not self.client.connected:
+            await self.reconnect()
+            return
+        self.transcript.read_now()
+        self.note("re-reading the history page")
+
+    async def reconnect(self) -> None:
+        """Open a new connection and observe. Requests pending under an older incarnation turn outcome
+        unknown (the library's H21/H22); nothing is resent."""
         try:
             again = await self.client.reconnect()
         except _FAILURES as exc:
             self.disconnected = self.disconnected or "reconnect failed"
-            self.note(f"{'attach' if first else 'reconnect'} failed: {_why(exc)}; Ctrl-R tries again")
+            self.note(f"reconnect failed: {_why(exc)}; Ctrl-O tries again", "refusal")
             return
         self.disconnected = None
         token = again.observed.incarnation[:INCARNATION_SHOWN]
-        if first:
-            self.note(f"attached as {self.client.role} (incarnation {token})")
-        elif again.incarnation_changed:
+        if again.incarnation_changed:
             self.note(f"reconnected to a new controller (incarnation {token}); {len(again.outcome_unknown)} "
-                      "request(s) under the old one: outcome unknown")
+                      "request(s) under the old one: outcome unknown", "transfer")
         else:
             self.note(f"reconnected to the same controller (incarnation {token})")
         self.check_transfer()
+        self._engine(self.client.binding)
         self.changed()
