@@ -257,11 +257,12 @@ def test_4_a_pi_dialog_is_shown_disabled_with_its_reason_never_answered_and_the_
         async with scene(tmp_path / "rig") as (rig, tap, term):
             await held_turn(rig, term)
             mark = tap.mark()
-            reason = "disabled, not answered here: native dialogs are shown, never answered (CHAT-03D not adopted; P3)"
+            reason = ("disabled, not answered here: Pi asks a question here; this controller shows it but never "
+                      "answers it, so Pi decides on its own (its default or timeout)")
             for method, extra, options in (("select", {"options": ["Allow", "Deny"]}, " options [Allow | Deny]"),
-                                           ("confirm", {"message": "Sure?"}, ""),
-                                           ("input", {"placeholder": "name"}, ""),
-                                           ("editor", {"prefill": "text"}, "")):
+                                           ("confirm", {"message": "Sure?"}, ' message "Sure?"'),
+                                           ("input", {"placeholder": "name"}, ' placeholder "name"'),
+                                           ("editor", {"prefill": "text"}, ' prefill "text"')):
                 await asyncio.to_thread(rig.ctl.request, "dialog", method=method, title=f"{method}\ntitle", **extra)
                 line = f'Pi dialog ({method}) "{method}^Jtitle"{options}: {reason}'
                 await term.wait_for(lambda r, line=line: line in flat(r[TRANSCRIPT_END:STATUS]), line)

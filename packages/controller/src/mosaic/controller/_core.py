@@ -1065,10 +1065,16 @@ class ControllerCore:
         self.dialogs += 1
         for stop in self.stops:  # seed "Approval": once a dialog was seen, every stop says so
             stop.approval = "uncertain"
-        self._record({"type": "nativeDecision", "nativeDecision": str(record.get("id", self._id("d"))),
-                      "method": record.get("method"), "title": record.get("title"),
-                      "options": record.get("options"), "state": "disabled",
-                      "reason": "native dialogs are shown, never answered (CHAT-03D not adopted; P3)"})
+        decision: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": str(record.get("id", self._id("d"))),
+                                    "method": record.get("method"), "title": record.get("title"),
+                                    "options": record.get("options"), "state": "disabled",
+                                    # Plain words for the person; the rule is P3 (CHAT-03D not adopted).
+                                    "reason": "Pi asks a question here; this controller shows it but never "
+                                              "answers it, so Pi decides on its own (its default or timeout)"}
+        for key in ("message", "placeholder", "prefill", "timeout"):  # rpc-mode.js 47-192: the rest of the ask
+            if key in record:
+                decision[key] = record[key]
+        self._record(decision)
 
     # ----------------------------------------------------------------------------- the R3-1 stop chain
 

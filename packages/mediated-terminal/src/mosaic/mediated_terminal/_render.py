@@ -409,6 +409,9 @@ def dialog_line(record: Mapping[str, Any]) -> str:
     options = record.get("options")
     if isinstance(options, list) and options:
         words += " options [" + " | ".join(o if isinstance(o, str) else _json(o) for o in options) + "]"
+    for key, label in (("message", "message"), ("placeholder", "placeholder"), ("prefill", "prefill")):
+        if isinstance(record.get(key), str):  # what Pi asks with it (rpc-mode.js 47-192)
+            words += f' {label} "{_text_of(record[key])}"'
     state = _text_of(record.get("state")) or "disabled"
     return inert(f"{words}: {state}, not answered here: {_text_of(record.get('reason')) or 'no reason given'}")
 
