@@ -425,3 +425,13 @@ def test_slot_table_is_walked_every_row_is_reached() -> None:
     assert SLOT_TABLE["ack-run-threw"].reason == "ack-without-start"
     assert SLOT_TABLE["write-unknown"].reason == "transport-unknown"
     assert SLOT_TABLE["ack-no-run"].reason == "handled-without-run"
+
+
+def test_every_overlap_signal_of_the_table_is_landed_by_a_test_named_after_it() -> None:
+    # OVERLAP_SIGNALS is data (seed README "Overlap"); each row has a test here that lands its wire order
+    # and checks the seed's three consequences (`_overlapped`).
+    from mosaic.controller import OVERLAP_SIGNALS
+
+    names = [n for n in globals() if n.startswith("test_")]
+    for signal in OVERLAP_SIGNALS:
+        assert any(f"_{signal}_" in name for name in names), f"no test lands {signal}"
