@@ -132,6 +132,9 @@ def check_npm() -> list[str]:
                 "npm's registry and proxy settings (npm config get registry)"]
     except OSError as e:
         return [f"npm ({npm}) does not run ({e.strerror}): reinstall npm"]
+    if -r.returncode in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        # The terminal's signal reached npm too and it died of it before ours ran here: the same interrupt.
+        raise Interrupted(-r.returncode)
     if r.returncode != 0:
         return [f"the npm registry does not answer (npm ping exit {r.returncode}): check the network and npm's "
                 "registry and proxy settings (npm config get registry)"]
@@ -169,16 +172,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--min-free-mb", type=int, help="free space to require (default: what a first run needs)")
     args = ap.parse_args(argv)
     try:
-        problems = check_root()
-        for line in problems:  # said at once, before the slower checks
-            print(f"check: {line}", flush=True)
-        rest = [*check_cgroup2(args.mountinfo), *check_python(), *check_npm(), *check_disk(args.min_free_mb)]
-        for line in rest:
-            print(f"check: {line}", flush=True)
-        problems += rest
-    except Interrupted as e:
+        return _check(args)
+    except Interrupted as e:  # wherever the signal lands, the answer is this one line
         print("check: interrupted", flush=True)
         return 128 + e.signum
+
+
+def _check(args: argparse.Namespace) -> int:
+    problems = check_root()
+    for line in problems:  # said at once, before the slower checks
+        print(f"check: {line}", flush=True)
+    rest = [*check_cgroup2(args.mountinfo), *check_python(), *check_npm(), *check_disk(args.min_free_mb)]
+    for line in rest:
+        print(f"check: {line}", flush=True)
+    problems += rest
     if problems:
         print(f"check: {len(problems)} problem(s); nothing was installed", flush=True)
         return 1

@@ -10,6 +10,7 @@ import select
 import shutil
 import subprocess
 import tempfile
+import termios
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +27,12 @@ class Tty:
 
     def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> None:
         master, slave = os.openpty()
+        # NOFLSH: the line discipline sends SIGINT for a Ctrl-C and then flushes the output queue; a program
+        # quick enough to answer between the two (on the other core) would have its answer discarded before
+        # this test reads it. A person's terminal emulator drains the queue as it comes; so does this flag.
+        attrs = termios.tcgetattr(slave)
+        attrs[3] |= termios.NOFLSH
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
         self.master: int | None = master
         setsid = shutil.which("setsid") or "/usr/bin/setsid"  # found on the test's PATH, not the command's
         self.proc = subprocess.Popen([setsid, "-c", *argv], stdin=slave, stdout=slave, stderr=slave,
@@ -86,7 +93,11 @@ class Tty:
             if not self._read(min(0.5, max(0.0, deadline - time.monotonic()))) and self.proc.poll() is not None:
                 break
             if self.proc.poll() is not None:
-                self._read(0.2)
+                # The process is gone; what it wrote is still in the pty: read to the end (EIO once every
+                # writer has closed), bounded.
+                drain_until = time.monotonic() + 5.0
+                while time.monotonic() < drain_until and self._read(0.2):
+                    pass
                 break
         try:
             code = self.proc.wait(max(0.1, deadline - time.monotonic()))

@@ -160,7 +160,7 @@ def test_ctrl_c_while_the_registry_is_asked_ends_in_one_line(scratch_repo: Path,
     fifo = scratch_repo / "asked"
     os.mkfifo(fifo)
     # A registry that never answers: npm tells the test its pid (it was asked), then hangs.
-    bin_dir = tools_dir(scratch_repo, node="echo v22", npm=f"echo $$ > {fifo}; exec sleep 300")
+    bin_dir = tools_dir(scratch_repo, node="echo v22", npm=f"echo $$ > {fifo}; exec /bin/sleep 300")
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
         term = tty([system_python(), str(scratch_repo / "ci" / "check.py")],
