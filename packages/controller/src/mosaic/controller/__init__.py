@@ -7,44 +7,117 @@ the engine link, timers, effects) move bytes and carry out actions. `ClaimCohort
 `run_force_stop` and `cohort_proof_ref` join the writer claim and the cohort (issue 9's contract).
 """
 
-from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop
-from ._core import ENGINE_RECORD_CAP, Bounds, ControllerCore, CoreConfig, engine_link_core, new_incarnation
-from ._io import (
-    Action,
-    Call,
-    CancelTimer,
-    CloseConnection,
-    Connected,
-    ConnId,
-    Disconnected,
-    Effect,
-    EffectDone,
-    EngineEvents,
-    Evidence,
-    FlushEngine,
-    Input,
-    Notify,
-    PageRead,
-    ReadPage,
-    Refuse,
-    Reply,
-    RpcId,
-    SetTimer,
-    TimerFired,
-)
-from ._lifecycle import Controller, EngineSpec, Hooks, Placement
-from ._refusal import ControlRefusal
-from ._tables import (
-    EVENT_MAP,
-    MAX_TEXT_CHARS,
-    MESSAGE_UPDATE_MAP,
-    OVERLAP_SIGNALS,
-    RECEIPT_TRANSITIONS,
-    SLOT_TABLE,
-    TEXT_PREFIXES,
-    check_text,
-    classify_native,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._cohort import (
+        ClaimCohortProbe,
+        StopRun,
+        cohort_proof_ref,
+        run_force_stop,
+    )
+    from ._core import (
+        ENGINE_RECORD_CAP,
+        Bounds,
+        ControllerCore,
+        CoreConfig,
+        engine_link_core,
+        new_incarnation,
+    )
+    from ._io import (
+        Action,
+        Call,
+        CancelTimer,
+        CloseConnection,
+        Connected,
+        ConnId,
+        Disconnected,
+        Effect,
+        EffectDone,
+        EngineEvents,
+        Evidence,
+        FlushEngine,
+        Input,
+        Notify,
+        PageRead,
+        ReadPage,
+        Refuse,
+        Reply,
+        RpcId,
+        SetTimer,
+        TimerFired,
+    )
+    from ._lifecycle import (
+        Controller,
+        EngineSpec,
+        Hooks,
+        Placement,
+    )
+    from ._refusal import (
+        ControlRefusal,
+    )
+    from ._tables import (
+        EVENT_MAP,
+        MAX_TEXT_CHARS,
+        MESSAGE_UPDATE_MAP,
+        OVERLAP_SIGNALS,
+        RECEIPT_TRANSITIONS,
+        SLOT_TABLE,
+        TEXT_PREFIXES,
+        check_text,
+        classify_native,
+    )
+
+# Importing the package loads none of its modules: each name loads its module on first use, so
+# `mosaic.controller.client` (the terminal's, any client's) does not pay for the core, the server,
+# the lifecycle or cgroup-cohort (issue 22: the client under 60 ms).
+_LAZY: dict[str, str] = {
+    "Action": "_io",
+    "Bounds": "_core",
+    "Call": "_io",
+    "CancelTimer": "_io",
+    "check_text": "_tables",
+    "ClaimCohortProbe": "_cohort",
+    "classify_native": "_tables",
+    "CloseConnection": "_io",
+    "cohort_proof_ref": "_cohort",
+    "Connected": "_io",
+    "ConnId": "_io",
+    "Controller": "_lifecycle",
+    "ControllerCore": "_core",
+    "ControlRefusal": "_refusal",
+    "CoreConfig": "_core",
+    "Disconnected": "_io",
+    "Effect": "_io",
+    "EffectDone": "_io",
+    "engine_link_core": "_core",
+    "ENGINE_RECORD_CAP": "_core",
+    "EngineEvents": "_io",
+    "EngineSpec": "_lifecycle",
+    "EVENT_MAP": "_tables",
+    "Evidence": "_io",
+    "FlushEngine": "_io",
+    "Hooks": "_lifecycle",
+    "Input": "_io",
+    "MAX_TEXT_CHARS": "_tables",
+    "MESSAGE_UPDATE_MAP": "_tables",
+    "new_incarnation": "_core",
+    "Notify": "_io",
+    "OVERLAP_SIGNALS": "_tables",
+    "PageRead": "_io",
+    "Placement": "_lifecycle",
+    "ReadPage": "_io",
+    "RECEIPT_TRANSITIONS": "_tables",
+    "Refuse": "_io",
+    "Reply": "_io",
+    "RpcId": "_io",
+    "run_force_stop": "_cohort",
+    "SetTimer": "_io",
+    "SLOT_TABLE": "_tables",
+    "StopRun": "_cohort",
+    "TEXT_PREFIXES": "_tables",
+    "TimerFired": "_io",
+}
 
 __all__ = [
     "Action",
@@ -93,3 +166,19 @@ __all__ = [
     "new_incarnation",
     "run_force_stop",
 ]
+
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
