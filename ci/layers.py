@@ -1,9 +1,9 @@
-"""The layers contract of DESIGN.md and the public-surface rule, checked over every Python file we ship.
+"""The layers contract of docs/design.md and the public-surface rule, checked over every Python file we ship.
 
 import-linter cannot see a PEP 420 namespace split over eight distributions, so this is a small check of
 our own. It fails when:
 
-1. a package declares a Mosaic dependency that DESIGN.md's "may import" column does not allow;
+1. a package declares a Mosaic dependency that docs/design.md's "may import" column does not allow;
 2. any module of a package (src, tests, tests_*, bench: every .py under packages/<pkg>/) imports
    `mosaic.<other>` that the package does not declare (tests count: a test that imports an undeclared
    package would pass here and fail for a user);
@@ -113,7 +113,7 @@ def check() -> list[str]:
     for name in workspace.PACKAGES:
         declared = workspace.declared_mosaic_deps(name)
         for dep in sorted(declared - workspace.MAY_IMPORT[name]):
-            problems.append(f"{name}: declares mosaic-{dep}, which DESIGN.md does not let it import")
+            problems.append(f"{name}: declares mosaic-{dep}, which docs/design.md does not let it import")
         for dep in sorted(declared - set(workspace.PACKAGES)):
             problems.append(f"{name}: declares mosaic-{dep}, which is not a package of this repository")
         for path in _package_files(name):
@@ -130,7 +130,7 @@ def main() -> int:
     if problems:
         print(f"layers: {len(problems)} violation(s)")
         return 1
-    print(f"layers: {len(workspace.PACKAGES)} packages checked against DESIGN.md and their public surfaces, "
+    print(f"layers: {len(workspace.PACKAGES)} packages checked against docs/design.md and their public surfaces, "
           "no violation")
     return 0
 

@@ -1,6 +1,6 @@
 """What the monorepo holds, read from the packages' own pyproject files (no second list to keep in sync).
 
-The layer table of DESIGN.md lives here as data (`MAY_IMPORT`); ci/layers.py checks every package's
+The layer table of docs/design.md lives here as data (`MAY_IMPORT`); ci/layers.py checks every package's
 declared dependencies and every import in its source and tests against it.
 """
 
@@ -14,7 +14,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The project's tool venv (ci/bootstrap): nox and uv, apart from the system Python (PEP 668).
 TOOLS_BIN = ROOT / ".cache" / "tools" / "venv" / "bin"
 
-# Bottom to top. DESIGN.md "Packages and layers".
+# Bottom to top. docs/design.md "Packages and layers".
 PACKAGES = [
     "safe-open",
     "pi-format",
@@ -26,7 +26,7 @@ PACKAGES = [
     "mediated-terminal",
 ]
 
-# DESIGN.md: which packages each may import (the "may import" column). Every package may import safe-open,
+# docs/design.md: which packages each may import (the "may import" column). Every package may import safe-open,
 # the bottom layer: it holds the `Refusal` base of every refusal and the shared host/process/digest
 # identities (issue 9, "One refusal family"; README "Packages and layers" says why).
 MAY_IMPORT: dict[str, set[str]] = {

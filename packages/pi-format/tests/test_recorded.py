@@ -1,4 +1,4 @@
-"""The files recorded from the real Pi 0.85.1 (tests/data, copied from ../shared/pi-0.85.1/recording)."""
+"""The files recorded from the real Pi 0.85.1 (tests/data: copies of the Pi study's recording, docs/pi-0.85.1.md)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_interrupted_recordings_end_with_the_user_entry(name: str, leaf: str, te
     assert texts(p, "main") == ["n.2799c088:Say hello", "n.5628b76c:Hello from the fake model.", f"{leaf}:{text}"]
 
 
-def test_K3_duplicate_id_recording_later_entry_wins_as_in_pis_context() -> None:
+def test_facts_run_K3_duplicate_id_recording_later_entry_wins_as_in_pis_context() -> None:
     # FACTS.md (c): Pi's get_messages gave ["hi", "DUPLICATE-ID-LATER"] on this file.
     p = ok(parse(load("nothink.jsonl")))
     assert p.default_leaf == "n.d4f75227" and p.default_branch == "b.aaaa0002"

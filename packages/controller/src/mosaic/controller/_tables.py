@@ -48,18 +48,18 @@ class Prefix:
 TEXT_PREFIXES: tuple[Prefix, ...] = (
     Prefix("/", "index-0", True, True,
            "agent-session.js 827-835, 954-976 (extension command, runs even while streaming); 983-1007 "
-           "(/skill:); prompt-templates.js 221-235 (templates). FACTS (f), G1", "/goal x"),
+           "(/skill:); prompt-templates.js 221-235 (templates). FACTS (f), study run G1", "/goal x"),
     Prefix("/skill:", "index-0", True, True, "agent-session.js 983-1007; brief §4 S2", "/skill:ms-unslop"),
     Prefix("/", "first-non-whitespace", False, True,
            "Pi tests index 0 only (startsWith); admission refuses a `/` after leading whitespace too "
            "(brief §4, CHAT-01 lines 181-183): stricter than Pi, safe", " \t/goal x"),
     Prefix("!", "index-0", False, False,
-           "interactive-mode.js 2502-2503 only; RPC sends it verbatim (FACTS (f), G3)", "!echo bang"),
+           "interactive-mode.js 2502-2503 only; RPC sends it verbatim (FACTS (f), study run G3)", "!echo bang"),
     Prefix("!!", "index-0", False, False, "interactive mode only (FACTS (f))", "!!echo bang"),
     Prefix("@", "index-0", False, False,
-           "CLI file arguments only, refused in RPC mode (main.js 506-509; FACTS (f), G4)", "@hello.txt what"),
+           "CLI file arguments only, refused in RPC mode (main.js 506-509; FACTS (f), study run G4)", "@hello.txt what"),
     Prefix("/", "later-line", False, False,
-           "every check is at index 0 (FACTS (f), G5): LATER_LINE_SLASH_INTERPRETED = false (S3)",
+           "every check is at index 0 (FACTS (f), study run G5): LATER_LINE_SLASH_INTERPRETED = false (S3)",
            "first line\n/goal x"),
 )
 

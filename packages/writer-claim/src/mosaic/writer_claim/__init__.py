@@ -18,7 +18,7 @@ touches a claim whose owner is alive.
     claim = store.acquire(seat, session, binding, generation=g + 1, eligibility=eligibility_id)
     claim = launcher_store.take_over(seat, session, claim_id, eligibility=eligibility_id)  # then mark_spawn
 
-Unit and cohort questions come from an injected `CohortProbe` (cgroup-cohort answers them); owner
+Unit and cohort questions come from an injected `CohortProbe` (the controller's `ClaimCohortProbe` answers them, through cgroup-cohort); owner
 liveness from an injected `OwnerLiveness` (`ProcLiveness`, /proc, by default). The host, a process and
 the digest form are `mosaic.safe_open`'s (`HostIdentity`, `ProcessRef`, `sha256_digest`): import them
 from there.
