@@ -41,6 +41,7 @@ from pathlib import Path
 from mosaic.safe_open import ProcessRef
 from mosaic.writer_claim import (
     Binding,
+    Claim,
     ClaimStore,
     Pins,
     ProofKind,
@@ -80,13 +81,18 @@ def cohort_reference(claim_id: str, store: ClaimStore) -> dict[str, object]:
     }
 
 
-def one_cycle(store: ClaimStore) -> list[int]:
-    """One full cycle; returns the sizes of the revisions it published (for the floor)."""
+def one_cycle(store: ClaimStore) -> Claim:
+    """One full cycle; returns its claim."""
     c = store.acquire(SEAT, SESSION, BINDING)
     c.mark_spawn()
     c.activate(invocation_id="bench-invocation", engine=ENGINE, cohort=cohort_reference(c.claim_id, store))
     c.begin_stop("bench-stop")
     c.release(PROOF)
+    return c
+
+
+def revision_sizes(c: Claim) -> list[int]:
+    """The sizes of the 10 revisions a cycle publishes, for the floor (taken outside the timed cycle)."""
     return [len(encode_revision(c.head("seat")))] * 10
 
 
@@ -205,7 +211,7 @@ def main(argv: list[str]) -> int:
             looks = {lv.history: (first_look_us(lv.root), listing_us(lv.root)) for lv in levels}
             sizes: list[int] = []
             for lv in levels:  # warm-up: the store's first look, and the revision size for the floor
-                sizes = one_cycle(lv.store)
+                sizes = revision_sizes(one_cycle(lv.store))
                 floor_cycle(lv.dirs, lv.counter, sizes)
             for i in range(args.cycles):
                 for lv in levels[i % len(levels):] + levels[: i % len(levels)]:
