@@ -2,10 +2,11 @@
 "Follow").
 
 "Calling next with [a follow cursor] takes a fresh snapshot and returns only what was appended since." The
-old prefix is verified first (by the reader, always hashed); here the appended bytes are hashed on top of
-that hash state, the fresh snapshot is taken (continued in place with pi-format's parse_appended when the
-cursor's snapshot is still cached, else parsed whole), and the same branch is read in it. The earlier
-items must be unchanged, else the follow refuses source-replaced.
+old prefix is verified first by the reader (always read back: compared with the cached snapshot's bytes,
+or hashed); here the appended bytes are hashed on top of a copy of the old snapshot's hash state, the
+fresh snapshot is taken (continued in place with pi-format's parse_appended when the cursor's snapshot is
+still cached, else parsed whole), and the same branch is read in it. The earlier items must be unchanged,
+else the follow refuses source-replaced.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def follow(c: Cursor, key: SnapKey, hasher: Any, prefix: bytes | None, old: Snap
     duplicate id replacing an entry, a missing parent that turned up), and pi-format's refusal codes when
     the new snapshot must be parsed whole and is refused.
     """
-    assert hasher is not None  # follows always hash the old prefix
+    assert hasher is not None  # a follow always reads the old prefix back (never the stat shortcut)
     cut = tail.rfind(b"\n") + 1
     appended = tail[:cut]
     hasher.update(appended)

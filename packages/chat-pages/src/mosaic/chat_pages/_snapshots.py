@@ -2,12 +2,14 @@
 
 Seed README, "Snapshots, epochs, cursors" and "Costs". A snapshot is the file up to its last LF when the
 descriptor was read, named by its key (dev, ino, length, SHA-256 digest). "A parse cache and a
-branch-entries cache, two snapshots each": here one cache of `Snap`s holds both (the parse and its
-rendered parts), keyed by the snapshot key and the project the header cwd was checked against.
+branch-entries cache, two snapshots each": here one cache of `Snap`s holds both (the parse, the bytes it
+holds, the SHA-256 state at its end, and its rendered parts' bytes), keyed by the snapshot key and the
+project the header cwd was checked against.
 
 The re-verification shortcut follows git's racily-clean rule (package README, "Re-verification
-shortcut"): a page cursor may skip hashing the pinned prefix when the file's full stat identity is the
-one taken just before the last hash that verified it, and that stat was not racy.
+shortcut"): a page cursor may skip reading the pinned prefix again, and an open may take the cached
+snapshot without reading the file, when the file's full stat identity is the one taken just before the
+last read that verified it, and that stat was not racy.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ._refusal import ReaderRefusal
 SNAPSHOT_CACHE = 2
 #: How many verified stat identities are remembered (a few per snapshot the cursors still pin).
 VERIFIED_CAP = 16
-#: A file whose ctime is within this much of a verification's start is "racy" and always hashed again:
+#: A file whose ctime is within this much of a verification's start is "racy" and always read again:
 #: well over one coarse kernel timestamp tick (at most 10 ms at HZ=100).
 RACY_NS = 100_000_000
 
@@ -397,15 +399,16 @@ class SnapshotCache:
 
     # -- the re-verification shortcut --------------------------------------------------------------------
     #
-    # Seed "Costs": each page reads and hashes the whole pinned prefix. Here a page cursor skips the hash
-    # when the file's full stat identity (dev, ino, size, mtime_ns, ctime_ns) equals the one taken just
-    # before the last hash that verified this snapshot, AND that stat was not "racy": its ctime was older
-    # than the verification start by more than RACY_NS (git's racily-clean rule). Any change to the file
+    # Seed "Costs": each page reads and hashes the whole pinned prefix. Here a page cursor skips reading it
+    # again, and an open takes the cached snapshot (`unchanged`), when the file's full stat identity (dev,
+    # ino, size, mtime_ns, ctime_ns) equals the one taken just before the last read that verified this
+    # snapshot (its hash, or its comparison with the bytes the parse holds), AND that stat was not "racy":
+    # its ctime was older than the verification start by more than RACY_NS (git's racily-clean rule). Any change to the file
     # after the verification started gets a ctime at or after that start minus one coarse timestamp tick,
     # so it differs from the recorded ctime; utime cannot set ctime. A file changed within RACY_NS of a
-    # verification (the same timestamp tick) is always hashed again, which is what
+    # verification (the same timestamp tick) is always read again, which is what
     # test_F14_in_place_rewrite_within_the_same_timestamp_tick_is_source_replaced proves. Follows always
-    # hash: an append changes the stat identity anyway. It relies on the wall clock not stepping back by
+    # read: an append changes the stat identity anyway. It relies on the wall clock not stepping back by
     # more than RACY_NS between two calls.
 
     def still_verified(self, file_key: SnapKey, st: os.stat_result) -> bool:
