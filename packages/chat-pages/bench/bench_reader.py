@@ -46,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mosaic.safe_open.testing import reset_peak, vm_bytes
+
 TARGET_BYTES = 18_600_000
 BIG_BYTES = 100_000_000
 CAP_BYTES = (256 << 20) - (1 << 20)  # just under the reader's 256 MiB cap
@@ -359,24 +361,6 @@ def _every_page(r: Any, cid: str, served: list[bytes] | None = None) -> tuple[in
     return pages, len(branches), last
 
 
-def _hwm(key: str = "VmHWM") -> int:
-    """VmHWM (peak RSS) or VmRSS of this process in bytes. Unlike ru_maxrss, VmHWM is not inherited."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {key} in /proc/self/status")
-
-
-def _reset_peak() -> int:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # the peak (VmHWM) starts again from the current RSS
-    except OSError:
-        pass
-    return _hwm("VmRSS")
-
-
 def every_child(project: str, name: str, mode: str) -> None:
     """Child mode: every page of every branch with a fresh reader (first visit), then, by `mode`: "time",
     nothing more; "memory", a follow after a 1 KB append, with the peak RSS growth after the pages and after
@@ -386,12 +370,12 @@ def every_child(project: str, name: str, mode: str) -> None:
     bytes are collected, which costs memory: no memory figure)."""
     r, cid = _reader(Path(project), name)
     _warm_imports()  # the imports are measured on their own (the last row), not inside the first visit
-    base = _reset_peak()
+    base = reset_peak()
     served: list[bytes] | None = [] if mode == "floor" else None
     t = time.perf_counter()
     pages, branches, last = _every_page(r, cid, served)
     first = time.perf_counter() - t
-    after_pages = _hwm() - base
+    after_pages = vm_bytes("VmHWM") - base
     out: dict[str, Any] = {"first": first, "pages": pages, "branches": branches, "cached": None, "floor": None}
     if mode == "floor":
         assert served is not None
@@ -422,7 +406,7 @@ def every_child(project: str, name: str, mode: str) -> None:
         f.write(_follow_line(res_leaf(last), 0))
     got = r.next(cursor=last["follow"]["id"], conversation=cid, branch=last["page"]["branch"])
     assert got["ok"] and len(got["page"]["parts"]) == 1, got.get("refusal")
-    out["afterFollow"] = _hwm() - base
+    out["afterFollow"] = vm_bytes("VmHWM") - base
     print(json.dumps(out))
 
 
@@ -447,10 +431,10 @@ def _child(mode: str, project: Path, name: str, *extra: str) -> dict[str, Any]:
 def memory_child(project: str, name: str) -> None:
     """Child mode: the peak RSS growth (bytes) of the first page with a fresh reader (after the imports)."""
     r, cid = _reader(Path(project), name)
-    base = _reset_peak()
+    base = reset_peak()
     res = r.open(conversation=cid)
     assert res["ok"], res
-    print(json.dumps({"growth": _hwm() - base}))
+    print(json.dumps({"growth": vm_bytes("VmHWM") - base}))
 
 
 class _Collections:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._ids import MAIN_BRANCH, NOTICE_PREFIX
-from ._lines import DECODER, Index, decode_lines
+from ._lines import Index, _exact, decode_lines
 from ._model import FormatRefusal, Header, Item, Notice, Parsed
 from ._render import describe
 from ._runs import LineNotices, Runs
@@ -37,20 +37,11 @@ _NO_CHILD = bytes(f & ~HAS_CHILD for f in range(256))
 def _decode_line(raw: bytes) -> tuple[Any, str | None]:
     """(value, None) for a line holding one JSON value, else (None, a short reason). Never raises."""
     # Pi's reader splits on LF only and strips one trailing CR (jsonl.js 18-41); U+2028/U+2029/U+0085 are
-    # ordinary characters inside a line (FACTS.md loader quirk 9), so lines end at the LF byte only (used for
-    # line 1 here; _decode_lines applies the same rules to the other lines on a view of the buffer).
-    if raw.endswith(b"\r"):
-        raw = raw[:-1]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, "not UTF-8"
-    try:
-        return DECODER.decode(text), None
-    except (ValueError, RecursionError):
-        # ValueError covers JSONDecodeError, NaN/Infinity and integers over Python's digit limit;
-        # RecursionError covers nesting deeper than the interpreter's stack.
-        return None, "not JSON" if text.strip() else "blank"
+    # ordinary characters inside a line (FACTS.md loader quirk 9). Line 1 goes through the exact decoder
+    # as every other line the index cannot read with msgspec (`_lines._exact`).
+    with memoryview(raw) as view:
+        return _exact(view, 0, len(raw) - 1 if raw.endswith(b"\r") else len(raw))
+
 
 @dataclass(slots=True, eq=False)
 class _State:

@@ -332,53 +332,29 @@ def place(forest: Forest, r0: int) -> dict[int, list[int]]:
     ix = forest.ix
     grown: dict[int, list[int]] = {}
     n_old_branches = len(forest.bstart)
-    count = forest.count
-    branch = forest.branch
-    bstart = forest.bstart
-    bleaf = forest.bleaf
+    count, branch, bstart, bleaf = forest.count, forest.branch, forest.bstart, forest.bleaf
+    flags, parent, lines = forest.flags, forest.parent, forest.lines
     own = OWN
-    if forest.wrec is None:
-        flags = forest.flags
-        parent = forest.parent
-        for w in range(r0, len(ix)):
+    # Winners are the records (`wrec` None: the flags and parents read with the lines are the tree's), or,
+    # after an earlier duplicate id, each new record becomes a new winner with its own flags and parent.
+    wrec, rec2win = forest.wrec, forest.rec2win
+    rflags, ppos, rline = ix.flags, ix.ppos, ix.line
+    for r in range(r0, len(ix)):
+        if wrec is None or rec2win is None:
+            w = r
             f = flags[w]
             p = parent[w]
-            if p >= 0:
-                pf = flags[p]
-                count.append(own[f] + count[p])
-                if pf & HAS_CHILD:
-                    b = len(bstart)
-                    bstart.append(w)
-                    bleaf.append(w)
-                else:
-                    flags[p] = pf | HAS_CHILD
-                    b = branch[p]
-                    bleaf[b] = w
-                    if b < n_old_branches:
-                        grown.setdefault(b, []).append(w)
-            else:
-                count.append(own[f])
-                b = len(bstart)
-                bstart.append(w)
-                bleaf.append(w)
-            branch.append(b)
-        return grown
-    # Winners are not the records (an earlier duplicate id): new records become new winners.
-    wrec, rec2win = forest.wrec, forest.rec2win
-    assert rec2win is not None
-    rflags, ppos, rline = ix.flags, ix.ppos, ix.line
-    flags, parent, lines = forest.flags, forest.parent, forest.lines
-    for r in range(r0, len(ix)):
-        w = len(wrec)
-        wrec.append(r)
-        rec2win.append(w)
-        rf = rflags[r]
-        f = (rf & SHOWS) | (GAP if rf & (PBAD | PEND) else 0)
-        q = ppos[r]
-        p = rec2win[q] if q >= 0 else -1
-        flags.append(f)
-        parent.append(p)
-        lines.append(rline[r])
+        else:
+            w = len(wrec)
+            wrec.append(r)
+            rec2win.append(w)
+            rf = rflags[r]
+            f = (rf & SHOWS) | (GAP if rf & (PBAD | PEND) else 0)
+            q = ppos[r]
+            p = rec2win[q] if q >= 0 else -1
+            flags.append(f)
+            parent.append(p)
+            lines.append(rline[r])
         if p >= 0:
             pf = flags[p]
             count.append(own[f] + count[p])
