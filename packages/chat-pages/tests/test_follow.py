@@ -133,3 +133,22 @@ def test_F15_follow_on_a_branch_whose_earlier_items_stay_put_while_a_sibling_gro
     _append(p, entry("f2", "f1", "fork grows"), entry("e3", "e2", "main grows"))
     out = world.follow(res)
     assert [x["item"] for x in out["page"]["parts"]] == ["n.e3"] and out["view"]["defaultBranch"] == "main"
+
+
+def test_F15_a_rebuilt_snapshot_never_serves_parts_kept_for_the_old_tree(world: World) -> None:
+    """Issue 22: the parts of rendered items are kept by pi-format ref, which names the same item only in a
+    snapshot continued in place. Here the appended lines repeat an id, so pi-format builds the tree again
+    and the ref of the appended entry on main is the one the old tree's last entry had: the follow must
+    render it, never serve the parts kept for the old entry."""
+    root = world.top / "proj"
+    p = write_session(root, "s.jsonl", [header(root), entry("a", None, "root"), entry("b", "a", "on main"),
+                                        entry("d", "a", "the fork"), entry("e", "d", "on the fork")])
+    world.approve(root)
+    cid = world.cid(root, "s.jsonl")
+    main = world.open(cid, "main")
+    fork = world.open(cid, "b.d")  # renders (and keeps the parts of) d and e
+    assert [x["item"] for x in fork["page"]["parts"]] == ["n.a", "n.d", "n.e"]
+    _append(p, entry("f", "b", "appended to main"), entry("d", "a", "the fork again"))
+    out = world.follow(main)
+    assert out["ok"], out
+    assert [(x["item"], x["blocks"][0]["text"]) for x in out["page"]["parts"]] == [("n.f", "appended to main")]

@@ -284,7 +284,7 @@ def test_F12_view_flags_forked_session_and_unreadable_lines(world: World) -> Non
 def test_F10_each_part_is_serialized_once_and_its_bytes_are_the_page(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 13: a part's JSON is made once, sizes the page and is the page's serialization: serializing a
     page never encodes a part again, and gives exactly the bytes of encoding the plain value."""
-    # Private on purpose: what is counted is where parts are serialized (_parts' dump_bytes) and the one
+    # Private on purpose: what is counted is where parts are serialized (_parts' _encode) and the one
     # encoder behind dumps/dump_bytes; no page shows either.
     from mosaic.chat_pages import _jsonout, _parts
 
@@ -296,11 +296,13 @@ def test_F10_each_part_is_serialized_once_and_its_bytes_are_the_page(world: Worl
             encoded.append(value)
             return real.encode(value)
 
-    def counting_dump(value: Any) -> bytes:
-        encoded.append(value)
-        return dump_bytes(value)
+    real_part_encoder = _parts._encode
 
-    monkeypatch.setattr(_parts, "dump_bytes", counting_dump)
+    def counting_encode(value: Any) -> bytes:
+        encoded.append(value)
+        return real_part_encoder(value)
+
+    monkeypatch.setattr(_parts, "_encode", counting_encode)
 
     def is_part(value: Any) -> bool:
         return isinstance(value, dict) and "item" in value and "blocks" in value

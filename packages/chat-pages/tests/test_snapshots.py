@@ -136,19 +136,52 @@ def test_F14_the_stat_shortcut_applies_only_to_a_clean_unchanged_file(world: Wor
     for _ in range(3):
         res = world.next(res["cursor"]["id"], cid, "main")
         assert res["ok"]
-    assert world.reader.verify_counts == {"hashed": 3, "skipped": 0}
+    assert world.reader.verify_counts == {"hashed": 3, "skipped": 0, "reused": 0}
     # Clean: the file is older than the verification. The shortcut applies while the stat is unchanged...
     world.reader = Reader(world.roots, clock=world.clock, fs_clock=lambda: (ctime + 10 * RACY_NS) / 1e9)
     res = world.open(cid)
     res = world.next(res["cursor"]["id"], cid, "main")
-    assert res["ok"] and world.reader.verify_counts == {"hashed": 0, "skipped": 1}
+    assert res["ok"] and world.reader.verify_counts == {"hashed": 0, "skipped": 1, "reused": 0}
     # ...and an in-place rewrite with mtime restored still changes ctime, so the hash runs and refuses.
     st = p.stat()
     p.write_bytes(p.read_bytes().replace(b'"text 5"', b'"TEXT 5"'))
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
     out = world.next(res["cursor"]["id"], cid, "main")
     assert out["refusal"]["code"] == "source-replaced"
-    assert world.reader.verify_counts == {"hashed": 1, "skipped": 1}
+    assert world.reader.verify_counts == {"hashed": 1, "skipped": 1, "reused": 0}
+
+
+def test_F14_an_open_of_an_unchanged_file_reuses_its_snapshot_and_a_changed_one_is_read_again(world: World) -> None:
+    """Issue 22: every branch opened in turn is one read of the file. An open whose file still has the clean
+    stat identity that verified a cached snapshot takes that snapshot without reading or hashing the file (the
+    shortcut's own rule); a racy stat, an append or an in-place rewrite with mtime restored is read again."""
+    from mosaic.chat_pages._snapshots import RACY_NS  # private: the threshold the shortcut straddles
+
+    root, cid, p = _session(world, 120)
+    ctime = p.stat().st_ctime_ns
+    world.reader = Reader(world.roots, clock=world.clock, fs_clock=lambda: (ctime + RACY_NS // 2) / 1e9)
+    first = world.open(cid)
+    racy = world.open(cid)
+    assert racy["page"]["parts"] == first["page"]["parts"] and world.reader.verify_counts["reused"] == 0
+    world.reader = Reader(world.roots, clock=world.clock, fs_clock=lambda: (ctime + 10 * RACY_NS) / 1e9)
+    first = world.open(cid)
+    again = world.open(cid)
+    assert again["page"]["parts"] == first["page"]["parts"] and again["view"] == first["view"]
+    assert again["page"]["snapshotDigest"] == first["page"]["snapshotDigest"]
+    assert world.reader.verify_counts["reused"] == 1
+    assert world.next(again["cursor"]["id"], cid, "main")["ok"]
+    st = p.stat()
+    p.write_bytes(p.read_bytes().replace(b'"text 5"', b'"TEXT 5"'))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    changed = world.open(cid)
+    assert world.reader.verify_counts["reused"] == 1
+    assert changed["page"]["snapshotDigest"] == hashlib.sha256(p.read_bytes()).hexdigest()
+    assert changed["page"]["snapshotDigest"] != first["page"]["snapshotDigest"]
+    with open(p, "ab") as f:
+        f.write(entry("x1", "e0119", "appended"))
+    grown = world.open(cid)
+    assert world.reader.verify_counts["reused"] == 1
+    assert grown["page"]["snapshotDigest"] == hashlib.sha256(p.read_bytes()).hexdigest()
 
 
 def test_F14_follow_also_verifies_the_old_prefix(world: World) -> None:
@@ -171,3 +204,26 @@ def test_F14_removed_file_or_root_after_open(world: World) -> None:
     os.rename(root / ".pi/state/alpha/sessions", root / ".pi/state/alpha/moved")
     out = world.follow(res)
     assert out["refusal"] == {"code": "unavailable", "reconcile": False, "message": out["refusal"]["message"]}
+
+
+def test_F14_an_in_place_rewrite_is_refused_also_when_the_snapshot_left_the_cache(world: World) -> None:
+    """A cached snapshot's prefix is compared with the bytes its parse holds; one that left the cache (the
+    reader keeps two) is hashed again and its digest compared. Both refuse an in-place rewrite, a page cursor
+    and a follow alike."""
+    root, cid, p = _session(world, 300)
+    others = []
+    for k in range(2):
+        other = world.top / f"other{k}"
+        write_session(other, "o.jsonl", [header(other), entry("x", None, "other")])
+        world.approve(other)
+        others.append(world.cid(other, "o.jsonl"))
+    page = world.open(cid)
+    tail = world.open(cid)
+    while tail["cursor"] is not None:
+        tail = world.next(tail["cursor"]["id"], cid, "main")
+    for other in others:
+        assert world.open(other)["ok"]  # two other snapshots: this one is no longer cached
+    data = p.read_bytes()
+    p.write_bytes(data.replace(b'"text 7"', b'"TEXT 7"'))
+    assert world.next(page["cursor"]["id"], cid, "main")["refusal"]["code"] == "source-replaced"
+    assert world.follow(tail)["refusal"]["code"] == "source-replaced"

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 from helpers import DATA, HEADER, PROJECT, repo
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mosaic.pi_format import FormatRefusal, Parsed, _lines, parse, parse_appended
@@ -34,13 +34,15 @@ def _refuse(_: object) -> Any:
 
 @contextmanager
 def exact_only() -> Iterator[None]:
-    """Every line through the exact decoder: the parser as it was before the index."""
-    saved = _lines._FAST
-    _lines._FAST = _refuse
+    """Every line through the exact decoder, at parse time and at render time, with no quick verdict on a
+    line msgspec refuses: the parser as it was before the index."""
+    saved = _lines._FAST, _lines._FULL, _lines._QUICK
+    _lines._FAST = _lines._FULL = _refuse
+    _lines._QUICK = False
     try:
         yield
     finally:
-        _lines._FAST = saved
+        _lines._FAST, _lines._FULL, _lines._QUICK = saved
 
 
 def reference(data: bytes, project: str | None = None) -> Parsed | FormatRefusal:
@@ -163,6 +165,32 @@ def test_a_tricky_value_anywhere_in_an_entry_is_judged_as_the_exact_decoder_judg
     check(HEAD + b"\n".join(entries) + b"\n", PROJECT)
 
 
+def _number_text(draw: st.DrawFn) -> bytes:
+    kind = draw(st.integers(0, 3))
+    if kind == 0:
+        return repr(draw(st.floats(allow_nan=False, allow_infinity=False))).encode()
+    if kind == 1:
+        return str(draw(st.integers(-(10**30), 10**30))).encode()
+    mantissa = draw(st.integers(0, 10**20))
+    frac = draw(st.integers(0, 10**12))
+    exp = draw(st.integers(-330, 330))
+    sign = draw(st.sampled_from([b"", b"-"]))
+    e = draw(st.sampled_from([b"e", b"E", b"e+", b"E-"]))
+    return sign + b"%d.%d" % (mantissa, frac) + e + str(abs(exp)).encode()
+
+
+@SETTINGS
+@given(st.lists(st.composite(_number_text)(), min_size=1, max_size=12))
+@example([b"1e400", b"-1.5E+309", b"0.1", b"12345678901234567890123"])  # msgspec refuses the first two
+def test_numbers_in_a_rendered_entry_read_the_same_through_msgspec_and_the_exact_decoder(numbers: list[bytes]) -> None:
+    # Rendering decodes a line with msgspec and falls back to the exact decoder only where msgspec refuses it:
+    # every number msgspec accepts must be the value Python's json reads (arguments are carried as values).
+    args = b"[" + b",".join(numbers) + b"]"
+    entry = (b'{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":[{"type":'
+             b'"toolCall","id":"c1","name":"bash","arguments":{"n":' + args + b'}}]}}')
+    check(HEAD + entry + b"\n", PROJECT)
+
+
 def test_blocks_of_lines_with_one_bad_byte_fall_back_and_the_rest_agree() -> None:
     # More than one UTF-8 block of lines, one bad byte in the middle one: every line still judged exactly.
     good = b'{"type":"message","id":"e%d","parentId":%s,"message":{"role":"user","content":"%s"}}\n'
@@ -227,3 +255,43 @@ def test_every_digit_run_over_the_limit_is_found_wherever_it_sits_against_the_sa
             got = _lines._long_digit_runs(data, len(HEAD), len(data))
             assert bool(got) == (n > 4300), (n, pre, got)
             assert all(len(HEAD) + pre <= at < len(HEAD) + pre + n for at in got)
+
+
+def test_a_malformed_line_is_classified_without_the_exact_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 19: a malformed line costs what a valid one does. A line msgspec refuses as malformed JSON with no
+    # surrogate escape is malformed for Python's json too, so its reason is found without decoding it again;
+    # the reasons (and so the notices) are the exact decoder's.
+    lines = [b"{x}", b'{"type":"message","id":', b"garbage", b"   ", b"\xe3\x80\x80", b"[1,", b"{}}", b"\r",
+             b'{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"hi"}}', b"nope"]
+    data = HEAD + b"".join(x + b"\n" for x in lines)
+    want = observe(reference(data, PROJECT))
+    calls: list[str] = []
+    real = _lines.DECODER
+
+    class Counting(json.JSONDecoder):
+        def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
+            calls.append(s)
+            return real.decode(s)
+
+    monkeypatch.setattr(_lines, "DECODER", Counting())
+    got = parse(data, project=PROJECT)
+    assert calls == [HEAD.decode().rstrip("\n")]  # line 1, the header, is always read exactly; nothing else
+    assert observe(got) == want
+    assert isinstance(got, Parsed) and list(got.unreadable_runs()) == [(2, 8), (11, 1)]
+    message = got.branches["main"].items[0].notice.message  # type: ignore[union-attr]
+    assert message == "lines 2-9 (8 lines) are unreadable (not JSON; blank) and skipped"
+
+
+def test_a_line_msgspec_refuses_for_a_surrogate_escape_is_read_by_the_exact_decoder() -> None:
+    # A lone surrogate escape is where msgspec and Python's json part: the line takes the exact decoder, which
+    # carries it (a record) or refuses it for its own reason.
+    lines = [b'{"type":"message","id":"a\\ud800","parentId":null,"message":{"role":"user","content":"\\udc00x"}}',
+             b'{"type":"message","id":"b","parentId":"a\\ud800","message":{"role":"user","content":"yo"}}',
+             b'{"type":"message","id":"c","x":"\\ud800"',
+             b'"\\ud800"']
+    data = HEAD + b"".join(x + b"\n" for x in lines)
+    check(data, PROJECT)
+    got = parse(data, project=PROJECT)
+    assert isinstance(got, Parsed) and len(got.entries) == 2 and list(got.unreadable_runs()) == [(4, 2)]
+    assert got.branches["main"].items[0].blocks[0].text == "\udc00x"  # type: ignore[union-attr]
+    assert "not JSON; not a JSON object" in got.branches["main"].items[2].notice.message  # type: ignore[union-attr]

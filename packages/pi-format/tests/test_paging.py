@@ -1,8 +1,8 @@
 """Paging a branch costs O(the page) at its end as at its start (issue 13): `items_from` resumes where the
 previous slice stopped instead of walking from the root, and still equals slicing `items` exactly.
 
-The cost is shown by counting, never by timing: the one private hook is the shared tree's per-entry item
-counts (`Forest.own`), which a walk from the root reads once per entry on the path.
+The cost is shown by counting, never by timing: the one private hook is the shared tree's per-entry flags
+(`Forest.flags`, which say how many items each entry adds), read once per entry a walk passes.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from test_properties import SETTINGS, line_ends, pi_like_lines
 from mosaic.pi_format import parse, parse_appended
 
 
-class _Counting(list[int]):
+class _Counting(bytearray):
     reads = 0
 
     def __getitem__(self, i: Any) -> Any:
@@ -30,7 +30,7 @@ def test_each_page_of_a_long_branch_reads_about_its_own_entries_not_the_path_bef
     parsed = ok(parse(_long_session(3000)))
     branch = parsed.branches["main"]
     forest = branch._forest
-    forest.own = _Counting(forest.own)
+    forest.flags = _Counting(forest.flags)
     width = 128
     reads: list[int] = []
     pages = []

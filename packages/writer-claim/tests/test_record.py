@@ -460,3 +460,31 @@ def test_readme_record_format_lists_every_field(claim_root: Path) -> None:
     c = make_store(claim_root).acquire(SEAT, SESSION, BINDING, eligibility="elig-1")
     documented = set(_readme_table("Record format"))
     assert documented == set(revision_to_json(c.head("seat")))
+
+
+class _OddMapping(dict):  # type: ignore[type-arg]
+    """A mapping that is not exactly a dict (the cohort's canonical bytes come from its frozen copy)."""
+
+
+class _OddText(str):
+    pass
+
+
+@pytest.mark.parametrize("cohort", [
+    None,
+    {"kind": "scope", "n": 1, "x": 1.5, "ok": True, "none": None, "list": [1, [2, {"b": 1, "a": 2}]], "é": "ü"},
+    _OddMapping(kind="scope", nested=(1, 2, _OddMapping(z=_OddText("t")))),
+    {"cohort": None, "text": '"cohort":null', "quote": '"', "back": "\\"},
+])
+def test_the_published_bytes_are_the_canonical_json_of_the_record(cohort: object) -> None:
+    """Issue 22: a revision's bytes are spliced from the cohort reference's own canonical bytes (kept once
+    per claim) instead of copying and encoding it again; they must be exactly the canonical JSON of the
+    whole record, whatever the cohort, the proof's detail or the other fields hold."""
+    rev = _revision(spawn_marker=True, cohort=cohort)
+    assert encode_revision(rev) == canonical_json(revision_to_json(rev)) + b"\n"
+    detail = {"cohort": None, "why": '"cohort":null'}
+    stopped = rev.evolve(state=State.STOPPED, proof=ProofRef(ProofKind.COHORT, "sha256:" + "ab" * 32, detail))
+    assert encode_revision(stopped) == canonical_json(revision_to_json(stopped)) + b"\n"
+    again = decode_revision(encode_revision(stopped), key=stopped.key, dirname=stopped.dirname,
+                            number=stopped.number)
+    assert again == stopped and encode_revision(again) == encode_revision(stopped)

@@ -2,39 +2,29 @@
 "Follow").
 
 "Calling next with [a follow cursor] takes a fresh snapshot and returns only what was appended since." The
-old prefix is verified first (by the reader, always hashed); here the appended bytes are hashed on top of
-that hash state, the fresh snapshot is taken (continued in place with pi-format's parse_appended when the
-cursor's snapshot is still cached, else parsed whole), and the same branch is read in it. The earlier
-items must be unchanged, else the follow refuses source-replaced.
+old prefix is verified first by the reader (always read back: compared with the cached snapshot's bytes,
+or hashed); here the appended bytes are hashed on top of a copy of the old snapshot's hash state, the
+fresh snapshot is taken (continued in place with pi-format's parse_appended when the cursor's snapshot is
+still cached, else parsed whole), and the same branch is read in it. The earlier items must be unchanged,
+else the follow refuses source-replaced.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mosaic.pi_format as pi_format
 
-if TYPE_CHECKING:
-    from mosaic.pi_format import Item
-
 from ._cursors import Cursor, CursorStore
 from ._refusal import ReaderRefusal
-from ._snapshots import Snap, SnapKey, SnapshotCache, gc_paused
+from ._snapshots import PartCache, Snap, SnapKey, SnapshotCache, gc_paused, part_budget
 
 
-def item_key(item: Item) -> bytes:
-    """What the follow digest takes of one item: "id@line", and for a run of unreadable lines (one
-    malformed-line notice) "id@line-through", so a run that grew at the end of the file changes it."""
-    notice = item.notice
-    if notice is not None and notice.through is not None and notice.through != item.line:
-        return f"{item.id}@{item.line}-{notice.through}\n".encode()
-    return f"{item.id}@{item.line}\n".encode()
-
-
-def items_digest(items: Iterable[Item]) -> str:
-    """The digest a follow cursor keeps of the parts before it: SHA-256 over "id@line" of each item.
+def items_digest(keys: Iterable[bytes]) -> str:
+    """The digest a follow cursor keeps of the parts before it: SHA-256 over the key of each item
+    (`_parts.item_key`: "id@line").
 
     Seed "Follow" compares "a digest of entry ids"; the line is added so that a duplicate id that replaces
     an entry (the winner stands at its own, later line) changes the digest too, and a run's last line so
@@ -42,25 +32,26 @@ def items_digest(items: Iterable[Item]) -> str:
     the same digest item by item (Reader._page), so a follow never walks the whole branch.
     """
     h = hashlib.sha256()
-    for item in items:
-        h.update(item_key(item))
+    for key in keys:
+        h.update(key)
     return h.hexdigest()
 
 
-def follow(c: Cursor, key: SnapKey, hasher: Any, prefix: bytes | None, tail: bytes, project: str,
-           snaps: SnapshotCache, cursors: CursorStore) -> tuple[Cursor, Snap, tuple[int, int]]:
+def follow(c: Cursor, key: SnapKey, hasher: Any, prefix: bytes | None, old: Snap | None, tail: bytes,
+           project: str, snaps: SnapshotCache, cursors: CursorStore) -> tuple[Cursor, Snap, tuple[int, int]]:
     """Take the fresh snapshot for the follow cursor `c` and check its branch; returns what to page from:
     the base of the next cursors (bound like `c`, pinned to the fresh snapshot), the snapshot, and the
     position of the first appended item.
 
-    `key` is `c`'s snapshot, just verified against the file, `hasher` the SHA-256 state over it, `prefix`
-    its bytes (None when it is cached under `project`), and `tail` everything after it in the file now. Only
+    `key` is `c`'s snapshot, just verified against the file, `hasher` a SHA-256 state over it (this call's
+    own: it is extended here), `old` that snapshot when it is cached under `project`, else `prefix` its
+    bytes, and `tail` everything after it in the file now. Only
     complete lines of `tail` join the snapshot; a partial last line sets `incomplete`. Drops `c` when it
     returns and when it refuses source-replaced. Raises ReaderRefusal source-replaced when the branch is gone or its earlier items changed (a
     duplicate id replacing an entry, a missing parent that turned up), and pi-format's refusal codes when
     the new snapshot must be parsed whole and is refused.
     """
-    assert hasher is not None  # follows always hash the old prefix
+    assert hasher is not None  # a follow always reads the old prefix back (never the stat shortcut)
     cut = tail.rfind(b"\n") + 1
     appended = tail[:cut]
     hasher.update(appended)
@@ -69,7 +60,7 @@ def follow(c: Cursor, key: SnapKey, hasher: Any, prefix: bytes | None, tail: byt
     incomplete = cut < len(tail)
     old_key = (*key, project)
     new_key = (c.dev, c.ino, length, digest)
-    snap = _fresh_snapshot(key, new_key, prefix, appended, project, snaps)
+    snap = _fresh_snapshot(key, new_key, hasher, prefix, old, appended, project, snaps)
     branch = snap.parsed.branches.get(c.branch)
     if branch is None:
         cursors.drop(c)
@@ -81,8 +72,8 @@ def follow(c: Cursor, key: SnapKey, hasher: Any, prefix: bytes | None, tail: byt
     # was continued from it in place, where pi-format guarantees they are unchanged.
     if new_key != key and snap.grown_from != old_key:
         with gc_paused():
-            items = branch.items
-        if items_digest(items[: c.served]) != c.served_digest:
+            digest_now = _served_digest(snap, c.branch, c.served)
+        if digest_now != c.served_digest:
             cursors.drop(c)
             raise ReaderRefusal("source-replaced", f"the earlier parts of branch {c.branch!r} changed")
     cursors.drop(c)
@@ -94,25 +85,32 @@ def follow(c: Cursor, key: SnapKey, hasher: Any, prefix: bytes | None, tail: byt
     return base, snap, (c.served, 0)
 
 
-def _fresh_snapshot(key: SnapKey, new_key: SnapKey, prefix: bytes | None, appended: bytes, project: str,
-                    snaps: SnapshotCache) -> Snap:
-    """The snapshot `new_key` (`key`'s bytes plus `appended`): from the cache, else continued from the
-    cached snapshot `key` with parse_appended (which equals a full parse), else `prefix + appended` parsed
-    whole (`prefix` is then not None: the reader kept the bytes because `key` was not cached)."""
-    snap = snaps.get_or_parse(new_key, None, project)
+def _served_digest(snap: Snap, branch: str, served: int) -> str:
+    """`items_digest` of the first `served` items of `branch` in `snap`, item by item (kept parts give their
+    keys; the others are rendered and dropped), never holding the branch's items."""
+    return items_digest(snap.key_at(branch, i) for i in range(served))
+
+
+def _fresh_snapshot(key: SnapKey, new_key: SnapKey, hasher: Any, prefix: bytes | None, old: Snap | None,
+                    appended: bytes, project: str, snaps: SnapshotCache) -> Snap:
+    """The snapshot `new_key` (`key`'s bytes plus `appended`; `hasher` is SHA-256 over them): from the cache,
+    else continued from the cursor's snapshot `old` with parse_appended (which equals a full parse), else
+    `prefix + appended` parsed whole (`prefix` is then not None: the reader kept the bytes because `key` was
+    not cached)."""
+    snap = snaps.get(new_key, project)
     if snap is not None:
         return snap
-    old = snaps.peek(key, project)
     if old is not None:
         # The cursor's snapshot is cached and its prefix was just verified: parse only the appended
         # complete lines on top of it (pi-format's parse_appended equals a full parse).
         with gc_paused():
             grown = pi_format.parse_appended(old.parsed, appended)
+        pieces = (*old.pieces, appended) if appended else old.pieces
         if grown.extends_previous:
-            # Same entries, same items: the rendered parts (keyed by item id) carry over.
-            return snaps.store(new_key, project, Snap(grown, (*key, project), old.parts))
-        return snaps.store(new_key, project, Snap(grown))
+            # Same entries, same items, the same refs: the kept parts carry over.
+            return snaps.store(new_key, project, Snap(grown, pieces, hasher, (*key, project), old.parts))
+        return snaps.store(new_key, project, Snap(grown, pieces, hasher, parts=PartCache(part_budget(new_key[2]))))
     assert prefix is not None  # kept because the snapshot was not cached
-    snap = snaps.get_or_parse(new_key, prefix + appended, project)
+    snap = snaps.get_or_parse(new_key, prefix + appended, project, hasher)
     assert snap is not None
     return snap

@@ -31,6 +31,13 @@ def dumps(value: Any) -> str:
     return _LONE.sub(_escape, text) if _LONE.search(text) else text
 
 
+def value_text(value: Any) -> str:
+    """`dumps(value)` for a JSON value that holds no page parts (a toolCall's arguments): no look for the
+    parts' bytes first."""
+    text = _ENCODER.encode(value)
+    return _LONE.sub(_escape, text) if _LONE.search(text) else text
+
+
 def dump_bytes(value: Any) -> bytes:
     """`dumps(value)` as UTF-8: the bytes the page limits count ("8 MiB of serialized UTF-8").
 
@@ -39,7 +46,9 @@ def dump_bytes(value: Any) -> bytes:
     bytes are the same as encoding the whole value: compact JSON is `{` + `key:value` joined by `,` + `}`.
     """
     if _holds_encoded(value, 2):
-        return _spliced(value, 2)
+        out: list[bytes] = []
+        _spliced(value, 2, out)
+        return b"".join(out)  # the one copy: every piece, the parts' bytes included, joined once
     return _plain(value)
 
 
@@ -48,30 +57,46 @@ def _plain(value: Any) -> bytes:
     return (_LONE.sub(_escape, text) if _LONE.search(text) else text).encode("utf-8")
 
 
-def _spliced(value: dict[str, Any], depth: int) -> bytes:
-    out = []
+def _key(key: str) -> bytes:
+    raw = _KEYS.get(key)
+    if raw is None:
+        raw = _plain(key) + b":"
+        if len(_KEYS) < 256:
+            _KEYS[key] = raw
+    return raw
+
+
+_KEYS: dict[str, bytes] = {}
+
+
+def _spliced(value: dict[str, Any], depth: int, out: list[bytes]) -> None:
+    """Append the pieces of `value`'s JSON to `out`: its own punctuation and keys, and each page's parts as the
+    bytes they carry (`PageParts.json_pieces`), never copied or encoded again here."""
+    sep = b"{"
     for k, v in value.items():
-        if isinstance(v, list) and callable(getattr(v, "json_bytes", None)):
-            got = getattr(v, "json_bytes")()  # noqa: B009 (a list that carries its bytes)
-            raw = got if isinstance(got, bytes) else _plain(v)
-        elif depth > 1 and _holds_encoded(v, depth - 1):
-            raw = _spliced(v, depth - 1)
+        out.append(sep)
+        sep = b","
+        out.append(_key(k))
+        pieces = getattr(v, "json_pieces", None) if isinstance(v, list) else None
+        if pieces is not None and pieces(out):
+            continue
+        if depth > 1 and _holds_encoded(v, depth - 1):
+            _spliced(v, depth - 1, out)
         else:
-            raw = _plain(v)
-        out.append(_plain(k) + b":" + raw)
-    return b"{" + b",".join(out) + b"}"
+            out.append(_plain(v))
+    out.append(b"{}" if sep == b"{" else b"}")
 
 
 def _holds_encoded(value: Any, depth: int) -> bool:
     """Whether `value` is a dict with str keys holding, up to `depth` dicts deep, a list that carries its
-    JSON bytes (`json_bytes`)."""
+    JSON bytes (`json_pieces`)."""
     if type(value) is not dict:
         return False
     for k, v in value.items():
         if type(k) is not str:
             return False
         if isinstance(v, list):
-            if callable(getattr(v, "json_bytes", None)):
+            if callable(getattr(v, "json_pieces", None)):
                 return True
         elif depth > 1 and type(v) is dict and _holds_encoded(v, depth - 1):
             return True

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mosaic.pi_format import Item
 
-from ._jsonout import dump_bytes, dumps, json_size, utf16_units
+from ._jsonout import dump_bytes, dumps, json_size, utf16_units, value_text
 
 MAX_PARTS_PER_PAGE = 100
 MAX_PAGE_BYTES = 8 * 1024 * 1024
@@ -123,11 +123,28 @@ class PageParts(list[dict[str, Any]]):
         self.encoded = encoded
         self._made_from = tuple(parts)
 
-    def json_bytes(self) -> bytes | None:
-        """The list's JSON, or None when it no longer holds the dicts its bytes were made from."""
+    def json_pieces(self, out: list[bytes]) -> bool:
+        """Append the list's JSON to `out` as pieces (brackets, commas and each part's bytes, not joined: the
+        caller joins the whole value once), or append nothing and return False when the list no longer holds
+        the dicts its bytes were made from."""
         if len(self) != len(self._made_from) or any(a is not b for a, b in zip(self, self._made_from, strict=True)):
-            return None
-        return b"[" + b",".join(self.encoded) + b"]"
+            return False
+        sep = b"["
+        for raw in self.encoded:
+            out.append(sep)
+            out.append(raw)
+            sep = b","
+        out.append(b"[]" if sep == b"[" else b"]")
+        return True
+
+
+def item_key(item: Item) -> bytes:
+    """What the follow digest takes of one item: "id@line", and for a run of unreadable lines (one
+    malformed-line notice) "id@line-through", so a run that grew at the end of the file changes it."""
+    notice = item.notice
+    if notice is not None and notice.through is not None and notice.through != item.line:
+        return f"{item.id}@{item.line}-{notice.through}\n".encode()
+    return f"{item.id}@{item.line}\n".encode()
 
 
 def part_from_json(raw: bytes) -> dict[str, Any]:
@@ -135,13 +152,25 @@ def part_from_json(raw: bytes) -> dict[str, Any]:
     JSON of strings, integers, booleans, null, objects and arrays reads back to equal values in the same key
     order. msgspec reads it (several times faster than json); a part holding a lone surrogate (written as
     its escape, which msgspec refuses) is read by json, which carries it."""
-    import msgspec  # loaded on first use (importing this package stays cheap)
-
+    decode = _MSGSPEC_DECODE
+    if decode is None:
+        decode = _msgspec_decode()
     try:
-        part: dict[str, Any] = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+        part: dict[str, Any] = decode(raw)
+    except ValueError:  # msgspec.DecodeError is a ValueError
         part = json.loads(raw)
     return part
+
+
+_MSGSPEC_DECODE: Callable[[bytes], Any] | None = None
+
+
+def _msgspec_decode() -> Callable[[bytes], Any]:
+    global _MSGSPEC_DECODE
+    import msgspec  # loaded on first use (importing this package stays cheap)
+
+    _MSGSPEC_DECODE = msgspec.json.Decoder().decode
+    return _MSGSPEC_DECODE
 
 
 def item_parts(item: Item) -> list[dict[str, Any]]:
@@ -156,10 +185,10 @@ def sized_parts(item: Item) -> list[tuple[dict[str, Any], int]]:
 
 def encoded_parts(item: Item) -> list[tuple[dict[str, Any], bytes]]:
     """`item_parts(item)` with each part's JSON bytes (`dump_bytes(part)`), each part serialized once."""
-    d = item.to_json()
-    fast = _single_part(d)
+    fast = _single_part(item)
     if fast is not None:
         return [fast]
+    d = item.to_json()
     pieces: list[dict[str, Any]] = []
     head: dict[str, Any] = {
         "timestamp": d["timestamp"],
@@ -211,27 +240,53 @@ def _short(value: Any) -> bool:
     return True
 
 
-def _single_part(d: dict[str, Any]) -> tuple[dict[str, Any], bytes] | None:
-    """The common case in one step: few blocks, every string short. Same output as the general path."""
-    blocks: list[Any] = d["blocks"]
-    if len(blocks) > MAX_BLOCKS_PER_PART or not _short(d["timestamp"]) or not _short(d["attrs"]):
+def _single_part(item: Item) -> tuple[dict[str, Any], bytes] | None:
+    """The common case in one step, straight from the item: few blocks, every string short. Same output as
+    the general path (`encoded_parts`), or None when the item needs it."""
+    blocks = item.blocks
+    timestamp = item.timestamp
+    if len(blocks) > MAX_BLOCKS_PER_PART or (timestamp is not None and len(timestamp) > _SHORT):
+        return None
+    attrs = dict(item.attrs)
+    if not _short(attrs):
         return None
     out_blocks: list[dict[str, Any]] = []
-    for i, raw in enumerate(blocks):
-        b: dict[str, Any] = dict(raw)
-        if b.get("kind") == "toolCall":
-            b["arguments"] = dumps(b.get("arguments"))
-        if not _short(b):
-            return None
+    for i, block in enumerate(blocks):
+        b = block.to_json()
+        if block.kind == "toolCall":
+            b["arguments"] = value_text(b.get("arguments"))
+        # A block's values are strings or null (its arguments are JSON text by now): only their lengths count.
+        for v in b.values():
+            if type(v) is str and len(v) > _SHORT:
+                return None
         b["block"] = i
         out_blocks.append(b)
-    part: dict[str, Any] = {"item": d["id"], "index": 0, "last": True, "kind": d["kind"], "line": d["line"],
-                            "timestamp": d["timestamp"], "entry": d["entry"], "attrs": dict(d["attrs"]),
-                            "notice": d["notice"], "blocks": out_blocks}
-    raw = dump_bytes(part)
+    notice = item.notice
+    part: dict[str, Any] = {"item": item.id, "index": 0, "last": True, "kind": item.kind, "line": item.line,
+                            "timestamp": timestamp, "entry": item.entry, "attrs": attrs,
+                            "notice": None if notice is None else notice.to_json(), "blocks": out_blocks}
+    raw = _encode(part)
     if len(raw) > MAX_PART_BYTES:
         return None
     return part, raw
+
+
+_MSGSPEC_ENCODE: Callable[[Any], bytes] | None = None
+
+
+def _encode(part: dict[str, Any]) -> bytes:
+    """`dump_bytes(part)` for a part: msgspec writes it (the same bytes for the strings, integers, booleans,
+    null, lists and objects a part holds; a part holds no float: toolCall arguments travel as JSON text),
+    and `dump_bytes` writes a part with a lone surrogate, which msgspec refuses to encode."""
+    global _MSGSPEC_ENCODE
+    if _MSGSPEC_ENCODE is None:
+        import msgspec  # loaded on first use (importing this package stays cheap)
+
+        _MSGSPEC_ENCODE = msgspec.json.encode
+    try:
+        return _MSGSPEC_ENCODE(part)
+    except UnicodeEncodeError:
+        return dump_bytes(part)
 
 
 def _pack(
@@ -262,7 +317,7 @@ def _pack(
     current["last"] = True
     parts.append((current, size - 1))  # "last":true is one byte shorter than "last":false
     # Each part is serialized once, now that it is complete (the sizes above come from its pieces).
-    return [(part, dump_bytes(part)) for part, _ in parts]
+    return [(part, _encode(part)) for part, _ in parts]
 
 
 def paginate(

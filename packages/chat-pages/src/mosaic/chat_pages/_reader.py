@@ -35,11 +35,20 @@ if TYPE_CHECKING:
 
 from ._catalogue import catalogue_row, unsupported_row
 from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR, Cursor, CursorStore
-from ._follow import follow, item_key
+from ._follow import follow
 from ._jsonout import iso_time, json_size
 from ._parts import paginate
 from ._refusal import ReaderRefusal
-from ._snapshots import Snap, SnapKey, SnapshotCache, gc_paused, hash_prefix, read_to_end, source_epoch
+from ._snapshots import (
+    Snap,
+    SnapKey,
+    SnapshotCache,
+    gc_paused,
+    hash_prefix,
+    read_to_end,
+    same_prefix,
+    source_epoch,
+)
 from ._sources import Roots, SessionRoot, conversation_id
 
 _CURSOR_PLACEHOLDER = "c-" + "0" * 32
@@ -86,8 +95,9 @@ class Reader:
         self._cursors = CursorStore(cursor_cap, cursor_ttl)
         self._snaps = SnapshotCache()
         self._fs_clock = fs_clock
-        #: How often a next re-hashed the pinned prefix, and how often the stat shortcut skipped it.
-        self.verify_counts = {"hashed": 0, "skipped": 0}
+        #: How often a next read the pinned prefix again (hashed it, or compared it with the cached snapshot's
+        #: bytes), how often the stat shortcut skipped that, and how often an open reused a cached snapshot.
+        self.verify_counts = {"hashed": 0, "skipped": 0, "reused": 0}
 
     # -- public API ----------------------------------------------------------------------------------
 
@@ -236,24 +246,31 @@ class Reader:
         if branch is not None and not isinstance(branch, str):
             raise ReaderRefusal("unknown-branch", "branch must be a branch name")
         with self._resolve(conversation) as (loc, root):
+            project = root.path
             with self._open_file(root, loc) as f:
                 since = self._fs_clock()
                 st = os.fstat(f.fd)
-                data = read_to_end(f.fd, 0)
                 dev, ino = f.dev, f.ino
-            project = root.path
-        cut = data.rfind(b"\n") + 1
-        snapshot = data if cut == len(data) else data[:cut]  # no copy in the common case
-        incomplete = cut < len(data)
-        if not snapshot:
-            # No complete line yet: the header is still being written, or cannot become one.
-            result = pi_format.parse(data, project=project, realpath=os.path.realpath)
-            assert isinstance(result, FormatRefusal)
-            raise ReaderRefusal(result.code, result.message)
-        digest = hashlib.sha256(snapshot).hexdigest()
-        snap = self._snaps.get_or_parse((dev, ino, cut, digest), snapshot, project)
-        assert snap is not None
-        self._snaps.remember_verified((dev, ino, cut, digest), st, since)
+                # The re-verification shortcut, for an open (README, "Re-verification shortcut"): a file whose
+                # full stat identity is still the clean one that last verified a cached snapshot is that
+                # snapshot, so it is neither read nor hashed again.
+                reused = self._snaps.unchanged(st, project)
+                data = read_to_end(f.fd, 0) if reused is None else b""
+        if reused is not None:
+            (_, _, cut, digest), snap = reused
+            incomplete = st.st_size > cut
+            self._count("reused")
+        else:
+            cut = data.rfind(b"\n") + 1
+            snapshot = data if cut == len(data) else data[:cut]  # no copy in the common case
+            incomplete = cut < len(data)
+            if not snapshot:
+                # No complete line yet: the header is still being written, or cannot become one.
+                result = pi_format.parse(data, project=project, realpath=os.path.realpath)
+                assert isinstance(result, FormatRefusal)
+                raise ReaderRefusal(result.code, result.message)
+            snap, digest = self._snaps.open(dev, ino, snapshot, project)
+            self._snaps.remember_verified((dev, ino, cut, digest), st, since)
         name = snap.parsed.default_branch if branch is None else branch
         if name not in snap.parsed.branches:
             raise ReaderRefusal("unknown-branch", f"{name!r} is not a branch of this conversation")
@@ -275,25 +292,28 @@ class Reader:
                 raise ReaderRefusal("unknown-conversation", "the conversation resolves elsewhere now")
             with self._open_file(root, loc) as f:
                 key = (c.dev, c.ino, c.length, c.digest)
-                hasher, prefix = self._verify_pinned(c, f, key, root.path)
+                hasher, prefix, old = self._verify_pinned(c, f, key, root.path)
                 tail = read_to_end(f.fd, c.length) if c.kind == "follow" else b""
             project = root.path
         if c.kind == "page":
-            snap = self._snaps.get_or_parse(key, prefix, project)
+            snap = old or self._snaps.get_or_parse(key, prefix, project, hasher)
             assert snap is not None
             self._cursors.drop(c)
             return self._page(c, snap, c.position)
-        base, snap, start = follow(c, key, hasher, prefix, tail, project, self._snaps, self._cursors)
+        base, snap, start = follow(c, key, hasher, prefix, old, tail, project, self._snaps, self._cursors)
         return self._page(base, snap, start)
 
-    def _verify_pinned(self, c: Cursor, f: OpenedFile, key: SnapKey, project: str) -> tuple[Any, bytes | None]:
+    def _verify_pinned(self, c: Cursor, f: OpenedFile, key: SnapKey,
+                       project: str) -> tuple[Any, bytes | None, Snap | None]:
         """Seed "Snapshots, epochs, cursors": every next re-verifies the pinned prefix of `c` in the open
-        file `f`. Returns the SHA-256 state over the prefix and, when the snapshot is no longer cached
-        under `project`, the prefix bytes (to parse again); (None, None) when the stat shortcut applies (a
-        page cursor on a cached snapshot whose file is unchanged since a clean verification).
+        file `f`. Returns a SHA-256 state over the prefix (the caller's own), the prefix bytes when the
+        snapshot is no longer cached under `project` (to parse again) and the cached snapshot when it is;
+        the hash state is None when the stat shortcut applies (a page cursor on a cached snapshot whose file
+        is unchanged since a clean verification). A cached snapshot's prefix is compared byte for byte with
+        the bytes its parse holds; an uncached one is hashed.
 
         Drops `c` and raises ReaderRefusal source-replaced when (dev, ino) changed, the file is shorter
-        than the snapshot, or the prefix digest differs (rewritten in place).
+        than the snapshot, or its prefix differs (rewritten in place).
         """
         if (f.dev, f.ino) != (c.dev, c.ino):
             self._cursors.drop(c)
@@ -301,26 +321,37 @@ class Reader:
         if f.size < c.length:
             self._cursors.drop(c)
             raise ReaderRefusal("source-replaced", "the session file is shorter than the pinned snapshot")
-        cached = self._snaps.holds(key, project)
-        if c.kind == "page" and cached and self._snaps.still_verified(key, os.fstat(f.fd)):
+        snap = self._snaps.get(key, project)
+        if c.kind == "page" and snap is not None and self._snaps.still_verified(key, os.fstat(f.fd)):
             self._count("skipped")
-            return None, None
+            return None, None, snap
         self._count("hashed")
-        # The bytes are kept only when the snapshot must be parsed again (it left the cache); a follow on
-        # a cached snapshot parses only the appended lines (parse_appended).
-        keep = not cached
         since = self._fs_clock()
         st = os.fstat(f.fd)
-        hashed = hash_prefix(f.fd, c.length, keep)
-        if hashed is None:
-            self._cursors.drop(c)
-            raise ReaderRefusal("source-replaced", "the session file is shorter than the pinned snapshot")
-        hasher, prefix = hashed
-        if hasher.hexdigest() != c.digest:
-            self._cursors.drop(c)
-            raise ReaderRefusal("source-replaced", "the pinned prefix changed (rewritten in place)")
+        if snap is not None:
+            # The snapshot's bytes are held by its parse: the prefix is read back and compared with them
+            # byte for byte (equal bytes have the pinned digest), and the SHA-256 state kept at the end of the
+            # snapshot is copied for a follow to extend with the appended bytes only (README, "Follow").
+            same = same_prefix(f.fd, snap.pieces)
+            if same is None:
+                self._cursors.drop(c)
+                raise ReaderRefusal("source-replaced", "the session file is shorter than the pinned snapshot")
+            if not same:
+                self._cursors.drop(c)
+                raise ReaderRefusal("source-replaced", "the pinned prefix changed (rewritten in place)")
+            hasher, prefix = snap.hasher.copy(), None
+        else:
+            # Not cached: the prefix is hashed and kept, to be parsed again.
+            hashed = hash_prefix(f.fd, c.length, True)
+            if hashed is None:
+                self._cursors.drop(c)
+                raise ReaderRefusal("source-replaced", "the session file is shorter than the pinned snapshot")
+            hasher, prefix = hashed
+            if hasher.hexdigest() != c.digest:
+                self._cursors.drop(c)
+                raise ReaderRefusal("source-replaced", "the pinned prefix changed (rewritten in place)")
         self._snaps.remember_verified(key, st, since)
-        return hasher, prefix
+        return hasher, prefix, snap
 
     def _count(self, what: str) -> None:
         with self._counts_lock:
@@ -333,7 +364,7 @@ class Reader:
         it: a page cursor when parts remain, else a follow cursor. Seed "Pages" limits (`paginate`)."""
         parsed = snap.parsed
         branch = parsed.branches[base.branch]
-        count = branch.item_count  # known without rendering; pages render only their items (Snap.item_at)
+        count = branch.item_count  # known without rendering; pages render only their items (Snap.parts_of)
         page: dict[str, Any] = {
             "conversation": base.conversation,
             "branch": base.branch,
@@ -343,8 +374,9 @@ class Reader:
             "nextCursor": _CURSOR_PLACEHOLDER,
         }
         envelope = json_size(page)
+        keys: dict[int, bytes] = {}
         with gc_paused():
-            parts, nxt = paginate(count, start, envelope, snap.parts_of(base.branch))
+            parts, nxt = paginate(count, start, envelope, snap.parts_of(base.branch, keys))
             # The follow digest over "id@line" of every item (_follow.items_digest), carried page to page:
             # each page adds the items it finished (already rendered for it), so the last page does not
             # walk the branch.
@@ -354,7 +386,8 @@ class Reader:
                 hasher, hashed = hashlib.sha256(), 0
             upto = count if nxt is None else nxt[0]
             for i in range(hashed, upto):
-                hasher.update(item_key(snap.item_at(base.branch, i)))
+                key = keys.get(i)
+                hasher.update(key if key is not None else snap.key_at(base.branch, i))
         page["parts"] = parts
         now = self._clock()
         if nxt is not None:

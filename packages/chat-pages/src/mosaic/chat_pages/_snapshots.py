@@ -2,18 +2,21 @@
 
 Seed README, "Snapshots, epochs, cursors" and "Costs". A snapshot is the file up to its last LF when the
 descriptor was read, named by its key (dev, ino, length, SHA-256 digest). "A parse cache and a
-branch-entries cache, two snapshots each": here one cache of `Snap`s holds both (the parse and its
-rendered parts), keyed by the snapshot key and the project the header cwd was checked against.
+branch-entries cache, two snapshots each": here one cache of `Snap`s holds both (the parse, the bytes it
+holds, the SHA-256 state at its end, and its rendered parts' bytes), keyed by the snapshot key and the
+project the header cwd was checked against.
 
 The re-verification shortcut follows git's racily-clean rule (package README, "Re-verification
-shortcut"): a page cursor may skip hashing the pinned prefix when the file's full stat identity is the
-one taken just before the last hash that verified it, and that stat was not racy.
+shortcut"): a page cursor may skip reading the pinned prefix again, and an open may take the cached
+snapshot without reading the file, when the file's full stat identity is the one taken just before the
+last read that verified it, and that stat was not racy.
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
+import heapq
 import os
 import threading
 from collections import OrderedDict
@@ -29,18 +32,20 @@ from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 if TYPE_CHECKING:
     from mosaic.pi_format import Parsed
 
-from ._parts import encoded_parts, part_from_json
+from ._parts import encoded_parts, item_key, part_from_json
 from ._refusal import ReaderRefusal
 
 #: Seed "Costs": a parse cache and a branch-entries cache, two snapshots each.
 SNAPSHOT_CACHE = 2
 #: How many verified stat identities are remembered (a few per snapshot the cursors still pin).
 VERIFIED_CAP = 16
-#: A file whose ctime is within this much of a verification's start is "racy" and always hashed again:
+#: A file whose ctime is within this much of a verification's start is "racy" and always read again:
 #: well over one coarse kernel timestamp tick (at most 10 ms at HZ=100).
 RACY_NS = 100_000_000
 
 _CHUNK = 1 << 20
+#: A snapshot at least this large is hashed on another core while it is parsed (SnapshotCache.open).
+PARALLEL_HASH_BYTES = 4 << 20
 #: Items are taken from pi-format in chunks of this many (one page holds at most 100 parts).
 _ITEM_CHUNK = 128
 
@@ -136,6 +141,27 @@ def hash_prefix(fd: int, length: int, keep: bool) -> tuple[Any, bytes | None] | 
     return h, (b"".join(kept) if keep else None)
 
 
+def same_prefix(fd: int, pieces: tuple[bytes, ...]) -> bool | None:
+    """Whether `fd` starts with exactly the bytes of `pieces` (joined), read back in chunks and compared byte
+    for byte; None when the file is shorter. Raises OSError when a read fails."""
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    offset = 0
+    for piece in pieces:
+        with memoryview(piece) as whole:
+            at, n = 0, len(piece)
+            while at < n:
+                got = os.preadv(fd, [view[:min(_CHUNK, n - at)]], offset)
+                if got == 0:
+                    return None
+                # bytearray == memoryview compares with memcmp (memoryview == ... compares item by item).
+                if not (buf if got == _CHUNK else buf[:got]) == whole[at:at + got]:
+                    return False
+                at += got
+                offset += got
+    return True
+
+
 def stat_id(st: os.stat_result) -> StatId:
     """The full stat identity the shortcut compares."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -148,47 +174,127 @@ def is_racy(ctime_ns: int, now: float) -> bool:
     return ctime_ns >= round(now * 1e9) - RACY_NS
 
 
-@dataclass
+class PartCache:
+    """The JSON bytes of rendered items' parts, by pi-format ref, bounded in bytes (issue 22: decoded text is
+    never kept, only these bytes, and at most `budget` of them).
+
+    Branches of one file share their prefixes and every open starts a branch at its root, so the items most
+    pages revisit are the earliest in the file. The cache keeps those: when it is full, an item earlier in the
+    file than the latest one held takes that one's place, and a later one is not kept (a plain LRU would keep
+    the tail of the branch read last, which the next branch read from its root never reaches). Line notices
+    are not kept (they cost nothing to make). Each entry also holds the item's follow-digest key
+    (`_parts.item_key`), so a page digests a kept item without rendering it. Shared by the snapshots that
+    pi-format continued in place (a ref names the same item in both); its own lock guards it."""
+
+    #: Bytes counted per kept part beside its JSON (the bytes object, the tuple, the dict slot).
+    OVERHEAD = 120
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.size = 0
+        self._kept: dict[int, tuple[bytes, tuple[bytes, ...]]] = {}
+        self._latest: list[int] = []  # a max-heap of the kept refs (negated)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, ref: int) -> tuple[bytes, tuple[bytes, ...]] | None:
+        """(digest key, parts' JSON bytes) of the item `ref`, or None when it is not kept."""
+        return self._kept.get(ref)
+
+    def put(self, ref: int, key: bytes, raws: tuple[bytes, ...]) -> None:
+        """Keep the item `ref` if it fits, evicting items later in the file than it."""
+        if ref < 0:
+            return
+        cost = sum(len(raw) for raw in raws) + len(key) + self.OVERHEAD * (len(raws) + 1)
+        with self._lock:
+            if ref in self._kept:
+                return
+            latest = self._latest
+            while self.size + cost > self.budget and latest and -latest[0] > ref:
+                gone = -heapq.heappop(latest)
+                _, old = self._kept.pop(gone)
+                self.size -= sum(len(raw) for raw in old) + len(_) + self.OVERHEAD * (len(old) + 1)
+            if self.size + cost > self.budget:
+                return
+            self._kept[ref] = (key, raws)
+            heapq.heappush(latest, -ref)
+            self.size += cost
+
+
+def part_budget(size: int) -> int:
+    """How many bytes of parts a snapshot of `size` bytes keeps: half the file, between 1 and 64 MiB (so a
+    reader that served every page of it holds at most about 1.5x the file)."""
+    return max(1 << 20, min(64 << 20, size // 2))
+
+
+@dataclass(eq=False)
 class Snap:
-    """One parsed snapshot and its rendered parts (the parse and branch-entries caches)."""
+    """One parsed snapshot: the parse, the bytes it was parsed from (as the pieces the parse holds), the
+    SHA-256 state at its end, and the parts of its rendered items (the parse and branch-entries caches)."""
 
     parsed: Parsed
+    # The snapshot's bytes, in the pieces the parse holds them (no copy): what an unchanged prefix is
+    # compared with, byte for byte.
+    pieces: tuple[bytes, ...]
+    # hashlib's SHA-256 over exactly those bytes: never updated in place (copy() first), so a follow extends
+    # it with the appended bytes only.
+    hasher: Any
     # The snapshot key this one was continued from in place (pi-format's parse_appended with
     # extends_previous): every branch of that snapshot is, item for item, the start of the same branch here.
     grown_from: tuple[int, int, int, str, str] | None = None
-    # Keyed by item id (an item's parts do not depend on the branch, and branches share their prefixes):
-    # the JSON bytes of each of its parts, made once. Only bytes are kept, which the cyclic collector never
-    # walks (issue 13: a branch read to its end leaves no tracked objects per part for every later full
-    # collection to walk); a page that meets the item again reads its part dicts back from them
-    # (`_parts.part_from_json`).
-    parts: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
+    parts: PartCache = field(default_factory=lambda: PartCache(1 << 20))
+    # (branch, chunk number) -> the refs of that chunk of the branch's items (ints: what pi-format's
+    # Branch.refs_from returns; nothing is rendered to find them).
+    chunks: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
 
-    # (branch, chunk number) -> that chunk of the branch's items, rendered on demand (pi-format's
-    # Branch.items_from), so a page renders about the items it shows, not the whole branch.
-    chunks: dict[tuple[str, int], tuple[Any, ...]] = field(default_factory=dict)
+    @property
+    def length(self) -> int:
+        return sum(len(p) for p in self.pieces)
 
-    def item_at(self, branch: str, i: int) -> Any:
-        """Item `i` of `branch` (which must exist and hold it), rendering only its chunk."""
+    def ref_at(self, branch: str, i: int) -> int:
+        """The ref of item `i` of `branch` (which must exist and hold it)."""
         key = (branch, i // _ITEM_CHUNK)
         chunk = self.chunks.get(key)
         if chunk is None:
-            chunk = self.parsed.branches[branch].items_from(key[1] * _ITEM_CHUNK, _ITEM_CHUNK)
+            chunk = self.parsed.branches[branch].refs_from(key[1] * _ITEM_CHUNK, _ITEM_CHUNK)
             self.chunks[key] = chunk
         return chunk[i % _ITEM_CHUNK]
 
-    def parts_of(self, branch: str) -> Callable[[int], list[tuple[dict[str, Any], bytes]]]:
+    def key_at(self, branch: str, i: int) -> bytes:
+        """The follow-digest key of item `i` of `branch` (`_parts.item_key`), rendering it only when its
+        parts are not kept."""
+        ref = self.ref_at(branch, i)
+        kept = self.parts.get(ref)
+        if kept is not None:
+            return kept[0]
+        return item_key(self.parsed.render(ref))
+
+    def parts_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], list[tuple[dict[str, Any], bytes]]]:
         """A function from an item index of `branch` to that item's parts with their JSON bytes, each made
-        and serialized once (the bytes size the page and are the page's serialization)."""
+        and serialized once while it is kept (the bytes size the page and are the page's serialization); a
+        kept item is read back from its bytes, never rendered again. It puts each item's follow-digest key
+        in `keys` (by index), so the page that asked digests its items without rendering them again."""
         def get(i: int) -> list[tuple[dict[str, Any], bytes]]:
-            item = self.item_at(branch, i)
-            kept = self.parts.get(item.id)
+            ref = self.ref_at(branch, i)
+            kept = self.parts.get(ref)
             if kept is None:
+                item = self.parsed.render(ref)
                 got = encoded_parts(item)
-                self.parts[item.id] = tuple(raw for _, raw in got)
+                keys[i] = key = item_key(item)
+                self.parts.put(ref, key, tuple(raw for _, raw in got))
                 return got
-            return [(part_from_json(raw), raw) for raw in kept]
+            keys[i] = kept[0]
+            return [(part_from_json(raw), raw) for raw in kept[1]]
 
         return get
+
+
+def _snap(result: Parsed | FormatRefusal, data: bytes, hasher: Any) -> Snap:
+    if isinstance(result, FormatRefusal):
+        raise ReaderRefusal(result.code, result.message)
+    return Snap(result, (data,), hasher, parts=PartCache(part_budget(len(data))))
 
 
 class SnapshotCache:
@@ -216,23 +322,72 @@ class SnapshotCache:
         with self._lock:
             return self._snaps.get((*file_key, project))
 
-    def get_or_parse(self, file_key: SnapKey, data: bytes | None, project: str) -> Snap | None:
+    def get_or_parse(self, file_key: SnapKey, data: bytes | None, project: str, hasher: Any = None) -> Snap | None:
         """The cached snapshot (now the most recently used), else `data` parsed and cached, else None when
-        `data` is None. `data` must be the snapshot's bytes. Raises ReaderRefusal with pi-format's code
-        (not-a-pi-session, incomplete-header, foreign-project) when the bytes are refused."""
+        `data` is None. `data` must be the snapshot's bytes and `hasher` hashlib's SHA-256 over exactly them
+        (made here when None). Raises ReaderRefusal with pi-format's code (not-a-pi-session,
+        incomplete-header, foreign-project) when the bytes are refused."""
+        snap = self.get(file_key, project)
+        if snap is not None or data is None:
+            return snap
+        if hasher is None:
+            hasher = hashlib.sha256(data)
+        with gc_paused():
+            result = parse(data, project=project, realpath=os.path.realpath)
+        return self.store(file_key, project, _snap(result, data, hasher))
+
+    def get(self, file_key: SnapKey, project: str) -> Snap | None:
+        """The cached snapshot, now the most recently used, or None."""
         key = (*file_key, project)
         with self._lock:
             snap = self._snaps.get(key)
             if snap is not None:
                 self._snaps.move_to_end(key)
-                return snap
-        if data is None:
-            return None
-        with gc_paused():
-            result = parse(data, project=project, realpath=os.path.realpath)
-        if isinstance(result, FormatRefusal):
-            raise ReaderRefusal(result.code, result.message)
-        return self.store(file_key, project, Snap(result))
+            return snap
+
+    def open(self, dev: int, ino: int, data: bytes, project: str) -> tuple[Snap, str]:
+        """The snapshot of `data` (a file's bytes up to its last LF) and its digest: cached, else parsed and
+        cached. A large snapshot is hashed on another core while it is parsed (hashlib releases the GIL for
+        the whole buffer; the digest names the cache entry, so a snapshot that may be cached under this
+        length is hashed first). Raises ReaderRefusal as `get_or_parse`."""
+        cut = len(data)
+        if cut < PARALLEL_HASH_BYTES or self._holds_length(dev, ino, cut, project):
+            hasher = hashlib.sha256(data)
+            digest = hasher.hexdigest()
+            snap = self.get_or_parse((dev, ino, cut, digest), data, project, hasher)
+            assert snap is not None
+            return snap, digest
+        hasher = hashlib.sha256()
+        worker = threading.Thread(target=hasher.update, args=(data,), name="chat-pages-hash")
+        worker.start()
+        try:
+            with gc_paused():
+                result = parse(data, project=project, realpath=os.path.realpath)
+        finally:
+            worker.join()
+        digest = hasher.hexdigest()
+        key = (dev, ino, cut, digest)
+        snap = self.get(key, project)
+        if snap is None:
+            snap = self.store(key, project, _snap(result, data, hasher))
+        return snap, digest
+
+    def _holds_length(self, dev: int, ino: int, cut: int, project: str) -> bool:
+        with self._lock:
+            return any(k[:3] == (dev, ino, cut) and k[4] == project for k in self._snaps)
+
+    def unchanged(self, st: os.stat_result, project: str) -> tuple[SnapKey, Snap] | None:
+        """The cached snapshot (checked against `project`) whose file `st` (a fresh fstat) is still exactly
+        the clean stat identity that last verified it, or None: the re-verification shortcut for an open."""
+        sid = stat_id(st)
+        with self._lock:
+            for key, verified in self._verified.items():
+                if verified == sid:
+                    snap = self._snaps.get((*key, project))
+                    if snap is not None:
+                        self._snaps.move_to_end((*key, project))
+                        return key, snap
+        return None
 
     def store(self, file_key: SnapKey, project: str, snap: Snap) -> Snap:
         """Cache `snap` as the most recently used, evicting beyond SNAPSHOT_CACHE; returns it."""
@@ -244,15 +399,16 @@ class SnapshotCache:
 
     # -- the re-verification shortcut --------------------------------------------------------------------
     #
-    # Seed "Costs": each page reads and hashes the whole pinned prefix. Here a page cursor skips the hash
-    # when the file's full stat identity (dev, ino, size, mtime_ns, ctime_ns) equals the one taken just
-    # before the last hash that verified this snapshot, AND that stat was not "racy": its ctime was older
-    # than the verification start by more than RACY_NS (git's racily-clean rule). Any change to the file
+    # Seed "Costs": each page reads and hashes the whole pinned prefix. Here a page cursor skips reading it
+    # again, and an open takes the cached snapshot (`unchanged`), when the file's full stat identity (dev,
+    # ino, size, mtime_ns, ctime_ns) equals the one taken just before the last read that verified this
+    # snapshot (its hash, or its comparison with the bytes the parse holds), AND that stat was not "racy":
+    # its ctime was older than the verification start by more than RACY_NS (git's racily-clean rule). Any change to the file
     # after the verification started gets a ctime at or after that start minus one coarse timestamp tick,
     # so it differs from the recorded ctime; utime cannot set ctime. A file changed within RACY_NS of a
-    # verification (the same timestamp tick) is always hashed again, which is what
+    # verification (the same timestamp tick) is always read again, which is what
     # test_F14_in_place_rewrite_within_the_same_timestamp_tick_is_source_replaced proves. Follows always
-    # hash: an append changes the stat identity anyway. It relies on the wall clock not stepping back by
+    # read: an append changes the stat identity anyway. It relies on the wall clock not stepping back by
     # more than RACY_NS between two calls.
 
     def still_verified(self, file_key: SnapKey, st: os.stat_result) -> bool:

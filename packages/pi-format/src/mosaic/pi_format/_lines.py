@@ -1,23 +1,33 @@
-"""The line index: each complete line of a session file decoded only as far as the tree needs (issue 13).
+"""The line index: every complete line of a session file decoded only as far as the tree needs, kept as
+columns (issues 13 and 22).
 
 For every line after the header this finds its bytes and decodes only `type`, `id`, `parentId` and
-`display` (what the tree, the names and the item counts need) with msgspec, which skips every other value
-without building it. The entry itself is decoded in full (by `Record.value`, with the exact decoder) only
-when a page renders it. So a parse holds the file's bytes and a small record per entry, not every entry's
-decoded JSON.
+`display` with msgspec, which skips every other value without building it. A valid entry line becomes a
+*record*: a row of flat arrays (where its bytes are, its line, a flags byte, the record its parentId named
+when it was read) and its raw id in an `IdTable`. No Python object is made per record, so a parse holds the
+file's bytes plus about 20-60 bytes per entry whatever the file's shape (a million tiny entries, 100,000
+roots or forks). The entry itself is decoded in full only when a page renders it (`Index.value`), and not
+kept.
 
-The JavaScript-compatible semantics of `_parse` stay exactly: a line takes the exact decoder (Python's json
-with NaN/Infinity refused, on the line's UTF-8 text), as every line did before, whenever msgspec could judge
-it differently. That is when msgspec refuses it (a lone surrogate escape, NaN/Infinity, a number out of
-range, too deep, anything malformed: the exact decoder then says why, or accepts it), when its block of
-lines is not all valid UTF-8 (msgspec does not check the bytes of values it skips), and when it may hold an
-integer longer than Python's digit limit (msgspec skips one; Python refuses it). A line decoded by the exact decoder keeps its value, so its render never decodes
-again. Duplicate keys resolve last-wins in both decoders, and msgspec unescapes keys as Python's json does.
+The JavaScript-compatible semantics of `_parse` stay exactly: the exact decoder is Python's json with
+NaN/Infinity refused, on the line's UTF-8 text, and a line takes it whenever msgspec could judge it
+differently: when the block of lines it sits in is not all valid UTF-8 and the line itself is (msgspec does
+not check the bytes of values it skips), when it may hold an integer longer than Python's digit limit
+(msgspec skips one; Python refuses it), and when msgspec refuses it for a reason Python might not share
+(a lone surrogate escape, a number out of range, nesting). A line msgspec refuses as malformed JSON with no
+`\\ud800`-`\\udfff` escape in it is malformed for Python's json too, so it is classified without decoding it
+again (issue 19: a malformed line costs what a valid one does): "blank" when it holds only whitespace, else
+"not JSON". A line the exact decoder reads keeps its value, so its render never decodes again. Duplicate
+keys resolve last-wins in both decoders, and msgspec unescapes keys as Python's json does.
+
+Rendering decodes a line with msgspec (`_FULL`) and falls back to the exact decoder whenever msgspec
+refuses it: where msgspec accepts a line, it reads the same values as Python's json (integers, floats,
+strings, key order; `tests/test_index_equivalence.py`).
 
 Nesting: both decoders spend one unit of the interpreter's recursion budget per level of nesting, so at
 parse time they accept the same lines. A page may render from a deeper stack than the parse ran in; a line
 that then runs out of budget is decoded again in a fresh thread (a full budget), so its render never
-depends on the caller's stack, as when every value was kept.
+depends on the caller's stack.
 """
 
 from __future__ import annotations
@@ -27,16 +37,25 @@ import json
 import re
 import sys
 import threading
+from array import array
 from typing import Any, NoReturn
 
 import msgspec
 
-from ._render import shows, shows_type
+from ._idtable import DENSE_BYTES, IdTable
+from ._render import HIDDEN_TYPES, shows
 from ._runs import Runs
 
 #: Lines are checked for valid UTF-8 in blocks of about this many bytes (one str at a time, then dropped;
 #: 64 KiB decodes about twice as fast here as 1 MiB, the str staying in the cache).
 UTF8_BLOCK = 1 << 16
+
+#: A record's flags byte (record-level bits; the tree adds its own bits in `_tree`).
+SHOWS = 1  # the entry yields an item (its own, or a notice standing for it)
+KEPT = 2  # read by the exact decoder at parse time: its value is in `Index.kept`
+PNULL = 4  # parentId null or absent: a root
+PBAD = 8  # parentId neither a string nor null: a missing parent
+PEND = 16  # a string parentId that named no earlier record when the line was read
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -48,6 +67,11 @@ DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 _EMPTY_RUN = re.compile(rb"\n+")
 _DIGIT = re.compile(rb"[0-9]")
 _DIGITS = re.compile(rb"[0-9]*")
+# A \u escape of a UTF-16 surrogate: msgspec refuses a lone one where Python's json carries it.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# What str.strip() strips among ASCII (Py_UNICODE_ISSPACE): the blank-line test of a malformed line.
+_ASCII_SPACE = re.compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")
+_JSON_SPACE = re.compile(rb"[ \t\r\n]*")
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -59,36 +83,149 @@ class _Head(msgspec.Struct, gc=False):
     display: Any = None
 
 
+#: The head decoder (the index), the whole-line decoder (rendering) and whether a line msgspec refused as
+#: malformed may be classified without the exact decoder. Tests replace all three to make the reference
+#: parse, which reads every line with the exact decoder.
 _FAST = msgspec.json.Decoder(_Head).decode
+_FULL = msgspec.json.Decoder().decode
+_QUICK = True
 
 
-class Record(msgspec.Struct, gc=False):
-    """One valid entry line: its line number, raw id, parentId (None for null or absent), whether it shows,
-    and where its bytes are (`src[start:stop]`, without the LF and one trailing CR). `obj` is its decoded
-    value when the exact decoder read it at parse time, else None (decoded on demand by `value`).
+#: How many records pass between two looks at their density (whether the id tables switch to the compact
+#: form). Tests set it to 1, and DENSE_BYTES high, to run every parse in the compact form.
+_CHECK_EVERY = 1024
 
-    A Struct with `gc=False`: one per entry, never in a cycle, so the cyclic collector never walks them."""
 
-    line: int
-    raw_id: str
-    pid: Any
-    shows: bool
-    src: bytes
-    start: int
-    stop: int
-    obj: dict[str, Any] | None
+def _typecode(size: int) -> str:
+    """The array type of offsets, lines and positions for this many bytes: 4-byte ints while they fit."""
+    return "i" if size < (1 << 31) - 1 else "q"
 
-    def value(self) -> dict[str, Any]:
-        """The entry's decoded JSON object, exactly as the exact decoder reads the line."""
-        if self.obj is not None:
-            return self.obj
-        with memoryview(self.src) as view:
-            text = str(view[self.start:self.stop], "utf-8")
+
+class Index:
+    """The records: every valid entry line in file order (duplicates included), column by column.
+
+    Record r lies in buffer `bufs[k]` for the last k with `seg_first[k] <= r`, at `start[r]:stop[r]` (without
+    the LF and one trailing CR); `line[r]` is its 1-based file line and `flags[r]` its bits (SHOWS, KEPT,
+    PNULL, PBAD, PEND). `ppos[r]` is the record its string parentId named when the line was read (the
+    latest such record then), else -1. `ids` holds the raw ids; `pend` the string parentIds that named no
+    earlier record when read, with `pend_rec` their records. `dups` counts records whose id an earlier
+    record had, `late` records whose id an earlier record had named as its parent (a late parent, a child
+    written before its parent, or a self-parent): while both are 0 every parent precedes its child and
+    every id is unique, so the tree can be built in one pass (`_tree.place`). Extended by `decode_lines`,
+    then read only; `copy` before extending one that a result holds.
+    """
+
+    __slots__ = ("bufs", "seg_first", "start", "stop", "line", "flags", "ppos", "kept", "ids", "pend",
+                 "pend_rec", "dups", "late", "consumed", "tc")
+
+    def __init__(self, size: int) -> None:
+        tc = _typecode(size)
+        self.tc = tc
+        self.bufs: list[bytes] = []
+        self.seg_first = array("q")
+        self.start = array(tc)
+        self.stop = array(tc)
+        self.line = array(tc)
+        self.flags = bytearray()
+        self.ppos = array(tc)
+        self.kept: dict[int, Any] = {}
+        self.ids = IdTable()
+        self.pend = IdTable()
+        self.pend_rec = array(tc)
+        self.dups = 0
+        self.late = 0
+        self.consumed = 0  # bytes of lines read so far (the density the id table's form is chosen by)
+
+    def __len__(self) -> int:
+        return len(self.flags)
+
+    def copy(self, size: int) -> Index:
+        """An independent copy that can take `size` more bytes of lines (widening its arrays if needed)."""
+        other = Index.__new__(Index)
+        tc = self.tc if self.tc == "q" else _typecode(self.consumed + size + len(self.flags))
+        other.tc = tc
+        other.bufs = list(self.bufs)
+        other.seg_first = array("q", self.seg_first)
+        other.start = array(tc, self.start)
+        other.stop = array(tc, self.stop)
+        other.line = array(tc, self.line)
+        other.flags = bytearray(self.flags)
+        other.ppos = array(tc, self.ppos)
+        other.kept = dict(self.kept)
+        other.ids = self.ids.copy()
+        other.pend = self.pend.copy()
+        other.pend_rec = array(tc, self.pend_rec)
+        other.dups = self.dups
+        other.late = self.late
+        other.consumed = self.consumed
+        return other
+
+    def buffer(self, r: int) -> bytes:
+        seg = self.seg_first
+        k = len(seg) - 1
+        while seg[k] > r:
+            k -= 1
+        return self.bufs[k]
+
+    def value(self, r: int) -> dict[str, Any]:
+        """Record r's decoded JSON object, exactly as the exact decoder reads the line."""
+        if self.flags[r] & KEPT:
+            kept: dict[str, Any] = self.kept[r]
+            return kept
+        with memoryview(self.buffer(r)) as view, view[self.start[r]:self.stop[r]] as raw:
+            try:
+                value: dict[str, Any] = _FULL(raw)
+                return value
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                pass  # msgspec refuses what the exact decoder may read differently: ask it
+            text = str(raw, "utf-8")
         try:
-            value: dict[str, Any] = DECODER.decode(text)
+            value = DECODER.decode(text)
         except RecursionError:
             value = _in_fresh_thread(text)
         return value
+
+    def head(self, r: int) -> Any:
+        """Record r's parentId value, as the parse read it (for a missing-parent notice's message)."""
+        if self.flags[r] & KEPT:
+            return self.kept[r].get("parentId")
+        with memoryview(self.buffer(r)) as view:
+            return _FAST(view[self.start[r]:self.stop[r]]).parentId
+
+    def compact(self) -> None:
+        """The id tables in their compact form (dense records: no object per id)."""
+        self.ids.compact()
+        self.pend.compact()
+
+    def add_exact(self, value: dict[str, Any], pos: int, stop: int, line: int) -> None:
+        """One record read by the exact decoder (its value is kept)."""
+        r = len(self.flags)
+        self.start.append(pos)
+        self.stop.append(stop)
+        self.line.append(line)
+        self.kept[r] = value
+        self._link(r, value["id"], value.get("parentId"), (SHOWS if shows(value) else 0) | KEPT)
+
+    def _link(self, r: int, rid: str, pid: Any, f: int) -> None:
+        """The parent, flags and id of record r (the slow path; `decode_lines` does the same inline)."""
+        if pid is None:
+            f |= PNULL
+            self.ppos.append(-1)
+        elif isinstance(pid, str):
+            q = self.ids.get(pid)
+            self.ppos.append(q)
+            if q < 0:
+                f |= PEND
+                self.pend.add(pid)
+                self.pend_rec.append(r)
+        else:
+            f |= PBAD
+            self.ppos.append(-1)
+        self.flags.append(f)
+        if self.ids.add(rid) >= 0:
+            self.dups += 1
+        if len(self.pend) and self.pend.get(rid) >= 0:
+            self.late += 1
 
 
 def _in_fresh_thread(text: str) -> dict[str, Any]:
@@ -150,26 +287,104 @@ def _utf8(view: memoryview, start: int, stop: int) -> bool:
         return False
 
 
-def decode_lines(data: bytes, pos: int, end: int, line: int, records: list[Record], unreadable: Runs) -> int:
-    """Index the lines of data[pos:end] (`end` just after an LF), the first being file line `line`, into
-    records and unreadable lines (rule 6). Returns the number of the line after the last."""
+def _blank(data: bytes, view: memoryview, pos: int, stop: int) -> bool:
+    """Whether line data[pos:stop] (valid UTF-8) holds only what str.strip() strips."""
+    at = _ASCII_SPACE.match(data, pos, stop).end()  # type: ignore[union-attr]
+    if at == stop:
+        return True
+    if data[at] < 0x80:
+        return False  # a character str.strip() keeps
+    return not str(view[at:stop], "utf-8").strip()
+
+
+def _exact(view: memoryview, pos: int, stop: int) -> tuple[Any, str | None]:
+    """One line through the exact decoder: (value, None), or (None, why it is unreadable)."""
+    if stop == pos:
+        return None, "blank"
+    try:
+        text = str(view[pos:stop], "utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    try:
+        return DECODER.decode(text), None
+    except (ValueError, RecursionError):
+        # ValueError covers JSONDecodeError, NaN/Infinity and integers over Python's digit limit;
+        # RecursionError covers nesting deeper than the interpreter's stack.
+        return None, "not JSON" if text.strip() else "blank"
+
+
+def _judge(data: bytes, view: memoryview, pos: int, stop: int, refused: BaseException | None) -> tuple[Any, str | None]:
+    """A line the fast decoder did not read (`refused` is why, None when it was not asked): (value, None)
+    when the exact decoder reads a JSON value, else (None, the reason). Never raises.
+
+    Where msgspec refused the line as malformed JSON (a DecodeError) and it holds no surrogate escape,
+    Python's json refuses it too (every other difference between them is a number, a surrogate escape or
+    nesting, module doc): it is classified here without decoding it again. A line that is not an object
+    (the head decoder's ValidationError at its first value) is decoded whole by msgspec once: a value it
+    reads, Python's json reads too (not a JSON object); a DecodeError is classified as above."""
+    lead = _JSON_SPACE.match(data, pos, stop).end()  # type: ignore[union-attr]
+    if _QUICK and type(refused) is msgspec.ValidationError and lead < stop and data[lead] != 0x7B:  # not "{"
+        try:
+            return _FULL(view[pos:stop]), None
+        except msgspec.DecodeError as exc:
+            refused = exc
+        except (msgspec.ValidationError, RecursionError):
+            pass
+    if _QUICK and type(refused) is msgspec.DecodeError and not _SURROGATE_ESCAPE.search(data, pos, stop):
+        return None, "blank" if _blank(data, view, pos, stop) else "not JSON"
+    return _exact(view, pos, stop)
+
+
+def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadable: Runs) -> int:
+    """Index the lines of data[pos:end] (`end` just after an LF), the first being file line `line`: valid
+    entry lines become records of `ix` (data becomes its next buffer), the others unreadable lines (rule 6),
+    each run of consecutive ones added to `unreadable` once. Returns the number of the line after the last.
+    """
+    ix.seg_first.append(len(ix.flags))
+    ix.bufs.append(data)
     find = data.find
     fast = _FAST
-    exact = DECODER.decode
+    hidden = HIDDEN_TYPES
     suspects = _long_digit_runs(data, pos, end)
-    s = 0
+    ns = len(suspects)
+    k = 0
+    next_suspect = suspects[0] if ns else end
     block_end = pos  # lines before block_end lie in a block already checked: utf8_ok says how it went
     utf8_ok = True
+    start_append = ix.start.append
+    stop_append = ix.stop.append
+    line_append = ix.line.append
+    flags_append = ix.flags.append
+    ppos_append = ix.ppos.append
+    pend_rec_append = ix.pend_rec.append
+    ids = ix.ids
+    pend = ix.pend
+    idmap = ids.map
+    raw = ids.raw
+    pendmap = pend.map
+    pendraw = pend.raw
+    nrec = len(ix.flags)
+    dups = late = 0
+    seen_from = pos - ix.consumed  # bytes before data[pos] that count toward the density
+    check_at = nrec + _CHECK_EVERY
+    run_first = run_n = 0
+    run_why = ""
     with memoryview(data) as view:
         while pos < end:
             nl = find(b"\n", pos, end)
             if nl == pos:
                 # A run of empty lines is taken in one step (a file of blank lines costs no loop per byte).
-                empty = _EMPTY_RUN.match(data, pos, end)
-                assert empty is not None
-                unreadable.add_many(line, empty.end() - pos, "blank")
-                line += empty.end() - pos
-                pos = empty.end()
+                n = _EMPTY_RUN.match(data, pos, end).end() - pos  # type: ignore[union-attr]
+                if run_n and run_first + run_n == line:
+                    run_n += n
+                    if "blank" not in run_why:
+                        run_why += "; blank"
+                else:
+                    if run_n:
+                        unreadable.add_run(run_first, run_n, run_why)
+                    run_first, run_n, run_why = line, n, "blank"
+                line += n
+                pos += n
                 continue
             stop = nl - 1 if data[nl - 1] == 13 else nl  # one trailing CR is stripped
             if pos >= block_end:
@@ -177,57 +392,98 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, records: list[Recor
                 if block_end <= pos:
                     block_end = nl + 1  # one line longer than a block: check it alone
                 utf8_ok = _utf8(view, pos, block_end)
-            while s < len(suspects) and suspects[s] < pos:
-                s += 1
-            head: _Head | None = None
-            if utf8_ok and stop > pos and not (s < len(suspects) and suspects[s] < nl):
+            while next_suspect < pos:
+                k += 1
+                next_suspect = suspects[k] if k < ns else end
+            why: str | None
+            value: Any
+            if stop > pos and next_suspect >= nl and (utf8_ok or _utf8(view, pos, stop)):
                 try:
                     head = fast(view[pos:stop])
-                except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                    head = None
-            if head is not None:
-                etype = head.type
-                rid = head.id
-                if etype == "session":
-                    unreadable.add(line, "a second session header")
-                elif not isinstance(rid, str):
-                    unreadable.add(line, "no string id")
+                except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+                    value, why = _judge(data, view, pos, stop, exc)
                 else:
-                    records.append(Record(line, rid, head.parentId, shows_type(etype, head.display), data, pos,
-                                          stop, None))
+                    et = head.type
+                    rid = head.id
+                    if type(rid) is str and et != "session":
+                        # A record, inline (Index.add_exact and Index._link do the same for the rare lines
+                        # the exact decoder read).
+                        start_append(pos)
+                        stop_append(stop)
+                        line_append(line)
+                        if et == "custom_message":
+                            f = 1 if head.display is True else 0
+                        else:
+                            f = 0 if type(et) is str and et in hidden else 1
+                        pid = head.parentId
+                        if pid is None:
+                            f |= PNULL
+                            ppos_append(-1)
+                        elif type(pid) is str:
+                            q = idmap.get(pid, -1) if idmap is not None else ids.get(pid)
+                            ppos_append(q)
+                            if q < 0:
+                                f |= PEND
+                                if pendmap is not None and pendraw is not None:
+                                    pendmap[pid] = len(pendraw)
+                                    pendraw.append(pid)
+                                else:
+                                    pend.add(pid)
+                                pend_rec_append(nrec)
+                        else:
+                            f |= PBAD
+                            ppos_append(-1)
+                        flags_append(f)
+                        if idmap is not None:
+                            if rid in idmap:
+                                dups += 1
+                            idmap[rid] = nrec
+                            raw.append(rid)  # type: ignore[union-attr]
+                        elif ids.add(rid) >= 0:
+                            dups += 1
+                        if rid in pendmap if pendmap is not None else pend.get(rid) >= 0:
+                            late += 1
+                        nrec += 1
+                        if nrec >= check_at:
+                            check_at = nrec + _CHECK_EVERY
+                            if idmap is not None and nrec * DENSE_BYTES > pos - seen_from:
+                                ix.compact()  # dense records: the id tables drop their objects
+                                idmap = raw = pendmap = pendraw = None
+                        pos = nl + 1
+                        line += 1
+                        continue
+                    value, why = None, "a second session header" if et == "session" else "no string id"
+            elif stop == pos:
+                value, why = None, "blank"
             else:
-                _exact(view, pos, stop, line, data, exact, records, unreadable)
+                value, why = _exact(view, pos, stop)  # an integer over the digit limit, or not UTF-8
+            if why is None:
+                if not isinstance(value, dict):
+                    why = "not a JSON object"
+                elif value.get("type") == "session":
+                    why = "a second session header"
+                elif not isinstance(value.get("id"), str):
+                    why = "no string id"
+                else:
+                    ix.dups += dups
+                    ix.late += late
+                    dups = late = 0
+                    ix.add_exact(value, pos, stop, line)
+                    nrec += 1
+            if why is not None:
+                if run_n and run_first + run_n == line:
+                    run_n += 1
+                    if why not in run_why:
+                        run_why += "; " + why
+                else:
+                    if run_n:
+                        unreadable.add_run(run_first, run_n, run_why)
+                    run_first, run_n, run_why = line, 1, why
             pos = nl + 1
             line += 1
+    if run_n:
+        unreadable.add_run(run_first, run_n, run_why)
+    ix.dups += dups
+    ix.late += late
+    ix.consumed = end - seen_from
     return line
-
-
-def _exact(view: memoryview, pos: int, stop: int, line: int, data: bytes, exact: Any, records: list[Record],
-           unreadable: Runs) -> None:
-    """One line through the exact decoder, as every line was read before the index: its value is kept."""
-    value: Any = None
-    reason: str | None = None
-    if stop == pos:
-        reason = "blank"
-    else:
-        try:
-            text = str(view[pos:stop], "utf-8")
-        except UnicodeDecodeError:
-            reason = "not UTF-8"
-        else:
-            try:
-                value = exact(text)
-            except (ValueError, RecursionError):
-                reason = "not JSON" if text.strip() else "blank"
-            del text
-    if reason is None:
-        if not isinstance(value, dict):
-            reason = "not a JSON object"
-        elif value.get("type") == "session":
-            reason = "a second session header"
-        elif not isinstance(value.get("id"), str):
-            reason = "no string id"
-    if reason is not None:
-        unreadable.add(line, reason)
-    else:
-        records.append(Record(line, value["id"], value.get("parentId"), shows(value), data, pos, stop, value))

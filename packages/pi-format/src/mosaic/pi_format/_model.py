@@ -12,6 +12,7 @@ constant of each block type).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -236,7 +237,8 @@ class Entry:
 
     @property
     def item(self) -> Item | None:
-        return self._forest.item(self._index)
+        """Rendered from the entry's line now (nothing rendered is kept)."""
+        return self._forest.entry_item(self._index)
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,11 +261,13 @@ class Branch:
 
     @cached_property
     def items(self) -> tuple[Item, ...]:
-        """Items in order: the root-to-leaf path merged with every line notice by file position."""
-        return self._forest.branch_items(self._leaf_index)
+        """Items in order: the root-to-leaf path merged with every line notice by file position (rendered
+        once here and kept by this Branch: a reader that pages uses `items_from` or `refs_from`)."""
+        forest = self._forest
+        return tuple(forest.render(ref) for ref in forest.walk(self._path, 0, self.item_count))
 
     @cached_property
-    def _path(self) -> list[int]:
+    def _path(self) -> array[int]:
         return self._forest.path(self._leaf_index)
 
     def items_from(self, start: int, count: int) -> tuple[Item, ...]:
@@ -273,19 +277,29 @@ class Branch:
         or empty. A slice that starts where an earlier one ended costs O(count) plus rendering it (the
         branch remembers where each slice stopped), so paging through a branch costs as much at its end as
         at its start; any other start costs O(depth + line notices) more. The path is computed once per
-        branch and rendered items are cached, so paging through a branch renders each item once. Raises
-        ValueError for a negative `start` or `count` (a programming error).
+        branch; the items are rendered from their lines on every call (nothing rendered is kept, unless
+        `items` was asked for). Raises ValueError for a negative `start` or `count` (a programming error).
         """
-        if start < 0 or count < 0:
-            raise ValueError("items_from takes a non-negative start and count")
         cached = self.__dict__.get("items")
         if cached is not None:
+            if start < 0 or count < 0:
+                raise ValueError("items_from takes a non-negative start and count")
             return tuple(cached[start:start + count])
-        return self._forest.branch_slice(self._path, start, start + count, self._marks)
+        render = self._forest.render
+        return tuple(render(ref) for ref in self.refs_from(start, count))
+
+    def refs_from(self, start: int, count: int) -> tuple[int, ...]:
+        """The refs of `items[start:start + count]` (`Parsed.render` turns a ref into its item), rendering
+        nothing: O(count) where an earlier slice stopped, as `items_from`. A ref names the same item in
+        every result `parse_appended` continues in place from this one (`extends_previous`), so a caller
+        may key what it keeps of an item by its ref. Raises ValueError for a negative argument."""
+        if start < 0 or count < 0:
+            raise ValueError("items_from takes a non-negative start and count")
+        return tuple(self._forest.walk(self._path, start, start + count, self._marks))
 
     @cached_property
     def _marks(self) -> dict[int, tuple[int, int, int]]:
-        # Where each slice of `items_from` stopped (Forest.branch_slice): one small tuple per slice.
+        # Where each slice of `items_from` stopped (Forest.walk): one small tuple per slice.
         return {}
 
     @cached_property
@@ -323,6 +337,13 @@ class Parsed:
     extends_previous: bool = False
     # What parse_appended continues from (decoded records, indexes); private to _parse.py.
     _state: object = field(default=None, repr=False)
+
+    def render(self, ref: int) -> Item:
+        """The item a ref of this result names (`Branch.refs_from`), rendered from its line now. Raises
+        ValueError for a ref that names no item of this result."""
+        forest = self._state.forest  # type: ignore[attr-defined]
+        item: Item = forest.render(ref)
+        return item
 
     def unreadable_run_count(self) -> int:
         """How many runs `unreadable_runs` yields (how many malformed-line notices a branch holds)."""

@@ -54,6 +54,15 @@ class Runs(Sequence[int]):
         self._count[n - 1] += count - 1
         self._total += count - 1
 
+    def add_run(self, first: int, count: int, reasons: str) -> None:
+        """Record the `count` unreadable lines from `first` on (all after every line added so far), whose
+        reasons are `reasons` ("; "-joined, each once, in the order first met)."""
+        head, *rest = reasons.split("; ") if "; " in reasons else (reasons,)
+        self.add_many(first, count, head)
+        for reason in rest:
+            if reason not in self._reason[-1]:
+                self._reason[-1] = f"{self._reason[-1]}; {reason}"
+
     def copy(self) -> Runs:
         other = Runs()
         other._first = array("q", self._first)
@@ -67,11 +76,7 @@ class Runs(Sequence[int]):
         for first, count, reasons in zip(other._first, other._count, other._reason, strict=True):
             # A run that joins the last one here adds each of its reasons once, in order (as `add` would
             # have, line by line): never its joined list as one reason.
-            head, *rest = reasons.split("; ")
-            self.add_many(first, count, head)
-            for reason in rest:
-                if reason not in self._reason[-1]:
-                    self._reason[-1] = f"{self._reason[-1]}; {reason}"
+            self.add_run(first, count, reasons)
 
     @property
     def run_count(self) -> int:

@@ -121,6 +121,8 @@ class _FrozenObject(Mapping[str, JSON]):
 
 def thaw_json(value: object) -> object:
     """A plain copy of a JSON value: mappings become dicts and tuples lists (what `json` encodes)."""
+    if type(value) is _FrozenObject or type(value) is dict:  # before the (slower) abstract Mapping check
+        return {k: thaw_json(v) for k, v in value.items()}
     if isinstance(value, Mapping):
         return {k: thaw_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -128,9 +130,28 @@ def thaw_json(value: object) -> object:
     return value
 
 
-def _freeze(value: object, where: str, depth: int) -> JSON:
+def _freeze(value: object, where: str, depth: int, plain: list[bool]) -> JSON:
+    """`value` as a read-only JSON value; `plain[0]` is cleared when it holds anything but exactly dict,
+    list, str, int, float, bool and None (what json.loads makes)."""
     if value is None:
         return None
+    t = type(value)
+    if t is str or t is int or t is bool:
+        return value  # type: ignore[return-value]
+    if t is dict:
+        if depth > MAX_COHORT_DEPTH:
+            raise ValueError(f"{where} is nested deeper than {MAX_COHORT_DEPTH} levels")
+        items: dict[str, JSON] = {}
+        for k, v in value.items():  # type: ignore[attr-defined]
+            if type(k) is not str:
+                plain[0] = False
+                if not isinstance(k, str):
+                    raise ValueError(f"{where} has a key {k!r} that is not a string")
+                k = str.__str__(k)
+            items[k] = _freeze(v, f"{where}.{k}", depth + 1, plain)
+        return _FrozenObject(items)
+    if t is not list and t is not float:
+        plain[0] = False
     if isinstance(value, str):
         return value if type(value) is str else str.__str__(value)
     if isinstance(value, bool):
@@ -144,15 +165,15 @@ def _freeze(value: object, where: str, depth: int) -> JSON:
     if depth > MAX_COHORT_DEPTH and isinstance(value, Mapping | list | tuple):
         raise ValueError(f"{where} is nested deeper than {MAX_COHORT_DEPTH} levels")
     if isinstance(value, Mapping):
-        items: dict[str, JSON] = {}
+        items = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ValueError(f"{where} has a key {k!r} that is not a string")
             key = k if type(k) is str else str.__str__(k)
-            items[key] = _freeze(v, f"{where}.{key}", depth + 1)
+            items[key] = _freeze(v, f"{where}.{key}", depth + 1, plain)
         return _FrozenObject(items)
     if isinstance(value, list | tuple):
-        return tuple(_freeze(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
+        return tuple(_freeze(v, f"{where}[{i}]", depth + 1, plain) for i, v in enumerate(value))
     raise ValueError(f"{where} is a {type(value).__name__}, not a JSON value")
 
 
@@ -168,8 +189,16 @@ def freeze_cohort(value: object) -> Mapping[str, JSON]:
         return value  # frozen (and checked) by this function before
     if not isinstance(value, Mapping):
         raise ValueError(f"a cohort reference is a JSON object, not a {type(value).__name__}")
-    frozen = _freeze(value, "cohort", 1)
+    plain = [True]
+    frozen = _freeze(value, "cohort", 1, plain)
     assert isinstance(frozen, _FrozenObject)
+    if plain[0]:
+        # Nothing but what json.loads makes (a revision read back, or a caller's plain dict): its canonical
+        # bytes are the frozen copy's, without making a plain copy of the copy first.
+        try:
+            frozen._encoded = canonical_json(value)
+        except UnicodeEncodeError:
+            raise ValueError("the cohort reference holds text that is not valid Unicode (a lone surrogate)") from None
     try:
         size = len(frozen.encoded)
     except UnicodeEncodeError:
