@@ -811,7 +811,13 @@ def main() -> int:
     ap.add_argument("--every-child", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--cap", action="store_true",
                     help="also the first page's memory at 256 MiB (a 267 MB file: about 8 s more)")
+    ap.add_argument("--quick", action="store_true", help="a short run that proves the benchmark still runs (CI); its figures are not the README's")
     args = ap.parse_args()
+    if args.quick:  # a twentieth of each file: every measurement runs, none of its figures is the README's
+        global TARGET_BYTES, BIG_BYTES
+        args.rounds = 1
+        args.big_rounds = 1
+        TARGET_BYTES, BIG_BYTES = TARGET_BYTES // 20, BIG_BYTES // 20
     if args.memory_child:
         memory_child(*args.memory_child)
         return 0

@@ -84,6 +84,7 @@ STUB = os.path.join(HERE, "stub_engine.py")
 TERMINAL = ("finished", "failed", "delivery-unknown")
 MAX_OUTBOX = 4 * 1024 * 1024  # ServerLimits.max_outbox_bytes default (checked in the controller role)
 WAIT = 120.0
+DRAIN_WAIT = 30.0  # seconds the non-reader's drain waits for more (--quick: its reply may not reach the cap)
 
 # --------------------------------------------------------------------------------------------- helpers
 
@@ -648,7 +649,7 @@ def nonreader(path: str) -> socket.socket:
 
 def drain_nonreader(sock: socket.socket) -> dict[str, Any]:
     """Read what the non-reader was sent until the lagging marker: the bytes held for it up to there."""
-    sock.settimeout(30)
+    sock.settimeout(DRAIN_WAIT)
     total = 0
     tail = b""
     try:
@@ -882,7 +883,10 @@ def main() -> None:
     if args.role == "relay":
         return role_relay(args.socket, args.stamps)
     if args.quick:
-        args.rounds, args.prompts, args.loaded_seconds, args.fanout_rounds = 3, 300, 4.0, 1
+        args.rounds, args.prompts, args.loaded_seconds, args.fanout_rounds = 1, 100, 1.0, 1
+        args.deltas, args.observers, args.idle, args.slowloris = 2000, 16, 50, 30
+        global DRAIN_WAIT
+        DRAIN_WAIT = 2.0
 
     notes = ["the controller runs in its own process (core, link and server on one event loop, as deployed); the "
              "clients, observers and the non-reader run in this process, the load in a third, the stubs in their own; "

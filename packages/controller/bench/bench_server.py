@@ -319,7 +319,16 @@ def main() -> None:
     parser.add_argument("--loaded-seconds", type=float, default=15.0,
                         help="measure under load for at least this long (the slowloris bound is 10 s)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a short run that proves the benchmark still runs (CI); its figures are not the README's")
     args = parser.parse_args()
+    if args.quick:
+        args.requests = 200
+        args.rounds = 1
+        args.idle = 100
+        args.burst = 100
+        args.slowloris = 20
+        args.idle_seconds = 1.0
+        args.loaded_seconds = 2.0
     if args.role == "server":
         return role_server(args.socket)
     if args.role == "echo":

@@ -289,7 +289,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=10_000)
     args = parser.parse_args()
     turns = 5 if args.quick else args.turns
-    sizes = [18_600_000] if args.quick else [18_600_000, 93_000_000]
+    sizes = [1_860_000] if args.quick else [18_600_000, 93_000_000]  # quick: a tenth, one size
     report: dict[str, Any] = {}
     root = Path(tempfile.mkdtemp(prefix="mosaic-bench-turn-"))
     try:
@@ -302,7 +302,7 @@ def main() -> None:
                 report[label + "-full"] = turn_end(root / (label + "-full"), size, max(3, turns // 3),
                                                    incremental=False)
             shutil.rmtree(root / label)
-        report["prompts"] = memory_and_observe(2_000 if args.quick else args.prompts)
+        report["prompts"] = memory_and_observe(1_100 if args.quick else args.prompts)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json:

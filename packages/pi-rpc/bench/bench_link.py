@@ -106,7 +106,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--window", type=int, default=500, help="cycles per timed window")
     parser.add_argument("--windows", type=int, default=7, help="timed windows at each point")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a short run that proves the benchmark still runs (CI); its figures are not the README's")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.commands = 5000
+        args.window = 100
+        args.windows = 2
 
     driver = Driver()
     driver.run_until(100)
