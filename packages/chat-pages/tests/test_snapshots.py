@@ -225,5 +225,9 @@ def test_F14_an_in_place_rewrite_is_refused_also_when_the_snapshot_left_the_cach
         assert world.open(other)["ok"]  # two other snapshots: this one is no longer cached
     data = p.read_bytes()
     p.write_bytes(data.replace(b'"text 7"', b'"TEXT 7"'))
-    assert world.next(page["cursor"]["id"], cid, "main")["refusal"]["code"] == "source-replaced"
-    assert world.follow(tail)["refusal"]["code"] == "source-replaced"
+    out = world.next(page["cursor"]["id"], cid, "main")
+    assert out.get("ok") is False, out  # refused, not a page
+    assert out["refusal"]["code"] == "source-replaced"
+    out = world.follow(tail)
+    assert out.get("ok") is False, out
+    assert out["refusal"]["code"] == "source-replaced"
