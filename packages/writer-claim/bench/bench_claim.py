@@ -69,7 +69,7 @@ def parse_revision_name(name: str) -> int | None:
 
 def cohort_reference(claim_id: str, store: ClaimStore) -> dict[str, object]:
     """A cohort reference of the size and shape a scope launcher records (cgroup-cohort's
-    `CohortClaim.to_dict()`), so the revisions measured are as large as real ones."""
+    `CohortRef.to_dict()`), so the revisions measured are as large as real ones."""
     unit = f"cohort-{claim_id}.scope"
     return {
         "kind": "scope", "claimId": claim_id, "unit": unit, **store.host.to_dict(), "engine": ENGINE.to_dict(),

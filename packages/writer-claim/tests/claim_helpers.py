@@ -86,7 +86,7 @@ def cohort_proof(tag: str = "stop-1") -> ProofRef:
 
 
 def cohort_ref(claim_id: str, on: HostIdentity, invocation_id: str, engine: ProcessRef = ENGINE) -> dict[str, Any]:
-    """A cohort reference shaped like cgroup-cohort's `CohortClaim.to_dict()` for a scope launch (this
+    """A cohort reference shaped like cgroup-cohort's `CohortRef.to_dict()` for a scope launch (this
     package treats it as opaque; the shape only makes the tests read like the real thing)."""
     unit = f"cohort-{claim_id}.scope"
     return {

@@ -31,7 +31,7 @@ CLAIM_ID_RE = re.compile(r"^claim-[0-9a-f]{32}$")
 # Every free-text field is bounded so a revision stays small (the reader caps a revision file's size).
 MAX_TEXT = 4096
 MAX_DETAIL_ITEMS = 32
-# The cohort reference is cgroup-cohort's, opaque here. A scope launcher's `CohortClaim.to_dict()` is
+# The cohort reference is cgroup-cohort's, opaque here. A launcher's `CohortRef.to_dict()` is
 # well under 1 KiB; 16 KiB of canonical JSON leaves room for what a launcher adds later while keeping a
 # revision far below the reader's 64 KiB cap (`_codec.MAX_REVISION_BYTES`). The depth bound keeps the
 # recursive checks and the JSON reader clear of Python's recursion limit.
@@ -545,7 +545,7 @@ class Revision:
     `invocation_id`, `engine` and `cohort` are recorded once the engine runs (§2 "Lifecycle" 2) and then
     carried into every later revision of the claim. `cohort` is the launcher's cohort reference (host,
     boot, unit, invocation ID, cgroup path and ids, shim socket, containment: cgroup-cohort's
-    `CohortClaim.to_dict()`), stored so that a restarted controller can force stop the recorded scope
+    `CohortRef.to_dict()`), stored so that a restarted controller can force stop the recorded scope
     (§6 "Controller death during force stop", K10, K11) and ask for a boot proof (§6 "Boot proof", W7,
     K16) from the claim alone. This package never interprets it; it is held as a read-only deep copy
     (`freeze_cohort`: a JSON object, at most MAX_COHORT_BYTES of canonical JSON).

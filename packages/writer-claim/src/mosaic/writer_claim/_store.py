@@ -806,7 +806,7 @@ class Claim:
         reference, still reserved (§2 "Lifecycle" 2). From then on every revision of the claim carries
         them.
 
-        The cohort reference is opaque here (cgroup-cohort's `CohortClaim.to_dict()`); it must be a JSON
+        The cohort reference is opaque here (cgroup-cohort's `CohortRef.to_dict()`); it must be a JSON
         object of at most MAX_COHORT_BYTES of canonical JSON. Raises ValueError, before anything is
         published, before the spawn marker, for a cohort that is not such an object, or for a value
         that differs from one recorded before (none of the three ever changes for a claim).
