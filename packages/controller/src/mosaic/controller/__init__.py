@@ -7,6 +7,7 @@ the engine link, timers, effects) move bytes and carry out actions. `ClaimCohort
 `run_force_stop` and `cohort_proof_ref` join the writer claim and the cohort (issue 9's contract).
 """
 
+from ._access import METHOD_OPERATIONS, OPERATIONS, AccessPolicy, Grants, Peer
 from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop
 from ._core import ENGINE_RECORD_CAP, Bounds, ControllerCore, CoreConfig, engine_link_core, new_incarnation
 from ._io import (
@@ -47,6 +48,7 @@ from ._tables import (
 )
 
 __all__ = [
+    "AccessPolicy",
     "Action",
     "Bounds",
     "Call",
@@ -68,13 +70,17 @@ __all__ = [
     "EngineEvents",
     "Evidence",
     "FlushEngine",
+    "Grants",
     "Hooks",
     "Input",
     "MAX_TEXT_CHARS",
     "MESSAGE_UPDATE_MAP",
+    "METHOD_OPERATIONS",
+    "OPERATIONS",
     "OVERLAP_SIGNALS",
     "Notify",
     "PageRead",
+    "Peer",
     "Placement",
     "RECEIPT_TRANSITIONS",
     "ReadPage",

@@ -29,6 +29,9 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    DEBUG, counted in `SocketServer.internal_errors`), and serving goes on. Hang-ups, resets and EOF at
    any moment (mid-reply included) end the connection quietly: nothing reaches stderr or the loop's
    exception handler, and nothing is written to a transport after it is closing.
+7. Who connects (issue 19): the peer's credentials are read once, right after accept(2) (`read_peer`:
+   SO_PEERCRED, SO_PEERGROUPS) and passed in ``Connected(conn, peer)``; the core decides (`_access`) and
+   closes a peer no grant names (`CloseConnection` "channel") before any of its bytes are read.
 6. The server ends a connection by telling it why: a ``closing`` notification ``{"reason", "message"}``
    (`CLOSE_REASONS`) after what is already queued, then a lingering close: it shuts its write side once
    everything is written (the client reads every line, then EOF) and reads-and-discards until the client
@@ -70,11 +73,13 @@ import logging
 import os
 import socket
 import stat
+import struct
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._access import MAX_PEER_GROUPS, Peer
 from ._io import (
     CloseConnection,
     Connected,
@@ -98,6 +103,7 @@ __all__ = [
     "ServerLimits",
     "SocketPathError",
     "SocketServer",
+    "read_peer",
 ]
 
 logger = logging.getLogger("mosaic.controller.server")
@@ -117,6 +123,26 @@ _ACCEPT_RETRY = 1.0  # seconds before accepting again after EMFILE/ENFILE (async
 
 # Longest sun_path a client can connect to: 108 bytes including the NUL (unix(7)).
 _MAX_SUN_PATH = 107
+_SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux 4.13 (asm-generic; CPython 3.11 lacks the name)
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def read_peer(sock: socket.socket) -> Peer | None:
+    """What the kernel recorded of the process that connected `sock` (rule 7): SO_PEERCRED's effective uid,
+    gid and pid, SO_PEERGROUPS' supplementary groups (None when there are more than `MAX_PEER_GROUPS`: the
+    buffer CPython allows holds 256). None when the credentials cannot be read (never seen on a Unix
+    socket; the core refuses it `channel`)."""
+    try:
+        pid, uid, gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    except (OSError, struct.error):
+        return None
+    groups: tuple[int, ...] | None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, 4 * MAX_PEER_GROUPS)
+        groups = struct.unpack(f"{len(raw) // 4}I", raw[:len(raw) // 4 * 4])
+    except OSError:  # ERANGE: more groups than the buffer holds; ENOPROTOOPT: a kernel before 4.13
+        groups = None
+    return Peer(uid, gid, pid, groups)
 
 
 @dataclass(frozen=True)
@@ -302,9 +328,10 @@ class _Connection(asyncio.Protocol):
     """One accepted client. Every callback catches its own failures (see `SocketServer._bug`): nothing
     escapes into the loop's exception handler."""
 
-    def __init__(self, server: SocketServer) -> None:
+    def __init__(self, server: SocketServer, peer: Peer | None) -> None:
         self.server = server
         self.limits = server.limits
+        self.peer = peer  # read at accept (rule 7), never again
         self.conn_id: ConnId = ""
         self.transport: asyncio.Transport | None = None
         self.rejected = False
@@ -363,7 +390,7 @@ class _Connection(asyncio.Protocol):
             server._bug("connection_made", exc)
             transport.abort()
             return
-        server._call_input(Connected(self.conn_id))
+        server._call_input(Connected(self.conn_id, self.peer))
 
     def reject(self, reason: str, now: float) -> None:
         """Tell the client why and end the connection at once (a lingering close, see `shut_down`);
@@ -1012,7 +1039,7 @@ class SocketServer:
                         return
                     raise
                 conn.setblocking(False)
-                task = loop.create_task(self._adopt(conn))
+                task = loop.create_task(self._adopt(conn, read_peer(conn)))
                 self._adopting.add(task)
                 task.add_done_callback(self._adopting.discard)
         except Exception as exc:  # pragma: no cover - a bug in this file
@@ -1023,9 +1050,9 @@ class SocketServer:
         if self._listener is not None:
             self._event_loop.add_reader(self._listener.fileno(), self._accept)
 
-    async def _adopt(self, conn: socket.socket) -> None:
+    async def _adopt(self, conn: socket.socket, peer: Peer | None) -> None:
         try:
-            await self._event_loop.connect_accepted_socket(lambda: _Connection(self), sock=conn)
+            await self._event_loop.connect_accepted_socket(lambda: _Connection(self, peer), sock=conn)
         except Exception as exc:
             conn.close()
             if not isinstance(exc, OSError):  # an OSError here is the client already gone

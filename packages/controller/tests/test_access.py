@@ -1,0 +1,229 @@
+"""Who may connect, and what they may do (issue 19 item 7), without other uids: the method table walked
+through the core, the grants file's strict decoder, the decision, the core's `channel` and `capability`
+refusals and the actor in every binding, request and stop record (validated against the schema by the
+harness). The same rules with real uids over the socket
+on the fake engine are test_access_uids.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from core_harness import Client, Harness, refused, run_start, state
+
+from mosaic.controller import (
+    METHOD_OPERATIONS,
+    OPERATIONS,
+    AccessPolicy,
+    CloseConnection,
+    Connected,
+    ControlRefusal,
+    Grants,
+    Peer,
+)
+from mosaic.controller._access import SERVED, required_operations
+from mosaic.controller._methods import PARAMS
+
+ALICE = Peer(1000, 1000, 4242, (1000,))  # a uid that is not the owner; the tests grant it per case
+PARAMS_FOR = {
+    "observe": {},
+    "prompt": {"generation": 1, "clientRequestId": "cr-1", "text": "hello"},
+    "takeover": {"expectedGeneration": 1},
+    "acquire-recovery-control": {},
+    "interrupt": {"generation": 1},
+    "issue-confirmation": {"operation": "force-stop"},
+    "answer-confirmation": {"confirmation": "k-none", "answer": "confirm"},
+    "force-stop": {"confirmation": "k-none"},
+    "recover": {"confirmation": "k-none"},
+}
+
+
+def granted(*operations: str, uid: int = ALICE.uid) -> Harness:
+    """A core whose grants give `uid` exactly `operations` (observe included unless it is the one tested)."""
+    return Harness(access=AccessPolicy(grants=Grants(users={uid: frozenset({"observe", *operations})})))
+
+
+# --------------------------------------------------------------------------------- the method table
+
+
+def test_every_method_needs_one_operation_of_the_six_and_ping_needs_only_a_connection() -> None:
+    assert set(METHOD_OPERATIONS) == set(PARAMS)
+    assert OPERATIONS == ("observe", "prompt", "takeover", "interrupt", "force-stop", "recover")
+    for method, needed in METHOD_OPERATIONS.items():
+        assert needed is None or needed == SERVED or needed in OPERATIONS, method
+    assert METHOD_OPERATIONS["ping"] is None
+    assert required_operations("issue-confirmation", {"operation": "recover"}) == ("recover",)
+    assert required_operations("answer-confirmation", {}, "force-stop") == ("force-stop",)
+    assert required_operations("answer-confirmation", {}, None) == ("force-stop", "recover")  # fail closed
+
+
+@pytest.mark.parametrize("method", sorted(set(PARAMS) - {"ping"}))
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_the_table_walked_through_the_core_a_grant_lacking_the_methods_operation_refuses_capability(
+        method: str, operation: str) -> None:
+    # Every (method, single granted operation) pair: `capability` exactly when the grant lacks what the
+    # table says, and nothing else is looked at first; otherwise whatever the method's own rules answer.
+    h = Harness(access=AccessPolicy(grants=Grants(users={ALICE.uid: frozenset({"observe", operation})})))
+    h.connect("a", ALICE)
+    result = h.call("a", method, **PARAMS_FOR[method])
+    needed = required_operations(method, PARAMS_FOR[method])
+    lacks = not ({"observe", operation} & set(needed))
+    is_capability = isinstance(result, tuple) and result[1]["code"] == "capability"
+    assert is_capability == lacks, (method, operation, result)
+    assert h.engine_bytes == b""
+
+
+def test_capability_is_checked_before_the_incarnation_token_as_the_seed_orders_them() -> None:
+    h = granted()
+    h.connect("a", ALICE)
+    refusal = refused(h.call("a", "prompt", incarnation="inc-old", generation=7, clientRequestId="x", text="t"),
+                      "capability")
+    assert "prompt" in refusal["message"] and str(ALICE.uid) in refusal["message"]
+
+
+def test_answering_a_confirmation_needs_the_operation_it_confirms() -> None:
+    h = granted("takeover", "recover")
+    h.connect("a", ALICE)
+    h.controller("a")
+    refused(h.call("a", "issue-confirmation", operation="force-stop"), "capability")
+    issued = h.call("a", "issue-confirmation", operation="recover")
+    assert isinstance(issued, dict), issued
+    answered = h.call("a", "answer-confirmation", confirmation=issued["confirmation"]["confirmation"], answer="confirm")
+    assert isinstance(answered, dict) and answered["confirmation"]["state"] == "answered", answered
+    refused(h.call("a", "acquire-recovery-control"), "capability")  # recovery control serves force-stop
+
+
+# ------------------------------------------------------------------------------------- the decision
+
+
+def test_the_owner_may_do_everything_others_only_what_a_grant_names() -> None:
+    policy = AccessPolicy(owner=0, grants=Grants(users={1000: frozenset({"observe"})},
+                                                groups={50: frozenset({"observe", "takeover", "prompt"}),
+                                                        60: frozenset({"observe", "interrupt"})}))
+    assert policy.operations(Peer(0, 0, 1)) == frozenset(OPERATIONS)
+    assert policy.operations(Peer(1000, 1000, 1)) == {"observe"}
+    assert policy.operations(Peer(2000, 50, 1)) == {"observe", "takeover", "prompt"}  # the primary gid
+    assert policy.operations(Peer(2000, 2000, 1, (60,))) == {"observe", "interrupt"}  # a supplementary group
+    assert policy.operations(Peer(1000, 2000, 1, (50, 60))) == {"observe", "takeover", "prompt", "interrupt"}
+    assert policy.operations(Peer(2000, 2000, 1, (70,))) is None  # nothing names it: channel
+    assert policy.operations(Peer(2000, 2000, 1, None)) is None  # groups unread count as none
+    assert policy.operations(None) is None  # credentials unread: channel
+    assert policy.reach() == ((1000,), (50, 60))
+
+
+def test_a_grant_cannot_narrow_the_owner() -> None:
+    with pytest.raises(ControlRefusal) as info:
+        AccessPolicy(owner=1000, grants=Grants(users={1000: frozenset({"observe"})}))
+    assert info.value.code == "configuration" and "owner" in info.value.message
+
+
+# -------------------------------------------------------------------------------- the grants file
+
+
+GOOD = {"version": 1, "grants": [{"uid": 65534, "operations": ["observe"]},
+                                 {"gid": 995, "operations": ["observe", "takeover", "prompt", "interrupt"]}]}
+
+
+def test_the_grants_file_format_decodes_to_uid_and_gid_grants() -> None:
+    grants = Grants.from_json(json.dumps(GOOD).encode())
+    assert grants.users == {65534: {"observe"}}
+    assert grants.groups == {995: {"observe", "takeover", "prompt", "interrupt"}}
+    assert Grants.from_json(b'{"version": 1, "grants": []}').empty
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe"], "name": "x"}]}', "unknown field"),
+    (b'{"version": 1, "grants": [], "default": "all"}', "unknown field"),
+    (b'{"version": 2, "grants": []}', "version"),
+    (b'{"grants": []}', "version"),
+    (b'{"version": 1, "grants": [{"uid": 5, "gid": 5, "operations": ["observe"]}]}', "exactly one of uid or gid"),
+    (b'{"version": 1, "grants": [{"operations": ["observe"]}]}', "exactly one of uid or gid"),
+    (b'{"version": 1, "grants": [{"uid": true, "operations": ["observe"]}]}', "bool"),
+    (b'{"version": 1, "grants": [{"uid": "65534", "operations": ["observe"]}]}', "str"),
+    (b'{"version": 1, "grants": [{"uid": 5.0, "operations": ["observe"]}]}', "float"),
+    (b'{"version": 1, "grants": [{"uid": -1, "operations": ["observe"]}]}', ">= 0"),
+    (b'{"version": 1, "grants": [{"uid": 4294967295, "operations": ["observe"]}]}', "<="),
+    (b'{"version": 1, "grants": [{"uid": 5, "uid": 6, "operations": ["observe"]}]}', "twice"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe"]}, {"uid": 5, "operations": ["observe"]}]}',
+     "another grant"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": []}]}', "length"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe", "root"]}]}', "root"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe", "observe"]}]}', "twice"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["prompt", "takeover"]}]}', "lacks observe"),
+    (b'{"version": 1, "grants": [{"uid": NaN, "operations": ["observe"]}]}', "NaN"),
+    (b'{"version": 1, "grants": []} {}', "extra data"),
+    (b'\xff{"version": 1, "grants": []}', "utf-8"),
+    (b'[]', "object"),
+])
+def test_the_grants_file_decoder_is_strict(data: bytes, says: str) -> None:
+    with pytest.raises(ControlRefusal) as info:
+        Grants.from_json(data)
+    assert info.value.code == "configuration"
+    assert says.lower() in info.value.message.lower(), info.value.message
+
+
+def test_a_grants_file_anyone_else_can_write_or_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    good = tmp_path / "grants.json"
+    good.write_text(json.dumps(GOOD))
+    os.chmod(good, 0o644)
+    assert Grants.load(good).users == {65534: {"observe"}}
+    os.chmod(good, 0o664)
+    with pytest.raises(ControlRefusal, match="writable by others"):
+        Grants.load(good)
+    os.chmod(good, 0o600)
+    link = tmp_path / "link.json"
+    link.symlink_to(good)
+    with pytest.raises(ControlRefusal) as info:
+        Grants.load(link)
+    assert info.value.code == "configuration"
+    with pytest.raises(ControlRefusal, match="not a regular file"):
+        Grants.load(tmp_path)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * ((1 << 20) + 1))
+    with pytest.raises(ControlRefusal, match="over"):
+        Grants.load(big)
+    if os.geteuid() == 0:
+        os.chown(good, 65534, -1)
+        with pytest.raises(ControlRefusal, match="owned by uid 65534"):
+            Grants.load(good)
+
+
+# ------------------------------------------------------------------------------------------ the core
+
+
+def test_a_peer_no_grant_names_is_closed_channel_at_connect_and_never_becomes_a_connection() -> None:
+    h = granted()
+    h.observe("watcher")
+    before = len(h.clients["watcher"].notes)
+    for conn, peer in (("b", Peer(2000, 2000, 7, ())), ("c", None)):
+        h.clients[conn] = Client(conn)
+        actions = h.core.receive(Connected(conn, peer), now=h.now)
+        assert [a for a in actions if isinstance(a, CloseConnection)] == [CloseConnection(conn, "channel")]
+        assert conn not in h.core.connections
+        refused(h.call(conn, "observe"), "channel")  # a shell that fed a call anyway: refused, nothing read
+        h.disconnect(conn)
+    assert len(h.clients["watcher"].notes) == before  # no binding broadcast for connections that never were
+
+
+def test_the_records_name_their_actor_uid_gid_pid_and_connection() -> None:
+    h = granted("takeover", "prompt", "interrupt")
+    h.connect("a", ALICE)
+    h.controller("a")
+    h.prompt("a", "hello")
+    request = h.clients["a"].records("request")[-1]
+    assert request["actor"] == {"name": "local-operator", "uid": 1000, "gid": 1000, "pid": 4242, "connection": "a"}
+    binding = h.clients["a"].records("binding")[-1]
+    assert binding["actor"] == {"name": "local-operator", "uid": 1000, "gid": 1000, "pid": 4242, "connection": "a"}
+    h.respond("prompt")
+    h.engine(*run_start("hello"))
+    h.respond("get_state", data=state(True))
+    stop = h.call("a", "interrupt", generation=h.core.generation)["stop"]
+    assert stop["actor"] == {"name": "local-operator", "uid": 1000, "gid": 1000, "pid": 4242, "connection": "a"}
+    assert h.clients["a"].records("stop")[-1]["actor"] == stop["actor"]
+
+
+def test_before_anyone_takes_control_the_binding_names_no_actor() -> None:
+    h = Harness()
+    assert h.observe("a")["binding"]["actor"] is None
