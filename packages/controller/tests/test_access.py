@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from core_harness import Client, Harness, refused, run_start, state
+from server_harness import StubCore, run, serving, socket_dir
 
 from mosaic.controller import (
     METHOD_OPERATIONS,
@@ -25,6 +27,7 @@ from mosaic.controller import (
 )
 from mosaic.controller._access import SERVED, required_operations
 from mosaic.controller._methods import PARAMS
+from mosaic.controller.client import ControllerClient, ControllerRefusal
 
 ALICE = Peer(1000, 1000, 4242, (1000,))  # a uid that is not the owner; the tests grant it per case
 PARAMS_FOR = {
@@ -227,3 +230,30 @@ def test_the_records_name_their_actor_uid_gid_pid_and_connection() -> None:
 def test_before_anyone_takes_control_the_binding_names_no_actor() -> None:
     h = Harness()
     assert h.observe("a")["binding"]["actor"] is None
+
+
+# ------------------------------------------------------------------------------- the client library
+
+
+def test_the_library_raises_a_channel_close_at_connect_as_a_controller_refusal_never_an_unknown_outcome() -> None:
+    class Refusing(StubCore):
+        def __call__(self, event: Any) -> None:
+            super().__call__(event)
+            if isinstance(event, Connected) and self.server is not None:
+                self.server.deliver(CloseConnection(event.conn, "channel"))
+
+    async def main() -> None:
+        with socket_dir() as d:
+            async with serving(d.sock, core=Refusing()) as (_server, core):
+                client = await ControllerClient.connect(d.sock, ping_interval=None)
+                with pytest.raises(ControllerRefusal) as info:
+                    await client.observe()
+                assert info.value.code == "channel" and info.value.known and info.value.reconcile is False
+                assert "no grant" in info.value.message
+                with pytest.raises(ControllerRefusal) as again:  # the connection is gone: the same answer
+                    await client.ping()
+                assert again.value.code == "channel"
+                await client.aclose()
+                assert core.calls() == []  # nothing it sent reached the core
+
+    run(main())
