@@ -1,13 +1,15 @@
 """Who may connect, and what they may do (issue 19 item 7), without other uids: the method table walked
 through the core, the grants file's strict decoder, the decision, the core's `channel` and `capability`
 refusals and the actor in every binding, request and stop record (validated against the schema by the
-harness). The same rules with real uids over the socket
+harness), and the socket's file-system gate at the server. The same rules with real uids over the socket
 on the fake engine are test_access_uids.py."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from mosaic.controller import (
 )
 from mosaic.controller._access import SERVED, required_operations
 from mosaic.controller._methods import PARAMS
+from mosaic.controller._server import SocketPathError, SocketServer
+from mosaic.controller._socket_gate import ACL_XATTR, GROUP, MASK, OTHER, USER, USER_OBJ, W, X, decode_acl
 from mosaic.controller.client import ControllerClient, ControllerRefusal
 
 ALICE = Peer(1000, 1000, 4242, (1000,))  # a uid that is not the owner; the tests grant it per case
@@ -255,5 +259,70 @@ def test_the_library_raises_a_channel_close_at_connect_as_a_controller_refusal_n
                 assert again.value.code == "channel"
                 await client.aclose()
                 assert core.calls() == []  # nothing it sent reached the core
+
+    run(main())
+
+
+# ----------------------------------------------------------------------------- the file-system gate
+
+
+def _acl(path: str | int) -> list[tuple[int, int, int]]:
+    return sorted(decode_acl(os.getxattr(path, ACL_XATTR, follow_symlinks=False)))
+
+
+def test_grants_open_the_socket_and_its_directory_to_exactly_their_ids_and_close_makes_it_0700_again() -> None:
+    async def main() -> None:
+        with socket_dir() as d:
+            server = SocketServer(d.sock, lambda e: None, reach=((65534,), (995,)))
+            await server.start()
+            try:
+                assert stat.S_IMODE(os.stat(d.path).st_mode) == 0o710
+                entries = _acl(d.path)
+                assert (USER, X, 65534) in entries and (GROUP, X, 995) in entries
+                assert {(t, p) for t, p, _ in entries if t in (MASK, OTHER)} == {(MASK, X), (OTHER, 0)}
+                assert [e for e in entries if e[0] == USER_OBJ][0][1] == 7
+                assert stat.S_IMODE(os.lstat(d.sock).st_mode) == 0o620
+                sock_entries = _acl(d.sock)
+                assert (USER, W, 65534) in sock_entries and (GROUP, W, 995) in sock_entries
+                assert {(t, p) for t, p, _ in sock_entries if t in (MASK, OTHER)} == {(MASK, W), (OTHER, 0)}
+            finally:
+                await server.aclose()
+            assert stat.S_IMODE(os.stat(d.path).st_mode) == 0o700
+            with pytest.raises(OSError) as info:
+                os.getxattr(d.path, ACL_XATTR)
+            assert info.value.errno == errno.ENODATA
+
+    run(main())
+
+
+def test_without_grants_the_directory_stays_0700_and_a_gate_left_by_a_killed_server_is_reset() -> None:
+    async def main() -> None:
+        with socket_dir() as d:
+            left = SocketServer(d.sock, lambda e: None, reach=((65534,), ()))
+            await left.start()
+            # As if killed: the gate stays (and the socket file with it; a dead one is removed by hand).
+            left._gate_open = False
+            await left.aclose()
+            assert stat.S_IMODE(os.stat(d.path).st_mode) == 0o710
+            async with serving(d.sock):
+                assert stat.S_IMODE(os.stat(d.path).st_mode) == 0o700
+                with pytest.raises(OSError):
+                    os.getxattr(d.path, ACL_XATTR)
+
+    run(main())
+
+
+def test_grants_on_a_file_system_without_acls_refuse_to_serve_and_leave_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No file system here lacks POSIX ACLs (ext4 and tmpfs have them), so setxattr answers as one would.
+    def no_acls(*_args: Any, **_kw: Any) -> None:
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+
+    async def main() -> None:
+        with socket_dir() as d:
+            monkeypatch.setattr("mosaic.controller._socket_gate.os.setxattr", no_acls)
+            with pytest.raises(SocketPathError) as info:
+                await SocketServer(d.sock, lambda e: None, reach=((65534,), ())).start()
+            assert info.value.reason == "no-acl"
+            assert not os.path.lexists(d.sock) and stat.S_IMODE(os.stat(d.path).st_mode) == 0o700
 
     run(main())

@@ -9,10 +9,12 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
 0700 directory"; seed README "Mediated control"):
 
 1. The socket lives in a private directory: a directory (not a symlink), owned by this uid, mode exactly
-   0700. Anything else is refused (`SocketPathError`) before a socket exists. The directory is opened once
-   (``O_NOFOLLOW | O_DIRECTORY``), checked through that fd, and the socket is bound through the same fd
-   (``/proc/self/fd/N/name``), so the directory checked is the directory bound in. An existing path is
-   refused, never unlinked; `aclose` unlinks only the socket file this server created (same inode).
+   0700 (or the gate of rule 7 a controller that did not close left: 0710, an ACL of search only, which
+   is reset to 0700 first). Anything else is refused (`SocketPathError`) before a socket exists. The
+   directory is opened once (``O_NOFOLLOW | O_DIRECTORY``), checked through that fd, and the socket is
+   bound through the same fd (``/proc/self/fd/N/name``), so the directory checked is the directory bound
+   in. An existing path is refused, never unlinked; `aclose` unlinks only the socket file this server
+   created (same inode).
 2. One message per LF-terminated line, split on LF only (U+2028/U+2029 are ordinary bytes). Requests of
    one connection are validated and handed to ``on_input`` one at a time, in the order read; ``ping`` is
    answered here (result ``{}``) and never reaches ``on_input``.
@@ -31,7 +33,10 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    exception handler, and nothing is written to a transport after it is closing.
 7. Who connects (issue 19): the peer's credentials are read once, right after accept(2) (`read_peer`:
    SO_PEERCRED, SO_PEERGROUPS) and passed in ``Connected(conn, peer)``; the core decides (`_access`) and
-   closes a peer no grant names (`CloseConnection` "channel") before any of its bytes are read.
+   closes a peer no grant names (`CloseConnection` "channel") before any of its bytes are read. With
+   ``reach`` (the granted uids and gids) the socket and its directory get ACLs that let exactly those
+   reach the socket (`_socket_gate`), set after bind and before listen, and the directory goes back to
+   0700 at `aclose`.
 6. The server ends a connection by telling it why: a ``closing`` notification ``{"reason", "message"}``
    (`CLOSE_REASONS`) after what is already queued, then a lingering close: it shuts its write side once
    everything is written (the client reads every line, then EOF) and reads-and-discards until the client
@@ -93,6 +98,7 @@ from ._io import (
 )
 from ._jsonrpc import ProtocolError, encode_error, encode_notification, encode_result, parse_line
 from ._methods import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG, REFUSED
+from ._socket_gate import GateError, close_gate, is_leftover_gate, open_gate
 
 __all__ = [
     "TRANSPORT_HIGH_WATER",
@@ -217,7 +223,7 @@ class ServerLimits:
 class SocketPathError(Exception):
     """The socket path cannot be served safely. `reason` is one of: "not-absolute", "bad-name",
     "too-long", "missing", "not-a-directory", "symlink", "not-owned", "not-private", "exists",
-    "no-proc"; `path` is the path given."""
+    "no-proc", "no-acl"; `path` is the path given."""
 
     def __init__(self, reason: str, path: str, message: str) -> None:
         super().__init__(message)
@@ -883,9 +889,12 @@ class SocketServer:
         *,
         limits: ServerLimits = ServerLimits(),
         clock: Callable[[], float] = time.monotonic,
+        reach: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
     ) -> None:
         self.socket_path = socket_path
         self._on_input = on_input
+        self.reach = reach  # (uids, gids) besides the owner that may reach the socket (rule 7)
+        self._gate_open = False
         self.limits = limits
         self._clock = clock
         self._conns: dict[ConnId, _Connection] = {}
@@ -932,10 +941,13 @@ class SocketServer:
     # ------------------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Check the directory, bind the socket (refusing an existing path) and listen.
+        """Check the directory, bind the socket (refusing an existing path), open its gate to `reach` (rule
+        7) and listen.
 
-        Raises `SocketPathError` for a path that cannot be served safely (see its reasons), `OSError` for
-        other failures of bind/listen, `RuntimeError` if called twice. Nothing is left behind on failure.
+        Raises `SocketPathError` for a path that cannot be served safely (see its reasons; "no-acl" when
+        `reach` names someone and the file system has no POSIX ACLs), `OSError` for other failures of
+        bind/listen, `RuntimeError` if called twice. Nothing is left behind on failure (the directory
+        back at 0700).
         """
         if self._started:
             raise RuntimeError("SocketServer.start() called twice")
@@ -959,6 +971,15 @@ class SocketServer:
             self._sock_id = (st.st_dev, st.st_ino)
             self._sock_name = name
             self._dir_fd = dir_fd
+            if any(self.reach):
+                self._gate_open = True  # first: close_gate also undoes a gate set half-way
+                try:
+                    open_gate(dir_fd, name, *self.reach)
+                except GateError as exc:
+                    if exc.errno == errno.EOPNOTSUPP:
+                        raise SocketPathError("no-acl", self.socket_path, "grants need POSIX ACLs to let their "
+                                              "uids reach the socket; this file system has none") from None
+                    raise
             sock.listen(self.limits.backlog)
             sock.setblocking(False)
             # Our own accept loop rather than loop.create_unix_server: asyncio's Server fails (and in
@@ -974,6 +995,10 @@ class SocketServer:
                     os.unlink(name, dir_fd=dir_fd)
             self._sock_id = None
             self._dir_fd = None
+            if self._gate_open:
+                self._gate_open = False
+                with contextlib.suppress(OSError):
+                    close_gate(dir_fd)
             os.close(dir_fd)
             raise
         self._sweeper = self._loop.create_task(self._sweep_forever())
@@ -1071,6 +1096,12 @@ class SocketServer:
         except OSError as exc:
             logger.warning("could not remove socket %s: %s", self.socket_path, exc)
         finally:
+            if self._gate_open:
+                self._gate_open = False
+                try:
+                    close_gate(dir_fd)
+                except OSError as exc:
+                    logger.warning("could not take %s back to 0700: %s", os.path.dirname(self.socket_path), exc)
             os.close(dir_fd)
 
     # ----------------------------------------------------------------------------------------- core
@@ -1187,7 +1218,8 @@ class SocketServer:
 
 def _open_private_dir(socket_path: str) -> tuple[int, str]:
     """Open the socket's directory without following a symlink and check it is private (a directory,
-    owned by this uid, mode 0700). Returns (dir fd, socket name); raises `SocketPathError`."""
+    owned by this uid, mode 0700, or an earlier server's gate, reset to 0700). Returns (dir fd, socket
+    name); raises `SocketPathError`."""
     if not os.path.isabs(socket_path):
         raise SocketPathError("not-absolute", socket_path, f"socket path {socket_path!r} is not absolute")
     if len(os.fsencode(socket_path)) > _MAX_SUN_PATH:
@@ -1217,7 +1249,9 @@ def _open_private_dir(socket_path: str) -> tuple[int, str]:
         if st.st_uid != os.getuid():
             raise SocketPathError("not-owned", socket_path,
                                   f"socket directory {directory} is owned by uid {st.st_uid}, not {os.getuid()}")
-        if stat.S_IMODE(st.st_mode) != 0o700:
+        if is_leftover_gate(dir_fd, st):
+            close_gate(dir_fd)  # rule 1: a gate an earlier server left; this one opens its own (rule 7)
+        elif stat.S_IMODE(st.st_mode) != 0o700:
             raise SocketPathError("not-private", socket_path,
                                   f"socket directory {directory} has mode {stat.S_IMODE(st.st_mode):04o}, "
                                   "not 0700")
