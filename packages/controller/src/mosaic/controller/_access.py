@@ -8,8 +8,8 @@ codes ("Refusals": `channel` when the channel is not authenticated, `capability`
 operation's capability). The rules this file keeps:
 
 1. A connection's peer is what the kernel recorded at connect(2) (`SO_PEERCRED`: the effective uid and
-   gid and the pid; `SO_PEERGROUPS`: the supplementary groups), read once by the server at accept and never
-   again. The pid names the process in records only: it is never a reason to admit (pids are reused).
+   gid and the pid; `SO_PEERGROUPS`: the supplementary groups, read only when a grant names a gid, the
+   only thing that looks at them), read once by the server at accept and never again. The pid names the process in records only: it is never a reason to admit (pids are reused).
 2. The owner (the controller's own effective uid) may do everything. A grant cannot narrow it, so a grant
    naming the owner's uid is refused at construction.
 3. Anyone else may do exactly the operations the grants list for its uid, for its gid or for any of its
@@ -37,7 +37,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 
@@ -89,10 +89,9 @@ MAX_GRANTS_FILE_BYTES = 1 << 20
 _ID_MAX = 2**32 - 2  # (uid_t)-1 is "no id" to the kernel
 
 
-@dataclass(frozen=True, slots=True)
-class Peer:
+class Peer(NamedTuple):
     """A connection's credentials as the kernel recorded them at connect(2) (rule 1). `groups` is None when
-    the supplementary groups could not be read in full (rule 3)."""
+    the supplementary groups were not read, or not in full (rule 3). A tuple: made at every accept."""
 
     uid: int
     gid: int

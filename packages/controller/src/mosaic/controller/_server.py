@@ -32,7 +32,7 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    any moment (mid-reply included) end the connection quietly: nothing reaches stderr or the loop's
    exception handler, and nothing is written to a transport after it is closing.
 7. Who connects (issue 19): the peer's credentials are read once, right after accept(2) (`read_peer`:
-   SO_PEERCRED, SO_PEERGROUPS) and passed in ``Connected(conn, peer)``; the core decides (`_access`) and
+   SO_PEERCRED, and SO_PEERGROUPS when ``reach`` names a gid) and passed in ``Connected(conn, peer)``; the core decides (`_access`) and
    closes a peer no grant names (`CloseConnection` "channel") before any of its bytes are read. With
    ``reach`` (the granted uids and gids) the socket and its directory get ACLs that let exactly those
    reach the socket (`_socket_gate`), set after bind and before listen, and the directory goes back to
@@ -133,22 +133,23 @@ _SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux 4.13 (asm-generic
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
-def read_peer(sock: socket.socket) -> Peer | None:
+def read_peer(sock: socket.socket, *, groups: bool = True) -> Peer | None:
     """What the kernel recorded of the process that connected `sock` (rule 7): SO_PEERCRED's effective uid,
-    gid and pid, SO_PEERGROUPS' supplementary groups (None when there are more than `MAX_PEER_GROUPS`: the
-    buffer CPython allows holds 256). None when the credentials cannot be read (never seen on a Unix
-    socket; the core refuses it `channel`)."""
+    gid and pid, and with `groups` SO_PEERGROUPS' supplementary groups (else, and when there are more than
+    `MAX_PEER_GROUPS`, the buffer CPython allows, None: unread, which only gid grants would look at). None
+    when the credentials cannot be read (never seen on a Unix socket; the core refuses it `channel`)."""
     try:
         pid, uid, gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
     except (OSError, struct.error):
         return None
-    groups: tuple[int, ...] | None
+    if not groups:
+        return Peer(uid, gid, pid, None)
     try:
         raw = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, 4 * MAX_PEER_GROUPS)
-        groups = struct.unpack(f"{len(raw) // 4}I", raw[:len(raw) // 4 * 4])
+        found: tuple[int, ...] | None = struct.unpack(f"{len(raw) // 4}I", raw[:len(raw) // 4 * 4])
     except OSError:  # ERANGE: more groups than the buffer holds; ENOPROTOOPT: a kernel before 4.13
-        groups = None
-    return Peer(uid, gid, pid, groups)
+        found = None
+    return Peer(uid, gid, pid, found)
 
 
 @dataclass(frozen=True)
@@ -1064,7 +1065,8 @@ class SocketServer:
                         return
                     raise
                 conn.setblocking(False)
-                task = loop.create_task(self._adopt(conn, read_peer(conn)))
+                # Supplementary groups matter only to gid grants: not read (one syscall less) without any.
+                task = loop.create_task(self._adopt(conn, read_peer(conn, groups=bool(self.reach[1]))))
                 self._adopting.add(task)
                 task.add_done_callback(self._adopting.discard)
         except Exception as exc:  # pragma: no cover - a bug in this file
