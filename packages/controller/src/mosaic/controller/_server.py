@@ -22,7 +22,7 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    place: nothing queued after it is written before it is filled.
 4. ``on_input`` is called only from the event loop's own callbacks (accept, read, hang-up, the deadline
    sweep), never from inside `deliver`, `Placeholder.fill` or `aclose`, so the core is never re-entered
-   while it is returning actions. It is called with ``Connected(conn)`` once on accept, ``Call`` for each
+   while it is returning actions. It is called with ``Connected(conn, peer)`` once on accept, ``Call`` for each
    valid non-ping request, and ``Disconnected(conn)`` exactly once when the server stops serving the
    connection (a hang-up, a reset, a limit, `CloseConnection`, `aclose`). After ``Disconnected`` no action
    for that connection is carried out.
@@ -31,12 +31,6 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    DEBUG, counted in `SocketServer.internal_errors`), and serving goes on. Hang-ups, resets and EOF at
    any moment (mid-reply included) end the connection quietly: nothing reaches stderr or the loop's
    exception handler, and nothing is written to a transport after it is closing.
-7. Who connects (issue 19): the peer's credentials are read once, right after accept(2) (`read_peer`:
-   SO_PEERCRED, and SO_PEERGROUPS when ``reach`` names a gid) and passed in ``Connected(conn, peer)``; the core decides (`_access`) and
-   closes a peer no grant names (`CloseConnection` "channel") before any of its bytes are read. With
-   ``reach`` (the granted uids and gids) the socket and its directory get ACLs that let exactly those
-   reach the socket (`_socket_gate`), set after bind and before listen, and the directory goes back to
-   0700 at `aclose`.
 6. The server ends a connection by telling it why: a ``closing`` notification ``{"reason", "message"}``
    (`CLOSE_REASONS`) after what is already queued, then a lingering close: it shuts its write side once
    everything is written (the client reads every line, then EOF) and reads-and-discards until the client
@@ -45,6 +39,12 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    closing ``close_linger`` seconds later is aborted. A client that sends EOF first (a half-close) still
    gets the answers to every request it sent; the server closes once they are written, or after
    ``close_linger``, and an unterminated last line is not a request.
+7. Who connects (issue 19): the peer's credentials are read once, right after accept(2) (`read_peer`:
+   SO_PEERCRED, and SO_PEERGROUPS when ``reach`` names a gid) and passed in ``Connected(conn, peer)``;
+   the core decides (`_access`) and closes a peer no grant names (`CloseConnection` "channel") before any
+   of its bytes are read. With ``reach`` (the granted uids and gids) the socket and its directory get ACLs
+   that let exactly those reach the socket (`_socket_gate`), set after bind and before listen, and the
+   directory goes back to 0700 at `aclose`.
 
 Memory per connection is bounded (and `ConnectionStats` reports the peaks):
 

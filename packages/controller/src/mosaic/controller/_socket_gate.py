@@ -10,8 +10,8 @@ gives it and the socket POSIX access ACLs (acl(5)) naming exactly the granted ui
 - the directory: the owner rwx, each granted uid and gid ``--x`` (search only: they cannot list it, create,
   rename or remove anything in it), mask ``--x``, the owning group and others nothing; mode shows 0710;
 - the socket: the owner rw, each granted uid and gid ``-w-`` (connect), mask ``-w-``, others nothing;
-  mode 0620. A granted user who hard-links the socket elsewhere (protected_hardlinks allows it only to
-  one who can already write it) exposes nothing: the link is the same inode, with the same ACL.
+  mode 0620. A granted user cannot hard-link it elsewhere (with fs.protected_hardlinks only its owner may
+  link a file that is not a regular one), and a link would be the same inode with the same ACL anyway.
 
 Who else can then connect: the owner, the granted uids and the members (primary or supplementary) of the
 granted gids, and any process with CAP_DAC_OVERRIDE or a file-system uid of the owner (root, typically).
