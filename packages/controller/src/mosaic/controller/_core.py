@@ -32,11 +32,6 @@ The rules it keeps, with where they come from:
    counted (H14). Replay is unavailable: observe returns the seam (fromSequence, quiet) and the client
    reconciles at it (E4).
 7. Disconnect never releases control or a claim (H11).
-7b. Who may connect, and what they may do (issue 19; `_access`, its rules there): a connection whose peer
-   no grant names is closed at connect with reason `channel`, unheld (nothing else was ever sent to it), and
-   never becomes a connection of the core; every call is checked against the caller's grant
-   (`required_operations`) before anything else (`capability`). Requests, stops and the binding name
-   their actor: local-operator, and who it was (uid, gid, pid, connection).
 7a. Attribution by order and the overlap signals (seed README "Overlap", "Run order"; brief §3 "Seal and
    attribution"): the slot's run is the one whose agent_start follows the slot's ack with no overlap
    signal between; a run that starts before the ack is another's. Each signal of `_tables.OVERLAP_SIGNALS`
@@ -46,6 +41,11 @@ The rules it keeps, with where they come from:
    answer, so an overlap read in the same chunk means no abort (H10: it would run what was queued).
    N11 on the wire Pi writes: an ack, then agent_settled with no agent_start (the run threw before it
    began: the fake's throw_at_run_start, agent-session.js 780-785) is failed, reason ack-without-start.
+7b. Who may connect, and what they may do (issue 19; `_access`, its rules there): a connection whose peer
+   no grant names is closed at connect with reason `channel`, unheld (nothing else was ever sent to it), and
+   never becomes a connection of the core; every call is checked against the caller's grant
+   (`required_operations`) before anything else (`capability`). Requests, stops and the binding name
+   their actor: local-operator, and who it was (uid, gid, pid, connection).
 8. Session drift (§2 "Session drift, not foreign-writer attribution"; on when `CoreConfig.drift` is set):
    when the engine is idle (admission open, no slot, no run, no stop chain, nothing of the core's in
    flight on the link) after an agent_settled or a slot's release, and once when the shell starts serving
