@@ -13,7 +13,9 @@ loaded phase, a load generator that makes the server hold, all at once:
 - clients hanging up mid-reply: ``observe`` (a 256 KiB page), read 1 KiB, close or reset, 50 a second.
 
 The measuring client (this process) sends ``prompt`` requests one at a time and times each round trip.
-Phases alternate floor and server in rounds so drift in the machine's load hits both. Reported: p50/p99
+The accept path is timed on its own, idle: a new connection, one ``ping``, its reply, close (the server
+reads the peer's credentials at accept and the core is told ``Connected``: issue 19), against the same on
+the echo server. Phases alternate floor and server in rounds so drift in the machine's load hits both. Reported: p50/p99
 per phase, the loaded/idle p99 ratio of the server (goal: within 2x) and of the floor (how much of the
 load is the machine's, on few cores), the server/floor ratios, and the server's RSS before, under and
 after the load. No assertions: numbers only.
@@ -268,6 +270,30 @@ def measure(path: str, n: int) -> list[float]:
     return out
 
 
+PING = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode() + b"\n"
+
+
+def measure_connects(path: str, n: int) -> list[float]:
+    """`n` times: connect, one ping, its reply (the echo floor echoes the line), close; microseconds each."""
+    out: list[float] = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+            sock.sendall(PING)
+            buf = b""
+            while b"\n" not in buf:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("the server closed a measuring connection")
+                buf += chunk
+        finally:
+            sock.close()
+        out.append((time.perf_counter_ns() - t0) / 1000)
+    return out
+
+
 def pct(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -310,6 +336,7 @@ def main() -> None:
                         help=argparse.SUPPRESS)
     parser.add_argument("--socket", help=argparse.SUPPRESS)
     parser.add_argument("--requests", type=int, default=2000, help="round trips per phase and round")
+    parser.add_argument("--connects", type=int, default=500, help="new connections per accept phase and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--idle", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=1000)
@@ -350,8 +377,8 @@ def main() -> None:
     sock_path = os.path.join(tmp, "ctl.sock")
     echo_path = os.path.join(tmp, "echo.sock")
     procs: list[Proc] = []
-    results: dict[str, list[float]] = {"floor idle": [], "server idle": [], "floor loaded": [],
-                                       "server loaded": []}
+    results: dict[str, list[float]] = {"floor idle": [], "server idle": [], "floor accept": [],
+                                       "server accept": [], "floor loaded": [], "server loaded": []}
     try:
         server = Proc(role("server", "--socket", sock_path))
         procs.append(server)
@@ -367,6 +394,8 @@ def main() -> None:
         while rounds < args.rounds or time.monotonic() - t_idle < args.idle_seconds:
             results["floor idle"] += measure(echo_path, args.requests)
             results["server idle"] += measure(sock_path, args.requests)
+            results["floor accept"] += measure_connects(echo_path, args.connects)
+            results["server accept"] += measure_connects(sock_path, args.connects)
             rounds += 1
 
         load = Proc(role("load", "--socket", sock_path, "--idle", str(args.idle), "--burst", str(args.burst),
@@ -408,6 +437,8 @@ def main() -> None:
         "server/floor p99, idle": rows["server idle"]["p99_us"] / rows["floor idle"]["p99_us"],
         "server/floor p99, loaded": rows["server loaded"]["p99_us"] / rows["floor loaded"]["p99_us"],
         "server/floor p50, idle": rows["server idle"]["p50_us"] / rows["floor idle"]["p50_us"],
+        "server/floor p50, accept (connect, ping, reply)": rows["server accept"]["p50_us"] / rows["floor accept"]["p50_us"],
+        "server/floor p99, accept": rows["server accept"]["p99_us"] / rows["floor accept"]["p99_us"],
     }
     rss = {"before": rss_before, "loaded": rss_peak_loaded, "after": rss_after}
     report = {"rows": rows, "ratios": {k: round(v, 2) for k, v in ratios.items()}, "rss_kib": rss,

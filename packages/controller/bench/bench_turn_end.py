@@ -29,6 +29,7 @@ import argparse
 import gc
 import hashlib
 import json
+import os
 import random
 import shutil
 import statistics
@@ -49,6 +50,7 @@ from mosaic.controller import (
     PageRead,
     ReadPage,
 )
+from mosaic.controller._access import Peer
 from mosaic.controller._core import READ_SESSION
 from mosaic.controller._drift import DriftConfig
 from mosaic.controller._runtime import SessionFileReader
@@ -150,7 +152,7 @@ class Driver:
         self.pending: list[Any] = []  # actions to carry out
         self._draining = False
         self.page = {"ok": True, "page": {"parts": []}, "cursor": None}
-        self.feed(Connected(CONN))
+        self.feed(Connected(CONN, Peer(os.geteuid(), os.getegid(), os.getpid())))  # the owner
         self.call("observe")
         self.call("takeover", expectedGeneration=self.core.generation)
         if session is not None:

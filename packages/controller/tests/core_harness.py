@@ -39,6 +39,7 @@ from mosaic.controller import (
     SetTimer,
     TimerFired,
 )
+from mosaic.controller._access import Peer
 from mosaic.controller.testing import RawClient
 from mosaic.pi_rpc import encode_record as encode_engine_record
 
@@ -46,6 +47,7 @@ REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3]
 SCHEMA = json.loads((REPO / "schemas" / "chat-01-control.schema.json").read_text(encoding="utf-8"))
 INCARNATION = "inc-" + "a" * 32
 EXECUTION = "exec-1"
+OWNER = Peer(os.geteuid(), os.getegid(), os.getpid())  # the controller's own uid: may do everything (issue 19)
 
 
 _VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}
@@ -187,9 +189,10 @@ class Harness:
 
     # -- the client side ------------------------------------------------------------------------------
 
-    def connect(self, conn: str) -> Client:
+    def connect(self, conn: str, peer: Peer | None = OWNER) -> Client:
+        """`conn` connects as `peer` (the owner unless said otherwise; None: credentials unread)."""
         self.clients[conn] = Client(conn)
-        self.feed(Connected(conn))
+        self.feed(Connected(conn, peer))
         return self.clients[conn]
 
     def disconnect(self, conn: str) -> None:

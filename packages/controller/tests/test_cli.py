@@ -85,6 +85,18 @@ def test_an_expected_error_is_one_line_exit_1_and_nothing_is_made(
     assert not (fixture_root.parent / "ctl").exists()
 
 
+def test_a_grants_file_that_is_not_strictly_right_is_refused_in_one_line_before_anything_is_made(
+        fixture_root: Path) -> None:
+    # Issue 19: the grants are read before the engine account, the route or the socket's directory.
+    bad = fixture_root.parent / "grants.json"
+    bad.write_text('{"version": 1, "grants": [{"uid": 65534, "operations": ["observe"], "all": true}]}')
+    done = run(*serve_args(fixture_root, **{"--grants": str(bad)}))
+    assert done.returncode == 1, done
+    assert one_line(done) == ("mosaic-controller: refused: configuration: grants: Object contains unknown field "
+                              "`all` - at `$.grants[0]`")
+    assert not (fixture_root.parent / "ctl").exists()
+
+
 def test_no_pi_install_named_is_one_line(fixture_root: Path) -> None:
     args = serve_args(fixture_root)
     i = args.index("--pi-dir")

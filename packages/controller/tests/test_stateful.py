@@ -77,6 +77,7 @@ class CoreMachine(RuleBasedStateMachine):
     @rule(conn=st.sampled_from(["a", "b"]))
     def reconnect(self, conn: str) -> None:
         self.h.disconnect(conn)
+        self.h.connect(conn)  # a connection the core admits again (a closed one is never a connection of it)
         self.h.observe(conn)
 
     @rule(state_=st.sampled_from(["stopped", "uncertain"]))

@@ -10,6 +10,13 @@ the engine link, timers, effects) move bytes and carry out actions. `ClaimCohort
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._access import (
+        METHOD_OPERATIONS,
+        OPERATIONS,
+        AccessPolicy,
+        Grants,
+        Peer,
+    )
     from ._cohort import (
         ClaimCohortProbe,
         StopRun,
@@ -72,6 +79,7 @@ if TYPE_CHECKING:
 # `mosaic.controller.client` (the terminal's, any client's) does not pay for the core, the server,
 # the lifecycle or cgroup-cohort (issue 22: the client under 60 ms).
 _LAZY: dict[str, str] = {
+    "AccessPolicy": "_access",
     "Action": "_io",
     "Bounds": "_core",
     "Call": "_io",
@@ -97,14 +105,18 @@ _LAZY: dict[str, str] = {
     "EVENT_MAP": "_tables",
     "Evidence": "_io",
     "FlushEngine": "_io",
+    "Grants": "_access",
     "Hooks": "_lifecycle",
     "Input": "_io",
     "MAX_TEXT_CHARS": "_tables",
     "MESSAGE_UPDATE_MAP": "_tables",
+    "METHOD_OPERATIONS": "_access",
     "new_incarnation": "_core",
     "Notify": "_io",
+    "OPERATIONS": "_access",
     "OVERLAP_SIGNALS": "_tables",
     "PageRead": "_io",
+    "Peer": "_access",
     "Placement": "_lifecycle",
     "ReadPage": "_io",
     "RECEIPT_TRANSITIONS": "_tables",
@@ -120,6 +132,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "AccessPolicy",
     "Action",
     "Bounds",
     "Call",
@@ -141,13 +154,17 @@ __all__ = [
     "EngineEvents",
     "Evidence",
     "FlushEngine",
+    "Grants",
     "Hooks",
     "Input",
     "MAX_TEXT_CHARS",
     "MESSAGE_UPDATE_MAP",
+    "METHOD_OPERATIONS",
+    "OPERATIONS",
     "OVERLAP_SIGNALS",
     "Notify",
     "PageRead",
+    "Peer",
     "Placement",
     "RECEIPT_TRANSITIONS",
     "ReadPage",

@@ -3,7 +3,8 @@ mosaic.controller`).
 
     mosaic-controller fixture DIR
     mosaic-controller serve --fixture-root DIR --session FILE --socket DIR/controller.sock --pi-dir PI
-                            [--claim-root DIR] [--home DIR] [--scripted-model] [--provider P --model M]
+                            [--claim-root DIR] [--home DIR] [--grants FILE] [--scripted-model]
+                            [--provider P --model M]
 
 `fixture DIR` makes a fixture tree as the demo does (the engine's home and agent directories, a project
 with one session file, the claim root; owned by the engine account) and prints the `serve` line for it.
@@ -13,7 +14,8 @@ cohort route (a systemd scope where a user manager answers, else a direct cgroup
 words), then `Controller.start()`: the live-session guard, the pin, the writer claim, the launch in the
 cohort, the load check, and the socket. `--scripted-model` starts pi-rpc's scripted model on 127.0.0.1 and
 points the fixture's models.json at it (run it inside `python -m mosaic.pi_rpc.testing.netns --` so the
-engine can reach nothing else). It serves until SIGINT, SIGTERM or SIGHUP; then it force stops the
+engine can reach nothing else). `--grants FILE` lets other uids and gids connect and do what the file
+grants (the package README, "Who may connect"); without it only this uid can. It serves until SIGINT, SIGTERM or SIGHUP; then it force stops the
 engine as a client would (takeover, confirmation, force stop) and, the stop proven, the claim is
 released, the cohort let go and everything it made removed. Signals that arrive while it starts are
 answered once the start is done (a start is a few seconds), never half-way through a launch.
@@ -98,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="the pinned Pi 0.85.1 install (default: $MOSAIC_PI_DIR)")
     serve.add_argument("--claim-root", help="the writer claims' root (default: <fixture root>/claims)")
     serve.add_argument("--home", help="whose ~/.pi, ~/.claude, ~/.mosaic-dev are live (default: your home)")
+    serve.add_argument("--grants", help="a grants file: other uids and gids that may connect, and what they may do "
+                                        "(default: only this uid)")
     serve.add_argument("--scripted-model", action="store_true",
                        help="run pi-rpc's scripted model on 127.0.0.1 and point the fixture's models.json at it")
     serve.add_argument("--provider", default="fakeprov", help="the engine's provider (default: fakeprov)")
@@ -236,6 +240,7 @@ async def serve(args: argparse.Namespace) -> int:
     from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account  # noqa: PLC0415
     from mosaic.pi_rpc.testing import ModelServer, models_json  # noqa: PLC0415
 
+    from ._access import Grants  # noqa: PLC0415
     from ._lifecycle import Controller, EngineSpec, Placement  # noqa: PLC0415
     from .route import RouteUnavailable, choose_route, engine_can_read  # noqa: PLC0415
     from .testing import readable_install  # noqa: PLC0415
@@ -251,6 +256,7 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
     paths = _paths(args)
+    grants = Grants.load(args.grants) if args.grants else None  # refused before anything is made
     made = _Made()
     controller: Controller | None = None
     try:
@@ -280,7 +286,7 @@ async def serve(args: argparse.Namespace) -> int:
             Placement(fixture_root=paths["root"], claim_root=paths["claims"], session_file=paths["session"],
                       socket_dir=socket_dir, home=paths["home"]),
             EngineSpec(env=env, pi_dir=pi_dir, provider=args.provider, model=args.model),
-            made.route.launcher, verifier=FixtureVerifier(), manager=made.route.manager)
+            made.route.launcher, verifier=FixtureVerifier(), manager=made.route.manager, grants=grants)
         await controller.start()
         execution = controller.execution
         assert execution is not None

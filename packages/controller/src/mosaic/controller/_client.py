@@ -24,6 +24,9 @@ The rules this file keeps (brief §1, §3, §9; seed README "Mediated control"):
    falls behind loses the overflow, and gets a ``lagging`` marker of its own (origin "client") at the place
    of the first notification it lost, counting every one it lost: nothing is lost silently. The client's
    own state is updated from every line whatever its subscribers do.
+7. A connection the controller closed at connect with reason ``channel`` (no grant names this client's
+   uid, gid or groups: issue 19) read nothing this client wrote: every call on it raises
+   `ControllerRefusal` ``channel`` with the controller's message, never `ConnectionLost`.
 """
 
 from __future__ import annotations
@@ -464,6 +467,7 @@ class _Connection:
     lost: bool = False
     reason: str | None = None
     closing_reason: str | None = None  # what the server said in `closing`
+    closing_message: str = ""
     observed: bool = False
     incarnation: str | None = None  # the token this connection's first observe returned
     conn_id: str | None = None  # the controller's name for this connection
@@ -473,6 +477,15 @@ def _dumps(message: Mapping[str, Any]) -> bytes:
     # Compact UTF-8, as the server writes; a lone surrogate cannot be encoded (UnicodeEncodeError), which is
     # right: the server's strict JSON refuses one anyway.
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
+
+
+def _channel_refusal(conn: _Connection) -> ControllerRefusal | None:
+    """The controller closed `conn` at connect because no grant names this client's uid, gid or groups
+    (`closing` "channel", issue 19): it read none of the connection's bytes, so every call on it was
+    refused, never of unknown outcome. None for any other end."""
+    if conn.closing_reason != "channel":
+        return None
+    return ControllerRefusal("channel", conn.closing_message or "the controller refused this connection: no grant")
 
 
 def _new_request_id() -> str:
@@ -827,6 +840,9 @@ class ControllerClient:
     def _live_connection(self, *, observed: bool = False) -> _Connection:
         self._check_open()
         conn = self._conn
+        refused = None if conn is None else _channel_refusal(conn)
+        if refused is not None:
+            raise refused
         if conn is None or conn.lost:
             raise ClientRefusal("channel", "not connected: nothing was sent")
         if observed and not conn.observed:
@@ -948,12 +964,16 @@ class ControllerClient:
         with contextlib.suppress(Exception):
             conn.writer.close()
         calls, conn.calls = conn.calls, {}
+        refused = _channel_refusal(conn)
         for pending in calls.values():
             entry = pending.entry
             if entry is not None and entry.state == "sending":
-                entry.state, entry.unknown_reason = "outcome-unknown", "connection-lost"
+                if refused is not None:
+                    entry.state, entry.refusal = "refused", refused
+                else:
+                    entry.state, entry.unknown_reason = "outcome-unknown", "connection-lost"
             if pending.future is not None and not pending.future.done():
-                pending.future.set_exception(ConnectionLost(pending.method, conn.reason))
+                pending.future.set_exception(refused or ConnectionLost(pending.method, conn.reason))
                 # The caller normally retrieves it; if it was cancelled, do not warn about it.
                 pending.future.exception()
         if conn is self._conn:
@@ -1098,8 +1118,9 @@ class ControllerClient:
                 if entry.state in ("sending", "pending") and entry.incarnation == conn.incarnation:
                     entry.receipt_gap = True
         elif method == "closing":
-            reason = params.get("reason")
+            reason, message = params.get("reason"), params.get("message")
             conn.closing_reason = reason if isinstance(reason, str) else "closing"
+            conn.closing_message = message if isinstance(message, str) else ""
         self._fanout(Notification(method, params, "server", conn.number), droppable=method in ("event", "record"))
 
     def _on_record(self, conn: _Connection, record: Mapping[str, Any]) -> None:

@@ -41,6 +41,11 @@ The rules it keeps, with where they come from:
    answer, so an overlap read in the same chunk means no abort (H10: it would run what was queued).
    N11 on the wire Pi writes: an ack, then agent_settled with no agent_start (the run threw before it
    began: the fake's throw_at_run_start, agent-session.js 780-785) is failed, reason ack-without-start.
+7b. Who may connect, and what they may do (issue 19; `_access`, its rules there): a connection whose peer
+   no grant names is closed at connect with reason `channel`, unheld (nothing else was ever sent to it), and
+   never becomes a connection of the core; every call is checked against the caller's grant
+   (`required_operations`) before anything else (`capability`). Requests, stops and the binding name
+   their actor: local-operator, and who it was (uid, gid, pid, connection).
 8. Session drift (§2 "Session drift, not foreign-writer attribution"; on when `CoreConfig.drift` is set):
    when the engine is idle (admission open, no slot, no run, no stop chain, nothing of the core's in
    flight on the link) after an agent_settled or a slot's release, and once when the shell starts serving
@@ -86,6 +91,7 @@ from mosaic.pi_rpc import (
 )
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
+from ._access import AccessPolicy, actor_record, required_operations
 from ._drift import (
     Checkpoint,
     DriftConfig,
@@ -178,10 +184,15 @@ class CoreConfig:
     # What the lifecycle's restart found of earlier executions on this pair (W7: the effectReport of tool
     # calls a reboot or a crash left open, uncertain): every observe reports them.
     inherited: tuple[Mapping[str, Any], ...] = ()
+    # Who may connect and what they may do (rule 7b): the owner (this process's effective uid by default)
+    # may do everything, others what the grants say.
+    access: AccessPolicy = field(default_factory=AccessPolicy)
 
 
 @dataclass
 class _Conn:
+    operations: frozenset[str]  # what its peer's grant allows (rule 7b)
+    ids: tuple[int, int, int]  # its peer's (uid, gid, pid): one tuple every record of this actor shares
     role: str = "observer"
     subscribed_from: int | None = None  # first sequence this connection receives
     seq_at_subscribe: int = 0
@@ -218,6 +229,7 @@ class ControllerCore:
         self.execution = config.execution
         self.generation = config.generation
         self.controller: ConnId | None = None  # the controlling connection, connected or not (H11)
+        self.controller_ids: tuple[int, int, int] | None = None  # its peer's (uid, gid, pid): the binding's actor
         self.connections: dict[ConnId, _Conn] = {}
         self.binding_state: BindingState = config.state
         self.fences: dict[str, str] = dict(config.fences)  # reason -> detail; admission is open only when empty
@@ -266,12 +278,12 @@ class ControllerCore:
         elif isinstance(event, EngineEvents):
             self._engine(event)
         elif isinstance(event, Connected):
-            self.connections[event.conn] = _Conn()
+            self._connect(event)
         elif isinstance(event, Disconnected):
             # H11: control stays with the disconnected connection until someone takes over explicitly.
             if self.connections.pop(event.conn, None) is not None:
                 self._subs = None
-            self._broadcast_binding()
+                self._broadcast_binding()
         elif isinstance(event, PageRead):
             self._page_read(event)
         elif isinstance(event, TimerFired):
@@ -327,6 +339,8 @@ class ControllerCore:
             "controllerConnected": self.controller is not None and self.controller in self.connections,
             "state": self.binding_state, "admission": "open" if self.admission_open else "closed",
             "fences": sorted(self.fences), "replay": "unavailable",
+            "actor": (None if self.controller is None or self.controller_ids is None
+                      else actor_record(self.controller_ids, self.controller)),
             "engineState": self._engine_state(),
             "evidence": {"unknownNativeEvents": sum(self.unknown_native.values()),
                          "lateEvents": self.late_events, "dialogs": self.dialogs},
@@ -349,6 +363,7 @@ class ControllerCore:
     def _new_stop(self, kind: str, conn: ConnId, **fields: Any) -> Stop:
         """A stop chain, its approval disposition from the execution's dialog evidence (seed "Approval")."""
         stop = Stop(self._id("s"), kind, self.execution, conn, self._now, **fields)  # type: ignore[arg-type]
+        stop.actor = self.connections[conn].ids
         if self.dialogs:
             stop.approval = "uncertain"
         return stop
@@ -368,19 +383,46 @@ class ControllerCore:
 
     # ------------------------------------------------------------------------------------------ calls
 
+    def _connect(self, event: Connected) -> None:
+        """Rule 7b: admit the peer with what its grant allows, or close the connection `channel` at once."""
+        peer = event.peer
+        operations = self.config.access.operations(peer)
+        if operations is None or peer is None:
+            # Not held by a drift check (rule 8): nothing was ever sent to this connection to keep in order,
+            # and it must not stay open meanwhile, its requests read.
+            self._out.append(CloseConnection(event.conn, "channel"))
+            self._evidence("channel-refused", connection=event.conn,
+                           peer=None if peer is None else {"uid": peer.uid, "gid": peer.gid, "pid": peer.pid})
+            return
+        self.connections[event.conn] = _Conn(operations, peer.ids)
+
     def _call(self, call: Call) -> None:
         handler = _HANDLERS.get(call.method)
         if handler is None:  # the server validated the method; a bug if it did not
             self._refuse(call, "controller", f"no handler for {call.method!r}")
             return
-        if call.conn not in self.connections:
-            self.connections[call.conn] = _Conn()
+        conn = self.connections.get(call.conn)
+        if conn is None:  # never admitted (rule 7b: closed at connect); a shell that fed it anyway is wrong
+            self._refuse(call, "channel", "this connection was not admitted: no grant names its peer")
+            return
+        needed = required_operations(call.method, call.params, self._served(call))
+        if needed and conn.operations.isdisjoint(needed):
+            self._refuse(call, "capability", f"uid {conn.ids[0]}'s grant lacks {' or '.join(needed)}, which "
+                                             f"{call.method} needs")
+            return
         if call.method != "observe" and call.params.get("incarnation") != self.config.incarnation:
             # Mutant 20 removes this check: H21 must then write a second prompt.
             self._refuse(call, "stale-incarnation", "the request carries another controller incarnation; "
                                                     "observe again (outcomes under the old one are unknown)")
             return
         handler(self, call)
+
+    def _served(self, call: Call) -> str | None:
+        """The operation an answer-confirmation serves: its confirmation's, when that is this connection's."""
+        if call.method != "answer-confirmation":
+            return None
+        conf = self.confirmations.get(call.params.get("confirmation", ""))
+        return conf.operation if conf is not None and conf.conn == call.conn else None
 
     def _is_controller(self, call: Call) -> bool:
         return self.controller is not None and call.conn == self.controller
@@ -528,7 +570,8 @@ class ControllerCore:
         """Reserve the slot, then write (§1 "Pending dispatch slot"), inside this one receive call."""
         request = Request(self._id("r"), crid, self.config.actor, self.config.conversation, self.execution,
                           self.config.incarnation, self.generation, call.conn, digest,
-                          len(text.encode("utf-8", "surrogatepass")), self._now, updated_at=self._now)
+                          len(text.encode("utf-8", "surrogatepass")), self._now, updated_at=self._now,
+                          peer=self.connections[call.conn].ids)
         try:
             command = self.link.send_prompt(text, now=self._now, bound=self.bounds.prompt_ack)
         except LinkPoisoned as exc:  # admission checked it; a bug if this happens
@@ -574,6 +617,7 @@ class ControllerCore:
         previous = self.controller
         self.generation += 1
         self.controller = call.conn
+        self.controller_ids = self.connections[call.conn].ids
         self.context += 1
         self._emit(Effect(self._id("e"), "claim-generation", {"generation": self.generation}))
         self._emit(Reply(call.conn, call.rpc_id, {"generation": self.generation, "how": how, "previous": previous,

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mosaic.pi_rpc import LinkEvent
+
+if TYPE_CHECKING:
+    from ._access import Peer
 
 ConnId = str
 RpcId = int | str
@@ -26,9 +29,12 @@ RpcId = int | str
 
 @dataclass(frozen=True)
 class Connected:
-    """A client connected. It starts as an observer (brief §1 "Every connection starts as an observer")."""
+    """A client connected. It starts as an observer (brief §1 "Every connection starts as an observer").
+    `peer` is what the kernel recorded at its connect(2) (`_access.Peer`, read once by the server at
+    accept); None when it could not be read, which the core refuses `channel` like a peer with no grant."""
 
     conn: ConnId
+    peer: Peer | None = None
 
 
 @dataclass(frozen=True)

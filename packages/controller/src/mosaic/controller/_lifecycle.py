@@ -79,6 +79,7 @@ from mosaic.writer_claim import (
     State,
 )
 
+from ._access import AccessPolicy, Grants
 from ._cohort import ClaimCohortProbe, boot_stop_id, cohort_proof_ref, run_force_stop
 from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._drift import DriftConfig
@@ -176,9 +177,11 @@ class Controller:
         evidence_path: str | None = None,
         hooks: Hooks | None = None,
         eligibility: str | None = None,
+        grants: Grants | None = None,
     ) -> None:
         """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
-        place and header, the pin and the seal. Raises the refusal (live-session-refused, configuration,
+        place and header, the pin and the seal, the grants (who besides this uid may connect and do what:
+        `Grants`, issue 19; none by default). Raises the refusal (live-session-refused, configuration,
         engine-pin-mismatch, unsealed-engine)."""
         self.placement = placement
         self.engine = engine
@@ -192,6 +195,7 @@ class Controller:
         self.evidence_path = evidence_path
         self.hooks = hooks or Hooks()
         self.eligibility = eligibility
+        self.access = AccessPolicy(grants=grants or Grants())
         self.inherited: tuple[Mapping[str, Any], ...] = ()
         self.recovered: EligibilityRecord | None = None
         self.guard = LiveSessionGuard(LiveRoots(
@@ -556,7 +560,7 @@ class Controller:
                           binding=claim.head("seat").binding.binding_id, incarnation=self.store.incarnation,
                           generation=claim.head("seat").generation, unit=unit, census=True, bounds=self.bounds,
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
-                          drift=DriftConfig(self.identity.header_id), inherited=self.inherited)
+                          drift=DriftConfig(self.identity.header_id), inherited=self.inherited, access=self.access)
 
     def _effect_report(self, execution: str, stop: str | None) -> Mapping[str, Any]:
         """The effectReport of an execution this controller did not run to its end (a boot proof stopped

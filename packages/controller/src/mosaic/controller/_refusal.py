@@ -21,6 +21,9 @@ class ControlRefusal(Refusal):
 
     CODES: ClassVar[Mapping[str, bool]] = {
         "malformed": False,  # a request that fails the envelope check (a client request id that is not an id)
+        "channel": False,  # the peer's uid, gid and groups have no grant (issue 19; sent as the `closing` reason
+        # at connect, which the client library raises as this refusal)
+        "capability": False,  # the peer's grant lacks the operation the method needs (issue 19; `_access`)
         "stale-incarnation": True,  # an old controller incarnation token (H21; deviation V-1)
         "generation": True,  # the request's controller generation is stale (H1, H2)
         "controller": False,  # the connection is not the controller (S5, H15)

@@ -172,7 +172,9 @@ class ControllerRuntime:
         self.core = core
         self.link = link
         self.clock = clock
-        self.server = SocketServer(socket_path, self.feed, limits=limits or ServerLimits(), clock=time.monotonic)
+        # The grants decide in the core (rule 7b); the same grants open the socket's gate to their uids and gids.
+        self.server = SocketServer(socket_path, self.feed, limits=limits or ServerLimits(), clock=time.monotonic,
+                                   reach=core.config.access.reach())
         self.page_reader = page_reader
         self.session_reader = session_reader
         self.effects = effects

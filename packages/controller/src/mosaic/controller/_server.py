@@ -9,10 +9,12 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
 0700 directory"; seed README "Mediated control"):
 
 1. The socket lives in a private directory: a directory (not a symlink), owned by this uid, mode exactly
-   0700. Anything else is refused (`SocketPathError`) before a socket exists. The directory is opened once
-   (``O_NOFOLLOW | O_DIRECTORY``), checked through that fd, and the socket is bound through the same fd
-   (``/proc/self/fd/N/name``), so the directory checked is the directory bound in. An existing path is
-   refused, never unlinked; `aclose` unlinks only the socket file this server created (same inode).
+   0700 (or the gate of rule 7 a controller that did not close left: 0710, an ACL of search only, which
+   is reset to 0700 first). Anything else is refused (`SocketPathError`) before a socket exists. The
+   directory is opened once (``O_NOFOLLOW | O_DIRECTORY``), checked through that fd, and the socket is
+   bound through the same fd (``/proc/self/fd/N/name``), so the directory checked is the directory bound
+   in. An existing path is refused, never unlinked; `aclose` unlinks only the socket file this server
+   created (same inode).
 2. One message per LF-terminated line, split on LF only (U+2028/U+2029 are ordinary bytes). Requests of
    one connection are validated and handed to ``on_input`` one at a time, in the order read; ``ping`` is
    answered here (result ``{}``) and never reaches ``on_input``.
@@ -20,7 +22,7 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    place: nothing queued after it is written before it is filled.
 4. ``on_input`` is called only from the event loop's own callbacks (accept, read, hang-up, the deadline
    sweep), never from inside `deliver`, `Placeholder.fill` or `aclose`, so the core is never re-entered
-   while it is returning actions. It is called with ``Connected(conn)`` once on accept, ``Call`` for each
+   while it is returning actions. It is called with ``Connected(conn, peer)`` once on accept, ``Call`` for each
    valid non-ping request, and ``Disconnected(conn)`` exactly once when the server stops serving the
    connection (a hang-up, a reset, a limit, `CloseConnection`, `aclose`). After ``Disconnected`` no action
    for that connection is carried out.
@@ -37,6 +39,12 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    closing ``close_linger`` seconds later is aborted. A client that sends EOF first (a half-close) still
    gets the answers to every request it sent; the server closes once they are written, or after
    ``close_linger``, and an unterminated last line is not a request.
+7. Who connects (issue 19): the peer's credentials are read once, right after accept(2) (`read_peer`:
+   SO_PEERCRED, and SO_PEERGROUPS when ``reach`` names a gid) and passed in ``Connected(conn, peer)``;
+   the core decides (`_access`) and closes a peer no grant names (`CloseConnection` "channel") before any
+   of its bytes are read. With ``reach`` (the granted uids and gids) the socket and its directory get ACLs
+   that let exactly those reach the socket (`_socket_gate`), set after bind and before listen, and the
+   directory goes back to 0700 at `aclose`.
 
 Memory per connection is bounded (and `ConnectionStats` reports the peaks):
 
@@ -70,11 +78,13 @@ import logging
 import os
 import socket
 import stat
+import struct
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._access import MAX_PEER_GROUPS, Peer
 from ._io import (
     CloseConnection,
     Connected,
@@ -88,6 +98,7 @@ from ._io import (
 )
 from ._jsonrpc import ProtocolError, encode_error, encode_notification, encode_result, parse_line
 from ._methods import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG, REFUSED
+from ._socket_gate import GateError, close_gate, is_leftover_gate, open_gate
 
 __all__ = [
     "TRANSPORT_HIGH_WATER",
@@ -98,6 +109,7 @@ __all__ = [
     "ServerLimits",
     "SocketPathError",
     "SocketServer",
+    "read_peer",
 ]
 
 logger = logging.getLogger("mosaic.controller.server")
@@ -117,6 +129,27 @@ _ACCEPT_RETRY = 1.0  # seconds before accepting again after EMFILE/ENFILE (async
 
 # Longest sun_path a client can connect to: 108 bytes including the NUL (unix(7)).
 _MAX_SUN_PATH = 107
+_SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)  # Linux 4.13 (asm-generic; CPython 3.11 lacks the name)
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def read_peer(sock: socket.socket, *, groups: bool = True) -> Peer | None:
+    """What the kernel recorded of the process that connected `sock` (rule 7): SO_PEERCRED's effective uid,
+    gid and pid, and with `groups` SO_PEERGROUPS' supplementary groups (else, and when there are more than
+    `MAX_PEER_GROUPS`, the buffer CPython allows, None: unread, which only gid grants would look at). None
+    when the credentials cannot be read (never seen on a Unix socket; the core refuses it `channel`)."""
+    try:
+        pid, uid, gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    except (OSError, struct.error):
+        return None
+    if not groups:
+        return Peer(uid, gid, pid, None)
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, _SO_PEERGROUPS, 4 * MAX_PEER_GROUPS)
+        found: tuple[int, ...] | None = struct.unpack(f"{len(raw) // 4}I", raw[:len(raw) // 4 * 4])
+    except OSError:  # ERANGE: more groups than the buffer holds; ENOPROTOOPT: a kernel before 4.13
+        found = None
+    return Peer(uid, gid, pid, found)
 
 
 @dataclass(frozen=True)
@@ -191,7 +224,7 @@ class ServerLimits:
 class SocketPathError(Exception):
     """The socket path cannot be served safely. `reason` is one of: "not-absolute", "bad-name",
     "too-long", "missing", "not-a-directory", "symlink", "not-owned", "not-private", "exists",
-    "no-proc"; `path` is the path given."""
+    "no-proc", "no-acl"; `path` is the path given."""
 
     def __init__(self, reason: str, path: str, message: str) -> None:
         super().__init__(message)
@@ -302,9 +335,10 @@ class _Connection(asyncio.Protocol):
     """One accepted client. Every callback catches its own failures (see `SocketServer._bug`): nothing
     escapes into the loop's exception handler."""
 
-    def __init__(self, server: SocketServer) -> None:
+    def __init__(self, server: SocketServer, peer: Peer | None) -> None:
         self.server = server
         self.limits = server.limits
+        self.peer = peer  # read at accept (rule 7), never again
         self.conn_id: ConnId = ""
         self.transport: asyncio.Transport | None = None
         self.rejected = False
@@ -363,7 +397,7 @@ class _Connection(asyncio.Protocol):
             server._bug("connection_made", exc)
             transport.abort()
             return
-        server._call_input(Connected(self.conn_id))
+        server._call_input(Connected(self.conn_id, self.peer))
 
     def reject(self, reason: str, now: float) -> None:
         """Tell the client why and end the connection at once (a lingering close, see `shut_down`);
@@ -856,9 +890,12 @@ class SocketServer:
         *,
         limits: ServerLimits = ServerLimits(),
         clock: Callable[[], float] = time.monotonic,
+        reach: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
     ) -> None:
         self.socket_path = socket_path
         self._on_input = on_input
+        self.reach = reach  # (uids, gids) besides the owner that may reach the socket (rule 7)
+        self._gate_open = False
         self.limits = limits
         self._clock = clock
         self._conns: dict[ConnId, _Connection] = {}
@@ -905,10 +942,13 @@ class SocketServer:
     # ------------------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Check the directory, bind the socket (refusing an existing path) and listen.
+        """Check the directory, bind the socket (refusing an existing path), open its gate to `reach` (rule
+        7) and listen.
 
-        Raises `SocketPathError` for a path that cannot be served safely (see its reasons), `OSError` for
-        other failures of bind/listen, `RuntimeError` if called twice. Nothing is left behind on failure.
+        Raises `SocketPathError` for a path that cannot be served safely (see its reasons; "no-acl" when
+        `reach` names someone and the file system has no POSIX ACLs), `OSError` for other failures of
+        bind/listen, `RuntimeError` if called twice. Nothing is left behind on failure (the directory
+        back at 0700).
         """
         if self._started:
             raise RuntimeError("SocketServer.start() called twice")
@@ -932,6 +972,15 @@ class SocketServer:
             self._sock_id = (st.st_dev, st.st_ino)
             self._sock_name = name
             self._dir_fd = dir_fd
+            if any(self.reach):
+                self._gate_open = True  # first: close_gate also undoes a gate set half-way
+                try:
+                    open_gate(dir_fd, name, *self.reach)
+                except GateError as exc:
+                    if exc.errno == errno.EOPNOTSUPP:
+                        raise SocketPathError("no-acl", self.socket_path, "grants need POSIX ACLs to let their "
+                                              "uids reach the socket; this file system has none") from None
+                    raise
             sock.listen(self.limits.backlog)
             sock.setblocking(False)
             # Our own accept loop rather than loop.create_unix_server: asyncio's Server fails (and in
@@ -947,6 +996,10 @@ class SocketServer:
                     os.unlink(name, dir_fd=dir_fd)
             self._sock_id = None
             self._dir_fd = None
+            if self._gate_open:
+                self._gate_open = False
+                with contextlib.suppress(OSError):
+                    close_gate(dir_fd)
             os.close(dir_fd)
             raise
         self._sweeper = self._loop.create_task(self._sweep_forever())
@@ -1012,7 +1065,8 @@ class SocketServer:
                         return
                     raise
                 conn.setblocking(False)
-                task = loop.create_task(self._adopt(conn))
+                # Supplementary groups matter only to gid grants: not read (one syscall less) without any.
+                task = loop.create_task(self._adopt(conn, read_peer(conn, groups=bool(self.reach[1]))))
                 self._adopting.add(task)
                 task.add_done_callback(self._adopting.discard)
         except Exception as exc:  # pragma: no cover - a bug in this file
@@ -1023,9 +1077,9 @@ class SocketServer:
         if self._listener is not None:
             self._event_loop.add_reader(self._listener.fileno(), self._accept)
 
-    async def _adopt(self, conn: socket.socket) -> None:
+    async def _adopt(self, conn: socket.socket, peer: Peer | None) -> None:
         try:
-            await self._event_loop.connect_accepted_socket(lambda: _Connection(self), sock=conn)
+            await self._event_loop.connect_accepted_socket(lambda: _Connection(self, peer), sock=conn)
         except Exception as exc:
             conn.close()
             if not isinstance(exc, OSError):  # an OSError here is the client already gone
@@ -1044,6 +1098,12 @@ class SocketServer:
         except OSError as exc:
             logger.warning("could not remove socket %s: %s", self.socket_path, exc)
         finally:
+            if self._gate_open:
+                self._gate_open = False
+                try:
+                    close_gate(dir_fd)
+                except OSError as exc:
+                    logger.warning("could not take %s back to 0700: %s", os.path.dirname(self.socket_path), exc)
             os.close(dir_fd)
 
     # ----------------------------------------------------------------------------------------- core
@@ -1160,7 +1220,8 @@ class SocketServer:
 
 def _open_private_dir(socket_path: str) -> tuple[int, str]:
     """Open the socket's directory without following a symlink and check it is private (a directory,
-    owned by this uid, mode 0700). Returns (dir fd, socket name); raises `SocketPathError`."""
+    owned by this uid, mode 0700, or an earlier server's gate, reset to 0700). Returns (dir fd, socket
+    name); raises `SocketPathError`."""
     if not os.path.isabs(socket_path):
         raise SocketPathError("not-absolute", socket_path, f"socket path {socket_path!r} is not absolute")
     if len(os.fsencode(socket_path)) > _MAX_SUN_PATH:
@@ -1190,7 +1251,9 @@ def _open_private_dir(socket_path: str) -> tuple[int, str]:
         if st.st_uid != os.getuid():
             raise SocketPathError("not-owned", socket_path,
                                   f"socket directory {directory} is owned by uid {st.st_uid}, not {os.getuid()}")
-        if stat.S_IMODE(st.st_mode) != 0o700:
+        if is_leftover_gate(dir_fd, st):
+            close_gate(dir_fd)  # rule 1: a gate an earlier server left; this one opens its own (rule 7)
+        elif stat.S_IMODE(st.st_mode) != 0o700:
             raise SocketPathError("not-private", socket_path,
                                   f"socket directory {directory} has mode {stat.S_IMODE(st.st_mode):04o}, "
                                   "not 0700")

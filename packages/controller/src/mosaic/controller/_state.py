@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from mosaic.pi_rpc import Command, CommandOutcome
 
+from ._access import actor_record
 from ._io import ConnId
 from ._tables import RECEIPT_TRANSITIONS, ReceiptState, SlotCase
 
@@ -46,6 +47,9 @@ class Request:
     native_error: str | None = None
     turn_state: TurnState | None = None
     updated_at: float = 0.0
+    # The admitting connection's peer (uid, gid, pid) (issue 19): the tuple its connection holds, shared, so
+    # a settled request kept for exact retries stays atoms only.
+    peer: tuple[int, int, int] | None = None
 
     def move(self, new: ReceiptState, now: float, *, reason: str | None = None,
              native_error: str | None = None, turn_state: TurnState | None = None) -> None:
@@ -72,7 +76,9 @@ class Request:
     def request_record(self) -> dict[str, Any]:
         return {
             "type": "request", "request": self.request_id, "clientRequest": self.client_request_id,
-            "actor": self.actor, "conversation": self.conversation, "execution": self.execution,
+            # The dedup key's actor (`self.actor`, local-operator) and who it was (issue 19).
+            "actor": {**actor_record(self.peer or (-1, -1, -1), self.conn), "name": self.actor},
+            "conversation": self.conversation, "execution": self.execution,
             "incarnation": self.incarnation, "generation": self.generation, "connection": self.conn,
             "operation": "prompt", "textDigest": self.text_digest, "textBytes": self.text_bytes,
             "admittedAt": self.admitted_at,
@@ -174,12 +180,14 @@ class Stop:
     outcome: dict[str, Any] | None = None  # a force stop's result from the lifecycle layer
     open_tools: dict[str, str] = field(default_factory=dict)  # tool calls open when the stop began (K5)
     approval: Literal["resolved", "uncertain"] = "resolved"  # set by the core from its dialog evidence
+    actor: tuple[int, int, int] = (-1, -1, -1)  # the (uid, gid, pid) of the connection that started it (issue 19)
 
     def record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "type": "stop", "stop": self.stop_id, "kind": self.kind, "execution": self.execution,
             "state": self.state, "phase": self.step, "startedAt": self.started_at,
             "connection": self.conn, "approvalDisposition": self.approval,
+            "actor": actor_record(self.actor, self.conn),
         }
         for key, value in (("reason", self.reason), ("supersededBy", self.superseded_by),
                            ("supersedes", self.supersedes), ("confirmation", self.confirmation),

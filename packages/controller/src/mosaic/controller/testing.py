@@ -38,6 +38,7 @@ from mosaic.pi_rpc.testing import (
     prepare_tree,
 )
 
+from ._access import AccessPolicy, Grants
 from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core, new_incarnation
 from ._drift import DriftConfig
 from ._runtime import (
@@ -335,12 +336,13 @@ async def _first_drift_check(runtime: ControllerRuntime) -> None:
 @contextlib.asynccontextmanager
 async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link: EngineLink, link_core: LinkCore, *,
                  execution: str, bounds: Bounds, incarnation: str | None = None, limits: ServerLimits | None = None,
-                 effects: EffectHandler = no_cohort_effects) -> AsyncIterator[FakeRig]:
+                 effects: EffectHandler = no_cohort_effects, grants: Grants | None = None) -> AsyncIterator[FakeRig]:
     """A core over `link`'s engine, its runtime on a private socket, handed over once the takeover drift
     check ended; the runtime and the session reader are closed afterwards (the link is the caller's)."""
     drift = DriftConfig(session_id=await engine_session_id(link))
     core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
-                                     incarnation=incarnation or new_incarnation(), bounds=bounds, drift=drift),
+                                     incarnation=incarnation or new_incarnation(), bounds=bounds, drift=drift,
+                                     access=AccessPolicy(grants=grants or Grants())),
                           now=time.time(), link=link_core)
     reader = session_reader(setup.cwd, setup.session)
     try:
@@ -368,8 +370,10 @@ async def fake_controller(
     effects: EffectHandler = no_cohort_effects,
     execution: str = "exec-1",
     incarnation: str | None = None,
+    grants: Grants | None = None,
 ) -> AsyncIterator[FakeRig]:
-    """Start a controller on the fake engine under `root` (a directory that must not hold a tree yet)."""
+    """Start a controller on the fake engine under `root` (a directory that must not hold a tree yet).
+    `grants`: who besides this uid may connect, and what they may do (none by default; issue 19)."""
     options: dict[str, Any] = {} if scenarios is None else {"scenarios": scenarios}
     setup = prepare_fake_engine(root, seed=seed, **options)
     bounds = bounds or Bounds()
@@ -381,7 +385,7 @@ async def fake_controller(
         assert setup.ctl is not None
         await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
         async with _serve(setup, cid, page_reader, link, link_core, execution=execution, incarnation=incarnation,
-                          bounds=bounds, limits=limits, effects=effects) as rig:
+                          bounds=bounds, limits=limits, effects=effects, grants=grants) as rig:
             yield rig
     finally:
         if link is not None:

@@ -1,0 +1,371 @@
+"""Who may connect, and what they may do (issue 19 item 7), with real uids: the controller on the fake
+engine, its clients in forked children that drop to `nobody` (65534) or the engine account (`cohorttest`)
+before they connect, so the kernel's SO_PEERCRED names them. Needs root to change uid: elsewhere each test
+skips, saying so (CI runs as root).
+
+The children fork from a worker thread (the test's event loop keeps serving the controller meanwhile) and
+hand back a JSON result through a pipe; every wait is bounded, a child past its bound is killed by the pid
+this test started and the test fails."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import select
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_harness import validate, validated_client
+
+from mosaic.controller import Grants
+from mosaic.controller.client import ControllerClient, ControllerRefusal, Refused
+from mosaic.controller.testing import FakeRig, fake_controller, receipt_is, stop_is
+from mosaic.pi_rpc import Command
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="changing to another uid (nobody, cohorttest) needs root")
+
+NOBODY = 65534
+NOGROUP = 65534
+BOUND = 30.0
+
+
+@dataclass(frozen=True)
+class As:
+    """Who a child becomes: uid, gid, supplementary groups; `fs_root` keeps root's file-system identity
+    (fsuid 0, as a root-owned helper or a CAP_DAC_OVERRIDE holder has), so the socket's gate lets it by
+    although SO_PEERCRED names `uid`."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+    fs_root: bool = False
+
+    def become(self) -> None:
+        os.setgroups(list(self.groups))
+        os.setresgid(self.gid, self.gid, self.gid)
+        if not self.fs_root:
+            os.setresuid(self.uid, self.uid, self.uid)
+            return
+        os.setresuid(self.uid, self.uid, 0)  # the saved uid 0 allows setfsuid(0) without CAP_SETUID
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.setfsuid(0)
+        if libc.setfsuid(-1) != 0:  # setfsuid returns the previous fsuid; -1 changes nothing
+            raise OSError("setfsuid(0) did not take")
+
+
+def _in_child(who: As, fn: Callable[[], Any]) -> dict[str, Any]:
+    """Blocking (call it from a worker thread): `fn()` in a forked child that became `who`: {"ok": its JSON
+    result, "pid": the child's pid}, or {"error": what it raised}. Raises TimeoutError (the child killed)
+    past BOUND."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(r)
+            who.become()
+            out = {"ok": fn(), "pid": os.getpid()}
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the test
+            out = {"error": f"{type(exc).__name__}: {exc}"}
+        try:
+            os.write(w, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    deadline = time.monotonic() + BOUND
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                raise TimeoutError(f"the child as {who} did not finish within {BOUND} s")
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    result: dict[str, Any] = json.loads(data)
+    return result
+
+
+async def as_peer(who: As, fn: Callable[[], Any]) -> tuple[Any, int]:
+    """`fn()` run as `who` (see `_in_child`): its result and the child's pid. A child that raised fails
+    the test here, on an assertion naming what it raised."""
+    result = await asyncio.to_thread(_in_child, who, fn)
+    assert "error" not in result, f"the child as {who} raised {result['error']}"
+    return result["ok"], result["pid"]
+
+
+def library(flow: Callable[[], Any]) -> Callable[[], Any]:
+    """A child body that runs the coroutine function `flow` on a fresh event loop."""
+    return lambda: asyncio.run(asyncio.wait_for(flow(), BOUND))
+
+
+@contextlib.contextmanager
+def engine_writes(rig: FakeRig) -> Iterator[list[Command]]:
+    """Every command written to the engine's stdin while the block runs (its LinkCore's writes)."""
+    link = rig.core.link
+    written: list[Command] = []
+    original = link.next_write
+
+    def spy() -> Command | None:
+        command = original()
+        if command is not None:
+            written.append(command)
+        return command
+
+    link.next_write = spy  # type: ignore[method-assign]
+    try:
+        yield written
+    finally:
+        del link.next_write
+
+
+def engine_account() -> tuple[int, int]:
+    from mosaic.cgroup_cohort.testing.account import EngineAccountError
+    from mosaic.cgroup_cohort.testing.account import engine_account as account
+
+    try:
+        creds = account()
+    except EngineAccountError as exc:
+        pytest.skip(f"the engine account cannot be used here: {exc}")
+    return creds.uid, creds.gid
+
+
+def grants(*, users: dict[int, set[str]] | None = None, groups: dict[int, set[str]] | None = None) -> Grants:
+    return Grants(users={k: frozenset(v) for k, v in (users or {}).items()},
+                  groups={k: frozenset(v) for k, v in (groups or {}).items()})
+
+
+def code_of(exc: BaseException) -> str:
+    assert isinstance(exc, ControllerRefusal), repr(exc)
+    return exc.code
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+def test_an_observe_only_grant_observes_and_cannot_prompt_refused_capability_with_zero_engine_bytes(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", grants=grants(users={NOBODY: {"observe"}})) as rig:
+            path = rig.socket_path
+
+            async def flow() -> dict[str, Any]:
+                client = await ControllerClient.connect(path, ping_interval=None)
+                try:
+                    observed = await client.observe()
+                    outcome = await client.prompt("hello from nobody")
+                    refusal = outcome.refusal if isinstance(outcome, Refused) else None
+                    try:
+                        await client.takeover()
+                        took = "taken"
+                    except ControllerRefusal as exc:
+                        took = exc.code
+                    return {"binding": dict(observed.binding), "prompt": type(outcome).__name__,
+                            "code": getattr(refusal, "code", None),
+                            "known": isinstance(refusal, ControllerRefusal) and refusal.known,
+                            "message": getattr(refusal, "message", ""), "takeover": took}
+                finally:
+                    await client.aclose()
+
+            with engine_writes(rig) as written:
+                seen, _pid = await as_peer(As(NOBODY, NOGROUP), library(flow))
+            assert seen["prompt"] == "Refused" and seen["code"] == "capability" and seen["known"] is True
+            assert seen["takeover"] == "capability"
+            assert "65534" in seen["message"] and "prompt" in seen["message"]
+            validate(seen["binding"])
+            assert written == [] and rig.core.requests == {} and rig.core.slot is None  # zero engine bytes
+            assert rig.core.controller is None
+
+    asyncio.run(main())
+
+
+def test_a_uid_no_grant_names_cannot_even_reach_the_socket(tmp_path: Path) -> None:
+    engine_uid, engine_gid = engine_account()
+
+    def connect() -> str:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            return os.strerror(exc.errno or 0)
+        finally:
+            sock.close()
+        return "connected"
+
+    async def main() -> None:
+        nonlocal path
+        # No grants: the directory stays 0700. A grant for nobody: the gate names nobody, not the engine uid
+        # (whose tools, an agent's bash included, therefore cannot take control: brief Limit 1).
+        for given in (grants(), grants(users={NOBODY: {"observe"}})):
+            async with fake_controller(tmp_path / f"rig{len(given.users)}", grants=given) as rig:
+                path = rig.socket_path
+                calls_before = len(rig.core.connections)
+                engine, _pid = await as_peer(As(engine_uid, engine_gid), connect)
+                assert engine == os.strerror(13)  # EACCES: the file system said no
+                if not given.users:
+                    alone, _pid = await as_peer(As(NOBODY, NOGROUP), connect)
+                    assert alone == os.strerror(13)
+                assert len(rig.core.connections) == calls_before
+                assert not [e for e in rig.runtime.evidence if e.kind == "channel-refused"]
+
+    path = ""
+    asyncio.run(main())
+
+
+def test_a_peer_past_the_socket_gate_that_no_grant_names_is_refused_channel_at_connect(tmp_path: Path) -> None:
+    # A process with root's file-system identity (fsuid 0) passes the gate; SO_PEERCRED says uid 65534,
+    # which only a group grant it is not in could name: the controller refuses it at connect.
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", grants=grants(groups={4242: {"observe"}})) as rig:
+            path = rig.socket_path
+
+            def raw() -> list[dict[str, Any]]:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(BOUND)
+                sock.connect(path)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    sock.sendall(b'{"jsonrpc":"2.0","id":1,"method":"observe"}\n'
+                                 b'{"jsonrpc":"2.0","id":2,"method":"ping"}\n')
+                data = b""
+                while chunk := sock.recv(1 << 16):
+                    data += chunk
+                sock.close()
+                return [json.loads(line) for line in data.splitlines()]
+
+            async def flow() -> str:
+                client = await ControllerClient.connect(path, ping_interval=None)
+                try:
+                    await client.observe()
+                except Exception as exc:  # noqa: BLE001 - whatever it is, the test says what it expected
+                    return f"{type(exc).__name__}: {getattr(exc, 'code', '')}: {exc}"
+                finally:
+                    await client.aclose()
+                return "observed"
+
+            outsider = As(NOBODY, NOGROUP, fs_root=True)
+            with engine_writes(rig) as written:
+                got, raw_pid = await as_peer(outsider, raw)
+                said, lib_pid = await as_peer(outsider, library(flow))
+            # Only the reason, then EOF: no reply to either request, so nothing it sent was read.
+            assert [(m.get("method"), m.get("params", {}).get("reason")) for m in got] == [("closing", "channel")]
+            assert "no grant" in got[0]["params"]["message"]
+            assert said.startswith("ControllerRefusal: channel: ") and "no grant" in said, said
+            refused = [e.detail for e in rig.runtime.evidence if e.kind == "channel-refused"]
+            assert [r["peer"]["uid"] for r in refused] == [NOBODY, NOBODY]
+            assert {r["peer"]["pid"] for r in refused} == {raw_pid, lib_pid}
+            assert rig.core.connections == {} and written == []
+
+    asyncio.run(main())
+
+
+def test_a_grant_by_gid_works_for_the_primary_gid_and_for_a_supplementary_group(tmp_path: Path) -> None:
+    engine_uid, engine_gid = engine_account()
+
+    async def main() -> None:
+        allowed = {"observe", "takeover", "prompt"}
+        async with fake_controller(tmp_path / "rig", grants=grants(groups={engine_gid: allowed})) as rig:
+            path = rig.socket_path
+
+            async def flow() -> dict[str, Any]:
+                client = await ControllerClient.connect(path, ping_interval=None)
+                try:
+                    await client.observe()
+                    took = await client.takeover()
+                    try:
+                        await client.interrupt()
+                        interrupt = "interrupted"
+                    except ControllerRefusal as exc:
+                        interrupt = exc.code
+                    await client.wait_until(lambda: (client.binding or {}).get("generation") == took["generation"])
+                    return {"generation": took["generation"], "interrupt": interrupt,
+                            "binding": dict(client.binding or {})}
+                finally:
+                    await client.aclose()
+
+            primary, primary_pid = await as_peer(As(engine_uid, engine_gid), library(flow))
+            supplementary, supplementary_pid = await as_peer(As(NOBODY, NOGROUP, (engine_gid,)), library(flow))
+            assert primary["interrupt"] == supplementary["interrupt"] == "capability"
+            assert supplementary["generation"] == primary["generation"] + 1
+            for seen, uid, gid, pid in ((primary, engine_uid, engine_gid, primary_pid),
+                                        (supplementary, NOBODY, NOGROUP, supplementary_pid)):
+                validate(seen["binding"])
+                actor = seen["binding"]["actor"]
+                assert (actor["uid"], actor["gid"], actor["pid"]) == (uid, gid, pid)
+
+    asyncio.run(main())
+
+
+def test_the_owner_is_unaffected_by_grants(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", grants=grants(users={NOBODY: {"observe"}})) as rig:
+            owner = await validated_client(rig.socket_path)  # this process: the controller's own uid
+            auth = await owner.control()
+            reply = await owner.call("prompt", **auth, clientRequestId="owner-1", text="Say hello")
+            assert reply["result"]["outcome"] == "admitted"
+            await owner.until(receipt_is("finished"))
+            stop = await owner.force_stop(auth)
+            final = await owner.stop_outcome()
+            request = owner.records("request")[-1]
+            me = (os.geteuid(), os.getegid(), os.getpid())
+            for actor in (request["actor"], stop["actor"], final["actor"], owner.records("binding")[-1]["actor"]):
+                assert (actor["uid"], actor["gid"], actor["pid"]) == me and actor["name"] == "local-operator"
+            assert final["state"] == "uncertain" and final["reason"] == "no-cohort"  # the rig has no cohort
+            await owner.close()
+
+    asyncio.run(main())
+
+
+def test_a_prompt_grant_prompts_and_cannot_force_stop_interrupt_or_take_recovery_control(tmp_path: Path) -> None:
+    async def main() -> None:
+        allowed = {"observe", "takeover", "prompt"}
+        async with fake_controller(tmp_path / "rig", grants=grants(users={NOBODY: allowed})) as rig:
+            path = rig.socket_path
+            watcher = await validated_client(path)
+            await watcher.call("observe")
+
+            async def flow() -> dict[str, Any]:
+                client = await ControllerClient.connect(path, ping_interval=None)
+                refusals: dict[str, str] = {}
+                try:
+                    await client.observe()
+                    await client.takeover()
+                    outcome = await client.prompt("Say hello")
+                    if not hasattr(outcome, "request"):
+                        return {"outcome": type(outcome).__name__, "receipt": None, "refusals": refusals}
+                    settled = await client.wait_settled(outcome.request.client_request_id)
+                    for name, call in (("issue-confirmation", lambda: client.issue_confirmation("force-stop")),
+                                       ("interrupt", client.interrupt),
+                                       ("acquire-recovery-control", client.acquire_recovery_control)):
+                        try:
+                            await call()
+                            refusals[name] = "done"
+                        except ControllerRefusal as exc:
+                            refusals[name] = exc.code
+                    return {"outcome": type(outcome).__name__, "receipt": settled.receipt_state, "refusals": refusals}
+                finally:
+                    await client.aclose()
+
+            seen, pid = await as_peer(As(NOBODY, NOGROUP), library(flow))
+            assert seen["outcome"] == "Admitted" and seen["receipt"] == "finished"
+            assert seen["refusals"] == {"issue-confirmation": "capability", "interrupt": "capability",
+                                        "acquire-recovery-control": "capability"}
+            request = (await watcher.until(lambda n: n.get("method") == "record"
+                                           and n["params"].get("type") == "request"))["params"]
+            assert (request["actor"]["uid"], request["actor"]["pid"]) == (NOBODY, pid)
+            assert not [n for n in watcher.notes if stop_is("stopping")(n)]  # no stop ever began
+            await watcher.close()
+
+    asyncio.run(main())
