@@ -164,7 +164,7 @@ def test_stop_words_show_the_proof_or_why_the_stop_is_uncertain() -> None:
     assert stop_words({"kind": "interrupt", "state": "stopping", "phase": "clear"}) == "interrupt: stopping (clear)"
 
 
-def test_a_stop_that_saw_a_dialog_shows_approval_uncertain_from_the_record_or_from_what_the_terminal_saw() -> None:
+def test_a_stop_that_saw_a_dialog_shows_approval_uncertain_as_the_record_says() -> None:
     said = {"kind": "interrupt", "state": "reconciled", "approvalDisposition": "uncertain"}
     uncertain = "; approval uncertain (a Pi dialog was seen during this execution)"
     assert stop_words(said).endswith(uncertain)
@@ -172,7 +172,6 @@ def test_a_stop_that_saw_a_dialog_shows_approval_uncertain_from_the_record_or_fr
         "interrupt: reconciled (the queue was cleared and the turn ended)")
     absent = {"kind": "force-stop", "state": "uncertain", "reason": "no-cohort"}
     assert stop_words(absent) == "force stop: UNCERTAIN (no-cohort)"  # a record without the field says nothing
-    assert stop_words(absent, dialog_seen=True) == "force stop: UNCERTAIN (no-cohort)" + uncertain
 
 
 def test_items_render_inert_with_their_roles() -> None:

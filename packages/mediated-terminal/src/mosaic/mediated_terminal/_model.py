@@ -127,7 +127,6 @@ class TerminalModel:
         self.streaming_since: float | None = None  # when this terminal saw the engine start streaming
         self._clock = clock
         self._proofs: dict[str, Mapping[str, Any]] = {}
-        self._dialog_executions: set[str] = set()
         self._control: tuple[str | None, int | None, str | None] | None = None
         self._sub: Subscription = self.client.subscribe()
         self._pump: asyncio.Task[None] | None = None
@@ -261,15 +260,14 @@ class TerminalModel:
         """Rule 6: shown, never answered."""
         line = dialog_line(record)
         self.dialogs.append(line)
-        if self.execution is not None:
-            self._dialog_executions.add(self.execution)
         self.note(line, "dialog")
 
     def _update_stop(self, stop: Mapping[str, Any] | None) -> None:
         if stop is None:
             return
-        seen = str(stop.get("execution")) in self._dialog_executions
-        self.last_stop = stop_words(stop, self._proofs.get(str(stop.get("stop"))), dialog_seen=seen)
+        # The stop record's approvalDisposition is the controller's word (it saw every dialog of the
+        # execution, this terminal only those since it connected).
+        self.last_stop = stop_words(stop, self._proofs.get(str(stop.get("stop"))))
         self.note(self.last_stop, "refusal" if stop.get("state") == "uncertain" else "stop",
                   key=f"stop:{stop.get('stop')}")
         if stop.get("kind") == "force-stop" and stop.get("state") in ("stopped", "uncertain"):

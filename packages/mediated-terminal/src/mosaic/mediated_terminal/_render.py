@@ -455,12 +455,10 @@ def _short_digest(digest: str) -> str:
     return f"{kind}:{value[:DIGEST_SHOWN]}…" if kind and len(value) > DIGEST_SHOWN else digest
 
 
-def stop_words(stop: Mapping[str, Any], proof: Mapping[str, Any] | None = None, *,
-               dialog_seen: bool = False) -> str:
+def stop_words(stop: Mapping[str, Any], proof: Mapping[str, Any] | None = None) -> str:
     """A stop's outcome: the proof of a verified force stop (its digest shortened), or why the stop is
-    uncertain; then "approval
-    uncertain" when the stop record's ``approvalDisposition`` says so, or when this terminal saw a Pi
-    dialog during the execution (`dialog_seen`; a record without the field is read as not saying)."""
+    uncertain; then "approval uncertain" when the stop record's ``approvalDisposition`` says so (the
+    controller's word: it saw every Pi dialog of the execution; seed "Approval")."""
     kind = "force stop" if stop.get("kind") == "force-stop" else "interrupt"
     state = _text_of(stop.get("state"))
     if state == "stopped":
@@ -484,6 +482,6 @@ def stop_words(stop: Mapping[str, Any], proof: Mapping[str, Any] | None = None, 
         words = f"{kind}: superseded by a force stop"
     else:
         words = f"{kind}: {state or 'stopping'} ({_text_of(stop.get('phase'))})"
-    if stop.get("approvalDisposition") == "uncertain" or dialog_seen:
+    if stop.get("approvalDisposition") == "uncertain":
         words += "; approval uncertain (a Pi dialog was seen during this execution)"
     return inert(words)
