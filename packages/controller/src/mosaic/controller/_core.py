@@ -178,6 +178,10 @@ class CoreConfig:
     # What the lifecycle's restart found of earlier executions on this pair (W7: the effectReport of tool
     # calls a reboot or a crash left open, uncertain): every observe reports them.
     inherited: tuple[Mapping[str, Any], ...] = ()
+    # Where the engine's limits hold (issue 19: limit -> {via: cgroup | rlimit | none, value, where, liftable,
+    # why}, cgroup-cohort's held_to_dict), as the launch reported them; None when this incarnation did not
+    # launch the engine (unknown, never "no limits"). The binding record carries it.
+    limits: Mapping[str, Mapping[str, Any]] | None = None
 
 
 @dataclass
@@ -330,6 +334,7 @@ class ControllerCore:
             "engineState": self._engine_state(),
             "evidence": {"unknownNativeEvents": sum(self.unknown_native.values()),
                          "lateEvents": self.late_events, "dialogs": self.dialogs},
+            "limits": None if self.config.limits is None else {k: dict(v) for k, v in self.config.limits.items()},
         }
 
     def _engine_state(self) -> str:
