@@ -85,6 +85,8 @@ def test_why_names_what_was_missing():
     assert "the parent does not enable the pids controller for the unit" in str(held["pids"].why)
     assert "cgroup.controllers: hugetlb" in str(held["pids"].why)
     assert "no rlimit bounds a rate" in str(held["cpu"].why)
+    assert "counts every task of the engine's uid" in str(held["pids"].why)
+    assert "not the cohort's memory" in str(held["memory"].why)
     # The parent's own controllers (read, never written) say whether it could have enabled one.
     held = decide(ASKED, offered=NONE, engine_owns_files=False, engine_root=False,
                   parent_offers=frozenset({"pids", "hugetlb"}))
@@ -132,7 +134,7 @@ def test_the_rlimits_to_set_are_exactly_those_held_by_rlimit():
 def test_the_defaults_and_their_bounds():
     d = EngineLimits()
     assert (d.pids, d.memory, d.address_space, d.core) == (DEFAULT_PIDS, DEFAULT_MEMORY, DEFAULT_ADDRESS_SPACE, 0)
-    assert (d.pids, d.memory, d.address_space) == (4096, 4 * GiB, 16 * GiB)
+    assert (d.pids, d.memory, d.address_space) == (4096, 4 * GiB, 32 * GiB)
     assert d.cpu == float(max(1, (os.cpu_count() or 1) - 1))
     for bad in ({"pids": 0}, {"pids": True}, {"pids": 1 << 23}, {"memory": 1024}, {"address_space": -1},
                 {"cpu": 0.001}, {"cpu": "1"}, {"core": -1}, {"pids": 1.5}):

@@ -72,10 +72,13 @@ DEFAULT_PIDS = 4096
 # - memory.max 4 GiB for the whole cohort: Pi holds ~110 MiB resident (measured), the rest is for what its tool
 #   calls run; the page cache is reclaimed at the limit before anything is killed.
 DEFAULT_MEMORY = 4 * GiB
-# - RLIMIT_AS 16 GiB per process, only where memory.max cannot hold: Node 22 reserves ~10 GiB of address space
-#   for one WebAssembly memory (undici's llhttp, instantiated at Pi's start), so Pi 0.85.1 fails to start
-#   under 11 GiB and starts under 12 GiB (measured); 4 GiB more leave room for V8's heap to grow.
-DEFAULT_ADDRESS_SPACE = 16 * GiB
+# - RLIMIT_AS 32 GiB per process, only where memory.max cannot hold: Node 22 reserves ~10 GiB of address space
+#   per WebAssembly memory (undici's llhttp), one at Pi's start and one at its first model request, and keeps
+#   ~21.1 GiB from then on (measured over turns, tool calls and new connections). Pi 0.85.1 dies at start
+#   under 11 GiB; under 21 GiB its first model request fails ("Connection error."); at 22 GiB it works
+#   (measured). 10 GiB more leave room for V8's heap to grow to its default ceiling. An address space is not
+#   memory: this bounds a runaway process, not the cohort's memory.
+DEFAULT_ADDRESS_SPACE = 32 * GiB
 # - core 0: core_pattern here is "core", a file in the engine's cwd, the user's project; a core holds the
 #   conversation and the engine's environment (provider keys).
 DEFAULT_CORE = 0
@@ -98,6 +101,9 @@ VIAS = ("cgroup", "rlimit", "none")
 CGROUP_FORM = {"pids": ("pids", "pids.max"), "memory": ("memory", "memory.max"), "cpu": ("cpu", "cpu.max")}
 RLIMIT_FORM = {"pids": ("RLIMIT_NPROC", resource.RLIMIT_NPROC), "memory": ("RLIMIT_AS", resource.RLIMIT_AS),
                "core": ("RLIMIT_CORE", resource.RLIMIT_CORE)}
+# What an rlimit standing in for a cgroup limit is not (said in the record's why, so no reader takes it for one).
+RLIMIT_IS_NOT = {"pids": "RLIMIT_NPROC counts every task of the engine's uid, not only the cohort's",
+                 "memory": "RLIMIT_AS bounds each process's address space, not the cohort's memory"}
 
 
 def _whole(value: object, low: int, high: int, what: str) -> None:
@@ -114,11 +120,11 @@ class EngineLimits(Record):
       hold (then counting every task of the engine's uid, README "Limits");
     * ``memory``: bytes, ``memory.max`` of engine/ (the cohort's memory);
     * ``address_space``: bytes, RLIMIT_AS of every process of the cohort, set only where ``memory.max``
-      cannot hold (an address space is not memory: Pi reserves ~11 GiB it never touches);
+      cannot hold (an address space is not memory: Pi reserves ~21 GiB it never touches);
     * ``cpu``: CPUs (a rate), ``cpu.max`` of engine/ as ``round(cpu * 100000) 100000``; no rlimit form;
     * ``core``: bytes, RLIMIT_CORE (no cgroup form).
 
-    Defaults: 4096 tasks, 4 GiB, 16 GiB, every CPU of this host but one (at least one), 0 (README "Limits"
+    Defaults: 4096 tasks, 4 GiB, 32 GiB, every CPU of this host but one (at least one), 0 (README "Limits"
     says why). Raises ValueError for a value out of range (pids 1 to 2^22; memory and address space at least
     1 MiB; cpu at least 0.01; core at least 0).
     """
@@ -299,8 +305,10 @@ def _decide_one(name: str, limits: EngineLimits, offered: frozenset[str] | None,
         return LimitHeld("none", None, None, False, "; ".join(notes))
     if chosen.via == "cgroup" and not chosen.liftable:
         return chosen  # held for the whole cohort, out of the engine's reach: nothing to explain
-    # Why not the cgroup form (or why the cgroup form is liftable), and why a form was passed over.
-    why = [*notes, *(str(f.why) for f in forms if f is not chosen and f.why), *([chosen.why] if chosen.why else [])]
+    # Why not the cgroup form (or why the cgroup form is liftable), why a form was passed over, and what an
+    # rlimit standing in for the cgroup form is not.
+    why = [*notes, *(str(f.why) for f in forms if f is not chosen and f.why), *([chosen.why] if chosen.why else []),
+           *([RLIMIT_IS_NOT[name]] if chosen.via == "rlimit" and name in RLIMIT_IS_NOT else [])]
     return LimitHeld(chosen.via, chosen.value, chosen.where, chosen.liftable, "; ".join(why))
 
 
