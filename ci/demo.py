@@ -55,6 +55,7 @@ from mosaic.cgroup_cohort import (
     CohortHandle,
     CohortRef,
     Credentials,
+    EngineLimits,
     FixtureVerifier,
     Launcher,
     LauncherKind,
@@ -272,9 +273,10 @@ class RecordingLauncher:
         return self.inner.kind
 
     def launch(self, unit: str, engine_argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-               cwd: str | None = None, stderr: int | None = None) -> CohortHandle:
+               cwd: str | None = None, stderr: int | None = None,
+               limits: EngineLimits | None = None) -> CohortHandle:
         self.stage.record(units=unit)
-        handle = self.inner.launch(unit, engine_argv, env=env, cwd=cwd, stderr=stderr)
+        handle = self.inner.launch(unit, engine_argv, env=env, cwd=cwd, stderr=stderr, limits=limits)
         self.stage.refs.append(handle.ref)
         self.stage.record(refs=handle.ref.to_dict())
         return handle

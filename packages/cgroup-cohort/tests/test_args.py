@@ -20,7 +20,7 @@ import pytest
 
 import mosaic.cgroup_cohort
 import mosaic.safe_open
-from mosaic.cgroup_cohort import CohortRefusal, Credentials
+from mosaic.cgroup_cohort import CohortRefusal, Credentials, EngineLimits, LimitHeld, held_to_dict
 from mosaic.cgroup_cohort._cgroupfs import Cgroup2Mount
 from mosaic.cgroup_cohort._launchers import (
     _HELPER_CODE,
@@ -57,6 +57,10 @@ def test_shim_reads_back_exactly_what_the_launcher_asked():
     assert json.loads(a.engine_env) == {"PATH": "/usr/bin", "X": "a b"}
     # Engine arguments that look like options stay the engine's (after "--").
     assert a.engine == ["/usr/bin/node", "cli.js", "--mode", "rpc", "--session", "/x y/s.jsonl"]
+    # No limits asked: the defaults travel (README "Limits"); asked ones travel exactly.
+    assert EngineLimits.from_dict(json.loads(a.limits)) == EngineLimits()
+    asked = EngineLimits(pids=64, memory=1 << 28, address_space=None, cpu=0.5, core=None)
+    assert EngineLimits.from_dict(json.loads(parse_args(_build(limits=asked)[BOOT:]).limits)) == asked
 
 
 def test_root_engine_and_no_namespace_are_explicit():
@@ -112,7 +116,7 @@ def test_the_shims_start_imports_nothing_it_does_not_need_before_the_engine(tmp_
     loaded = _boot_modules(_SHIM_CODE, "mosaic.cgroup_cohort._shim", tmp_path)
     ours = {m for m in loaded if m.startswith("mosaic.")}
     assert ours == {"mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in (
-        "_cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_proc", "_record", "_shim"))}
+        "_cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim"))}
     assert not loaded & HEAVY, loaded & HEAVY
     assert "cffi" not in loaded and "pycparser" not in loaded  # _ffi_abi: the backend only
 
@@ -144,7 +148,10 @@ def test_the_spawn_helper_answers_a_malformed_request_with_a_refusal_report(tmp_
     """Booted as the launchers boot it (in an empty environment and another directory), the helper reads its
     request from its socket and answers a malformed one with a report: its import graph resolved."""
     for request, fds in ((b"[]", []), (json.dumps({"argv": ["/bin/true"], "env": {}, "fds": {"0": 3}}).encode(), []),
-                         (json.dumps({"argv": ["x"], "env": {}, "shimArgs": ["--mode"], "fds": {}}).encode(), [0])):
+                         (json.dumps({"argv": ["x"], "env": {}, "shimArgs": ["--mode"], "fds": {}}).encode(), [0]),
+                         (json.dumps({"argv": ["/bin/true"], "env": {}, "rlimits": [[6]]}).encode(), []),
+                         (json.dumps({"argv": ["x"], "env": {}, "shimArgs": [], "rlimits": [[6, 1]], "fds": {},
+                                      "cgroupFd": 0}).encode(), [0])):
         proc, ours = _helper(tmp_path, "30", *kind)
         socket.send_fds(ours, [request], fds)
         ours.shutdown(socket.SHUT_WR)
@@ -184,6 +191,10 @@ def test_the_resume_state_survives_the_exec_unchanged():
     s.creds, s.userns = Credentials(1001, 1002, (7, 8)), False
     s.features = ["cgroup.freeze", "cgroup.kill"]
     s.containment = {"held": True, "method": "engine-uid", "attempts": [["/a/cgroup.procs", "EACCES"]]}
+    s.limits = held_to_dict({"pids": LimitHeld("cgroup", 64, "engine/pids.max"),
+                             "memory": LimitHeld("rlimit", 1 << 34, "RLIMIT_AS", False, "memory.max: not offered"),
+                             "cpu": LimitHeld("none", None, None, False, "cpu.max: not offered"),
+                             "core": LimitHeld("rlimit", 0, "RLIMIT_CORE")})
     s.engine_pid = 4242
     back = Startup.from_json(s.to_json())
     assert vars(back) == vars(s)

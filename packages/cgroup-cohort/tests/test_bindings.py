@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import pickle
+import resource
 import select
 import signal
 import subprocess
@@ -233,6 +234,31 @@ def test_spawn_drops_credentials():
     first, second = text.splitlines()
     assert first.split() == ["65534", "65534", "65534"]
     assert second.split() == ["NoNewPrivs:", "1"]
+
+
+def test_spawn_sets_the_rlimits_soft_and_hard_before_the_exec():
+    """The engine's rlimits (README "Limits") are in place when its program starts, soft and hard alike; as
+    root the child also drops to another uid first, which then cannot raise them again."""
+    root = os.geteuid() == 0
+    raise_it = ("import resource, sys\n"
+                "try:\n    resource.setrlimit(resource.RLIMIT_NPROC, (78, 78)); print('raised')\n"
+                "except (OSError, ValueError):\n    print('refused')\n")
+    out_r, out_w = os.pipe()
+    # /usr/bin/python3: the venv's interpreter may sit under /root, which uid 65534 cannot read (facts §7.7).
+    child = spawn(["/bin/sh", "-c", "cat /proc/self/limits; /usr/bin/python3 -I -c \"$0\"", raise_it],
+                  env={"PATH": "/usr/bin:/bin"}, fds={1: out_w},
+                  credentials=Credentials(65534, 65534, ()) if root else None,
+                  rlimits=[(resource.RLIMIT_NPROC, 77), (resource.RLIMIT_AS, 3 << 30), (resource.RLIMIT_CORE, 0)])
+    os.close(out_w)
+    text = _read_all(out_r).decode()
+    os.waitpid(child.pid, 0)
+    child.close()
+    rows = {line[:26].strip(): line[26:].split()[:2] for line in text.splitlines()}
+    assert rows["Max processes"] == ["77", "77"]
+    assert rows["Max address space"] == [str(3 << 30)] * 2
+    assert rows["Max core file size"] == ["0", "0"]
+    if root:
+        assert text.splitlines()[-1] == "refused"  # dropped first: the hard limit is out of its reach
 
 
 def test_spawn_into_a_new_user_namespace_waits_for_the_id_map():

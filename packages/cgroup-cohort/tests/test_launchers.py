@@ -20,6 +20,7 @@ import pytest
 from mosaic.cgroup_cohort import (
     CohortHandle,
     CohortRefusal,
+    EngineLimits,
     Launcher,
     PgroupLauncher,
     ScopeLauncher,
@@ -205,6 +206,28 @@ def test_pgroup_launch_from_a_worker_thread_of_a_busy_process(busy):
         assert process_ref(engine.pid) != engine  # exited and reaped
     assert _helpers() == []  # each prewarmed helper served a launch
     assert zombie_children() == []  # no spawn helper left unreaped either
+
+
+def test_pgroup_launch_holds_its_limits_as_rlimits_and_says_so():
+    """No cgroup: the limits asked are the engine's rlimits (through the spawn helper, before its exec), and
+    the handle records "rlimit" with each value, cpu "none" (README "Limits")."""
+    limits = EngineLimits(pids=500, address_space=9 << 30, core=0)
+    handle = PgroupLauncher().launch(UNIT, ["/bin/sleep", "30"], env={"PATH": "/usr/bin:/bin"}, limits=limits)
+    try:
+        with open(f"/proc/{handle.ref.engine.pid}/limits", encoding="ascii") as f:
+            rows = {line[:26].strip(): line[26:].split()[:2] for line in f}
+        root = os.geteuid() == 0  # the kernel does not apply RLIMIT_NPROC to root: nothing is set for it
+        assert rows["Max address space"] == [str(9 << 30)] * 2 and rows["Max core file size"] == ["0", "0"]
+        held = handle.limits
+        assert {n: h.via for n, h in held.items()} == {
+            "pids": "none" if root else "rlimit", "memory": "rlimit", "cpu": "none", "core": "rlimit"}
+        assert (held["memory"].where, held["memory"].value) == ("RLIMIT_AS", 9 << 30)
+        assert "the process-group launcher makes no cgroup" in str(held["memory"].why)
+        if not root:
+            assert rows["Max processes"] == ["500", "500"]
+    finally:
+        os.kill(handle.ref.engine.pid, 9)
+        handle.release()
 
 
 def test_pgroup_launch_whose_exec_fails_is_launch_failed_and_leaves_nothing():

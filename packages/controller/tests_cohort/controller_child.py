@@ -25,6 +25,7 @@ from typing import Any
 from mosaic.cgroup_cohort import (
     Credentials,
     DirectCgroupLauncher,
+    EngineLimits,
     FixtureVerifier,
     PgroupLauncher,
     ScopeLauncher,
@@ -80,7 +81,8 @@ async def main(args: dict[str, Any]) -> int:
     controller = Controller(
         Placement(**args["placement"]),
         EngineSpec(env=args["engine_env"], command=tuple(args["engine_command"]), provider="fakeprov",
-                   model=args.get("model", "fake-model-1"), pin_tree=args.get("pin_tree")),
+                   model=args.get("model", "fake-model-1"), pin_tree=args.get("pin_tree"),
+                   limits=EngineLimits.from_dict(args["limits"]) if args.get("limits") else None),
         launcher, verifier=FixtureVerifier(), manager=manager, stop_grace=args.get("grace", 0.3),
         bounds=Bounds(settle=args.get("settle", 30.0)), hooks=Hooks(on_launch_step=on_step, on_stop_phase=hook, barrier=barrier if barrier_step else None,
                                                                       on_engine_events=on_engine_events),

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from lifecycle_helpers import ControllerProc, World, client, dead
 
@@ -51,14 +53,42 @@ async def force_stop(c: RawClient, auth: dict[str, Any] | None = None) -> dict[s
     return await c.force_stop(auth or await c.control())
 
 
+def _binding_limits_hold(binding: dict[str, Any], ref: CohortRef, world: World) -> None:
+    """Issue 19: the binding record says where each limit the EngineSpec asked holds (schema-valid), and the
+    engine's cgroup or its rlimits show exactly that: the cgroup where the unit's parent enables the
+    controller, else the rlimit (cpu: none)."""
+    schema = json.loads((Path(os.environ["MOSAIC_REPO"]) / "schemas" / "chat-01-control.schema.json").read_text())
+    jsonschema.validate(binding, {"$ref": "#/$defs/binding", "$defs": schema["$defs"]})
+    _, host = world.lab.paths(ref.unit)
+    with open(os.path.join(host, "cgroup.controllers")) as f:
+        offered = set(f.read().split())
+    held = binding["limits"]
+    assert {n: h["via"] for n, h in held.items()} == {
+        "pids": "cgroup" if "pids" in offered else "rlimit", "memory": "cgroup" if "memory" in offered else "rlimit",
+        "cpu": "cgroup" if "cpu" in offered else "none", "core": "rlimit"}
+    with open(f"/proc/{ref.engine.pid}/limits") as f:
+        rows = {line[:26].strip(): line[26:].split()[:2] for line in f}
+    if held["pids"]["via"] == "rlimit":
+        assert held["pids"]["value"] == LIMITS["pids"] and rows["Max processes"] == [str(LIMITS["pids"])] * 2
+    else:
+        with open(os.path.join(host, "engine", "pids.max")) as f:
+            assert f.read().strip() == str(LIMITS["pids"]) == str(held["pids"]["value"])
+    assert rows["Max core file size"] == ["0", "0"]
+
+
+# Not the defaults, so the test sees that the EngineSpec's limits are the ones that reach the engine.
+LIMITS = {"pids": 700, "memory": 1 << 30, "addressSpace": 9 << 30, "cpu": 0.5, "core": 0}
+
+
 def test_K1_force_stop_kills_a_setsid_child_and_releases_the_claim_with_the_proofs_digest(world: World) -> None:
-    proc = world.start()
+    proc = world.start(limits=LIMITS)
     assert proc.first.get("mode") == "new", proc.first
     ref = proc.ref
     assert ref is not None and ref.unit == f"cohort-{proc.first['claimId']}.scope"  # the recorded unit name
 
     async def main() -> dict[str, Any]:
         c = await client(proc)
+        _binding_limits_hold((await c.call("observe"))["result"]["binding"], ref, world)
         auth = await c.control()
         await c.call("prompt", **auth, clientRequestId="d1", text="DAEMON please")
         await c.until(receipt_is("finished"), WAIT)
@@ -81,8 +111,6 @@ def test_K1_force_stop_kills_a_setsid_child_and_releases_the_claim_with_the_proo
     assert out["final"]["state"] == "stopped", out["final"]
     assert dead(out["members"])  # the setsid daemon too: the cgroup, not the process group
     (proof,) = out["proofs"]
-    import jsonschema
-
     jsonschema.validate(proof["proof"], proof_json_schema())
     seat_head, session_head = heads(world)
     for head in (seat_head, session_head):
@@ -117,6 +145,7 @@ def test_W6_W13_a_controller_killed_after_the_spawn_leaves_an_orphan_served_unce
         c = await client(second)
         observed = (await c.call("observe"))["result"]
         assert observed["binding"]["state"] == "uncertain" and observed["binding"]["admission"] == "closed"
+        assert observed["binding"]["limits"] is None  # launched by the dead incarnation: unknown, not "none"
         token = observed["incarnation"]
         took = await c.call("acquire-recovery-control", incarnation=token)
         generation = took["result"]["generation"]

@@ -31,6 +31,7 @@ import pytest
 from mosaic.cgroup_cohort import (
     Credentials,
     DirectCgroupLauncher,
+    EngineLimits,
     FixtureVerifier,
     find_cgroup2,
     release_cohort,
@@ -220,6 +221,16 @@ def test_K5_a_tool_call_open_when_the_force_stop_began_is_an_uncertain_effect_ev
         refs.append(controller.execution.ref)
         try:
             c = await RawClient.connect(controller.socket_path)
+            if n == 0:
+                # Pi runs every turn here under the default limits (issue 19): where no memory controller holds,
+                # RLIMIT_AS stands in, and it must leave room for the ~21 GiB of address space Pi reserves (under
+                # 21 GiB its model requests fail: cgroup-cohort README "Limits").
+                held = (await c.call("observe"))["result"]["binding"]["limits"]
+                if held["memory"]["via"] == "rlimit":
+                    assert held["memory"]["value"] == EngineLimits().address_space, held
+                    with open(f"/proc/{controller.execution.ref.engine.pid}/limits") as f:
+                        row = next(line for line in f if line.startswith("Max address space"))
+                    assert row.split()[3:5] == [str(EngineLimits().address_space)] * 2, row
             auth = await c.control()
             await c.call("prompt", **auth, clientRequestId="long", text="LONGTOOL please")
             await c.until(lambda m: m.get("method") == "event" and m["params"]["eventType"] == "tool-start", WAIT)

@@ -63,6 +63,7 @@ from ._launchers import (
     UserManager,
     release_cohort,
 )
+from ._limits import LIMITS, EngineLimits, LimitHeld, held_to_dict
 from ._model import (
     MAX_REF_BYTES,
     CohortRef,
@@ -112,6 +113,11 @@ __all__ = [
     "UserManager",
     "release_cohort",
     "find_cgroup2",
+    # the engine's limits (README "Limits"): what to set, and where each one holds after a launch
+    "LIMITS",
+    "EngineLimits",
+    "LimitHeld",
+    "held_to_dict",
     # what a force-stop confirmation shows: the cohort's size now (a count, not a proof)
     "Census",
     "census",

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
+import resource
 import select
 import signal
 import time
@@ -330,13 +331,16 @@ def spawn(
     cwd: str | None = None,
     userns_setup: Callable[[int], None] | None = None,
     sibling: bool = False,
+    rlimits: Sequence[tuple[int, int]] = (),
 ) -> Spawned:
     """Start ``argv`` through clone3 + execve, reporting exec failure to the caller.
 
     Promises: the child is inside ``cgroup_fd``'s cgroup from its first instruction; it keeps only the
     descriptors named in ``fds`` (target -> source in the parent), all others are closed; its signal
     dispositions and mask are defaults; credentials are dropped (groups, gid, uid, in that order) before
-    exec, and with ``no_new_privs`` it can never regain privileges. With ``userns_setup`` the child gets a
+    exec, then each ``rlimits`` pair (resource, value) is set as its soft and hard limit (after the drop, so
+    that an account already past RLIMIT_NPROC does not fail the exec, and an engine that is no longer root
+    cannot raise them again: README "Limits"), and with ``no_new_privs`` it can never regain privileges. With ``userns_setup`` the child gets a
     new user namespace and waits until ``userns_setup(pid)`` (run in the parent, e.g. newuidmap) returns.
     With ``sibling`` the child is the caller's sibling (CLONE_PARENT; see ``clone_child``).
     Fails with OSError: from clone3 itself, or ``ExecFailed`` with the errno the child hit before exec
@@ -369,6 +373,11 @@ def spawn(
                     os.setgroups(list(credentials.groups))
                 os.setresgid(credentials.gid, credentials.gid, credentials.gid)
                 os.setresuid(credentials.uid, credentials.uid, credentials.uid)
+            for number, value in rlimits:
+                try:
+                    resource.setrlimit(number, (value, value))
+                except ValueError as e:  # CPython's form of EPERM (raising a hard limit) and EINVAL
+                    raise OSError(_errno.EPERM, str(e)) from None
             if no_new_privs:
                 set_no_new_privs()
             if cwd is not None:

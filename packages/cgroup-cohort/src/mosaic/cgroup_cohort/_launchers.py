@@ -48,6 +48,7 @@ from . import _cgroupfs as cg
 from ._channel import ShimChannel
 from ._errors import CohortRefusal, EvidenceUnavailable
 from ._ffi import Credentials, Spawned, pidfd_open
+from ._limits import EngineLimits, LimitHeld, decide, hard_limits, held_from_dict, rlimits_of
 from ._model import SOCKET_PATH_MAX, CohortRef, Containment, LauncherKind, check_unit
 from ._proc import start_time
 from ._spawner import EXPIRED as HELPER_EXPIRED
@@ -70,8 +71,10 @@ class Launcher(Protocol):
     """What the controller holds: one of the three launchers, used without knowing which.
 
     ``kind`` is the ``CohortRef.kind`` its references carry. ``launch`` starts the engine under the unit
-    name the claim recorded and returns the handle (refusing ``configuration`` for a name that is not a
-    scope unit name, ``unit-busy`` or ``launch-failed``); ``presence`` says whether a unit or cgroup of
+    name the claim recorded, with ``limits`` (``EngineLimits``; None: the defaults) set where the kernel
+    can hold them (README "Limits"), and returns the handle, whose ``limits`` say where each one holds
+    (refusing ``configuration`` for a name that is not a scope unit name, ``unit-busy`` or
+    ``launch-failed``); ``presence`` says whether a unit or cgroup of
     that name is there now: ``"absent"``, ``"present"``, or ``"unavailable"`` when it cannot be told
     (any error reading; never reported as absent). The process-group fallback has nothing to look up by
     name, so its answer is always ``"unavailable"``.
@@ -88,6 +91,7 @@ class Launcher(Protocol):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stderr: int | None = None,
+        limits: EngineLimits | None = None,
     ) -> CohortHandle: ...
 
     def presence(self, unit: str) -> Presence: ...
@@ -213,9 +217,13 @@ class CohortHandle:
         popen: subprocess.Popen[bytes] | None = None,
         spawned: Spawned | None = None,
         unit_dir: str | None = None,
+        limits: Mapping[str, LimitHeld] | None = None,
     ) -> None:
         self.ref = ref
         self.hello = hello
+        # Where each engine limit holds (README "Limits"): limit name -> LimitHeld (via cgroup, rlimit or
+        # none, with the value). The controller puts it on the binding record.
+        self.limits: dict[str, LimitHeld] = dict(limits or {})
         self._stdin_w: int | None = stdin_w
         self._stdout_r: int | None = stdout_r
         self._taken = False
@@ -436,9 +444,11 @@ def _shim_args(
     *, mode: str, shim_path: str | None = None, unit: str, socket_path: str, nonce: str, status_fd: int,
     stderr_fd: int, credentials: Credentials | None, env: Mapping[str, str] | None, cwd: str | None,
     cgroupns: bool, log: str | None, systemctl: str | None, engine_argv: Sequence[str],
+    limits: EngineLimits | None = None,
 ) -> list[str]:
     args = [*_shim_boot(shim_path), "--mode", mode, "--unit", unit, "--socket", socket_path,
-            "--nonce", nonce, "--status-fd", str(status_fd), "--engine-stderr-fd", str(stderr_fd)]
+            "--nonce", nonce, "--status-fd", str(status_fd), "--engine-stderr-fd", str(stderr_fd),
+            "--limits", json.dumps((limits or EngineLimits()).to_dict())]
     if credentials is not None:
         args += ["--engine-uid", str(credentials.uid), "--engine-gid", str(credentials.gid)]
     if env is not None:
@@ -637,6 +647,7 @@ def _spawn_in_helper(
     helper: _Helper | None = None,
     shim: bool = False,
     shim_args: Sequence[str] | None = None,
+    rlimits: Sequence[tuple[int, int]] = (),
 ) -> Spawned:
     """``_ffi.spawn`` performed by a spawn helper (``_spawner``), safe from any thread of any process.
 
@@ -672,6 +683,7 @@ def _spawn_in_helper(
         "noNewPrivs": no_new_privs,
         "newSession": new_session,
         "cwd": cwd,
+        **({"rlimits": [list(r) for r in rlimits]} if rlimits else {}),
     }).encode()
     if helper is not None:
         child = helper.spawn(request, passed, timeout)
@@ -874,6 +886,7 @@ class ScopeLauncher(_ShimLauncher):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stderr: int | None = None,
+        limits: EngineLimits | None = None,
     ) -> CohortHandle:
         """Start the engine in a new scope named ``unit`` (the name the claim recorded).
 
@@ -887,7 +900,7 @@ class ScopeLauncher(_ShimLauncher):
         backoff = 0.005
         self.busy_retries = 0
         while True:
-            handle, diag = self._try(unit, socket_path, engine_argv, env, cwd, stderr)
+            handle, diag = self._try(unit, socket_path, engine_argv, env, cwd, stderr, limits)
             if handle is not None:
                 return handle
             busy = "already loaded" in diag or "already exists" in diag or "Unit busy" in diag or (
@@ -905,7 +918,7 @@ class ScopeLauncher(_ShimLauncher):
 
     def _try(
         self, unit: str, socket_path: str, engine_argv: Sequence[str],
-        env: Mapping[str, str] | None, cwd: str | None, stderr: int | None,
+        env: Mapping[str, str] | None, cwd: str | None, stderr: int | None, limits: EngineLimits | None,
     ) -> tuple[CohortHandle | None, str]:
         pipes = _Pipes()
         devnull = None
@@ -920,7 +933,7 @@ class ScopeLauncher(_ShimLauncher):
             *_shim_args(mode="scope", shim_path=self.shim_path, unit=unit, socket_path=socket_path, nonce=nonce,
                         status_fd=pipes.status_w, stderr_fd=stderr, credentials=self.engine, env=env,
                         cwd=cwd, cgroupns=self.cgroupns, log=log, systemctl=self.manager.systemctl,
-                        engine_argv=engine_argv),
+                        engine_argv=engine_argv, limits=limits),
         ]
         try:
             proc = subprocess.Popen(
@@ -942,6 +955,7 @@ class ScopeLauncher(_ShimLauncher):
             os.close(proc_fd)
         hello = _hello_of(status, nonce)
         ref: CohortRef | None = None
+        held: dict[str, LimitHeld] = {}
         if hello is not None:
             # The shim read the InvocationID from the manager; read it again independently (brief §6).
             try:
@@ -950,6 +964,7 @@ class ScopeLauncher(_ShimLauncher):
                 inv = None
             try:
                 ref = _ref_from_hello("scope", unit, hello, socket_path, str(hello["cgroupPath"]))
+                held = held_from_dict(hello["limits"])
                 if inv != ref.invocation_id:
                     raise ValueError(f"manager says invocation {inv}, shim {ref.invocation_id}")
             except (KeyError, TypeError, ValueError) as e:
@@ -962,7 +977,7 @@ class ScopeLauncher(_ShimLauncher):
             _reap(proc)
             return None, diag + _status_error(status)
         stdin_w, stdout_r = pipes.parent_ends()
-        return CohortHandle(ref, hello, stdin_w, stdout_r, popen=proc), ""
+        return CohortHandle(ref, hello, stdin_w, stdout_r, popen=proc, limits=held), ""
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
@@ -1078,6 +1093,7 @@ class DirectCgroupLauncher(_ShimLauncher, _Prewarm):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stderr: int | None = None,
+        limits: EngineLimits | None = None,
     ) -> CohortHandle:
         """Create ``parent/<unit>`` and its ``supervisor/``, start the shim inside that (clone3, no window;
         it never moves) and the engine in engine/ (the shim makes it).
@@ -1115,7 +1131,7 @@ class DirectCgroupLauncher(_ShimLauncher, _Prewarm):
             argv = _shim_args(
                 mode="direct", unit=unit, socket_path=socket_path, nonce=nonce, status_fd=3,
                 stderr_fd=4, credentials=self.engine, env=env, cwd=cwd, cgroupns=self.cgroupns, log=log,
-                systemctl=None, engine_argv=engine_argv)
+                systemctl=None, engine_argv=engine_argv, limits=limits)
             boot = len(_shim_boot(None))
             # The clone3 runs in the spawn helper (README "Threads"): the shim is still born in the unit
             # cgroup, in its supervisor/ (CLONE_INTO_CGROUP), and is this process's child (CLONE_PARENT). It
@@ -1139,10 +1155,12 @@ class DirectCgroupLauncher(_ShimLauncher, _Prewarm):
         status, diag = _read_status(pipes.status_r, pipes.diag_r, child.pidfd, self.start_timeout)
         hello = _hello_of(status, nonce)
         ref: CohortRef | None = None
+        held: dict[str, LimitHeld] = {}
         if hello is not None:
             rel = "/" + os.path.relpath(unit_dir, self.mount.mount_point)
             try:
                 ref = _ref_from_hello("direct", unit, hello, socket_path, rel)
+                held = held_from_dict(hello["limits"])
                 # The epoch as the launcher sees it must be the one the shim reports (facts §5), and the
                 # shim that reports it must be the process started here.
                 if cg.cgroup_id(unit_dir) != ref.unit_cgroup_id:
@@ -1166,7 +1184,7 @@ class DirectCgroupLauncher(_ShimLauncher, _Prewarm):
             diag += _status_error(status)
             raise CohortRefusal("launch-failed", f"{unit}: {diag.strip()[-2000:]}")
         stdin_w, stdout_r = pipes.parent_ends()
-        return CohortHandle(ref, hello, stdin_w, stdout_r, spawned=child, unit_dir=unit_dir)
+        return CohortHandle(ref, hello, stdin_w, stdout_r, spawned=child, unit_dir=unit_dir, limits=held)
 
 
 class PgroupLauncher(_Prewarm):
@@ -1213,10 +1231,13 @@ class PgroupLauncher(_Prewarm):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stderr: int | None = None,
+        limits: EngineLimits | None = None,
     ) -> CohortHandle:
         """Start the engine as the leader of a new session and process group.
 
-        The engine is clone3'd by the spawn helper (the one ``prewarm()`` started, else a fresh one).
+        The engine is clone3'd by the spawn helper (the one ``prewarm()`` started, else a fresh one). With
+        no cgroup, ``limits`` become the rlimits that stand in (RLIMIT_NPROC, RLIMIT_AS, RLIMIT_CORE; no
+        cpu), set on the engine before its exec (README "Limits").
         Refuses ``configuration`` for a name that is not a scope unit name, and ``launch-failed`` when the
         host identity cannot be read (before anything starts), the spawn helper fails, or the engine cannot
         be started (its exec failed: it is reaped) or is gone before its start time was read (it is then
@@ -1227,6 +1248,10 @@ class PgroupLauncher(_Prewarm):
             host = current_host()
         except (OSError, ValueError) as e:
             raise CohortRefusal("launch-failed", f"host identity unreadable: {e}") from e
+        engine_root = (os.geteuid() if self.engine is None else self.engine.uid) == 0
+        held = decide(limits or EngineLimits(), offered=None, engine_owns_files=engine_root,
+                      engine_root=engine_root, hard=hard_limits(),
+                      no_cgroup="the process-group launcher makes no cgroup")
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
@@ -1235,7 +1260,8 @@ class PgroupLauncher(_Prewarm):
             child = self._spawn(
                 engine_argv, env=dict(env) if env is not None else {"PATH": "/usr/bin:/bin"},
                 fds={0: stdin_r, 1: stdout_w, 2: stderr if stderr is not None else devnull},
-                credentials=self.engine, no_new_privs=True, new_session=True, cwd=cwd)
+                credentials=self.engine, no_new_privs=True, new_session=True, cwd=cwd,
+                rlimits=rlimits_of(held))
         except OSError as e:
             for fd in (stdin_r, stdin_w, stdout_r, stdout_w):
                 os.close(fd)
@@ -1255,7 +1281,7 @@ class PgroupLauncher(_Prewarm):
             kind="pgroup", unit=unit, host=host, engine=ProcessRef(child.pid, st), pgid=child.pid,
             containment=Containment(False, "none", (("process-group", "a setsid member leaves the group"),)),
         )
-        return CohortHandle(ref, {}, stdin_w, stdout_r, spawned=child)
+        return CohortHandle(ref, {}, stdin_w, stdout_r, spawned=child, limits=held)
 
 
 if TYPE_CHECKING:

@@ -13,7 +13,11 @@ What it does, in order:
    moves (a move through cgroup.procs takes the kernel's cgroup_threadgroup_rwsem for writing, an RCU grace
    period: 8-28 ms measured here, on the engine's critical path). Then it creates ``engine/`` and
    (optionally) gives it to the engine's uid the way Delegate=yes would (the directory, cgroup.procs,
-   cgroup.threads, cgroup.subtree_control; never cgroup.freeze or cgroup.kill);
+   cgroup.threads, cgroup.subtree_control; never cgroup.freeze or cgroup.kill), and sets the engine's
+   limits (``_limits``, README "Limits"): each controller the unit's parent enables for the unit is enabled
+   in the unit's ``cgroup.subtree_control`` and its limit written into engine/ (``pids.max``,
+   ``memory.max``, ``cpu.max``); what cannot be held there becomes an rlimit set on the engine between its
+   credential drop and its exec (step 6), or nothing; the hello says which;
 5. runs the containment canary (K13): a child with the engine's credentials, inside ``engine/``, tries to
    write its own pid into cgroup.procs of supervisor/, of the unit, of the unit's parent and of the mount
    root. Containment holds only if every one is refused by the kernel's permission check;
@@ -27,7 +31,7 @@ What it does, in order:
 Steps 1-6, up to the engine's birth, are this module (``start``); the rest is ``_shim_ops.Shim``, imported
 only once the engine runs. Every millisecond before the engine's birth delays the engine (README "Threads":
 what a launch costs), so this module imports the standard library, ``_ffi`` (``_cffi_backend``),
-``_cgroupfs``, ``_evidence`` and ``_proc``, and nothing that is not needed before the engine starts
+``_cgroupfs``, ``_evidence``, ``_limits`` and ``_proc``, and nothing that is not needed before the engine starts
 (mosaic.safe_open, socket, selectors, subprocess; a scope shim imports ``subprocess`` for the one
 ``systemctl`` call of step 3). Where steps 1-6 run:
 
@@ -68,6 +72,7 @@ from ._ffi import (
     set_no_new_privs,
     spawn,
 )
+from ._limits import EngineLimits, held_from_dict, held_to_dict, rlimits_of, settle
 from ._proc import cgroup_of
 
 # Annotations only (strings here): typing alone would add ~2 ms to the shim's start.
@@ -230,6 +235,7 @@ class Startup:
         self.userns = False
         self.features: list[str] = []
         self.containment: dict[str, Any] = {}
+        self.limits: dict[str, Any] = {}  # _limits.held_to_dict: where each limit holds
         self.engine_pid = -1
 
     def to_json(self) -> str:
@@ -243,7 +249,7 @@ class Startup:
             "fds": [self.unit_fd, self.sup_fd, self.engine_fd], "enginePath": self.engine_path,
             "engineRel": self.engine_rel, "userns": self.userns, "features": self.features,
             "creds": None if creds is None else [creds.uid, creds.gid, creds.groups],
-            "containment": self.containment, "enginePid": self.engine_pid,
+            "containment": self.containment, "limits": self.limits, "enginePid": self.engine_pid,
         })
 
     @classmethod
@@ -260,6 +266,7 @@ class Startup:
         s.userns, s.features, s.containment = bool(d["userns"]), list(d["features"]), dict(d["containment"])
         c = d["creds"]
         s.creds = None if c is None else Credentials(int(c[0]), int(c[1]), None if c[2] is None else tuple(c[2]))
+        s.limits = held_to_dict(held_from_dict(d["limits"]))
         s.engine_pid = int(d["enginePid"])
         return s
 
@@ -330,6 +337,12 @@ def start(a: argparse.Namespace, s: Startup, log: Callable[[str], None]) -> None
     if userns:
         creds = Credentials(0, 0, None)
     s.creds = creds
+    # The engine's kuid: its own uid, or (in a user namespace, or with no credentials) the shim's.
+    engine_kuid = os.geteuid() if creds is None or userns else creds.uid
+    held = settle(EngineLimits.from_dict(json.loads(a.limits)), s.unit_fd, s.engine_fd,
+                  engine_owns_files=engine_kuid in (0, os.geteuid()), engine_root=engine_kuid == 0)
+    s.limits = held_to_dict(held)
+    log(f"limits {s.limits}")
     s.containment = run_canary(s.engine_fd, targets, creds, a.cgroupns, mount.nsdelegate, userns=userns)
     log(f"canary {s.containment}")
     env = json.loads(a.engine_env) if a.engine_env else {"PATH": "/usr/bin:/bin"}
@@ -344,6 +357,7 @@ def start(a: argparse.Namespace, s: Startup, log: Callable[[str], None]) -> None
         no_new_privs=True,
         cwd=a.engine_cwd,
         userns_setup=map_self if userns else None,
+        rlimits=rlimits_of(held),
     )
     s.engine_pid = child.pid
     child.close()
@@ -369,6 +383,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--engine-env", help="JSON object: the engine's whole environment")
     ap.add_argument("--engine-cwd")
     ap.add_argument("--cgroupns", action="store_true", help="engine in a cgroup namespace rooted at engine/")
+    ap.add_argument("--limits", default=json.dumps(EngineLimits().to_dict()),
+                    help="JSON object: the engine's limits (EngineLimits.to_dict(); default: the defaults)")
     ap.add_argument("--systemctl", default="systemctl")
     ap.add_argument("--log")
     ap.add_argument("--resume", help="internal (the direct route): the state of steps 1-6, which ran before an "

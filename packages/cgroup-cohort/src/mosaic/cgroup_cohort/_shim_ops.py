@@ -77,6 +77,7 @@ class Shim:
             "cgroupns": bool(args.cgroupns),
             "containment": s.containment,
             "features": s.features,
+            "limits": s.limits,  # where each engine limit holds (_limits, README "Limits")
         }
         # The socket last: a client that can connect finds a complete shim.
         self.sock_path = args.socket

@@ -33,9 +33,10 @@ it waits, so that the request finds it imported.
 The request: ``argv`` (list of str), ``env`` (object of str), ``fds`` (object: target descriptor, as a
 decimal string, to the index of a received descriptor), optional ``cgroupFd`` (the index of a received
 O_DIRECTORY descriptor), ``credentials`` (``[uid, gid, [groups...]]`` or null), ``noNewPrivs``,
-``newSession`` (bools), ``cwd`` (str or null), and for a shim request ``shimArgs`` (list of str: the
-shim's arguments after its boot line; ``cgroupFd`` is then required, ``credentials``, ``noNewPrivs`` and
-``cwd`` are not allowed).
+``newSession`` (bools), ``cwd`` (str or null), ``rlimits`` (``[[resource, value], ...]``: set on the child
+before its exec, ``_limits``), and for a shim request ``shimArgs`` (list of str: the shim's arguments after
+its boot line; ``cgroupFd`` is then required, ``credentials``, ``noNewPrivs``, ``cwd`` and ``rlimits`` are
+not allowed: the shim sets the engine's own).
 
 Imports: the standard library and ``_ffi`` (``_cffi_backend``), and for a shim ``_shim`` (which adds
 ``_cgroupfs``, ``_evidence`` and ``_proc``; no mosaic.safe_open). The launcher's boot line registers the
@@ -105,11 +106,15 @@ def _request(raw: bytes, received: list[int]) -> dict[str, Any]:
     for index in [*fds.values(), *(() if cgroup is None else (cgroup,))]:
         if type(index) is not int or not 0 <= index < len(received):
             raise ValueError("fds and cgroupFd must name received descriptors")
+    rlimits = req.get("rlimits", [])
+    if not (isinstance(rlimits, list) and all(
+            isinstance(p, list) and len(p) == 2 and all(type(x) is int and x >= 0 for x in p) for p in rlimits)):
+        raise ValueError("rlimits must be a list of [resource, value] pairs of integers")
     if "shimArgs" in req:
         shim_args = req["shimArgs"]
         if not (isinstance(shim_args, list) and all(isinstance(a, str) for a in shim_args)):
             raise ValueError("shimArgs must be a list of strings")
-        if cgroup is None or any(req.get(k) for k in ("credentials", "noNewPrivs", "cwd")):
+        if cgroup is None or any(req.get(k) for k in ("credentials", "noNewPrivs", "cwd", "rlimits")):
             raise ValueError("a shim request names its cgroup and nothing of the engine's")
     return req
 
@@ -131,6 +136,7 @@ def _spawn(req: dict[str, Any], received: list[int]) -> int:
         new_session=bool(req.get("newSession")),
         cwd=req.get("cwd"),
         sibling=True,
+        rlimits=[(number, value) for number, value in req.get("rlimits", [])],
     )
     child.close()
     return child.pid

@@ -187,6 +187,10 @@ class CoreConfig:
     # Who may connect and what they may do (rule 7b): the owner (this process's effective uid by default)
     # may do everything, others what the grants say.
     access: AccessPolicy = field(default_factory=AccessPolicy)
+    # Where the engine's limits hold (issue 19: limit -> {via: cgroup | rlimit | none, value, where, liftable,
+    # why}, cgroup-cohort's held_to_dict), as the launch reported them; None when this incarnation did not
+    # launch the engine (unknown, never "no limits"). The binding record carries it.
+    limits: Mapping[str, Mapping[str, Any]] | None = None
 
 
 @dataclass
@@ -344,6 +348,7 @@ class ControllerCore:
             "engineState": self._engine_state(),
             "evidence": {"unknownNativeEvents": sum(self.unknown_native.values()),
                          "lateEvents": self.late_events, "dialogs": self.dialogs},
+            "limits": None if self.config.limits is None else {k: dict(v) for k, v in self.config.limits.items()},
         }
 
     def _engine_state(self) -> str:

@@ -46,11 +46,13 @@ from mosaic.cgroup_cohort import (
     Census,
     CohortHandle,
     CohortRef,
+    EngineLimits,
     FixtureVerifier,
     Launcher,
     StopRequest,
     UserManager,
     census,
+    held_to_dict,
     release_cohort,
 )
 from mosaic.chat_pages import conversation_id
@@ -125,7 +127,9 @@ class Placement:
 class EngineSpec:
     """How to run the engine, sealed: the pinned Pi in `pi_dir` (the pin is checked before spawn), or a
     test hook `command` (`[program, *pre_args]`: the fake engine; not the pinned engine, so not
-    pin-checked, its pre-arguments still are). `env` is exactly the engine's environment."""
+    pin-checked, its pre-arguments still are). `env` is exactly the engine's environment. `limits` are the
+    engine's task, memory, CPU and core limits, set where the kernel can hold them (cgroup-cohort README
+    "Limits"; None: cgroup-cohort's defaults); where each one holds goes on the binding record."""
 
     env: Mapping[str, str]
     pi_dir: str | None = None
@@ -134,6 +138,7 @@ class EngineSpec:
     model: str | None = None
     thinking: str | None = None
     pin_tree: str | None = None  # a command engine's install tree: its content digest enters the binary pin
+    limits: EngineLimits | None = None
 
 
 @dataclass
@@ -327,7 +332,8 @@ class Controller:
         await loop.run_in_executor(None, claim.mark_spawn)
         self._step("spawn-marker")
         handle = await loop.run_in_executor(None, lambda: self.launcher.launch(
-            claim.unit_name, self.argv, env=dict(self.engine.env), cwd=self.place.project))
+            claim.unit_name, self.argv, env=dict(self.engine.env), cwd=self.place.project,
+            limits=self.engine.limits))
         self._step("launched")
         ref = handle.ref
         core_link = engine_link_core(self.bounds)
@@ -556,11 +562,16 @@ class Controller:
     def _config(self, claim: Claim, *, unit: str, state: str = "active",
                 fences: Mapping[str, str] | None = None) -> CoreConfig:
         assert self.store is not None
+        # Where the engine's limits hold, as this incarnation's launch left them; None (unknown) for an engine
+        # it did not launch (an orphan, a continued stop).
+        handle = self.execution.handle if self.execution is not None else None
+        limits = held_to_dict(handle.limits) if handle is not None and handle.limits else None
         return CoreConfig(conversation=self.conversation, execution=claim.claim_id,
                           binding=claim.head("seat").binding.binding_id, incarnation=self.store.incarnation,
                           generation=claim.head("seat").generation, unit=unit, census=True, bounds=self.bounds,
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
-                          drift=DriftConfig(self.identity.header_id), inherited=self.inherited, access=self.access)
+                          drift=DriftConfig(self.identity.header_id), inherited=self.inherited, access=self.access,
+                          limits=limits)
 
     def _effect_report(self, execution: str, stop: str | None) -> Mapping[str, Any]:
         """The effectReport of an execution this controller did not run to its end (a boot proof stopped

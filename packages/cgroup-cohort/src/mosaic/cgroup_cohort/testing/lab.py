@@ -39,6 +39,7 @@ from mosaic.cgroup_cohort import (
     CohortRef,
     Credentials,
     DirectCgroupLauncher,
+    EngineLimits,
     ScopeLauncher,
     StopRequest,
     StopResult,
@@ -333,9 +334,10 @@ class Lab:
                              log_dir=self.socket_dir)
 
     def launch(self, spec: dict[str, Any] | Callable[[str], dict[str, Any]], *, unit: str | None = None,
-               as_root: bool = False, launcher: Any = None) -> Launched:
+               as_root: bool = False, launcher: Any = None, limits: EngineLimits | None = None) -> Launched:
         """Start the misbehaving tree as the engine under ``unit`` (a fresh claim-shaped name by default),
-        take its stdio as a controller would, and return once every member has reported."""
+        with ``limits`` (None: the launcher's defaults), take its stdio as a controller would, and return
+        once every member has reported."""
         unit = unit or new_unit()
         engine_unit, host_unit = self.paths(unit)
         if callable(spec):
@@ -343,7 +345,8 @@ class Lab:
         launcher = launcher or self.launcher(None if as_root else self.engine)
         handle = launcher.launch(unit, ["/usr/bin/python3", os.path.join(self.stage, "misbehaving_tree.py"),
                                         json.dumps(spec)],
-                                 env={"PATH": "/usr/bin:/bin", "MOSAIC_COHORT_RUN": RUN}, cwd=self.stage)
+                                 env={"PATH": "/usr/bin:/bin", "MOSAIC_COHORT_RUN": RUN}, cwd=self.stage,
+                                 limits=limits)
         stdin_fd, stdout_fd = handle.take_stdio()
         launched = Launched(handle, stdin_fd, stdout_fd, {}, os.path.join(host_unit, "engine"), host_unit, launcher)
         self.launched.append(launched)

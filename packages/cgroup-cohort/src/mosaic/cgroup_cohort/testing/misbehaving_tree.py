@@ -8,7 +8,12 @@ The spec (all keys optional):
   setsid_daemon   a double-forked setsid() daemon that ignores SIGTERM (it leaves the engine's session and
                   process group; K1, K2)
   fork_loop       a TERM-ignoring process forking short-lived children in a loop (K12); "fork_cap"
-                  bounds its live children
+                  bounds its live children; a fork the kernel refuses (EAGAIN at a limit) is tried again
+  fork_storm      a tool call's fork storm (issue 19): a TERM-ignoring process forking children that live
+                  on, as fast as it can, until a fork fails; it reports how many it made, the errno and
+                  each child (pid, start time), then goes on trying every 2 ms. "storm_ceiling" (default
+                  1024) is where it stops by itself, reporting errno null: a limit that does not hold
+                  fails the test instead of filling the host's pid space
   subcgroup       an absolute cgroup path: one TERM-ignoring member mkdirs it and moves itself into it
                   (the recursive enumeration, K12)
   escape          a list of cgroup.procs paths: one TERM-ignoring member tries to write its own pid into each, in
@@ -26,6 +31,7 @@ reported (pid, start time, role and results) the engine prints {"type":"ready","
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -96,12 +102,16 @@ def fork_loop(cap: int) -> Body:
         forks = 0
         while True:
             if live < cap:
-                child = os.fork()
+                try:
+                    child = os.fork()
+                except BlockingIOError:  # EAGAIN: a task limit; reap and try again
+                    child = -1
                 if child == 0:
                     time.sleep(0.02 + (forks % 7) * 0.005)
                     os._exit(0)
-                live += 1
-                forks += 1
+                if child > 0:
+                    live += 1
+                    forks += 1
             while live:
                 r, _ = os.waitpid(-1, os.WNOHANG)
                 if r == 0:
@@ -110,6 +120,34 @@ def fork_loop(cap: int) -> Body:
             if live >= cap:
                 os.waitpid(-1, 0)
                 live -= 1
+    return body
+
+
+def fork_storm(ceiling: int) -> Body:
+    def body(fd: int, role: str) -> None:
+        # Children that live on: the storm only grows. SIGTERM is ignored, so the freeze finds it still trying.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        children: list[list[int]] = []
+        error = None
+        while len(children) < ceiling:
+            try:
+                child = os.fork()
+            except OSError as e:
+                error = errno.errorcode.get(e.errno or 0, str(e.errno))
+                break
+            if child == 0:
+                sleep_forever()
+            children.append([child, start_time(child)])
+        report(fd, role, forked=len(children), errno=error, children=children)
+        os.close(fd)
+        while error is not None:  # only a storm the kernel stopped goes on trying
+            time.sleep(0.002)
+            try:
+                if os.fork() == 0:
+                    sleep_forever()
+            except OSError:
+                pass
+        sleep_forever()
     return body
 
 
@@ -139,7 +177,6 @@ def escaper(targets: list[str]) -> Body:
                 results.append([target, "MOVED"])
                 break
             except OSError as e:
-                import errno
                 results.append([target, errno.errorcode.get(e.errno or 0, str(e.errno))])
         with open("/proc/self/cgroup") as f:
             now = [line[3:].strip() for line in f if line.startswith("0::")][0]
@@ -185,6 +222,9 @@ def main() -> None:
     if spec.get("fanout"):
         member(w, "fanout-parent", fanout(int(spec["fanout"]), bool(spec.get("fanout_ignore_term"))))
         expected += 1 + int(spec["fanout"])
+    if spec.get("fork_storm"):  # last: the members above have their tasks before the storm takes the rest
+        member(w, "fork-storm", fork_storm(int(spec.get("storm_ceiling", 1024))))
+        expected += 1
     os.close(w)
     buf = b""
     members: list[dict[str, Any]] = []
