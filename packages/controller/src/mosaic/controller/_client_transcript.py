@@ -39,16 +39,10 @@ from typing import Any
 from mosaic.pi_format import safe_id
 from mosaic.safe_open import Refusal
 
-from ._client import (
-    DEFAULT_QUEUE_SIZE,
-    ControllerClient,
-    HistoryRead,
-    Notification,
-    Observed,
-    Seam,
-    _Changes,
-)
+from ._client import ControllerClient
 from ._client_errors import ClientStateError, ProtocolError
+from ._client_subscription import DEFAULT_QUEUE_SIZE, _Changes
+from ._client_values import HistoryRead, Notification, Observed, Seam
 
 __all__ = [
     "Block",
