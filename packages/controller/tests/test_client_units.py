@@ -2,7 +2,7 @@
 its lagging markers, receipts that only move forward, history pages joined into items, and the
 programming errors. The flows against a real controller are in test_client.py.
 
-`SentRequest._apply_receipt` and `ControllerClient._fanout` are private; they are used here where the
+`SentRequest._apply_receipt` and `ControllerClient._state.fanout` are private; they are used here where the
 mechanism is the point (what a receipt may overwrite; what a subscriber receives when it falls behind).
 """
 
@@ -73,17 +73,17 @@ def test_a_subscriber_that_falls_behind_gets_its_own_marker_at_the_place_of_the_
         client = ControllerClient("/nonexistent/controller.sock")
         sub = client.subscribe(maxsize=2)
         for n in (1, 2, 3, 4):  # 3 and 4 do not fit
-            client._fanout(_note(n), droppable=True)
+            client._state.fanout(_note(n), droppable=True)
         closing = Notification("closing", {"reason": "shutdown", "message": "m"}, "server", 1)
-        client._fanout(closing, droppable=False)  # never dropped; ends the first marker
-        client._fanout(_note(5), droppable=True)  # still full: a second marker, after `closing`
+        client._state.fanout(closing, droppable=False)  # never dropped; ends the first marker
+        client._state.fanout(_note(5), droppable=True)  # still full: a second marker, after `closing`
         got = [sub.get_nowait() for _ in range(5)]
         assert got[:2] == [_note(1), _note(2)]
         assert got[2] == Notification("marker", {"reason": "lagging", "dropped": 2}, "client", 1)
         assert got[3] == closing
         assert got[4] == Notification("marker", {"reason": "lagging", "dropped": 1}, "client", 1)
         assert sub.get_nowait() is None and sub.dropped == 3
-        client._fanout(_note(6), droppable=True)  # room again
+        client._state.fanout(_note(6), droppable=True)  # room again
         assert await sub.get() == _note(6)
         await client.aclose()
         with pytest.raises(SubscriptionClosed):
