@@ -12,7 +12,12 @@ our own. It fails when:
    it: `mosaic.<pkg>._x` (any dotted component after the package that starts with `_`, at any depth,
    e.g. `mosaic.pi_rpc.testing._fake_control`), or a private name from one of its modules
    (`from mosaic.<pkg> import _x`). What a caller needs is exported; what is not is private (issue 9,
-   "Public surfaces"). A package's own files may import its private modules.
+   "Public surfaces"). A package's own source and benchmarks may import its private modules;
+5. a package's own tests (tests/, tests_*/) import a private part of it: a test asserts what a user of the
+   package can reach, through the names the package exports (issue 23). A test may still reach a private
+   attribute of a public object (`client._state`), where it checks an internal promise by name;
+6. a module under packages/<pkg>/src is over 800 lines, or a class there has over 40 methods or spans
+   over 600 lines (issue 23): a concept that big is split into the concepts it holds.
 
 Exit status 0 when all hold, 1 with one line per violation otherwise.
 """
@@ -26,6 +31,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import workspace
+
+MAX_MODULE_LINES = 800
+MAX_CLASS_METHODS = 40
+MAX_CLASS_LINES = 600
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,40 @@ def check_imports(owner: str | None, path: pathlib.Path, source: str) -> list[st
         if private is not None and target != owner:
             problems.append(f"{rel}:{imp.line}: imports {private}, a private part of {target} "
                             f"(only {target}'s own files may; export what callers need)")
+        elif private is not None and _is_test(owner, path):
+            problems.append(f"{rel}:{imp.line}: a test imports {private}, a private part of its own package "
+                            f"(tests import what a user can: export it, or test through what is exported)")
+    return problems
+
+
+def _is_test(owner: str | None, path: pathlib.Path) -> bool:
+    """Whether `path` is one of package `owner`'s tests (tests/ or tests_<kind>/ directly under the package)."""
+    if owner is None:
+        return False
+    try:
+        first = path.relative_to(workspace.package_dir(owner)).parts[0]
+    except (ValueError, IndexError):
+        return False
+    return first == "tests" or first.startswith("tests_")
+
+
+def check_sizes(path: pathlib.Path, source: str) -> list[str]:
+    """Violations of rule 6 in one source module."""
+    try:
+        rel: pathlib.Path | str = path.relative_to(workspace.ROOT)
+    except ValueError:
+        rel = path
+    problems: list[str] = []
+    lines = source.count("\n")
+    if lines > MAX_MODULE_LINES:
+        problems.append(f"{rel}: {lines} lines, over {MAX_MODULE_LINES}: split it along its concepts")
+    for node in ast.walk(ast.parse(source, filename=str(path))):
+        if isinstance(node, ast.ClassDef):
+            methods = sum(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in node.body)
+            span = (node.end_lineno or node.lineno) - node.lineno + 1
+            if methods > MAX_CLASS_METHODS or span > MAX_CLASS_LINES:
+                problems.append(f"{rel}:{node.lineno}: class {node.name} has {methods} methods over {span} lines, "
+                                f"over {MAX_CLASS_METHODS} methods or {MAX_CLASS_LINES} lines")
     return problems
 
 
@@ -116,8 +159,12 @@ def check() -> list[str]:
             problems.append(f"{name}: declares mosaic-{dep}, which docs/design.md does not let it import")
         for dep in sorted(declared - set(workspace.PACKAGES)):
             problems.append(f"{name}: declares mosaic-{dep}, which is not a package of this repository")
+        src = workspace.package_dir(name) / "src"
         for path in _package_files(name):
-            problems += check_imports(name, path, path.read_text(encoding="utf-8"))
+            source = path.read_text(encoding="utf-8")
+            problems += check_imports(name, path, source)
+            if src in path.parents:
+                problems += check_sizes(path, source)
     for path in _outside_files():
         problems += check_imports(None, path, path.read_text(encoding="utf-8"))
     return problems
@@ -130,8 +177,9 @@ def main() -> int:
     if problems:
         print(f"layers: {len(problems)} violation(s)")
         return 1
-    print(f"layers: {len(workspace.PACKAGES)} packages checked against docs/design.md and their public surfaces, "
-          "no violation")
+    print(f"layers: {len(workspace.PACKAGES)} packages checked against docs/design.md, their public surfaces "
+          f"and the size bounds ({MAX_MODULE_LINES} lines a module; {MAX_CLASS_METHODS} methods, "
+          f"{MAX_CLASS_LINES} lines a class), no violation")
     return 0
 
 

@@ -38,8 +38,44 @@ def test_ci_and_another_packages_tests_are_outside_too(owner: str | None, path: 
     assert any("a private part of safe-open" in p for p in problems), problems
 
 
-def test_a_package_may_import_its_own_private_modules() -> None:
-    assert layers.check_imports("pi-rpc", PI_RPC_TEST, "from mosaic.pi_rpc._link import LinkCore\n") == []
+def test_a_package_may_import_its_own_private_modules_in_its_source_and_benchmarks() -> None:
+    source = "from mosaic.pi_rpc._link import LinkCore\n"
+    assert layers.check_imports("pi-rpc", workspace.package_dir("pi-rpc") / "src" / "mosaic" / "pi_rpc" / "x.py",
+                                source) == []
+    assert layers.check_imports("pi-rpc", workspace.package_dir("pi-rpc") / "bench" / "bench_x.py", source) == []
+
+
+@pytest.mark.parametrize("test_dir", ["tests", "tests_smoke", "tests_cohort"])
+@pytest.mark.parametrize("source", ["from mosaic.pi_rpc._link import LinkCore\n", "from mosaic.pi_rpc import _link\n"])
+def test_a_packages_own_tests_import_only_its_public_parts(test_dir: str, source: str) -> None:
+    path = workspace.package_dir("pi-rpc") / test_dir / "test_x.py"
+    problems = layers.check_imports("pi-rpc", path, source)
+    assert len(problems) == 1 and "a test imports" in problems[0], problems
+    assert layers.check_imports("pi-rpc", path, "from mosaic.pi_rpc.testing import FakeControl\n") == []
+
+
+def _module(lines: int = 10, methods: int = 3, body_lines: int = 0) -> str:
+    defs = "".join(f"    def m{i}(self) -> None:\n        pass\n" for i in range(methods))
+    filler = "".join(f"    x{i} = {i}\n" for i in range(body_lines))
+    text = f"class C:\n{defs}{filler}"
+    return text + "\n" * max(0, lines - text.count("\n"))
+
+
+def test_a_module_of_800_lines_and_a_class_of_40_methods_and_600_lines_pass() -> None:
+    path = CONTROLLER_FILE
+    assert layers.check_sizes(path, _module(lines=800)) == []
+    assert layers.check_sizes(path, _module(methods=40)) == []
+    assert layers.check_sizes(path, _module(methods=1, body_lines=600 - 3)) == []  # class line + one method: 3
+
+
+@pytest.mark.parametrize("source,says", [
+    (_module(lines=801), "801 lines, over 800"),
+    (_module(methods=41), "41 methods"),
+    (_module(methods=1, body_lines=600 - 2), "over 40 methods or 600 lines"),
+])
+def test_one_line_or_method_over_a_bound_is_a_violation(source: str, says: str) -> None:
+    problems = layers.check_sizes(CONTROLLER_FILE, source)
+    assert len(problems) == 1 and says in problems[0], problems
 
 
 @pytest.mark.parametrize(
