@@ -94,7 +94,7 @@ from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
 from ._refusal import ControlRefusal
 from ._runtime import ControllerRuntime, SessionFileReader, history_reader
-from ._server import ServerLimits
+from ._server import ServerLimits, socket_state
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
 
 __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
@@ -288,9 +288,19 @@ class Controller:
         self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
         self.guard.bind(self.placement.claim_root, what="claim root", expected=self.claim_root_real)
 
+    def _check_socket(self) -> None:
+        """Another controller serving this placement's socket (a connect there is accepted) refuses
+        `already-active` before the claim is touched: nothing read, reserved, consumed or adopted. A socket
+        nobody accepts on (a controller killed before its `aclose`) is not a refusal: the bind removes it
+        and binds again, as tmux and systemd do (`SocketServer.start`)."""
+        if socket_state(self.socket_path) == "live":
+            raise ClaimRefusal("already-active", f"a controller is serving {self.socket_path} (a connect there "
+                                                 "was accepted): one controller per placement")
+
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         self._bind_paths()  # before the claim root is opened: a swapped path gets no claim written into it
+        self._check_socket()
         self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
                                                                          barrier=self.hooks.barrier))
         if self.eligibility is not None:
