@@ -81,3 +81,68 @@ def test_crashed_controller_socket_is_rebound_at_the_restart_and_a_live_one_refu
     assert (again["state"], again["turnState"]) == ("finished", "completed")
     for head in heads(world):
         assert head.claim_id == record["claim_id"] and head.state is State.ACTIVE
+
+
+# A line cut short: what a full disk leaves of Pi's appendFileSync (case 3's test makes one for real).
+TORN = b'{"type":"message","id":"70e00001","parentId":"x","timestamp":"2026-12-01T00:00:0'
+
+
+def tear(world: World) -> tuple[int, str]:
+    """Append a torn line to the session file; its size before and the byte range the refusal must name."""
+    size = world.session.stat().st_size
+    with open(world.session, "ab") as f:
+        f.write(TORN)
+    return size, f"bytes {size} to {size + len(TORN) - 1}"
+
+
+def test_torn_write_recover_refuses_with_the_bytes_position_before_anything_is_reserved(world: World) -> None:
+    """Case 4: a session whose last line is torn (bytes after its last LF) is one Pi writes to at load (it
+    appends the missing newline and takes the fragment as an entry), so a launch on it would fence
+    session-drift at once and spend its eligibility. A plain start, recover and the launcher's call each
+    refuse session-drift naming partial-line and the bytes' position, before anything is reserved, held or
+    spawned; once the file is repaired the same record launches and is consumed (used) only then."""
+    size, where = tear(world)
+    plain = world.start()
+    assert plain.first["refused"]["code"] == "session-drift", plain.first
+    assert "partial-line" in plain.first["refused"]["message"] and where in plain.first["refused"]["message"]
+    assert not [n for n in os.listdir(world.claims) if not n.startswith(".")]  # no key directory: nothing claimed
+    os.truncate(world.session, size)
+
+    first = world.start()
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        c = await client(first)
+        auth = await c.control()
+        await c.call("prompt", **auth, clientRequestId="p1", text="Say hello")
+        await c.until(receipt_is("finished"), WAIT)
+        await stopped(c, auth)
+        repaired = world.session.stat().st_size
+        _, at = tear(world)
+        before = heads(world)
+        torn = await recover(c, auth=auth)
+        assert heads(world) == before  # nothing reserved
+        assert not os.path.exists(records_dir(world))  # no record written
+        assert torn["error"]["data"]["refusal"]["code"] == "session-drift", torn
+        assert "partial-line" in torn["error"]["data"]["refusal"]["message"]
+        assert at in torn["error"]["data"]["refusal"]["message"]
+        os.truncate(world.session, repaired)
+        granted = await recover(c, auth=auth)
+        await c.close()
+        return torn, dict(granted["result"]["eligibility"])
+
+    _torn, record = asyncio.run(main())
+    # Torn again after eligibility, before the launch: refused before the record is held.
+    repaired = world.session.stat().st_size
+    _, at = tear(world)
+    reserved = heads(world)
+    launch = world.start(eligibility=record["id"])
+    assert launch.first["refused"]["code"] == "session-drift", launch.first
+    assert at in launch.first["refused"]["message"]
+    assert heads(world) == reserved  # the untaken reservation, untouched
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]  # unused: still the launcher's to use
+    os.truncate(world.session, repaired)
+    launched = world.start(eligibility=record["id"])
+    assert launched.first.get("mode") == "recovered", launched.first
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.used"]  # consumed once its load check passed
+    for head in heads(world):
+        assert head.state is State.ACTIVE and head.eligibility.taken

@@ -84,10 +84,11 @@ from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._drift import DriftConfig
 from ._eligibility import (
     EligibilityRecord,
-    consume_record,
+    hold_record,
     mint_eligibility_id,
     read_record,
     record_state,
+    settle_record,
     write_record,
 )
 from ._guard import LiveRoots, LiveSessionGuard
@@ -316,10 +317,19 @@ class Controller:
         else:
             await self._take_over_held(report.outcomes, report.refusal)
 
+    def _loadable(self, identity: SessionIdentity) -> None:
+        """The file half of the load check, before anything is reserved, held or spawned: Pi must load
+        the session without writing to it. Refuses `session-drift` for a torn last line (its reason,
+        partial-line, and the bytes' position: `SessionIdentity.torn_tail`)."""
+        torn = identity.torn_tail()
+        if torn is not None:
+            raise ControlRefusal("session-drift", torn)
+
     async def _launch_new(self) -> None:
         assert self.store is not None
         loop = asyncio.get_running_loop()
         store = self.store
+        self._loadable(await loop.run_in_executor(None, read_session, self.place))
         self._step("acquiring")
         claim = await loop.run_in_executor(None, store.acquire, self.seat_key, self.session_key, self._binding())
         self._step("reserved")
@@ -356,6 +366,31 @@ class Controller:
             await loop.run_in_executor(None, claim.mark_uncertain)
             config = self._config(claim, unit=ref.unit, state="uncertain", fences={"preflight": problem})
         await self._serve(config, link, core_link)
+        if self.recovered is not None:
+            await self._settle_eligibility(self.recovered.id, problem)
+
+    async def _settle_eligibility(self, record_id: str, problem: str | None) -> None:
+        """The launch under a held record ends its load check: K8's (the engine's session file, header and
+        leaf) and the drift check the runtime runs when it starts (the file is the engine's). Passed: the
+        record is consumed (`used`) and admission is open. Failed: the record is `spent`, never `used`
+        (the engine stays claimed and contained until a force stop proves it stopped, K8). A check that
+        does not end within its bounds counts as failed (the core fences it `drift-check` meanwhile)."""
+        assert self.runtime is not None
+        runtime = self.runtime
+        bound = 2 * self.bounds.drift + self.bounds.command
+
+        def ended(core: ControllerCore) -> bool:
+            return core.drift_verdict is not None or not core.admission_open
+
+        passed = False
+        if problem is None:
+            with contextlib.suppress(TimeoutError):
+                await runtime.wait_core(ended, bound)
+                verdict = runtime.core.drift_verdict
+                passed = runtime.core.admission_open and verdict is not None and not verdict.drift
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: settle_record(self.claim_root_real, record_id, passed=passed))
+        self._step("settled")
 
     # ------------------------------------------------------------------------------ recover and launch
 
@@ -390,6 +425,7 @@ class Controller:
         now = read_session(self.place)
         if now.header_id != record.session_id:
             raise ControlRefusal("target", "the session file's header ID changed after eligibility")
+        self._loadable(now)  # a line torn after eligibility: refused before the record is held
         if (now.leaf, now.branch) != (record.leaf, record.branch):
             raise ControlRefusal("target", f"the session's leaf moved after eligibility: {now.leaf!r} on "
                                            f"{now.branch!r}, not the recorded {record.leaf!r} on "
@@ -397,27 +433,30 @@ class Controller:
         self.identity = now  # the load check compares the engine's leaf with this one (K8)
 
     def _use_record(self, record_id: str, *, revalidate: bool) -> tuple[EligibilityRecord, Claim]:
-        """Blocking: read the record, (revalidate it), consume it once, take the reservation over. Raises the
-        record's refusals (`eligibility`, and with `revalidate` `target`, `engine-pin-mismatch`) and the
-        take-over's `ClaimRefusal`."""
+        """Blocking: read the record, (revalidate it), hold it (one launcher: K17), take the reservation over.
+        Raises the record's refusals (`eligibility`, and with `revalidate` `target`, `engine-pin-mismatch`,
+        `session-drift`) and the take-over's `ClaimRefusal`. The record is consumed only once the launch
+        passed its load check (`_settle_eligibility`)."""
         store = self.store
         assert store is not None
         record = read_record(self.claim_root_real, record_id)
         if revalidate:
             self._revalidate(record)
             self._step("revalidated")
-        consume_record(self.claim_root_real, record_id)
-        self._step("consumed")
+        hold_record(self.claim_root_real, record_id)
+        self._step("held")
         claim = store.take_over(self.seat_key, self.session_key, record.claim_id, eligibility=record.id)
         self._step("taken-over")
         return record, claim
 
     async def _launch_eligible(self, record_id: str) -> None:
         """The launcher's call (brief §6 "Recover"): read the record, revalidate it against the claim, the
-        pins and the current leaf, consume it once, take the reservation over, then spawn under it exactly as
-        a first launch (spawn marker, launch, active, the load check against the recorded leaf: K8). A
-        refusal before the record is consumed leaves the record and the reservation as they were (K18); after
-        it, the reservation stays held until released with a proof (`release_reservation`)."""
+        pins and the current session (leaf, header, a clean tail), hold it (one launcher: K17), take the
+        reservation over, then spawn under it exactly as a first launch (spawn marker, launch, active, the
+        load check against the recorded leaf: K8, the takeover drift check); then the record is consumed
+        (`used`) when that load check passed, `spent` when it did not. A refusal before the hold leaves the
+        record and the reservation as they were (K18); after it, the reservation stays held until released
+        with a proof (`release_reservation`)."""
         loop = asyncio.get_running_loop()
         try:
             record, claim = await loop.run_in_executor(None, lambda: self._use_record(record_id, revalidate=True))
@@ -430,10 +469,10 @@ class Controller:
 
     async def release_reservation(self, record_id: str) -> ProofRef:
         """The operator's way out of an eligibility that will not launch (K18: "The reservation stays until
-        released with proof"): consume the record, take the reservation over and release it with the no-unit
-        reference of a claim that never spawned. Returns that reference.
+        released with proof"): hold the record, take the reservation over and release it with the no-unit
+        reference of a claim that never spawned; the record ends `spent`. Returns that reference.
 
-        A reservation still pending whose record is used (a launcher crashed between its consume and its
+        A reservation still pending whose record is held (a launcher crashed between its hold and its
         take-over) or was never written (the recovering controller crashed before writing it) is released
         the same way, by taking it over: the take-over has one winner, so a launcher still on its way to it is
         refused and no engine is spawned."""
@@ -441,16 +480,21 @@ class Controller:
         self.launcher.close()  # this path launches nothing
         self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
                                                                          barrier=self.hooks.barrier))
+        state = await loop.run_in_executor(None, lambda: record_state(self.claim_root_real, record_id))
         claim = await loop.run_in_executor(None, lambda: self._reservation_to_release(record_id))
         proof = ProofRef.never_spawned(claim.claim_id, "eligibility released without a launch")
         await loop.run_in_executor(None, lambda: claim.release(proof))
+        if state in ("unused", "launching"):
+            # Held here, or by a launcher that died before its take-over (the take-over just made was the
+            # first): nothing was launched under it, so it ends spent, never used.
+            await loop.run_in_executor(None, lambda: settle_record(self.claim_root_real, record_id, passed=False))
         return proof
 
     def _reservation_to_release(self, record_id: str) -> Claim:
-        """Blocking: the reservation pending under `record_id`, taken over. An unused record is consumed
-        first (no launcher can use it after). A used one (a launcher crashed between its consume and its
-        take-over) or a missing one (the recovering controller crashed between the reservation and the
-        record) is not needed: the pair's heads name the claim, and the take-over checks both keys."""
+        """Blocking: the reservation pending under `record_id`, taken over. An unused record is held first
+        (no launcher can use it after). A held one (a launcher crashed between its hold and its take-over)
+        or a missing one (the recovering controller crashed between the reservation and the record) is not
+        needed: the pair's heads name the claim, and the take-over checks both keys."""
         assert self.store is not None
         if record_state(self.claim_root_real, record_id) == "unused":
             return self._use_record(record_id, revalidate=False)[1]
@@ -488,6 +532,9 @@ class Controller:
             return {"refusal": refusal.to_dict()}
         if now.header_id != self.identity.header_id:
             return _refused("target", "the session file's header ID changed")
+        torn = now.torn_tail()
+        if torn is not None:  # before anything is reserved: a relaunch on it would fence at once
+            return _refused("session-drift", torn)
         record_id = mint_eligibility_id()
         generation = head.generation + 1
         try:
