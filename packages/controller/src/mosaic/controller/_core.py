@@ -1294,6 +1294,8 @@ class ControllerCore:
         else:
             stop.state = "uncertain"
             stop.reason = str(done.result.get("reason", "uncertain"))
+            if isinstance(done.result.get("detail"), str):
+                stop.detail = done.result["detail"]  # what could not be done, and why (a key not written: ENOSPC)
             self.binding_state = "uncertain"
             self._fence("uncertain", stop.reason)
         # K5: a tool call open at the stop is an uncertain effect; killing is never rollback.
