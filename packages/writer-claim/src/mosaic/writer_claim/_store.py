@@ -568,7 +568,8 @@ class ClaimStore:
 
     def _reserve(self, dirname: str, claim_id: str, size: int, count: int) -> None:
         """Make `count` reserve files of `size` bytes for `claim_id` in the key directory (those that exist
-        are kept), each preallocated and fsynced, then the directory fsynced. Raises OSError."""
+        are kept), each preallocated. Not fsynced: the room is for a full disk, not for power loss (a power
+        loss may take it back, and a restart tops it up), and a launch waits for it. Raises OSError."""
         self._reserved.add(claim_id)
         with self._key_dir(dirname, create=False) as fd:
             if fd is None:
@@ -580,13 +581,11 @@ class ClaimStore:
                     continue
                 try:
                     _preallocate(rfd, size)
-                    os.fsync(rfd)
                 except BaseException:
                     os.close(rfd)
                     _unlink_quietly(reserve_name(claim_id, index), fd)
                     raise
                 os.close(rfd)
-            os.fsync(fd)
 
     # -- acquisition -------------------------------------------------------------------------------------
 
