@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
+import logging
 import os
 import secrets
 import time
@@ -70,6 +72,7 @@ from mosaic.writer_claim import (
     Claim,
     ClaimRefusal,
     ClaimStore,
+    ClaimWriteError,
     Outcome,
     Pins,
     ProofKind,
@@ -99,6 +102,10 @@ from ._server import ServerLimits, socket_state
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
 
 __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
+
+logger = logging.getLogger("mosaic.controller.lifecycle")
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 # Entries the pinned Pi appends to a session on its own at startup (sdk.js 80-83, 239-252; FACTS (d)).
 STARTUP_APPEND_TYPES = frozenset({"model_change", "thinking_level_change"})
@@ -331,15 +338,22 @@ class Controller:
         store = self.store
         self._loadable(await loop.run_in_executor(None, read_session, self.place))
         self._step("acquiring")
-        claim = await loop.run_in_executor(None, store.acquire, self.seat_key, self.session_key, self._binding())
+        try:
+            claim = await loop.run_in_executor(None, store.acquire, self.seat_key, self.session_key, self._binding())
+        except ClaimWriteError as exc:
+            if exc.errno not in _NO_ROOM:
+                raise
+            raise ControlRefusal("no-space", f"the pair cannot be reserved: {exc}; nothing was spawned") from None
         self._step("reserved")
         await self._spawn(claim)
 
     async def _spawn(self, claim: Claim) -> None:
-        """From a reservation this store owns: bind, spawn marker, launch, active, load check, serve."""
+        """From a reservation this store owns: bind, the stop's room reserved, spawn marker, launch, active,
+        load check, serve."""
         loop = asyncio.get_running_loop()
         # Bind again, right before anything is spawned: a swap since start() (G3) stops it here.
         self._bind_paths()
+        await self._reserve_stop_room(claim)
         await loop.run_in_executor(None, claim.mark_spawn)
         self._step("spawn-marker")
         handle = await loop.run_in_executor(None, lambda: self.launcher.launch(
@@ -368,6 +382,31 @@ class Controller:
         await self._serve(config, link, core_link)
         if self.recovered is not None:
             await self._settle_eligibility(self.recovered.id, problem)
+
+    async def _reserve_stop_room(self, claim: Claim) -> None:
+        """Before the spawn marker: preallocate, in both key directories, room for the claim revisions the
+        engine's stop must publish (writer-claim `Claim.reserve_space`), so a full disk later does not stop
+        a stop. A file system without that room now refuses `no-space`: the reservation is released with the
+        never-spawned proof (its publications may draw on what was reserved), nothing is spawned."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, claim.reserve_space)
+        except OSError as exc:
+            note = ""
+            try:
+                proof = ProofRef.never_spawned(claim.claim_id, "no room for the stop's claim revisions")
+                await loop.run_in_executor(None, lambda: claim.release(proof))
+            except (OSError, ClaimRefusal) as also:
+                note = f"; the reservation stays (restart frees it: no spawn marker, no unit): {also}"
+            record = self.recovered
+            if record is not None:  # held, never launched under: spent, never used
+                with contextlib.suppress(OSError, Refusal):
+                    await loop.run_in_executor(None, lambda: settle_record(self.claim_root_real, record.id,
+                                                                           passed=False))
+            name = errno.errorcode.get(exc.errno or 0, "error")
+            raise ControlRefusal("no-space", f"the claim root has no room for the claim revisions a force stop "
+                                             f"must publish ({name}: {exc.strerror}); nothing was spawned{note}") \
+                from None
 
     async def _settle_eligibility(self, record_id: str, problem: str | None) -> None:
         """The launch under a held record ends its load check: K8's (the engine's session file, header and
@@ -542,6 +581,9 @@ class Controller:
                                      generation=generation, eligibility=record_id)
         except ClaimRefusal as refusal:
             return _refused("eligibility", f"the pair cannot be reserved: {refusal.code}: {refusal.message}")
+        except ClaimWriteError as exc:  # nothing half-written: at most a reservation restart frees (no marker)
+            return _refused("no-space" if exc.errno in _NO_ROOM else "eligibility",
+                            f"the pair cannot be reserved: {exc}")
         self._step("recover-reserved")
         stop = payload.get("stop")
         record = EligibilityRecord(
@@ -550,7 +592,18 @@ class Controller:
             session_id=now.header_id, session_file=self.session_real, conversation=self.conversation,
             branch=now.branch, leaf=now.leaf, generation=generation, incarnation=str(payload.get("incarnation")),
             issued_at=self.clock())
-        write_record(self.claim_root_real, record)
+        try:
+            write_record(self.claim_root_real, record)
+        except OSError as exc:
+            # The reservation is this controller's and nothing was spawned under it: give it back.
+            note = "the reservation was released"
+            try:
+                new.release(ProofRef.never_spawned(new.claim_id, "the eligibility record could not be written"))
+            except (OSError, ClaimRefusal) as also:
+                note = f"the reservation stays: release it with eligibility {record_id} ({also})"
+            return _refused("no-space" if exc.errno in _NO_ROOM else "eligibility",
+                            f"the eligibility record could not be written ({errno.errorcode.get(exc.errno or 0, 'error')}:"
+                            f" {exc.strerror}); {note}")
         self._step("recover-recorded")
         return {"eligibility": record.to_dict(), "digest": record.digest}
 
@@ -583,6 +636,10 @@ class Controller:
         if not isinstance(claim_id, str):
             raise refusal or ClaimRefusal("unsafe-replacement", "the pair is held by no readable claim")
         claim = await loop.run_in_executor(None, self.store.adopt, self.seat_key, self.session_key, claim_id)
+        try:  # the room a stop needs, topped up (the dead controller's reserves are the claim's, kept)
+            await loop.run_in_executor(None, claim.reserve_space)
+        except OSError as exc:
+            logger.warning("no room to top up the stop's claim revisions for %s: %s", claim.claim_id, exc)
         ref = CohortRef.from_dict(claim.cohort) if claim.cohort is not None else None
         if ref is None and claim.spawn_marker:
             # A crash after the launch, before the reference was recorded (W13): find the live cohort by the
@@ -700,11 +757,17 @@ class Controller:
         claim = execution.claim
         if effect.kind == "claim-generation":
             generation = int(effect.payload["generation"])
-            await self.runtime.run_blocking(lambda: claim.set_generation(generation))
+            try:
+                await self.runtime.run_blocking(lambda: claim.set_generation(generation))
+            except ClaimWriteError as exc:  # which key and why, to the core (no traceback)
+                return {"ok": False, "error": str(exc)}
             return {"ok": True}
         if effect.kind == "claim-uncertain":
             if claim.state not in (State.UNCERTAIN, State.STOPPED, State.STOPPING):
-                await self.runtime.run_blocking(claim.mark_uncertain)
+                try:
+                    await self.runtime.run_blocking(claim.mark_uncertain)
+                except ClaimWriteError as exc:
+                    return {"ok": False, "error": str(exc)}
             return {"ok": True}
         if effect.kind == "force-stop":
             return await self._run_stop(str(effect.payload["stop"]), effect.payload.get("confirmation"))
@@ -729,15 +792,32 @@ class Controller:
                               {"confirmation": confirmation, "actor": "local-operator"})
 
         def stop() -> Mapping[str, Any]:
-            run = run_force_stop(claim, ref, request, confirmation=None if confirmation is None else str(confirmation),
-                                 manager=self.manager, verifier=self.verifier, grace=self.stop_grace,
-                                 on_phase=self.hooks.on_stop_phase)
+            try:
+                run = run_force_stop(claim, ref, request,
+                                     confirmation=None if confirmation is None else str(confirmation),
+                                     manager=self.manager, verifier=self.verifier, grace=self.stop_grace,
+                                     on_phase=self.hooks.on_stop_phase)
+            except ClaimWriteError as exc:
+                return _unwritten(claim, exc, _stop_reach(claim))
             if run.outcome.state == "stopped" and run.proof is not None:
-                claim.release(cohort_proof_ref(run.proof), stop_id=stop_id)
+                try:
+                    claim.release(cohort_proof_ref(run.proof), stop_id=stop_id)
+                except ClaimWriteError as exc:
+                    # Proven stopped, not released: the claim keeps its stopping revision (a restart re-runs
+                    # the stop from TERM and finds the cohort empty), and no client is told stopped.
+                    return {"state": "uncertain", "reason": "claim-publication",
+                            "detail": f"{exc}; the cohort was proven stopped (proof "
+                                      f"{run.proof['verification']['digest']}) but the claim could not be "
+                                      "released: it stays stopping", "published": list(run.published)}
                 return {"state": "stopped", "proofDigest": run.proof["verification"]["digest"],
                         "members": len(run.proof["members"]), "published": list(run.published),
                         "proof": run.proof}
-            claim.mark_uncertain()
+            try:
+                claim.mark_uncertain()
+            except ClaimWriteError as exc:
+                return {"state": "uncertain", "reason": run.outcome.reason,
+                        "detail": f"{run.outcome.detail}; and the uncertain revision: {exc}",
+                        "published": list(run.published)}
             return {"state": "uncertain", "reason": run.outcome.reason, "detail": run.outcome.detail,
                     "published": list(run.published)}
 
@@ -753,6 +833,29 @@ class Controller:
             self._letting_go.append(asyncio.get_running_loop().run_in_executor(
                 None, lambda: release_cohort(ref, force=False)))
         return result
+
+
+def _stop_reach(claim: Claim) -> str:
+    """How far a stop whose phase could not be recorded got, from the last phase both keys show (brief §6:
+    each phase is recorded before its first action)."""
+    stop = claim.head("session").stop if claim.state is State.STOPPING else None
+    if stop is None or stop.phase not in ("term", "kill"):
+        return "nothing was signalled: a stop is recorded before its first signal"
+    if stop.phase == "term":
+        return "the TERM phase ran; the kill phase (freeze, kill) was not begun, its record not written"
+    return "the kill phase ran, but its end could not be recorded"
+
+
+def _unwritten(claim: Claim, exc: ClaimWriteError, reach: str) -> Mapping[str, Any]:
+    """A stop whose claim revision could not be published (a full disk past the reserved room, an I/O
+    error): uncertain, saying which key could not be written and why (the errno's name) and how far the
+    stop got; the claim is marked uncertain where that can still be written."""
+    detail = f"{exc}; {reach}"
+    try:
+        claim.mark_uncertain()
+    except ClaimWriteError as also:
+        detail += f"; the uncertain revision could not be written either: {also}"
+    return {"state": "uncertain", "reason": "claim-publication", "detail": detail}
 
 
 def _leaf_problem(recorded: str | None, loaded: Any, entries: Sequence[Any]) -> str | None:
