@@ -12,6 +12,9 @@ failed write left: a torn line with the failure message appended to it, or nothi
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ from core_harness import assistant, refused, state, user_message
 from test_drift import DriftHarness, clean_turn, entry, line, session_bytes, started
 
 from mosaic.controller._drift import PERSISTENCE_DRIFT, FileIdentity, SessionBytes
+from mosaic.controller.testing import RawClient, fake_controller, receipt_is
 
 ENOSPC = "ENOSPC: no space left on device, write"
 
@@ -127,3 +131,43 @@ def test_disk_full_a_force_stop_that_could_not_write_its_claim_says_which_key_an
         stop = h.clients[conn].records("stop")[-1]
         assert (stop["state"], stop["reason"], stop["detail"]) == ("uncertain", "claim-publication", detail)
     assert h.binding("c2")["state"] == "uncertain"
+
+
+async def arrives(client: RawClient, predicate: Any, what: str) -> None:
+    """A notification the controller must send; its absence within the bound is the failure under test."""
+    try:
+        await client.until(predicate, 10.0)
+    except TimeoutError:
+        pytest.fail(f"{what} never reached the client: the controller stopped reading the engine")
+
+
+def test_disk_full_an_evidence_file_that_cannot_be_written_costs_its_lines_never_the_engine(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The evidence file is written inside `feed`, on the engine pump's path: an ENOSPC there (/dev/full
+    answers every write so) once killed the pump, and the controller stopped reading the engine. Now the
+    line stays in memory, the loss is counted and said once (no traceback), and the engine's next events
+    still reach clients: here another writer's entry makes the check after a turn write its evidence, and
+    an extension's run after it is still streamed."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", evidence_path="/dev/full") as rig:
+            client = await RawClient.connect(rig.socket_path)
+            auth = await client.control()
+            await client.call("prompt", **auth, clientRequestId="t1", text="Say hello")
+            await client.until(lambda n: receipt_is("finished")(n) and n["params"]["clientRequest"] == "t1")
+            with open(rig.session, "ab") as f:  # another writer: the next check's evidence is a session-drift line
+                f.write(line(entry("f0000001", parent=None)))
+            await client.call("prompt", **auth, clientRequestId="t2", text="Say hello")
+            await arrives(client, lambda n: n.get("method") == "marker", "the drift marker after the lost line")
+            assert [e.kind for e in rig.runtime.evidence][-1] == "session-drift" and rig.runtime.evidence_lost >= 1
+            seen = len(client.events())
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: rig.ctl.request("inject_prompt", text="from an extension"))
+            await arrives(client, lambda n: n.get("method") == "event" and len(client.events()) > seen,
+                          "the extension's run, read by the engine pump after the lost line")
+            assert rig.runtime.internal_errors == 0
+            await client.close()
+
+    with caplog.at_level(logging.WARNING, logger="mosaic.controller.runtime"):
+        asyncio.run(main())
+    said = [r for r in caplog.records if "evidence file" in r.getMessage()]
+    assert len(said) == 1 and "ENOSPC" in said[0].getMessage() and said[0].exc_info is None
