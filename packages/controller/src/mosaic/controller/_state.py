@@ -69,7 +69,7 @@ class Request:
 
     def fields(self) -> tuple[Any, ...]:
         """Every field, in order (`Request(*fields)` makes it again): atoms only."""
-        return tuple(getattr(self, f) for f in self.__slots__)  # type: ignore[attr-defined]
+        return tuple(getattr(self, f) for f in self.__slots__)
 
     def request_record(self) -> dict[str, Any]:
         return {
