@@ -595,15 +595,21 @@ def test_an_existing_path_that_is_not_a_socket_is_refused_and_never_unlinked(kin
                 os.mkfifo(d.sock)
             else:
                 os.symlink("/nonexistent-mosaic-target", d.sock)
-            before = os.lstat(d.sock)
-            assert socket_state(d.sock) == "other"
-            with pytest.raises(SocketPathError) as info:
-                await SocketServer(d.sock, lambda e: None).start()
-            assert info.value.reason == "exists"
-            after = os.lstat(d.sock)
-            assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+            await refused_untouched(d.sock, "other", "exists")
 
     run(main())
+
+
+async def refused_untouched(path: str, state: str, reason: str) -> None:
+    """What is at `path` probes as `state`, a server's start there is refused `reason`, and the path is the
+    same file afterwards (never unlinked, never replaced)."""
+    before = os.lstat(path)
+    assert socket_state(path) == state
+    with pytest.raises(SocketPathError) as info:
+        await SocketServer(path, lambda e: None).start()
+    assert info.value.reason == reason
+    after = os.lstat(path)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
 
 
 def test_crashed_controller_socket_nobody_accepts_on_is_removed_and_rebound() -> None:
@@ -647,13 +653,7 @@ def test_crashed_controller_socket_check_a_live_socket_is_refused_live_and_never
                             c.connect(d.sock)
                         except BlockingIOError:
                             break
-                before = os.lstat(d.sock)
-                assert socket_state(d.sock) == "live"
-                with pytest.raises(SocketPathError) as info:
-                    await SocketServer(d.sock, lambda e: None).start()
-                assert info.value.reason == "live"
-                after = os.lstat(d.sock)
-                assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+                await refused_untouched(d.sock, "live", "live")
                 if not backlog_full:
                     c = socket.socket(socket.AF_UNIX)
                     clients.append(c)
