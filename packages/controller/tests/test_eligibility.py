@@ -1,5 +1,6 @@
 """The single-use eligibility record (brief §6 "Recover": "it is single-use"; K17; mutant 24), on a real file
-system in a temporary claim root."""
+system in a temporary claim root: held once before a spawn, consumed only by a launch that passed its load
+check (issue 19 case 4)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 from mosaic.controller import ControlRefusal
 from mosaic.controller._eligibility import (
     EligibilityRecord,
-    consume_record,
+    hold_record,
     mint_eligibility_id,
     read_record,
     record_state,
+    settle_record,
     write_record,
 )
 
@@ -56,16 +58,37 @@ def test_an_id_is_written_once(tmp_path: Path) -> None:
 
 
 def test_K17_an_eligibility_record_is_consumed_once(tmp_path: Path) -> None:
-    """Mutant 24 (a record usable twice) fails here: the second use is refused and the record reads as
-    used."""
+    """Mutant 24 (a record usable twice) fails here: a held record is refused to a second launcher, before
+    and after its launch settles it."""
     rec = record()
     write_record(str(tmp_path), rec)
-    consume_record(str(tmp_path), rec.id)
+    hold_record(str(tmp_path), rec.id)
+    assert record_state(str(tmp_path), rec.id) == "launching"
+    second = refused(hold_record, str(tmp_path), rec.id)
+    assert second.code == "eligibility" and "held by a launch" in second.message
+    assert "held by a launch" in refused(read_record, str(tmp_path), rec.id).message
+    settle_record(str(tmp_path), rec.id, passed=True)
     assert record_state(str(tmp_path), rec.id) == "used"
-    second = refused(consume_record, str(tmp_path), rec.id)
-    assert second.code == "eligibility" and "already used" in second.message
-    third = refused(read_record, str(tmp_path), rec.id)
+    third = refused(hold_record, str(tmp_path), rec.id)
     assert third.code == "eligibility" and "already used" in third.message
+    assert "already used" in refused(read_record, str(tmp_path), rec.id).message
+
+
+def test_torn_write_an_eligibility_is_consumed_only_by_a_launch_that_passed_its_load_check(tmp_path: Path) -> None:
+    """Issue 19 case 4: the hold is single use, but only a passed load check makes the record `used`; a
+    failed one leaves it `spent` (never read as launched, never usable again), and a record is settled once,
+    only after a hold."""
+    failed = record()
+    write_record(str(tmp_path), failed)
+    assert refused(lambda: settle_record(str(tmp_path), failed.id, passed=True)).code == "eligibility"  # not held: nothing to settle
+    assert record_state(str(tmp_path), failed.id) == "unused"
+    hold_record(str(tmp_path), failed.id)
+    settle_record(str(tmp_path), failed.id, passed=False)
+    assert record_state(str(tmp_path), failed.id) == "spent"
+    again = refused(hold_record, str(tmp_path), failed.id)
+    assert "spent by a launch that failed its load check" in again.message
+    assert refused(lambda: settle_record(str(tmp_path), failed.id, passed=True)).code == "eligibility"  # settled once
+    assert sorted(os.listdir(tmp_path / "eligibility")) == [f"{failed.id}.spent"]
 
 
 def _race(claim_root: str, rid: str, n: int) -> tuple[list[int], list[str]]:
@@ -76,7 +99,7 @@ def _race(claim_root: str, rid: str, n: int) -> tuple[list[int], list[str]]:
     def go(i: int) -> None:
         barrier.wait()
         try:
-            consume_record(claim_root, rid)
+            hold_record(claim_root, rid)
             wins.append(i)
         except ControlRefusal as r:
             refusals.append(r.code)

@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from server_harness import (  # noqa: E402
+    BOUND,
     Client,
     StubCore,
     closing_reason,
@@ -51,6 +52,7 @@ from mosaic.controller._server import (  # noqa: E402
     ServerLimits,
     SocketPathError,
     SocketServer,
+    socket_state,
 )
 
 PROMPT = {"incarnation": "inc", "generation": 1, "clientRequestId": "r1", "text": "hi"}
@@ -583,22 +585,83 @@ def test_a_directory_owned_by_another_uid_is_refused() -> None:
     run(main())
 
 
-@pytest.mark.parametrize("kind", ["file", "socket"])
-def test_an_existing_path_is_refused_and_never_unlinked(kind: str) -> None:
+@pytest.mark.parametrize("kind", ["file", "fifo", "symlink"])
+def test_an_existing_path_that_is_not_a_socket_is_refused_and_never_unlinked(kind: str) -> None:
     async def main() -> None:
         with socket_dir() as d:
             if kind == "file":
                 Path(d.sock).write_text("keep me")
+            elif kind == "fifo":
+                os.mkfifo(d.sock)
             else:
-                s = socket.socket(socket.AF_UNIX)
-                s.bind(d.sock)
-                s.close()
-            before = os.lstat(d.sock)
-            with pytest.raises(SocketPathError) as info:
-                await SocketServer(d.sock, lambda e: None).start()
-            assert info.value.reason == "exists"
-            after = os.lstat(d.sock)
-            assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+                os.symlink("/nonexistent-mosaic-target", d.sock)
+            await refused_untouched(d.sock, "other", "exists")
+
+    run(main())
+
+
+async def refused_untouched(path: str, state: str, reason: str) -> None:
+    """What is at `path` probes as `state`, a server's start there is refused `reason`, and the path is the
+    same file afterwards (never unlinked, never replaced)."""
+    before = os.lstat(path)
+    assert socket_state(path) == state
+    with pytest.raises(SocketPathError) as info:
+        await SocketServer(path, lambda e: None).start()
+    assert info.value.reason == reason
+    after = os.lstat(path)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+
+
+def test_crashed_controller_socket_nobody_accepts_on_is_removed_and_rebound() -> None:
+    """Issue 19 case 5, at the bind: a socket file whose server is gone (bound, never unlinked: a SIGKILL
+    before `aclose`) answers connect with ECONNREFUSED; it is removed and the server binds and serves."""
+    async def main() -> None:
+        with socket_dir() as d:
+            dead = socket.socket(socket.AF_UNIX)
+            dead.bind(d.sock)
+            dead.listen(1)
+            dead.close()  # what the kernel does for a killed process: the file stays, nobody accepts
+            assert socket_state(d.sock) == "stale"
+            async with serving(d.sock) as (_server, _core):
+                assert socket_state(d.sock) == "live"
+                reader, writer = await asyncio.open_unix_connection(d.sock)
+                writer.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+                assert json.loads(await asyncio.wait_for(reader.readline(), BOUND))["result"] == {}
+                writer.close()
+            assert not os.path.lexists(d.sock)  # aclose removed the socket it bound
+
+    run(main())
+
+
+@pytest.mark.parametrize("backlog_full", [False, True])
+def test_crashed_controller_socket_check_a_live_socket_is_refused_live_and_never_unlinked(backlog_full: bool) -> None:
+    """Issue 19 case 5: a socket something accepts on is another server's, also while its backlog is full
+    (connect: EAGAIN): refused "live", its file untouched, its server still serving."""
+    async def main() -> None:
+        with socket_dir() as d:
+            live = socket.socket(socket.AF_UNIX)
+            live.bind(d.sock)
+            live.listen(0 if backlog_full else 8)
+            clients: list[socket.socket] = []
+            try:
+                if backlog_full:
+                    while True:  # fill the listener's backlog until a non-blocking connect would wait
+                        c = socket.socket(socket.AF_UNIX)
+                        c.setblocking(False)
+                        clients.append(c)
+                        try:
+                            c.connect(d.sock)
+                        except BlockingIOError:
+                            break
+                await refused_untouched(d.sock, "live", "live")
+                if not backlog_full:
+                    c = socket.socket(socket.AF_UNIX)
+                    clients.append(c)
+                    c.connect(d.sock)  # the first server still takes connections
+            finally:
+                for c in clients:
+                    c.close()
+                live.close()
 
     run(main())
 

@@ -7,7 +7,8 @@ With `eligibility` it is the launcher's call (launch under a recover's eligibili
 Run as `python controller_child.py '<json>'`. It builds a `Controller` (lifecycle) from the arguments,
 starts it, prints one JSON line `{"ready": socket_path, "claimId", "mode", "unit"}` (or `{"refused":
 {code, ...}}` and exit 3), then serves until SIGTERM. `die_at` names a launch step ("reserved",
-"spawn-marker", "launched", "active"; with `eligibility` also "revalidated", "consumed", "taken-over"), a
+"spawn-marker", "launched", "active"; with `eligibility` also "revalidated", "held", "taken-over",
+"settled"), a
 recover step ("recover-reserved", "recover-recorded"), a stop phase as the claim records it ("term", "kill") or
 "prompt-written" (a prompt's line wholly written to the engine, its ack not yet seen by the core: H20)
 at which it SIGKILLs itself: a controller crash at exactly that point, nothing cleaned up.

@@ -143,6 +143,13 @@ class ControllerProc:
         """Wait for a controller that SIGKILLed itself (or exited); its status."""
         return self.proc.wait(timeout=WAIT)
 
+    def terminate(self) -> str:
+        """SIGTERM (the controller stops serving, releases nothing) and wait; everything it wrote to stderr."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        _out, err = self.proc.communicate(timeout=WAIT)
+        return err.decode(errors="replace")
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()

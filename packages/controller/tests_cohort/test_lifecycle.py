@@ -30,7 +30,8 @@ def keys(world: World) -> tuple[SeatKey, SessionKey]:
 
 def heads(world: World) -> tuple[Any, Any]:
     seat, session = keys(world)
-    pair = ClaimStore(str(world.claims)).observe(seat, session)
+    with ClaimStore(str(world.claims)) as store:  # closed: a held claim root keeps its file system busy
+        pair = store.observe(seat, session)
     return pair.seat.head, pair.session.head
 
 

@@ -149,7 +149,7 @@ def test_K17_two_launcher_calls_with_one_record_make_one_engine(world: World) ->
     refused = [o for o in outs if "refused" in o]
     assert len(launched) == 1 and len(refused) == 1, outs
     assert refused[0]["refused"]["code"] == "eligibility"
-    assert "already used" in refused[0]["refused"]["message"] or "taken" in refused[0]["refused"]["message"]
+    assert "held by a launch" in refused[0]["refused"]["message"] or "taken" in refused[0]["refused"]["message"]
     # One engine: exactly one cohort was launched for the new claim.
     units = [r.unit for r in world.refs if r.unit == f"cohort-{record['claim_id']}.scope"]
     assert units == [f"cohort-{record['claim_id']}.scope"]
@@ -167,7 +167,7 @@ def test_K18_the_leaf_moves_after_eligibility_launch_refused_and_the_reservation
     launch = world.start(eligibility=record["id"])
     assert launch.first["refused"]["code"] == "target", launch.first
     assert heads(world) == before  # the reservation stays, untouched
-    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]  # not consumed: nothing was launched
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]  # not held: nothing was launched
     # Nobody takes the pair while it is reserved for the eligibility, the reserving controller alive or not.
     plain = world.start()
     assert plain.first["refused"]["code"] == "already-active", plain.first
@@ -218,6 +218,8 @@ def test_K8_the_engine_loads_another_leaf_on_resume_refused_before_admission_con
     out = asyncio.run(main())
     binding = out["observed"]["binding"]
     assert binding["state"] == "uncertain" and binding["admission"] == "closed"
+    # The launch failed its load check: the record is spent, never consumed as a launch (issue 19 case 4).
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.spent"]
     assert code(out["ordinary"]) == "fenced"  # ordinary takeover is refused while fenced
     assert "preflight" in binding["fences"]
     assert code(out["prompt"]) in ("preflight", "fenced")
@@ -228,12 +230,13 @@ def test_K8_the_engine_loads_another_leaf_on_resume_refused_before_admission_con
 
 
 
-@pytest.mark.parametrize("step", ["revalidated", "consumed", "taken-over", "spawn-marker", "launched", "active"])
+@pytest.mark.parametrize("step", ["revalidated", "held", "taken-over", "spawn-marker", "launched", "active"])
 def test_the_launchers_call_killed_at_each_step_restarts_safely(world: World, step: str) -> None:
     """Issue 11: a real launcher process SIGKILLed at each step of launching a recover's record, then the
-    launcher's call again and a plain controller on the same claim root. Before the consume the record
-    still launches; after it the record is used and the pair goes the way the claim shows: a pending
-    reservation is released with a never-spawned proof (the crash between consume and take-over), a taken
+    launcher's call again and a plain controller on the same claim root. Before the hold the record
+    still launches; after it the record stays held (its launch never ended its load check) and the pair goes
+    the way the claim shows: a pending reservation is released with a never-spawned proof (the crash
+    between hold and take-over), a taken
     one with its owner gone is freed (no unit, W14), a spawn marker with no unit stays uncertain (W20), a
     launched engine is an orphan (W13, W6). Never a second engine for the claim."""
     _first, record = recovered(world)
@@ -245,9 +248,10 @@ def test_the_launchers_call_killed_at_each_step_restarts_safely(world: World, st
         assert again.first.get("mode") == "recovered", again.first
         assert [r.unit for r in world.refs if r.unit == new_unit] == [new_unit]
         return
-    assert again.first["refused"]["code"] == "eligibility" and "already used" in again.first["refused"]["message"]
+    assert again.first["refused"]["code"] == "eligibility" and "held by a launch" in again.first["refused"]["message"]
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.launching"]
     plain = world.start()
-    if step == "consumed":
+    if step == "held":
         # The reservation is still pending: nobody takes the pair until it is released with a proof.
         assert plain.first["refused"]["code"] == "already-active", plain.first
         assert record["id"] in plain.first["refused"]["message"]
@@ -256,6 +260,7 @@ def test_the_launchers_call_killed_at_each_step_restarts_safely(world: World, st
         for head in heads(world):
             assert head.claim_id == record["claim_id"] and head.state is State.STOPPED
             assert head.proof.kind is ProofKind.NO_UNIT
+        assert os.listdir(records_dir(world)) == [f"{record['id']}.spent"]  # never launched: never used
         plain = world.start()
         assert plain.first.get("mode") == "new" and plain.first["claimId"] != record["claim_id"], plain.first
     elif step == "taken-over":

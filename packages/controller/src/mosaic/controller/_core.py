@@ -59,7 +59,10 @@ The rules it keeps, with where they come from:
    runs again at the next idle moment. Drift closes admission (prompts refuse
    session-drift), the binding goes uncertain (reason session-drift), every subscriber gets a `marker`
    {"reason": "session-drift", ...} and evidence records the verdict; nothing is written to the engine or
-   the file. A check that cannot finish (get_entries fails, times out or is malformed; the read fails or
+   the file. Where the drift says the file does not hold the engine's own entries whole and in order
+   (`_drift.PERSISTENCE_DRIFT`: partial-line, invalid-line, not-prefix, disk-behind: what a full disk
+   leaves), the turn whose finished receipt the check held reads turnState `unpersisted`, never
+   `completed`: no client has seen it before the check ends. A check that cannot finish (get_entries fails, times out or is malformed; the read fails or
    times out) leaves the binding uncertain with admission closed (W19).
 """
 
@@ -71,7 +74,7 @@ import re
 import secrets
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mosaic.pi_rpc import (
@@ -93,6 +96,7 @@ from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
 from ._access import AccessPolicy, actor_record, required_operations
 from ._drift import (
+    PERSISTENCE_DRIFT,
     Checkpoint,
     DriftConfig,
     EngineList,
@@ -1349,6 +1353,8 @@ class ControllerCore:
         else:
             stop.state = "uncertain"
             stop.reason = str(done.result.get("reason", "uncertain"))
+            if isinstance(done.result.get("detail"), str):
+                stop.detail = done.result["detail"]  # what could not be done, and why (a key not written: ENOSPC)
             self.binding_state = "uncertain"
             self._fence("uncertain", stop.reason)
         # K5: a tool call open at the stop is an uncertain effect; killing is never rollback.
@@ -1474,6 +1480,8 @@ class ControllerCore:
                 return
         else:
             verdict = check_drift(check.engine, file, session_id=config.session_id, previous=self._drift_seen)
+        if verdict.drift and verdict.reason in PERSISTENCE_DRIFT:
+            self._unpersisted()  # before the held records go out
         self._drift_release()
         self.drift_verdict = verdict
         if verdict.drift:
@@ -1482,6 +1490,22 @@ class ControllerCore:
             return
         self._drift_seen = verdict.seen
         self._checkpoint = verdict.checkpoint
+
+    def _unpersisted(self) -> None:
+        """The check after a turn found the engine's own writes torn or missing: every finished receipt the
+        check holds (its turn ended just before; no client has it yet) reads turnState `unpersisted`, and
+        every held action that carries it (its record, an observe's receipts, an exact retry's reply) is
+        rebuilt before it goes out, so no client is told a turn completed that the file does not show."""
+        held = self._held or []
+        ids = {a.params.get("request") for a in held if isinstance(a, Notify) and a.method == "record"
+               and a.params.get("type") == "receipt" and a.params.get("state") == "finished"}
+        fresh: dict[str, dict[str, Any]] = {}
+        for request in self.requests.values():
+            if request.request_id in ids and request.receipt == "finished":
+                request.turn_state = "unpersisted"
+                fresh[request.request_id] = request.receipt_record()
+        if fresh:
+            self._held = [_with_receipts(action, fresh) for action in held]
 
     def _drift_found(self, check: _DriftCheck, verdict: Verdict) -> None:
         """Drift: admission closes, the binding goes uncertain (session-drift), views reconcile (a marker to
@@ -1535,6 +1559,26 @@ _HANDLERS = {
     "acquire-recovery-control": ControllerCore._acquire_recovery,
     "recover": ControllerCore._recover,
 }
+
+
+def _with_receipts(action: Action, fresh: Mapping[str, dict[str, Any]]) -> Action:
+    """`action` with each receipt record of a request in `fresh` replaced by the fresh one: a record
+    notification, and a reply's `receipt` (prompt) or `receipts` (observe)."""
+    def swap(value: Any) -> Any:
+        if isinstance(value, Mapping) and value.get("type") == "receipt" and value.get("request") in fresh:
+            return fresh[value["request"]]
+        return value
+
+    if isinstance(action, Notify) and action.method == "record":
+        return replace(action, params=swap(action.params))
+    if isinstance(action, Reply) and isinstance(action.result, Mapping):
+        result = dict(action.result)
+        if "receipt" in result:
+            result["receipt"] = swap(result["receipt"])
+        if isinstance(result.get("receipts"), list):
+            result["receipts"] = [swap(r) for r in result["receipts"]]
+        return replace(action, result=result)
+    return action
 
 
 def engine_link_core(bounds: Bounds) -> LinkCore:

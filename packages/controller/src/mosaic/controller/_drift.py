@@ -76,6 +76,7 @@ from typing import Any
 
 __all__ = [
     "DRIFT_REASONS",
+    "PERSISTENCE_DRIFT",
     "Checkpoint",
     "DriftConfig",
     "EngineList",
@@ -104,6 +105,17 @@ DRIFT_REASONS: Mapping[str, str] = {
     "prefix-changed": "bytes a clean check verified were rewritten in place (their SHA-256 differs)",
 }
 """Every drift reason `check_drift` can give, with what it means (the README's table)."""
+
+PERSISTENCE_DRIFT = frozenset({"partial-line", "invalid-line", "not-prefix", "disk-behind"})
+"""The reasons that say the file does not hold the engine's own entries whole and in order: what a write
+that failed leaves (Pi's appendFileSync on a full disk, FACTS (c) `_persist`): a torn last line
+(partial-line); a torn line with the engine's next entry appended to it, once there was room again
+(invalid-line: pi-agent-core `agent.js` handleRunFailure appends a failure message after the write that
+threw); an entry missing before the next (not-prefix: a write that failed whole, then one that did not);
+entries missing at the end (disk-behind). At the check after a turn, that turn's persistence is then not
+shown, so its finished receipt reads turnState `unpersisted`, never `completed` (the core's rule 8). The
+other reasons say another writer or another file (unknown-id, duplicate-id, a replaced, shrunk or
+rewritten file, the header): drift all the same, but nothing about this engine's writes."""
 
 
 @dataclass(frozen=True)

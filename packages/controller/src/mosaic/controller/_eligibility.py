@@ -6,11 +6,22 @@ Launching is a separate library call made by a launcher. It revalidates the reco
 the current leaf, consumes it once, and spawns."
 
 A record lives at `<claim root>/eligibility/<id>.json`, written once with `O_CREAT | O_EXCL | O_NOFOLLOW`
-and fsynced (file and directory) before recover answers. Consuming it is one `rename(2)` of `<id>.json`
-to `<id>.used` inside that directory: of two launchers only one rename finds the file (K17; mutant 24 is
-a consume that does not), and a used record stays on disk as what was launched. The claim itself carries
-the same id (writer-claim's `Eligibility`), so the reservation can be taken over exactly once, by the
-launcher, while the recovering controller may still be alive.
+and fsynced (file and directory) before recover answers. Its later states are names in that directory,
+each reached by one `rename(2)` and made durable by a directory fsync:
+
+    <id>.json       unused: recover wrote it; a launcher may use it
+    <id>.launching  held: one launcher took it before its spawn (`hold_record`; of two launchers only one
+                    rename finds the file: K17, mutant 24 is a hold that does not)
+    <id>.used       consumed: the launch under it passed its load check (`settle_record(passed=True)`)
+    <id>.spent      the launch under it failed its load check, or the reservation was released without a
+                    launch (`settle_record(passed=False)`): never usable again, never read as launched
+
+So single use is decided before the spawn (the hold), and "consumed" means only "a launch passed its load
+check". A held record never goes back to unused: an engine was spawned under its reservation (or may have
+been, after a crash), so the reservation it names is gone, and what Pi loaded may have moved the leaf it
+names (the startup append, FACTS (d)); the way on from a spent record is a force stop and a new recover.
+The claim itself carries the same id (writer-claim's `Eligibility`), so the reservation can be taken over
+exactly once, by the launcher, while the recovering controller may still be alive.
 """
 
 from __future__ import annotations
@@ -31,10 +42,11 @@ from ._refusal import ControlRefusal
 __all__ = [
     "RECORD_DIR",
     "EligibilityRecord",
-    "consume_record",
+    "hold_record",
     "mint_eligibility_id",
     "read_record",
     "record_state",
+    "settle_record",
     "write_record",
 ]
 
@@ -161,20 +173,39 @@ def _read(d: int, name: str) -> EligibilityRecord:
         raise ControlRefusal("eligibility", f"{name} is not a valid eligibility record: {exc}") from None
 
 
+# A record's states and the suffix of its name in each (module docstring).
+_STATES = (("unused", ".json"), ("launching", ".launching"), ("used", ".used"), ("spent", ".spent"))
+_GONE = {
+    "launching": "is held by a launch (under way, or one whose controller died before its load check ended)",
+    "used": "was already used by a launch that passed its load check",
+    "spent": "was spent by a launch that failed its load check, or released without a launch",
+}
+
+
+def _state(d: int, record_id: str) -> str:
+    for state, suffix in _STATES:
+        if _exists(d, record_id + suffix):
+            return state
+    return "unknown"
+
+
 def record_state(claim_root: str, record_id: str) -> str:
-    """`unused`, `used` or `unknown`."""
+    """`unused`, `launching`, `used`, `spent` or `unknown` (module docstring)."""
     _check_id(record_id)
     try:
         d = _records_dir(claim_root, create=False)
     except FileNotFoundError:
         return "unknown"
     try:
-        for state, suffix in (("unused", ".json"), ("used", ".used")):
-            if _exists(d, record_id + suffix):
-                return state
-        return "unknown"
+        return _state(d, record_id)
     finally:
         os.close(d)
+
+
+def _not_usable(d: int, record_id: str) -> ControlRefusal:
+    state = _state(d, record_id)
+    return ControlRefusal("eligibility", f"eligibility record {record_id} {_GONE[state]}" if state in _GONE
+                          else f"no eligibility record {record_id}")
 
 
 def read_record(claim_root: str, record_id: str) -> EligibilityRecord:
@@ -188,9 +219,7 @@ def read_record(claim_root: str, record_id: str) -> EligibilityRecord:
         try:
             record = _read(d, f"{record_id}.json")
         except FileNotFoundError:
-            used = _exists(d, f"{record_id}.used")
-            raise ControlRefusal("eligibility", f"eligibility record {record_id} was already used" if used
-                                 else f"no eligibility record {record_id}") from None
+            raise _not_usable(d, record_id) from None
         except OSError as exc:
             raise ControlRefusal("eligibility", f"eligibility record {record_id} is unreadable: {exc}") from None
     finally:
@@ -208,17 +237,40 @@ def _exists(d: int, name: str) -> bool:
     return True
 
 
-def consume_record(claim_root: str, record_id: str) -> None:
-    """Use the record, once: `rename(<id>.json, <id>.used)`. Of two callers exactly one finds the file;
-    the other is refused `eligibility` (K17). Durable (directory fsync) before this returns."""
+def hold_record(claim_root: str, record_id: str) -> None:
+    """Take the record for one launch, before its spawn: `rename(<id>.json, <id>.launching)`. Of two callers
+    exactly one finds the file; the other is refused `eligibility` (K17). Durable (directory fsync) before
+    this returns. The record is consumed only later, by `settle_record`, once the launch passed its load
+    check."""
     _check_id(record_id)
     d = _records_dir(claim_root, create=False)
     try:
         try:
-            os.rename(f"{record_id}.json", f"{record_id}.used", src_dir_fd=d, dst_dir_fd=d)
+            os.rename(f"{record_id}.json", f"{record_id}.launching", src_dir_fd=d, dst_dir_fd=d)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
-                raise ControlRefusal("eligibility", f"eligibility record {record_id} was already used") from None
+                raise _not_usable(d, record_id) from None
+            raise
+        os.fsync(d)
+    finally:
+        os.close(d)
+
+
+def settle_record(claim_root: str, record_id: str, *, passed: bool) -> None:
+    """End a held record: `used` when its launch passed its load check (the engine loaded the recorded
+    leaf, the takeover drift check found the file the engine's, admission opened), `spent` otherwise.
+    Raises `eligibility` when the record is not held (a settle without a hold is a bug or a second
+    settle). Durable (directory fsync) before this returns."""
+    _check_id(record_id)
+    d = _records_dir(claim_root, create=False)
+    try:
+        try:
+            os.rename(f"{record_id}.launching", f"{record_id}.{'used' if passed else 'spent'}",
+                      src_dir_fd=d, dst_dir_fd=d)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                raise ControlRefusal("eligibility", f"eligibility record {record_id} is not held: "
+                                                    f"{_state(d, record_id)}") from None
             raise
         os.fsync(d)
     finally:

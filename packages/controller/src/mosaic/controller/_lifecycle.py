@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
+import logging
 import os
 import secrets
 import time
@@ -72,6 +74,7 @@ from mosaic.writer_claim import (
     Claim,
     ClaimRefusal,
     ClaimStore,
+    ClaimWriteError,
     Outcome,
     Pins,
     ProofKind,
@@ -87,20 +90,25 @@ from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._drift import DriftConfig
 from ._eligibility import (
     EligibilityRecord,
-    consume_record,
+    hold_record,
     mint_eligibility_id,
     read_record,
     record_state,
+    settle_record,
     write_record,
 )
 from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
 from ._refusal import ControlRefusal
 from ._runtime import ControllerRuntime, SessionFileReader, history_reader
-from ._server import ServerLimits
+from ._server import ServerLimits, socket_state
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
 
 __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
+
+logger = logging.getLogger("mosaic.controller.lifecycle")
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 # Entries the pinned Pi appends to a session on its own at startup (sdk.js 80-83, 239-252; FACTS (d)).
 STARTUP_APPEND_TYPES = frozenset({"model_change", "thinking_level_change"})
@@ -297,9 +305,19 @@ class Controller:
         self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
         self.guard.bind(self.placement.claim_root, what="claim root", expected=self.claim_root_real)
 
+    def _check_socket(self) -> None:
+        """Another controller serving this placement's socket (a connect there is accepted) refuses
+        `already-active` before the claim is touched: nothing read, reserved, consumed or adopted. A socket
+        nobody accepts on (a controller killed before its `aclose`) is not a refusal: the bind removes it
+        and binds again, as tmux and systemd do (`SocketServer.start`)."""
+        if socket_state(self.socket_path) == "live":
+            raise ClaimRefusal("already-active", f"a controller is serving {self.socket_path} (a connect there "
+                                                 "was accepted): one controller per placement")
+
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         self._bind_paths()  # before the claim root is opened: a swapped path gets no claim written into it
+        self._check_socket()
         self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
                                                                          barrier=self.hooks.barrier))
         if self.eligibility is not None:
@@ -315,20 +333,36 @@ class Controller:
         else:
             await self._take_over_held(report.outcomes, report.refusal)
 
+    def _loadable(self, identity: SessionIdentity) -> None:
+        """The file half of the load check, before anything is reserved, held or spawned: Pi must load
+        the session without writing to it. Refuses `session-drift` for a torn last line (its reason,
+        partial-line, and the bytes' position: `SessionIdentity.torn_tail`)."""
+        torn = identity.torn_tail()
+        if torn is not None:
+            raise ControlRefusal("session-drift", torn)
+
     async def _launch_new(self) -> None:
         assert self.store is not None
         loop = asyncio.get_running_loop()
         store = self.store
+        self._loadable(await loop.run_in_executor(None, read_session, self.place))
         self._step("acquiring")
-        claim = await loop.run_in_executor(None, store.acquire, self.seat_key, self.session_key, self._binding())
+        try:
+            claim = await loop.run_in_executor(None, store.acquire, self.seat_key, self.session_key, self._binding())
+        except ClaimWriteError as exc:
+            if exc.errno not in _NO_ROOM:
+                raise
+            raise ControlRefusal("no-space", f"the pair cannot be reserved: {exc}; nothing was spawned") from None
         self._step("reserved")
         await self._spawn(claim)
 
     async def _spawn(self, claim: Claim) -> None:
-        """From a reservation this store owns: bind, spawn marker, launch, active, load check, serve."""
+        """From a reservation this store owns: bind, the stop's room reserved, spawn marker, launch, active,
+        load check, serve."""
         loop = asyncio.get_running_loop()
         # Bind again, right before anything is spawned: a swap since start() (G3) stops it here.
         self._bind_paths()
+        await self._reserve_stop_room(claim)
         await loop.run_in_executor(None, claim.mark_spawn)
         self._step("spawn-marker")
         handle = await loop.run_in_executor(None, lambda: self.launcher.launch(
@@ -356,6 +390,56 @@ class Controller:
             await loop.run_in_executor(None, claim.mark_uncertain)
             config = self._config(claim, unit=ref.unit, state="uncertain", fences={"preflight": problem})
         await self._serve(config, link, core_link)
+        if self.recovered is not None:
+            await self._settle_eligibility(self.recovered.id, problem)
+
+    async def _reserve_stop_room(self, claim: Claim) -> None:
+        """Before the spawn marker: preallocate, in both key directories, room for the claim revisions the
+        engine's stop must publish (writer-claim `Claim.reserve_space`), so a full disk later does not stop
+        a stop. A file system without that room now refuses `no-space`: the reservation is released with the
+        never-spawned proof (its publications may draw on what was reserved), nothing is spawned."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, claim.reserve_space)
+        except OSError as exc:
+            note = ""
+            try:
+                proof = ProofRef.never_spawned(claim.claim_id, "no room for the stop's claim revisions")
+                await loop.run_in_executor(None, lambda: claim.release(proof))
+            except (OSError, ClaimRefusal) as also:
+                note = f"; the reservation stays (restart frees it: no spawn marker, no unit): {also}"
+            record = self.recovered
+            if record is not None:  # held, never launched under: spent, never used
+                with contextlib.suppress(OSError, Refusal):
+                    await loop.run_in_executor(None, lambda: settle_record(self.claim_root_real, record.id,
+                                                                           passed=False))
+            name = errno.errorcode.get(exc.errno or 0, "error")
+            raise ControlRefusal("no-space", f"the claim root has no room for the claim revisions a force stop "
+                                             f"must publish ({name}: {exc.strerror}); nothing was spawned{note}") \
+                from None
+
+    async def _settle_eligibility(self, record_id: str, problem: str | None) -> None:
+        """The launch under a held record ends its load check: K8's (the engine's session file, header and
+        leaf) and the drift check the runtime runs when it starts (the file is the engine's). Passed: the
+        record is consumed (`used`) and admission is open. Failed: the record is `spent`, never `used`
+        (the engine stays claimed and contained until a force stop proves it stopped, K8). A check that
+        does not end within its bounds counts as failed (the core fences it `drift-check` meanwhile)."""
+        assert self.runtime is not None
+        runtime = self.runtime
+        bound = 2 * self.bounds.drift + self.bounds.command
+
+        def ended(core: ControllerCore) -> bool:
+            return core.drift_verdict is not None or not core.admission_open
+
+        passed = False
+        if problem is None:
+            with contextlib.suppress(TimeoutError):
+                await runtime.wait_core(ended, bound)
+                verdict = runtime.core.drift_verdict
+                passed = runtime.core.admission_open and verdict is not None and not verdict.drift
+        await asyncio.get_running_loop().run_in_executor(
+            None, lambda: settle_record(self.claim_root_real, record_id, passed=passed))
+        self._step("settled")
 
     # ------------------------------------------------------------------------------ recover and launch
 
@@ -390,6 +474,7 @@ class Controller:
         now = read_session(self.place)
         if now.header_id != record.session_id:
             raise ControlRefusal("target", "the session file's header ID changed after eligibility")
+        self._loadable(now)  # a line torn after eligibility: refused before the record is held
         if (now.leaf, now.branch) != (record.leaf, record.branch):
             raise ControlRefusal("target", f"the session's leaf moved after eligibility: {now.leaf!r} on "
                                            f"{now.branch!r}, not the recorded {record.leaf!r} on "
@@ -397,27 +482,30 @@ class Controller:
         self.identity = now  # the load check compares the engine's leaf with this one (K8)
 
     def _use_record(self, record_id: str, *, revalidate: bool) -> tuple[EligibilityRecord, Claim]:
-        """Blocking: read the record, (revalidate it), consume it once, take the reservation over. Raises the
-        record's refusals (`eligibility`, and with `revalidate` `target`, `engine-pin-mismatch`) and the
-        take-over's `ClaimRefusal`."""
+        """Blocking: read the record, (revalidate it), hold it (one launcher: K17), take the reservation over.
+        Raises the record's refusals (`eligibility`, and with `revalidate` `target`, `engine-pin-mismatch`,
+        `session-drift`) and the take-over's `ClaimRefusal`. The record is consumed only once the launch
+        passed its load check (`_settle_eligibility`)."""
         store = self.store
         assert store is not None
         record = read_record(self.claim_root_real, record_id)
         if revalidate:
             self._revalidate(record)
             self._step("revalidated")
-        consume_record(self.claim_root_real, record_id)
-        self._step("consumed")
+        hold_record(self.claim_root_real, record_id)
+        self._step("held")
         claim = store.take_over(self.seat_key, self.session_key, record.claim_id, eligibility=record.id)
         self._step("taken-over")
         return record, claim
 
     async def _launch_eligible(self, record_id: str) -> None:
         """The launcher's call (brief §6 "Recover"): read the record, revalidate it against the claim, the
-        pins and the current leaf, consume it once, take the reservation over, then spawn under it exactly as
-        a first launch (spawn marker, launch, active, the load check against the recorded leaf: K8). A
-        refusal before the record is consumed leaves the record and the reservation as they were (K18); after
-        it, the reservation stays held until released with a proof (`release_reservation`)."""
+        pins and the current session (leaf, header, a clean tail), hold it (one launcher: K17), take the
+        reservation over, then spawn under it exactly as a first launch (spawn marker, launch, active, the
+        load check against the recorded leaf: K8, the takeover drift check); then the record is consumed
+        (`used`) when that load check passed, `spent` when it did not. A refusal before the hold leaves the
+        record and the reservation as they were (K18); after it, the reservation stays held until released
+        with a proof (`release_reservation`)."""
         loop = asyncio.get_running_loop()
         try:
             record, claim = await loop.run_in_executor(None, lambda: self._use_record(record_id, revalidate=True))
@@ -430,10 +518,10 @@ class Controller:
 
     async def release_reservation(self, record_id: str) -> ProofRef:
         """The operator's way out of an eligibility that will not launch (K18: "The reservation stays until
-        released with proof"): consume the record, take the reservation over and release it with the no-unit
-        reference of a claim that never spawned. Returns that reference.
+        released with proof"): hold the record, take the reservation over and release it with the no-unit
+        reference of a claim that never spawned; the record ends `spent`. Returns that reference.
 
-        A reservation still pending whose record is used (a launcher crashed between its consume and its
+        A reservation still pending whose record is held (a launcher crashed between its hold and its
         take-over) or was never written (the recovering controller crashed before writing it) is released
         the same way, by taking it over: the take-over has one winner, so a launcher still on its way to it is
         refused and no engine is spawned."""
@@ -441,16 +529,21 @@ class Controller:
         self.launcher.close()  # this path launches nothing
         self.store = await loop.run_in_executor(None, lambda: ClaimStore(self.claim_root_real,
                                                                          barrier=self.hooks.barrier))
+        state = await loop.run_in_executor(None, lambda: record_state(self.claim_root_real, record_id))
         claim = await loop.run_in_executor(None, lambda: self._reservation_to_release(record_id))
         proof = ProofRef.never_spawned(claim.claim_id, "eligibility released without a launch")
         await loop.run_in_executor(None, lambda: claim.release(proof))
+        if state in ("unused", "launching"):
+            # Held here, or by a launcher that died before its take-over (the take-over just made was the
+            # first): nothing was launched under it, so it ends spent, never used.
+            await loop.run_in_executor(None, lambda: settle_record(self.claim_root_real, record_id, passed=False))
         return proof
 
     def _reservation_to_release(self, record_id: str) -> Claim:
-        """Blocking: the reservation pending under `record_id`, taken over. An unused record is consumed
-        first (no launcher can use it after). A used one (a launcher crashed between its consume and its
-        take-over) or a missing one (the recovering controller crashed between the reservation and the
-        record) is not needed: the pair's heads name the claim, and the take-over checks both keys."""
+        """Blocking: the reservation pending under `record_id`, taken over. An unused record is held first
+        (no launcher can use it after). A held one (a launcher crashed between its hold and its take-over)
+        or a missing one (the recovering controller crashed between the reservation and the record) is not
+        needed: the pair's heads name the claim, and the take-over checks both keys."""
         assert self.store is not None
         if record_state(self.claim_root_real, record_id) == "unused":
             return self._use_record(record_id, revalidate=False)[1]
@@ -488,6 +581,9 @@ class Controller:
             return {"refusal": refusal.to_dict()}
         if now.header_id != self.identity.header_id:
             return _refused("target", "the session file's header ID changed")
+        torn = now.torn_tail()
+        if torn is not None:  # before anything is reserved: a relaunch on it would fence at once
+            return _refused("session-drift", torn)
         record_id = mint_eligibility_id()
         generation = head.generation + 1
         try:
@@ -495,6 +591,9 @@ class Controller:
                                      generation=generation, eligibility=record_id)
         except ClaimRefusal as refusal:
             return _refused("eligibility", f"the pair cannot be reserved: {refusal.code}: {refusal.message}")
+        except ClaimWriteError as exc:  # nothing half-written: at most a reservation restart frees (no marker)
+            return _refused("no-space" if exc.errno in _NO_ROOM else "eligibility",
+                            f"the pair cannot be reserved: {exc}")
         self._step("recover-reserved")
         stop = payload.get("stop")
         record = EligibilityRecord(
@@ -503,7 +602,18 @@ class Controller:
             session_id=now.header_id, session_file=self.session_real, conversation=self.conversation,
             branch=now.branch, leaf=now.leaf, generation=generation, incarnation=str(payload.get("incarnation")),
             issued_at=self.clock())
-        write_record(self.claim_root_real, record)
+        try:
+            write_record(self.claim_root_real, record)
+        except OSError as exc:
+            # The reservation is this controller's and nothing was spawned under it: give it back.
+            note = "the reservation was released"
+            try:
+                new.release(ProofRef.never_spawned(new.claim_id, "the eligibility record could not be written"))
+            except (OSError, ClaimRefusal) as also:
+                note = f"the reservation stays: release it with eligibility {record_id} ({also})"
+            return _refused("no-space" if exc.errno in _NO_ROOM else "eligibility",
+                            f"the eligibility record could not be written ({errno.errorcode.get(exc.errno or 0, 'error')}:"
+                            f" {exc.strerror}); {note}")
         self._step("recover-recorded")
         return {"eligibility": record.to_dict(), "digest": record.digest}
 
@@ -536,6 +646,10 @@ class Controller:
         if not isinstance(claim_id, str):
             raise refusal or ClaimRefusal("unsafe-replacement", "the pair is held by no readable claim")
         claim = await loop.run_in_executor(None, self.store.adopt, self.seat_key, self.session_key, claim_id)
+        try:  # the room a stop needs, topped up (the dead controller's reserves are the claim's, kept)
+            await loop.run_in_executor(None, claim.reserve_space)
+        except OSError as exc:
+            logger.warning("no room to top up the stop's claim revisions for %s: %s", claim.claim_id, exc)
         ref = CohortRef.from_dict(claim.cohort) if claim.cohort is not None else None
         if ref is None and claim.spawn_marker:
             # A crash after the launch, before the reference was recorded (W13): find the live cohort by the
@@ -658,11 +772,17 @@ class Controller:
         claim = execution.claim
         if effect.kind == "claim-generation":
             generation = int(effect.payload["generation"])
-            await self.runtime.run_blocking(lambda: claim.set_generation(generation))
+            try:
+                await self.runtime.run_blocking(lambda: claim.set_generation(generation))
+            except ClaimWriteError as exc:  # which key and why, to the core (no traceback)
+                return {"ok": False, "error": str(exc)}
             return {"ok": True}
         if effect.kind == "claim-uncertain":
             if claim.state not in (State.UNCERTAIN, State.STOPPED, State.STOPPING):
-                await self.runtime.run_blocking(claim.mark_uncertain)
+                try:
+                    await self.runtime.run_blocking(claim.mark_uncertain)
+                except ClaimWriteError as exc:
+                    return {"ok": False, "error": str(exc)}
             return {"ok": True}
         if effect.kind == "force-stop":
             return await self._run_stop(str(effect.payload["stop"]), effect.payload.get("confirmation"))
@@ -687,15 +807,32 @@ class Controller:
                               {"confirmation": confirmation, "actor": "local-operator"})
 
         def stop() -> Mapping[str, Any]:
-            run = run_force_stop(claim, ref, request, confirmation=None if confirmation is None else str(confirmation),
-                                 manager=self.manager, verifier=self.verifier, grace=self.stop_grace,
-                                 on_phase=self.hooks.on_stop_phase)
+            try:
+                run = run_force_stop(claim, ref, request,
+                                     confirmation=None if confirmation is None else str(confirmation),
+                                     manager=self.manager, verifier=self.verifier, grace=self.stop_grace,
+                                     on_phase=self.hooks.on_stop_phase)
+            except ClaimWriteError as exc:
+                return _unwritten(claim, exc, _stop_reach(claim))
             if run.outcome.state == "stopped" and run.proof is not None:
-                claim.release(cohort_proof_ref(run.proof), stop_id=stop_id)
+                try:
+                    claim.release(cohort_proof_ref(run.proof), stop_id=stop_id)
+                except ClaimWriteError as exc:
+                    # Proven stopped, not released: the claim keeps its stopping revision (a restart re-runs
+                    # the stop from TERM and finds the cohort empty), and no client is told stopped.
+                    return {"state": "uncertain", "reason": "claim-publication",
+                            "detail": f"{exc}; the cohort was proven stopped (proof "
+                                      f"{run.proof['verification']['digest']}) but the claim could not be "
+                                      "released: it stays stopping", "published": list(run.published)}
                 return {"state": "stopped", "proofDigest": run.proof["verification"]["digest"],
                         "members": len(run.proof["members"]), "published": list(run.published),
                         "proof": run.proof}
-            claim.mark_uncertain()
+            try:
+                claim.mark_uncertain()
+            except ClaimWriteError as exc:
+                return {"state": "uncertain", "reason": run.outcome.reason,
+                        "detail": f"{run.outcome.detail}; and the uncertain revision: {exc}",
+                        "published": list(run.published)}
             return {"state": "uncertain", "reason": run.outcome.reason, "detail": run.outcome.detail,
                     "published": list(run.published)}
 
@@ -711,6 +848,29 @@ class Controller:
             self._letting_go.append(asyncio.get_running_loop().run_in_executor(
                 None, lambda: release_cohort(ref, force=False)))
         return result
+
+
+def _stop_reach(claim: Claim) -> str:
+    """How far a stop whose phase could not be recorded got, from the last phase both keys show (brief §6:
+    each phase is recorded before its first action)."""
+    stop = claim.head("session").stop if claim.state is State.STOPPING else None
+    if stop is None or stop.phase not in ("term", "kill"):
+        return "nothing was signalled: a stop is recorded before its first signal"
+    if stop.phase == "term":
+        return "the TERM phase ran; the kill phase (freeze, kill) was not begun, its record not written"
+    return "the kill phase ran, but its end could not be recorded"
+
+
+def _unwritten(claim: Claim, exc: ClaimWriteError, reach: str) -> Mapping[str, Any]:
+    """A stop whose claim revision could not be published (a full disk past the reserved room, an I/O
+    error): uncertain, saying which key could not be written and why (the errno's name) and how far the
+    stop got; the claim is marked uncertain where that can still be written."""
+    detail = f"{exc}; {reach}"
+    try:
+        claim.mark_uncertain()
+    except ClaimWriteError as also:
+        detail += f"; the uncertain revision could not be written either: {also}"
+    return {"state": "uncertain", "reason": "claim-publication", "detail": detail}
 
 
 def _leaf_problem(recorded: str | None, loaded: Any, entries: Sequence[Any]) -> str | None:

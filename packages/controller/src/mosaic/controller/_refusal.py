@@ -49,4 +49,6 @@ class ControlRefusal(Refusal):
         "live-session-refused": False,  # a session file or claim root outside the fixture root, or under a
         # live location (a repository's .pi/state, ~/.pi, ~/.claude, the data root, a seat registration; G1-G3)
         "configuration": False,  # a required constructor path is missing or misplaced, or unreadable
+        "no-space": False,  # the claim root's file system has no room for the claim revisions a launch
+        # reserves for its stop, or for recover's reservation or record (ENOSPC, EDQUOT; issue 19)
     }

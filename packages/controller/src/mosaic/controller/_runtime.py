@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -188,6 +189,8 @@ class ControllerRuntime:
         self._pump: asyncio.Task[None] | None = None
         self._closed = False
         self.internal_errors = 0
+        self.evidence_lost = 0  # evidence lines the evidence file could not take (kept in memory)
+        self._evidence_errors: set[int | None] = set()
         self._waiters: list[tuple[Callable[[ControllerCore], bool], asyncio.Future[None]]] = []
         self._engine_hook = engine_hook  # a test seam: sees each batch of link events before the core does
 
@@ -365,7 +368,8 @@ class ControllerRuntime:
             result = await self.effects(effect)
         except Exception as exc:  # noqa: BLE001 - an effect that fails is reported to the core as failed
             logger.exception("effect %s failed", effect.kind)
-            result = {"ok": False, "state": "uncertain", "reason": "effect-failed", "error": repr(exc)}
+            result = {"ok": False, "state": "uncertain", "reason": "effect-failed", "error": repr(exc),
+                      "detail": f"{type(exc).__name__}: {exc}"}
         self.feed(EffectDone(effect.effect_id, effect.kind, result))
 
     def run_blocking(self, fn: Callable[[], Any]) -> Awaitable[Any]:
@@ -380,15 +384,27 @@ class ControllerRuntime:
         task.add_done_callback(self._tasks.discard)
 
     def _record_evidence(self, evidence: Evidence) -> None:
+        """Keep the line in memory and append it to the evidence file, if one is set. A file that cannot be
+        written (a full disk: ENOSPC) costs that line in the file, never the controller: this runs inside
+        `feed`, on the engine pump's path, so a raise here would stop the engine being read. The loss is
+        counted (`evidence_lost`) and said once per errno, in one line (no traceback)."""
         self.evidence.append(evidence)
         if self._evidence_path is not None:
             line = json.dumps({"at": self.clock(), "kind": evidence.kind, **evidence.detail}, ensure_ascii=False,
                               default=str)
-            fd = os.open(self._evidence_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
-                os.write(fd, line.encode("utf-8", "surrogatepass") + b"\n")
-            finally:
-                os.close(fd)
+                fd = os.open(self._evidence_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    os.write(fd, line.encode("utf-8", "surrogatepass") + b"\n")
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                self.evidence_lost += 1
+                if exc.errno not in self._evidence_errors:
+                    self._evidence_errors.add(exc.errno)
+                    logger.warning("evidence file %s: %s (%s); evidence is kept in memory, lines lost from the "
+                                   "file are counted", self._evidence_path, errno.errorcode.get(exc.errno or 0, "?"),
+                                   exc.strerror)
 
 
 def history_reader(project: Path, session: Path, *, seat: str) -> tuple[str, PageReader]:

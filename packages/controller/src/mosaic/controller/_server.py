@@ -13,8 +13,10 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    is reset to 0700 first). Anything else is refused (`SocketPathError`) before a socket exists. The
    directory is opened once (``O_NOFOLLOW | O_DIRECTORY``), checked through that fd, and the socket is
    bound through the same fd (``/proc/self/fd/N/name``), so the directory checked is the directory bound
-   in. An existing path is refused, never unlinked; `aclose` unlinks only the socket file this server
-   created (same inode).
+   in. An existing path is refused, never unlinked, with one exception, as tmux and systemd do: a socket
+   nobody accepts on (a connect gets ECONNREFUSED: what a controller killed without its `aclose` leaves)
+   is removed and the bind tried once more; a socket something accepts on refuses "live"
+   (`socket_state`). `aclose` unlinks only the socket file this server created (same inode).
 2. One message per LF-terminated line, split on LF only (U+2028/U+2029 are ordinary bytes). Requests of
    one connection are validated and handed to ``on_input`` one at a time, in the order read; ``ping`` is
    answered here (result ``{}``) and never reaches ``on_input``.
@@ -110,6 +112,7 @@ __all__ = [
     "SocketPathError",
     "SocketServer",
     "read_peer",
+    "socket_state",
 ]
 
 logger = logging.getLogger("mosaic.controller.server")
@@ -223,8 +226,9 @@ class ServerLimits:
 
 class SocketPathError(Exception):
     """The socket path cannot be served safely. `reason` is one of: "not-absolute", "bad-name",
-    "too-long", "missing", "not-a-directory", "symlink", "not-owned", "not-private", "exists",
-    "no-proc", "no-acl"; `path` is the path given."""
+    "too-long", "missing", "not-a-directory", "symlink", "not-owned", "not-private", "exists" (a
+    path that is not a socket nobody accepts on), "live" (a socket something accepts on: another server
+    serves it), "no-proc", "no-acl"; `path` is the path given."""
 
     def __init__(self, reason: str, path: str, message: str) -> None:
         super().__init__(message)
@@ -959,14 +963,22 @@ class SocketServer:
         bound = False
         try:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            # Bound through the checked directory's fd: no swap between the check and the bind.
+            through = f"/proc/self/fd/{dir_fd}/{name}"
             try:
-                # Bound through the checked directory's fd: no swap between the check and the bind.
-                sock.bind(f"/proc/self/fd/{dir_fd}/{name}")
+                sock.bind(through)
             except OSError as exc:
-                if exc.errno in (errno.EADDRINUSE, errno.EEXIST):
-                    raise SocketPathError("exists", self.socket_path,
-                                          f"{self.socket_path} exists; it is never replaced") from None
-                raise
+                if exc.errno not in (errno.EADDRINUSE, errno.EEXIST):
+                    raise
+                self._remove_stale(dir_fd, name)  # or raises SocketPathError ("exists", "live")
+                try:
+                    sock.bind(through)
+                except OSError as again:
+                    if again.errno in (errno.EADDRINUSE, errno.EEXIST):  # another server bound it meanwhile
+                        raise SocketPathError("exists", self.socket_path,
+                                              f"{self.socket_path} was bound again while a stale socket there "
+                                              "was removed") from None
+                    raise
             bound = True
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             self._sock_id = (st.st_dev, st.st_ino)
@@ -1003,6 +1015,29 @@ class SocketServer:
             os.close(dir_fd)
             raise
         self._sweeper = self._loop.create_task(self._sweep_forever())
+
+    def _remove_stale(self, dir_fd: int, name: str) -> None:
+        """The bind found `name` taken. A socket nobody accepts on (connect: ECONNREFUSED; a controller
+        killed before its `aclose` leaves one) is unlinked, by the inode the probe saw, and the caller binds
+        again; anything else raises `SocketPathError`: "live" for a socket something accepts on, "exists"
+        for whatever else is there (never removed). The window between the probe and the unlink is tmux's
+        and systemd's too: a server that binds the name in it loses its name, never its socket."""
+        state, inode = _probe(dir_fd, name)
+        if state == "live":
+            raise SocketPathError("live", self.socket_path,
+                                  f"{self.socket_path} is served: a connect there was accepted")
+        if state != "stale":
+            raise SocketPathError("exists", self.socket_path,
+                                  f"{self.socket_path} exists and is not a socket nobody serves; it is never "
+                                  "replaced")
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == inode:
+                os.unlink(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass  # gone meanwhile: the bind may go on
+        logger.warning("removed the stale socket %s: nothing accepts on it (ECONNREFUSED), its server is gone",
+                       self.socket_path)
 
     async def aclose(self) -> None:
         """Stop accepting, remove the socket file this server created, send ``closing`` (reason
@@ -1216,6 +1251,55 @@ class SocketServer:
                 self.sweep()
             except Exception as exc:  # pragma: no cover - a bug in this file
                 self._bug("sweep", exc)
+
+
+def socket_state(socket_path: str) -> str:
+    """What is at a socket path now: "absent"; "live", a socket something accepts on (a connect is accepted,
+    or the listener's backlog is full); "stale", a socket nobody accepts on (a connect gets ECONNREFUSED:
+    what a server killed before it could unlink leaves); "other" for anything else (not a socket, or a
+    connect that fails otherwise, EACCES say: never taken as stale). Never raises for what it finds.
+
+    The lifecycle asks this before it touches a claim, so a second controller for a placement another
+    controller serves refuses `already-active` with nothing written; the bind asks again (`SocketServer.start`)
+    before it removes a stale socket."""
+    directory, name = os.path.split(socket_path)
+    try:
+        dir_fd = os.open(directory or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return "absent"
+    try:
+        return _probe(dir_fd, name)[0]
+    finally:
+        os.close(dir_fd)
+
+
+def _probe(dir_fd: int, name: str) -> tuple[str, tuple[int, int] | None]:
+    """`socket_state` of `name` in the directory `dir_fd`, and the (dev, ino) it saw there."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return "absent", None
+    except OSError:
+        return "other", None
+    inode = (st.st_dev, st.st_ino)
+    if not stat.S_ISSOCK(st.st_mode):
+        return "other", inode
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.setblocking(False)
+        try:
+            probe.connect(f"/proc/self/fd/{dir_fd}/{name}")
+        except (BlockingIOError, InterruptedError):
+            return "live", inode  # EAGAIN: a listener whose backlog is full is still a listener
+        except ConnectionRefusedError:
+            return "stale", inode
+        except FileNotFoundError:
+            return "absent", None
+        except OSError:
+            return "other", inode
+        return "live", inode
+    finally:
+        probe.close()
 
 
 def _open_private_dir(socket_path: str) -> tuple[int, str]:

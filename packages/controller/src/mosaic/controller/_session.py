@@ -59,6 +59,23 @@ class SessionIdentity:
     # order. After a crash or a reboot these are effects nobody saw end (W7: uncertain, never rolled back).
     open_tools: tuple[tuple[str, str], ...] = ()
     branch: str = MAIN_BRANCH  # the reader's name of the branch that ends at `leaf`
+    # Bytes after the last LF (0: the file ends at an LF). Pi appends "\n" to them at load and takes them as
+    # an entry (FACTS (c) "Writes at load" (i), loader quirk 3): a launch on such a file writes to it.
+    tail: int = 0
+
+    def torn_tail(self) -> str | None:
+        """None when the file ends at an LF; else what the drift check calls `partial-line`, with the
+        bytes' position: a launch on this file would have Pi write to it at load (a newline after the
+        torn line, then its startup append), so the drift check right after the launch would find an
+        invalid line and fence session-drift at once."""
+        if not self.tail:
+            return None
+        start = self.size - self.tail
+        return (f"partial-line: the session file ends with {self.tail} bytes after its last LF (bytes {start} "
+                f"to {self.size - 1}, a torn line: a write cut short, by a full disk or another writer); Pi "
+                "would append a newline to them at load and take them as an entry (FACTS (c) \"Writes at load\"), "
+                "so a launch would write to the session and fence session-drift at once. Remove or finish "
+                f"the torn line (truncate the file to {start} bytes) first")
 
 
 def session_place(real_path: str) -> SessionPlace:
@@ -112,7 +129,7 @@ def read_session(place: SessionPlace) -> SessionIdentity:
             if entry.get("type") == "message":
                 _tool_calls(entry.get("message"), calls)
     return SessionIdentity(header["id"], leaf, leaf_type, inode, size, tuple(calls.items()),
-                           _branch_of(data, place.project, leaf))
+                           _branch_of(data, place.project, leaf), len(data) - (data.rfind(b"\n") + 1))
 
 
 def _branch_of(data: bytes, project: str, leaf: str | None) -> str:

@@ -16,7 +16,9 @@ from ._access import actor_record
 from ._io import ConnId
 from ._tables import RECEIPT_TRANSITIONS, ReceiptState, SlotCase
 
-TurnState = Literal["completed", "interrupted", "unknown"]
+# unpersisted: the run ended, but the drift check after it found the engine's own entries torn or missing
+# in the session file (a full disk): the turn is not shown completed (issue 19; the core's rule 8).
+TurnState = Literal["completed", "interrupted", "unknown", "unpersisted"]
 BindingState = Literal["active", "stopping", "uncertain", "stopped"]
 StopKind = Literal["interrupt", "force-stop"]
 StopState = Literal["stopping", "reconciled", "uncertain", "stopped", "superseded"]

@@ -121,7 +121,8 @@ RECEIPT_TRANSITIONS: Mapping[tuple[str, str], str] = MappingProxyType({
     ("acknowledged", "working"): "the first user message_start after the ack (working is inferred from order)",
     ("acknowledged", "failed"): "the run threw before any user message_start: ack-without-start",
     ("acknowledged", "delivery-unknown"): "get_state after the ack: no run, none started: handled-without-run",
-    ("working", "finished"): "agent_settled for the run it started (completed, interrupted or unknown)",
+    ("working", "finished"): "agent_settled for the run it started (completed, interrupted or unknown; "
+                             "unpersisted when the drift check after it found its entries torn or missing)",
     ("working", "delivery-unknown"): "an overlap signal: the run the item seemed to start may be another's "
                                      "(run-overlap); working was an inference from order, now withdrawn",
 })

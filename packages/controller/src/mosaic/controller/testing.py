@@ -336,7 +336,8 @@ async def _first_drift_check(runtime: ControllerRuntime) -> None:
 @contextlib.asynccontextmanager
 async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link: EngineLink, link_core: LinkCore, *,
                  execution: str, bounds: Bounds, incarnation: str | None = None, limits: ServerLimits | None = None,
-                 effects: EffectHandler = no_cohort_effects, grants: Grants | None = None) -> AsyncIterator[FakeRig]:
+                 effects: EffectHandler = no_cohort_effects, grants: Grants | None = None,
+                 evidence_path: str | None = None) -> AsyncIterator[FakeRig]:
     """A core over `link`'s engine, its runtime on a private socket, handed over once the takeover drift
     check ended; the runtime and the session reader are closed afterwards (the link is the caller's)."""
     drift = DriftConfig(session_id=await engine_session_id(link))
@@ -348,7 +349,8 @@ async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link
     try:
         with private_socket_dir() as sockets:
             runtime = ControllerRuntime(core, link, os.path.join(sockets, "controller.sock"), page_reader=page_reader,
-                                        session_reader=reader, effects=effects, limits=limits)
+                                        session_reader=reader, effects=effects, limits=limits,
+                                        evidence_path=evidence_path)
             await runtime.start()
             try:
                 await _first_drift_check(runtime)
@@ -371,9 +373,11 @@ async def fake_controller(
     execution: str = "exec-1",
     incarnation: str | None = None,
     grants: Grants | None = None,
+    evidence_path: str | None = None,
 ) -> AsyncIterator[FakeRig]:
     """Start a controller on the fake engine under `root` (a directory that must not hold a tree yet).
-    `grants`: who besides this uid may connect, and what they may do (none by default; issue 19)."""
+    `grants`: who besides this uid may connect, and what they may do (none by default; issue 19);
+    `evidence_path` is the runtime's evidence file (none by default)."""
     options: dict[str, Any] = {} if scenarios is None else {"scenarios": scenarios}
     setup = prepare_fake_engine(root, seed=seed, **options)
     bounds = bounds or Bounds()
@@ -385,7 +389,8 @@ async def fake_controller(
         assert setup.ctl is not None
         await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
         async with _serve(setup, cid, page_reader, link, link_core, execution=execution, incarnation=incarnation,
-                          bounds=bounds, limits=limits, effects=effects, grants=grants) as rig:
+                          bounds=bounds, limits=limits, effects=effects, grants=grants,
+                          evidence_path=evidence_path) as rig:
             yield rig
     finally:
         if link is not None:

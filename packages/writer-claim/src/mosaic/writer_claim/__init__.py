@@ -68,13 +68,17 @@ from ._model import (
 from ._refusal import ClaimRefusal
 from ._store import (
     BARRIER_POINTS,
+    RESERVE_REVISIONS,
+    RESERVE_STEPS,
     Barrier,
     BarrierHook,
     Claim,
     ClaimStore,
+    ClaimWriteError,
     CohortProbe,
     OwnerLiveness,
     RestartReport,
+    reserve_name,
 )
 
 __all__ = [
@@ -84,12 +88,15 @@ __all__ = [
     "JSON",
     "MAX_COHORT_BYTES",
     "MAX_REVISION_BYTES",
+    "RESERVE_REVISIONS",
+    "RESERVE_STEPS",
     "Barrier",
     "BarrierHook",
     "Binding",
     "Claim",
     "ClaimRefusal",
     "ClaimStore",
+    "ClaimWriteError",
     "CohortProbe",
     "Eligibility",
     "GroupDecision",
@@ -119,6 +126,7 @@ __all__ = [
     "decode_revision",
     "encode_revision",
     "refusal_for",
+    "reserve_name",
     "revision_name",
     "revision_to_json",
     "unit_name_for",

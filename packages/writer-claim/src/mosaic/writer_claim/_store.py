@@ -18,6 +18,18 @@ Each file-system step is followed by a call of the injected barrier hook with a 
 step just done, so the W5 crash tests can kill a process exactly there. (The crash-prefix test does not
 trust the hook for its operation log: it records the `os` calls themselves.)
 
+A full disk does not stop a stop (issue 19). `Claim.reserve_space` preallocates, in each key directory,
+room for the revisions a stop needs (`RESERVE_REVISIONS` files named `.reserve-<claim ID>-<k>`, each as
+large as any later revision of the claim can be). When the temporary file of a publication on the safety
+path (`RESERVE_STEPS`: engine, active, uncertain, stopping, stopped, adopt, restart) cannot be written for
+want of room
+(ENOSPC, EDQUOT), one reserve is renamed to the temporary name and the revision written into its
+allocated blocks (then truncated to its length); from there the publication is the same link(), fsync and
+unlink. Nothing else draws on the reserve, and the ordinary path makes exactly the calls it made before.
+A publication that still cannot be written raises `ClaimWriteError` (an OSError, errno kept), which names
+the key, the step, the claim and the revision number. Once a key shows its claim stopped (published by a store that made
+the claim's reserves, or by a restart), the claim's reserves there are removed.
+
 Finding a key's head never lists the key directory (README "Finding the head"). A chain is always
 numbered 1..n without a gap (each revision is linked at the number after one that exists, and nothing is
 ever deleted), so the head is the one n with r<n> present and r<n+1> absent, which existence checks
@@ -63,6 +75,7 @@ from ._core import (
 from ._host import ProcLiveness, current_process
 from ._model import (
     JSON,
+    MAX_COHORT_BYTES,
     Binding,
     Eligibility,
     KeyKind,
@@ -109,6 +122,45 @@ MAX_ROUNDS = 64
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+# The steps that may draw on a claim's reserved room (module docstring): what a stop and a restart publish,
+# and what records a spawned engine (once it runs, the claim must be able to say so).
+RESERVE_STEPS = frozenset({"engine", "active", "uncertain", "stopping", "stopped", "adopt", "restart"})
+# Reserve files per key: active (or the engine record), then one stop from active or uncertain (the
+# uncertain revision a fence publishes, the stop's two phases, term and kill, and stopped or uncertain at
+# its end).
+RESERVE_REVISIONS = 5
+# What a later revision may add to the one a reserve is sized from, besides a cohort reference (recorded at
+# activation, at most MAX_COHORT_BYTES): a stop record, a proof reference, the engine fields, a writer.
+_RESERVE_MARGIN = 8 * 1024
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class ClaimWriteError(OSError):
+    """A revision could not be published (the caller decides what that means; nothing half-written is ever
+    visible, and the key keeps its last revision). Says exactly where: `key` ("seat" or "session") and its
+    directory `dirname`, the lifecycle `step`, the claim and the revision `number`; `errno` and `strerror`
+    are the OS error's (ENOSPC, EDQUOT, EIO, ...)."""
+
+    def __init__(self, cause: OSError, *, key: str, dirname: str, step: str, claim_id: str | None,
+                 number: int) -> None:
+        name = errno.errorcode.get(cause.errno or 0, "unknown error")
+        message = (f"the {key} key ({dirname}) could not be written: {step}, revision {number} of {claim_id}: "
+                   f"{name} ({cause.strerror or cause})")
+        super().__init__(cause.errno, message)
+        self.key = key
+        self.dirname = dirname
+        self.step = step
+        self.claim_id = claim_id
+        self.number = number
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def reserve_name(claim_id: str, index: int) -> str:
+    """The name of a claim's `index`-th reserve file in a key directory (a dot name no reader looks at)."""
+    return f".reserve-{claim_id}-{index}"
 
 
 @dataclass(frozen=True)
@@ -256,6 +308,9 @@ class ClaimStore:
         # key directory name -> the highest revision number this store has seen exist there: where the
         # next head lookup starts (verified before use, never trusted).
         self._seen: dict[str, int] = {}
+        # Claims this store made reserves for (`Claim.reserve_space`): their reserves are removed when they
+        # stop. A restart's stopped revision removes a dead owner's too; no other step looks for any.
+        self._reserved: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -415,21 +470,12 @@ class ClaimStore:
         data = encode_revision(rev)
         key = rev.dirname
         target = revision_name(rev.number)
-        temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
-        tfd = os.open(temp, _TEMP_FLAGS, 0o600, dir_fd=fd)
         try:
-            self._hook("temp-created", step, key, rev.claim_id, name=temp)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(tfd, view):]
-            self._hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
-            os.fsync(tfd)
-            self._hook("temp-fsynced", step, key, rev.claim_id, name=temp)
-        except Exception:
-            os.close(tfd)
-            _unlink_quietly(temp, fd)
-            raise
-        os.close(tfd)
+            temp = self._write_temp(fd, rev, step, data)
+        except OSError as exc:
+            if exc.errno not in _NO_ROOM or step not in RESERVE_STEPS:
+                raise
+            temp = self._write_reserved(fd, rev, step, data, exc)
         try:
             os.link(temp, target, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
         except FileExistsError:
@@ -446,19 +492,100 @@ class ClaimStore:
         os.unlink(temp, dir_fd=fd)
         self._hook("temp-unlinked", step, key, rev.claim_id, name=temp)
 
+    def _write_temp(self, fd: int, rev: Revision, step: str, data: bytes) -> str:
+        """The revision's bytes in a new temporary file, fsynced; its name. On failure the file is gone."""
+        key = rev.dirname
+        temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
+        tfd = os.open(temp, _TEMP_FLAGS, 0o600, dir_fd=fd)
+        try:
+            self._hook("temp-created", step, key, rev.claim_id, name=temp)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(tfd, view):]
+            self._hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
+            os.fsync(tfd)
+            self._hook("temp-fsynced", step, key, rev.claim_id, name=temp)
+        except Exception:
+            os.close(tfd)
+            _unlink_quietly(temp, fd)
+            raise
+        os.close(tfd)
+        return temp
+
+    def _write_reserved(self, fd: int, rev: Revision, step: str, data: bytes, cause: OSError) -> str:
+        """The file system had no room for the temporary file: take one of the claim's reserves (renamed to
+        a temporary name, so two writers never share one) and write the revision into its allocated blocks,
+        truncate it to the revision's length and fsync it; its temporary name. Raises `cause` when no
+        reserve is left; on a failure after the rename the file is gone (that reserve with it)."""
+        key = rev.dirname
+        for index in range(1, RESERVE_REVISIONS + 1):
+            temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
+            try:
+                os.rename(reserve_name(rev.claim_id, index), temp, src_dir_fd=fd, dst_dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            try:
+                self._hook("temp-created", step, key, rev.claim_id, name=temp)
+                tfd = os.open(temp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                try:
+                    done = 0
+                    while done < len(data):
+                        done += os.pwrite(tfd, data[done:], done)
+                    os.ftruncate(tfd, len(data))
+                    self._hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
+                    os.fsync(tfd)
+                    self._hook("temp-fsynced", step, key, rev.claim_id, name=temp)
+                finally:
+                    os.close(tfd)
+            except Exception:
+                _unlink_quietly(temp, fd)
+                raise
+            return temp
+        raise cause
+
     def _publish_one(self, rev: Revision, step: str) -> bool:
-        """Publish one revision; False when the link() was lost."""
+        """Publish one revision; False when the link() was lost. Raises `ClaimWriteError` for an OSError,
+        naming the key, the step and the revision."""
         # Every revision is checked against the proof rules before it is written, whoever built it.
         check_proof(rev.proof, state=rev.state, spawn_marker=rev.spawn_marker, by_restart=rev.writer.role == "restart")
-        with self._key_dir(rev.dirname, create=True, claim_id=rev.claim_id, step=step) as fd:
-            assert fd is not None
-            try:
-                self._publish(fd, rev, step)
-            except _LostLink:
-                self._saw(rev.dirname, rev.number)  # another writer's revision is there
-                return False
-            self._saw(rev.dirname, rev.number)
-            return True
+        try:
+            with self._key_dir(rev.dirname, create=True, claim_id=rev.claim_id, step=step) as fd:
+                assert fd is not None
+                try:
+                    self._publish(fd, rev, step)
+                except _LostLink:
+                    self._saw(rev.dirname, rev.number)  # another writer's revision is there
+                    return False
+                self._saw(rev.dirname, rev.number)
+                if rev.state is State.STOPPED and (rev.claim_id in self._reserved or step == "restart"):
+                    _drop_reserves(fd, rev.claim_id)  # the claim is over on this key: its room goes back
+                return True
+        except ClaimWriteError:
+            raise
+        except OSError as exc:
+            raise ClaimWriteError(exc, key=rev.key, dirname=rev.dirname, step=step, claim_id=rev.claim_id,
+                                  number=rev.number) from exc
+
+    def _reserve(self, dirname: str, claim_id: str, size: int, count: int) -> None:
+        """Make `count` reserve files of `size` bytes for `claim_id` in the key directory (those that exist
+        are kept), each preallocated. Not fsynced: the room is for a full disk, not for power loss (a power
+        loss may take it back, and a restart tops it up), and a launch waits for it. Raises OSError."""
+        self._reserved.add(claim_id)
+        with self._key_dir(dirname, create=False) as fd:
+            if fd is None:
+                raise FileNotFoundError(errno.ENOENT, f"no key directory {dirname}")
+            for index in range(1, count + 1):
+                try:
+                    rfd = os.open(reserve_name(claim_id, index), _TEMP_FLAGS, 0o600, dir_fd=fd)
+                except FileExistsError:
+                    continue
+                try:
+                    _preallocate(rfd, size)
+                except BaseException:
+                    os.close(rfd)
+                    _unlink_quietly(reserve_name(claim_id, index), fd)
+                    raise
+                os.close(rfd)
 
     # -- acquisition -------------------------------------------------------------------------------------
 
@@ -682,6 +809,33 @@ def _exists(dir_fd: int, number: int) -> bool:
     return True
 
 
+def _preallocate(fd: int, size: int) -> None:
+    """Allocate `size` bytes of blocks for the file `fd` (posix_fallocate; where the file system cannot, by
+    writing zeros). Raises OSError (ENOSPC when there is no room)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    zeros = bytes(min(size, 1 << 16))
+    done = 0
+    while done < size:
+        done += os.pwrite(fd, zeros[:size - done], done)
+
+
+def _drop_reserves(dir_fd: int, claim_id: str) -> None:
+    """Remove what is left of a claim's reserves in a key directory (looked up first: where there are none,
+    and there are none unless `reserve_space` made them, nothing is removed)."""
+    for index in range(1, RESERVE_REVISIONS + 1):
+        name = reserve_name(claim_id, index)
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            continue
+        _unlink_quietly(name, dir_fd)
+
+
 def _unlink_quietly(name: str, dir_fd: int) -> None:
     try:
         os.unlink(name, dir_fd=dir_fd)
@@ -835,6 +989,21 @@ class Claim:
         new phase, it records the phase."""
         self._step("stopping", self._FORWARD, reason="stopping", state=State.STOPPING,
                    stop=StopInfo(stop_id, confirmation, phase))
+
+    def reserve_space(self, revisions: int = RESERVE_REVISIONS) -> int:
+        """Preallocate room in each key directory for `revisions` more revisions of this claim, drawn on only
+        by the safety path (`RESERVE_STEPS`: recording the spawned engine, uncertain, stopping, stopped, adopt,
+        restart) when the file system is full, so a full disk does not stop a stop (module docstring). Each file is as large as any later revision of
+        the claim can be: this head's bytes, a cohort reference if none is recorded yet (MAX_COHORT_BYTES)
+        and a margin, in whole pages. Idempotent: reserves that exist are kept (a restart tops them up).
+        Returns the bytes of each file. Raises OSError (ENOSPC: the room is not there); what was made is
+        kept, and `release` removes it."""
+        head = self._heads["seat"]
+        size = len(encode_revision(head)) + _RESERVE_MARGIN + (MAX_COHORT_BYTES if head.cohort is None else 0)
+        size = -(-size // 4096) * 4096
+        for key in self._FORWARD:
+            self._store._reserve(self._heads[key].dirname, self.claim_id, size, min(revisions, RESERVE_REVISIONS))
+        return size
 
     def mark_uncertain(self) -> None:
         """Publish uncertain on both keys (an orphan, a failed load check, a stop that could not prove)."""
