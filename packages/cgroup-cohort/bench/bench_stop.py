@@ -59,7 +59,7 @@ from mosaic.cgroup_cohort import (
 # machine): measuring against those private mechanisms is the point of it.
 from mosaic.cgroup_cohort._cgroupfs import O_DIR, remove_tree, wait_events, write_value
 from mosaic.cgroup_cohort._ffi import set_child_subreaper, spawn
-from mosaic.cgroup_cohort._launchers import _spawn_in_helper
+from mosaic.cgroup_cohort._spawn_helper import spawn_in_helper
 from mosaic.cgroup_cohort.testing import stage_tree
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 
@@ -206,7 +206,7 @@ def time_spawns(rounds: int, *, helper: bool) -> float:
     times = []
     for _ in range(rounds + 1):
         t0 = time.monotonic()
-        child = (_spawn_in_helper(sys.executable, ["/bin/true"], env={}, fds={}) if helper
+        child = (spawn_in_helper(sys.executable, ["/bin/true"], env={}, fds={}) if helper
                  else spawn(["/bin/true"], env={}))
         times.append(time.monotonic() - t0)
         os.waitpid(child.pid, 0)

@@ -84,21 +84,21 @@ def test_pgroup_presence_is_always_unavailable():
 def test_direct_presence_lookup_never_reads_an_error_as_absent(tmp_path):
     """The direct route's lookup (a private mechanism, tested here without a cgroup; the real-kernel suite
     runs the public presence on a real cgroup2 tree)."""
-    from mosaic.cgroup_cohort._launchers import _dir_presence
+    from mosaic.cgroup_cohort._direct import dir_presence
 
     parent = tmp_path / "parent"
     parent.mkdir()
-    assert _dir_presence(str(parent), UNIT) == "absent"
+    assert dir_presence(str(parent), UNIT) == "absent"
     (parent / UNIT).mkdir()
-    assert _dir_presence(str(parent), UNIT) == "present"
+    assert dir_presence(str(parent), UNIT) == "present"
     (parent / UNIT).rmdir()
     (parent / UNIT).write_text("")  # a name that is not a directory cannot be a cgroup: cannot tell
-    assert _dir_presence(str(parent), UNIT) == "unavailable"
-    assert _dir_presence(str(tmp_path / "gone"), UNIT) == "unavailable"  # no parent: not "absent"
+    assert dir_presence(str(parent), UNIT) == "unavailable"
+    assert dir_presence(str(tmp_path / "gone"), UNIT) == "unavailable"  # no parent: not "absent"
     parent.chmod(0o000)
     try:
         if os.geteuid() != 0:  # root reads through the mode bits
-            assert _dir_presence(str(parent), UNIT) == "unavailable"
+            assert dir_presence(str(parent), UNIT) == "unavailable"
     finally:
         parent.chmod(0o755)
 
@@ -244,11 +244,11 @@ def test_pgroup_launch_whose_exec_fails_is_launch_failed_and_leaves_nothing():
 def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
     """The private mechanism itself: the child the helper clone3s is the caller's (CLONE_PARENT), with a
     pidfd; the helper has exited and was reaped; a broken interpreter is an error, not a hang."""
-    from mosaic.cgroup_cohort._launchers import _spawn_in_helper
+    from mosaic.cgroup_cohort._spawn_helper import spawn_in_helper
 
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    child = _spawn_in_helper(sys.executable, ["/bin/sh", "-c", "echo $PPID; cat /proc/self/status"],
-                             env={"PATH": "/usr/bin:/bin"}, fds={1: out_w}, new_session=True)
+    child = spawn_in_helper(sys.executable, ["/bin/sh", "-c", "echo $PPID; cat /proc/self/status"],
+                            env={"PATH": "/usr/bin:/bin"}, fds={1: out_w}, new_session=True)
     os.close(out_w)
     text = _read(out_r, 1 << 16).decode()
     os.close(out_r)
@@ -261,7 +261,7 @@ def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
     assert os.waitstatus_to_exitcode(status) == 0
     assert zombie_children() == []
     with pytest.raises(OSError) as e:
-        _spawn_in_helper("/bin/false", ["/bin/true"], env={}, fds={}, timeout=10)
+        spawn_in_helper("/bin/false", ["/bin/true"], env={}, fds={}, timeout=10)
     assert e.value.errno == errno.EIO
 
 

@@ -21,6 +21,7 @@ host, process and digest identities) and cffi (ABI mode) for the syscalls.
 
 from ._census import Census, census
 from ._cgroupfs import Cgroup2Mount, find_cgroup2
+from ._direct import DirectCgroupLauncher
 from ._driver import StopExecutor, StopResult, executor_for, force_stop
 from ._errors import CODES, UNCERTAIN_REASONS, CohortRefusal
 from ._events import (
@@ -53,16 +54,7 @@ from ._events import (
     Unavailable,
 )
 from ._ffi import Credentials
-from ._launchers import (
-    CohortHandle,
-    DirectCgroupLauncher,
-    Launcher,
-    PgroupLauncher,
-    Presence,
-    ScopeLauncher,
-    UserManager,
-    release_cohort,
-)
+from ._launcher import CohortHandle, Launcher, Presence, release_cohort
 from ._limits import LIMITS, EngineLimits, LimitHeld, held_to_dict
 from ._model import (
     MAX_REF_BYTES,
@@ -74,6 +66,7 @@ from ._model import (
     StopRequest,
     UnlaunchedCohort,
 )
+from ._pgroup import PgroupLauncher
 from ._proc import boot_time
 from ._proof import (
     PROOF_SCHEMA,
@@ -85,6 +78,7 @@ from ._proof import (
     proof_digest,
     proof_json_schema,
 )
+from ._scope import ScopeLauncher, UserManager
 from ._stop import (
     PGROUP_TRANSITIONS,
     STOP_TRANSITIONS,
@@ -181,3 +175,10 @@ __all__ = [
     "proof_digest",
     "proof_json_schema",
 ]
+
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    # mypy proves here that every launcher is a Launcher (the controller holds one without knowing which).
+    def _conforms(s: ScopeLauncher, d: DirectCgroupLauncher, p: PgroupLauncher) -> tuple[Launcher, ...]:
+        return (s, d, p)

@@ -53,9 +53,9 @@ from ._events import (
     TermSent,
     Unavailable,
 )
-from ._launchers import UserManager
 from ._model import CohortRef, Containment, Death, ObservedIdentity, StopRequest
 from ._proof import FixtureVerifier, build_cohort_proof
+from ._scope import UserManager
 from ._stop import PgroupStopMachine, StopMachine, machine_for
 
 __all__ = ["StopExecutor", "StopResult", "executor_for", "force_stop"]

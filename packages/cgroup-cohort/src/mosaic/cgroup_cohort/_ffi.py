@@ -232,7 +232,7 @@ def _require_single_thread(what: str, settle: float = 0.1) -> None:
             "process. Its child runs Python before execve without what fork() does for a threaded process "
             "(glibc's atfork handlers, CPython's PyOS_AfterFork_Child), so a lock another thread held (the "
             "GIL, malloc's, the import lock) stays held and the child can hang before its exec. Launchers "
-            "spawn through their single-threaded helper process (_launchers, _spawner).")
+            "spawn through their single-threaded helper process (_spawn_helper, _spawner).")
 
 
 def reset_signals() -> None:
