@@ -2,8 +2,8 @@
 find their code (and no more of it than they need before the engine starts: README "Threads").
 
 The argument builder, the boot lines, the shim's parser and its resume state, and the spawn helper's
-protocol are private internals; testing them is the point here, so this file imports ``_boot``,
-``_shim_launcher``, ``_shim`` and ``_spawner``.
+protocol are the launchers' mechanism, public in ``mosaic.cgroup_cohort.shim`` and ``.spawn_helper``;
+testing them is the point here.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ import pytest
 
 import mosaic.cgroup_cohort
 import mosaic.safe_open
-from mosaic.cgroup_cohort import CohortRefusal, Credentials, EngineLimits, LimitHeld, held_to_dict
-from mosaic.cgroup_cohort._boot import HELPER_CODE, HELPER_ROOT, SHIM_CODE, SHIM_ROOTS, shim_args, shim_boot
-from mosaic.cgroup_cohort._cgroupfs import Cgroup2Mount
-from mosaic.cgroup_cohort._shim import Startup, parse_args
-from mosaic.cgroup_cohort._shim_launcher import check_socket_dir
-from mosaic.cgroup_cohort._spawner import EXPIRED
+from mosaic.cgroup_cohort import CohortRefusal, Credentials, EngineLimits, ScopeLauncher, UserManager
+from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
+from mosaic.cgroup_cohort.limits import LimitHeld, held_to_dict
+from mosaic.cgroup_cohort.shim import SHIM_CODE, SHIM_ROOTS, Startup, parse_args, shim_args, shim_boot
+from mosaic.cgroup_cohort.spawn_helper import EXPIRED, HELPER_CODE, HELPER_ROOT
 
 BOOT = len(shim_boot(None))
 
@@ -111,7 +110,7 @@ def test_the_shims_start_imports_nothing_it_does_not_need_before_the_engine(tmp_
     loaded = _boot_modules(SHIM_CODE, "mosaic.cgroup_cohort._shim", tmp_path)
     ours = {m for m in loaded if m.startswith("mosaic.")}
     assert ours == {"mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in (
-        "_cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim"))}
+        "cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim"))}
     assert not loaded & HEAVY, loaded & HEAVY
     assert "cffi" not in loaded and "pycparser" not in loaded  # _ffi_abi: the backend only
 
@@ -195,6 +194,11 @@ def test_the_resume_state_survives_the_exec_unchanged():
     assert vars(back) == vars(s)
     a = parse_args(["--resume", s.to_json(), *_build()[BOOT:]])
     assert a.resume == s.to_json() and a.engine[0] == "/usr/bin/node"
+
+
+def check_socket_dir(path: str) -> str:
+    """A shim launcher's socket directory check, through the public constructor (which reaches no manager)."""
+    return ScopeLauncher(UserManager(), path).socket_dir
 
 
 def test_socket_dir_must_be_private(tmp_path):

@@ -1,5 +1,5 @@
 """The launcher seams the controller stands on, without a cgroup: one Launcher shape, presence on each route
-(a fake systemctl for the scope; a plain directory for the direct route's private lookup), and the one
+(a fake systemctl for the scope; a plain directory for the direct route's lookup), and the one
 owner of the engine's stdio (a real process-group launch of ``cat``)."""
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def test_pgroup_presence_is_always_unavailable():
 
 
 def test_direct_presence_lookup_never_reads_an_error_as_absent(tmp_path):
-    """The direct route's lookup (a private mechanism, tested here without a cgroup; the real-kernel suite
+    """The direct route's lookup (``launchers.dir_presence``, tested here without a cgroup; the real-kernel suite
     runs the public presence on a real cgroup2 tree)."""
-    from mosaic.cgroup_cohort._direct import dir_presence
+    from mosaic.cgroup_cohort.launchers import dir_presence
 
     parent = tmp_path / "parent"
     parent.mkdir()
@@ -242,9 +242,9 @@ def test_pgroup_launch_whose_exec_fails_is_launch_failed_and_leaves_nothing():
 
 
 def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
-    """The private mechanism itself: the child the helper clone3s is the caller's (CLONE_PARENT), with a
+    """The spawn helper itself (``spawn_helper.spawn_in_helper``): the child the helper clone3s is the caller's (CLONE_PARENT), with a
     pidfd; the helper has exited and was reaped; a broken interpreter is an error, not a hang."""
-    from mosaic.cgroup_cohort._spawn_helper import spawn_in_helper
+    from mosaic.cgroup_cohort.spawn_helper import spawn_in_helper
 
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     child = spawn_in_helper(sys.executable, ["/bin/sh", "-c", "echo $PPID; cat /proc/self/status"],

@@ -15,18 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mosaic.cgroup_cohort import (
-    CODES,
-    MAX_REF_BYTES,
-    UNCERTAIN_REASONS,
-    CohortRef,
-    CohortRefusal,
-    Containment,
-    Death,
-    PgroupLauncher,
-    ScopeLauncher,
-    UserManager,
-)
+from mosaic.cgroup_cohort import CODES, CohortRef, CohortRefusal, PgroupLauncher, ScopeLauncher, UserManager
+from mosaic.cgroup_cohort.reference import MAX_REF_BYTES, Containment
+from mosaic.cgroup_cohort.stop import UNCERTAIN_REASONS, Death
 from mosaic.safe_open import HostIdentity, ProcessRef, Refusal, canonical_json
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])

@@ -3,7 +3,7 @@ the shim, unfrozen; it stops nothing, and a cohort that is gone (or a process gr
 
 from __future__ import annotations
 
-from mosaic.cgroup_cohort import census
+from mosaic.cgroup_cohort.stop import census
 from mosaic.cgroup_cohort.testing import alive
 
 

@@ -21,8 +21,6 @@ import jsonschema
 import pytest
 
 from mosaic.cgroup_cohort import (
-    Acknowledged,
-    AwaitGrace,
     CohortRef,
     CohortRefusal,
     DirectCgroupLauncher,
@@ -32,11 +30,11 @@ from mosaic.cgroup_cohort import (
     StopRequest,
     UnlaunchedCohort,
     UserManager,
-    boot_time,
     build_boot_proof,
     force_stop,
-    proof_json_schema,
 )
+from mosaic.cgroup_cohort.proof import boot_time, proof_json_schema
+from mosaic.cgroup_cohort.stop import Acknowledged, AwaitGrace
 from mosaic.cgroup_cohort.testing import alive, kill_member, populated, wait_unpopulated
 from mosaic.safe_open import DIGEST_RE, HostIdentity, ProcessRef, current_host, read_stat
 

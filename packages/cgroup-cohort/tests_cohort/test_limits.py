@@ -17,7 +17,8 @@ import subprocess
 
 import pytest
 
-from mosaic.cgroup_cohort import DirectCgroupLauncher, EngineLimits, find_cgroup2
+from mosaic.cgroup_cohort import DirectCgroupLauncher, EngineLimits
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing import alive, populated, remove_cgroup
 from mosaic.cgroup_cohort.testing.lab import Lab, Launched
 from mosaic.safe_open import ProcessRef

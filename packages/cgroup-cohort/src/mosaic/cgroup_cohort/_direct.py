@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from . import _cgroupfs as cg
+from . import cgroupfs as cg
 from ._boot import clean_env, read_status, shim_args, shim_boot
 from ._errors import CohortRefusal, EvidenceUnavailable
 from ._ffi import Credentials

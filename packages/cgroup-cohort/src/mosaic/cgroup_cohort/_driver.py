@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from mosaic.safe_open import ProcessRef, current_host, read_stat
 
-from . import _cgroupfs as cg
+from . import cgroupfs as cg
 from ._channel import ShimChannel
 from ._errors import CohortRefusal, EvidenceUnavailable
 from ._events import (

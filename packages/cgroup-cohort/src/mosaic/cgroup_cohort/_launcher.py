@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from . import _cgroupfs as cg
+from . import cgroupfs as cg
 from ._channel import ShimChannel
 from ._errors import CohortRefusal, EvidenceUnavailable
 from ._ffi import Spawned, pidfd_open

@@ -39,7 +39,7 @@ its boot line; ``cgroupFd`` is then required, ``credentials``, ``noNewPrivs``, `
 not allowed: the shim sets the engine's own).
 
 Imports: the standard library and ``_ffi`` (``_cffi_backend``), and for a shim ``_shim`` (which adds
-``_cgroupfs``, ``_evidence`` and ``_proc``; no mosaic.safe_open). The launcher's boot line registers the
+``cgroupfs``, ``_evidence`` and ``_proc``; no mosaic.safe_open). The launcher's boot line registers the
 package without running its ``__init__``, which would import everything.
 """
 
