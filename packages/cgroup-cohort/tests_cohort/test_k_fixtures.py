@@ -2,7 +2,7 @@
 
 The engine is the misbehaving tree (setsid daemons, a fork loop, TERM-ignoring members) running as the
 dedicated uid ``cohorttest``, which owns no ancestor of engine/: the kernel-enforced K13 boundary of
-cgroup-facts.md §4.4. The same-uid design of the brief (no nsdelegate here) is shown escaping, and then
+docs/cgroup-facts.md §4.4. The same-uid design of the brief (no nsdelegate here) is shown escaping, and then
 K1 ends uncertain, as the brief requires.
 """
 

@@ -5,7 +5,7 @@ ABI mode means no compiler at install time: the functions are looked up in the r
 (cffi's out-of-line ABI mode), so importing the bindings loads ``_cffi_backend`` and no parser. Everything
 here fails with ``OSError`` carrying the kernel's errno, never silently.
 
-What is bound, and why (cgroup-facts.md §3.1, §5, §8):
+What is bound, and why (docs/cgroup-facts.md §3.1, §5, §8):
 
 * ``clone3`` through ``syscall(435)`` with ``struct clone_args`` (glibc 2.36 has no wrapper). With
   ``CLONE_INTO_CGROUP`` the child is born inside ``engine/``: there is no instant at which it runs, or

@@ -1,6 +1,6 @@
 """Engine limits: how many tasks, how much memory and CPU the cohort may take, and no core dumps.
 
-Rules this file keeps (README "Limits"; cgroup-facts.md §1, §2.2, §7.2):
+Rules this file keeps (README "Limits"; docs/cgroup-facts.md §1, §2.2, §7.2):
 
 * **A limit goes where the kernel holds it for the whole cohort first.** pids, memory and cpu are cgroup2
   controllers. One is used only when the unit's parent has already enabled it for the unit (the unit's
