@@ -245,7 +245,7 @@ def _frozen(value: Any) -> Any:
 
 def test_reference_read_back_from_a_frozen_claim_copy_is_the_same(ref_factory):
     # Found by the controller's claim <-> cohort contract test: writer-claim hands the stored reference
-    # back deep-frozen; a JSON array is then a tuple, and it must still read back (issue 9).
+    # back deep-frozen; a JSON array is then a tuple, and it must still read back.
     for kind in ("scope", "direct"):
         ref = ref_factory(kind)
         assert CohortRef.from_dict(_frozen(ref.to_dict())) == ref
