@@ -192,8 +192,9 @@ def test_K4_two_engines_stop_one_the_other_survives(lab):
 # executor step by step, "publishing" each phase before the action, as the controller does.
 DRIVER = r"""
 import json, os, signal, sys
-from mosaic.cgroup_cohort import (AwaitGrace, CohortRef, Finish, StopRequest, UserManager, build_cohort_proof,
-                                  executor_for, machine_for)
+from mosaic.cgroup_cohort import CohortRef, StopRequest, UserManager
+from mosaic.cgroup_cohort.proof import build_cohort_proof
+from mosaic.cgroup_cohort.stop import AwaitGrace, Finish, executor_for, machine_for
 mode, stored, request, prefix = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
 ref = CohortRef.from_dict(stored)
 request = StopRequest(**request)
