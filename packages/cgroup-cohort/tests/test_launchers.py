@@ -270,23 +270,38 @@ def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
 # next launch, no pool), ``close()`` stops the ones no launch used, and a helper never outlives its launcher.
 
 
-def _helpers(parent: int | None = None) -> list[int]:
-    """The live (not exited) spawn helpers whose parent is ``parent`` (default: this process)."""
+def _children(parent: int | None = None) -> set[int]:
+    """The live (not exited) children of ``parent`` (default: this process)."""
     parent = os.getpid() if parent is None else parent
-    found = []
+    found = set()
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        st = read_stat(int(name))
-        if st is None or st.ppid != parent or st.state in ("Z", "X"):
-            continue
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None and st.ppid == parent and st.state not in ("Z", "X"):
+                found.add(st.pid)
+    return found
+
+
+def _helpers(parent: int | None = None) -> list[int]:
+    """The live (not exited) spawn helpers whose parent is ``parent`` (default: this process), by their
+    command line: for "none is left", since a helper names the spawner there only once it has exec'd."""
+    found = []
+    for pid in _children(parent):
         try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
                 if b"mosaic.cgroup_cohort._spawner" in f.read():
-                    found.append(st.pid)
+                    found.append(pid)
         except OSError:
             pass
     return sorted(found)
+
+
+def _prewarmed(launcher: PgroupLauncher, count: int = 1, **kw: float) -> list[int]:
+    """``count`` prewarm() calls; the helpers they started, as this process's new children (reading their
+    command line right away could race with their exec, as it did in CI for the real-kernel suite)."""
+    before = _children()
+    assert all(launcher.prewarm(**kw) for _ in range(count))
+    return sorted(_children() - before)
 
 
 def _state(pid: int) -> str | None:
@@ -305,8 +320,7 @@ def _launch_and_release(launcher: PgroupLauncher) -> None:
 def test_a_prewarmed_helper_serves_the_next_launch_and_is_gone():
     launcher = PgroupLauncher()
     try:
-        assert launcher.prewarm()
-        (helper,) = _helpers()
+        (helper,) = _prewarmed(launcher)
         _launch_and_release(launcher)
         assert _helpers() == [] and _state(helper) is None  # used, exited, reaped by the launch
     finally:
@@ -316,9 +330,8 @@ def test_a_prewarmed_helper_serves_the_next_launch_and_is_gone():
 
 def test_close_stops_every_unused_helper_and_is_idempotent():
     launcher = PgroupLauncher()
-    assert launcher.prewarm() and launcher.prewarm()  # one helper per call
-    helpers = _helpers()
-    assert len(helpers) == 2
+    helpers = _prewarmed(launcher, 2)
+    assert len(helpers) == 2  # one helper per call
     launcher.close()
     launcher.close()
     assert _helpers() == [] and [_state(pid) for pid in helpers] == [None, None]  # killed and reaped
@@ -331,8 +344,7 @@ def test_an_expired_prewarmed_helper_is_replaced_at_the_launch():
     """A helper not used within its idle bound exits by itself, having read nothing; the launch that takes
     it then (a race the launcher cannot rule out) finds it expired and starts a fresh one."""
     launcher = PgroupLauncher()
-    assert launcher.prewarm(idle=0.2)
-    (helper,) = _helpers()
+    (helper,) = _prewarmed(launcher, idle=0.2)
     deadline = time.monotonic() + 20
     while _state(helper) not in ("Z", None):  # exited (a zombie until the launcher reaps it)
         assert time.monotonic() < deadline, "the helper did not exit at its idle bound"
@@ -350,7 +362,7 @@ def test_a_prewarmed_helper_does_not_outlive_its_launcher():
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
-        (helper,) = _helpers(proc.pid)
+        (helper,) = _children(proc.pid)  # its only child
         fd = os.pidfd_open(helper)
     finally:
         proc.kill()
