@@ -58,11 +58,9 @@ from mosaic.cgroup_cohort import (
     EngineLimits,
     FixtureVerifier,
     Launcher,
-    LauncherKind,
-    Presence,
-    find_cgroup2,
     release_cohort,
 )
+from mosaic.cgroup_cohort.launchers import LauncherKind, Presence, find_cgroup2
 from mosaic.cgroup_cohort.testing import remove_cgroup
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.chat_pages import conversation_id

@@ -24,7 +24,8 @@ import demo  # ci/demo.py (conftest.py puts ci/ on the path): its hold points
 import pytest
 from support import REPO, Tty, ended_within
 
-from mosaic.cgroup_cohort import CohortRef, find_cgroup2
+from mosaic.cgroup_cohort import CohortRef
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing import alive
 from mosaic.safe_open import ProcessRef
 

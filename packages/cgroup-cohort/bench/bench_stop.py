@@ -44,22 +44,21 @@ import tempfile
 import time
 
 from mosaic.cgroup_cohort import (
-    AwaitGrace,
     Credentials,
     DirectCgroupLauncher,
     FixtureVerifier,
     Launcher,
     PgroupLauncher,
     StopRequest,
-    find_cgroup2,
     force_stop,
 )
 
 # The floor is the kernel interface driven by hand with the package's own primitives (no shim, no
-# machine): measuring against those private mechanisms is the point of it.
-from mosaic.cgroup_cohort._cgroupfs import O_DIR, remove_tree, wait_events, write_value
-from mosaic.cgroup_cohort._ffi import set_child_subreaper, spawn
-from mosaic.cgroup_cohort._launchers import _spawn_in_helper
+# machine): measuring against those mechanisms (public in .bindings, .cgroupfs, .spawn_helper) is the point.
+from mosaic.cgroup_cohort.bindings import set_child_subreaper, spawn
+from mosaic.cgroup_cohort.cgroupfs import O_DIR, find_cgroup2, remove_tree, wait_events, write_value
+from mosaic.cgroup_cohort.spawn_helper import spawn_in_helper
+from mosaic.cgroup_cohort.stop import AwaitGrace
 from mosaic.cgroup_cohort.testing import stage_tree
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 
@@ -206,7 +205,7 @@ def time_spawns(rounds: int, *, helper: bool) -> float:
     times = []
     for _ in range(rounds + 1):
         t0 = time.monotonic()
-        child = (_spawn_in_helper(sys.executable, ["/bin/true"], env={}, fds={}) if helper
+        child = (spawn_in_helper(sys.executable, ["/bin/true"], env={}, fds={}) if helper
                  else spawn(["/bin/true"], env={}))
         times.append(time.monotonic() - t0)
         os.waitpid(child.pid, 0)

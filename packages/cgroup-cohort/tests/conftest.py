@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from mosaic.cgroup_cohort import CohortRef, Containment, ObservedIdentity, StopRequest
+from mosaic.cgroup_cohort import CohortRef, StopRequest
+from mosaic.cgroup_cohort.reference import Containment
+from mosaic.cgroup_cohort.stop import ObservedIdentity
 from mosaic.safe_open import HostIdentity, ProcessRef
 
 MACHINE = "0123456789abcdef0123456789abcdef"

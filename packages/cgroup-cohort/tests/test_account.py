@@ -1,4 +1,4 @@
-"""The engine account (issue 21, item 4): a system account with no home and no login shell, created when
+"""The engine account (README "Tests"): a system account with no home and no login shell, created when
 missing, never modified when it exists as something else (one line instead). The creation itself, as
 root, is in tests_cohort/test_account_created.py."""
 

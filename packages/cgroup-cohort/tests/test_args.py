@@ -2,8 +2,8 @@
 find their code (and no more of it than they need before the engine starts: README "Threads").
 
 The argument builder, the boot lines, the shim's parser and its resume state, and the spawn helper's
-protocol are private internals; testing them is the point here, so this file imports ``_launchers``,
-``_shim`` and ``_spawner``.
+protocol are the launchers' mechanism, public in ``mosaic.cgroup_cohort.shim`` and ``.spawn_helper``;
+testing them is the point here.
 """
 
 from __future__ import annotations
@@ -20,21 +20,13 @@ import pytest
 
 import mosaic.cgroup_cohort
 import mosaic.safe_open
-from mosaic.cgroup_cohort import CohortRefusal, Credentials, EngineLimits, LimitHeld, held_to_dict
-from mosaic.cgroup_cohort._cgroupfs import Cgroup2Mount
-from mosaic.cgroup_cohort._launchers import (
-    _HELPER_CODE,
-    _SHIM_CODE,
-    HELPER_ROOT,
-    SHIM_ROOTS,
-    _check_socket_dir,
-    _shim_args,
-    _shim_boot,
-)
-from mosaic.cgroup_cohort._shim import Startup, parse_args
-from mosaic.cgroup_cohort._spawner import EXPIRED
+from mosaic.cgroup_cohort import CohortRefusal, Credentials, EngineLimits, ScopeLauncher, UserManager
+from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
+from mosaic.cgroup_cohort.limits import LimitHeld, held_to_dict
+from mosaic.cgroup_cohort.shim import SHIM_CODE, SHIM_ROOTS, Startup, parse_args, shim_args, shim_boot
+from mosaic.cgroup_cohort.spawn_helper import EXPIRED, HELPER_CODE, HELPER_ROOT
 
-BOOT = len(_shim_boot(None))
+BOOT = len(shim_boot(None))
 
 
 def _build(**over):
@@ -43,12 +35,12 @@ def _build(**over):
               cwd="/work", cgroupns=True, log=None, systemctl="systemctl",
               engine_argv=["/usr/bin/node", "cli.js", "--mode", "rpc", "--session", "/x y/s.jsonl"])
     kw.update(over)
-    return _shim_args(**kw)
+    return shim_args(**kw)
 
 
 def test_shim_reads_back_exactly_what_the_launcher_asked():
     argv = _build()
-    assert argv[:BOOT] == _shim_boot(None)
+    assert argv[:BOOT] == shim_boot(None)
     assert argv[0] == "-I"  # no PYTHON* variable reaches a shim that may run as root
     a = parse_args(argv[BOOT:])
     assert (a.mode, a.unit, a.socket, a.nonce, a.status_fd, a.engine_stderr_fd) == (
@@ -80,24 +72,26 @@ def test_shim_path_holds_the_roots_of_both_packages_it_imports():
     puts the roots of both packages first on its path, whatever the install layout."""
     for module in (mosaic.cgroup_cohort, mosaic.safe_open):
         assert any(Path(module.__file__).resolve().is_relative_to(root) for root in SHIM_ROOTS), module
-    assert _shim_boot("/vendored")[-1] == "/vendored"
+    assert shim_boot("/vendored")[-1] == "/vendored"
 
 
 def test_the_shim_boot_line_imports_everything_the_shim_needs(tmp_path):
     """The exact boot the launchers run, in an empty environment and another directory, gets as far as the
     shim's argument parser, and the rest of the shim (``_shim_ops``: mosaic.safe_open, the socket) resolves
     from the same roots."""
-    r = subprocess.run([sys.executable, *_shim_boot(None), "--help"], capture_output=True, text=True, env={},
+    r = subprocess.run([sys.executable, *shim_boot(None), "--help"], capture_output=True, text=True, env={},
                        cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "--engine-uid" in r.stdout
-    assert "mosaic.safe_open" in _boot_modules(_SHIM_CODE, "mosaic.cgroup_cohort._shim_ops", tmp_path)
+    assert "mosaic.safe_open" in _boot_modules(SHIM_CODE, "mosaic.cgroup_cohort._shim_ops", tmp_path)
 
 
 # Modules whose import the shim's start and the spawn helper avoid (README "Threads": what a launch costs):
 # each costs milliseconds before the engine's birth (mosaic.safe_open ~10, dataclasses ~7, typing ~2).
 HEAVY = {"mosaic.safe_open", "dataclasses", "typing", "inspect", "subprocess", "selectors", "hashlib",
-         "mosaic.cgroup_cohort._shim_ops", "mosaic.cgroup_cohort._launchers", "mosaic.cgroup_cohort._stop"}
+         "mosaic.cgroup_cohort._shim_ops", "mosaic.cgroup_cohort._stop",
+         *(f"mosaic.cgroup_cohort.{m}" for m in ("_launcher", "_boot", "_spawn_helper", "_shim_launcher", "_scope",
+                                                 "_direct", "_pgroup"))}
 
 
 def _boot_modules(code: str, module: str, cwd: Path, root: str | None = None) -> set[str]:
@@ -113,10 +107,10 @@ def _boot_modules(code: str, module: str, cwd: Path, root: str | None = None) ->
 def test_the_shims_start_imports_nothing_it_does_not_need_before_the_engine(tmp_path):
     """Steps 1-6 of the shim (``_shim``, up to the engine's birth) load this package's bindings and cgroup2
     readers and nothing heavy; never the package's ``__init__`` (the boot registers a bare package)."""
-    loaded = _boot_modules(_SHIM_CODE, "mosaic.cgroup_cohort._shim", tmp_path)
+    loaded = _boot_modules(SHIM_CODE, "mosaic.cgroup_cohort._shim", tmp_path)
     ours = {m for m in loaded if m.startswith("mosaic.")}
     assert ours == {"mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in (
-        "_cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim"))}
+        "cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim"))}
     assert not loaded & HEAVY, loaded & HEAVY
     assert "cffi" not in loaded and "pycparser" not in loaded  # _ffi_abi: the backend only
 
@@ -126,10 +120,10 @@ def test_the_spawn_helper_boot_line_imports_only_what_it_spawns_with(tmp_path):
     for a shim request (the direct launcher's) the shim's start; never the package's ``__init__``, never
     mosaic.safe_open (its root is not even on the helper's path)."""
     bindings = {"mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in ("_ffi", "_ffi_abi", "_record"))}
-    loaded = _boot_modules(_HELPER_CODE, "mosaic.cgroup_cohort._spawner", tmp_path, HELPER_ROOT)
+    loaded = _boot_modules(HELPER_CODE, "mosaic.cgroup_cohort._spawner", tmp_path, HELPER_ROOT)
     assert {m for m in loaded if m.startswith("mosaic.")} == bindings | {"mosaic.cgroup_cohort._spawner"}
     assert not loaded & (HEAVY - {"selectors"}), loaded & HEAVY  # socket imports selectors
-    loaded = _boot_modules(_HELPER_CODE, "mosaic.cgroup_cohort._spawner, mosaic.cgroup_cohort._shim", tmp_path,
+    loaded = _boot_modules(HELPER_CODE, "mosaic.cgroup_cohort._spawner, mosaic.cgroup_cohort._shim", tmp_path,
                            HELPER_ROOT)
     assert not loaded & (HEAVY - {"selectors"}), loaded & HEAVY
 
@@ -137,7 +131,7 @@ def test_the_spawn_helper_boot_line_imports_only_what_it_spawns_with(tmp_path):
 def _helper(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
     """The spawn helper as the launchers start it, with its socket (our end returned)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    proc = subprocess.Popen([sys.executable, "-I", "-c", _HELPER_CODE, HELPER_ROOT, *extra], stdin=theirs.fileno(),
+    proc = subprocess.Popen([sys.executable, "-I", "-c", HELPER_CODE, HELPER_ROOT, *extra], stdin=theirs.fileno(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={}, cwd=tmp_path)
     theirs.close()
     return proc, ours
@@ -202,14 +196,19 @@ def test_the_resume_state_survives_the_exec_unchanged():
     assert a.resume == s.to_json() and a.engine[0] == "/usr/bin/node"
 
 
+def check_socket_dir(path: str) -> str:
+    """A shim launcher's socket directory check, through the public constructor (which reaches no manager)."""
+    return ScopeLauncher(UserManager(), path).socket_dir
+
+
 def test_socket_dir_must_be_private(tmp_path):
     d = tmp_path / "socks"
     d.mkdir(mode=0o755)
     d.chmod(0o755)
     with pytest.raises(CohortRefusal) as e:
-        _check_socket_dir(str(d))
+        check_socket_dir(str(d))
     assert e.value.code == "configuration"
     d.chmod(0o700)
-    assert _check_socket_dir(str(d)) == str(d.resolve())
+    assert check_socket_dir(str(d)) == str(d.resolve())
     with pytest.raises(CohortRefusal):
-        _check_socket_dir(str(tmp_path / "missing"))
+        check_socket_dir(str(tmp_path / "missing"))

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-# The cffi bindings are this package's private mechanism, and testing them is the point of this file.
-from mosaic.cgroup_cohort import Cgroup2Mount, Credentials, _ffi_build
-from mosaic.cgroup_cohort._ffi import (
+# The cffi bindings (mosaic.cgroup_cohort.bindings) are the mechanism under everything; testing them is the point.
+from mosaic.cgroup_cohort import Credentials, bindings
+from mosaic.cgroup_cohort.bindings import (
     CLONE_NEWUSER,
     clone_child,
     file_handle_id,
@@ -34,6 +34,7 @@ from mosaic.cgroup_cohort._ffi import (
     thread_count,
     unshare,
 )
+from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
 
 
 def _run_in_child(body) -> int:
@@ -356,9 +357,9 @@ def test_spawn_and_clone3_refuse_in_a_process_with_another_thread():
 
 def test_the_committed_abi_module_is_what_the_declarations_generate():
     """``_ffi_abi`` (cffi's out-of-line ABI mode: the declarations parsed once, README "Threads") is exactly
-    what ``_ffi_build.CDEF`` generates with this cffi, and importing the bindings loads no parser."""
-    committed = Path(_ffi_build.__file__).with_name("_ffi_abi.py").read_text(encoding="ascii")
-    assert committed == _ffi_build.render(), "run: python -m mosaic.cgroup_cohort._ffi_build"
+    what ``bindings.CDEF`` generates with this cffi, and importing the bindings loads no parser."""
+    committed = Path(bindings.__file__).with_name("_ffi_abi.py").read_text(encoding="ascii")
+    assert committed == bindings.render_abi(), "run: python -m mosaic.cgroup_cohort._ffi_build"
     r = subprocess.run([sys.executable, "-c", "import sys, mosaic.cgroup_cohort._ffi; "
                         "print(sorted(m for m in ('cffi', 'pycparser', '_cffi_backend') if m in sys.modules))"],
                        capture_output=True, text=True, timeout=60)

@@ -18,18 +18,9 @@ from typing import Any
 
 import pytest
 
-from mosaic.cgroup_cohort import (
-    CheckIdentity,
-    CohortRef,
-    Finish,
-    FixtureVerifier,
-    StopRequest,
-    UserManager,
-    build_cohort_proof,
-    executor_for,
-    force_stop,
-    machine_for,
-)
+from mosaic.cgroup_cohort import CohortRef, FixtureVerifier, StopRequest, UserManager, force_stop
+from mosaic.cgroup_cohort.proof import build_cohort_proof
+from mosaic.cgroup_cohort.stop import CheckIdentity, Finish, executor_for, machine_for
 from mosaic.safe_open import DIGEST_RE, ProcessRef, current_host
 
 Reply = Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -209,7 +200,7 @@ def test_K10_controller_drives_the_public_machine_step_by_step_and_restarts_from
 
 
 def test_executor_refuses_an_action_its_machine_never_asks_for(ref_factory):
-    from mosaic.cgroup_cohort import KillGroup, SendTerm
+    from mosaic.cgroup_cohort.stop import KillGroup, SendTerm
 
     with pytest.raises(TypeError):
         executor_for(ref_factory("direct")).perform(KillGroup())

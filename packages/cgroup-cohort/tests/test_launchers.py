@@ -1,5 +1,5 @@
 """The launcher seams the controller stands on, without a cgroup: one Launcher shape, presence on each route
-(a fake systemctl for the scope; a plain directory for the direct route's private lookup), and the one
+(a fake systemctl for the scope; a plain directory for the direct route's lookup), and the one
 owner of the engine's stdio (a real process-group launch of ``cat``)."""
 
 from __future__ import annotations
@@ -82,23 +82,23 @@ def test_pgroup_presence_is_always_unavailable():
 
 
 def test_direct_presence_lookup_never_reads_an_error_as_absent(tmp_path):
-    """The direct route's lookup (a private mechanism, tested here without a cgroup; the real-kernel suite
+    """The direct route's lookup (``launchers.dir_presence``, tested here without a cgroup; the real-kernel suite
     runs the public presence on a real cgroup2 tree)."""
-    from mosaic.cgroup_cohort._launchers import _dir_presence
+    from mosaic.cgroup_cohort.launchers import dir_presence
 
     parent = tmp_path / "parent"
     parent.mkdir()
-    assert _dir_presence(str(parent), UNIT) == "absent"
+    assert dir_presence(str(parent), UNIT) == "absent"
     (parent / UNIT).mkdir()
-    assert _dir_presence(str(parent), UNIT) == "present"
+    assert dir_presence(str(parent), UNIT) == "present"
     (parent / UNIT).rmdir()
     (parent / UNIT).write_text("")  # a name that is not a directory cannot be a cgroup: cannot tell
-    assert _dir_presence(str(parent), UNIT) == "unavailable"
-    assert _dir_presence(str(tmp_path / "gone"), UNIT) == "unavailable"  # no parent: not "absent"
+    assert dir_presence(str(parent), UNIT) == "unavailable"
+    assert dir_presence(str(tmp_path / "gone"), UNIT) == "unavailable"  # no parent: not "absent"
     parent.chmod(0o000)
     try:
         if os.geteuid() != 0:  # root reads through the mode bits
-            assert _dir_presence(str(parent), UNIT) == "unavailable"
+            assert dir_presence(str(parent), UNIT) == "unavailable"
     finally:
         parent.chmod(0o755)
 
@@ -242,13 +242,13 @@ def test_pgroup_launch_whose_exec_fails_is_launch_failed_and_leaves_nothing():
 
 
 def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
-    """The private mechanism itself: the child the helper clone3s is the caller's (CLONE_PARENT), with a
+    """The spawn helper itself (``spawn_helper.spawn_in_helper``): the child the helper clone3s is the caller's (CLONE_PARENT), with a
     pidfd; the helper has exited and was reaped; a broken interpreter is an error, not a hang."""
-    from mosaic.cgroup_cohort._launchers import _spawn_in_helper
+    from mosaic.cgroup_cohort.spawn_helper import spawn_in_helper
 
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    child = _spawn_in_helper(sys.executable, ["/bin/sh", "-c", "echo $PPID; cat /proc/self/status"],
-                             env={"PATH": "/usr/bin:/bin"}, fds={1: out_w}, new_session=True)
+    child = spawn_in_helper(sys.executable, ["/bin/sh", "-c", "echo $PPID; cat /proc/self/status"],
+                            env={"PATH": "/usr/bin:/bin"}, fds={1: out_w}, new_session=True)
     os.close(out_w)
     text = _read(out_r, 1 << 16).decode()
     os.close(out_r)
@@ -261,7 +261,7 @@ def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
     assert os.waitstatus_to_exitcode(status) == 0
     assert zombie_children() == []
     with pytest.raises(OSError) as e:
-        _spawn_in_helper("/bin/false", ["/bin/true"], env={}, fds={}, timeout=10)
+        spawn_in_helper("/bin/false", ["/bin/true"], env={}, fds={}, timeout=10)
     assert e.value.errno == errno.EIO
 
 
@@ -270,23 +270,38 @@ def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
 # next launch, no pool), ``close()`` stops the ones no launch used, and a helper never outlives its launcher.
 
 
-def _helpers(parent: int | None = None) -> list[int]:
-    """The live (not exited) spawn helpers whose parent is ``parent`` (default: this process)."""
+def _children(parent: int | None = None) -> set[int]:
+    """The live (not exited) children of ``parent`` (default: this process)."""
     parent = os.getpid() if parent is None else parent
-    found = []
+    found = set()
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        st = read_stat(int(name))
-        if st is None or st.ppid != parent or st.state in ("Z", "X"):
-            continue
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None and st.ppid == parent and st.state not in ("Z", "X"):
+                found.add(st.pid)
+    return found
+
+
+def _helpers(parent: int | None = None) -> list[int]:
+    """The live (not exited) spawn helpers whose parent is ``parent`` (default: this process), by their
+    command line: for "none is left", since a helper names the spawner there only once it has exec'd."""
+    found = []
+    for pid in _children(parent):
         try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
                 if b"mosaic.cgroup_cohort._spawner" in f.read():
-                    found.append(st.pid)
+                    found.append(pid)
         except OSError:
             pass
     return sorted(found)
+
+
+def _prewarmed(launcher: PgroupLauncher, count: int = 1, **kw: float) -> list[int]:
+    """``count`` prewarm() calls; the helpers they started, as this process's new children (reading their
+    command line right away could race with their exec, as it did in CI for the real-kernel suite)."""
+    before = _children()
+    assert all(launcher.prewarm(**kw) for _ in range(count))
+    return sorted(_children() - before)
 
 
 def _state(pid: int) -> str | None:
@@ -305,8 +320,7 @@ def _launch_and_release(launcher: PgroupLauncher) -> None:
 def test_a_prewarmed_helper_serves_the_next_launch_and_is_gone():
     launcher = PgroupLauncher()
     try:
-        assert launcher.prewarm()
-        (helper,) = _helpers()
+        (helper,) = _prewarmed(launcher)
         _launch_and_release(launcher)
         assert _helpers() == [] and _state(helper) is None  # used, exited, reaped by the launch
     finally:
@@ -316,9 +330,8 @@ def test_a_prewarmed_helper_serves_the_next_launch_and_is_gone():
 
 def test_close_stops_every_unused_helper_and_is_idempotent():
     launcher = PgroupLauncher()
-    assert launcher.prewarm() and launcher.prewarm()  # one helper per call
-    helpers = _helpers()
-    assert len(helpers) == 2
+    helpers = _prewarmed(launcher, 2)
+    assert len(helpers) == 2  # one helper per call
     launcher.close()
     launcher.close()
     assert _helpers() == [] and [_state(pid) for pid in helpers] == [None, None]  # killed and reaped
@@ -331,8 +344,7 @@ def test_an_expired_prewarmed_helper_is_replaced_at_the_launch():
     """A helper not used within its idle bound exits by itself, having read nothing; the launch that takes
     it then (a race the launcher cannot rule out) finds it expired and starts a fresh one."""
     launcher = PgroupLauncher()
-    assert launcher.prewarm(idle=0.2)
-    (helper,) = _helpers()
+    (helper,) = _prewarmed(launcher, idle=0.2)
     deadline = time.monotonic() + 20
     while _state(helper) not in ("Z", None):  # exited (a zombie until the launcher reaps it)
         assert time.monotonic() < deadline, "the helper did not exit at its idle bound"
@@ -350,7 +362,7 @@ def test_a_prewarmed_helper_does_not_outlive_its_launcher():
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
-        (helper,) = _helpers(proc.pid)
+        (helper,) = _children(proc.pid)  # its only child
         fd = os.pidfd_open(helper)
     finally:
         proc.kill()

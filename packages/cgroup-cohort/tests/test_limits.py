@@ -1,7 +1,8 @@
 """The engine's limits without a cgroup (README "Limits"): the decision table, the shim's writer on a
 directory tree shaped like a cgroup (every write it makes recorded), and the value objects.
 
-``decide``, ``apply_cgroup`` and ``settle`` are ``_limits``' private mechanism; testing them is the point
+``decide``, ``apply_cgroup`` and ``settle`` are the limits' mechanism (public in ``mosaic.cgroup_cohort.limits``;
+the writes are recorded through ``cgroupfs.write_value``, which the writer calls); testing them is the point
 here. The real kernel (engine/'s files, /proc/<pid>/limits, a fork storm) is tests_cohort/test_limits.py.
 """
 
@@ -13,15 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.cgroup_cohort import LIMITS, EngineLimits, LimitHeld, held_to_dict
-from mosaic.cgroup_cohort import _cgroupfs as cg
-from mosaic.cgroup_cohort._limits import (
+from mosaic.cgroup_cohort import EngineLimits
+from mosaic.cgroup_cohort import cgroupfs as cg
+from mosaic.cgroup_cohort.limits import (
     DEFAULT_ADDRESS_SPACE,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
+    LIMITS,
+    LimitHeld,
     apply_cgroup,
     decide,
     held_from_dict,
+    held_to_dict,
     rlimits_of,
     settle,
 )

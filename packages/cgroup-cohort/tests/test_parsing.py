@@ -1,7 +1,7 @@
 """Parsers and readers that need no cgroup: mountinfo, cgroup.events, /proc/<pid>/cgroup.
 
-The cgroup.events reader, the enumeration and the /proc/<pid>/cgroup parser are private mechanisms of the
-shim, and testing them is the point here, so this file imports ``_cgroupfs``, ``_errors`` and ``_proc``.
+The cgroup.events reader, the enumeration and the /proc/<pid>/cgroup parser are the shim's mechanisms,
+public in ``mosaic.cgroup_cohort.cgroupfs``; testing them is the point here.
 The /proc/<pid>/stat parser is mosaic.safe_open's (its own tests cover it).
 """
 
@@ -11,18 +11,19 @@ import os
 
 import pytest
 
-from mosaic.cgroup_cohort import find_cgroup2
-from mosaic.cgroup_cohort._cgroupfs import (
+from mosaic.cgroup_cohort.cgroupfs import (
+    EvidenceUnavailable,
     enumerate_members,
+    find_cgroup2,
     has_feature,
     parse_events,
     parse_mountinfo,
+    parse_proc_cgroup,
     read_events,
+    start_time,
     wait_events,
     wait_tree,
 )
-from mosaic.cgroup_cohort._errors import EvidenceUnavailable
-from mosaic.cgroup_cohort._proc import parse_proc_cgroup, start_time
 from mosaic.safe_open import parse_stat
 
 HOST = """\

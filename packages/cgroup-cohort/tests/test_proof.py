@@ -11,9 +11,15 @@ import pytest
 
 from mosaic.cgroup_cohort import (
     CohortRefusal,
+    FixtureVerifier,
+    StopRequest,
+    UnlaunchedCohort,
+    build_boot_proof,
+)
+from mosaic.cgroup_cohort.proof import build_cohort_proof, classify_host, proof_digest, proof_json_schema
+from mosaic.cgroup_cohort.stop import (
     Death,
     Enumerated,
-    FixtureVerifier,
     Frozen,
     FrozenRechecked,
     GraceEnded,
@@ -22,14 +28,7 @@ from mosaic.cgroup_cohort import (
     Killed,
     Reaped,
     StopMachine,
-    StopRequest,
     TermSent,
-    UnlaunchedCohort,
-    build_boot_proof,
-    build_cohort_proof,
-    classify_host,
-    proof_digest,
-    proof_json_schema,
 )
 from mosaic.safe_open import DIGEST_RE, HostIdentity, ProcessRef, canonical_json, sha256_digest
 

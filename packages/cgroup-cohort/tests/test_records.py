@@ -15,18 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mosaic.cgroup_cohort import (
-    CODES,
-    MAX_REF_BYTES,
-    UNCERTAIN_REASONS,
-    CohortRef,
-    CohortRefusal,
-    Containment,
-    Death,
-    PgroupLauncher,
-    ScopeLauncher,
-    UserManager,
-)
+from mosaic.cgroup_cohort import CODES, CohortRef, CohortRefusal, PgroupLauncher, ScopeLauncher, UserManager
+from mosaic.cgroup_cohort.reference import MAX_REF_BYTES, Containment
+from mosaic.cgroup_cohort.stop import UNCERTAIN_REASONS, Death
 from mosaic.safe_open import HostIdentity, ProcessRef, Refusal, canonical_json
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
@@ -254,7 +245,7 @@ def _frozen(value: Any) -> Any:
 
 def test_reference_read_back_from_a_frozen_claim_copy_is_the_same(ref_factory):
     # Found by the controller's claim <-> cohort contract test: writer-claim hands the stored reference
-    # back deep-frozen; a JSON array is then a tuple, and it must still read back (issue 9).
+    # back deep-frozen; a JSON array is then a tuple, and it must still read back.
     for kind in ("scope", "direct"):
         ref = ref_factory(kind)
         assert CohortRef.from_dict(_frozen(ref.to_dict())) == ref

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from mosaic.cgroup_cohort import (
+from mosaic.cgroup_cohort import CohortRef, StopRequest
+from mosaic.cgroup_cohort.reference import Containment
+from mosaic.cgroup_cohort.stop import (
     PGROUP_TRANSITIONS,
     STOP_TRANSITIONS,
     UNCERTAIN_REASONS,
     Acknowledged,
     AwaitGrace,
     CheckIdentity,
-    CohortRef,
     Collect,
-    Containment,
     Death,
     Enumerate,
     Enumerated,
@@ -35,7 +35,6 @@ from mosaic.cgroup_cohort import (
     RecheckFrozen,
     SendTerm,
     StopMachine,
-    StopRequest,
     TermSent,
     Unavailable,
     check_identity,

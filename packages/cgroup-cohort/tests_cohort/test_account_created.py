@@ -1,4 +1,4 @@
-"""The engine account as root (issue 21, item 4): a missing account is created as a system account with no
+"""The engine account as root: a missing account is created as a system account with no
 home and no login shell, the next call uses it unchanged. The account is made under a name of its own for
 this test and removed by that exact name afterwards."""
 

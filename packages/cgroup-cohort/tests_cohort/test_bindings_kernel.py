@@ -1,4 +1,8 @@
-"""Each binding and each cgroup2 primitive against the real kernel (root, a scratch cgroup per test)."""
+"""Each binding and each cgroup2 primitive against the real kernel (root, a scratch cgroup per test).
+
+The cffi bindings (``mosaic.cgroup_cohort.bindings``) and the cgroup2 primitives (``.cgroupfs``) are the
+mechanisms the shim and the executors stand on; testing them against the real kernel is the point here.
+"""
 
 from __future__ import annotations
 
@@ -11,30 +15,23 @@ from collections.abc import Iterator
 
 import pytest
 
-from mosaic.cgroup_cohort import Credentials, find_cgroup2
-
-# The cffi bindings and the cgroup2 primitives are this package's private mechanisms; testing them against
-# the real kernel is the point of this file.
-from mosaic.cgroup_cohort._cgroupfs import (
+from mosaic.cgroup_cohort import Credentials
+from mosaic.cgroup_cohort.bindings import CLONE_NEWCGROUP, clone_child, file_handle_id, spawn, unshare
+from mosaic.cgroup_cohort.cgroupfs import (
     O_DIR,
+    EvidenceUnavailable,
     cgroup_id,
+    cgroup_of,
     enumerate_members,
+    find_cgroup2,
     has_feature,
     read_events,
     remove_tree,
+    start_time,
     wait_events,
     wait_tree,
     write_value,
 )
-from mosaic.cgroup_cohort._errors import EvidenceUnavailable
-from mosaic.cgroup_cohort._ffi import (
-    CLONE_NEWCGROUP,
-    clone_child,
-    file_handle_id,
-    spawn,
-    unshare,
-)
-from mosaic.cgroup_cohort._proc import cgroup_of, start_time
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
-"""`census`: the cohort's size now, what a force-stop confirmation shows (issue 12). A count read through
+"""`census`: the cohort's size now, what a force-stop confirmation shows. A count read through
 the shim, unfrozen; it stops nothing, and a cohort that is gone (or a process group) has no count."""
 
 from __future__ import annotations
 
-from mosaic.cgroup_cohort import census
+from mosaic.cgroup_cohort.stop import census
 from mosaic.cgroup_cohort.testing import alive
 
 

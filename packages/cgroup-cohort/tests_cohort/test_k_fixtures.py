@@ -2,7 +2,7 @@
 
 The engine is the misbehaving tree (setsid daemons, a fork loop, TERM-ignoring members) running as the
 dedicated uid ``cohorttest``, which owns no ancestor of engine/: the kernel-enforced K13 boundary of
-cgroup-facts.md §4.4. The same-uid design of the brief (no nsdelegate here) is shown escaping, and then
+docs/cgroup-facts.md §4.4. The same-uid design of the brief (no nsdelegate here) is shown escaping, and then
 K1 ends uncertain, as the brief requires.
 """
 
@@ -21,8 +21,6 @@ import jsonschema
 import pytest
 
 from mosaic.cgroup_cohort import (
-    Acknowledged,
-    AwaitGrace,
     CohortRef,
     CohortRefusal,
     DirectCgroupLauncher,
@@ -32,11 +30,11 @@ from mosaic.cgroup_cohort import (
     StopRequest,
     UnlaunchedCohort,
     UserManager,
-    boot_time,
     build_boot_proof,
     force_stop,
-    proof_json_schema,
 )
+from mosaic.cgroup_cohort.proof import boot_time, proof_json_schema
+from mosaic.cgroup_cohort.stop import Acknowledged, AwaitGrace
 from mosaic.cgroup_cohort.testing import alive, kill_member, populated, wait_unpopulated
 from mosaic.safe_open import DIGEST_RE, HostIdentity, ProcessRef, current_host, read_stat
 
@@ -194,8 +192,9 @@ def test_K4_two_engines_stop_one_the_other_survives(lab):
 # executor step by step, "publishing" each phase before the action, as the controller does.
 DRIVER = r"""
 import json, os, signal, sys
-from mosaic.cgroup_cohort import (AwaitGrace, CohortRef, Finish, StopRequest, UserManager, build_cohort_proof,
-                                  executor_for, machine_for)
+from mosaic.cgroup_cohort import CohortRef, StopRequest, UserManager
+from mosaic.cgroup_cohort.proof import build_cohort_proof
+from mosaic.cgroup_cohort.stop import AwaitGrace, Finish, executor_for, machine_for
 mode, stored, request, prefix = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
 ref = CohortRef.from_dict(stored)
 request = StopRequest(**request)

@@ -1,4 +1,4 @@
-"""The engine's limits on the real kernel (issue 19 item 6; README "Limits"), on both routes.
+"""The engine's limits on the real kernel (README "Limits"), on both routes.
 
 Where the unit's parent enables a controller, its limit is in engine/'s file; where not, the rlimit stands
 in on the engine and everything it starts. Each test reads what the unit is offered itself (its
@@ -17,7 +17,8 @@ import subprocess
 
 import pytest
 
-from mosaic.cgroup_cohort import DirectCgroupLauncher, EngineLimits, find_cgroup2
+from mosaic.cgroup_cohort import DirectCgroupLauncher, EngineLimits
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing import alive, populated, remove_cgroup
 from mosaic.cgroup_cohort.testing.lab import Lab, Launched
 from mosaic.safe_open import ProcessRef

@@ -83,16 +83,16 @@ def test_vendored_shim_boots_under_the_system_python(vendored_shim, tmp_path):
     the engine runs), must resolve from that one directory. Without safe_open in the copy the shim's
     parser still answers but the rest of the shim cannot start (so this would catch a vendoring that
     forgot it)."""
-    # The boot line is the launcher's private mechanism; checking it boots is the point here.
-    from mosaic.cgroup_cohort._launchers import _SHIM_CODE, _shim_boot  # noqa: PLC0415
+    # The boot line (mosaic.cgroup_cohort.shim): checking it boots is the point here.
+    from mosaic.cgroup_cohort.shim import SHIM_CODE, shim_boot  # noqa: PLC0415
 
     def boot(root: str, *args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
-        argv = _shim_boot(root) if code is None else ["-I", "-c", code, root]
+        argv = shim_boot(root) if code is None else ["-I", "-c", code, root]
         return subprocess.run(["/usr/bin/python3", *argv, *args], capture_output=True, text=True, env={},
                               cwd=tmp_path, timeout=60)
 
-    rest = _SHIM_CODE.replace("from mosaic.cgroup_cohort._shim import main; sys.exit(main())",
-                              "import mosaic.cgroup_cohort._shim_ops")
+    rest = SHIM_CODE.replace("from mosaic.cgroup_cohort._shim import main; sys.exit(main())",
+                             "import mosaic.cgroup_cohort._shim_ops")
     ok = boot(vendored_shim, "--help")
     assert ok.returncode == 0 and "--engine-uid" in ok.stdout, ok.stderr
     assert boot(vendored_shim, code=rest).returncode == 0
@@ -105,11 +105,11 @@ def test_vendored_shim_boots_under_the_system_python(vendored_shim, tmp_path):
 def _helper(root: str, request: dict, cwd: str) -> tuple[int, str, str]:
     """The spawn helper booted from ``root`` on /usr/bin/python3 as the launchers boot it, given ``request``
     on its socket; (exit status, report, stderr)."""
-    # The helper's boot line is the launchers' private mechanism; checking it boots is the point here.
-    from mosaic.cgroup_cohort._launchers import _HELPER_CODE  # noqa: PLC0415
+    # The helper's boot line (mosaic.cgroup_cohort.spawn_helper): checking it boots is the point here.
+    from mosaic.cgroup_cohort.spawn_helper import HELPER_CODE  # noqa: PLC0415
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    proc = subprocess.Popen(["/usr/bin/python3", "-I", "-c", _HELPER_CODE, root, "30", "shim"],
+    proc = subprocess.Popen(["/usr/bin/python3", "-I", "-c", HELPER_CODE, root, "30", "shim"],
                             stdin=theirs.fileno(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={}, cwd=cwd)
     theirs.close()
@@ -128,8 +128,8 @@ def test_vendored_copy_boots_the_spawn_helper_under_the_system_python(vendored_s
     the bindings and cffi's ``_cffi_backend``, the shim's start): booted from it on /usr/bin/python3, the
     helper spawns for real, handing this process its child, and every module it loads beyond the standard
     library comes from the copy (not, say, the system's own ``_cffi_backend``)."""
-    # The helper's boot line is the launchers' private mechanism; checking it boots is the point here.
-    from mosaic.cgroup_cohort._launchers import _HELPER_CODE  # noqa: PLC0415
+    # The helper's boot line (mosaic.cgroup_cohort.spawn_helper): checking it boots is the point here.
+    from mosaic.cgroup_cohort.spawn_helper import HELPER_CODE  # noqa: PLC0415
 
     code, out, err = _helper(vendored_shim, {"argv": ["/bin/true"], "env": {}}, str(tmp_path))
     assert code == 0, err
@@ -137,7 +137,7 @@ def test_vendored_copy_boots_the_spawn_helper_under_the_system_python(vendored_s
     assert report["ok"] is True
     _, status = os.waitpid(report["pid"], 0)  # the child is ours (CLONE_PARENT), not the helper's
     assert os.waitstatus_to_exitcode(status) == 0
-    probe = _HELPER_CODE.replace(
+    probe = HELPER_CODE.replace(
         "from mosaic.cgroup_cohort._spawner import main; os._exit(main())",
         "import mosaic.cgroup_cohort._spawner, mosaic.cgroup_cohort._shim; print('\\n'.join(sorted("
         "getattr(m, '__file__', None) or '' for n, m in sys.modules.items() "

@@ -48,10 +48,10 @@ from mosaic.cgroup_cohort import (
     DirectCgroupLauncher,
     FixtureVerifier,
     StopRequest,
-    find_cgroup2,
     force_stop,
     release_cohort,
 )
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing.account import engine_account
 from mosaic.controller import Controller, EngineSpec, Hooks, Placement
 from mosaic.controller._cohort import ClaimCohortProbe

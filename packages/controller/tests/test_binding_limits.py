@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from core_harness import Harness, validate
 
-from mosaic.cgroup_cohort import EngineLimits, LimitHeld, held_to_dict
+from mosaic.cgroup_cohort import EngineLimits
+from mosaic.cgroup_cohort.limits import LimitHeld, held_to_dict
 
 HELD = held_to_dict({
     "pids": LimitHeld("rlimit", 4096, "RLIMIT_NPROC", False, "pids.max: the parent does not enable the pids "

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.cgroup_cohort import Cgroup2Mount, Credentials
+from mosaic.cgroup_cohort import Credentials
+from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
 from mosaic.controller import check_text, route
 from mosaic.controller.plain import plain_message, shorten
 from mosaic.controller.route import RouteUnavailable, choose_route, user_manager_answers

@@ -14,7 +14,8 @@ import jsonschema
 import pytest
 from lifecycle_helpers import ControllerProc, World, client, dead
 
-from mosaic.cgroup_cohort import CohortRef, proof_json_schema
+from mosaic.cgroup_cohort import CohortRef
+from mosaic.cgroup_cohort.proof import proof_json_schema
 from mosaic.cgroup_cohort.testing import alive, populated
 from mosaic.controller.client import Admitted, ControllerClient, ControllerRefusal, OutcomeUnknown, Refused
 from mosaic.controller.testing import RawClient, event_is, receipt_is, stop_is

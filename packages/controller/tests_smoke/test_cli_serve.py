@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.cgroup_cohort import find_cgroup2
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.controller.client import Admitted, ControllerClient
 from mosaic.writer_claim import ClaimStore, SeatKey, SessionKey, State
 

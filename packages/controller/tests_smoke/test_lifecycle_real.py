@@ -33,9 +33,9 @@ from mosaic.cgroup_cohort import (
     DirectCgroupLauncher,
     EngineLimits,
     FixtureVerifier,
-    find_cgroup2,
     release_cohort,
 )
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.controller import Controller, EngineSpec, Placement
 from mosaic.controller.testing import FixtureTree, RawClient, readable_install, receipt_is

@@ -1,183 +1,58 @@
-"""mosaic.cgroup_cohort: launchers, the supervisor shim, freeze/kill force stop with cohort and boot proofs.
+"""mosaic.cgroup_cohort: launch an engine in a cohort it cannot leave, and force stop it with a proof.
 
 The producer of seeds/003 §6 ("Stop, cohort proof and recovery", fixtures K1-K18) and of the seed
 README's src/cohort.mjs and src/shim.mjs. Depends on mosaic.safe_open (the refusal base and the shared
 host, process and digest identities) and cffi (ABI mode) for the syscalls.
 
-    launcher: Launcher = DirectCgroupLauncher(parent, socket_dir, engine=Credentials(uid, gid))  # or Scope...
-    launcher.prewarm()                              # optional: the launch's spawn helper boots meanwhile
-    handle = launcher.launch(unit, engine_argv)     # unit: the name the writer claim recorded
-    stdin_w, stdout_r = handle.take_stdio()         # the engine link owns these now
-    record(handle.ref.to_dict())                    # into the writer claim, before relying on the engine
-    ...
-    ref = CohortRef.from_dict(stored)               # later, maybe in a fresh process
-    machine, executor = machine_for(ref, request), executor_for(ref, manager=manager)
-    while not isinstance(action := machine.action, Finish):
-        publish(machine.phase)                      # into the claim, between actions
-        machine.feed(executor.perform(action))      # blocking: run it in a thread
-    executor.close()
-    proof = build_cohort_proof(ref, request, action.outcome)   # when action.outcome.state == "stopped"
+    launcher = DirectCgroupLauncher(parent, socket_dir, engine=Credentials(uid, gid))  # or ScopeLauncher, ...
+    handle = launcher.launch(claim_unit, engine_argv)   # the unit name the writer claim recorded
+    record(handle.ref.to_dict())                        # into the claim, before relying on the engine
+    result = force_stop(CohortRef.from_dict(stored), StopRequest(stop_id, conversation, execution, answer),
+                        verifier=verifier)              # result.proof when result.outcome.state == "stopped"
+
+What a consumer needs is here; the rest is in named public modules: ``launchers`` (the three launchers,
+presence, release), ``reference`` (the cohort reference), ``stop`` (the machines, actions, events and
+executors a controller drives step by step; ``census``), ``proof`` (cohort and boot proofs, the verifier),
+``limits`` (the engine's limits), ``cgroupfs`` (the cgroup2 and /proc readers), ``bindings`` (the cffi
+syscalls), ``shim`` and ``spawn_helper`` (the two programs a launch starts), ``testing`` (test support).
 """
 
-from ._census import Census, census
-from ._cgroupfs import Cgroup2Mount, find_cgroup2
-from ._driver import StopExecutor, StopResult, executor_for, force_stop
-from ._errors import CODES, UNCERTAIN_REASONS, CohortRefusal
-from ._events import (
-    Acknowledged,
-    Action,
-    AwaitGrace,
-    CheckIdentity,
-    Collect,
-    Enumerate,
-    Enumerated,
-    Event,
-    Finish,
-    Freeze,
-    Frozen,
-    FrozenRechecked,
-    GraceEnded,
-    GroupObserved,
-    IdentityObserved,
-    IdentityUnavailable,
-    Kill,
-    Killed,
-    KillGroup,
-    ObserveGroup,
-    Reaped,
-    RecheckFrozen,
-    SendTerm,
-    StopEvidence,
-    StopOutcome,
-    TermSent,
-    Unavailable,
-)
+from ._direct import DirectCgroupLauncher
+from ._driver import StopResult, force_stop
+from ._errors import CODES, CohortRefusal
 from ._ffi import Credentials
-from ._launchers import (
-    CohortHandle,
-    DirectCgroupLauncher,
-    Launcher,
-    PgroupLauncher,
-    Presence,
-    ScopeLauncher,
-    UserManager,
-    release_cohort,
-)
-from ._limits import LIMITS, EngineLimits, LimitHeld, held_to_dict
-from ._model import (
-    MAX_REF_BYTES,
-    CohortRef,
-    Containment,
-    Death,
-    LauncherKind,
-    ObservedIdentity,
-    StopRequest,
-    UnlaunchedCohort,
-)
-from ._proc import boot_time
-from ._proof import (
-    PROOF_SCHEMA,
-    FixtureVerifier,
-    HostRelation,
-    build_boot_proof,
-    build_cohort_proof,
-    classify_host,
-    proof_digest,
-    proof_json_schema,
-)
-from ._stop import (
-    PGROUP_TRANSITIONS,
-    STOP_TRANSITIONS,
-    PgPhase,
-    PgroupStopMachine,
-    Phase,
-    StopMachine,
-    check_identity,
-    machine_for,
-)
+from ._launcher import CohortHandle, Launcher, release_cohort
+from ._limits import EngineLimits
+from ._model import CohortRef, StopRequest, UnlaunchedCohort
+from ._pgroup import PgroupLauncher
+from ._proof import FixtureVerifier, build_boot_proof
+from ._scope import ScopeLauncher, UserManager
 
 __all__ = [
-    # refusals and the reasons a stop ends uncertain
+    # the refusal, and its table (code -> reconcile)
     "CODES",
-    "UNCERTAIN_REASONS",
     "CohortRefusal",
-    # launching
-    "Cgroup2Mount",
+    # launch under the unit name the claim recorded
     "CohortHandle",
     "Credentials",
     "DirectCgroupLauncher",
+    "EngineLimits",
     "Launcher",
     "PgroupLauncher",
-    "Presence",
     "ScopeLauncher",
     "UserManager",
-    "release_cohort",
-    "find_cgroup2",
-    # the engine's limits (README "Limits"): what to set, and where each one holds after a launch
-    "LIMITS",
-    "EngineLimits",
-    "LimitHeld",
-    "held_to_dict",
-    # what a force-stop confirmation shows: the cohort's size now (a count, not a proof)
-    "Census",
-    "census",
-    # the cohort reference and the records around a stop
-    "MAX_REF_BYTES",
+    # the reference a claim stores
     "CohortRef",
-    "Containment",
-    "Death",
-    "LauncherKind",
-    "ObservedIdentity",
-    "StopRequest",
     "UnlaunchedCohort",
-    # the stop machines, their tables, actions, events and executors
-    "PGROUP_TRANSITIONS",
-    "STOP_TRANSITIONS",
-    "Acknowledged",
-    "Action",
-    "AwaitGrace",
-    "CheckIdentity",
-    "Collect",
-    "Enumerate",
-    "Enumerated",
-    "Event",
-    "Finish",
-    "Freeze",
-    "Frozen",
-    "FrozenRechecked",
-    "GraceEnded",
-    "GroupObserved",
-    "IdentityObserved",
-    "IdentityUnavailable",
-    "Kill",
-    "KillGroup",
-    "Killed",
-    "ObserveGroup",
-    "PgPhase",
-    "PgroupStopMachine",
-    "Phase",
-    "Reaped",
-    "RecheckFrozen",
-    "SendTerm",
-    "StopEvidence",
-    "StopExecutor",
-    "StopMachine",
-    "StopOutcome",
-    "StopResult",
-    "TermSent",
-    "Unavailable",
-    "check_identity",
-    "executor_for",
-    "force_stop",
-    "machine_for",
-    # proofs
-    "PROOF_SCHEMA",
+    # stop with a proof (or a boot proof for a cohort of an earlier boot), and let the shim go
     "FixtureVerifier",
-    "HostRelation",
-    "boot_time",
+    "StopRequest",
+    "StopResult",
     "build_boot_proof",
-    "build_cohort_proof",
-    "classify_host",
-    "proof_digest",
-    "proof_json_schema",
+    "force_stop",
+    "release_cohort",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

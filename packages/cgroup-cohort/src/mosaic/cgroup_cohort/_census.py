@@ -1,5 +1,5 @@
 """How many processes a cohort holds now, without stopping anything: what a force-stop confirmation shows
-("what will be killed", issue 12). A count, never a proof: the cohort may grow or shrink before the stop,
+("what will be killed"). A count, never a proof: the cohort may grow or shrink before the stop,
 and only the stop's frozen enumeration is evidence (README "The proof")."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from mosaic.safe_open import ProcessRef, current_host, read_stat
 
-from . import _cgroupfs as cg
+from . import cgroupfs as cg
 from ._channel import ShimChannel
 from ._errors import CohortRefusal, EvidenceUnavailable
 from ._events import (
@@ -53,9 +53,9 @@ from ._events import (
     TermSent,
     Unavailable,
 )
-from ._launchers import UserManager
 from ._model import CohortRef, Containment, Death, ObservedIdentity, StopRequest
 from ._proof import FixtureVerifier, build_cohort_proof
+from ._scope import UserManager
 from ._stop import PgroupStopMachine, StopMachine, machine_for
 
 __all__ = ["StopExecutor", "StopResult", "executor_for", "force_stop"]

@@ -1,7 +1,7 @@
 """Why a force stop ends uncertain, and the internal "an observation could not be made" exception.
 
 Kept apart from ``_errors`` (which re-exports both) because it imports nothing beyond the standard library:
-``_cgroupfs`` raises ``EvidenceUnavailable``, and the shim imports ``_cgroupfs`` before it starts the engine,
+``cgroupfs`` raises ``EvidenceUnavailable``, and the shim imports ``cgroupfs`` before it starts the engine,
 where importing ``mosaic.safe_open`` (the refusal base ``_errors`` needs) would add ~10 ms to every launch
 (README "Threads": what a launch costs).
 """

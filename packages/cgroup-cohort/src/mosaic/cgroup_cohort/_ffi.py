@@ -5,7 +5,7 @@ ABI mode means no compiler at install time: the functions are looked up in the r
 (cffi's out-of-line ABI mode), so importing the bindings loads ``_cffi_backend`` and no parser. Everything
 here fails with ``OSError`` carrying the kernel's errno, never silently.
 
-What is bound, and why (cgroup-facts.md §3.1, §5, §8):
+What is bound, and why (docs/cgroup-facts.md §3.1, §5, §8):
 
 * ``clone3`` through ``syscall(435)`` with ``struct clone_args`` (glibc 2.36 has no wrapper). With
   ``CLONE_INTO_CGROUP`` the child is born inside ``engine/``: there is no instant at which it runs, or
@@ -232,7 +232,7 @@ def _require_single_thread(what: str, settle: float = 0.1) -> None:
             "process. Its child runs Python before execve without what fork() does for a threaded process "
             "(glibc's atfork handlers, CPython's PyOS_AfterFork_Child), so a lock another thread held (the "
             "GIL, malloc's, the import lock) stays held and the child can hang before its exec. Launchers "
-            "spawn through their single-threaded helper process (_launchers, _spawner).")
+            "spawn through their single-threaded helper process (_spawn_helper, _spawner).")
 
 
 def reset_signals() -> None:

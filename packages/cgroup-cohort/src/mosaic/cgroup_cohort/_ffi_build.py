@@ -1,9 +1,8 @@
 """The C declarations of the bindings, and the generator of ``_ffi_abi`` from them (development only).
 
 cffi's in-line ABI mode (``FFI().cdef(...)`` at import) parses the declarations with pycparser in every
-process that imports the bindings: about 35 ms here, paid by the launcher's process and, before this
-module, by the spawn helper and the shim at each launch, on the engine's critical path (README "Threads":
-what a launch costs). cffi's out-of-line ABI mode parses them once, here, into ``_ffi_abi.py``: a Python
+process that imports the bindings: about 35 ms here, which the launcher's process, and the spawn helper and
+the shim at each launch, would pay on the engine's critical path (README "Threads": what a launch costs). cffi's out-of-line ABI mode parses them once, here, into ``_ffi_abi.py``: a Python
 module of serialized types that ``_ffi`` imports; it loads ``_cffi_backend`` (cffi's C part) and nothing
 else, no pycparser, and still needs no compiler.
 

@@ -1,6 +1,6 @@
 """Engine limits: how many tasks, how much memory and CPU the cohort may take, and no core dumps.
 
-Rules this file keeps (README "Limits"; cgroup-facts.md §1, §2.2, §7.2):
+Rules this file keeps (README "Limits"; docs/cgroup-facts.md §1, §2.2, §7.2):
 
 * **A limit goes where the kernel holds it for the whole cohort first.** pids, memory and cpu are cgroup2
   controllers. One is used only when the unit's parent has already enabled it for the unit (the unit's
@@ -30,7 +30,7 @@ Rules this file keeps (README "Limits"; cgroup-facts.md §1, §2.2, §7.2):
   not the cgroup (or why nothing). ``decide`` is pure; ``apply_cgroup`` is the shim's one writer.
 
 The shim's start imports this module before the engine's birth: the standard library (``resource``, a
-builtin) and ``_cgroupfs`` and ``_record`` only (README "Threads": what a launch costs).
+builtin) and ``cgroupfs`` and ``_record`` only (README "Threads": what a launch costs).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import resource
 
-from . import _cgroupfs as cg
+from . import cgroupfs as cg
 from ._record import Record
 
 # Annotations only (strings here): typing would add ~2 ms to the shim's start.

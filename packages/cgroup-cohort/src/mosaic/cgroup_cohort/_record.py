@@ -2,7 +2,7 @@
 
 ``@dataclass(frozen=True)`` imports ``dataclasses``, and with it ``inspect``, ``ast``, ``dis`` and
 ``tokenize``: about 7 ms of every process that imports the bindings (``_ffi``) or the cgroup2 readers
-(``_cgroupfs``). The spawn helper and the shim import both at each launch, before the engine starts, so
+(``cgroupfs``). The spawn helper and the shim import both at each launch, before the engine starts, so
 their records are ``Record`` subclasses instead. A subclass names its fields in ``__slots__`` (in order),
 annotates them, and assigns them once in ``__init__`` through ``_set``. It gets what the frozen dataclasses
 gave: equality and hash over the fields (objects of the same class only), a repr naming each field, no

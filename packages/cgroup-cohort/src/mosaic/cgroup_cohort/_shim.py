@@ -31,7 +31,7 @@ What it does, in order:
 Steps 1-6, up to the engine's birth, are this module (``start``); the rest is ``_shim_ops.Shim``, imported
 only once the engine runs. Every millisecond before the engine's birth delays the engine (README "Threads":
 what a launch costs), so this module imports the standard library, ``_ffi`` (``_cffi_backend``),
-``_cgroupfs``, ``_evidence``, ``_limits`` and ``_proc``, and nothing that is not needed before the engine starts
+``cgroupfs``, ``_evidence``, ``_limits`` and ``_proc``, and nothing that is not needed before the engine starts
 (mosaic.safe_open, socket, selectors, subprocess; a scope shim imports ``subprocess`` for the one
 ``systemctl`` call of step 3). Where steps 1-6 run:
 
@@ -60,7 +60,7 @@ import signal
 import sys
 import time
 
-from . import _cgroupfs as cg
+from . import cgroupfs as cg
 from ._evidence import EvidenceUnavailable
 from ._ffi import (
     CLONE_NEWCGROUP,

@@ -21,13 +21,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# The shim's import graph: the standard library, cffi (through _ffi), this package's _cgroupfs, _errors,
+# The shim's import graph: the standard library, cffi (through _ffi), this package's cgroupfs, _errors,
 # _evidence, _ffi, _proc and _shim, and mosaic.safe_open (the one reading of the machine id, the boot id and
 # /proc/<pid>/stat). safe_open loads no cffi at import. The launchers put both packages' roots on the shim's
-# path (_launchers.SHIM_ROOTS); a vendored shim_path must hold both (README "The shim").
+# path (_boot.SHIM_ROOTS); a vendored shim_path must hold both (README "The shim").
 from mosaic.safe_open import boot_id, machine_id, read_stat
 
-from . import _cgroupfs as cg
+from . import cgroupfs as cg
 from ._evidence import EvidenceUnavailable
 from ._ffi import pidfd_open, pidfd_send_signal
 from ._proc import cgroup_of, start_time

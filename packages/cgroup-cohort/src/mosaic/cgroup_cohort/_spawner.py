@@ -15,7 +15,7 @@ fresh interpreter with one thread, does the clone3. A launcher may start the hel
    nothing and started nothing;
 2. it calls ``spawn`` with ``sibling=True`` (CLONE_PARENT): the new process is the *launcher's* child,
    not the helper's. It is born in the requested cgroup (CLONE_INTO_CGROUP) and gets spawn's other
-   promises (descriptors, signals, credentials, no_new_privs, session, cwd) exactly as before;
+   promises (descriptors, signals, credentials, no_new_privs, session, cwd) exactly as in the launcher;
 3. it writes one JSON line on its stdout, ``{"ok": true, "pid": P}`` or ``{"ok": false, "errno": E,
    "error": "...", "pid": P or null}`` (P: a child that failed before exec, for the launcher to reap),
    and exits: 0, or 1 after a failure. It never waits for the child and outlives the spawn by nothing.
@@ -27,7 +27,7 @@ the canary, the engine) before it execs the shim's interpreter for the rest (``a
 its boot line). The child is a copy of this already booted, single-threaded interpreter, so the engine is
 born within a few ms of the request instead of after a fresh interpreter's start (README "Threads": what a
 launch costs). The helper reports the child at once; the shim reports its own start on its status
-descriptor, as before. Started with the argument ``shim`` after ``idle``, the helper imports ``_shim`` while
+descriptor, as a shim started any other way does. Started with the argument ``shim`` after ``idle``, the helper imports ``_shim`` while
 it waits, so that the request finds it imported.
 
 The request: ``argv`` (list of str), ``env`` (object of str), ``fds`` (object: target descriptor, as a
@@ -39,7 +39,7 @@ its boot line; ``cgroupFd`` is then required, ``credentials``, ``noNewPrivs``, `
 not allowed: the shim sets the engine's own).
 
 Imports: the standard library and ``_ffi`` (``_cffi_backend``), and for a shim ``_shim`` (which adds
-``_cgroupfs``, ``_evidence`` and ``_proc``; no mosaic.safe_open). The launcher's boot line registers the
+``cgroupfs``, ``_evidence`` and ``_proc``; no mosaic.safe_open). The launcher's boot line registers the
 package without running its ``__init__``, which would import everything.
 """
 

@@ -25,19 +25,15 @@ from typing import Any
 from mosaic.cgroup_cohort import (
     CohortRef,
     CohortRefusal,
-    Finish,
     FixtureVerifier,
     Launcher,
-    StopOutcome,
     StopRequest,
     UnlaunchedCohort,
     UserManager,
-    boot_time,
     build_boot_proof,
-    build_cohort_proof,
-    executor_for,
-    machine_for,
 )
+from mosaic.cgroup_cohort.proof import boot_time, build_cohort_proof
+from mosaic.cgroup_cohort.stop import Finish, StopOutcome, executor_for, machine_for
 from mosaic.safe_open import HostIdentity
 from mosaic.writer_claim import Claim, ProofKind, ProofRef, Revision, UnitObservation
 

@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.cgroup_cohort import (
-    Census,
     CohortHandle,
     CohortRef,
     EngineLimits,
@@ -53,10 +52,10 @@ from mosaic.cgroup_cohort import (
     Launcher,
     StopRequest,
     UserManager,
-    census,
-    held_to_dict,
     release_cohort,
 )
+from mosaic.cgroup_cohort.limits import held_to_dict
+from mosaic.cgroup_cohort.stop import Census, census
 from mosaic.chat_pages import conversation_id
 from mosaic.pi_rpc import (
     BUNDLE_MANIFEST_SHA256,

@@ -26,14 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mosaic.cgroup_cohort import (
-    Credentials,
-    DirectCgroupLauncher,
-    Launcher,
-    ScopeLauncher,
-    UserManager,
-    find_cgroup2,
-)
+from mosaic.cgroup_cohort import Credentials, DirectCgroupLauncher, Launcher, ScopeLauncher, UserManager
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 
 __all__ = ["Route", "RouteUnavailable", "choose_route", "engine_can_read", "user_manager_answers"]
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from mosaic.safe_open import ProcessRef, read_stat
 
-from .._cgroupfs import remove_tree
+from ..cgroupfs import remove_tree
 
 __all__ = ["TREE_SCRIPT", "alive", "churning_threads", "in_worker", "kill_member", "populated", "remove_cgroup",
            "stage_tree", "wait_unpopulated", "zombie_children"]
@@ -167,3 +167,7 @@ def zombie_children() -> list[int]:
             if st is not None and st.ppid == me and st.state in ("Z", "X"):
                 found.append(st.pid)
     return found
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

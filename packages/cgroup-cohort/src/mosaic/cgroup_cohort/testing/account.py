@@ -1,7 +1,7 @@
 """The engine account: the unprivileged uid a contained engine runs under, in one place.
 
 The engine of a contained cohort runs as a uid that owns no ancestor of its ``engine/`` cgroup, so a K13
-escape gets EACCES (cgroup-facts.md §4.4, §7.11; README "Containment (K13), honestly"). Every caller (the
+escape gets EACCES (docs/cgroup-facts.md §4.4, §7.11; README "Containment (K13), honestly"). Every caller (the
 real-kernel suites' lab, the demo, the controller's real-Pi tests and benchmarks, ``mosaic-controller
 serve``) gets it from :func:`engine_account`.
 
@@ -157,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_status
     print(f"{name} {creds.uid} {creds.gid}")
     return 0
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 if __name__ == "__main__":

@@ -44,9 +44,9 @@ from mosaic.cgroup_cohort import (
     StopRequest,
     StopResult,
     UserManager,
-    find_cgroup2,
     force_stop,
 )
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing import alive, kill_member, remove_cgroup, stage_tree
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account, engine_user_name
 from mosaic.safe_open import ProcessRef, read_stat
@@ -57,6 +57,33 @@ if not os.environ.get("MOSAIC_REPO"):
 REPO = Path(os.environ["MOSAIC_REPO"])
 sys.path.insert(0, str(REPO / "ci" / "cohort"))
 import sandbox  # type: ignore[import-not-found]  # noqa: E402  (ci/cohort/sandbox.py, the harness)
+
+# The plugin's hooks and fixtures are in __all__ too: pytest and pluggy find them through dir(module).
+__all__ = [
+    "Lab",
+    "Launched",
+    "direct_parent",
+    "engine_credentials",
+    "lab",
+    "marked_processes",
+    "new_unit",
+    "no_leftovers",
+    "pytest_collection_modifyitems",
+    "pytest_generate_tests",
+    "pytest_report_header",
+    "read_json_line",
+    "root_manager",
+    "run_marker",
+    "socket_dir",
+    "stage",
+    "user_manager",
+    "vendored_shim",
+]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 ENGINE_USER = engine_user_name()
 RUN = secrets.token_hex(6)

@@ -9,7 +9,7 @@ The spec (all keys optional):
                   process group; K1, K2)
   fork_loop       a TERM-ignoring process forking short-lived children in a loop (K12); "fork_cap"
                   bounds its live children; a fork the kernel refuses (EAGAIN at a limit) is tried again
-  fork_storm      a tool call's fork storm (issue 19): a TERM-ignoring process forking children that live
+  fork_storm      a tool call's fork storm (README "Limits"): a TERM-ignoring process forking children that live
                   on, as fast as it can, until a fork fails; it reports how many it made, the errno and
                   each child (pid, start time), then goes on trying every 2 ms. "storm_ceiling" (default
                   1024) is where it stops by itself, reporting errno null: a limit that does not hold

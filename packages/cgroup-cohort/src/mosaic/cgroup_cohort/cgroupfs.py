@@ -1,6 +1,13 @@
 """The cgroup2 filesystem: finding the mount, reading cgroup.events, enumerating, freezing, killing.
 
-Rules this file keeps (cgroup-facts.md):
+The kernel as the cohort reads it, public because a caller may look at a cohort for itself: the shim, the
+executors and the limits' writer call exactly these (through this module, so a test can record them), and
+the few /proc readers a stop relies on are here too (a process's cgroup and start time, from ``_proc``).
+A reader that cannot read raises ``EvidenceUnavailable`` (a reason and a detail), never an empty answer.
+The shim's start imports this module before the engine runs: nothing beyond the standard library and the
+bindings (README "Threads": what a launch costs).
+
+Rules this file keeps (docs/cgroup-facts.md):
 
 * The cgroup2 mount is discovered from /proc/self/mountinfo: the LAST cgroup2 entry whose root is "/".
   It is never hard-coded (/sys/fs/cgroup/unified here, /sys/fs/cgroup elsewhere, and inside a sandbox
@@ -23,25 +30,36 @@ from collections.abc import Callable, Iterator
 
 from ._evidence import EvidenceUnavailable
 from ._ffi import file_handle_id
-from ._proc import start_time
+from ._proc import cgroup_of, clock_ticks, parse_proc_cgroup, start_time
 from ._record import Record
 
 __all__ = [
+    "O_DIR",
     "CgroupEvents",
     "Cgroup2Mount",
+    "EvidenceUnavailable",
     "MountEntry",
     "cgroup_id",
+    "cgroup_of",
+    "clock_ticks",
     "enumerate_members",
     "find_cgroup2",
     "has_feature",
     "parse_events",
     "parse_mountinfo",
+    "parse_proc_cgroup",
     "read_events",
     "remove_tree",
+    "start_time",
     "wait_events",
     "wait_tree",
     "write_value",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
