@@ -24,12 +24,14 @@ if TYPE_CHECKING:
         run_force_stop,
     )
     from ._core import (
+        ControllerCore,
+        new_incarnation,
+    )
+    from ._core_state import (
         ENGINE_RECORD_CAP,
         Bounds,
-        ControllerCore,
         CoreConfig,
         engine_link_core,
-        new_incarnation,
     )
     from ._io import (
         Action,
@@ -81,7 +83,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "AccessPolicy": "_access",
     "Action": "_io",
-    "Bounds": "_core",
+    "Bounds": "_core_state",
     "Call": "_io",
     "CancelTimer": "_io",
     "check_text": "_tables",
@@ -94,12 +96,12 @@ _LAZY: dict[str, str] = {
     "Controller": "_lifecycle",
     "ControllerCore": "_core",
     "ControlRefusal": "_refusal",
-    "CoreConfig": "_core",
+    "CoreConfig": "_core_state",
     "Disconnected": "_io",
     "Effect": "_io",
     "EffectDone": "_io",
-    "engine_link_core": "_core",
-    "ENGINE_RECORD_CAP": "_core",
+    "engine_link_core": "_core_state",
+    "ENGINE_RECORD_CAP": "_core_state",
     "EngineEvents": "_io",
     "EngineSpec": "_lifecycle",
     "EVENT_MAP": "_tables",

@@ -37,8 +37,9 @@ from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, cr
 from mosaic.pi_rpc import EngineLink, LinkEvent
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES, SafeOpenRefusal, open_root
 
-from ._core import DRIFT_START, READ_SESSION, ControllerCore
+from ._core import DRIFT_START, ControllerCore
 from ._drift import FileIdentity, SessionBytes
+from ._effects import READ_SESSION
 from ._io import (
     Action,
     CancelTimer,

@@ -1,5 +1,6 @@
 """The controller core's state values: requests and their receipts, the pending slot, the run, stops,
-confirmations and connections. Plain mutable dataclasses owned by one `ControllerCore`; no I/O.
+confirmations, connections and the drift check in flight. Plain mutable dataclasses owned by one
+`ControllerCore` (through its `_core_state.CoreState`); no I/O.
 
 Each value knows its CHAT-01 record (`to_record`), so what a client sees is built in one place per
 record type (schemas/chat-01-control.schema.json validates every one of them in the tests).
@@ -13,7 +14,8 @@ from typing import Any, Literal
 from mosaic.pi_rpc import Command, CommandOutcome
 
 from ._access import actor_record
-from ._io import ConnId
+from ._drift import Checkpoint, EngineList
+from ._io import ConnId, RpcId
 from ._tables import RECEIPT_TRANSITIONS, ReceiptState, SlotCase
 
 # unpersisted: the run ended, but the drift check after it found the engine's own entries torn or missing
@@ -22,6 +24,11 @@ TurnState = Literal["completed", "interrupted", "unknown", "unpersisted"]
 BindingState = Literal["active", "stopping", "uncertain", "stopped"]
 StopKind = Literal["interrupt", "force-stop"]
 StopState = Literal["stopping", "reconciled", "uncertain", "stopped", "superseded"]
+# Where a stop chain stands: one name, "step", in the code (the stop record's wire field keeps the schema's
+# name, "phase"). An interrupt starts at "start" and moves along `_core_chain.CHAIN_TRANSITIONS`; a force
+# stop is "requested" until its effect is done. Every chain ends at "done".
+StopStep = Literal["start", "clear", "abort-due", "abort", "preflight-wait", "probe-wait", "post-clear",
+                   "slot-wait", "requested", "done"]
 
 
 class IllegalTransition(AssertionError):
@@ -166,7 +173,7 @@ class Stop:
     conn: ConnId
     started_at: float
     state: StopState = "stopping"
-    step: str = "start"
+    step: StopStep = "start"
     cycle: int = 1
     aborts: int = 0
     clears: list[Clear] = field(default_factory=list)
@@ -235,3 +242,30 @@ class Confirmation:
             "connection": self.conn, "state": self.state, "stopContext": self.context,
             "issuedAt": self.issued_at, "expiresAt": self.expires_at, "summary": dict(self.summary),
         }
+
+
+@dataclass
+class Conn:
+    """One admitted connection (the core's rule 7b: its peer's grant named it)."""
+
+    operations: frozenset[str]  # what its peer's grant allows (rule 7b)
+    ids: tuple[int, int, int]  # its peer's (uid, gid, pid): one tuple every record of this actor shares
+    role: str = "observer"
+    subscribed_from: int | None = None  # first sequence this connection receives
+    seq_at_subscribe: int = 0
+    quiet_at_subscribe: bool = False
+    reads: dict[RpcId, tuple[str | None, int, bool]] = field(default_factory=dict)
+    # observe calls awaiting their page: (cursor, the sequence at the call, quiet at the call)
+
+
+@dataclass(eq=False)
+class DriftCheck:
+    """One drift check in flight: its get_entries, then its file read (the core's rule 8)."""
+
+    check_id: str
+    started_at: float
+    command: Command | None
+    engine: EngineList | None = None
+    read_effect: str | None = None
+    dirty: bool = False  # an engine event arrived meanwhile: the engine was not idle, the check is void
+    since: Checkpoint | None = None  # the incremental check's starting point (None: the full check)

@@ -39,7 +39,8 @@ from mosaic.pi_rpc.testing import (
 )
 
 from ._access import AccessPolicy, Grants
-from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core, new_incarnation
+from ._core import ControllerCore, new_incarnation
+from ._core_state import Bounds, CoreConfig, engine_link_core
 from ._drift import DriftConfig
 from ._runtime import (
     ControllerRuntime,

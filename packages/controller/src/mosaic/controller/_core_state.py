@@ -1,0 +1,290 @@
+"""The controller core's shared state and the small helpers every room uses (`_core.py` lists the rooms).
+
+`CoreState` is one execution's state: control (generation, controller), connections, the binding, the
+fences, the slot, the run, the stop chains, requests and receipts, confirmations, the event sequence,
+evidence counters and the drift check's state. The rooms (`_core_admission`, `_core_chain`, ...) are
+functions that take it; none holds state of its own. It keeps these rules:
+
+1. Admission is open only while the binding is active and no fence stands (`admission_open`); a fence is
+   a reason with its detail, so every closed admission says why.
+2. `uncertain` is one-way: the binding goes uncertain, admission stays closed, the claim is asked to say
+   so (the `claim-uncertain` effect, once), and only a force stop moves it on (§1, §3). A stopped binding
+   stays stopped.
+3. Client actions (replies, refusals, notifications, page reads, closes: `CLIENT_ACTIONS`) go out through
+   `emit`, which holds them, in order, while a drift check is in flight (`held`, `_core_drift` rule 8).
+4. Control is checked generation first, then the controlling connection (seed "Refusals" order).
+5. A settled request stays among the last RECENT_RECEIPTS settled (what observe repeats); older ones keep
+   only what an exact retry needs (H12, H13), as a tuple of atoms (`retire`).
+6. A stop's approval disposition is uncertain once the execution showed a dialog (seed "Approval").
+7. The effects it asks for are rows of `_effects.EFFECTS` (`ask` refuses any other kind: a bug).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mosaic.pi_rpc import LinkCore
+from mosaic.safe_open import MAX_SESSION_FILE_BYTES
+
+from ._access import AccessPolicy, actor_record
+from ._drift import Checkpoint, DriftConfig, FileIdentity, Verdict
+from ._effects import EFFECTS
+from ._io import (
+    Action,
+    Call,
+    CloseConnection,
+    ConnId,
+    Effect,
+    Evidence,
+    Notify,
+    ReadPage,
+    Refuse,
+    Reply,
+    RpcId,
+)
+from ._refusal import ControlRefusal
+from ._state import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop, StopKind
+
+CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held during a drift check (rule 3)
+RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats (and the settled requests kept in memory)
+# The engine link's record cap, derived from the reader's (no answer on the control path may be cut for its
+# size while the reader still accepts the session): get_entries holds every entry of the file, each the
+# bytes of its line (JSON.stringify both ways); get_tree (the load check) wraps each entry in
+# {"entry":...,"children":[...]}, 27 bytes more than a line of at least ~70 (type, id, parentId, timestamp);
+# agent_end holds one run's messages, all of them in the file. So twice the reader's cap, plus an envelope.
+ENGINE_RECORD_CAP = 2 * MAX_SESSION_FILE_BYTES + (4 << 20)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Seconds. Every wait the core makes on the engine is bounded (brief §1, §3)."""
+
+    command: float = 30.0  # default response bound of an engine command (LinkCore)
+    prompt_ack: float = 60.0  # a prompt's preflight (extension handlers run before the ack)
+    clear: float = 10.0  # clear_queue: past it the outcome is unknown (rule 2: no abort)
+    probe: float = 10.0  # the get_state written after an ack
+    settle: float = 30.0  # abort -> the run settled; past it the stop is uncertain (K9)
+    confirmation_ttl: float = 300.0
+    max_cycles: int = 3  # rule 4 and rule 5: clear/abort cycles
+    drift: float = 10.0  # the drift check's get_entries, and then its file read (rule 8; W19)
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """What one controller incarnation is about. No defaults for identities (DESIGN principle 3)."""
+
+    conversation: str
+    execution: str  # the execution incarnation: every event carries it (§3 "Events")
+    binding: str
+    incarnation: str  # the controller incarnation token (§1), minted at each controller start
+    actor: str = "local-operator"
+    generation: int = 1
+    unit: str | None = None  # the cohort's unit name, for the force-stop confirmation's summary
+    # A cohort to count: a force-stop confirmation first asks for a census (the `census` effect) so its
+    # summary says how many processes the stop would kill now (issue 12). False: members is null.
+    census: bool = False
+    bounds: Bounds = field(default_factory=Bounds)
+    # How the lifecycle hands the execution over: a failed load check (K8: "preflight", admission never
+    # opens), an orphan found at restart (W6: uncertain, no engine to write to), a stop to continue.
+    state: BindingState = "active"
+    fences: Mapping[str, str] = field(default_factory=dict)
+    # The idle drift check (rule 8): None turns it off (a core with no session file to compare).
+    drift: DriftConfig | None = None
+    # What the lifecycle's restart found of earlier executions on this pair (W7: the effectReport of tool
+    # calls a reboot or a crash left open, uncertain): every observe reports them.
+    inherited: tuple[Mapping[str, Any], ...] = ()
+    # Who may connect and what they may do (rule 7b): the owner (this process's effective uid by default)
+    # may do everything, others what the grants say.
+    access: AccessPolicy = field(default_factory=AccessPolicy)
+    # Where the engine's limits hold (issue 19: limit -> {via: cgroup | rlimit | none, value, where, liftable,
+    # why}, cgroup-cohort's held_to_dict), as the launch reported them; None when this incarnation did not
+    # launch the engine (unknown, never "no limits"). The binding record carries it.
+    limits: Mapping[str, Mapping[str, Any]] | None = None
+
+
+def engine_link_core(bounds: Bounds) -> LinkCore:
+    """The LinkCore a controller drives its engine through: the command bound of `bounds`, the record cap
+    derived from the reader's (`ENGINE_RECORD_CAP`)."""
+    return LinkCore(default_bound=bounds.command, max_record_bytes=ENGINE_RECORD_CAP)
+
+
+def text_digest(text: str) -> str:
+    """The text's SHA-256 as CHAT-01 writes digests (`sha256:<hex>`)."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class CoreState:
+    """One execution's controller state and the helpers the rooms share. Not thread-safe (one event loop
+    owns the core that owns it)."""
+
+    def __init__(self, config: CoreConfig, *, now: float, link: LinkCore | None = None) -> None:
+        self.config = config
+        self.bounds = config.bounds
+        self.link = link if link is not None else engine_link_core(config.bounds)
+        self.execution = config.execution
+        self.generation = config.generation
+        self.controller: ConnId | None = None  # the controlling connection, connected or not (H11)
+        self.controller_ids: tuple[int, int, int] | None = None  # its peer's (uid, gid, pid): the binding's actor
+        self.connections: dict[ConnId, Conn] = {}
+        self.binding_state: BindingState = config.state
+        self.fences: dict[str, str] = dict(config.fences)  # reason -> detail; admission is open only when empty
+        self.slot: Slot | None = None
+        self.run = Run()
+        self.stop: Stop | None = None
+        self.stops: list[Stop] = []
+        # client request id -> request: the unsettled one (the slot's) and the last RECENT_RECEIPTS settled,
+        # in admission order; older settled ones leave memory for `retired`, which keeps only what an exact
+        # retry needs for the rest of the incarnation (H12: the same receipt; H13: other text refused).
+        self.requests: dict[str, Request] = {}
+        self.settled: deque[str] = deque()
+        # settled, beyond the last RECENT_RECEIPTS: for exact retries (`retire`)
+        self.retired: dict[str, tuple[Any, ...]] = {}
+        self.confirmations: dict[str, Confirmation] = {}
+        self.context = 0  # the stop context: bumped whenever a stop starts or ends or control changes
+        self.sequence = 0
+        self.unknown_native: dict[str, int] = {}
+        self.late_events = 0
+        self.dialogs = 0
+        self.overlaps: list[tuple[str, str]] = []  # (signal, detail) of every overlap signal read
+        self.ids = 0
+        self.pending_effects: dict[str, tuple[ConnId, RpcId]] = {}
+        self.pending_census: dict[str, Call] = {}  # census effect id -> the issue-confirmation call waiting
+        self.out: list[Action] = []
+        self.subs: tuple[ConnId, ...] | None = ()
+        self.now = now
+        # Rule 8: the drift check in flight, whether one is due, what the last clean check saw of the file,
+        # and the client actions held while it runs (None: not holding).
+        self.drift_check: DriftCheck | None = None
+        self.held: list[Action] | None = None
+        self.drift_verdict: Verdict | None = None  # the last check's verdict (None: it could not finish)
+        self.drift_due = False
+        self.drift_seen: FileIdentity | None = None
+        self.checkpoint: Checkpoint | None = None  # the last clean check's (rule 8: the next one goes on from it)
+
+    # ------------------------------------------------------------------------------------------ actions
+
+    def new_id(self, prefix: str) -> str:
+        self.ids += 1
+        return f"{prefix}{self.ids}"
+
+    def emit(self, action: Action) -> None:
+        if self.held is not None and isinstance(action, CLIENT_ACTIONS):
+            self.held.append(action)  # rule 3: a drift check is in flight
+            return
+        self.out.append(action)
+
+    def ask(self, kind: str, payload: Mapping[str, Any], *, effect_id: str | None = None) -> str:
+        """Emit the effect `kind` (a row of `EFFECTS`, rule 7) under `effect_id` (a fresh `e` id by
+        default); return its id."""
+        assert kind in EFFECTS, kind
+        effect = effect_id if effect_id is not None else self.new_id("e")
+        self.emit(Effect(effect, kind, payload))
+        return effect
+
+    def refuse(self, call: Call, code: str, message: str) -> None:
+        self.emit(Refuse(call.conn, call.rpc_id, ControlRefusal(code, message).to_dict()))
+
+    def subscribers(self) -> tuple[ConnId, ...]:
+        """The subscribed connections, in subscription order (kept, not recomputed per record: a
+        controller holding many idle or slow connections pays per subscriber, not per connection)."""
+        if self.subs is None:
+            self.subs = tuple(c for c, s in self.connections.items() if s.subscribed_from is not None)
+        return self.subs
+
+    def record(self, record: Mapping[str, Any]) -> None:
+        subs = self.subscribers()
+        if subs:
+            self.emit(Notify(subs, "record", record))
+
+    def evidence(self, kind: str, **detail: Any) -> None:
+        self.emit(Evidence(kind, detail))
+
+    # ------------------------------------------------------------------------------------ the binding
+
+    @property
+    def admission_open(self) -> bool:
+        return self.binding_state == "active" and not self.fences
+
+    def binding_record(self) -> dict[str, Any]:
+        """The CHAT-01 binding record as it stands now."""
+        return {
+            "type": "binding", "binding": self.config.binding, "conversation": self.config.conversation,
+            "execution": self.execution, "incarnation": self.config.incarnation, "generation": self.generation,
+            "controllerConnection": self.controller,
+            "controllerConnected": self.controller is not None and self.controller in self.connections,
+            "state": self.binding_state, "admission": "open" if self.admission_open else "closed",
+            "fences": sorted(self.fences), "replay": "unavailable",
+            "actor": (None if self.controller is None or self.controller_ids is None
+                      else actor_record(self.controller_ids, self.controller)),
+            "engineState": self._engine_state(),
+            "evidence": {"unknownNativeEvents": sum(self.unknown_native.values()),
+                         "lateEvents": self.late_events, "dialogs": self.dialogs},
+            "limits": None if self.config.limits is None else {k: dict(v) for k, v in self.config.limits.items()},
+        }
+
+    def _engine_state(self) -> str:
+        if self.binding_state != "active":
+            return self.binding_state
+        if self.stop is not None and self.stop.state == "stopping":
+            return "stopping"
+        return "streaming" if (self.run.active or self.slot is not None) else "idle"
+
+    def connection_record(self, conn: ConnId) -> dict[str, Any]:
+        return {"type": "connection", "connection": conn,
+                "role": "controller" if self.controller == conn else "observer", "generation": self.generation}
+
+    def broadcast_binding(self) -> None:
+        self.record(self.binding_record())
+
+    def fence(self, reason: str, detail: str) -> None:
+        self.fences[reason] = detail
+
+    def uncertain(self, reason: str, detail: str) -> None:
+        """The binding goes uncertain and admission stays closed; only force stop moves it on (rule 2)."""
+        if self.binding_state in ("stopped",):
+            return
+        if self.binding_state != "uncertain":
+            self.binding_state = "uncertain"
+            self.context += 1
+            self.ask("claim-uncertain", {"reason": reason, "detail": detail})
+        self.fence("uncertain", reason)
+
+    # --------------------------------------------------------------------- control, stops and receipts
+
+    def is_controller(self, call: Call) -> bool:
+        return self.controller is not None and call.conn == self.controller
+
+    def check_control(self, call: Call, generation: int) -> bool:
+        """Generation, then controlling connection (rule 4). False when refused."""
+        if generation != self.generation:
+            # Mutant 1 removes this recheck: a stale generation from the controlling connection slips by.
+            self.refuse(call, "generation", f"generation {generation} is not the current {self.generation}")
+            return False
+        if not self.is_controller(call):
+            self.refuse(call, "controller", "this connection is not the controller")
+            return False
+        return True
+
+    def new_stop(self, kind: StopKind, conn: ConnId, **fields: Any) -> Stop:
+        """A stop chain, its approval disposition from the execution's dialog evidence (rule 6)."""
+        stop = Stop(self.new_id("s"), kind, self.execution, conn, self.now, **fields)
+        stop.actor = self.connections[conn].ids
+        if self.dialogs:
+            stop.approval = "uncertain"
+        return stop
+
+    def retire(self, request: Request) -> None:
+        """`request` settled: it stays among the last RECENT_RECEIPTS settled (what observe repeats); the
+        oldest beyond them moves to the exact-retry index, where nothing scans it (an exact retry gets its
+        receipt for the rest of the incarnation, H12) as a tuple of its fields: a few hundred bytes, and
+        atoms only, so the cyclic collector stops tracking it and a full collection never walks the index."""
+        self.settled.append(request.client_request_id)
+        while len(self.settled) > RECENT_RECEIPTS:
+            crid = self.settled.popleft()
+            old = self.requests.pop(crid, None)
+            if old is not None:
+                self.retired[crid] = old.fields()
