@@ -4,11 +4,21 @@ core, every engine byte checked. Fixture ids are in the names."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from core_harness import INCARNATION, Harness, refused, run_end, run_start
 
-from mosaic.controller import TEXT_PREFIXES, check_text
+from mosaic.controller import (
+    CALL_GATE,
+    PROMPT_ADMISSION,
+    TEXT_PREFIXES,
+    AccessPolicy,
+    Grants,
+    Peer,
+    check_text,
+)
 
 
 def admitted(result: object) -> dict:
@@ -79,6 +89,111 @@ def test_draft_the_limit_itself_is_admitted_and_written_as_one_line(text: str) -
     admitted(h.prompt("c1", text))
     assert h.last("prompt")["message"] == text and h.engine_bytes.count(b"\n") == 1
     assert check_text(text) is None
+
+
+# ---------------------------------------------------------------------- the admission tables (rule 1)
+# One case per (row, code): a harness where every earlier row passes and this one answers, and the prompt
+# it answers. The prompt's text is refused by the text policy too, so each row is also seen to answer
+# before the last one.
+
+Arranged = tuple[Harness, Callable[[str], Any]]
+SLASH = "/goal x"
+
+
+def _controlled(**config: Any) -> Arranged:
+    h = Harness(**config)
+    h.controller("c1")
+    return h, lambda text: h.prompt("c1", text)
+
+
+def _recovery_control(**config: Any) -> Arranged:
+    # Admission is closed from the start: an ordinary takeover is refused (K9), recovery control is not.
+    h = Harness(**config)
+    h.observe("c1")
+    assert isinstance(h.call("c1", "acquire-recovery-control"), dict)
+    return h, lambda text: h.prompt("c1", text)
+
+
+def _unadmitted() -> Arranged:
+    h = Harness()
+    h.connect("x", peer=None)  # credentials unread: closed channel at connect, never a connection
+    return h, lambda text: h.prompt("x", text)
+
+
+def _observe_only() -> Arranged:
+    alice = Peer(1000, 1000, 4242, (1000,))
+    h = Harness(access=AccessPolicy(grants=Grants(users={alice.uid: frozenset({"observe"})})))
+    h.connect("a", alice)
+    return h, lambda text: h.prompt("a", text)
+
+
+def _old_incarnation() -> Arranged:
+    h, _ = _controlled()
+    return h, lambda text: h.call("c1", "prompt", text=text, clientRequestId="cr-x", generation=h.core.generation,
+                                  incarnation="inc-" + "b" * 32)
+
+
+def _bad_request_id() -> Arranged:
+    h, _ = _controlled()
+    return h, lambda text: h.prompt("c1", text, crid="not an id")
+
+
+def _used_request_id() -> Arranged:
+    h, _ = _controlled()
+    admitted(h.prompt("c1", "hello", crid="cr-used"))
+    return h, lambda text: h.prompt("c1", text, crid="cr-used")
+
+
+def _stale_generation() -> Arranged:
+    h, _ = _controlled()
+    return h, lambda text: h.prompt("c1", text, generation=h.core.generation - 1)
+
+
+def _observer() -> Arranged:
+    h = Harness()
+    h.observe("c1")
+    return h, lambda text: h.prompt("c1", text)
+
+
+def _slot_held() -> Arranged:
+    h, send = _controlled()
+    admitted(send("first"))
+    return h, send
+
+
+ADMISSION_CASES: dict[str, dict[str, Callable[[], Arranged]]] = {
+    "admitted-connection": {"channel": _unadmitted},
+    "grant": {"capability": _observe_only},
+    "incarnation": {"stale-incarnation": _old_incarnation},
+    "client-request-id": {"malformed": _bad_request_id},
+    "dedup": {"conflicting-request": _used_request_id},
+    "control": {"generation": _stale_generation, "controller": _observer},
+    "open-admission": {"preflight": lambda: _recovery_control(fences={"preflight": "no session file"}),
+                       "session-drift": lambda: _recovery_control(fences={"session-drift": "not-prefix: x"}),
+                       "fenced": lambda: _recovery_control(fences={"transport": "EPIPE"})},
+    "slot": {"busy": _slot_held},
+    "text": {"draft": _controlled, "text-policy": _controlled},
+}
+
+
+def test_rule1_the_admission_tables_in_order_each_check_refuses_with_its_code_and_zero_engine_bytes() -> None:
+    # The test walks the tables the core walks (`_core_admission`): the gate every call passes, then a
+    # prompt's admission, in the order of rule 1 (seed README "Refusals").
+    rows = [*CALL_GATE, *PROMPT_ADMISSION]
+    assert [r.name for r in rows] == ["admitted-connection", "grant", "incarnation", "client-request-id", "dedup",
+                                      "control", "open-admission", "slot", "text"]
+    assert list(ADMISSION_CASES) == [r.name for r in rows]
+    assert [c for r in rows for c in r.codes] == [
+        "channel", "capability", "stale-incarnation", "malformed", "conflicting-request", "generation",
+        "controller", "preflight", "session-drift", "fenced", "busy", "draft", "text-policy"]
+    for row in rows:
+        assert list(ADMISSION_CASES[row.name]) == list(row.codes), row.name
+        for code, arrange in ADMISSION_CASES[row.name].items():
+            h, send = arrange()
+            before = bytes(h.engine_bytes)
+            text = "" if code == "draft" else SLASH  # the last row's own refusals; every earlier row sees "/goal x"
+            refused(send(text), code)
+            assert bytes(h.engine_bytes) == before, (row.name, code)  # refused: zero engine bytes
 
 
 # ------------------------------------------------------------------------------------- control (§5)

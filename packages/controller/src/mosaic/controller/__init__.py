@@ -27,6 +27,11 @@ if TYPE_CHECKING:
         ControllerCore,
         new_incarnation,
     )
+    from ._core_admission import (
+        CALL_GATE,
+        PROMPT_ADMISSION,
+        AdmissionCheck,
+    )
     from ._core_state import (
         ENGINE_RECORD_CAP,
         Bounds,
@@ -83,8 +88,10 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "AccessPolicy": "_access",
     "Action": "_io",
+    "AdmissionCheck": "_core_admission",
     "Bounds": "_core_state",
     "Call": "_io",
+    "CALL_GATE": "_core_admission",
     "CancelTimer": "_io",
     "check_text": "_tables",
     "ClaimCohortProbe": "_cohort",
@@ -120,6 +127,7 @@ _LAZY: dict[str, str] = {
     "PageRead": "_io",
     "Peer": "_access",
     "Placement": "_lifecycle",
+    "PROMPT_ADMISSION": "_core_admission",
     "ReadPage": "_io",
     "RECEIPT_TRANSITIONS": "_tables",
     "Refuse": "_io",
@@ -136,7 +144,9 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "AccessPolicy",
     "Action",
+    "AdmissionCheck",
     "Bounds",
+    "CALL_GATE",
     "Call",
     "CancelTimer",
     "ClaimCohortProbe",
@@ -165,6 +175,7 @@ __all__ = [
     "OPERATIONS",
     "OVERLAP_SIGNALS",
     "Notify",
+    "PROMPT_ADMISSION",
     "PageRead",
     "Peer",
     "Placement",

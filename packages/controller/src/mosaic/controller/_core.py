@@ -69,9 +69,8 @@ The rules it keeps, with where they come from:
 from __future__ import annotations
 
 import json
-import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -81,7 +80,6 @@ from mosaic.pi_rpc import (
     CommandWritten,
     EngineEvent,
     LateResponse,
-    LinkPoisoned,
     NotEvidence,
     OutcomeKnown,
     OutcomeUnknown,
@@ -90,7 +88,7 @@ from mosaic.pi_rpc import (
     TruncatedOutput,
 )
 
-from ._access import required_operations
+from . import _core_admission
 from ._core_state import (
     CLIENT_ACTIONS,
     ENGINE_RECORD_CAP,
@@ -131,8 +129,8 @@ from ._io import (
     TimerFired,
 )
 from ._refusal import ControlRefusal
-from ._state import Clear, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop, StopStep
-from ._tables import DIALOG, INTERNAL, OVERLAP_SIGNALS, check_text, classify_native
+from ._state import Clear, Confirmation, Conn, DriftCheck, Run, Slot, Stop, StopStep
+from ._tables import DIALOG, INTERNAL, OVERLAP_SIGNALS, classify_native
 
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
            "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
@@ -140,7 +138,6 @@ __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION
 SETTLE_TIMER = "stop-settle"
 DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 8)
 DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check
-CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 
 class ControllerCore(CoreState):
@@ -197,28 +194,8 @@ class ControllerCore(CoreState):
         if handler is None:  # the server validated the method; a bug if it did not
             self.refuse(call, "controller", f"no handler for {call.method!r}")
             return
-        conn = self.connections.get(call.conn)
-        if conn is None:  # never admitted (rule 7b: closed at connect); a shell that fed it anyway is wrong
-            self.refuse(call, "channel", "this connection was not admitted: no grant names its peer")
-            return
-        needed = required_operations(call.method, call.params, self._served(call))
-        if needed and conn.operations.isdisjoint(needed):
-            self.refuse(call, "capability", f"uid {conn.ids[0]}'s grant lacks {' or '.join(needed)}, which "
-                                             f"{call.method} needs")
-            return
-        if call.method != "observe" and call.params.get("incarnation") != self.config.incarnation:
-            # Mutant 20 removes this check: H21 must then write a second prompt.
-            self.refuse(call, "stale-incarnation", "the request carries another controller incarnation; "
-                                                    "observe again (outcomes under the old one are unknown)")
-            return
-        handler(self, call)
-
-    def _served(self, call: Call) -> str | None:
-        """The operation an answer-confirmation serves: its confirmation's, when that is this connection's."""
-        if call.method != "answer-confirmation":
-            return None
-        conf = self.confirmations.get(call.params.get("confirmation", ""))
-        return conf.operation if conf is not None and conf.conn == call.conn else None
+        if _core_admission.gate(self, call):
+            handler(self, call)
 
     # -- observe
 
@@ -291,72 +268,6 @@ class ControllerCore(CoreState):
         lagging marker, a reconnect) needs to bring its pending requests up to date, bounded: `requests`
         holds no more than these (`retire`), so this costs the same after 10,000 prompts as after one."""
         return [r.receipt_record() for r in sorted(self.requests.values(), key=lambda r: r.admitted_at)]
-
-    # -- prompt
-
-    def _prompt(self, call: Call) -> None:
-        params = call.params
-        text = params["text"]
-        crid = params["clientRequestId"]
-        digest = text_digest(text)
-        if not CHAT01_ID.fullmatch(crid):
-            self.refuse(call, "malformed", "clientRequestId is not a CHAT-01 id ([A-Za-z0-9][A-Za-z0-9._:-]{0,127})")
-            return
-        known = self.requests.get(crid)
-        if known is None and crid in self.retired:
-            known = Request(*self.retired[crid])
-        if known is not None:
-            if known.text_digest == digest:  # H12: the same receipt, no second dispatch
-                self.emit(Reply(call.conn, call.rpc_id, {"outcome": "duplicate", "request": known.request_record(),
-                                                          "receipt": known.receipt_record()}))
-            else:
-                self.refuse(call, "conflicting-request", f"client request {crid!r} was used for other text")
-            return
-        if not self.check_control(call, params["generation"]):
-            return
-        if "preflight" in self.fences:
-            self.refuse(call, "preflight", f"the load check did not pass: {self.fences['preflight']}; admission "
-                                            "never opened (K8)")
-            return
-        if "session-drift" in self.fences:
-            self.refuse(call, "session-drift", f"the idle drift check found the session file moved under the engine "
-                                                f"({self.fences['session-drift']}); admission stays closed (W10)")
-            return
-        if not self.admission_open:
-            self.refuse(call, "fenced", f"admission is closed ({', '.join(sorted(self.fences)) or self.binding_state})")
-            return
-        if self.slot is not None or self.run.active or self.drift_check is not None or not self.link.can_send_prompt():
-            what = ("a prompt holds the dispatch slot" if self.slot is not None else "a run is streaming"
-                    if self.run.active or self.drift_check is None else "the idle drift check is in flight")
-            self.refuse(call, "busy", f"{what}; CHAT-03 has no broker queue, the text stays with the client")
-            return
-        problem = check_text(text)
-        if problem is not None:
-            self.refuse(call, *problem)
-            return
-        self._dispatch(call, crid, text, digest)
-
-    def _dispatch(self, call: Call, crid: str, text: str, digest: str) -> None:
-        """Reserve the slot, then write (§1 "Pending dispatch slot"), inside this one receive call."""
-        request = Request(self.new_id("r"), crid, self.config.actor, self.config.conversation, self.execution,
-                          self.config.incarnation, self.generation, call.conn, digest,
-                          len(text.encode("utf-8", "surrogatepass")), self.now, updated_at=self.now,
-                          peer=self.connections[call.conn].ids)
-        try:
-            command = self.link.send_prompt(text, now=self.now, bound=self.bounds.prompt_ack)
-        except LinkPoisoned as exc:  # admission checked it; a bug if this happens
-            self.refuse(call, "fenced", f"the engine pipe is poisoned: {exc.reason}")
-            return
-        self.requests[crid] = request
-        self.slot = Slot(request, command)
-        self.emit(Reply(call.conn, call.rpc_id, {"outcome": "admitted", "clientRequest": {
-            "type": "clientRequest", "clientRequest": crid, "actor": request.actor, "conversation": request.conversation,
-            "operation": "prompt", "textDigest": digest, "textBytes": request.text_bytes},
-            "request": request.request_record(), "receipt": request.receipt_record()}))
-        self.record(request.request_record())
-        self.record(request.receipt_record())
-        self.broadcast_binding()
-        self.emit(FlushEngine())  # last: what the write makes known (dispatched) follows these records
 
     # -- takeover and recovery control
 
@@ -1309,9 +1220,9 @@ _RUN_EVENTS = frozenset({"turn_start", "turn_end", "message_start", "message_upd
                          "tool_execution_start", "tool_execution_update", "tool_execution_end", "agent_end",
                          "agent_settled"})
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[ControllerCore, Call], None]] = {
     "observe": ControllerCore._observe,
-    "prompt": ControllerCore._prompt,
+    "prompt": _core_admission.prompt,
     "takeover": ControllerCore._takeover,
     "interrupt": ControllerCore._interrupt,
     "issue-confirmation": ControllerCore._issue_confirmation,
