@@ -76,7 +76,6 @@ from typing import Any
 
 from mosaic.pi_rpc import (
     Command,
-    CommandOutcome,
     CommandWritten,
     EngineEvent,
     LateResponse,
@@ -88,7 +87,8 @@ from mosaic.pi_rpc import (
     TruncatedOutput,
 )
 
-from . import _core_admission
+from . import _core_admission, _core_chain
+from ._core_chain import SETTLE_TIMER
 from ._core_state import (
     CLIENT_ACTIONS,
     ENGINE_RECORD_CAP,
@@ -96,7 +96,6 @@ from ._core_state import (
     CoreConfig,
     CoreState,
     engine_link_core,
-    text_digest,
 )
 from ._drift import (
     PERSISTENCE_DRIFT,
@@ -129,13 +128,12 @@ from ._io import (
     TimerFired,
 )
 from ._refusal import ControlRefusal
-from ._state import Clear, Confirmation, Conn, DriftCheck, Run, Slot, Stop, StopStep
+from ._state import Confirmation, Conn, DriftCheck, Run, Slot
 from ._tables import DIALOG, INTERNAL, OVERLAP_SIGNALS, classify_native
 
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
            "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
 
-SETTLE_TIMER = "stop-settle"
 DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 8)
 DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check
 
@@ -168,7 +166,7 @@ class ControllerCore(CoreState):
             self._timer(event.key)
         elif isinstance(event, EffectDone):
             self._effect_done(event)
-        self._abort_if_due()
+        _core_chain.feed(self, "receive-ended")
         if self.config.drift is not None:
             self._drift_step()
         out, self.out = self.out, []
@@ -304,33 +302,6 @@ class ControllerCore(CoreState):
         self.emit(Reply(call.conn, call.rpc_id, {"generation": self.generation, "how": how, "previous": previous,
                                                   "connection": self.connection_record(call.conn)}))
         self.broadcast_binding()
-
-    # -- interrupt (R3-1)
-
-    def _interrupt(self, call: Call) -> None:
-        if not self.check_control(call, call.params["generation"]):
-            return
-        if self.stop is not None and self.stop.state == "stopping":
-            self.refuse(call, "fenced", f"stop {self.stop.stop_id} is running")
-            return
-        if self.binding_state != "active":
-            self.refuse(call, "fenced", f"the binding is {self.binding_state}")
-            return
-        if self.slot is None and not self.run.active:
-            self.refuse(call, "no-turn", "no prompt holds the slot and no run is streaming")
-            return
-        stop = self.new_stop("interrupt", call.conn)
-        stop.slot_case = self.slot.case() if self.slot is not None else "none"
-        if self.slot is not None:
-            self.slot.fenced_at = stop.slot_case
-        self.stop = stop
-        self.stops.append(stop)
-        self.context += 1
-        self.fence("interrupt", stop.stop_id)  # rule 1: admission closes first
-        self.emit(Reply(call.conn, call.rpc_id, {"stop": stop.record()}))
-        self.record(stop.record())
-        self.broadcast_binding()
-        self._chain_send_clear("clear")
 
     # -- confirmations (H17)
 
@@ -504,7 +475,7 @@ class ControllerCore(CoreState):
         elif slot is not None and command is slot.probe:
             self._probe_answered(slot)
         elif self.stop is not None and command is self.stop.pending:
-            self._chain_answered(self.stop, command)
+            _core_chain.answered(self, command)
         elif self.drift_check is not None and command is self.drift_check.command:
             self._drift_answered(self.drift_check, command)
 
@@ -534,10 +505,7 @@ class ControllerCore(CoreState):
         # get_state is evidence; the link enforces it in prompt_state).
         slot.probe = self.link.send({"type": "get_state"}, now=self.now, bound=self.bounds.probe)
         self.emit(FlushEngine())
-        stop = self.stop
-        if stop is not None and stop.state == "stopping" and stop.kind == "interrupt" and stop.step == "preflight-wait":
-            # N4: the ack came after the chain's abort: a run starts now, so clear then abort again.
-            self._chain_next_cycle(stop, "the slot's ack arrived after the abort (N4)")
+        _core_chain.feed(self, "slot-acked")  # N4: an ack after the chain's abort means a run
 
     def _probe_answered(self, slot: Slot) -> None:
         probe = slot.probe
@@ -564,12 +532,7 @@ class ControllerCore(CoreState):
         self.record(slot.request.receipt_record())
         self.retire(slot.request)
         self.drift_due = True  # rule 8: the item is settled; an extension-handled input may have appended
-        stop = self.stop
-        if stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
-            if stop.step in ("preflight-wait", "probe-wait"):
-                self._chain_send_clear("post-clear")
-            elif stop.step == "slot-wait":
-                self._chain_finish(stop)
+        _core_chain.feed(self, "slot-released")
         self.broadcast_binding()
 
     def _unknown_outcome(self, command: Command) -> None:
@@ -586,9 +549,9 @@ class ControllerCore(CoreState):
         self.fence("transport", reason)
         if self.drift_check is not None:  # its get_entries may have been dropped from the outbox unwritten
             self._drift_failed(self.drift_check, f"the engine pipe is poisoned: {reason}")
-        stop = self.stop
-        if stop is not None and stop.state == "stopping" and stop.kind == "interrupt":
-            self._chain_uncertain(stop, "transport-unknown", reason)
+        stop = _core_chain.running(self)
+        if stop is not None:
+            _core_chain.uncertain(self, stop, "transport-unknown", reason)
         if self.binding_state == "stopping":
             return  # a force stop is running: its result decides
         self.uncertain("transport-unknown", reason)
@@ -697,23 +660,17 @@ class ControllerCore(CoreState):
         if message.get("stopReason") != "aborted":
             return
         stop = self.stop
-        if stop is not None and stop.state == "stopping" and self._abort_written(stop):
+        if stop is not None and stop.state == "stopping" and _core_chain.abort_written(self, stop):
             return  # the abort of this stop's chain (or of the interrupt it superseded)
         # O4: an aborted run with no abort of ours outstanding is never a stop link (lead decision 34, N9).
         self._overlap("O4", "an aborted assistant message with no abort of the controller's outstanding")
-
-    def _abort_written(self, stop: Stop) -> bool:
-        if stop.aborts:
-            return True
-        superseded = next((s for s in self.stops if s.stop_id == stop.supersedes), None)
-        return superseded is not None and superseded.aborts > 0
 
     def _queue_update(self, record: Mapping[str, Any]) -> None:
         queued = [q for q in (record.get("steering"), record.get("followUp")) if isinstance(q, list) and q]
         if not queued:
             return
-        stop = self.stop
-        if stop is not None and stop.kind == "interrupt" and stop.state == "stopping" and stop.step == "abort-due":
+        stop = _core_chain.running(self)
+        if stop is not None and stop.step == "abort-due":
             self._overlap("O5", "external input was queued between the interrupt's clear and its abort")
 
     # ------------------------------------------------------------------------------ overlap signals
@@ -734,9 +691,9 @@ class ControllerCore(CoreState):
             self.slot = None
             self.record(slot.request.receipt_record())
             self.retire(slot.request)
-        stop = self.stop
-        if stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
-            self._chain_uncertain(stop, "run-overlap", f"{signal}: {detail}")
+        stop = _core_chain.running(self)
+        if stop is not None:
+            _core_chain.uncertain(self, stop, "run-overlap", f"{signal}: {detail}")
         elif self.binding_state != "stopping":
             self.uncertain("run-overlap", f"{signal}: {detail}")
         self.broadcast_binding()
@@ -801,170 +758,6 @@ class ControllerCore(CoreState):
                 decision[key] = record[key]
         self.record(decision)
 
-    # ----------------------------------------------------------------------------- the R3-1 stop chain
-
-    def _chain_send_clear(self, step: StopStep) -> None:
-        stop = self.stop
-        assert stop is not None
-        if self.link.poisoned is not None:
-            self._chain_uncertain(stop, "transport-unknown", self.link.poisoned)
-            return
-        stop.step = step
-        stop.pending = self.link.send({"type": "clear_queue"}, now=self.now, bound=self.bounds.clear)
-        self.emit(FlushEngine())
-
-    def _chain_send_abort(self, stop: Stop) -> None:
-        if self.link.poisoned is not None:
-            self._chain_uncertain(stop, "transport-unknown", self.link.poisoned)
-            return
-        stop.step = "abort"
-        stop.aborts += 1
-        if self.run.active:
-            self.run.aborted = True
-        # Pi answers abort after the run settles (rpc.md 124-135): no link bound, our own settle timer (K9).
-        stop.pending = self.link.send({"type": "abort"}, now=self.now, bound=None)
-        self.emit(FlushEngine())
-        self.emit(SetTimer(SETTLE_TIMER, self.now + self.bounds.settle))
-
-    def _chain_answered(self, stop: Stop, command: Command) -> None:
-        if stop.kind != "interrupt" or stop.state != "stopping":
-            return
-        stop.pending = None
-        if command.type == "clear_queue":
-            self._chain_cleared(stop, command)
-        elif command.type == "abort":
-            self._chain_aborted(stop, command)
-
-    def _chain_cleared(self, stop: Stop, command: Command) -> None:
-        response = command.response or {}
-        data = response.get("data") if isinstance(response.get("data"), Mapping) else None
-        queues = self._queues(data)
-        if response.get("success") is not True or queues is None:
-            # Rule 2: a clear that fails sends no abort (it would run what is queued).
-            stop.clears.append(Clear(False, self.now))
-            self._chain_uncertain(stop, "clear-failed", str(response.get("error", "malformed clear_queue answer")))
-            return
-        steering, follow_up = queues
-        removed = tuple({"queue": q, "digest": text_digest(t), "bytes": len(t.encode("utf-8", "surrogatepass"))}
-                        for q, items in (("steering", steering), ("followUp", follow_up)) for t in items)
-        clear = Clear(True, self.now, len(steering), len(follow_up), removed)
-        stop.clears.append(clear)
-        if removed:
-            # Rule 3 / C-1 interim: external input removed; never attributed, never resent; evidence only.
-            self.evidence("removed-external-items", stop=stop.stop_id, items=list(removed))
-        if stop.step == "clear":
-            # The abort goes out at the end of this receive call, unless an overlap read meanwhile (in the
-            # same chunk as this answer) makes it run what was queued (H10; `_abort_if_due`).
-            stop.step = "abort-due"
-        elif stop.step == "post-clear":
-            self._chain_post_clear(stop, clear)
-
-    @staticmethod
-    def _queues(data: Mapping[str, Any] | None) -> tuple[list[str], list[str]] | None:
-        if data is None:
-            return None
-        steering, follow_up = data.get("steering"), data.get("followUp")
-        if not isinstance(steering, list) or not isinstance(follow_up, list):
-            return None
-        if not all(isinstance(t, str) for t in [*steering, *follow_up]):
-            return None
-        return steering, follow_up
-
-    def _abort_if_due(self) -> None:
-        """The interrupt's abort, decided once everything read with its clear's answer was seen: an
-        overlap signal among it has already ended the stop uncertain (H10)."""
-        stop = self.stop
-        if stop is not None and stop.kind == "interrupt" and stop.state == "stopping" and stop.step == "abort-due":
-            self._chain_send_abort(stop)
-
-    def _chain_aborted(self, stop: Stop, command: Command) -> None:
-        response = command.response or {}
-        if response.get("success") is not True:
-            self._chain_uncertain(stop, "abort-failed", str(response.get("error", "error response")))
-            return
-        if self.run.active:
-            # Pi answers abort once idle (waitForIdle, rpc.md 124-135), so it comes after the aborted run's
-            # agent_settled. An abort answered while a run is active was answered before that run began
-            # (the slot's late ack, N4): it did not end it. Clear then abort again (rule 4), bounded.
-            self._chain_next_cycle(stop, "a run began after the abort was answered")
-            return
-        # The run settled after the abort, or none was running (the stream mirrors isStreaming: every
-        # agent_start and agent_settled was read in order before this response).
-        self._chain_after_settle(stop)
-
-    def _chain_after_settle(self, stop: Stop) -> None:
-        self.emit(CancelTimer(SETTLE_TIMER))
-        slot = self.slot
-        if slot is not None and slot.prompt.response is None and slot.prompt.outcome is not CommandOutcome.UNKNOWN:
-            # Rule 4, preflight in flight: wait for its response (bounded by the prompt's own bound).
-            # Mutant 27 skips this wait: a late ack's run would never be aborted (N4).
-            stop.step = "preflight-wait"
-            return
-        if slot is not None and slot.probe is not None and slot.probe.response is None and not slot.run_started:
-            stop.step = "probe-wait"
-            return
-        self._chain_send_clear("post-clear")
-
-    def _chain_post_clear(self, stop: Stop, clear: Clear) -> None:
-        if not clear.empty:
-            self._chain_next_cycle(stop, "the post-settle clear was not empty (N6)", clear_first=False)
-            return
-        if self.slot is not None:
-            stop.step = "slot-wait"  # settles by the slot table; the chain finishes when it does
-            return
-        self._chain_finish(stop)
-
-    def _chain_finish(self, stop: Stop) -> None:
-        """The slot is settled and the last clear, sent after the run settled, was empty (rule 5)."""
-        if not all(c.empty for c in stop.clears):
-            # Rule 3: a clear removed external items; until C-1 the stop stays uncertain (mutant 26).
-            stop.native_queue = "cleared"
-            self._chain_uncertain(stop, "external-items-removed",
-                                  "clear_queue removed input from outside Mosaic (C-1 not adopted)", native_queue="cleared")
-            return
-        self._chain_reconciled(stop)
-
-    def _chain_next_cycle(self, stop: Stop, why: str, *, clear_first: bool = True) -> None:
-        """Another cycle, at most `max_cycles` in all (rules 4 and 5), then uncertain with nativeQueue
-        unknown. Rule 4 (a run began after the abort): clear, then abort. Rule 5 (the post-settle clear was
-        not empty: it just emptied the queue): abort, settle and clear again."""
-        if stop.cycle >= self.bounds.max_cycles:
-            self._chain_uncertain(stop, "cycles-exhausted", f"{why}; {stop.cycle} cycles")
-            return
-        stop.cycle += 1
-        self.emit(CancelTimer(SETTLE_TIMER))
-        if clear_first:
-            self._chain_send_clear("clear")
-        else:
-            stop.step = "abort-due"  # as after the first clear: decided at the end of this receive (H10)
-
-    def _chain_reconciled(self, stop: Stop) -> None:
-        stop.state = "reconciled"
-        stop.native_queue = "cleared"
-        stop.ended_at = self.now
-        stop.step = "done"
-        self.stop = None
-        self.context += 1
-        self.fences.pop("interrupt", None)  # admission reopens under current control (rule 5)
-        self.emit(CancelTimer(SETTLE_TIMER))
-        self.record(stop.turn_proof())
-        self.record(stop.record())
-        self.broadcast_binding()
-
-    def _chain_uncertain(self, stop: Stop, reason: str, detail: str, *, native_queue: str = "unknown") -> None:
-        stop.state = "uncertain"
-        stop.reason = reason
-        stop.detail = detail
-        stop.native_queue = "cleared" if native_queue == "cleared" else "unknown"
-        stop.ended_at = self.now
-        stop.step = "done"
-        self.stop = None
-        self.emit(CancelTimer(SETTLE_TIMER))
-        self.uncertain(reason, detail)  # admission stays closed; force stop is the way on
-        self.record(stop.turn_proof())
-        self.record(stop.record())
-        self.broadcast_binding()
-
     # ------------------------------------------------------------------------------- timers and effects
 
     def _timer(self, key: str) -> None:
@@ -976,10 +769,8 @@ class ControllerCore(CoreState):
             if check is not None and check.read_effect is not None:
                 self._drift_failed(check, f"the session file read did not finish within {self.bounds.drift} s")
             return
-        stop = self.stop
-        if key == SETTLE_TIMER and stop is not None and stop.kind == "interrupt" and stop.state == "stopping":
-            # K9: the interrupt never settled. Uncertain; force stop stays available.
-            self._chain_uncertain(stop, "never-settled", f"no settle within {self.bounds.settle} s of the abort")
+        if key == SETTLE_TIMER:
+            _core_chain.feed(self, "settle-timeout")  # K9
 
     def _effect_done(self, done: EffectDone) -> None:
         if done.kind == READ_SESSION:
@@ -1224,7 +1015,7 @@ _HANDLERS: dict[str, Callable[[ControllerCore, Call], None]] = {
     "observe": ControllerCore._observe,
     "prompt": _core_admission.prompt,
     "takeover": ControllerCore._takeover,
-    "interrupt": ControllerCore._interrupt,
+    "interrupt": _core_chain.interrupt,
     "issue-confirmation": ControllerCore._issue_confirmation,
     "answer-confirmation": ControllerCore._answer_confirmation,
     "force-stop": ControllerCore._force_stop,

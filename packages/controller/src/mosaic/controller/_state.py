@@ -194,6 +194,7 @@ class Stop:
     def record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "type": "stop", "stop": self.stop_id, "kind": self.kind, "execution": self.execution,
+            # The schema's field name for the step (one name, "step", everywhere else).
             "state": self.state, "phase": self.step, "startedAt": self.started_at,
             "connection": self.conn, "approvalDisposition": self.approval,
             "actor": actor_record(self.actor, self.conn),
