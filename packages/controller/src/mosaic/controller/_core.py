@@ -87,7 +87,7 @@ from mosaic.pi_rpc import (
     TruncatedOutput,
 )
 
-from . import _core_admission, _core_chain
+from . import _core_admission, _core_chain, _core_force
 from ._core_chain import SETTLE_TIMER
 from ._core_state import (
     CLIENT_ACTIONS,
@@ -106,7 +106,7 @@ from ._drift import (
     check_drift,
     engine_list,
 )
-from ._effects import CENSUS, READ_SESSION
+from ._effects import READ_SESSION
 from ._io import (
     Action,
     Call,
@@ -128,7 +128,7 @@ from ._io import (
     TimerFired,
 )
 from ._refusal import ControlRefusal
-from ._state import Confirmation, Conn, DriftCheck, Run, Slot
+from ._state import Conn, DriftCheck, Run, Slot
 from ._tables import DIALOG, INTERNAL, OVERLAP_SIGNALS, classify_native
 
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
@@ -302,139 +302,6 @@ class ControllerCore(CoreState):
         self.emit(Reply(call.conn, call.rpc_id, {"generation": self.generation, "how": how, "previous": previous,
                                                   "connection": self.connection_record(call.conn)}))
         self.broadcast_binding()
-
-    # -- confirmations (H17)
-
-    def _issue_confirmation(self, call: Call) -> None:
-        operation = call.params["operation"]
-        if not self.is_controller(call):
-            self.refuse(call, "controller", "only the controller can ask for a confirmation")
-            return
-        if operation == "force-stop" and self.config.census:
-            # Count the cohort first (off the core); the confirmation is issued when the count is back.
-            effect = self.new_id("n")
-            self.pending_census[effect] = call
-            self.emit(Effect(effect, CENSUS, {"unit": self.config.unit}))
-            return
-        self._confirm(call, None)
-
-    def _census_done(self, done: EffectDone) -> None:
-        call = self.pending_census.pop(done.effect_id, None)
-        if call is None:
-            return
-        if not self.is_controller(call):  # control moved while the cohort was counted
-            self.refuse(call, "controller", "only the controller can ask for a confirmation")
-            return
-        self._confirm(call, done.result)
-
-    def _confirm(self, call: Call, census: Mapping[str, Any] | None) -> None:
-        operation = call.params["operation"]
-        members = census.get("members") if census is not None else None
-        summary: dict[str, Any] = {"operation": operation, "execution": self.execution,
-                                   "unit": self.config.unit,
-                                   "members": members if isinstance(members, int) else None,
-                                   "binding": self.binding_state, "openTools": len(self.run.open_tools)}
-        if operation == "force-stop":
-            summary["kills"] = "every process of the execution's engine cgroup (the cohort), frozen then killed"
-            summary["membersComplete"] = bool(census.get("complete")) if census is not None else False
-            summary["census"] = (str(census.get("detail", "")) if census is not None
-                                 else "no cohort is counted by this controller")
-        conf = Confirmation(self.new_id("k"), operation, call.conn, self.context, self.now,
-                            self.now + self.bounds.confirmation_ttl, summary)
-        self.confirmations[conf.confirmation_id] = conf
-        self.emit(Reply(call.conn, call.rpc_id, {"confirmation": conf.record()}))
-
-    def _answer_confirmation(self, call: Call) -> None:
-        conf = self.confirmations.get(call.params["confirmation"])
-        problem = self._confirmation_problem(call, conf, answering=True)
-        if problem is not None or conf is None:
-            self.refuse(call, "confirmation", problem or "no such confirmation")
-            return
-        conf.state = "answered" if call.params["answer"] == "confirm" else "cancelled"
-        self.emit(Reply(call.conn, call.rpc_id, {"confirmation": conf.record()}))
-
-    def _confirmation_problem(self, call: Call, conf: Confirmation | None, *, answering: bool,
-                              operation: str | None = None) -> str | None:
-        if conf is None:
-            return "no such confirmation"
-        if conf.conn != call.conn:
-            return "the confirmation belongs to another connection"
-        if operation is not None and conf.operation != operation:
-            return f"the confirmation is for {conf.operation}, not {operation}"
-        if self.now > conf.expires_at and conf.state in ("issued", "answered"):
-            conf.state = "expired"
-        wanted = "issued" if answering else "answered"
-        if conf.state != wanted:
-            return f"the confirmation is {conf.state}" + (" (single use)" if conf.state == "consumed" else "")
-        if conf.context != self.context:
-            conf.state = "void"
-            return "the stop context changed since the confirmation was issued"
-        return None
-
-    def _use_confirmation(self, call: Call, operation: str) -> Confirmation | None:
-        conf = self.confirmations.get(call.params["confirmation"])
-        problem = self._confirmation_problem(call, conf, answering=False, operation=operation)
-        if problem is not None or conf is None:
-            self.refuse(call, "confirmation", problem or "no such confirmation")
-            return None
-        conf.state = "consumed"  # single use (mutant 8 leaves it answered)
-        return conf
-
-    # -- force stop (§6; the cohort part is the lifecycle layer's Effect)
-
-    def _force_stop(self, call: Call) -> None:
-        if not self.is_controller(call):
-            self.refuse(call, "controller", "only the controller (or recovery control) can force stop")
-            return
-        if self.stop is not None and self.stop.kind == "force-stop" and self.stop.state == "stopping":
-            self.refuse(call, "fenced", f"force stop {self.stop.stop_id} is running (one escalation at a time)")
-            return
-        if self.binding_state == "stopped":
-            self.refuse(call, "fenced", "the execution is stopped")
-            return
-        conf = self._use_confirmation(call, "force-stop")
-        if conf is None:
-            return
-        stop = self.new_stop("force-stop", call.conn, confirmation=conf.confirmation_id, step="requested")
-        # K5: a tool call open when the stop began is an uncertain effect, whatever the engine reports
-        # before it exits (Pi's RPC mode handles SIGTERM and may end the tool first).
-        stop.open_tools = dict(self.run.open_tools)
-        running = self.stop
-        if running is not None and running.state == "stopping":  # H10: force stop supersedes the interrupt
-            running.state = "superseded"
-            running.superseded_by = stop.stop_id
-            running.ended_at = self.now
-            stop.supersedes = running.stop_id
-            self.emit(CancelTimer(SETTLE_TIMER))
-            self.record(running.record())
-        self.stop = stop
-        self.stops.append(stop)
-        self.binding_state = "stopping"
-        self.context += 1
-        self.fence("force-stop", stop.stop_id)
-        self.emit(Effect(stop.stop_id, "force-stop", {
-            "stop": stop.stop_id, "confirmation": conf.confirmation_id, "execution": self.execution,
-            "conversation": self.config.conversation, "openTools": dict(self.run.open_tools)}))
-        self.emit(Reply(call.conn, call.rpc_id, {"stop": stop.record()}))
-        self.record(stop.record())
-        self.broadcast_binding()
-
-    def _recover(self, call: Call) -> None:
-        if not self.is_controller(call):
-            self.refuse(call, "controller", "only the controller (or recovery control) can recover")
-            return
-        if self.binding_state != "stopped":
-            self.refuse(call, "stop-proof", f"recovery needs a verified stop; the execution is {self.binding_state}")
-            return
-        conf = self._use_confirmation(call, "recover")
-        if conf is None:
-            return
-        effect = self.new_id("e")
-        self.pending_effects[effect] = (call.conn, call.rpc_id)
-        stop = self.stops[-1] if self.stops else None
-        self.emit(Effect(effect, "recover", {"confirmation": conf.confirmation_id,
-                                              "stop": None if stop is None else stop.stop_id,
-                                              "incarnation": self.config.incarnation}))
 
     # ---------------------------------------------------------------------------------- the engine side
 
@@ -776,71 +643,7 @@ class ControllerCore(CoreState):
         if done.kind == READ_SESSION:
             self._drift_read(done)
             return
-        if done.kind == "force-stop":
-            self._force_stop_done(done)
-            return
-        if done.kind == CENSUS:
-            self._census_done(done)
-            return
-        waiting = self.pending_effects.pop(done.effect_id, None)
-        if waiting is not None:
-            conn, rpc_id = waiting
-            refusal = done.result.get("refusal")
-            if isinstance(refusal, Mapping):
-                self.emit(Refuse(conn, rpc_id, dict(refusal)))
-            else:
-                self.emit(Reply(conn, rpc_id, dict(done.result)))
-        if done.result.get("ok") is False and done.kind.startswith("claim-"):
-            self.uncertain("claim-publication", str(done.result.get("error", "the claim could not be written")))
-            self.broadcast_binding()
-
-    def _force_stop_done(self, done: EffectDone) -> None:
-        stop = next((s for s in self.stops if s.stop_id == done.effect_id), None)
-        if stop is None or stop.kind != "force-stop":
-            return
-        state = done.result.get("state")
-        stop.outcome = dict(done.result)
-        stop.ended_at = self.now
-        stop.step = "done"
-        if self.stop is stop:
-            self.stop = None
-        self.context += 1
-        open_tools = {**stop.open_tools, **self.run.open_tools}  # open when the stop began, or at its end (K5)
-        slot = self.slot
-        if slot is not None and not slot.request.settled:
-            self._settle_at_stop(slot)
-        self.run = Run(message_seq=self.run.message_seq)
-        if state == "stopped":
-            stop.state = "stopped"
-            self.binding_state = "stopped"
-        else:
-            stop.state = "uncertain"
-            stop.reason = str(done.result.get("reason", "uncertain"))
-            if isinstance(done.result.get("detail"), str):
-                stop.detail = done.result["detail"]  # what could not be done, and why (a key not written: ENOSPC)
-            self.binding_state = "uncertain"
-            self.fence("uncertain", stop.reason)
-        # K5: a tool call open at the stop is an uncertain effect; killing is never rollback.
-        self.record({"type": "effectReport", "stop": stop.stop_id, "execution": self.execution,
-                      "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in open_tools.items()],
-                      "network": "uncertain", "rollback": False})
-        proof = done.result.get("proof")
-        if state == "stopped" and isinstance(proof, Mapping):
-            # The cohortProof the stop produced (cgroup-cohort builds it; its digest is what the claim stores).
-            self.record({"type": "cohortProof", "stop": stop.stop_id, "proof": dict(proof)})
-        self.record(stop.record())
-        self.broadcast_binding()
-
-    def _settle_at_stop(self, slot: Slot) -> None:
-        request = slot.request
-        if request.receipt == "working":
-            request.move("finished", self.now, turn_state="unknown")
-        elif request.receipt in ("admitted", "dispatched", "acknowledged"):
-            request.move("delivery-unknown", self.now, reason="transport-unknown")
-        self.slot = None
-        self.record(request.receipt_record())
-        self.retire(request)
-
+        _core_force.effect_done(self, done)
 
     # ------------------------------------------------------------------------- the drift check (rule 8)
 
@@ -1016,11 +819,11 @@ _HANDLERS: dict[str, Callable[[ControllerCore, Call], None]] = {
     "prompt": _core_admission.prompt,
     "takeover": ControllerCore._takeover,
     "interrupt": _core_chain.interrupt,
-    "issue-confirmation": ControllerCore._issue_confirmation,
-    "answer-confirmation": ControllerCore._answer_confirmation,
-    "force-stop": ControllerCore._force_stop,
+    "issue-confirmation": _core_force.issue_confirmation,
+    "answer-confirmation": _core_force.answer_confirmation,
+    "force-stop": _core_force.force_stop,
     "acquire-recovery-control": ControllerCore._acquire_recovery,
-    "recover": ControllerCore._recover,
+    "recover": _core_force.recover,
 }
 
 

@@ -85,8 +85,7 @@ from mosaic.writer_claim import (
 
 from ._access import AccessPolicy, Grants
 from ._cohort import ClaimCohortProbe, boot_stop_id, cohort_proof_ref, run_force_stop
-from ._core import ControllerCore
-from ._core_state import Bounds, CoreConfig, engine_link_core
+from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._drift import DriftConfig
 from ._eligibility import (
     EligibilityRecord,

@@ -1,0 +1,244 @@
+"""The core's force-stop room: confirmations, force stop, recover, and the results of the effects they ask
+for (the cohort itself is the lifecycle layer's, `_effects.EFFECTS`).
+
+The rules it keeps (the core's rule 5, with H10, H17 and K5):
+
+1. A confirmation is issued to the controller only, bound to its connection, its operation and the stop
+   context it was issued under (H17); it is answered once (confirm or cancel), expires after
+   `Bounds.confirmation_ttl`, is void once the context changed, and is consumed by the one call it
+   confirms (single use). With `CoreConfig.census` a force-stop confirmation first counts the cohort (the
+   `census` effect) so its summary says how many processes the stop would kill now.
+2. Force stop needs such a confirmation, answered; it supersedes a running interrupt (H10: no further
+   abort, the interrupt's settle timer cancelled), closes admission (fence `force-stop`), moves the
+   binding to stopping and asks the lifecycle for the stop (the `force-stop` effect, under the stop's id).
+3. Its result ends the binding stopped (with the cohortProof) or uncertain (with the reason and detail
+   the lifecycle gave); the slot's receipt settles (finished turnState unknown, or delivery-unknown);
+   every tool call open when the stop began or still open at its end is an uncertain effect (K5), and
+   killing is never rollback.
+4. Recover needs a verified stop (`stop-proof` otherwise) and its own confirmation; its reply waits for
+   the lifecycle's `recover` effect. A claim publication that fails makes the binding uncertain
+   (claim-publication).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._core_chain import SETTLE_TIMER
+from ._core_state import CoreState
+from ._effects import CENSUS, FORCE_STOP, RECOVER
+from ._io import Call, CancelTimer, EffectDone, Refuse, Reply
+from ._state import Confirmation, Run, Slot
+
+# -------------------------------------------------------------------------------------- confirmations
+
+
+def issue_confirmation(s: CoreState, call: Call) -> None:
+    operation = call.params["operation"]
+    if not s.is_controller(call):
+        s.refuse(call, "controller", "only the controller can ask for a confirmation")
+        return
+    if operation == "force-stop" and s.config.census:
+        # Count the cohort first (off the core); the confirmation is issued when the count is back.
+        effect = s.new_id("n")
+        s.pending_census[effect] = call
+        s.ask(CENSUS, {"unit": s.config.unit}, effect_id=effect)
+        return
+    _confirm(s, call, None)
+
+
+def _census_done(s: CoreState, done: EffectDone) -> None:
+    call = s.pending_census.pop(done.effect_id, None)
+    if call is None:
+        return
+    if not s.is_controller(call):  # control moved while the cohort was counted
+        s.refuse(call, "controller", "only the controller can ask for a confirmation")
+        return
+    _confirm(s, call, done.result)
+
+
+def _confirm(s: CoreState, call: Call, census: Mapping[str, Any] | None) -> None:
+    operation = call.params["operation"]
+    members = census.get("members") if census is not None else None
+    summary: dict[str, Any] = {"operation": operation, "execution": s.execution,
+                               "unit": s.config.unit,
+                               "members": members if isinstance(members, int) else None,
+                               "binding": s.binding_state, "openTools": len(s.run.open_tools)}
+    if operation == "force-stop":
+        summary["kills"] = "every process of the execution's engine cgroup (the cohort), frozen then killed"
+        summary["membersComplete"] = bool(census.get("complete")) if census is not None else False
+        summary["census"] = (str(census.get("detail", "")) if census is not None
+                             else "no cohort is counted by this controller")
+    conf = Confirmation(s.new_id("k"), operation, call.conn, s.context, s.now,
+                        s.now + s.bounds.confirmation_ttl, summary)
+    s.confirmations[conf.confirmation_id] = conf
+    s.emit(Reply(call.conn, call.rpc_id, {"confirmation": conf.record()}))
+
+
+def answer_confirmation(s: CoreState, call: Call) -> None:
+    conf = s.confirmations.get(call.params["confirmation"])
+    problem = _confirmation_problem(s, call, conf, answering=True)
+    if problem is not None or conf is None:
+        s.refuse(call, "confirmation", problem or "no such confirmation")
+        return
+    conf.state = "answered" if call.params["answer"] == "confirm" else "cancelled"
+    s.emit(Reply(call.conn, call.rpc_id, {"confirmation": conf.record()}))
+
+
+def _confirmation_problem(s: CoreState, call: Call, conf: Confirmation | None, *, answering: bool,
+                          operation: str | None = None) -> str | None:
+    if conf is None:
+        return "no such confirmation"
+    if conf.conn != call.conn:
+        return "the confirmation belongs to another connection"
+    if operation is not None and conf.operation != operation:
+        return f"the confirmation is for {conf.operation}, not {operation}"
+    if s.now > conf.expires_at and conf.state in ("issued", "answered"):
+        conf.state = "expired"
+    wanted = "issued" if answering else "answered"
+    if conf.state != wanted:
+        return f"the confirmation is {conf.state}" + (" (single use)" if conf.state == "consumed" else "")
+    if conf.context != s.context:
+        conf.state = "void"
+        return "the stop context changed since the confirmation was issued"
+    return None
+
+
+def _use_confirmation(s: CoreState, call: Call, operation: str) -> Confirmation | None:
+    conf = s.confirmations.get(call.params["confirmation"])
+    problem = _confirmation_problem(s, call, conf, answering=False, operation=operation)
+    if problem is not None or conf is None:
+        s.refuse(call, "confirmation", problem or "no such confirmation")
+        return None
+    conf.state = "consumed"  # single use (mutant 8 leaves it answered)
+    return conf
+
+
+# ------------------------------------------------------------------------------ force stop and recover
+
+def force_stop(s: CoreState, call: Call) -> None:
+    if not s.is_controller(call):
+        s.refuse(call, "controller", "only the controller (or recovery control) can force stop")
+        return
+    if s.stop is not None and s.stop.kind == "force-stop" and s.stop.state == "stopping":
+        s.refuse(call, "fenced", f"force stop {s.stop.stop_id} is running (one escalation at a time)")
+        return
+    if s.binding_state == "stopped":
+        s.refuse(call, "fenced", "the execution is stopped")
+        return
+    conf = _use_confirmation(s, call, "force-stop")
+    if conf is None:
+        return
+    stop = s.new_stop("force-stop", call.conn, confirmation=conf.confirmation_id, step="requested")
+    # K5: a tool call open when the stop began is an uncertain effect, whatever the engine reports
+    # before it exits (Pi's RPC mode handles SIGTERM and may end the tool first).
+    stop.open_tools = dict(s.run.open_tools)
+    running = s.stop
+    if running is not None and running.state == "stopping":  # H10: force stop supersedes the interrupt
+        running.state = "superseded"
+        running.superseded_by = stop.stop_id
+        running.ended_at = s.now
+        stop.supersedes = running.stop_id
+        s.emit(CancelTimer(SETTLE_TIMER))
+        s.record(running.record())
+    s.stop = stop
+    s.stops.append(stop)
+    s.binding_state = "stopping"
+    s.context += 1
+    s.fence("force-stop", stop.stop_id)
+    s.ask(FORCE_STOP, {"stop": stop.stop_id, "confirmation": conf.confirmation_id, "execution": s.execution,
+                       "conversation": s.config.conversation, "openTools": dict(s.run.open_tools)},
+          effect_id=stop.stop_id)
+    s.emit(Reply(call.conn, call.rpc_id, {"stop": stop.record()}))
+    s.record(stop.record())
+    s.broadcast_binding()
+
+
+def recover(s: CoreState, call: Call) -> None:
+    if not s.is_controller(call):
+        s.refuse(call, "controller", "only the controller (or recovery control) can recover")
+        return
+    if s.binding_state != "stopped":
+        s.refuse(call, "stop-proof", f"recovery needs a verified stop; the execution is {s.binding_state}")
+        return
+    conf = _use_confirmation(s, call, "recover")
+    if conf is None:
+        return
+    effect = s.new_id("e")
+    s.pending_effects[effect] = (call.conn, call.rpc_id)
+    stop = s.stops[-1] if s.stops else None
+    s.ask(RECOVER, {"confirmation": conf.confirmation_id, "stop": None if stop is None else stop.stop_id,
+                    "incarnation": s.config.incarnation}, effect_id=effect)
+
+
+# ---------------------------------------------------------------------------------- effect results
+
+def effect_done(s: CoreState, done: EffectDone) -> None:
+    """The result of a force stop, a census, a recover or a claim publication (rules 3 and 4)."""
+    if done.kind == FORCE_STOP:
+        _force_stop_done(s, done)
+        return
+    if done.kind == CENSUS:
+        _census_done(s, done)
+        return
+    waiting = s.pending_effects.pop(done.effect_id, None)
+    if waiting is not None:
+        conn, rpc_id = waiting
+        refusal = done.result.get("refusal")
+        if isinstance(refusal, Mapping):
+            s.emit(Refuse(conn, rpc_id, dict(refusal)))
+        else:
+            s.emit(Reply(conn, rpc_id, dict(done.result)))
+    if done.result.get("ok") is False and done.kind.startswith("claim-"):
+        s.uncertain("claim-publication", str(done.result.get("error", "the claim could not be written")))
+        s.broadcast_binding()
+
+
+def _force_stop_done(s: CoreState, done: EffectDone) -> None:
+    stop = next((x for x in s.stops if x.stop_id == done.effect_id), None)
+    if stop is None or stop.kind != "force-stop":
+        return
+    state = done.result.get("state")
+    stop.outcome = dict(done.result)
+    stop.ended_at = s.now
+    stop.step = "done"
+    if s.stop is stop:
+        s.stop = None
+    s.context += 1
+    open_tools = {**stop.open_tools, **s.run.open_tools}  # open when the stop began, or at its end (K5)
+    slot = s.slot
+    if slot is not None and not slot.request.settled:
+        _settle_at_stop(s, slot)
+    s.run = Run(message_seq=s.run.message_seq)
+    if state == "stopped":
+        stop.state = "stopped"
+        s.binding_state = "stopped"
+    else:
+        stop.state = "uncertain"
+        stop.reason = str(done.result.get("reason", "uncertain"))
+        if isinstance(done.result.get("detail"), str):
+            stop.detail = done.result["detail"]  # what could not be done, and why (a key not written: ENOSPC)
+        s.binding_state = "uncertain"
+        s.fence("uncertain", stop.reason)
+    # K5: a tool call open at the stop is an uncertain effect; killing is never rollback.
+    s.record({"type": "effectReport", "stop": stop.stop_id, "execution": s.execution,
+              "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in open_tools.items()],
+              "network": "uncertain", "rollback": False})
+    proof = done.result.get("proof")
+    if state == "stopped" and isinstance(proof, Mapping):
+        # The cohortProof the stop produced (cgroup-cohort builds it; its digest is what the claim stores).
+        s.record({"type": "cohortProof", "stop": stop.stop_id, "proof": dict(proof)})
+    s.record(stop.record())
+    s.broadcast_binding()
+
+
+def _settle_at_stop(s: CoreState, slot: Slot) -> None:
+    request = slot.request
+    if request.receipt == "working":
+        request.move("finished", s.now, turn_state="unknown")
+    elif request.receipt in ("admitted", "dispatched", "acknowledged"):
+        request.move("delivery-unknown", s.now, reason="transport-unknown")
+    s.slot = None
+    s.record(request.receipt_record())
+    s.retire(request)
