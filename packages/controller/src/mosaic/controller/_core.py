@@ -71,7 +71,6 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from mosaic.pi_rpc import (
@@ -87,30 +86,20 @@ from mosaic.pi_rpc import (
     TruncatedOutput,
 )
 
-from . import _core_admission, _core_chain, _core_force
+from . import _core_admission, _core_chain, _core_drift, _core_force
 from ._core_chain import SETTLE_TIMER
+from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
 from ._core_state import (
-    CLIENT_ACTIONS,
     ENGINE_RECORD_CAP,
     Bounds,
     CoreConfig,
     CoreState,
     engine_link_core,
 )
-from ._drift import (
-    PERSISTENCE_DRIFT,
-    Checkpoint,
-    SessionBytes,
-    Verdict,
-    check_appended,
-    check_drift,
-    engine_list,
-)
 from ._effects import READ_SESSION
 from ._io import (
     Action,
     Call,
-    CancelTimer,
     CloseConnection,
     Connected,
     Disconnected,
@@ -124,18 +113,15 @@ from ._io import (
     ReadPage,
     Refuse,
     Reply,
-    SetTimer,
     TimerFired,
 )
 from ._refusal import ControlRefusal
-from ._state import Conn, DriftCheck, Run, Slot
+from ._state import Conn, Run, Slot
 from ._tables import DIALOG, INTERNAL, OVERLAP_SIGNALS, classify_native
 
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
            "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
 
-DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 8)
-DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check
 
 
 class ControllerCore(CoreState):
@@ -168,7 +154,7 @@ class ControllerCore(CoreState):
             self._effect_done(event)
         _core_chain.feed(self, "receive-ended")
         if self.config.drift is not None:
-            self._drift_step()
+            _core_drift.step(self)
         out, self.out = self.out, []
         return out
 
@@ -344,7 +330,7 @@ class ControllerCore(CoreState):
         elif self.stop is not None and command is self.stop.pending:
             _core_chain.answered(self, command)
         elif self.drift_check is not None and command is self.drift_check.command:
-            self._drift_answered(self.drift_check, command)
+            _core_drift.answered(self, self.drift_check, command)
 
     def _prompt_answered(self, slot: Slot) -> None:
         response = slot.prompt.response or {}
@@ -409,13 +395,13 @@ class ControllerCore(CoreState):
             self._release_slot()
         check = self.drift_check
         if check is not None and command is check.command:
-            self._drift_failed(check, f"get_entries: outcome unknown ({command.unknown_reason})")
+            _core_drift.failed(self, check, f"get_entries: outcome unknown ({command.unknown_reason})")
         # The link poisons itself; `Poisoned` follows and closes admission.
 
     def _poisoned(self, reason: str) -> None:
         self.fence("transport", reason)
         if self.drift_check is not None:  # its get_entries may have been dropped from the outbox unwritten
-            self._drift_failed(self.drift_check, f"the engine pipe is poisoned: {reason}")
+            _core_drift.failed(self, self.drift_check, f"the engine pipe is poisoned: {reason}")
         stop = _core_chain.running(self)
         if stop is not None:
             _core_chain.uncertain(self, stop, "transport-unknown", reason)
@@ -628,184 +614,15 @@ class ControllerCore(CoreState):
     # ------------------------------------------------------------------------------- timers and effects
 
     def _timer(self, key: str) -> None:
-        if key == DRIFT_START:
-            self.drift_due = True  # the takeover check; it starts at the end of this call if idle
-            return
-        if key == DRIFT_READ_TIMER:
-            check = self.drift_check
-            if check is not None and check.read_effect is not None:
-                self._drift_failed(check, f"the session file read did not finish within {self.bounds.drift} s")
-            return
-        if key == SETTLE_TIMER:
-            _core_chain.feed(self, "settle-timeout")  # K9
+        fired = _TIMERS.get(key)
+        if fired is not None:
+            fired(self)
 
     def _effect_done(self, done: EffectDone) -> None:
         if done.kind == READ_SESSION:
-            self._drift_read(done)
+            _core_drift.read_done(self, done)
             return
         _core_force.effect_done(self, done)
-
-    # ------------------------------------------------------------------------- the drift check (rule 8)
-
-    def _drift_idle(self) -> bool:
-        """The engine is idle: admission open, no slot, no run, no stop chain, the pipe usable (brief §2:
-        "after agent_settled, with no command in flight"; the core's own commands in flight are waited
-        for in `_drift_step`)."""
-        link = self.link
-        return (self.admission_open and self.slot is None and not self.run.active and self.stop is None
-                and link.poisoned is None and not link.output_closed)
-
-    def _drift_step(self) -> None:
-        """At the end of every `receive` (rule 8): a due check starts once the engine is idle and nothing of
-        the core's is in flight. From the moment it is due and the engine idle (it may still wait for the
-        slot's get_state probe, answered within its bound) until it ends, client actions are held; when a
-        due check cannot run (admission closed, a stop, a poisoned pipe) they are released."""
-        if self.drift_check is not None:
-            return  # held; `_drift_release` lets them go when it ends
-        if not (self.drift_due and self._drift_idle()):
-            self._drift_unhold()
-            return
-        # Hold what this call has for clients (the turn's last records) and everything until the check ends.
-        held = [a for a in self.out if isinstance(a, CLIENT_ACTIONS)]
-        self.out = [a for a in self.out if not isinstance(a, CLIENT_ACTIONS)]
-        self.held = [*(self.held or []), *held]
-        if self.link.in_flight:
-            return  # the core's own command (the slot's probe): the check starts when it is answered
-        self.drift_due = False
-        self.drift_check = DriftCheck(self.new_id("d"), self.now, None)
-        self._drift_ask(self.drift_check, self.checkpoint)
-
-    def _drift_ask(self, check: DriftCheck, since: Checkpoint | None) -> None:
-        """The check's get_entries: only what follows the checkpoint's last entry (the incremental check),
-        or every entry (the full check: at the start, with no checkpoint, or when the incremental one could
-        not decide)."""
-        config = self.config.drift
-        assert config is not None
-        check.since = since if config.incremental else None
-        request: dict[str, Any] = {"type": "get_entries"}
-        if check.since is not None and check.since.last_id is not None:
-            request["since"] = check.since.last_id
-        check.command = self.link.send(request, now=self.now, bound=self.bounds.drift)
-        check.engine = None
-        check.read_effect = None
-        self.emit(FlushEngine())
-
-    def _drift_unhold(self) -> None:
-        held, self.held = self.held, None
-        if held:
-            self.out.extend(held)
-
-    def _drift_release(self) -> None:
-        """The check ended: the held client actions go out, in their order, before anything it adds."""
-        self.drift_check = None
-        self._drift_unhold()
-
-    def _drift_answered(self, check: DriftCheck, command: Command) -> None:
-        response = command.response or {}
-        if response.get("success") is not True:
-            if check.since is not None:  # the checkpoint's last entry is not the engine's: decide in full
-                self.evidence("drift-check-full", check=check.check_id, why=str(response.get("error")))
-                self._drift_ask(check, None)
-                return
-            self._drift_failed(check, f"get_entries failed: {response.get('error', 'error response')}")
-            return
-        try:
-            check.engine = engine_list(response.get("data"))
-        except ValueError as exc:
-            self._drift_failed(check, f"get_entries answer: {exc}")
-            return
-        if check.dirty:
-            self._drift_abandon(check)
-            return
-        check.command = None
-        check.read_effect = self.new_id("e")
-        offset = check.since.identity.size if check.since is not None else 0
-        self.emit(Effect(check.read_effect, READ_SESSION, {"check": check.check_id, "from": offset}))
-        self.emit(SetTimer(DRIFT_READ_TIMER, self.now + self.bounds.drift))
-
-    def _drift_read(self, done: EffectDone) -> None:
-        check = self.drift_check
-        if check is None or done.effect_id != check.read_effect or check.engine is None:
-            return  # a read that finished after its check ended (failed, timed out, abandoned)
-        self.emit(CancelTimer(DRIFT_READ_TIMER))
-        if check.dirty:
-            self._drift_abandon(check)
-            return
-        result = done.result
-        file = result.get("file")
-        if result.get("ok") is not True or not (file is None or isinstance(file, SessionBytes)):
-            self._drift_failed(check, f"the session file could not be read: {result.get('error', 'no bytes')}")
-            return
-        config = self.config.drift
-        assert config is not None
-        if check.since is not None:
-            verdict: Verdict | None = check_appended(check.engine, file, checkpoint=check.since)
-            if verdict is None:  # rule D: the ids that follow are not the engine's answer; decide in full
-                self.evidence("drift-check-full", check=check.check_id, why="the appended ids differ")
-                self._drift_ask(check, None)
-                return
-        else:
-            verdict = check_drift(check.engine, file, session_id=config.session_id, previous=self.drift_seen)
-        if verdict.drift and verdict.reason in PERSISTENCE_DRIFT:
-            self._unpersisted()  # before the held records go out
-        self._drift_release()
-        self.drift_verdict = verdict
-        if verdict.drift:
-            self.checkpoint = None
-            self._drift_found(check, verdict)
-            return
-        self.drift_seen = verdict.seen
-        self.checkpoint = verdict.checkpoint
-
-    def _unpersisted(self) -> None:
-        """The check after a turn found the engine's own writes torn or missing: every finished receipt the
-        check holds (its turn ended just before; no client has it yet) reads turnState `unpersisted`, and
-        every held action that carries it (its record, an observe's receipts, an exact retry's reply) is
-        rebuilt before it goes out, so no client is told a turn completed that the file does not show."""
-        held = self.held or []
-        ids = {a.params.get("request") for a in held if isinstance(a, Notify) and a.method == "record"
-               and a.params.get("type") == "receipt" and a.params.get("state") == "finished"}
-        fresh: dict[str, dict[str, Any]] = {}
-        for request in self.requests.values():
-            if request.request_id in ids and request.receipt == "finished":
-                request.turn_state = "unpersisted"
-                fresh[request.request_id] = request.receipt_record()
-        if fresh:
-            self.held = [_with_receipts(action, fresh) for action in held]
-
-    def _drift_found(self, check: DriftCheck, verdict: Verdict) -> None:
-        """Drift: admission closes, the binding goes uncertain (session-drift), views reconcile (a marker to
-        every subscriber), evidence keeps the verdict. Nothing is written to the engine or the file."""
-        detail = f"{verdict.reason}: {verdict.detail}"
-        self.evidence("session-drift", check=check.check_id, **verdict.to_evidence())
-        self.fence("session-drift", detail)
-        if self.binding_state != "stopping":  # a force stop running decides the binding (as for a poison)
-            self.uncertain("session-drift", detail)
-        self.broadcast_binding()
-        subs = self.subscribers()
-        if subs:
-            self.emit(Notify(subs, "marker", {"reason": "session-drift", "drift": verdict.reason,
-                                               "detail": verdict.detail, "execution": self.execution}))
-
-    def _drift_failed(self, check: DriftCheck, detail: str) -> None:
-        """The check could not finish: its answer is unknown, never "no drift" (W19). Uncertain, admission
-        closed."""
-        self._drift_release()
-        self.drift_verdict = None
-        if check.read_effect is not None:
-            self.emit(CancelTimer(DRIFT_READ_TIMER))
-        self.evidence("drift-check-failed", check=check.check_id, detail=detail)
-        self.fence("drift-check", detail)
-        if self.binding_state != "stopping":
-            self.uncertain("drift-check-failed", detail)
-        self.broadcast_binding()
-
-    def _drift_abandon(self, check: DriftCheck) -> None:
-        """An engine event arrived during the check: the engine was not idle, so the comparison could show
-        a false drift or miss none. Void; it runs again at the next idle moment."""
-        self._drift_release()
-        self.drift_due = True
-        self.evidence("drift-check-abandoned", check=check.check_id)
 
 
 # The run grammar's events (FACTS "What a Python fake engine must mimic" 6): read while no run is active
@@ -827,26 +644,14 @@ _HANDLERS: dict[str, Callable[[ControllerCore, Call], None]] = {
 }
 
 
-def _with_receipts(action: Action, fresh: Mapping[str, dict[str, Any]]) -> Action:
-    """`action` with each receipt record of a request in `fresh` replaced by the fresh one: a record
-    notification, and a reply's `receipt` (prompt) or `receipts` (observe)."""
-    def swap(value: Any) -> Any:
-        if isinstance(value, Mapping) and value.get("type") == "receipt" and value.get("request") in fresh:
-            return fresh[value["request"]]
-        return value
-
-    if isinstance(action, Notify) and action.method == "record":
-        return replace(action, params=swap(action.params))
-    if isinstance(action, Reply) and isinstance(action.result, Mapping):
-        result = dict(action.result)
-        if "receipt" in result:
-            result["receipt"] = swap(result["receipt"])
-        if isinstance(result.get("receipts"), list):
-            result["receipts"] = [swap(r) for r in result["receipts"]]
-        return replace(action, result=result)
-    return action
-
-
 def new_incarnation() -> str:
     """A fresh controller incarnation token (§1: "Each controller start mints a random incarnation token")."""
     return "inc-" + secrets.token_hex(16)
+
+
+# The core's timers: each one's room decides (the shell fires a key the core set, or DRIFT_START once).
+_TIMERS: dict[str, Callable[[CoreState], None]] = {
+    DRIFT_START: _core_drift.start,
+    DRIFT_READ_TIMER: _core_drift.read_timed_out,
+    SETTLE_TIMER: _core_chain.settle_timed_out,
+}

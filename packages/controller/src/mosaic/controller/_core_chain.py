@@ -86,6 +86,11 @@ def feed(s: CoreState, event: ChainEvent, command: Command | None = None) -> Non
         handler(s, stop, command)
 
 
+def settle_timed_out(s: CoreState) -> None:
+    """`SETTLE_TIMER`: the abort did not settle within `Bounds.settle` (rule 7)."""
+    feed(s, "settle-timeout")
+
+
 def answered(s: CoreState, command: Command) -> None:
     """The chain's command in flight (`stop.pending`) has its answer."""
     stop = running(s)

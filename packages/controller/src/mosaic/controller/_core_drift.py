@@ -1,0 +1,256 @@
+"""The core's drift room: when the idle session drift check runs, what it holds back meanwhile, and what
+its verdict does (the comparison itself is `_drift`, pure).
+
+The rules it keeps (the core's rule 8; brief §2 "Session drift, not foreign-writer attribution"; on when
+`CoreConfig.drift` is set):
+
+1. When the engine is idle (admission open, no slot, no run, no stop chain, nothing of the core's in
+   flight on the link) after an agent_settled or a slot's release, and once when the shell starts serving
+   (`TimerFired(DRIFT_START)`: the takeover check, a baseline inode and size), the core sends get_entries
+   (bounded), then asks the shell to read the session file (the `read-session` effect, bounded by
+   `DRIFT_READ_TIMER`), then compares them (`_drift.check_drift`, or `check_appended` from the last clean
+   check's checkpoint; where that cannot decide, the full check).
+2. While a check is in flight a prompt refuses busy (an engine append during it would make a false
+   drift), and every client action (replies, refusals, notifications, page reads) is held, in order,
+   until the check ends: a turn's last records (run-settled, the finished receipt, a reconciled stop, the
+   binding) reach clients only once the file was checked, so a client that waits for them never meets the
+   check. An engine event during a check abandons it; it runs again at the next idle moment.
+3. Drift closes admission (prompts refuse session-drift), the binding goes uncertain (reason
+   session-drift), every subscriber gets a `marker` {"reason": "session-drift", ...} and evidence records
+   the verdict; nothing is written to the engine or the file.
+4. Where the drift says the file does not hold the engine's own entries whole and in order
+   (`_drift.PERSISTENCE_DRIFT`: partial-line, invalid-line, not-prefix, disk-behind: what a full disk
+   leaves), the turn whose finished receipt the check held reads turnState `unpersisted`, never
+   `completed`: no client has seen it before the check ends.
+5. A check that cannot finish (get_entries fails, times out or is malformed; the read fails or times out)
+   leaves the binding uncertain with admission closed (W19): unknown is never "no drift".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from mosaic.pi_rpc import Command
+
+from ._core_state import CLIENT_ACTIONS, CoreState
+from ._drift import (
+    PERSISTENCE_DRIFT,
+    Checkpoint,
+    SessionBytes,
+    Verdict,
+    check_appended,
+    check_drift,
+    engine_list,
+)
+from ._effects import READ_SESSION
+from ._io import Action, CancelTimer, EffectDone, FlushEngine, Notify, Reply, SetTimer
+from ._state import DriftCheck
+
+DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 1)
+DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check
+
+
+def start(s: CoreState) -> None:
+    """`DRIFT_START`: the takeover check is due; it starts at the end of this call if the engine is idle."""
+    s.drift_due = True
+
+
+def read_timed_out(s: CoreState) -> None:
+    """`DRIFT_READ_TIMER`: the session file read did not finish within its bound (rule 5)."""
+    check = s.drift_check
+    if check is not None and check.read_effect is not None:
+        failed(s, check, f"the session file read did not finish within {s.bounds.drift} s")
+
+
+def _idle(s: CoreState) -> bool:
+    """The engine is idle: admission open, no slot, no run, no stop chain, the pipe usable (brief §2:
+    "after agent_settled, with no command in flight"; the core's own commands in flight are waited
+    for in `step`)."""
+    link = s.link
+    return (s.admission_open and s.slot is None and not s.run.active and s.stop is None
+            and link.poisoned is None and not link.output_closed)
+
+
+def step(s: CoreState) -> None:
+    """At the end of every `receive` (rule 8): a due check starts once the engine is idle and nothing of
+    the core's is in flight. From the moment it is due and the engine idle (it may still wait for the
+    slot's get_state probe, answered within its bound) until it ends, client actions are held; when a
+    due check cannot run (admission closed, a stop, a poisoned pipe) they are released."""
+    if s.drift_check is not None:
+        return  # held; `_release` lets them go when it ends
+    if not (s.drift_due and _idle(s)):
+        _unhold(s)
+        return
+    # Hold what this call has for clients (the turn's last records) and everything until the check ends.
+    held = [a for a in s.out if isinstance(a, CLIENT_ACTIONS)]
+    s.out = [a for a in s.out if not isinstance(a, CLIENT_ACTIONS)]
+    s.held = [*(s.held or []), *held]
+    if s.link.in_flight:
+        return  # the core's own command (the slot's probe): the check starts when it is answered
+    s.drift_due = False
+    s.drift_check = DriftCheck(s.new_id("d"), s.now, None)
+    _ask(s, s.drift_check, s.checkpoint)
+
+
+def _ask(s: CoreState, check: DriftCheck, since: Checkpoint | None) -> None:
+    """The check's get_entries: only what follows the checkpoint's last entry (the incremental check),
+    or every entry (the full check: at the start, with no checkpoint, or when the incremental one could
+    not decide)."""
+    config = s.config.drift
+    assert config is not None
+    check.since = since if config.incremental else None
+    request: dict[str, Any] = {"type": "get_entries"}
+    if check.since is not None and check.since.last_id is not None:
+        request["since"] = check.since.last_id
+    check.command = s.link.send(request, now=s.now, bound=s.bounds.drift)
+    check.engine = None
+    check.read_effect = None
+    s.emit(FlushEngine())
+
+
+def _unhold(s: CoreState) -> None:
+    held, s.held = s.held, None
+    if held:
+        s.out.extend(held)
+
+
+def _release(s: CoreState) -> None:
+    """The check ended: the held client actions go out, in their order, before anything it adds."""
+    s.drift_check = None
+    _unhold(s)
+
+
+def answered(s: CoreState, check: DriftCheck, command: Command) -> None:
+    response = command.response or {}
+    if response.get("success") is not True:
+        if check.since is not None:  # the checkpoint's last entry is not the engine's: decide in full
+            s.evidence("drift-check-full", check=check.check_id, why=str(response.get("error")))
+            _ask(s, check, None)
+            return
+        failed(s, check, f"get_entries failed: {response.get('error', 'error response')}")
+        return
+    try:
+        check.engine = engine_list(response.get("data"))
+    except ValueError as exc:
+        failed(s, check, f"get_entries answer: {exc}")
+        return
+    if check.dirty:
+        _abandon(s, check)
+        return
+    check.command = None
+    offset = check.since.identity.size if check.since is not None else 0
+    check.read_effect = s.ask(READ_SESSION, {"check": check.check_id, "from": offset})
+    s.emit(SetTimer(DRIFT_READ_TIMER, s.now + s.bounds.drift))
+
+
+def read_done(s: CoreState, done: EffectDone) -> None:
+    check = s.drift_check
+    if check is None or done.effect_id != check.read_effect or check.engine is None:
+        return  # a read that finished after its check ended (failed, timed out, abandoned)
+    s.emit(CancelTimer(DRIFT_READ_TIMER))
+    if check.dirty:
+        _abandon(s, check)
+        return
+    result = done.result
+    file = result.get("file")
+    if result.get("ok") is not True or not (file is None or isinstance(file, SessionBytes)):
+        failed(s, check, f"the session file could not be read: {result.get('error', 'no bytes')}")
+        return
+    config = s.config.drift
+    assert config is not None
+    if check.since is not None:
+        verdict: Verdict | None = check_appended(check.engine, file, checkpoint=check.since)
+        if verdict is None:  # rule D: the ids that follow are not the engine's answer; decide in full
+            s.evidence("drift-check-full", check=check.check_id, why="the appended ids differ")
+            _ask(s, check, None)
+            return
+    else:
+        verdict = check_drift(check.engine, file, session_id=config.session_id, previous=s.drift_seen)
+    if verdict.drift and verdict.reason in PERSISTENCE_DRIFT:
+        _unpersisted(s)  # before the held records go out
+    _release(s)
+    s.drift_verdict = verdict
+    if verdict.drift:
+        s.checkpoint = None
+        _found(s, check, verdict)
+        return
+    s.drift_seen = verdict.seen
+    s.checkpoint = verdict.checkpoint
+
+
+def _unpersisted(s: CoreState) -> None:
+    """The check after a turn found the engine's own writes torn or missing: every finished receipt the
+    check holds (its turn ended just before; no client has it yet) reads turnState `unpersisted`, and
+    every held action that carries it (its record, an observe's receipts, an exact retry's reply) is
+    rebuilt before it goes out, so no client is told a turn completed that the file does not show."""
+    held = s.held or []
+    ids = {a.params.get("request") for a in held if isinstance(a, Notify) and a.method == "record"
+           and a.params.get("type") == "receipt" and a.params.get("state") == "finished"}
+    fresh: dict[str, dict[str, Any]] = {}
+    for request in s.requests.values():
+        if request.request_id in ids and request.receipt == "finished":
+            request.turn_state = "unpersisted"
+            fresh[request.request_id] = request.receipt_record()
+    if fresh:
+        s.held = [with_receipts(action, fresh) for action in held]
+
+
+def _found(s: CoreState, check: DriftCheck, verdict: Verdict) -> None:
+    """Drift: admission closes, the binding goes uncertain (session-drift), views reconcile (a marker to
+    every subscriber), evidence keeps the verdict. Nothing is written to the engine or the file."""
+    detail = f"{verdict.reason}: {verdict.detail}"
+    s.evidence("session-drift", check=check.check_id, **verdict.to_evidence())
+    s.fence("session-drift", detail)
+    if s.binding_state != "stopping":  # a force stop running decides the binding (as for a poison)
+        s.uncertain("session-drift", detail)
+    s.broadcast_binding()
+    subs = s.subscribers()
+    if subs:
+        s.emit(Notify(subs, "marker", {"reason": "session-drift", "drift": verdict.reason,
+                                           "detail": verdict.detail, "execution": s.execution}))
+
+
+def failed(s: CoreState, check: DriftCheck, detail: str) -> None:
+    """The check could not finish: its answer is unknown, never "no drift" (W19). Uncertain, admission
+    closed."""
+    _release(s)
+    s.drift_verdict = None
+    if check.read_effect is not None:
+        s.emit(CancelTimer(DRIFT_READ_TIMER))
+    s.evidence("drift-check-failed", check=check.check_id, detail=detail)
+    s.fence("drift-check", detail)
+    if s.binding_state != "stopping":
+        s.uncertain("drift-check-failed", detail)
+    s.broadcast_binding()
+
+
+def _abandon(s: CoreState, check: DriftCheck) -> None:
+    """An engine event arrived during the check: the engine was not idle, so the comparison could show
+    a false drift or miss none. Void; it runs again at the next idle moment."""
+    _release(s)
+    s.drift_due = True
+    s.evidence("drift-check-abandoned", check=check.check_id)
+
+
+def with_receipts(action: Action, fresh: Mapping[str, dict[str, Any]]) -> Action:
+    """`action` with each receipt record of a request in `fresh` replaced by the fresh one: a record
+    notification, and a reply's `receipt` (prompt) or `receipts` (observe)."""
+    def swap(value: Any) -> Any:
+        if isinstance(value, Mapping) and value.get("type") == "receipt" and value.get("request") in fresh:
+            return fresh[value["request"]]
+        return value
+
+    if isinstance(action, Notify) and action.method == "record":
+        return replace(action, params=swap(action.params))
+    if isinstance(action, Reply) and isinstance(action.result, Mapping):
+        result = dict(action.result)
+        if "receipt" in result:
+            result["receipt"] = swap(result["receipt"])
+        if isinstance(result.get("receipts"), list):
+            result["receipts"] = [swap(r) for r in result["receipts"]]
+        return replace(action, result=result)
+    return action
+
+
