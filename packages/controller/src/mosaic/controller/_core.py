@@ -74,11 +74,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mosaic.pi_rpc import (
-    Command,
     CommandWritten,
     EngineEvent,
     LateResponse,
-    NotEvidence,
     OutcomeKnown,
     OutcomeUnknown,
     Poisoned,
@@ -86,7 +84,7 @@ from mosaic.pi_rpc import (
     TruncatedOutput,
 )
 
-from . import _core_admission, _core_chain, _core_drift, _core_force
+from . import _core_admission, _core_chain, _core_drift, _core_engine, _core_force
 from ._core_chain import SETTLE_TIMER
 from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
 from ._core_state import (
@@ -106,7 +104,6 @@ from ._io import (
     Effect,
     EffectDone,
     EngineEvents,
-    FlushEngine,
     Input,
     Notify,
     PageRead,
@@ -116,8 +113,8 @@ from ._io import (
     TimerFired,
 )
 from ._refusal import ControlRefusal
-from ._state import Conn, Run, Slot
-from ._tables import DIALOG, INTERNAL, OVERLAP_SIGNALS, classify_native
+from ._state import Conn, Run
+from ._tables import DIALOG, INTERNAL, classify_native
 
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
            "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
@@ -301,114 +298,19 @@ class ControllerCore(CoreState):
             if isinstance(event, EngineEvent):
                 self._native(event)
             elif isinstance(event, OutcomeKnown):
-                self._known(event.command)
+                _core_engine.known(self, event.command)
             elif isinstance(event, CommandWritten):
-                self._written(event.command)
+                _core_engine.written(self, event.command)
             elif isinstance(event, OutcomeUnknown):
-                self._unknown_outcome(event.command)
+                _core_engine.unknown_outcome(self, event.command)
             elif isinstance(event, Poisoned):
-                self._poisoned(event.reason)
+                _core_engine.poisoned(self, event.reason)
             elif isinstance(event, LateResponse):
                 self.evidence("late-response", command=event.command.id, type=event.command.type)
             elif isinstance(event, ProtocolViolation):
                 self.evidence("protocol-violation", detail=event.detail)
             elif isinstance(event, TruncatedOutput):
                 self.evidence("truncated-output", bytes=len(event.tail.encode("utf-8", "surrogatepass")))
-
-    def _written(self, command: Command) -> None:
-        slot = self.slot
-        if slot is not None and command is slot.prompt and slot.request.receipt == "admitted":
-            slot.request.move("dispatched", self.now)
-            self.record(slot.request.receipt_record())
-
-    def _known(self, command: Command) -> None:
-        slot = self.slot
-        if slot is not None and command is slot.prompt:
-            self._prompt_answered(slot)
-        elif slot is not None and command is slot.probe:
-            self._probe_answered(slot)
-        elif self.stop is not None and command is self.stop.pending:
-            _core_chain.answered(self, command)
-        elif self.drift_check is not None and command is self.drift_check.command:
-            _core_drift.answered(self, self.drift_check, command)
-
-    def _prompt_answered(self, slot: Slot) -> None:
-        response = slot.prompt.response or {}
-        request = slot.request
-        if response.get("success") is not True:
-            # An error before preflight passed (rpc-mode.js 314-318): failed, native error kept (N3, N8).
-            request.move("failed", self.now, native_error=str(response.get("error", "error response")))
-            self._release_slot()
-            return
-        request.move("acknowledged", self.now)
-        self.record(request.receipt_record())
-        if self.run.active and not slot.run_started:
-            # O2: acked while a run it did not start is active (that run began before the ack): Pi acked it
-            # in the other prompt's preflight window, and it can never run (FACTS a5, Part 2 F).
-            self._overlap("O2", "the prompt was acknowledged while another run was active")
-            return
-        if self.link.poisoned is not None:
-            # The pipe was poisoned before this ack was read (H19: a command stuck in the outbox past its
-            # bound): nothing is written again, so whether a run starts can never be asked. The receipt
-            # ends outcome unknown, never "unsent" (found by the random-interleavings test).
-            request.move("delivery-unknown", self.now, reason="transport-unknown")
-            self._release_slot()
-            return
-        # Is there a run? Ask with a get_state written after the ack was read (FACTS a5: only such a
-        # get_state is evidence; the link enforces it in prompt_state).
-        slot.probe = self.link.send({"type": "get_state"}, now=self.now, bound=self.bounds.probe)
-        self.emit(FlushEngine())
-        _core_chain.feed(self, "slot-acked")  # N4: an ack after the chain's abort means a run
-
-    def _probe_answered(self, slot: Slot) -> None:
-        probe = slot.probe
-        assert probe is not None
-        if slot.run_started:
-            return
-        try:
-            evidence = self.link.prompt_state(slot.prompt, probe)
-        except NotEvidence as exc:
-            self.evidence("probe-not-evidence", detail=str(exc))
-            return
-        if evidence.is_streaming or evidence.agent_start_between:
-            return
-        # N5: acked, no run, none started: extension-handled input. Never "unsent", never resent.
-        slot.request.move("delivery-unknown", self.now, reason="handled-without-run")
-        self._release_slot()
-
-    def _release_slot(self) -> None:
-        """Reconciliation settled the slot's item (SLOT_TABLE): free the slot, and let a stop chain that
-        was waiting on it go on (rule 5: the slot must be settled before reconciled)."""
-        slot = self.slot
-        assert slot is not None
-        self.slot = None
-        self.record(slot.request.receipt_record())
-        self.retire(slot.request)
-        self.drift_due = True  # rule 8: the item is settled; an extension-handled input may have appended
-        _core_chain.feed(self, "slot-released")
-        self.broadcast_binding()
-
-    def _unknown_outcome(self, command: Command) -> None:
-        slot = self.slot
-        if slot is not None and command is slot.prompt:
-            slot.request.move("delivery-unknown", self.now, reason="transport-unknown")
-            self._release_slot()
-        check = self.drift_check
-        if check is not None and command is check.command:
-            _core_drift.failed(self, check, f"get_entries: outcome unknown ({command.unknown_reason})")
-        # The link poisons itself; `Poisoned` follows and closes admission.
-
-    def _poisoned(self, reason: str) -> None:
-        self.fence("transport", reason)
-        if self.drift_check is not None:  # its get_entries may have been dropped from the outbox unwritten
-            _core_drift.failed(self, self.drift_check, f"the engine pipe is poisoned: {reason}")
-        stop = _core_chain.running(self)
-        if stop is not None:
-            _core_chain.uncertain(self, stop, "transport-unknown", reason)
-        if self.binding_state == "stopping":
-            return  # a force stop is running: its result decides
-        self.uncertain("transport-unknown", reason)
-        self.broadcast_binding()
 
     # -- native events
 
@@ -427,7 +329,7 @@ class ControllerCore(CoreState):
             self.broadcast_binding()
             return
         if kind in _RUN_EVENTS and not self.run.active and kind != "agent_settled":
-            self._overlap("O6", f"{kind} with no run active")
+            _core_engine.overlap(self, "O6", f"{kind} with no run active")
         if kind == "agent_start":
             self._agent_start()
         elif kind == "agent_end":
@@ -452,7 +354,7 @@ class ControllerCore(CoreState):
     def _agent_start(self) -> None:
         if self.run.active:
             if self.run.in_turn:
-                self._overlap("O1", "an agent_start inside a run's turn")
+                _core_engine.overlap(self, "O1", "an agent_start inside a run's turn")
             # Otherwise a continuation inside the same run (retry, queued follow-up: FACTS conformance 7).
             self.run.in_turn = True
             return
@@ -481,7 +383,7 @@ class ControllerCore(CoreState):
         slot = self.slot
         if run.active and run.in_turn:
             # O3: a settle inside a turn is not this run's: the losing prompt's finally (FACTS Part 2 F).
-            self._overlap("O3", "an agent_settled inside a run's turn")
+            _core_engine.overlap(self, "O3", "an agent_settled inside a run's turn")
             return
         self.drift_due = True  # rule 8: check at the next idle moment (brief §2 "after agent_settled")
         if not run.active:
@@ -489,9 +391,9 @@ class ControllerCore(CoreState):
                 # N11 as Pi writes it: the ack, then agent_settled and no agent_start: the run threw before
                 # it began (its finally settles, agent-session.js 780-785); no user message can be on disk.
                 slot.request.move("failed", self.now, reason="ack-without-start")
-                self._release_slot()
+                _core_engine.release_slot(self)
             else:
-                self._overlap("O6", "an agent_settled with no run active")
+                _core_engine.overlap(self, "O6", "an agent_settled with no run active")
             return
         self.run = Run(message_seq=run.message_seq)
         if run.ours and slot is not None:
@@ -502,7 +404,7 @@ class ControllerCore(CoreState):
             elif request.receipt == "acknowledged":
                 # A run that started and settled with no user message_start: it threw before the message.
                 request.move("failed", self.now, reason="ack-without-start")
-            self._release_slot()  # reconciliation, never agent_start (mutant 15)
+            _core_engine.release_slot(self)  # reconciliation, never agent_start (mutant 15)
         else:
             self.broadcast_binding()
 
@@ -516,7 +418,7 @@ class ControllerCore(CoreState):
         if stop is not None and stop.state == "stopping" and _core_chain.abort_written(self, stop):
             return  # the abort of this stop's chain (or of the interrupt it superseded)
         # O4: an aborted run with no abort of ours outstanding is never a stop link (lead decision 34, N9).
-        self._overlap("O4", "an aborted assistant message with no abort of the controller's outstanding")
+        _core_engine.overlap(self, "O4", "an aborted assistant message with no abort of the controller's outstanding")
 
     def _queue_update(self, record: Mapping[str, Any]) -> None:
         queued = [q for q in (record.get("steering"), record.get("followUp")) if isinstance(q, list) and q]
@@ -524,32 +426,9 @@ class ControllerCore(CoreState):
             return
         stop = _core_chain.running(self)
         if stop is not None and stop.step == "abort-due":
-            self._overlap("O5", "external input was queued between the interrupt's clear and its abort")
+            _core_engine.overlap(self, "O5", "external input was queued between the interrupt's clear and its abort")
 
     # ------------------------------------------------------------------------------ overlap signals
-
-    def _overlap(self, signal: str, detail: str) -> None:
-        """One of OVERLAP_SIGNALS: admission closes, the binding goes uncertain (a running force stop
-        decides the binding itself), the slot's receipt settles delivery-unknown (run-overlap), a running
-        interrupt ends uncertain with no further abort. Nothing is written to the engine."""
-        assert signal in OVERLAP_SIGNALS
-        self.overlaps.append((signal, detail))
-        self.evidence("run-overlap", signal=signal, detail=detail)
-        if self.binding_state == "stopped":
-            return  # the execution ended with a proof: late output of the stopped engine changes nothing
-        self.fence("overlap", signal)
-        slot = self.slot
-        if slot is not None and not slot.request.settled:
-            slot.request.move("delivery-unknown", self.now, reason="run-overlap")
-            self.slot = None
-            self.record(slot.request.receipt_record())
-            self.retire(slot.request)
-        stop = _core_chain.running(self)
-        if stop is not None:
-            _core_chain.uncertain(self, stop, "run-overlap", f"{signal}: {detail}")
-        elif self.binding_state != "stopping":
-            self.uncertain("run-overlap", f"{signal}: {detail}")
-        self.broadcast_binding()
 
     def _client_event(self, event_type: str, record: Mapping[str, Any]) -> None:
         payload = self._payload(event_type, record)
