@@ -68,23 +68,11 @@ The rules it keeps, with where they come from:
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mosaic.pi_rpc import (
-    CommandWritten,
-    EngineEvent,
-    LateResponse,
-    OutcomeKnown,
-    OutcomeUnknown,
-    Poisoned,
-    ProtocolViolation,
-    TruncatedOutput,
-)
-
-from . import _core_admission, _core_chain, _core_drift, _core_engine, _core_force
+from . import _core_admission, _core_chain, _core_drift, _core_events, _core_force
 from ._core_chain import SETTLE_TIMER
 from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
 from ._core_state import (
@@ -105,7 +93,6 @@ from ._io import (
     EffectDone,
     EngineEvents,
     Input,
-    Notify,
     PageRead,
     ReadPage,
     Refuse,
@@ -113,8 +100,7 @@ from ._io import (
     TimerFired,
 )
 from ._refusal import ControlRefusal
-from ._state import Conn, Run
-from ._tables import DIALOG, INTERNAL, classify_native
+from ._state import Conn
 
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
            "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
@@ -135,7 +121,7 @@ class ControllerCore(CoreState):
         if isinstance(event, Call):
             self._call(event)
         elif isinstance(event, EngineEvents):
-            self._engine(event)
+            _core_events.engine_events(self, event)
         elif isinstance(event, Connected):
             self._connect(event)
         elif isinstance(event, Disconnected):
@@ -288,207 +274,9 @@ class ControllerCore(CoreState):
 
     # ---------------------------------------------------------------------------------- the engine side
 
-    def _engine(self, batch: EngineEvents) -> None:
-        if batch.execution != self.execution:
-            # H14: late stdout of an old engine: dropped by execution incarnation, counted, never rendered.
-            self.late_events += len(batch.events)
-            self.evidence("late-events", execution=batch.execution, count=len(batch.events))
-            return
-        for event in batch.events:
-            if isinstance(event, EngineEvent):
-                self._native(event)
-            elif isinstance(event, OutcomeKnown):
-                _core_engine.known(self, event.command)
-            elif isinstance(event, CommandWritten):
-                _core_engine.written(self, event.command)
-            elif isinstance(event, OutcomeUnknown):
-                _core_engine.unknown_outcome(self, event.command)
-            elif isinstance(event, Poisoned):
-                _core_engine.poisoned(self, event.reason)
-            elif isinstance(event, LateResponse):
-                self.evidence("late-response", command=event.command.id, type=event.command.type)
-            elif isinstance(event, ProtocolViolation):
-                self.evidence("protocol-violation", detail=event.detail)
-            elif isinstance(event, TruncatedOutput):
-                self.evidence("truncated-output", bytes=len(event.tail.encode("utf-8", "surrogatepass")))
-
     # -- native events
 
-    def _native(self, event: EngineEvent) -> None:
-        if self.drift_check is not None:
-            self.drift_check.dirty = True  # rule 8: the engine is not idle; this check can prove nothing
-        record = event.record
-        mapped = classify_native(record)
-        kind = event.type
-        if mapped is None:
-            # C-4 interim: counted in evidence with its type and byte count; no client event.
-            # Its size as Pi wrote it: JSON.stringify is compact, non-ASCII raw (FACTS (b) "Framing").
-            size = len(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
-            self.unknown_native[kind or "?"] = self.unknown_native.get(kind or "?", 0) + 1
-            self.evidence("unknown-native-event", type=kind, bytes=size)
-            self.broadcast_binding()
-            return
-        if kind in _RUN_EVENTS and not self.run.active and kind != "agent_settled":
-            _core_engine.overlap(self, "O6", f"{kind} with no run active")
-        if kind == "agent_start":
-            self._agent_start()
-        elif kind == "agent_end":
-            self.run.in_turn = False
-        elif kind == "message_start":
-            self._message_start(record)
-        elif kind == "message_end":
-            self._message_end(record)
-        elif kind == "queue_update":
-            self._queue_update(record)
-        elif kind == "tool_execution_start":
-            self.run.open_tools[str(record.get("toolCallId"))] = str(record.get("toolName"))
-        elif kind == "tool_execution_end":
-            self.run.open_tools.pop(str(record.get("toolCallId")), None)
-        if mapped == DIALOG:
-            self._dialog(record)
-        elif mapped != INTERNAL:
-            self._client_event(mapped, record)
-        if kind == "agent_settled":
-            self._agent_settled()
-
-    def _agent_start(self) -> None:
-        if self.run.active:
-            if self.run.in_turn:
-                _core_engine.overlap(self, "O1", "an agent_start inside a run's turn")
-            # Otherwise a continuation inside the same run (retry, queued follow-up: FACTS conformance 7).
-            self.run.in_turn = True
-            return
-        # The slot's run is the one that starts after its ack: Pi writes the ack before the run's events
-        # (the ack is queued on the output chain first, FACTS a5), so a run starting while the prompt is
-        # in preflight is another's.
-        slot = self.slot
-        ours = slot is not None and slot.prompt.succeeded and not slot.run_started
-        self.run = Run(active=True, ours=ours, in_turn=True, message_seq=self.run.message_seq)
-        if ours and slot is not None:
-            slot.run_started = True
-        self.broadcast_binding()
-
-    def _message_start(self, record: Mapping[str, Any]) -> None:
-        message = record.get("message")
-        role = message.get("role") if isinstance(message, Mapping) else None
-        slot = self.slot
-        if role == "user" and self.run.ours and slot is not None and not slot.user_started:
-            slot.user_started = True
-            if slot.request.receipt == "acknowledged":
-                slot.request.move("working", self.now)
-                self.record(slot.request.receipt_record())
-
-    def _agent_settled(self) -> None:
-        run = self.run
-        slot = self.slot
-        if run.active and run.in_turn:
-            # O3: a settle inside a turn is not this run's: the losing prompt's finally (FACTS Part 2 F).
-            _core_engine.overlap(self, "O3", "an agent_settled inside a run's turn")
-            return
-        self.drift_due = True  # rule 8: check at the next idle moment (brief §2 "after agent_settled")
-        if not run.active:
-            if slot is not None and slot.prompt.succeeded and not slot.run_started:
-                # N11 as Pi writes it: the ack, then agent_settled and no agent_start: the run threw before
-                # it began (its finally settles, agent-session.js 780-785); no user message can be on disk.
-                slot.request.move("failed", self.now, reason="ack-without-start")
-                _core_engine.release_slot(self)
-            else:
-                _core_engine.overlap(self, "O6", "an agent_settled with no run active")
-            return
-        self.run = Run(message_seq=run.message_seq)
-        if run.ours and slot is not None:
-            request = slot.request
-            if slot.user_started:
-                if request.receipt == "working":
-                    request.move("finished", self.now, turn_state="interrupted" if run.aborted else "completed")
-            elif request.receipt == "acknowledged":
-                # A run that started and settled with no user message_start: it threw before the message.
-                request.move("failed", self.now, reason="ack-without-start")
-            _core_engine.release_slot(self)  # reconciliation, never agent_start (mutant 15)
-        else:
-            self.broadcast_binding()
-
-    def _message_end(self, record: Mapping[str, Any]) -> None:
-        message = record.get("message")
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
-            return
-        if message.get("stopReason") != "aborted":
-            return
-        stop = self.stop
-        if stop is not None and stop.state == "stopping" and _core_chain.abort_written(self, stop):
-            return  # the abort of this stop's chain (or of the interrupt it superseded)
-        # O4: an aborted run with no abort of ours outstanding is never a stop link (lead decision 34, N9).
-        _core_engine.overlap(self, "O4", "an aborted assistant message with no abort of the controller's outstanding")
-
-    def _queue_update(self, record: Mapping[str, Any]) -> None:
-        queued = [q for q in (record.get("steering"), record.get("followUp")) if isinstance(q, list) and q]
-        if not queued:
-            return
-        stop = _core_chain.running(self)
-        if stop is not None and stop.step == "abort-due":
-            _core_engine.overlap(self, "O5", "external input was queued between the interrupt's clear and its abort")
-
     # ------------------------------------------------------------------------------ overlap signals
-
-    def _client_event(self, event_type: str, record: Mapping[str, Any]) -> None:
-        payload = self._payload(event_type, record)
-        self.sequence += 1
-        subs = self.subscribers()  # each subscribed at or before this sequence (fromSequence <= it)
-        # The request whose run this is, inferred from order as `working` is (brief §3); null for a run no
-        # Mosaic request started (an extension's, or one after an overlap signal: E3's null correlation).
-        slot = self.slot
-        request = slot.request.request_id if (self.run.ours and slot is not None and "overlap" not in self.fences) \
-            else None
-        event = {"type": "event", "event": f"{self.execution}.{self.sequence}", "execution": self.execution,
-                 "sequence": self.sequence, "eventType": event_type, "visibility": "visible",
-                 "at": self.now, "request": request, "payload": payload}
-        if subs:
-            self.emit(Notify(subs, "event", event))
-
-    def _payload(self, event_type: str, record: Mapping[str, Any]) -> dict[str, Any]:
-        if event_type == "message-start":
-            self.run.message_seq += 1
-            self.run.current_message = f"m{self.run.message_seq}"
-            message = record.get("message") if isinstance(record.get("message"), Mapping) else {}
-            assert isinstance(message, Mapping)
-            return {"message": self.run.current_message, "role": message.get("role"),
-                    "content": message.get("content", [])}
-        if event_type in ("text-delta", "thinking-delta"):
-            sub = record.get("assistantMessageEvent")
-            assert isinstance(sub, Mapping)
-            return {"message": self.run.current_message, "contentIndex": sub.get("contentIndex"),
-                    "delta": sub.get("delta", "")}
-        if event_type == "message-end":
-            message = record.get("message") if isinstance(record.get("message"), Mapping) else {}
-            assert isinstance(message, Mapping)
-            payload: dict[str, Any] = {"message": self.run.current_message, "role": message.get("role"),
-                                       "content": message.get("content", []), "updateMode": "replace"}
-            for key in ("stopReason", "errorMessage", "toolCallId", "toolName", "isError"):
-                if key in message:
-                    payload[key] = message[key]
-            return payload
-        if event_type in ("tool-start", "tool-update", "tool-end"):
-            keys = {"tool-start": ("toolCallId", "toolName", "args"),
-                    "tool-update": ("toolCallId", "toolName", "partialResult"),
-                    "tool-end": ("toolCallId", "toolName", "result", "isError")}[event_type]
-            return {k: record.get(k) for k in keys if k in record}
-        return {}
-
-    def _dialog(self, record: Mapping[str, Any]) -> None:
-        # P3 (and I2 not built): a native dialog is shown disabled with a reason, never answered.
-        self.dialogs += 1
-        for stop in self.stops:  # seed "Approval": once a dialog was seen, every stop says so
-            stop.approval = "uncertain"
-        decision: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": str(record.get("id", self.new_id("d"))),
-                                    "method": record.get("method"), "title": record.get("title"),
-                                    "options": record.get("options"), "state": "disabled",
-                                    # Plain words for the person; the rule is P3 (CHAT-03D not adopted).
-                                    "reason": "Pi asks a question here; this controller shows it but never "
-                                              "answers it, so Pi decides on its own (its default or timeout)"}
-        for key in ("message", "placeholder", "prefill", "timeout"):  # rpc-mode.js 47-192: the rest of the ask
-            if key in record:
-                decision[key] = record[key]
-        self.record(decision)
 
     # ------------------------------------------------------------------------------- timers and effects
 
@@ -503,12 +291,6 @@ class ControllerCore(CoreState):
             return
         _core_force.effect_done(self, done)
 
-
-# The run grammar's events (FACTS "What a Python fake engine must mimic" 6): read while no run is active
-# they are O6. agent_settled is judged in `_agent_settled` (an ack without a start explains it: N11).
-_RUN_EVENTS = frozenset({"turn_start", "turn_end", "message_start", "message_update", "message_end",
-                         "tool_execution_start", "tool_execution_update", "tool_execution_end", "agent_end",
-                         "agent_settled"})
 
 _HANDLERS: dict[str, Callable[[ControllerCore, Call], None]] = {
     "observe": ControllerCore._observe,
