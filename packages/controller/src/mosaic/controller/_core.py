@@ -69,10 +69,9 @@ The rules it keeps, with where they come from:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-from . import _core_admission, _core_chain, _core_drift, _core_events, _core_force
+from . import _core_admission, _core_chain, _core_clients, _core_drift, _core_events, _core_force
 from ._core_chain import SETTLE_TIMER
 from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
 from ._core_state import (
@@ -86,21 +85,14 @@ from ._effects import READ_SESSION
 from ._io import (
     Action,
     Call,
-    CloseConnection,
     Connected,
     Disconnected,
-    Effect,
     EffectDone,
     EngineEvents,
     Input,
     PageRead,
-    ReadPage,
-    Refuse,
-    Reply,
     TimerFired,
 )
-from ._refusal import ControlRefusal
-from ._state import Conn
 
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
            "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
@@ -123,14 +115,11 @@ class ControllerCore(CoreState):
         elif isinstance(event, EngineEvents):
             _core_events.engine_events(self, event)
         elif isinstance(event, Connected):
-            self._connect(event)
+            _core_clients.connect(self, event)
         elif isinstance(event, Disconnected):
-            # H11: control stays with the disconnected connection until someone takes over explicitly.
-            if self.connections.pop(event.conn, None) is not None:
-                self.subs = None
-                self.broadcast_binding()
+            _core_clients.disconnected(self, event)
         elif isinstance(event, PageRead):
-            self._page_read(event)
+            _core_clients.page_read(self, event)
         elif isinstance(event, TimerFired):
             self._timer(event.key)
         elif isinstance(event, EffectDone):
@@ -143,19 +132,6 @@ class ControllerCore(CoreState):
 
     # ------------------------------------------------------------------------------------------ calls
 
-    def _connect(self, event: Connected) -> None:
-        """Rule 7b: admit the peer with what its grant allows, or close the connection `channel` at once."""
-        peer = event.peer
-        operations = self.config.access.operations(peer)
-        if operations is None or peer is None:
-            # Not held by a drift check (rule 8): nothing was ever sent to this connection to keep in order,
-            # and it must not stay open meanwhile, its requests read.
-            self.out.append(CloseConnection(event.conn, "channel"))
-            self.evidence("channel-refused", connection=event.conn,
-                           peer=None if peer is None else {"uid": peer.uid, "gid": peer.gid, "pid": peer.pid})
-            return
-        self.connections[event.conn] = Conn(operations, peer.ids)
-
     def _call(self, call: Call) -> None:
         handler = _HANDLERS.get(call.method)
         if handler is None:  # the server validated the method; a bug if it did not
@@ -163,120 +139,6 @@ class ControllerCore(CoreState):
             return
         if _core_admission.gate(self, call):
             handler(self, call)
-
-    # -- observe
-
-    def _observe(self, call: Call) -> None:
-        incarnation = call.params.get("incarnation")
-        if incarnation is not None and incarnation != self.config.incarnation:
-            self.refuse(call, "stale-incarnation", "another controller incarnation")
-            return
-        conn = self.connections[call.conn]
-        if conn.subscribed_from is None:
-            conn.subscribed_from = self.sequence + 1
-            conn.seq_at_subscribe = self.sequence
-            conn.quiet_at_subscribe = self._quiet()
-            self.subs = None
-        cursor = call.params.get("cursor")
-        # Each read has its own cut: a re-observe on a subscribed connection (a client reconciling at a
-        # seam, E4) reports the seam of this read, not of the first one.
-        conn.reads[call.rpc_id] = (cursor, self.sequence, self._quiet())
-        self.emit(ReadPage(call.conn, call.rpc_id, cursor))
-
-    def _quiet(self) -> bool:
-        """No run visible and no prompt holding the slot: Pi persisted every message of the last run
-        before its agent_settled (agent-session.js 386-398), so a page read now misses nothing."""
-        return not self.run.active and self.slot is None and (self.stop is None or self.stop.state != "stopping")
-
-    def _page_read(self, event: PageRead) -> None:
-        conn = self.connections.get(event.conn)
-        if conn is None or event.rpc_id not in conn.reads:
-            return  # it hung up meanwhile
-        cursor, cut, quiet_at_call = conn.reads.pop(event.rpc_id)
-        result = dict(event.result)
-        if not result.get("ok", False) and cursor is not None:
-            refusal = result.get("refusal")
-            code = refusal.get("code") if isinstance(refusal, Mapping) else None
-            self.emit(Refuse(event.conn, event.rpc_id, ControlRefusal(
-                "cursor", f"the reader refused the cursor: {code}").to_dict()))
-            return
-        # Unavailable is not empty: a first page the reader refused is passed on as the reader's refusal.
-        # Quiet: nothing ran or waited when the call came, no event was emitted before the page was read,
-        # nothing runs or waits now, and the page shows the file the last drift check verified. The page is
-        # read off the loop and Pi appends an entry before its event reaches stdout (FACTS a6): a prompt
-        # dispatched meanwhile, or a run the core has not seen start (an extension's), may be on the page
-        # before the core read one event of it; then the page holds bytes no check verified.
-        quiet = quiet_at_call and self.sequence == cut and self._quiet() and self._page_verified(result)
-        self.emit(Reply(event.conn, event.rpc_id, {
-            "incarnation": self.config.incarnation, "connection": self.connection_record(event.conn),
-            "generation": self.generation, "binding": self.binding_record(),
-            "seam": {"replay": "unavailable", "streamEpoch": self.execution,
-                     "fromSequence": cut + 1, "reconcile": True, "quiet": quiet},
-            "receipts": self._receipts_for_observe(),
-            "inherited": [dict(r) for r in self.config.inherited],
-            "history": result,
-        }))
-
-    def _page_verified(self, result: Mapping[str, Any]) -> bool:
-        """The page is a snapshot of the bytes the last clean drift check verified (its snapshotDigest is their
-        SHA-256), or shows no file where none was verified. Without the drift check (a core with no session
-        file to compare) there is nothing to compare: True, the seed's weaker rule (README "The seam")."""
-        if self.config.drift is None:
-            return True
-        page = result.get("page") if result.get("ok") else None
-        digest = page.get("snapshotDigest") if isinstance(page, Mapping) else None
-        checkpoint = self.checkpoint
-        if digest is None:
-            return checkpoint is None
-        return checkpoint is not None and checkpoint.sha256 == digest
-
-    def _receipts_for_observe(self) -> list[dict[str, Any]]:
-        """Every receipt not yet settled, and the last settled ones: what a client that lost records (a
-        lagging marker, a reconnect) needs to bring its pending requests up to date, bounded: `requests`
-        holds no more than these (`retire`), so this costs the same after 10,000 prompts as after one."""
-        return [r.receipt_record() for r in sorted(self.requests.values(), key=lambda r: r.admitted_at)]
-
-    # -- takeover and recovery control
-
-    def _takeover(self, call: Call) -> None:
-        expected = call.params["expectedGeneration"]
-        if self.is_controller(call):
-            self.refuse(call, "already-controller", "this connection is already the controller (H4)")
-            return
-        if expected != self.generation:
-            self.refuse(call, "generation", f"expected generation {expected}, current {self.generation} (H1)")
-            return
-        if not self.admission_open:
-            self.refuse(call, "fenced", "an ordinary takeover is refused while admission is closed (K9); "
-                                         "force stop needs recovery control")
-            return
-        self._take_control(call, "takeover")
-
-    def _acquire_recovery(self, call: Call) -> None:
-        if self.is_controller(call):
-            self.refuse(call, "already-controller", "this connection is already the controller")
-            return
-        if self.controller is not None and self.controller in self.connections:
-            self.refuse(call, "controller-present", "the controller is connected; ask it, or take over")
-            return
-        self._take_control(call, "recovery")
-
-    def _take_control(self, call: Call, how: str) -> None:
-        previous = self.controller
-        self.generation += 1
-        self.controller = call.conn
-        self.controller_ids = self.connections[call.conn].ids
-        self.context += 1
-        self.emit(Effect(self.new_id("e"), "claim-generation", {"generation": self.generation}))
-        self.emit(Reply(call.conn, call.rpc_id, {"generation": self.generation, "how": how, "previous": previous,
-                                                  "connection": self.connection_record(call.conn)}))
-        self.broadcast_binding()
-
-    # ---------------------------------------------------------------------------------- the engine side
-
-    # -- native events
-
-    # ------------------------------------------------------------------------------ overlap signals
 
     # ------------------------------------------------------------------------------- timers and effects
 
@@ -293,14 +155,14 @@ class ControllerCore(CoreState):
 
 
 _HANDLERS: dict[str, Callable[[ControllerCore, Call], None]] = {
-    "observe": ControllerCore._observe,
+    "observe": _core_clients.observe,
     "prompt": _core_admission.prompt,
-    "takeover": ControllerCore._takeover,
+    "takeover": _core_clients.takeover,
     "interrupt": _core_chain.interrupt,
     "issue-confirmation": _core_force.issue_confirmation,
     "answer-confirmation": _core_force.answer_confirmation,
     "force-stop": _core_force.force_stop,
-    "acquire-recovery-control": ControllerCore._acquire_recovery,
+    "acquire-recovery-control": _core_clients.acquire_recovery,
     "recover": _core_force.recover,
 }
 
