@@ -2,90 +2,58 @@
 shape"; h11 is the model). It owns pi-rpc's `LinkCore`, so "under one dispatch lock" (brief §1) means
 "inside one `receive` call": admission and dispatch check the same state with nothing in between.
 
-The rules it keeps, with where they come from:
+`ControllerCore` is the one entry. It holds a `CoreState` and hands each input to the room that decides;
+the rooms are modules of functions that take that state, each opening with the rules it keeps. The
+rules, numbered as the tests and the package README cite them, and where each one lives:
 
-1. Admission (§1, seed README "Refusals"), in this order: the controller incarnation token
-   (stale-incarnation, H21, deviation V-1); dedup by (actor, conversation, client request id) for this
-   incarnation (an exact retry returns the same receipt, H12; other text is conflicting-request, H13);
-   the request's generation (H1, H2); the controlling connection (S5, H15); open admission (fenced);
-   the one pending slot and no run streaming (busy, H18, N13); the text policy (text-policy, draft;
-   `_tables.TEXT_PREFIXES`). Refused requests send zero engine bytes.
-2. Dispatch: the prompt goes to the engine through `LinkCore.send_prompt` in the same call, reserving
-   the slot first. The slot is released only by reconciliation (`_tables.SLOT_TABLE`): an error
-   response; an ack then agent_settled (finished, or failed ack-without-start, N11); an ack then a
-   get_state written after the ack showing no run and no agent_start between (delivery-unknown
-   handled-without-run, N5); an unknown write outcome (delivery-unknown transport-unknown: the pipe is
-   poisoned, admission closes, the binding is uncertain; §1, H19).
-3. Receipts move only along `_tables.RECEIPT_TRANSITIONS`; never to "unsent".
-4. R3-1 (§3): interrupt closes admission, sends clear_queue, then abort (rule 1). A clear that fails or
-   times out sends no abort (rule 2). A non-empty clear leaves the stop uncertain until C-1 (rule 3),
-   its items in evidence as digests and byte counts. A slot in preflight is awaited (bounded); its ack
-   means a run, so clear then abort again, at most three cycles (rule 4, N4). Reconciled only when the
-   slot is settled, the run settled after the last abort, a clear sent after that came back empty and
-   every clear was empty (rule 5); then admission reopens under current control.
-5. Force stop needs an answered, single-use confirmation bound to its connection and stop context
-   (H17); it supersedes a running interrupt (H10), closes admission and asks the lifecycle layer to
-   stop the cohort (an `Effect`); its result ends the binding stopped or uncertain.
-6. Events (§3, §9): native events map through `_tables.EVENT_MAP` to CHAT-01 events carrying the
-   execution and a per-execution sequence; agent_settled is run-settled, never termination; an unknown
-   native event is counted in evidence (C-4 interim); events of another execution are dropped and
-   counted (H14). Replay is unavailable: observe returns the seam (fromSequence, quiet) and the client
-   reconciles at it (E4).
-7. Disconnect never releases control or a claim (H11).
-7a. Attribution by order and the overlap signals (seed README "Overlap", "Run order"; brief §3 "Seal and
-   attribution"): the slot's run is the one whose agent_start follows the slot's ack with no overlap
-   signal between; a run that starts before the ack is another's. Each signal of `_tables.OVERLAP_SIGNALS`
-   (O1-O6) closes admission (fence `overlap`), makes the binding uncertain and settles the slot's receipt
-   delivery-unknown, reason run-overlap; a running interrupt ends uncertain (run-overlap) and writes no
-   further abort. The interrupt's abort is decided at the end of the `receive` call that read its clear's
-   answer, so an overlap read in the same chunk means no abort (H10: it would run what was queued).
-   N11 on the wire Pi writes: an ack, then agent_settled with no agent_start (the run threw before it
-   began: the fake's throw_at_run_start, agent-session.js 780-785) is failed, reason ack-without-start.
-7b. Who may connect, and what they may do (issue 19; `_access`, its rules there): a connection whose peer
-   no grant names is closed at connect with reason `channel`, unheld (nothing else was ever sent to it), and
-   never becomes a connection of the core; every call is checked against the caller's grant
-   (`required_operations`) before anything else (`capability`). Requests, stops and the binding name
-   their actor: local-operator, and who it was (uid, gid, pid, connection).
-8. Session drift (§2 "Session drift, not foreign-writer attribution"; on when `CoreConfig.drift` is set):
-   when the engine is idle (admission open, no slot, no run, no stop chain, nothing of the core's in
-   flight on the link) after an agent_settled or a slot's release, and once when the shell starts serving
-   (`TimerFired(DRIFT_START)`: the takeover check, a baseline inode and size), the core sends get_entries
-   (bounded), then asks the shell to read the session file (`Effect("read-session")`, bounded), then
-   compares them (`_drift.check_drift`). While a check is in flight a prompt refuses busy (an engine
-   append during it would make a false drift), and every client action (replies, refusals,
-   notifications, page reads) is held, in order, until the check ends: a turn's last records (run-settled,
-   the finished receipt, a reconciled stop, the binding) reach clients only once the file was checked, so
-   a client that waits for them never meets the check. An engine event during a check abandons it; it
-   runs again at the next idle moment. Drift closes admission (prompts refuse
-   session-drift), the binding goes uncertain (reason session-drift), every subscriber gets a `marker`
-   {"reason": "session-drift", ...} and evidence records the verdict; nothing is written to the engine or
-   the file. Where the drift says the file does not hold the engine's own entries whole and in order
-   (`_drift.PERSISTENCE_DRIFT`: partial-line, invalid-line, not-prefix, disk-behind: what a full disk
-   leaves), the turn whose finished receipt the check held reads turnState `unpersisted`, never
-   `completed`: no client has seen it before the check ends. A check that cannot finish (get_entries fails, times out or is malformed; the read fails or
-   times out) leaves the binding uncertain with admission closed (W19).
+1. Admission, in order (§1, seed README "Refusals"): `_core_admission`, two tables walked by the core
+   and by a test: the gate every call passes (channel, capability, stale-incarnation), then a prompt's
+   (malformed id, dedup H12/H13, generation, controller, preflight/session-drift/fenced, busy, the text
+   policy). Refused requests send zero engine bytes.
+2. Dispatch: the slot is reserved and the prompt written in the same call (`_core_admission`); the slot is
+   released only by reconciliation (`_core_engine`, `_tables.SLOT_TABLE`).
+3. Receipts move only along `_tables.RECEIPT_TRANSITIONS`; never to "unsent" (`_state.Request.move`).
+4. R3-1 (§3), the interrupt's stop chain: `_core_chain`, a step and a transition table checked at import.
+5. Force stop, confirmations (H17), recover and the effects' results: `_core_force` (the effect kinds:
+   `_effects.EFFECTS`).
+6. Events (§3, §9): the native map, attribution by order, the run's settle, dialogs: `_core_events`.
+7. Disconnect never releases control or a claim (H11); observe and its seam (E4), takeover and
+   recovery control: `_core_clients`.
+7a. Attribution by order and the overlap signals (seed README "Overlap", "Run order"): read in
+   `_core_events`, acted on in `_core_engine.overlap`; the abort decided at the end of the call that read
+   its clear's answer (H10: `_core_chain`'s `receive-ended`).
+7b. Who may connect, and what they may do (issue 19; `_access`): closed `channel` at connect
+   (`_core_clients`), every call checked against the caller's grant first (`_core_admission`).
+8. Session drift (§2; on when `CoreConfig.drift` is set): `_core_drift` schedules the idle check, holds
+   client actions while it runs and acts on its verdict (`_drift` compares, pure).
+
+The shared state and its helpers (emit, refuse, record, evidence, the binding record, fences, uncertain,
+control checks) are `_core_state`. The rooms import downward only, in this order (a room calls one above
+it only through the core's dispatch, never by import):
+
+    _effects, _state  <  _core_state  <  _core_chain, _core_drift  <  _core_engine  <  _core_events
+    _core_state  <  _core_admission, _core_clients;   _core_chain  <  _core_force;   all  <  _core
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mosaic.pi_rpc import LinkCore
 
 from . import _core_admission, _core_chain, _core_clients, _core_drift, _core_events, _core_force
 from ._core_chain import SETTLE_TIMER
 from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
-from ._core_state import (
-    ENGINE_RECORD_CAP,
-    Bounds,
-    CoreConfig,
-    CoreState,
-    engine_link_core,
-)
+from ._core_state import ENGINE_RECORD_CAP, Bounds, CoreConfig, CoreState, engine_link_core
+from ._drift import Verdict
 from ._effects import READ_SESSION
 from ._io import (
     Action,
     Call,
     Connected,
+    ConnId,
     Disconnected,
     EffectDone,
     EngineEvents,
@@ -93,68 +61,165 @@ from ._io import (
     PageRead,
     TimerFired,
 )
+from ._state import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
 
+# The timer and effect names the shells and tests use, and the configuration, are importable from here too.
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
            "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
 
 
-
-class ControllerCore(CoreState):
+class ControllerCore:
     """One execution's controller, without I/O. Feed `Input`s with `receive`; carry out the returned
-    `Action`s in order. Not thread-safe (one event loop owns it)."""
+    `Action`s in order. Not thread-safe (one event loop owns it).
 
-    # ----------------------------------------------------------------------------------------- entry
+    Its state is a `CoreState` the rooms share; the core shows it read-only (the properties below, for the
+    shells, rigs and tests), and only `receive` changes it."""
+
+    def __init__(self, config: CoreConfig, *, now: float, link: LinkCore | None = None) -> None:
+        self._s = CoreState(config, now=now, link=link)
 
     def receive(self, event: Input, *, now: float) -> list[Action]:
         """Decide on one input; return the actions to carry out, in order. Never raises for bad client
         input or engine output (those are refusals, evidence or state); an exception is a bug."""
-        self.now = now
-        self.out = []
+        s = self._s
+        s.now = now
+        s.out = []
         if isinstance(event, Call):
-            self._call(event)
+            _call(s, event)
         elif isinstance(event, EngineEvents):
-            _core_events.engine_events(self, event)
+            _core_events.engine_events(s, event)
         elif isinstance(event, Connected):
-            _core_clients.connect(self, event)
+            _core_clients.connect(s, event)
         elif isinstance(event, Disconnected):
-            _core_clients.disconnected(self, event)
+            _core_clients.disconnected(s, event)
         elif isinstance(event, PageRead):
-            _core_clients.page_read(self, event)
+            _core_clients.page_read(s, event)
         elif isinstance(event, TimerFired):
-            self._timer(event.key)
+            fired = _TIMERS.get(event.key)
+            if fired is not None:
+                fired(s)
         elif isinstance(event, EffectDone):
-            self._effect_done(event)
-        _core_chain.feed(self, "receive-ended")
-        if self.config.drift is not None:
-            _core_drift.step(self)
-        out, self.out = self.out, []
+            _EFFECT_DONE.get(event.kind, _core_force.effect_done)(s, event)
+        _core_chain.feed(s, "receive-ended")  # the interrupt's abort, decided now (H10)
+        if s.config.drift is not None:
+            _core_drift.step(s)
+        out, s.out = s.out, []
         return out
 
-    # ------------------------------------------------------------------------------------------ calls
+    @property
+    def admission_open(self) -> bool:
+        return self._s.admission_open
 
-    def _call(self, call: Call) -> None:
-        handler = _HANDLERS.get(call.method)
-        if handler is None:  # the server validated the method; a bug if it did not
-            self.refuse(call, "controller", f"no handler for {call.method!r}")
-            return
-        if _core_admission.gate(self, call):
-            handler(self, call)
+    def binding_record(self) -> dict[str, Any]:
+        """The CHAT-01 binding record as it stands now."""
+        return self._s.binding_record()
 
-    # ------------------------------------------------------------------------------- timers and effects
+    # -- the state, read-only
 
-    def _timer(self, key: str) -> None:
-        fired = _TIMERS.get(key)
-        if fired is not None:
-            fired(self)
+    @property
+    def config(self) -> CoreConfig:
+        return self._s.config
 
-    def _effect_done(self, done: EffectDone) -> None:
-        if done.kind == READ_SESSION:
-            _core_drift.read_done(self, done)
-            return
-        _core_force.effect_done(self, done)
+    @property
+    def bounds(self) -> Bounds:
+        return self._s.bounds
+
+    @property
+    def link(self) -> LinkCore:
+        return self._s.link
+
+    @property
+    def execution(self) -> str:
+        return self._s.execution
+
+    @property
+    def generation(self) -> int:
+        return self._s.generation
+
+    @property
+    def controller(self) -> ConnId | None:
+        return self._s.controller
+
+    @property
+    def connections(self) -> Mapping[ConnId, Conn]:
+        return self._s.connections
+
+    @property
+    def binding_state(self) -> BindingState:
+        return self._s.binding_state
+
+    @property
+    def fences(self) -> Mapping[str, str]:
+        return self._s.fences
+
+    @property
+    def slot(self) -> Slot | None:
+        return self._s.slot
+
+    @property
+    def run(self) -> Run:
+        return self._s.run
+
+    @property
+    def stop(self) -> Stop | None:
+        return self._s.stop
+
+    @property
+    def stops(self) -> Sequence[Stop]:
+        return self._s.stops
+
+    @property
+    def requests(self) -> Mapping[str, Request]:
+        return self._s.requests
+
+    @property
+    def confirmations(self) -> Mapping[str, Confirmation]:
+        return self._s.confirmations
+
+    @property
+    def context(self) -> int:
+        return self._s.context
+
+    @property
+    def sequence(self) -> int:
+        return self._s.sequence
+
+    @property
+    def unknown_native(self) -> Mapping[str, int]:
+        return self._s.unknown_native
+
+    @property
+    def late_events(self) -> int:
+        return self._s.late_events
+
+    @property
+    def dialogs(self) -> int:
+        return self._s.dialogs
+
+    @property
+    def overlaps(self) -> Sequence[tuple[str, str]]:
+        return self._s.overlaps
+
+    @property
+    def drift_check(self) -> DriftCheck | None:
+        return self._s.drift_check
+
+    @property
+    def drift_verdict(self) -> Verdict | None:
+        return self._s.drift_verdict
 
 
-_HANDLERS: dict[str, Callable[[ControllerCore, Call], None]] = {
+def _call(s: CoreState, call: Call) -> None:
+    handler = _HANDLERS.get(call.method)
+    if handler is None:  # the server validated the method; a bug if it did not
+        s.refuse(call, "controller", f"no handler for {call.method!r}")
+        return
+    if _core_admission.gate(s, call):
+        handler(s, call)
+
+
+# Each method's room (the server validated the method and its params).
+_HANDLERS: dict[str, Callable[[CoreState, Call], None]] = {
     "observe": _core_clients.observe,
     "prompt": _core_admission.prompt,
     "takeover": _core_clients.takeover,
@@ -177,4 +242,10 @@ _TIMERS: dict[str, Callable[[CoreState], None]] = {
     DRIFT_START: _core_drift.start,
     DRIFT_READ_TIMER: _core_drift.read_timed_out,
     SETTLE_TIMER: _core_chain.settle_timed_out,
+}
+
+# What each finished effect's kind goes to (`_effects.EFFECTS`); the others (force stop, census, recover,
+# claim publications) to `_core_force.effect_done`.
+_EFFECT_DONE: dict[str, Callable[[CoreState, EffectDone], None]] = {
+    READ_SESSION: _core_drift.read_done,
 }

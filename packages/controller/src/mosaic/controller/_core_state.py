@@ -11,7 +11,7 @@ functions that take it; none holds state of its own. It keeps these rules:
    so (the `claim-uncertain` effect, once), and only a force stop moves it on (§1, §3). A stopped binding
    stays stopped.
 3. Client actions (replies, refusals, notifications, page reads, closes: `CLIENT_ACTIONS`) go out through
-   `emit`, which holds them, in order, while a drift check is in flight (`held`, `_core_drift` rule 8).
+   `emit`, which holds them, in order, while a drift check is in flight (`held`, `_core_drift` rule 2).
 4. Control is checked generation first, then the controlling connection (seed "Refusals" order).
 5. A settled request stays among the last RECENT_RECEIPTS settled (what observe repeats); older ones keep
    only what an exact retry needs (H12, H13), as a tuple of atoms (`retire`).
