@@ -11,7 +11,7 @@ The rules it keeps (the core's rules 1, 2 and 7b; `_core.py` lists the rooms):
    dedup by (actor, conversation, client request id) for this incarnation (an exact retry returns the same
    receipt, H12; other text is conflicting-request, H13); the request's generation (H1, H2), then the
    controlling connection (S5, H15); open admission (preflight K8, session-drift W10, fenced); the one
-   pending slot, no run streaming and no drift check in flight (busy, H18, N13, rule 8); the text policy
+   pending slot, no run streaming and no drift check in flight (busy, H18, N13, the core's rule 8); the text policy
    (draft, text-policy: `_tables.TEXT_PREFIXES`). Refused requests send zero engine bytes.
 2. Dispatch: the prompt goes to the engine through `LinkCore.send_prompt` in the same `receive` call,
    reserving the slot first (§1 "Pending dispatch slot"); nothing stands between the last check and the
@@ -64,7 +64,7 @@ class AdmissionCheck:
 def _not_admitted(s: CoreState, asked: Asked) -> bool:
     if asked.call.conn in s.connections:
         return False
-    # Never admitted (rule 7b: closed at connect); a shell that fed it anyway is wrong.
+    # Never admitted (the core's rule 7b: closed at connect); a shell that fed it anyway is wrong.
     s.refuse(asked.call, "channel", "this connection was not admitted: no grant names its peer")
     return True
 
@@ -173,7 +173,7 @@ PROMPT_ADMISSION: tuple[AdmissionCheck, ...] = (
                    _not_in_control),
     AdmissionCheck("open-admission", ("preflight", "session-drift", "fenced"), "K8, W10, §1 fences",
                    _admission_closed),
-    AdmissionCheck("slot", ("busy",), "§1 pending slot; H18, N13; rule 8 (a drift check in flight)", _busy),
+    AdmissionCheck("slot", ("busy",), "§1 pending slot; H18, N13; _core_drift (a check in flight)", _busy),
     AdmissionCheck("text", ("draft", "text-policy"), "§4: _tables.check_text, TEXT_PREFIXES", _text_refused),
 )
 

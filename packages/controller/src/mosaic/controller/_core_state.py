@@ -65,12 +65,12 @@ class Bounds:
 
     command: float = 30.0  # default response bound of an engine command (LinkCore)
     prompt_ack: float = 60.0  # a prompt's preflight (extension handlers run before the ack)
-    clear: float = 10.0  # clear_queue: past it the outcome is unknown (rule 2: no abort)
+    clear: float = 10.0  # clear_queue: past it the outcome is unknown (`_core_chain` rule 2: no abort)
     probe: float = 10.0  # the get_state written after an ack
     settle: float = 30.0  # abort -> the run settled; past it the stop is uncertain (K9)
     confirmation_ttl: float = 300.0
-    max_cycles: int = 3  # rule 4 and rule 5: clear/abort cycles
-    drift: float = 10.0  # the drift check's get_entries, and then its file read (rule 8; W19)
+    max_cycles: int = 3  # `_core_chain` rules 4 and 5: clear/abort cycles
+    drift: float = 10.0  # the drift check's get_entries, and then its file read (`_core_drift` rule 5; W19)
 
 
 @dataclass(frozen=True)
@@ -92,12 +92,12 @@ class CoreConfig:
     # opens), an orphan found at restart (W6: uncertain, no engine to write to), a stop to continue.
     state: BindingState = "active"
     fences: Mapping[str, str] = field(default_factory=dict)
-    # The idle drift check (rule 8): None turns it off (a core with no session file to compare).
+    # The idle drift check (`_core_drift`): None turns it off (a core with no session file to compare).
     drift: DriftConfig | None = None
     # What the lifecycle's restart found of earlier executions on this pair (W7: the effectReport of tool
     # calls a reboot or a crash left open, uncertain): every observe reports them.
     inherited: tuple[Mapping[str, Any], ...] = ()
-    # Who may connect and what they may do (rule 7b): the owner (this process's effective uid by default)
+    # Who may connect and what they may do (the core's rule 7b, `_access`): the owner (this process's effective uid by default)
     # may do everything, others what the grants say.
     access: AccessPolicy = field(default_factory=AccessPolicy)
     # Where the engine's limits hold (issue 19: limit -> {via: cgroup | rlimit | none, value, where, liftable,
@@ -156,14 +156,14 @@ class CoreState:
         self.out: list[Action] = []
         self.subs: tuple[ConnId, ...] | None = ()
         self.now = now
-        # Rule 8: the drift check in flight, whether one is due, what the last clean check saw of the file,
+        # `_core_drift`: the drift check in flight, whether one is due, what the last clean check saw of the file,
         # and the client actions held while it runs (None: not holding).
         self.drift_check: DriftCheck | None = None
         self.held: list[Action] | None = None
         self.drift_verdict: Verdict | None = None  # the last check's verdict (None: it could not finish)
         self.drift_due = False
         self.drift_seen: FileIdentity | None = None
-        self.checkpoint: Checkpoint | None = None  # the last clean check's (rule 8: the next one goes on from it)
+        self.checkpoint: Checkpoint | None = None  # the last clean check's (`_core_drift` rule 1: the next one goes on from it)
 
     # ------------------------------------------------------------------------------------------ actions
 

@@ -249,7 +249,7 @@ class Confirmation:
 class Conn:
     """One admitted connection (the core's rule 7b: its peer's grant named it)."""
 
-    operations: frozenset[str]  # what its peer's grant allows (rule 7b)
+    operations: frozenset[str]  # what its peer's grant allows (the core's rule 7b)
     ids: tuple[int, int, int]  # its peer's (uid, gid, pid): one tuple every record of this actor shares
     role: str = "observer"
     subscribed_from: int | None = None  # first sequence this connection receives
