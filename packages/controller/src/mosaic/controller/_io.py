@@ -74,7 +74,7 @@ class TimerFired:
 
 @dataclass(frozen=True)
 class EffectDone:
-    """An effect the core asked for (`Effect`) finished. `result` is effect-specific (see `_effects`)."""
+    """An effect the core asked for (`Effect`) finished. `result` is effect-specific (`_effects.EFFECTS` says what each kind holds)."""
 
     effect_id: str
     kind: str
