@@ -74,7 +74,8 @@ class TimerFired:
 
 @dataclass(frozen=True)
 class EffectDone:
-    """An effect the core asked for (`Effect`) finished. `result` is effect-specific (`_effects.EFFECTS` says what each kind holds)."""
+    """An effect the core asked for (`Effect`) finished. `result` is effect-specific (`_effects.EFFECTS` says
+    what each kind holds)."""
 
     effect_id: str
     kind: str
