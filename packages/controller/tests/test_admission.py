@@ -129,8 +129,8 @@ def _observe_only() -> Arranged:
 
 def _old_incarnation() -> Arranged:
     h, _ = _controlled()
-    return h, lambda text: h.call("c1", "prompt", text=text, clientRequestId="cr-x", generation=h.core.generation,
-                                  incarnation="inc-" + "b" * 32)
+    return h, lambda text: h.call("c1", "prompt", text=text, clientRequestId="cr-x",
+                                  generation=h.core.generation, incarnation="inc-" + "b" * 32)
 
 
 def _bad_request_id() -> Arranged:
@@ -180,8 +180,8 @@ def test_rule1_the_admission_tables_in_order_each_check_refuses_with_its_code_an
     # The test walks the tables the core walks (`_core_admission`): the gate every call passes, then a
     # prompt's admission, in the order of rule 1 (seed README "Refusals").
     rows = [*CALL_GATE, *PROMPT_ADMISSION]
-    assert [r.name for r in rows] == ["admitted-connection", "grant", "incarnation", "client-request-id", "dedup",
-                                      "control", "open-admission", "slot", "text"]
+    assert [r.name for r in rows] == ["admitted-connection", "grant", "incarnation", "client-request-id",
+                                      "dedup", "control", "open-admission", "slot", "text"]
     assert list(ADMISSION_CASES) == [r.name for r in rows]
     assert [c for r in rows for c in r.codes] == [
         "channel", "capability", "stale-incarnation", "malformed", "conflicting-request", "generation",
@@ -191,7 +191,7 @@ def test_rule1_the_admission_tables_in_order_each_check_refuses_with_its_code_an
         for code, arrange in ADMISSION_CASES[row.name].items():
             h, send = arrange()
             before = bytes(h.engine_bytes)
-            text = "" if code == "draft" else SLASH  # the last row's own refusals; every earlier row sees "/goal x"
+            text = "" if code == "draft" else SLASH  # every row before the text policy sees "/goal x"
             refused(send(text), code)
             assert bytes(h.engine_bytes) == before, (row.name, code)  # refused: zero engine bytes
 

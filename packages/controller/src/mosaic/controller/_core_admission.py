@@ -11,8 +11,8 @@ The rules it keeps (the core's rules 1, 2 and 7b; `_core.py` lists the rooms):
    dedup by (actor, conversation, client request id) for this incarnation (an exact retry returns the same
    receipt, H12; other text is conflicting-request, H13); the request's generation (H1, H2), then the
    controlling connection (S5, H15); open admission (preflight K8, session-drift W10, fenced); the one
-   pending slot, no run streaming and no drift check in flight (busy, H18, N13, the core's rule 8); the text policy
-   (draft, text-policy: `_tables.TEXT_PREFIXES`). Refused requests send zero engine bytes.
+   pending slot, no run streaming and no drift check in flight (busy, H18, N13, the core's rule 8); the
+   text policy (draft, text-policy: `_tables.TEXT_PREFIXES`). Refused requests send zero engine bytes.
 2. Dispatch: the prompt goes to the engine through `LinkCore.send_prompt` in the same `receive` call,
    reserving the slot first (§1 "Pending dispatch slot"); nothing stands between the last check and the
    write. The slot is released only by reconciliation (`_core_engine`).

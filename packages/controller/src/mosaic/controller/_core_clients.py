@@ -38,8 +38,8 @@ def connect(s: CoreState, event: Connected) -> None:
     peer = event.peer
     operations = s.config.access.operations(peer)
     if operations is None or peer is None:
-        # Not held by a drift check (`_core_drift` rule 2): nothing was ever sent to this connection to keep in order,
-        # and it must not stay open meanwhile, its requests read.
+        # Not held by a drift check (`_core_drift` rule 2): nothing was ever sent to this connection to keep
+        # in order, and it must not stay open meanwhile, its requests read.
         s.out.append(CloseConnection(event.conn, "channel"))
         s.evidence("channel-refused", connection=event.conn,
                        peer=None if peer is None else {"uid": peer.uid, "gid": peer.gid, "pid": peer.pid})

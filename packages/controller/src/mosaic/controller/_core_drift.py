@@ -74,7 +74,7 @@ def _idle(s: CoreState) -> bool:
 
 
 def step(s: CoreState) -> None:
-    """At the end of every `receive` (rules 1 and 2): a due check starts once the engine is idle and nothing of
+    """At the end of every `receive` (rules 1, 2): a due check starts once the engine is idle and nothing of
     the core's is in flight. From the moment it is due and the engine idle (it may still wait for the
     slot's get_state probe, answered within its bound) until it ends, client actions are held; when a
     due check cannot run (admission closed, a stop, a poisoned pipe) they are released."""

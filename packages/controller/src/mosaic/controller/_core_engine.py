@@ -5,8 +5,8 @@ The rules it keeps (the core's rules 2, 3 and 7a; `_tables.SLOT_TABLE`, `RECEIPT
 `OVERLAP_SIGNALS`):
 
 1. The slot is released only by reconciliation (`release_slot`): an error response (failed, the native
-   error kept: N3, N8); an ack then agent_settled (finished, or failed ack-without-start, N11: `_core_events`);
-   an ack then a get_state written after the ack showing no run and no agent_start between
+   error kept: N3, N8); an ack then agent_settled (finished, or failed ack-without-start, N11:
+   `_core_events`); an ack then a get_state written after the ack showing no run and no agent_start between
    (delivery-unknown handled-without-run, N5; FACTS a5: only such a get_state is evidence); an unknown write
    outcome (delivery-unknown transport-unknown: the pipe is poisoned, admission closes, the binding is
    uncertain; §1, H19). A released slot lets a stop chain waiting on it go on, and makes a drift check due.

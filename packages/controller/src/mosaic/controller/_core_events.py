@@ -154,7 +154,7 @@ def _agent_settled(s: CoreState) -> None:
         # O3: a settle inside a turn is not this run's: the losing prompt's finally (FACTS Part 2 F).
         _core_engine.overlap(s, "O3", "an agent_settled inside a run's turn")
         return
-    s.drift_due = True  # `_core_drift` rule 1: check at the next idle moment (brief §2 "after agent_settled")
+    s.drift_due = True  # `_core_drift` rule 1: check when next idle (brief §2 "after agent_settled")
     if not run.active:
         if slot is not None and slot.prompt.succeeded and not slot.run_started:
             # N11 as Pi writes it: the ack, then agent_settled and no agent_start: the run threw before

@@ -97,8 +97,8 @@ class CoreConfig:
     # What the lifecycle's restart found of earlier executions on this pair (W7: the effectReport of tool
     # calls a reboot or a crash left open, uncertain): every observe reports them.
     inherited: tuple[Mapping[str, Any], ...] = ()
-    # Who may connect and what they may do (the core's rule 7b, `_access`): the owner (this process's effective uid by default)
-    # may do everything, others what the grants say.
+    # Who may connect and what they may do (the core's rule 7b, `_access`): the owner (this process's
+    # effective uid by default) may do everything, others what the grants say.
     access: AccessPolicy = field(default_factory=AccessPolicy)
     # Where the engine's limits hold (issue 19: limit -> {via: cgroup | rlimit | none, value, where, liftable,
     # why}, cgroup-cohort's held_to_dict), as the launch reported them; None when this incarnation did not
@@ -156,14 +156,15 @@ class CoreState:
         self.out: list[Action] = []
         self.subs: tuple[ConnId, ...] | None = ()
         self.now = now
-        # `_core_drift`: the drift check in flight, whether one is due, what the last clean check saw of the file,
-        # and the client actions held while it runs (None: not holding).
+        # `_core_drift`: the drift check in flight, whether one is due, what the last clean check saw of the
+        # file, and the client actions held while it runs (None: not holding).
         self.drift_check: DriftCheck | None = None
         self.held: list[Action] | None = None
         self.drift_verdict: Verdict | None = None  # the last check's verdict (None: it could not finish)
         self.drift_due = False
         self.drift_seen: FileIdentity | None = None
-        self.checkpoint: Checkpoint | None = None  # the last clean check's (`_core_drift` rule 1: the next one goes on from it)
+        # The last clean check's (`_core_drift` rule 1: the next one goes on from it).
+        self.checkpoint: Checkpoint | None = None
 
     # ------------------------------------------------------------------------------------------ actions
 

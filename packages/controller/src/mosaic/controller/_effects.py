@@ -42,17 +42,19 @@ EFFECTS: Mapping[str, EffectKind] = MappingProxyType({row.kind: row for row in (
                '{"check": str, "from": int (the byte offset the incremental check reads from)}',
                '{"ok": True, "file": SessionBytes | None (no file)} or {"ok": False, "error": str}',
                "the runtime (`ControllerRuntime._read_session`), off the loop"),
-    EffectKind(FORCE_STOP, "force-stop with a consumed confirmation (`_core_force`, H17): its effect id is the "
-               "stop's id", '{"stop", "confirmation", "execution", "conversation", "openTools"}',
+    EffectKind(FORCE_STOP, "force-stop with a consumed confirmation (`_core_force`, H17): its effect id "
+               "is the stop's id", '{"stop", "confirmation", "execution", "conversation", "openTools"}',
                '{"state": "stopped", "proof": cohortProof, "proofDigest", "members", "published"} or '
                '{"state": "uncertain", "reason": str, "detail": str}',
-               "the lifecycle (`Controller._run_stop`); without one `no_cohort_effects`: uncertain, no-cohort"),
+               "the lifecycle (`Controller._run_stop`); without one `no_cohort_effects`: uncertain, "
+               "no-cohort"),
     EffectKind(RECOVER, "recover after a verified stop (`_core_force`): the reply waits for it",
                '{"confirmation", "stop": str | None, "incarnation"}',
                'the reply\'s result ({"eligibility", "digest"}) or {"refusal": CHAT-01 refusal}',
                "the lifecycle (`Controller._recover`); without one a stop-proof refusal"),
     EffectKind(CLAIM_GENERATION, "a takeover or recovery control (H1): the claim's generation",
-               '{"generation": int}', '{"ok": True} or {"ok": False, "error": str} (uncertain: claim-publication)',
+               '{"generation": int}',
+               '{"ok": True} or {"ok": False, "error": str} (uncertain: claim-publication)',
                "the lifecycle; without one a no-op"),
     EffectKind(CLAIM_UNCERTAIN, "the binding going uncertain (`CoreState.uncertain`): the claim says so",
                '{"reason": str, "detail": str}',
