@@ -301,7 +301,8 @@ def test_without_grants_the_directory_stays_0700_and_a_gate_left_by_a_killed_ser
             left = SocketServer(d.sock, lambda e: None, reach=((65534,), ()))
             await left.start()
             # As if killed: the gate stays (and the socket file with it; a dead one is removed by hand).
-            left._gate_open = False
+            assert left._listener is not None
+            left._listener._gate_open = False
             await left.aclose()
             assert stat.S_IMODE(os.stat(d.path).st_mode) == 0o710
             async with serving(d.sock):
