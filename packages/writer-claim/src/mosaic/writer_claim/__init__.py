@@ -66,20 +66,17 @@ from ._model import (
     unit_name_for,
 )
 from ._refusal import ClaimRefusal
-from ._store import (
+from ._claim import Claim
+from ._disk import (
     BARRIER_POINTS,
     RESERVE_REVISIONS,
     RESERVE_STEPS,
     Barrier,
     BarrierHook,
-    Claim,
-    ClaimStore,
     ClaimWriteError,
-    CohortProbe,
-    OwnerLiveness,
-    RestartReport,
     reserve_name,
 )
+from ._store import ClaimStore, CohortProbe, OwnerLiveness, RestartReport
 
 __all__ = [
     "BARRIER_POINTS",
