@@ -31,7 +31,7 @@ from mosaic.controller._access import SERVED, required_operations
 from mosaic.controller._methods import PARAMS
 from mosaic.controller._server import SocketPathError, SocketServer
 from mosaic.controller._socket_gate import ACL_XATTR, GROUP, MASK, OTHER, USER, USER_OBJ, W, X, decode_acl
-from mosaic.controller.client import ControllerClient, ControllerRefusal
+from mosaic.controller.client import ControllerClient, RemoteRefusal
 
 ALICE = Peer(1000, 1000, 4242, (1000,))  # a uid that is not the owner; the tests grant it per case
 PARAMS_FOR = {
@@ -250,11 +250,11 @@ def test_the_library_raises_a_channel_close_at_connect_as_a_controller_refusal_n
         with socket_dir() as d:
             async with serving(d.sock, core=Refusing()) as (_server, core):
                 client = await ControllerClient.connect(d.sock, ping_interval=None)
-                with pytest.raises(ControllerRefusal) as info:
+                with pytest.raises(RemoteRefusal) as info:
                     await client.observe()
                 assert info.value.code == "channel" and info.value.known and info.value.reconcile is False
                 assert "no grant" in info.value.message
-                with pytest.raises(ControllerRefusal) as again:  # the connection is gone: the same answer
+                with pytest.raises(RemoteRefusal) as again:  # the connection is gone: the same answer
                     await client.ping()
                 assert again.value.code == "channel"
                 await client.aclose()

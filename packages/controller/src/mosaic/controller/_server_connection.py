@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ._access import Peer
 from ._io import Connected, ConnId, Disconnected, Input, Refuse, Reply, RpcId
-from ._jsonrpc import ProtocolError, encode_error, encode_notification, encode_result, parse_line
+from ._jsonrpc import RequestError, encode_error, encode_notification, encode_result, parse_line
 from ._methods import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG
 from ._server_limits import KiB, ServerLimits
 
@@ -379,7 +379,7 @@ class ServerConnection(asyncio.Protocol):
             self.line_too_long()
             return
         parsed = parse_line(line)
-        if isinstance(parsed, ProtocolError):
+        if isinstance(parsed, RequestError):
             self.errors += 1
             self.enqueue_reply(encode_error(parsed.rpc_id, parsed.code, parsed.message, parsed.data))
             if self.errors >= limits.max_consecutive_errors:
