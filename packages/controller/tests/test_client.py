@@ -24,8 +24,6 @@ import pytest
 from core_harness import REPO, validate
 
 from mosaic.controller import ControlRefusal
-from mosaic.controller._methods import CLOSE_REASONS, METHOD_NOT_FOUND
-from mosaic.controller._server import ServerLimits
 from mosaic.controller.client import (
     AdmissionUnknown,
     Admitted,
@@ -45,6 +43,8 @@ from mosaic.controller.client import (
     Transcript,
     TranscriptItem,
 )
+from mosaic.controller.protocol import CLOSE_REASONS, METHOD_NOT_FOUND
+from mosaic.controller.server import ServerLimits
 from mosaic.controller.testing import FakeRig, fake_controller
 from mosaic.safe_open import Refusal
 

@@ -11,15 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mosaic.controller._io import Call
-from mosaic.controller._jsonrpc import (
-    ParsedRequest,
-    RequestError,
-    encode_error,
-    encode_notification,
-    encode_result,
-    parse_line,
-)
-from mosaic.controller._methods import (
+from mosaic.controller.protocol import (
     ENUMS,
     ERROR_CODES,
     INVALID_PARAMS,
@@ -27,6 +19,12 @@ from mosaic.controller._methods import (
     METHOD_NOT_FOUND,
     PARAMS,
     PARSE_ERROR,
+    ParsedRequest,
+    RequestError,
+    encode_error,
+    encode_notification,
+    encode_result,
+    parse_line,
 )
 
 PROMPT = {"incarnation": "inc", "generation": 3, "clientRequestId": "r1", "text": "hello"}
