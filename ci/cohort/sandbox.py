@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A private systemd user manager for the cohort suite (cgroup-facts.md §2.1 and §8).
+"""A private systemd user manager for the cohort suite (docs/cgroup-facts.md §2.1 and §8).
 
 Brings up ``systemd --user`` as root or as an unprivileged user inside its own mount and cgroup
 namespaces, rooted at a cgroup this harness creates under the host's cgroup2 mount, and tears it down by

@@ -161,9 +161,9 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
     the whole run is under cProfile and its stats are dumped there (for finding where the time goes; the
     profiler's own cost slows every figure)."""
     from mosaic.controller import Bounds, ControllerCore, CoreConfig, EngineEvents, Input, new_incarnation
-    from mosaic.controller._drift import DriftConfig
-    from mosaic.controller._runtime import ControllerRuntime, SessionFileReader
-    from mosaic.controller._server import ServerLimits
+    from mosaic.controller.drift import DriftConfig
+    from mosaic.controller.runtime import ControllerRuntime, SessionFileReader
+    from mosaic.controller.server import ServerLimits
     from mosaic.pi_rpc import EngineEvent, EngineLink
 
     raise_nofile()

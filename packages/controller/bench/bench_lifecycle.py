@@ -54,7 +54,7 @@ from mosaic.cgroup_cohort import (
 from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing.account import engine_account
 from mosaic.controller import Controller, EngineSpec, Hooks, Placement
-from mosaic.controller._cohort import ClaimCohortProbe
+from mosaic.controller.lifecycle import ClaimCohortProbe
 from mosaic.controller.testing import FixtureTree, RawClient, readable_install, readable_packages
 from mosaic.pi_rpc import EngineLink, LinkCore, sealed_engine_argv
 from mosaic.writer_claim import ClaimStore, SeatKey, SessionKey

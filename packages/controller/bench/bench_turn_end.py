@@ -50,10 +50,10 @@ from mosaic.controller import (
     PageRead,
     ReadPage,
 )
-from mosaic.controller._access import Peer
 from mosaic.controller._core import READ_SESSION
-from mosaic.controller._drift import DriftConfig
-from mosaic.controller._runtime import SessionFileReader
+from mosaic.controller.access import Peer
+from mosaic.controller.drift import DriftConfig
+from mosaic.controller.runtime import SessionFileReader
 
 SID = "01a22bb8-0000-7000-8000-00000000ben1"
 INCARNATION = "inc-" + "b" * 32

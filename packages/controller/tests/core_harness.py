@@ -39,7 +39,7 @@ from mosaic.controller import (
     SetTimer,
     TimerFired,
 )
-from mosaic.controller._access import Peer
+from mosaic.controller.access import Peer
 from mosaic.controller.testing import RawClient
 from mosaic.pi_rpc import encode_record as encode_engine_record
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mosaic.controller._io import Call, Connected, Disconnected, Input, Refuse, Reply
-from mosaic.controller._server import ConnectionStats, ServerLimits, SocketServer
+from mosaic.controller.server import ConnectionStats, ServerLimits, SocketServer
 
 BOUND = 20.0  # seconds: generous, only a broken server reaches it
 T = TypeVar("T")

@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import stat
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,10 @@ from mosaic.controller import (
     Grants,
     Peer,
 )
-from mosaic.controller._access import SERVED, required_operations
-from mosaic.controller._methods import PARAMS
-from mosaic.controller._server import SocketPathError, SocketServer
-from mosaic.controller._socket_gate import ACL_XATTR, GROUP, MASK, OTHER, USER, USER_OBJ, W, X, decode_acl
-from mosaic.controller.client import ControllerClient, ControllerRefusal
+from mosaic.controller.access import SERVED, required_operations
+from mosaic.controller.client import ControllerClient, RemoteRefusal
+from mosaic.controller.protocol import PARAMS
+from mosaic.controller.server import SocketPathError, SocketServer
 
 ALICE = Peer(1000, 1000, 4242, (1000,))  # a uid that is not the owner; the tests grant it per case
 PARAMS_FOR = {
@@ -250,11 +250,11 @@ def test_the_library_raises_a_channel_close_at_connect_as_a_controller_refusal_n
         with socket_dir() as d:
             async with serving(d.sock, core=Refusing()) as (_server, core):
                 client = await ControllerClient.connect(d.sock, ping_interval=None)
-                with pytest.raises(ControllerRefusal) as info:
+                with pytest.raises(RemoteRefusal) as info:
                     await client.observe()
                 assert info.value.code == "channel" and info.value.known and info.value.reconcile is False
                 assert "no grant" in info.value.message
-                with pytest.raises(ControllerRefusal) as again:  # the connection is gone: the same answer
+                with pytest.raises(RemoteRefusal) as again:  # the connection is gone: the same answer
                     await client.ping()
                 assert again.value.code == "channel"
                 await client.aclose()
@@ -266,8 +266,17 @@ def test_the_library_raises_a_channel_close_at_connect_as_a_controller_refusal_n
 # ----------------------------------------------------------------------------- the file-system gate
 
 
+# The access ACL as the kernel stores it (linux/posix_acl_xattr.h), decoded here rather than by the code
+# under test: a u32 version (2), then entries of u16 tag, u16 permissions, u32 id.
+ACL_XATTR = "system.posix_acl_access"
+USER_OBJ, USER, GROUP, MASK, OTHER = 0x01, 0x02, 0x08, 0x10, 0x20
+X, W = 1, 2
+
+
 def _acl(path: str | int) -> list[tuple[int, int, int]]:
-    return sorted(decode_acl(os.getxattr(path, ACL_XATTR, follow_symlinks=False)))
+    data = os.getxattr(path, ACL_XATTR, follow_symlinks=False)
+    assert len(data) >= 4 and (len(data) - 4) % 8 == 0 and struct.unpack_from("<I", data)[0] == 2, data
+    return sorted(struct.unpack_from("<HHI", data, off) for off in range(4, len(data), 8))
 
 
 def test_grants_open_the_socket_and_its_directory_to_exactly_their_ids_and_close_makes_it_0700_again() -> None:
@@ -301,7 +310,8 @@ def test_without_grants_the_directory_stays_0700_and_a_gate_left_by_a_killed_ser
             left = SocketServer(d.sock, lambda e: None, reach=((65534,), ()))
             await left.start()
             # As if killed: the gate stays (and the socket file with it; a dead one is removed by hand).
-            left._gate_open = False
+            assert left._listener is not None
+            left._listener._gate_open = False
             await left.aclose()
             assert stat.S_IMODE(os.stat(d.path).st_mode) == 0o710
             async with serving(d.sock):

@@ -27,7 +27,7 @@ import pytest
 from core_harness import validate, validated_client
 
 from mosaic.controller import Grants
-from mosaic.controller.client import ControllerClient, ControllerRefusal, Refused
+from mosaic.controller.client import ControllerClient, Refused, RemoteRefusal
 from mosaic.controller.testing import FakeRig, fake_controller, receipt_is, stop_is
 from mosaic.pi_rpc import Command
 
@@ -149,7 +149,7 @@ def grants(*, users: dict[int, set[str]] | None = None, groups: dict[int, set[st
 
 
 def code_of(exc: BaseException) -> str:
-    assert isinstance(exc, ControllerRefusal), repr(exc)
+    assert isinstance(exc, RemoteRefusal), repr(exc)
     return exc.code
 
 
@@ -171,11 +171,11 @@ def test_an_observe_only_grant_observes_and_cannot_prompt_refused_capability_wit
                     try:
                         await client.takeover()
                         took = "taken"
-                    except ControllerRefusal as exc:
+                    except RemoteRefusal as exc:
                         took = exc.code
                     return {"binding": dict(observed.binding), "prompt": type(outcome).__name__,
                             "code": getattr(refusal, "code", None),
-                            "known": isinstance(refusal, ControllerRefusal) and refusal.known,
+                            "known": isinstance(refusal, RemoteRefusal) and refusal.known,
                             "message": getattr(refusal, "message", ""), "takeover": took}
                 finally:
                     await client.aclose()
@@ -262,7 +262,7 @@ def test_a_peer_past_the_socket_gate_that_no_grant_names_is_refused_channel_at_c
             # Only the reason, then EOF: no reply to either request, so nothing it sent was read.
             assert [(m.get("method"), m.get("params", {}).get("reason")) for m in got] == [("closing", "channel")]
             assert "no grant" in got[0]["params"]["message"]
-            assert said.startswith("ControllerRefusal: channel: ") and "no grant" in said, said
+            assert said.startswith("RemoteRefusal: channel: ") and "no grant" in said, said
             refused = [e.detail for e in rig.runtime.evidence if e.kind == "channel-refused"]
             assert [r["peer"]["uid"] for r in refused] == [NOBODY, NOBODY]
             assert {r["peer"]["pid"] for r in refused} == {raw_pid, lib_pid}
@@ -287,7 +287,7 @@ def test_a_grant_by_gid_works_for_the_primary_gid_and_for_a_supplementary_group(
                     try:
                         await client.interrupt()
                         interrupt = "interrupted"
-                    except ControllerRefusal as exc:
+                    except RemoteRefusal as exc:
                         interrupt = exc.code
                     await client.wait_until(lambda: (client.binding or {}).get("generation") == took["generation"])
                     return {"generation": took["generation"], "interrupt": interrupt,
@@ -352,7 +352,7 @@ def test_a_prompt_grant_prompts_and_cannot_force_stop_interrupt_or_take_recovery
                         try:
                             await call()
                             refusals[name] = "done"
-                        except ControllerRefusal as exc:
+                        except RemoteRefusal as exc:
                             refusals[name] = exc.code
                     return {"outcome": type(outcome).__name__, "receipt": settled.receipt_state, "refusals": refusals}
                 finally:

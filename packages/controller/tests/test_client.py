@@ -24,27 +24,27 @@ import pytest
 from core_harness import REPO, validate
 
 from mosaic.controller import ControlRefusal
-from mosaic.controller._methods import CLOSE_REASONS, METHOD_NOT_FOUND
-from mosaic.controller._server import ServerLimits
 from mosaic.controller.client import (
+    AdmissionUnknown,
     Admitted,
     ClientRefusal,
     ControllerClient,
-    ControllerRefusal,
     Duplicate,
     HistoryItem,
     HistoryUnavailable,
     LiveMessage,
     Notification,
     Observed,
-    OutcomeUnknown,
-    ProtocolError,
     ReconcileMarker,
     Refused,
+    RemoteProtocolError,
+    RemoteRefusal,
     ToolRun,
     Transcript,
     TranscriptItem,
 )
+from mosaic.controller.protocol import CLOSE_REASONS, METHOD_NOT_FOUND
+from mosaic.controller.server import ServerLimits
 from mosaic.controller.testing import FakeRig, fake_controller
 from mosaic.safe_open import Refusal
 
@@ -242,7 +242,7 @@ def test_E7_an_observer_prompt_is_refused_controller_with_zero_engine_bytes_and_
             text = "pasted reply\n"
             outcome = await b.prompt(text, client_request_id="e7-1")
             assert isinstance(outcome, Refused)
-            assert isinstance(outcome.refusal, ControllerRefusal) and isinstance(outcome.refusal, Refusal)
+            assert isinstance(outcome.refusal, RemoteRefusal) and isinstance(outcome.refusal, Refusal)
             assert outcome.refusal.code == "controller" and outcome.refusal.known
             assert outcome.text == text  # the text stays with the caller
             assert b.requests["e7-1"].state == "refused" and b.requests["e7-1"].label == "not admitted: controller"
@@ -348,7 +348,7 @@ def test_H21_H22_a_request_pending_across_a_controller_restart_is_outcome_unknow
                 assert isinstance(retried, Refused) and isinstance(retried.refusal, ClientRefusal)
                 assert retried.refusal.code == "outcome-unknown" and isinstance(retried.refusal, Refusal)
                 # H21's wire half: the exact request under the old token is refused stale-incarnation.
-                with pytest.raises(ControllerRefusal) as stale:
+                with pytest.raises(RemoteRefusal) as stale:
                     await a.request("prompt", {"incarnation": old_token, "generation": 1, "clientRequestId": "h21",
                                                "text": "before the restart"})
                 assert stale.value.code == "stale-incarnation"
@@ -449,7 +449,7 @@ def test_a_connection_lost_after_the_prompt_was_written_makes_it_outcome_unknown
             a = await t.controller(proxy.path)
 
             outcome = await a.prompt("Say hello", client_request_id="lost-1")
-            assert isinstance(outcome, OutcomeUnknown)
+            assert isinstance(outcome, AdmissionUnknown)
             entry = outcome.request
             assert entry.state == "outcome-unknown" and entry.unknown_reason == "connection-lost"
             assert entry.label == "outcome unknown" and not a.connected
@@ -708,7 +708,7 @@ def test_force_stop_confirmed_on_a_controller_without_a_cohort_ends_uncertain_no
     async def main() -> None:
         async with fake_controller(tmp_path / "rig") as rig, rigged() as t:
             b = await t.observer(rig.socket_path)
-            with pytest.raises(ControllerRefusal) as observer:
+            with pytest.raises(RemoteRefusal) as observer:
                 await b.force_stop_confirmed()
             assert observer.value.code == "controller"
 
@@ -729,7 +729,7 @@ def test_force_stop_confirmed_on_a_controller_without_a_cohort_ends_uncertain_no
             await bounded(a.wait_until(lambda: (a.binding or {}).get("state") == "uncertain"))
             assert a.binding is not None and a.binding["admission"] == "closed"
 
-            with pytest.raises(ControllerRefusal) as reused:  # consumed on use (H17)
+            with pytest.raises(RemoteRefusal) as reused:  # consumed on use (H17)
                 await a.force_stop(conf)
             assert reused.value.code == "confirmation" and isinstance(reused.value, Refusal)
             fenced = await a.prompt("after the stop")
@@ -744,7 +744,7 @@ def test_interrupt_through_the_library_reconciles_and_the_receipt_follows_the_in
     async def main() -> None:
         async with fake_controller(tmp_path / "rig") as rig, rigged() as t:
             a = await t.controller(rig.socket_path)
-            with pytest.raises(ControllerRefusal) as idle:
+            with pytest.raises(RemoteRefusal) as idle:
                 await a.interrupt()
             assert idle.value.code == "no-turn"
             outcome = admitted(await a.prompt("SLOW stream please"))
@@ -773,10 +773,10 @@ def test_recovery_control_and_an_unknown_refusal_code_from_a_lifecycle_effect(tm
         async with fake_controller(tmp_path / "rig", effects=effects) as rig, rigged() as t:
             a = await t.controller(rig.socket_path)
             b = await t.observer(rig.socket_path)
-            with pytest.raises(ControllerRefusal) as present:
+            with pytest.raises(RemoteRefusal) as present:
                 await b.acquire_recovery_control()
             assert present.value.code == "controller-present"
-            with pytest.raises(ControllerRefusal) as no_proof:
+            with pytest.raises(RemoteRefusal) as no_proof:
                 conf = (await a.issue_confirmation("recover"))["confirmation"]
                 await a.answer_confirmation(conf, "confirm")
                 await a.recover(conf)
@@ -794,7 +794,7 @@ def test_recovery_control_and_an_unknown_refusal_code_from_a_lifecycle_effect(tm
             with pytest.raises(Refusal) as unknown:  # one except for every Mosaic refusal
                 await b.recover(conf)
             refusal = unknown.value
-            assert isinstance(refusal, ControllerRefusal) and isinstance(refusal, ControlRefusal)
+            assert isinstance(refusal, RemoteRefusal) and isinstance(refusal, ControlRefusal)
             assert refusal.code == "lifecycle-novel" and refusal.known is False and refusal.reconcile is False
             assert "lifecycle-novel" not in ControlRefusal.CODES
 
@@ -805,11 +805,11 @@ def test_protocol_errors_are_not_refusals(tmp_path: Path) -> None:
     async def main() -> None:
         async with fake_controller(tmp_path / "rig") as rig, rigged() as t:
             a = await t.observer(rig.socket_path)
-            with pytest.raises(ProtocolError) as missing:
+            with pytest.raises(RemoteProtocolError) as missing:
                 await a.request("no-such-method", {})
             assert missing.value.code == METHOD_NOT_FOUND and missing.value.name == "method-not-found"
             assert not isinstance(missing.value, Refusal)
-            with pytest.raises(ProtocolError) as bad:
+            with pytest.raises(RemoteProtocolError) as bad:
                 await a.request("takeover", {"incarnation": a.incarnation, "expectedGeneration": "one"})
             assert bad.value.name == "invalid-params" and bad.value.data == {"param": "expectedGeneration"}
             await a.ping()  # the connection is still fine

@@ -19,9 +19,9 @@ from mosaic.controller.client import (
     ClientRefusal,
     ClientStateError,
     ControllerClient,
-    ControllerRefusal,
     Notification,
-    ProtocolError,
+    RemoteProtocolError,
+    RemoteRefusal,
     SentRequest,
     SubscriptionClosed,
     history_items,
@@ -30,10 +30,10 @@ from mosaic.safe_open import Refusal
 
 
 def test_a_known_code_is_a_control_refusal_and_an_unknown_code_is_kept_as_sent() -> None:
-    known = ControllerRefusal.from_wire({"refusal": {"code": "busy", "reconcile": True, "message": "slot held"}})
+    known = RemoteRefusal.from_wire({"refusal": {"code": "busy", "reconcile": True, "message": "slot held"}})
     assert known is not None and known.known and known.code == "busy" and known.reconcile is True
     assert isinstance(known, ControlRefusal) and isinstance(known, Refusal)
-    unknown = ControllerRefusal.from_wire({"refusal": {"code": "a-code-from-the-future", "reconcile": False,
+    unknown = RemoteRefusal.from_wire({"refusal": {"code": "a-code-from-the-future", "reconcile": False,
                                                        "message": "a live session"}})
     assert unknown is not None and not unknown.known and unknown.code == "a-code-from-the-future"
     assert unknown.reconcile is False and isinstance(unknown, Refusal)
@@ -41,9 +41,9 @@ def test_a_known_code_is_a_control_refusal_and_an_unknown_code_is_kept_as_sent()
     # A refusal is a value: it pickles with all three fields and compares equal.
     for refusal in (known, unknown):
         again = pickle.loads(pickle.dumps(refusal))
-        assert again == refusal and again.reconcile == refusal.reconcile and type(again) is ControllerRefusal
+        assert again == refusal and again.reconcile == refusal.reconcile and type(again) is RemoteRefusal
     # The controller's flag is kept even where the table says otherwise.
-    assert ControllerRefusal("busy", "m", reconcile=False).reconcile is False
+    assert RemoteRefusal("busy", "m", reconcile=False).reconcile is False
 
 
 @pytest.mark.parametrize("data", [None, {}, {"refusal": "busy"}, {"refusal": {"code": "", "reconcile": True,
@@ -51,7 +51,7 @@ def test_a_known_code_is_a_control_refusal_and_an_unknown_code_is_kept_as_sent()
                                   {"refusal": {"code": "busy", "reconcile": "yes", "message": "m"}},
                                   {"refusal": {"code": "busy", "reconcile": True}}])
 def test_a_refusal_without_code_reconcile_and_message_is_not_read_as_one(data: Any) -> None:
-    assert ControllerRefusal.from_wire(data) is None
+    assert RemoteRefusal.from_wire(data) is None
 
 
 def test_client_refusals_are_refusals_and_protocol_errors_are_not() -> None:
@@ -59,9 +59,9 @@ def test_client_refusals_are_refusals_and_protocol_errors_are_not() -> None:
     assert isinstance(ClientRefusal("channel", "not connected"), Refusal)
     with pytest.raises(ValueError):
         ClientRefusal("busy", "not the client's code")
-    error = ProtocolError(-32601, "method not found: x")
+    error = RemoteProtocolError(-32601, "method not found: x")
     assert not isinstance(error, Refusal) and error.name == "method-not-found"
-    assert ProtocolError(None, "bad").name == "bad-reply" and ProtocolError(-1, "?").name == "unknown"
+    assert RemoteProtocolError(None, "bad").name == "bad-reply" and RemoteProtocolError(-1, "?").name == "unknown"
 
 
 def _note(n: int, *, method: str = "event") -> Notification:

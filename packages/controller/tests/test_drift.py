@@ -35,7 +35,7 @@ from core_harness import (
 
 from mosaic.controller import Bounds, EffectDone, Notify, TimerFired
 from mosaic.controller._core import DRIFT_READ_TIMER, DRIFT_START, READ_SESSION
-from mosaic.controller._drift import (
+from mosaic.controller.drift import (
     DRIFT_REASONS,
     DriftConfig,
     EngineList,
@@ -45,7 +45,7 @@ from mosaic.controller._drift import (
     check_drift,
     engine_list,
 )
-from mosaic.controller._drift import session_bytes as reader_view
+from mosaic.controller.drift import session_bytes as reader_view
 from mosaic.controller.testing import FakeRig, RawClient, fake_controller, receipt_is, stop_is
 from mosaic.safe_open.testing import OpenWatch
 

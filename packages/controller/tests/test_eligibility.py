@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mosaic.controller import ControlRefusal
-from mosaic.controller._eligibility import (
+from mosaic.controller.lifecycle import (
     EligibilityRecord,
     hold_record,
     mint_eligibility_id,

@@ -21,7 +21,7 @@ import pytest
 from core_harness import assistant, refused, state, user_message
 from test_drift import DriftHarness, clean_turn, entry, line, session_bytes, started
 
-from mosaic.controller._drift import PERSISTENCE_DRIFT, FileIdentity, SessionBytes
+from mosaic.controller.drift import PERSISTENCE_DRIFT, FileIdentity, SessionBytes
 from mosaic.controller.testing import RawClient, fake_controller, receipt_is
 
 ENOSPC = "ENOSPC: no space left on device, write"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mosaic.controller import ControlRefusal
-from mosaic.controller._guard import RULES, LiveRoots, LiveSessionGuard
+from mosaic.controller.lifecycle import RULES, LiveRoots, LiveSessionGuard
 
 LIVE_MARKER = "LIVE-CONTENT-0f3a9c"
 SESSION_REL = Path("proj/.pi/state/seat/sessions/s.jsonl")

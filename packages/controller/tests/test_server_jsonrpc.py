@@ -11,15 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mosaic.controller._io import Call
-from mosaic.controller._jsonrpc import (
-    ProtocolError,
-    Request,
-    encode_error,
-    encode_notification,
-    encode_result,
-    parse_line,
-)
-from mosaic.controller._methods import (
+from mosaic.controller.protocol import (
     ENUMS,
     ERROR_CODES,
     INVALID_PARAMS,
@@ -27,6 +19,12 @@ from mosaic.controller._methods import (
     METHOD_NOT_FOUND,
     PARAMS,
     PARSE_ERROR,
+    ParsedRequest,
+    RequestError,
+    encode_error,
+    encode_notification,
+    encode_result,
+    parse_line,
 )
 
 PROMPT = {"incarnation": "inc", "generation": 3, "clientRequestId": "r1", "text": "hello"}
@@ -44,9 +42,9 @@ def req(method: str, params: Any = None, rpc_id: Any = 1, **extra: Any) -> bytes
     return line(obj)
 
 
-def error(raw: bytes) -> ProtocolError:
+def error(raw: bytes) -> RequestError:
     result = parse_line(raw)
-    assert isinstance(result, ProtocolError), result
+    assert isinstance(result, RequestError), result
     assert result.code in ERROR_CODES
     return result
 
@@ -67,8 +65,8 @@ def valid_params(method: str) -> dict[str, Any]:
 def test_every_method_with_all_its_params_is_a_request(method: str) -> None:
     params = valid_params(method)
     result = parse_line(req(method, params, rpc_id="a-1"))
-    assert result == Request("a-1", method, params)
-    assert isinstance(result, Request)
+    assert result == ParsedRequest("a-1", method, params)
+    assert isinstance(result, ParsedRequest)
     assert result.to_call("c9") == Call("c9", "a-1", method, params)
 
 
@@ -76,23 +74,23 @@ def test_every_method_with_all_its_params_is_a_request(method: str) -> None:
 def test_every_method_with_only_its_required_params_is_a_request(method: str) -> None:
     params = {k: v for k, v in valid_params(method).items() if PARAMS[method][k][1]}
     result = parse_line(req(method, params))
-    assert isinstance(result, Request) and dict(result.params) == params
+    assert isinstance(result, ParsedRequest) and dict(result.params) == params
 
 
 def test_params_may_be_left_out_when_none_is_required() -> None:
-    assert parse_line(req("ping")) == Request(1, "ping", {})
-    assert parse_line(req("observe")) == Request(1, "observe", {})
+    assert parse_line(req("ping")) == ParsedRequest(1, "ping", {})
+    assert parse_line(req("observe")) == ParsedRequest(1, "observe", {})
 
 
 def test_one_trailing_cr_is_stripped_and_utf8_text_kept() -> None:
     params = dict(PROMPT, text="h\u00e9llo \u2028 \U0001f600")
     result = parse_line(req("prompt", params) + b"\r")
-    assert isinstance(result, Request) and result.params["text"] == params["text"]
+    assert isinstance(result, ParsedRequest) and result.params["text"] == params["text"]
 
 
 def test_params_are_read_only() -> None:
     result = parse_line(req("prompt", PROMPT))
-    assert isinstance(result, Request)
+    assert isinstance(result, ParsedRequest)
     with pytest.raises(TypeError):
         result.params["text"] = "changed"  # type: ignore[index]
 
@@ -101,7 +99,7 @@ def test_an_escaped_surrogate_pair_is_one_character_not_a_lone_surrogate() -> No
     raw = b'{"jsonrpc":"2.0","id":1,"method":"prompt","params":{"incarnation":"i","generation":1,' \
           b'"clientRequestId":"r","text":"\\ud83d\\ude00"}}'
     result = parse_line(raw)
-    assert isinstance(result, Request) and result.params["text"] == "\U0001f600"
+    assert isinstance(result, ParsedRequest) and result.params["text"] == "\U0001f600"
 
 
 # --------------------------------------------------------------------------------------------- malformed
@@ -236,8 +234,8 @@ JSON = st.recursive(
 @given(st.binary(max_size=512))
 def test_no_bytes_make_the_parser_raise(raw: bytes) -> None:
     result = parse_line(raw)
-    assert isinstance(result, (Request, ProtocolError))
-    if isinstance(result, ProtocolError):
+    assert isinstance(result, (ParsedRequest, RequestError))
+    if isinstance(result, RequestError):
         assert result.code in ERROR_CODES
 
 
@@ -253,12 +251,12 @@ def test_no_bytes_make_the_parser_raise(raw: bytes) -> None:
 def test_no_request_shaped_json_makes_the_parser_raise(obj: dict[str, Any], tail: bytes) -> None:
     raw = json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass") + tail
     result = parse_line(raw)
-    if isinstance(result, ProtocolError):
+    if isinstance(result, RequestError):
         assert result.code in ERROR_CODES
         if result.rpc_id is not None:
             assert result.rpc_id == obj.get("id")
     else:
-        assert isinstance(result, Request)
+        assert isinstance(result, ParsedRequest)
         assert result.method in PARAMS and result.rpc_id == obj["id"]
 
 
@@ -278,6 +276,6 @@ def test_a_request_a_client_encodes_parses_back(method: str, rpc_id: int | str) 
                      ensure_ascii=False).encode("utf-8", "surrogatepass")
     result = parse_line(raw)
     if any("\ud800" <= ch <= "\udfff" for ch in str(rpc_id)):
-        assert isinstance(result, ProtocolError) and result.code == PARSE_ERROR
+        assert isinstance(result, RequestError) and result.code == PARSE_ERROR
     else:
-        assert result == Request(rpc_id, method, params)
+        assert result == ParsedRequest(rpc_id, method, params)

@@ -36,7 +36,7 @@ from server_harness import (  # noqa: E402
 )
 
 from mosaic.controller._io import Call, CloseConnection, Notify, Reply  # noqa: E402
-from mosaic.controller._server import TRANSPORT_HIGH_WATER, WRITE_BATCH, ServerLimits  # noqa: E402
+from mosaic.controller.server import TRANSPORT_HIGH_WATER, WRITE_BATCH, ServerLimits  # noqa: E402
 
 
 class FakeClock:

@@ -38,7 +38,7 @@ from mosaic.controller._io import (  # noqa: E402
     Refuse,
     Reply,
 )
-from mosaic.controller._methods import (  # noqa: E402
+from mosaic.controller.protocol import (  # noqa: E402
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -47,7 +47,7 @@ from mosaic.controller._methods import (  # noqa: E402
     PARSE_ERROR,
     REFUSED,
 )
-from mosaic.controller._server import (  # noqa: E402
+from mosaic.controller.server import (  # noqa: E402
     Placeholder,
     ServerLimits,
     SocketPathError,

@@ -27,7 +27,7 @@ from test_lifecycle import WAIT, force_stop, heads, keys
 from test_recover import records_dir, recover, stopped
 
 from mosaic.cgroup_cohort.testing import alive
-from mosaic.controller._server import socket_state
+from mosaic.controller.server import socket_state
 from mosaic.controller.testing import receipt_is
 from mosaic.writer_claim import RESERVE_REVISIONS, ProofKind, State
 

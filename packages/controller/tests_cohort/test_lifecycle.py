@@ -17,7 +17,7 @@ from lifecycle_helpers import ControllerProc, World, client, dead
 from mosaic.cgroup_cohort import CohortRef
 from mosaic.cgroup_cohort.proof import proof_json_schema
 from mosaic.cgroup_cohort.testing import alive, populated
-from mosaic.controller.client import Admitted, ControllerClient, ControllerRefusal, OutcomeUnknown, Refused
+from mosaic.controller.client import AdmissionUnknown, Admitted, ControllerClient, Refused, RemoteRefusal
 from mosaic.controller.testing import RawClient, event_is, receipt_is, stop_is
 from mosaic.safe_open import ProcessRef, current_host
 from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
@@ -179,7 +179,7 @@ def test_H20_a_prompt_written_whole_whose_ack_died_with_the_controller_is_outcom
             old_token = a.incarnation
             outcome = await a.prompt(text, client_request_id="h20")
             # Admitted (the reply left before the crash) or outcome-unknown (it did not): never refused.
-            assert isinstance(outcome, (Admitted, OutcomeUnknown)), outcome
+            assert isinstance(outcome, (Admitted, AdmissionUnknown)), outcome
             entry = outcome.request
             await asyncio.wait_for(a.wait_until(lambda: not a.connected), WAIT)
             assert await asyncio.to_thread(first.next_line) == {"dying": "prompt-written"}
@@ -194,7 +194,7 @@ def test_H20_a_prompt_written_whole_whose_ack_died_with_the_controller_is_outcom
             assert str(entry.state) == "outcome-unknown" and a.pending() == [] and a.unknown() == [entry]
             retried = await a.retry("h20")  # the library refuses to resend it: nothing is written
             assert isinstance(retried, Refused) and retried.refusal.code == "outcome-unknown"
-            with pytest.raises(ControllerRefusal) as stale:
+            with pytest.raises(RemoteRefusal) as stale:
                 await a.request("prompt", {"incarnation": old_token, "generation": 1, "clientRequestId": "h20",
                                            "text": text})
             assert stale.value.code == "stale-incarnation"

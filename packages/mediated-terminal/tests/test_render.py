@@ -11,10 +11,10 @@ import pytest
 from mosaic.controller.client import (
     Block,
     ClientRefusal,
-    ControllerRefusal,
     HistoryItem,
     LiveMessage,
     ReconcileMarker,
+    RemoteRefusal,
     SentRequest,
     ToolRun,
     TranscriptStatus,
@@ -62,7 +62,7 @@ def test_receipt_words(state: str, receipt: dict[str, Any] | None, words: str) -
 
 
 def test_a_refusal_reads_not_admitted_with_its_code_and_nothing_reads_unsent() -> None:
-    refused = request("refused", refusal=ControllerRefusal("controller", "not the controller"))
+    refused = request("refused", refusal=RemoteRefusal("controller", "not the controller"))
     assert receipt_words(refused) == "not admitted: controller"
     client = request("refused", refusal=ClientRefusal("channel", "not connected"))
     assert receipt_words(client) == "not admitted: channel"

@@ -26,14 +26,11 @@ import jsonschema
 
 from mosaic.safe_open import HostIdentity, ProcessRef, canonical_json, sha256_digest
 from mosaic.writer_claim import (
-    Barrier,
     BarrierHook,
     Binding,
     Claim,
     ClaimStore,
-    Owner,
     Pins,
-    ProcessIdentity,
     ProofKind,
     ProofRef,
     RestartReport,
@@ -42,10 +39,10 @@ from mosaic.writer_claim import (
     SessionKey,
     State,
     UnitObservation,
-    Writer,
-    encode_revision,
-    unit_name_for,
 )
+from mosaic.writer_claim.codec import encode_revision
+from mosaic.writer_claim.model import Owner, ProcessIdentity, Writer, unit_name_for
+from mosaic.writer_claim.store import Barrier
 
 
 def id128(tag: str) -> str:

@@ -31,13 +31,8 @@ from claim_helpers import (
 )
 
 from mosaic.safe_open import ProcessRef
-from mosaic.writer_claim import (
-    Barrier,
-    ClaimRefusal,
-    Outcome,
-    ProofKind,
-    State,
-)
+from mosaic.writer_claim import ClaimRefusal, Outcome, ProofKind, State
+from mosaic.writer_claim.store import Barrier
 
 
 def _refused(root: Path, code: str, seat=SEAT, session=SESSION, pid: int = 3000) -> ClaimRefusal:  # type: ignore[no-untyped-def]

@@ -25,24 +25,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mosaic.safe_open import HostIdentity
-from mosaic.writer_claim import (
-    Eligibility,
-    KeyObservation,
-    Outcome,
-    Owner,
-    PairObservation,
-    ProofKind,
-    ProofRef,
-    Revision,
-    State,
-    StopInfo,
-    UnitObservation,
-    Unreadable,
-    Writer,
-    classify,
-    refusal_for,
-    unit_name_for,
-)
+from mosaic.writer_claim import Outcome, ProofKind, ProofRef, Revision, State, UnitObservation
+from mosaic.writer_claim.model import Eligibility, Owner, StopInfo, Writer, unit_name_for
+from mosaic.writer_claim.rules import KeyObservation, PairObservation, Unreadable, classify, refusal_for
 
 CLAIMS = ["claim-" + "a" * 32, "claim-" + "b" * 32]
 ELIGIBILITY_IDS = {CLAIMS[0]: "recover-a", CLAIMS[1]: "recover-b"}

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from claim_helpers import (
     BINDING,
     ENGINE,
@@ -59,9 +58,9 @@ from claim_helpers import (
     unit_world,
 )
 
-# A private module on purpose: the point of this test is the store's own file-system calls, which it
-# records by swapping the `os` that module uses (README "Persistence model").
-from mosaic.writer_claim import _store
+# The point of this test is the store's own file-system calls, which it records by swapping the `os` the
+# store's modules use (README "Persistence model").
+from mosaic.writer_claim.testing import store_os
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ Entry = Op | tuple[str, str]  # an operation, or an ack (claim id, step)
 
 
 class RecordingOS:
-    """Stands in for the `os` module inside mosaic.writer_claim._store: every call is the real one; the
+    """Stands in for the `os` module inside the claim store (`store_os`): every call is the real one; the
     mutating ones are logged after they succeed."""
 
     def __init__(self, log: list[Entry], root: Path) -> None:
@@ -162,7 +161,7 @@ def _recoveries(root: Path, ack: Callable[[str, str], None]) -> None:
     ack(c.claim_id, "acquire")
 
 
-def record_scenario(root: Path, monkeypatch: pytest.MonkeyPatch,
+def record_scenario(root: Path,
                     scenario: Callable[[Path, Callable[[str, str], None]], None] = _lifecycles) -> list[Entry]:
     root.mkdir()
     log: list[Entry] = []
@@ -171,8 +170,7 @@ def record_scenario(root: Path, monkeypatch: pytest.MonkeyPatch,
     def ack(claim_id: str, step: str) -> None:
         log.append((claim_id, step))
 
-    with monkeypatch.context() as m:
-        m.setattr(_store, "os", recorder)
+    with store_os(recorder):
         scenario(root, ack)
     return log
 
@@ -320,11 +318,11 @@ def _prefixes(log: list[Entry]) -> Iterator[tuple[int, Model, list[Ack]]]:
             acks.append(entry)
 
 
-def test_crash_prefixes_process_crash_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_prefixes_process_crash_model(tmp_path: Path) -> None:
     """Every prefix of the operation log, as a process crash leaves it; restarted on the same boot with
     the unit alive, with the scope collected, and after a reboot (boot proof). States that differ only in
     temporary files are checked once (the first one met, temporary files included)."""
-    log = record_scenario(tmp_path / "recorded", monkeypatch)
+    log = record_scenario(tmp_path / "recorded")
     ops = [e for e in log if isinstance(e, Op)]
     # 16 publications (create, write, fsync, link, directory fsync, unlink), 2 key directories.
     assert len(ops) == 16 * 6 + 2 * 2, [o.kind for o in ops]
@@ -349,12 +347,12 @@ def _process_crashes(tmp_path: Path, log: list[Entry]) -> set[str]:
     return outcomes
 
 
-def test_crash_prefixes_power_loss_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_prefixes_power_loss_model(tmp_path: Path) -> None:
     """Every state the persistence model allows after every prefix: un-fsynced directory entries lost
     in any combination, un-fsynced data empty, cut in half or whole. Under the model a power loss never
     shows a reader anything a process crash at some prefix could not (with the same acknowledgements),
     and every distinct state passes the restart checks (same boot, unit as the acknowledgements imply)."""
-    log = record_scenario(tmp_path / "recorded", monkeypatch)
+    log = record_scenario(tmp_path / "recorded")
     generated, beyond_crash = _power_losses(tmp_path, log)
     # The model did produce states a process crash cannot (lost links, resurrected temporary files).
     assert beyond_crash > 100, (generated, beyond_crash)
@@ -382,14 +380,14 @@ def _power_losses(tmp_path: Path, log: list[Entry]) -> tuple[int, int]:
     return generated, beyond_crash
 
 
-def test_crash_prefixes_of_a_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_prefixes_of_a_recovery(tmp_path: Path) -> None:
     """Both models over a recovery (§6 "Recover", K17, K18): a reservation with an eligibility, its
     take-over by a launcher (another store), the launcher's spawn marker, activation, stop and release,
     then a second reservation with an eligibility that nobody takes. Every owner is gone at the restart:
     a reservation still pending on both keys stays held (eligibility-pending), a half-done or finished
     take-over before the spawn marker is stopped with the no-unit observation, and the W5 checks hold
     (with the eligibility's own: fixed per claim, taken once per key, never a marker while pending)."""
-    log = record_scenario(tmp_path / "recorded", monkeypatch, _recoveries)
+    log = record_scenario(tmp_path / "recorded", _recoveries)
     ops = [e for e in log if isinstance(e, Op)]
     # 14 publications: reserve, take-over, spawn marker, active, stopping, stopped, reserve.
     assert len(ops) == 14 * 6 + 2 * 2, [o.kind for o in ops]

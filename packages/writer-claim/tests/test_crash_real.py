@@ -33,14 +33,8 @@ from claim_helpers import (
 )
 
 from mosaic.safe_open import read_stat
-from mosaic.writer_claim import (
-    Barrier,
-    BarrierHook,
-    ClaimRefusal,
-    ClaimStore,
-    Outcome,
-    RestartReport,
-)
+from mosaic.writer_claim import BarrierHook, ClaimRefusal, ClaimStore, Outcome, RestartReport
+from mosaic.writer_claim.store import Barrier
 
 Scenario = Callable[[BarrierHook, Path, Callable[[str, str], None]], object]
 

@@ -56,24 +56,22 @@ from claim_helpers import (
 )
 
 from mosaic.writer_claim import (
-    FORMAT,
-    FORMAT_ELIGIBILITY,
-    Barrier,
     Claim,
     ClaimRefusal,
     ClaimStore,
-    Eligibility,
     Outcome,
     ProofRef,
     Revision,
     SeatKey,
     SessionKey,
     State,
-    unit_name_for,
 )
+from mosaic.writer_claim.codec import FORMAT, FORMAT_ELIGIBILITY
+from mosaic.writer_claim.model import Eligibility, unit_name_for
 
 # The transition rule itself is private; it is checked here directly as well as through the store.
-from mosaic.writer_claim._core import check_owner_transition
+from mosaic.writer_claim.rules import check_owner_transition
+from mosaic.writer_claim.store import Barrier
 
 
 class Crash(BaseException):

@@ -26,14 +26,8 @@ from claim_helpers import (
     make_store,
 )
 
-from mosaic.writer_claim import (
-    RESERVE_REVISIONS,
-    Claim,
-    ClaimStore,
-    ClaimWriteError,
-    State,
-    reserve_name,
-)
+from mosaic.writer_claim import RESERVE_REVISIONS, Claim, ClaimStore, ClaimWriteError, State
+from mosaic.writer_claim.store import reserve_name
 
 
 @pytest.fixture

@@ -38,12 +38,14 @@ from claim_helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-# The counter wraps the `os` of the store module: the point is the store's own file-system calls.
-from mosaic.writer_claim import ClaimStore, State, _store
+from mosaic.writer_claim import ClaimStore, State
+
+# The counter wraps the `os` of the store's modules: the point is the store's own file-system calls.
+from mosaic.writer_claim.testing import store_os
 
 
 class CountingOS:
-    """Stands in for `os` inside mosaic.writer_claim._store: every call is the real one; stat and listdir
+    """Stands in for `os` inside the claim store (`store_os`): every call is the real one; stat and listdir
     are counted."""
 
     def __init__(self) -> None:
@@ -65,8 +67,7 @@ class CountingOS:
 @contextmanager
 def counting() -> Iterator[CountingOS]:
     counter = CountingOS()
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(_store, "os", counter)
+    with store_os(counter):
         yield counter
 
 
@@ -232,8 +233,7 @@ def test_a_start_the_chain_contradicts_falls_back_to_the_listing(claim_root: Pat
     assert (c.stats, c.listings) == (2, 0)
 
 
-def test_an_existence_check_that_errs_falls_back_to_the_listing(claim_root: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_existence_check_that_errs_falls_back_to_the_listing(claim_root: Path) -> None:
     """An lstat failing with anything but ENOENT (EACCES on a directory without search permission, EIO)
     does not count as absent: the listing decides. (It fails from r3 on here: counted as absent, the head
     would be r2.)"""
@@ -248,8 +248,8 @@ def test_an_existence_check_that_errs_falls_back_to_the_listing(claim_root: Path
             return os.stat(*args, **kwargs)
 
     failing = Failing()
-    monkeypatch.setattr(_store, "os", failing)
-    pair = store.observe(SEAT, SESSION)
+    with store_os(failing):
+        pair = store.observe(SEAT, SESSION)
     assert pair.seat.head_number == pair.session.head_number == 5 and failing.listings == 2
     assert pair.free
 

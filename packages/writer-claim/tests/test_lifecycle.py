@@ -30,17 +30,9 @@ from claim_helpers import (
 )
 
 from mosaic.safe_open import ProcessRef
-from mosaic.writer_claim import (
-    MAX_COHORT_BYTES,
-    Barrier,
-    ClaimRefusal,
-    ClaimStore,
-    Outcome,
-    ProofKind,
-    ProofRef,
-    State,
-    UnitObservation,
-)
+from mosaic.writer_claim import ClaimRefusal, ClaimStore, Outcome, ProofKind, ProofRef, State, UnitObservation
+from mosaic.writer_claim.model import MAX_COHORT_BYTES
+from mosaic.writer_claim.store import Barrier
 
 
 def test_each_step_publishes_seat_then_session_and_release_frees_session_first(claim_root: Path) -> None:

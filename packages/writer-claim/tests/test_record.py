@@ -40,29 +40,27 @@ from mosaic.safe_open import (
     read_stat,
 )
 from mosaic.writer_claim import (
-    FORMAT,
-    FORMAT_ELIGIBILITY,
-    MAX_COHORT_BYTES,
-    MAX_REVISION_BYTES,
     Binding,
     ClaimRefusal,
     ClaimStore,
-    Eligibility,
     Outcome,
     Pins,
     ProofKind,
     ProofRef,
-    RecordError,
     SeatKey,
     SessionKey,
     State,
-    StopInfo,
+)
+from mosaic.writer_claim.codec import (
+    FORMAT,
+    FORMAT_ELIGIBILITY,
+    MAX_REVISION_BYTES,
+    RecordError,
     decode_revision,
     encode_revision,
-    revision_name,
     revision_to_json,
-    unit_name_for,
 )
+from mosaic.writer_claim.model import MAX_COHORT_BYTES, Eligibility, StopInfo, revision_name, unit_name_for
 
 README = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3]) / "packages/writer-claim/README.md"
 

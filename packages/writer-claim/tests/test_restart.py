@@ -32,13 +32,8 @@ from claim_helpers import (
     tree_bytes,
 )
 
-from mosaic.writer_claim import (
-    Barrier,
-    ClaimRefusal,
-    Outcome,
-    ProofKind,
-    State,
-)
+from mosaic.writer_claim import ClaimRefusal, Outcome, ProofKind, State
+from mosaic.writer_claim.store import Barrier
 
 
 class Crash(BaseException):

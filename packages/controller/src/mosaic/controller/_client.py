@@ -26,7 +26,7 @@ The rules this file keeps (brief §1, §3, §9; seed README "Mediated control"):
    own state is updated from every line whatever its subscribers do.
 7. A connection the controller closed at connect with reason ``channel`` (no grant names this client's
    uid, gid or groups: issue 19) read nothing this client wrote: every call on it raises
-   `ControllerRefusal` ``channel`` with the controller's message, never `ConnectionLost`.
+   `RemoteRefusal` ``channel`` with the controller's message, never `ConnectionLost`.
 """
 
 from __future__ import annotations
@@ -36,17 +36,23 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from ._client_errors import ClientRefusal, ClientStateError, ConnectionLost, ControllerRefusal, ProtocolError
+from ._client_errors import (
+    ClientRefusal,
+    ClientStateError,
+    ConnectionLost,
+    RemoteProtocolError,
+    RemoteRefusal,
+)
 from ._client_state import ClientState
 from ._client_subscription import DEFAULT_QUEUE_SIZE, Subscription, SubscriptionClosed
 from ._client_values import (
+    AdmissionUnknown,
     Admitted,
     Duplicate,
     ForceStopStarted,
     HistoryRead,
     Notification,
     Observed,
-    OutcomeUnknown,
     PromptOutcome,
     Reconnected,
     Refused,
@@ -68,7 +74,7 @@ __all__ = [
     "HistoryRead",
     "Notification",
     "Observed",
-    "OutcomeUnknown",
+    "AdmissionUnknown",
     "PromptOutcome",
     "Reconnected",
     "Refused",
@@ -255,8 +261,8 @@ class ControllerClient:
         first page of the current branch, or the page `cursor` names. The first observe of a connection
         also reaches subscribers as an ``observed`` notification at its place in the stream.
 
-        Raises `ControllerRefusal` (``cursor`` for a cursor the reader refuses; ``stale-incarnation``),
-        `ClientRefusal` ``channel`` when not connected, `ConnectionLost`, `ProtocolError`."""
+        Raises `RemoteRefusal` (``cursor`` for a cursor the reader refuses; ``stale-incarnation``),
+        `ClientRefusal` ``channel`` when not connected, `ConnectionLost`, `RemoteProtocolError`."""
         conn = self._live_connection()
         params: dict[str, Any] = {}
         if conn.incarnation is not None:
@@ -274,7 +280,7 @@ class ControllerClient:
         following ``nextCursor``), and closes it. Its seam is exact: events from ``from_sequence`` on,
         which this client's own connection also carries, follow the pages.
 
-        Raises what `connect` and `observe` raise; `ProtocolError` when the pages do not end. Cancellation:
+        Raises what `connect` and `observe` raise; `RemoteProtocolError` when the pages do not end. Cancellation:
         the side connection is closed; nothing of this client changes."""
         self._state.check_open()
         side = await ControllerClient.connect(self._socket_path, ping_interval=None)
@@ -284,7 +290,7 @@ class ControllerClient:
             cursor = first.next_cursor
             while cursor is not None:
                 if len(results) >= MAX_HISTORY_PAGES:
-                    raise ProtocolError(None, f"the history did not end within {MAX_HISTORY_PAGES} pages")
+                    raise RemoteProtocolError(None, f"the history did not end within {MAX_HISTORY_PAGES} pages")
                 more = await side.observe(cursor)
                 results.append(more.history)
                 cursor = more.next_cursor
@@ -298,11 +304,11 @@ class ControllerClient:
         Returns `Admitted` (with the receipt), `Duplicate` (an exact retry: the same receipt, H12),
         `Refused` (the controller's refusal, or the library's: ``channel`` when not connected,
         ``outcome-unknown`` for a client request id sent under an older incarnation, ``unencodable``), or
-        `OutcomeUnknown` (the connection was lost after the line was written, before the reply).
+        `AdmissionUnknown` (the connection was lost after the line was written, before the reply).
 
         A fresh random client request id is used unless one is given. Reusing an id with the same text is
         an exact retry; with other text the controller refuses ``conflicting-request`` (H13). Raises
-        `ClientStateError` before the first observe, `ProtocolError` for a protocol error. Cancellation:
+        `ClientStateError` before the first observe, `RemoteProtocolError` for a protocol error. Cancellation:
         once written, the request stays in `requests` and follows its reply when it arrives.
         """
         incarnation, generation = self._token()
@@ -334,13 +340,13 @@ class ControllerClient:
             self._state.requests[crid] = entry
         try:
             result = await conn.write_and_wait(line, entry=entry)
-        except ControllerRefusal as refusal:  # the entry was moved to refused in stream order (_on_answer)
+        except RemoteRefusal as refusal:  # the entry was moved to refused in stream order (_on_answer)
             return Refused(text, crid, refusal)
         except ConnectionLost:
-            return OutcomeUnknown(entry)
-        except ProtocolError as exc:
+            return AdmissionUnknown(entry)
+        except RemoteProtocolError as exc:
             if exc.code == INTERNAL_ERROR:
-                return OutcomeUnknown(entry)
+                return AdmissionUnknown(entry)
             raise
         receipt = result.get("receipt")
         assert isinstance(receipt, Mapping)  # checked in _on_prompt_result
@@ -358,7 +364,7 @@ class ControllerClient:
 
     async def takeover(self) -> Mapping[str, Any]:
         """Take control with the current generation as the expected one (H1). Returns the reply
-        (``generation``, ``how``, ``previous``, ``connection``). Raises `ControllerRefusal` (generation,
+        (``generation``, ``how``, ``previous``, ``connection``). Raises `RemoteRefusal` (generation,
         already-controller, fenced, stale-incarnation), and what every command raises."""
         _, generation = self._token()
         return await self._command("takeover", {"expectedGeneration": generation})
@@ -370,7 +376,7 @@ class ControllerClient:
 
     async def interrupt(self) -> Mapping[str, Any]:
         """Interrupt the turn (R3-1): returns the stop record (state "stopping"); `wait_stop` waits for
-        its end. Raises `ControllerRefusal` (no-turn, fenced, generation, controller, ...)."""
+        its end. Raises `RemoteRefusal` (no-turn, fenced, generation, controller, ...)."""
         _, generation = self._token()
         result = await self._command("interrupt", {"generation": generation})
         return self._record_of(result, "stop")  # registered in stream order by on_result
@@ -403,7 +409,7 @@ class ControllerClient:
 
     async def recover(self, confirmation_id: str) -> Mapping[str, Any]:
         """Recover after a verified stop with an answered recover confirmation. Returns the controller's
-        reply (the eligibility the lifecycle layer reports); raises `ControllerRefusal` (stop-proof,
+        reply (the eligibility the lifecycle layer reports); raises `RemoteRefusal` (stop-proof,
         confirmation, or a lifecycle code such as eligibility, kept as sent)."""
         return await self._command("recover", {"confirmation": confirmation_id})
 
@@ -443,14 +449,14 @@ class ControllerClient:
         conn = self._live_connection(observed=True)
         result = await conn.call(method, {"incarnation": incarnation, **params})
         if not isinstance(result, Mapping):
-            raise ProtocolError(None, f"the {method} result is not an object")
+            raise RemoteProtocolError(None, f"the {method} result is not an object")
         return result
 
     @staticmethod
     def _record_of(result: Mapping[str, Any], key: str) -> Mapping[str, Any]:
         record = result.get(key)
         if not isinstance(record, Mapping):
-            raise ProtocolError(None, f"the reply has no {key} record")
+            raise RemoteProtocolError(None, f"the reply has no {key} record")
         return record
 
     # -- the connection (WireHost) --------------------------------------------------------------------

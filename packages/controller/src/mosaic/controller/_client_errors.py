@@ -1,15 +1,15 @@
 """The client library's failures, in three kinds a caller can tell apart (DESIGN principle 2, h11's split of
 local and remote protocol errors):
 
-1. Refusals are values. `ControllerRefusal` is what the controller sent (JSON-RPC error -32001, ``data:
+1. Refusals are values. `RemoteRefusal` is what the controller sent (JSON-RPC error -32001, ``data:
    {"refusal": {code, reconcile, message}}``); `ClientRefusal` is the library saying no before it wrote a
    byte. Both subclass `mosaic.safe_open.Refusal`, so ``except Refusal`` catches every Mosaic refusal.
    A refusal means the command did not happen.
-2. `ProtocolError` is any other JSON-RPC error (-327xx, -32002, ...) or a reply that breaks the protocol's
+2. `RemoteProtocolError` is any other JSON-RPC error (-327xx, -32002, ...) or a reply that breaks the protocol's
    shape: a bug on one side, never a decision about the command.
 3. `ConnectionLost` is the connection ending after the command was written and before its reply: the
    client does not know whether the controller acted on it (brief §1: "outcome unknown is not unsent").
-   `prompt` never raises it; it returns an `OutcomeUnknown` value instead.
+   `prompt` never raises it; it returns an `AdmissionUnknown` value instead.
 
 `ClientStateError` is a programming error (a command before the first `observe`, a call after `aclose`).
 """
@@ -24,10 +24,10 @@ from mosaic.safe_open import Refusal
 from ._methods import ERROR_CODES
 from ._refusal import ControlRefusal
 
-__all__ = ["ClientRefusal", "ClientStateError", "ConnectionLost", "ControllerRefusal", "ProtocolError"]
+__all__ = ["ClientRefusal", "ClientStateError", "ConnectionLost", "RemoteRefusal", "RemoteProtocolError"]
 
 
-class ControllerRefusal(ControlRefusal):
+class RemoteRefusal(ControlRefusal):
     """The controller refused a command: it did not happen. `code`, `reconcile` and `message` are exactly
     what the controller sent.
 
@@ -55,9 +55,9 @@ class ControllerRefusal(ControlRefusal):
         return self.code in ControlRefusal.CODES
 
     @classmethod
-    def from_wire(cls, data: object) -> ControllerRefusal | None:
+    def from_wire(cls, data: object) -> RemoteRefusal | None:
         """The refusal in a -32001 error's ``data`` (``{"refusal": {code, reconcile, message}}``), or None
-        when ``data`` does not hold a well-formed one (the caller reports that as a `ProtocolError`)."""
+        when ``data`` does not hold a well-formed one (the caller reports that as a `RemoteProtocolError`)."""
         refusal = data.get("refusal") if isinstance(data, Mapping) else None
         if not isinstance(refusal, Mapping):
             return None
@@ -83,7 +83,7 @@ class ClientRefusal(Refusal):
     }
 
 
-class ProtocolError(Exception):
+class RemoteProtocolError(Exception):
     """A JSON-RPC error that is not a refusal (`code` -327xx or another protocol code; `name` is its entry
     in `ERROR_CODES`, or "unknown"), or a reply the client cannot read (`code` None). `data` is the error's
     data member as sent."""

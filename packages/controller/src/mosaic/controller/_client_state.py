@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._client_errors import ClientStateError, ProtocolError
+from ._client_errors import ClientStateError, RemoteProtocolError
 from ._client_subscription import Subscription, _Changes
 from ._client_values import Notification, Observed, SentRequest, parse_observed
 from ._client_wire import Pending, WireConnection
@@ -66,7 +66,7 @@ class ClientState:
 
     def on_result(self, conn: WireConnection, pending: Pending, result: Any) -> Any:
         """Apply a result to the client's state now, in stream order (module rule 1); return what the
-        waiting call returns. Raises ProtocolError for a result of the wrong shape."""
+        waiting call returns. Raises RemoteProtocolError for a result of the wrong shape."""
         if pending.method == "observe":
             return self._on_observed(conn, result)
         if pending.method in ("takeover", "acquire-recovery-control") and isinstance(result, Mapping):
@@ -84,11 +84,11 @@ class ClientState:
 
     def _on_prompt_result(self, conn: WireConnection, entry: SentRequest, result: Any) -> None:
         if not isinstance(result, Mapping) or result.get("outcome") not in ("admitted", "duplicate"):
-            raise ProtocolError(None, "a prompt result that is neither admitted nor duplicate")
+            raise RemoteProtocolError(None, "a prompt result that is neither admitted nor duplicate")
         request, receipt = result.get("request"), result.get("receipt")
         if not isinstance(request, Mapping) or not isinstance(receipt, Mapping) or not isinstance(
                 request.get("request"), str):
-            raise ProtocolError(None, "a prompt result without its request and receipt records")
+            raise RemoteProtocolError(None, "a prompt result without its request and receipt records")
         entry.request = dict(request)
         if conn.incarnation is not None:
             self.by_request[(conn.incarnation, request["request"])] = entry

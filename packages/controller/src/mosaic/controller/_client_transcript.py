@@ -40,7 +40,7 @@ from mosaic.pi_format import safe_id
 from mosaic.safe_open import Refusal
 
 from ._client import ControllerClient
-from ._client_errors import ClientStateError, ProtocolError
+from ._client_errors import ClientStateError, RemoteProtocolError
 from ._client_subscription import DEFAULT_QUEUE_SIZE, _Changes
 from ._client_values import HistoryRead, Notification, Observed, Seam
 
@@ -719,7 +719,7 @@ class Transcript:
     async def _read(self, connection: int) -> None:
         try:
             read = await self._client.read_history()
-        except (Refusal, ProtocolError, ClientStateError, OSError) as exc:
+        except (Refusal, RemoteProtocolError, ClientStateError, OSError) as exc:
             if self._conn == connection:
                 self._read_task = None
                 self._buffer = None

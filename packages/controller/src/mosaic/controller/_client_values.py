@@ -1,6 +1,6 @@
 """The client library's values (`mosaic.controller.client`): what `observe` and `read_history` return, a
 notification, the requests this client sent (`SentRequest`, following their receipts) and what `prompt`
-returns (`Admitted`, `Duplicate`, `Refused`, `OutcomeUnknown`). Plain data; the connection that fills them
+returns (`Admitted`, `Duplicate`, `Refused`, `AdmissionUnknown`). Plain data; the connection that fills them
 is `_client.py`'s."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from mosaic.safe_open import Refusal
 
-from ._client_errors import ProtocolError
+from ._client_errors import RemoteProtocolError
 
-__all__ = ["Admitted", "Duplicate", "ForceStopStarted", "HistoryRead", "Notification", "Observed", "OutcomeUnknown",
+__all__ = ["Admitted", "Duplicate", "ForceStopStarted", "HistoryRead", "Notification", "Observed", "AdmissionUnknown",
            "PromptOutcome", "Reconnected", "Refused", "RequestState", "Seam", "SentRequest", "UnknownReason",
            "parse_observed"]
 
@@ -201,7 +201,7 @@ class Duplicate:
 
 @dataclass(frozen=True)
 class Refused:
-    """Refused, by the controller (`ControllerRefusal`) or by the library before writing anything
+    """Refused, by the controller (`RemoteRefusal`) or by the library before writing anything
     (`ClientRefusal`): nothing was dispatched and the text stays with the caller."""
 
     text: str
@@ -211,7 +211,7 @@ class Refused:
 
 
 @dataclass(frozen=True)
-class OutcomeUnknown:
+class AdmissionUnknown:
     """The connection was lost after the prompt was written and before its reply (or the controller
     answered -32603, an internal error): the client does not know whether the controller admitted it.
     Never "unsent"; the library never resends it."""
@@ -220,7 +220,7 @@ class OutcomeUnknown:
     kind: Literal["outcome-unknown"] = "outcome-unknown"
 
 
-PromptOutcome = Admitted | Duplicate | Refused | OutcomeUnknown
+PromptOutcome = Admitted | Duplicate | Refused | AdmissionUnknown
 
 
 @dataclass(frozen=True)
@@ -245,19 +245,19 @@ class ForceStopStarted:
 
 
 def parse_observed(result: Any, *, first: bool) -> Observed:
-    """An observe result as `Observed`; ProtocolError when it lacks what the protocol promises."""
+    """An observe result as `Observed`; RemoteProtocolError when it lacks what the protocol promises."""
     if not isinstance(result, Mapping):
-        raise ProtocolError(None, "the observe result is not an object")
+        raise RemoteProtocolError(None, "the observe result is not an object")
     seam, connection, binding, history = (result.get(k) for k in ("seam", "connection", "binding", "history"))
     incarnation, generation = result.get("incarnation"), result.get("generation")
     if not (isinstance(seam, Mapping) and isinstance(connection, Mapping) and isinstance(binding, Mapping)
             and isinstance(history, Mapping) and isinstance(incarnation, str) and incarnation
             and isinstance(generation, int) and not isinstance(generation, bool)):
-        raise ProtocolError(None, "the observe result lacks incarnation, generation, connection, binding, "
+        raise RemoteProtocolError(None, "the observe result lacks incarnation, generation, connection, binding, "
                                   "seam or history")
     from_sequence, quiet = seam.get("fromSequence"), seam.get("quiet")
     if not isinstance(from_sequence, int) or isinstance(from_sequence, bool) or not isinstance(quiet, bool):
-        raise ProtocolError(None, "the seam lacks fromSequence or quiet")
+        raise RemoteProtocolError(None, "the seam lacks fromSequence or quiet")
     return Observed(
         incarnation=incarnation, generation=generation, connection=connection, binding=binding,
         seam=Seam(str(seam.get("replay", "unavailable")), str(seam.get("streamEpoch", "")), from_sequence,

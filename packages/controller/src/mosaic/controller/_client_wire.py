@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._client_errors import ClientRefusal, ConnectionLost, ControllerRefusal, ProtocolError
+from ._client_errors import ClientRefusal, ConnectionLost, RemoteProtocolError, RemoteRefusal
 from ._client_values import SentRequest
 from ._methods import INTERNAL_ERROR, REFUSED
 
@@ -41,7 +41,7 @@ class WireHost(Protocol):
     the next line is read."""
 
     def on_result(self, conn: WireConnection, pending: Pending, result: Any) -> Any:
-        """Apply a result; return what the waiting call returns. May raise ProtocolError."""
+        """Apply a result; return what the waiting call returns. May raise RemoteProtocolError."""
 
     def on_notification(self, conn: WireConnection, method: str, params: Mapping[str, Any]) -> None:
         """Apply a notification (``closing`` has already been noted on `conn`)."""
@@ -59,18 +59,18 @@ def dumps(message: Mapping[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
 
 
-def error_of(error: object) -> ControllerRefusal | ProtocolError:
+def error_of(error: object) -> RemoteRefusal | RemoteProtocolError:
     """The exception an error reply stands for: a well-formed refusal, or a protocol error."""
     if not isinstance(error, Mapping):
-        return ProtocolError(None, "an error reply without an error object")
+        return RemoteProtocolError(None, "an error reply without an error object")
     code, message, data = error.get("code"), error.get("message"), error.get("data")
     text = message if isinstance(message, str) else ""
     if code == REFUSED:
-        refusal = ControllerRefusal.from_wire(data)
+        refusal = RemoteRefusal.from_wire(data)
         if refusal is not None:
             return refusal
-        return ProtocolError(REFUSED, f"a refusal without a well-formed {{code, reconcile, message}}: {text}", data)
-    return ProtocolError(code if isinstance(code, int) and not isinstance(code, bool) else None, text, data)
+        return RemoteProtocolError(REFUSED, f"a refusal without a well-formed {{code, reconcile, message}}: {text}", data)
+    return RemoteProtocolError(code if isinstance(code, int) and not isinstance(code, bool) else None, text, data)
 
 
 class WireConnection:
@@ -113,13 +113,13 @@ class WireConnection:
     def writable(self) -> bool:
         return not self.lost and not self.writer.is_closing()
 
-    def channel_refusal(self) -> ControllerRefusal | None:
+    def channel_refusal(self) -> RemoteRefusal | None:
         """The controller closed this connection at connect because no grant names this client's uid, gid or
         groups (`closing` "channel", issue 19): it read none of the connection's bytes, so every call on it
         was refused, never of unknown outcome. None for any other end."""
         if self.closing_reason != "channel":
             return None
-        return ControllerRefusal("channel", self.closing_message or "the controller refused this connection: no grant")
+        return RemoteRefusal("channel", self.closing_message or "the controller refused this connection: no grant")
 
     # -- lines out ------------------------------------------------------------------------------------
 
@@ -267,16 +267,16 @@ class WireConnection:
             outcome = error_of(message.get("error"))
             entry = pending.entry
             if entry is not None and entry.state == "sending":
-                if isinstance(outcome, ProtocolError) and outcome.code == INTERNAL_ERROR:
+                if isinstance(outcome, RemoteProtocolError) and outcome.code == INTERNAL_ERROR:
                     # A bug in the controller answered: it may have struck after the dispatch.
                     entry.state, entry.unknown_reason = "outcome-unknown", "internal-error"
                 else:  # a refusal, or the protocol layer refused the request before the core saw it
                     entry.state = "refused"
-                    entry.refusal = outcome if isinstance(outcome, ControllerRefusal) else None
+                    entry.refusal = outcome if isinstance(outcome, RemoteRefusal) else None
         else:
             try:
                 outcome = self._host.on_result(self, pending, message.get("result"))
-            except ProtocolError as exc:
+            except RemoteProtocolError as exc:
                 outcome = exc
         future = pending.future
         if future is None or future.done():

@@ -11,6 +11,9 @@ the adapter between them, over the real packages (issue 9, "The claim <-> cohort
   current phase into the claim before each action (brief §6: "the stop ID, the answered confirmation and
   the current phase go into the stopping revision before any signal"), so a restarted controller re-runs
   the same stop from TERM (K10, K11);
+- `stop_and_release` runs that stop and ends the claim as its proof says: released with the proof's
+  digest when stopped, uncertain otherwise, and when a revision cannot be published (a full disk past the
+  reserved room) uncertain with which key, why and how far the stop got;
 - `cohort_proof_ref` turns a cohortProof into the claim's `ProofRef`, with the proof's own
   `verification.digest` byte for byte.
 """
@@ -35,9 +38,9 @@ from mosaic.cgroup_cohort import (
 from mosaic.cgroup_cohort.proof import boot_time, build_cohort_proof
 from mosaic.cgroup_cohort.stop import Finish, StopOutcome, executor_for, machine_for
 from mosaic.safe_open import HostIdentity
-from mosaic.writer_claim import Claim, ProofKind, ProofRef, Revision, UnitObservation
+from mosaic.writer_claim import Claim, ClaimWriteError, ProofKind, ProofRef, Revision, State, UnitObservation
 
-__all__ = ["ClaimCohortProbe", "StopRun", "cohort_proof_ref", "run_force_stop"]
+__all__ = ["ClaimCohortProbe", "StopRun", "cohort_proof_ref", "run_force_stop", "stop_and_release"]
 
 
 def _proof_ref(kind: ProofKind, proof: Mapping[str, Any]) -> ProofRef:
@@ -170,3 +173,61 @@ def run_force_stop(
         if verifier is not None:
             verifier.register(proof)
     return StopRun(outcome, proof, tuple(published))
+
+
+def stop_and_release(claim: Claim, ref: CohortRef, request: StopRequest, *, confirmation: str | None,
+                     manager: UserManager | None, verifier: FixtureVerifier | None, grace: float,
+                     on_phase: Callable[[str], None] | None) -> dict[str, Any]:
+    """Brief §6 "Force stop" on the recorded cohort (`run_force_stop`), then the claim as the proof says:
+    stopped (released by the proof's digest) only when the cohort proof says so; otherwise the claim stays
+    held, uncertain. Blocking. Returns the stop's result for the core: ``state`` "stopped" (with
+    ``proofDigest``, ``members``, ``published``, ``proof``) or "uncertain" (with ``reason``, ``detail``)."""
+    stop_id = request.stop_id
+    try:
+        run = run_force_stop(claim, ref, request, confirmation=confirmation, manager=manager, verifier=verifier,
+                             grace=grace, on_phase=on_phase)
+    except ClaimWriteError as exc:
+        return unwritten(claim, exc, stop_reach(claim))
+    if run.outcome.state == "stopped" and run.proof is not None:
+        try:
+            claim.release(cohort_proof_ref(run.proof), stop_id=stop_id)
+        except ClaimWriteError as exc:
+            # Proven stopped, not released: the claim keeps its stopping revision (a restart re-runs the stop
+            # from TERM and finds the cohort empty), and no client is told stopped.
+            return {"state": "uncertain", "reason": "claim-publication",
+                    "detail": f"{exc}; the cohort was proven stopped (proof "
+                              f"{run.proof['verification']['digest']}) but the claim could not be "
+                              "released: it stays stopping", "published": list(run.published)}
+        return {"state": "stopped", "proofDigest": run.proof["verification"]["digest"],
+                "members": len(run.proof["members"]), "published": list(run.published), "proof": run.proof}
+    try:
+        claim.mark_uncertain()
+    except ClaimWriteError as exc:
+        return {"state": "uncertain", "reason": run.outcome.reason,
+                "detail": f"{run.outcome.detail}; and the uncertain revision: {exc}",
+                "published": list(run.published)}
+    return {"state": "uncertain", "reason": run.outcome.reason, "detail": run.outcome.detail,
+            "published": list(run.published)}
+
+
+def stop_reach(claim: Claim) -> str:
+    """How far a stop whose phase could not be recorded got, from the last phase both keys show (brief §6:
+    each phase is recorded before its first action)."""
+    stop = claim.head("session").stop if claim.state is State.STOPPING else None
+    if stop is None or stop.phase not in ("term", "kill"):
+        return "nothing was signalled: a stop is recorded before its first signal"
+    if stop.phase == "term":
+        return "the TERM phase ran; the kill phase (freeze, kill) was not begun, its record not written"
+    return "the kill phase ran, but its end could not be recorded"
+
+
+def unwritten(claim: Claim, exc: ClaimWriteError, reach: str) -> dict[str, Any]:
+    """A stop whose claim revision could not be published (a full disk past the reserved room, an I/O
+    error): uncertain, saying which key could not be written and why (the errno's name) and how far the
+    stop got; the claim is marked uncertain where that can still be written."""
+    detail = f"{exc}; {reach}"
+    try:
+        claim.mark_uncertain()
+    except ClaimWriteError as also:
+        detail += f"; the uncertain revision could not be written either: {also}"
+    return {"state": "uncertain", "reason": "claim-publication", "detail": detail}

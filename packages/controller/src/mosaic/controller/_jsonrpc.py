@@ -1,11 +1,11 @@
-"""The socket protocol's wire format, sans-io: one request line in, a `Request` or a `ProtocolError` out;
+"""The socket protocol's wire format, sans-io: one request line in, a `ParsedRequest` or a `RequestError` out;
 results, errors and notifications out as one line each.
 
 The rules this file keeps (brief §1 "Controller and transport"; JSON-RPC 2.0; `_methods.py` is the table):
 
 1. A message is one line ending in LF (the caller splits on LF only and hands over the line without it).
    One trailing CR is stripped, so a CRLF client is read correctly (the same rule as pi-rpc's framing).
-2. Parsing never raises. Every failure is a `ProtocolError` with a code from `ERROR_CODES`:
+2. Parsing never raises. Every failure is a `RequestError` with a code from `ERROR_CODES`:
 
    ============================================================  =======  ===============
    what                                                           code     ``id`` echoed
@@ -59,8 +59,8 @@ from ._methods import (
 )
 
 __all__ = [
-    "ProtocolError",
-    "Request",
+    "RequestError",
+    "ParsedRequest",
     "encode_error",
     "encode_notification",
     "encode_result",
@@ -77,7 +77,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
-class Request:
+class ParsedRequest:
     """A well-formed request: a known method, validated params (read-only), the client's id."""
 
     rpc_id: RpcId
@@ -90,7 +90,7 @@ class Request:
 
 
 @dataclass(frozen=True)
-class ProtocolError:
+class RequestError:
     """A request the protocol layer refuses: answer it with `encode_error(rpc_id, code, message, data)`.
 
     `rpc_id` is the request's id when it was usable (see the module docstring), otherwise None."""
@@ -175,10 +175,10 @@ def _kind(value: object) -> str:
     return "an object"
 
 
-def parse_line(line: bytes) -> Request | ProtocolError:
+def parse_line(line: bytes) -> ParsedRequest | RequestError:
     """Parse one request line (without its LF; one trailing CR is stripped).
 
-    Returns a `Request` whose params passed `PARAMS`/`ENUMS`, or a `ProtocolError` whose code is one of
+    Returns a `ParsedRequest` whose params passed `PARAMS`/`ENUMS`, or a `RequestError` whose code is one of
     `ERROR_CODES` (the table in the module docstring). Never raises, whatever the bytes.
     """
     if line.endswith(b"\r"):
@@ -186,48 +186,48 @@ def parse_line(line: bytes) -> Request | ProtocolError:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return ProtocolError(PARSE_ERROR, f"parse error: not UTF-8 at byte {exc.start}")
+        return RequestError(PARSE_ERROR, f"parse error: not UTF-8 at byte {exc.start}")
     try:
         value = _DECODER.decode(text)
     except _NotStrict as exc:
-        return ProtocolError(PARSE_ERROR, f"parse error: not strict JSON: {exc}")
+        return RequestError(PARSE_ERROR, f"parse error: not strict JSON: {exc}")
     except RecursionError:
-        return ProtocolError(PARSE_ERROR, "parse error: nested too deeply")
+        return RequestError(PARSE_ERROR, "parse error: nested too deeply")
     except ValueError as exc:  # JSONDecodeError, and int() past the digit limit
-        return ProtocolError(PARSE_ERROR, f"parse error: {_short(str(exc), 120)}")
+        return RequestError(PARSE_ERROR, f"parse error: {_short(str(exc), 120)}")
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
-        return ProtocolError(PARSE_ERROR, "parse error: not strict JSON: a lone surrogate in a string")
+        return RequestError(PARSE_ERROR, "parse error: not strict JSON: a lone surrogate in a string")
     return _request(value)
 
 
-def _request(value: Any) -> Request | ProtocolError:
+def _request(value: Any) -> ParsedRequest | RequestError:
     if isinstance(value, list):
-        return ProtocolError(INVALID_REQUEST, "invalid request: batches are not supported")
+        return RequestError(INVALID_REQUEST, "invalid request: batches are not supported")
     if not isinstance(value, dict):
-        return ProtocolError(INVALID_REQUEST, f"invalid request: {_kind(value)} is not a request object")
+        return RequestError(INVALID_REQUEST, f"invalid request: {_kind(value)} is not a request object")
     raw_id = value.get("id")
     rpc_id: RpcId | None = raw_id if _usable_id(raw_id) else None
     if value.get("jsonrpc") != "2.0":
-        return ProtocolError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"', rpc_id)
+        return RequestError(INVALID_REQUEST, 'invalid request: "jsonrpc" must be "2.0"', rpc_id)
     if "id" not in value:
         # A JSON-RPC notification: this protocol answers every request, so a client must give an id.
-        return ProtocolError(INVALID_REQUEST, 'invalid request: no "id" (notifications are not accepted)')
+        return RequestError(INVALID_REQUEST, 'invalid request: no "id" (notifications are not accepted)')
     if rpc_id is None:
-        return ProtocolError(
+        return RequestError(
             INVALID_REQUEST, f'invalid request: "id" must be a string or an integer, not {_kind(raw_id)}')
     extra = sorted(set(value) - _MEMBERS)
     if extra:
-        return ProtocolError(INVALID_REQUEST, f"invalid request: unknown member {_short(extra[0])}", rpc_id)
+        return RequestError(INVALID_REQUEST, f"invalid request: unknown member {_short(extra[0])}", rpc_id)
     method = value.get("method")
     if not isinstance(method, str):
-        return ProtocolError(INVALID_REQUEST, 'invalid request: "method" must be a string', rpc_id)
+        return RequestError(INVALID_REQUEST, 'invalid request: "method" must be a string', rpc_id)
     params = value.get("params", {})
     if not isinstance(params, dict):
-        return ProtocolError(
+        return RequestError(
             INVALID_REQUEST, f'invalid request: "params" must be an object, not {_kind(params)}', rpc_id)
     spec = PARAMS.get(method)
     if spec is None:
-        return ProtocolError(METHOD_NOT_FOUND, f"method not found: {_short(method)}", rpc_id)
+        return RequestError(METHOD_NOT_FOUND, f"method not found: {_short(method)}", rpc_id)
     for name in params:
         if name not in spec:
             return _bad_param(rpc_id, method, name, "is not a parameter of this method")
@@ -243,11 +243,11 @@ def _request(value: Any) -> Request | ProtocolError:
         allowed = ENUMS.get((method, name))
         if allowed is not None and got not in allowed:
             return _bad_param(rpc_id, method, name, f"must be one of {sorted(allowed)}")
-    return Request(rpc_id, method, MappingProxyType(params))
+    return ParsedRequest(rpc_id, method, MappingProxyType(params))
 
 
-def _bad_param(rpc_id: RpcId, method: str, name: str, why: str) -> ProtocolError:
-    return ProtocolError(INVALID_PARAMS, f"invalid params for {method}: {_short(name)} {why}", rpc_id,
+def _bad_param(rpc_id: RpcId, method: str, name: str, why: str) -> RequestError:
+    return RequestError(INVALID_PARAMS, f"invalid params for {method}: {_short(name)} {why}", rpc_id,
                          {"param": name})
 
 

@@ -24,6 +24,9 @@ Its `start()`:
    machine, publishing each phase into the claim before its action, and releases the claim with the
    proof's digest when the proof says stopped; anything else leaves the claim uncertain.
 
+The checks of steps 1, 3 (a recover's record) and 4 are `_launch_checks`' functions; the stop of step 5
+and what it leaves in the claim is `_cohort.stop_and_release`.
+
 Disconnect, agent_settled, EOF, SIGTERM, idle and an abort acknowledgement never release a claim (§2
 "What never releases a claim"): nothing here releases except with a proof. `aclose()` stops serving and
 leaves the engine, its cohort and its claim as they are.
@@ -34,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hashlib
 import logging
 import os
 import secrets
@@ -58,15 +60,11 @@ from mosaic.cgroup_cohort.limits import held_to_dict
 from mosaic.cgroup_cohort.stop import Census, census
 from mosaic.chat_pages import conversation_id
 from mosaic.pi_rpc import (
-    BUNDLE_MANIFEST_SHA256,
-    PI_VERSION,
     EngineLink,
     LinkCore,
     LinkEvent,
-    check_pin,
-    sealed_engine_argv,
 )
-from mosaic.safe_open import Refusal, canonical_json, sha256_digest
+from mosaic.safe_open import Refusal
 from mosaic.writer_claim import (
     BarrierHook,
     Binding,
@@ -84,7 +82,7 @@ from mosaic.writer_claim import (
 )
 
 from ._access import AccessPolicy, Grants
-from ._cohort import ClaimCohortProbe, boot_stop_id, cohort_proof_ref, run_force_stop
+from ._cohort import ClaimCohortProbe, boot_stop_id, stop_and_release
 from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._drift import DriftConfig
 from ._eligibility import (
@@ -98,6 +96,16 @@ from ._eligibility import (
 )
 from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
+from ._launch_checks import (
+    current_pins,
+    effect_report,
+    load_check,
+    loadable,
+    pins_dict,
+    refused,
+    revalidate,
+    sealed_argv,
+)
 from ._refusal import ControlRefusal
 from ._runtime import ControllerRuntime, SessionFileReader, history_reader
 from ._server import ServerLimits, socket_state
@@ -108,10 +116,6 @@ __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
 logger = logging.getLogger("mosaic.controller.lifecycle")
 
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
-
-# Entries the pinned Pi appends to a session on its own at startup (sdk.js 80-83, 239-252; FACTS (d)).
-STARTUP_APPEND_TYPES = frozenset({"model_change", "thinking_level_change"})
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -217,8 +221,8 @@ class Controller:
         self.claim_root_real = self.guard.check(placement.claim_root, what="claim root")
         self.place: SessionPlace = session_place(self.session_real)
         self.identity: SessionIdentity = read_session(self.place)
-        self.argv = self._sealed_argv()
-        self.pins = self._current_pins()
+        self.argv = sealed_argv(engine, self.session_real)
+        self.pins = current_pins(engine, self.argv)
         self.conversation = conversation_id(self.place.project, self.place.seat, self.place.name)
         self.seat_key = SeatKey(self.place.seat, self.place.project, placement.workspace or self.place.project)
         self.session_key = SessionKey("pi", self.identity.header_id)
@@ -233,33 +237,6 @@ class Controller:
         self._letting_go: list[asyncio.Future[bool]] = []  # release_cohort of proven stops, under way
 
     # ----------------------------------------------------------------------------------------- set-up
-
-    def _sealed_argv(self) -> list[str]:
-        engine = self.engine
-        if engine.command is None:
-            if engine.pi_dir is None:
-                raise ControlRefusal("configuration", "an engine needs a pinned Pi directory or a command")
-            refusal = check_pin(engine.pi_dir)
-            if refusal is not None:
-                raise refusal
-        return sealed_engine_argv(engine.pi_dir or "", self.session_real, model=engine.model,
-                                  provider=engine.provider, thinking=engine.thinking, command=engine.command)
-
-    def _current_pins(self) -> Pins:
-        """The pins as they are now (§2 "Fields": engine version, binary sha256, argv digest). The pinned Pi's
-        install is verified against its manifest again (`engine-pin-mismatch`); a command engine's binary
-        pin is its command and, when `pin_tree` names one, its install tree's content."""
-        engine = self.engine
-        if engine.command is None:
-            assert engine.pi_dir is not None
-            refusal = check_pin(engine.pi_dir)
-            if refusal is not None:
-                raise refusal
-            binary = BUNDLE_MANIFEST_SHA256
-        else:
-            tree = _tree_digest(engine.pin_tree) if engine.pin_tree is not None else None
-            binary = sha256_digest(canonical_json([list(engine.command), tree]))
-        return Pins(PI_VERSION, binary, sha256_digest(canonical_json(self.argv)))
 
     def _binding(self, identity: SessionIdentity | None = None, pins: Pins | None = None) -> Binding:
         """The binding a claim records: the session's branch and leaf as read (`identity`, default the one
@@ -324,7 +301,7 @@ class Controller:
             return
         probe = ClaimCohortProbe(self.launcher, verifier=self.verifier, clock=self.clock)
         report = await loop.run_in_executor(None, self.store.restart, self.seat_key, self.session_key, probe)
-        self.inherited = tuple(self._effect_report(d.claim_id, boot_stop_id(d.claim_id))
+        self.inherited = tuple(effect_report(self.place, d.claim_id, boot_stop_id(d.claim_id))
                                for d in report.decisions
                                if d.outcome is Outcome.STOPPED_BOOT_PROOF and d.claim_id is not None)
         if report.free:
@@ -332,19 +309,11 @@ class Controller:
         else:
             await self._take_over_held(report.outcomes, report.refusal)
 
-    def _loadable(self, identity: SessionIdentity) -> None:
-        """The file half of the load check, before anything is reserved, held or spawned: Pi must load
-        the session without writing to it. Refuses `session-drift` for a torn last line (its reason,
-        partial-line, and the bytes' position: `SessionIdentity.torn_tail`)."""
-        torn = identity.torn_tail()
-        if torn is not None:
-            raise ControlRefusal("session-drift", torn)
-
     async def _launch_new(self) -> None:
         assert self.store is not None
         loop = asyncio.get_running_loop()
         store = self.store
-        self._loadable(await loop.run_in_executor(None, read_session, self.place))
+        loadable(await loop.run_in_executor(None, read_session, self.place))
         self._step("acquiring")
         try:
             claim = await loop.run_in_executor(None, store.acquire, self.seat_key, self.session_key, self._binding())
@@ -375,7 +344,8 @@ class Controller:
         self.execution = _Execution(claim, ref, link, handle)
         # The load check's queries are read-only and admission opens only after both are done, so they go out
         # now: the engine boots while active is published (two fsynced writes off its critical path).
-        check = asyncio.ensure_future(self._load_check(link))
+        check = asyncio.ensure_future(load_check(link, bound=self.bounds.command, session_file=self.session_real,
+                                                 identity=self.identity, step=self._step))
         try:
             await loop.run_in_executor(None, lambda: claim.activate(invocation_id=ref.epoch_id, engine=ref.engine,
                                                                      cohort=ref.to_dict()))
@@ -442,54 +412,18 @@ class Controller:
 
     # ------------------------------------------------------------------------------ recover and launch
 
-    def _revalidate(self, record: EligibilityRecord) -> None:
-        """Launch's checks of a record against the claim, this launcher's pins and the session as it is now
-        (brief §6 "Recover": "It revalidates the record against the claim and the current leaf"). Raises:
-        `eligibility` (the claim is not the record's reservation any more), `target` (another session,
-        or the leaf moved: K18), `engine-pin-mismatch` (another binary or argv: W9)."""
-        assert self.store is not None
-        pair = self.store.observe(self.seat_key, self.session_key)
-        for obs in pair.keys():
-            rev = obs.revision
-            if rev is None or rev.claim_id != record.claim_id:
-                raise ControlRefusal("eligibility", f"the {obs.key} key is not held by the record's claim "
-                                                    f"{record.claim_id}")
-            pending = rev.eligibility
-            if rev.state is not State.RESERVED or rev.spawn_marker or pending is None \
-                    or pending.id != record.id or pending.taken:
-                raise ControlRefusal("eligibility", f"the {obs.key} key's claim is not an untaken reservation "
-                                                    f"for {record.id} ({rev.state.value}, reason {rev.reason})")
-            binding = rev.binding
-            if (binding.conversation, binding.branch, binding.leaf, rev.generation) != \
-                    (record.conversation, record.branch, record.leaf, record.generation) \
-                    or _pins_dict(binding.pins) != dict(record.pins):
-                raise ControlRefusal("eligibility", f"the {obs.key} key's reservation differs from the record")
-        if (record.session_id, record.session_file, record.conversation) != \
-                (self.identity.header_id, self.session_real, self.conversation):
-            raise ControlRefusal("target", "the record names another session than this launcher's")
-        if dict(record.pins) != _pins_dict(self.pins):
-            raise ControlRefusal("engine-pin-mismatch", "this launcher's engine pins (binary or argv digest) are "
-                                                        "not the ones the record was granted for (W9)")
-        now = read_session(self.place)
-        if now.header_id != record.session_id:
-            raise ControlRefusal("target", "the session file's header ID changed after eligibility")
-        self._loadable(now)  # a line torn after eligibility: refused before the record is held
-        if (now.leaf, now.branch) != (record.leaf, record.branch):
-            raise ControlRefusal("target", f"the session's leaf moved after eligibility: {now.leaf!r} on "
-                                           f"{now.branch!r}, not the recorded {record.leaf!r} on "
-                                           f"{record.branch!r} (K18, W9)")
-        self.identity = now  # the load check compares the engine's leaf with this one (K8)
-
-    def _use_record(self, record_id: str, *, revalidate: bool) -> tuple[EligibilityRecord, Claim]:
+    def _use_record(self, record_id: str, *, check: bool) -> tuple[EligibilityRecord, Claim]:
         """Blocking: read the record, (revalidate it), hold it (one launcher: K17), take the reservation over.
-        Raises the record's refusals (`eligibility`, and with `revalidate` `target`, `engine-pin-mismatch`,
+        Raises the record's refusals (`eligibility`, and with `check` (`revalidate`) `target`, `engine-pin-mismatch`,
         `session-drift`) and the take-over's `ClaimRefusal`. The record is consumed only once the launch
         passed its load check (`_settle_eligibility`)."""
         store = self.store
         assert store is not None
         record = read_record(self.claim_root_real, record_id)
-        if revalidate:
-            self._revalidate(record)
+        if check:
+            self.identity = revalidate(store, self.seat_key, self.session_key, record, place=self.place,
+                                       session_file=self.session_real, header_id=self.identity.header_id,
+                                       conversation=self.conversation, pins=self.pins)
             self._step("revalidated")
         hold_record(self.claim_root_real, record_id)
         self._step("held")
@@ -507,7 +441,7 @@ class Controller:
         with a proof (`release_reservation`)."""
         loop = asyncio.get_running_loop()
         try:
-            record, claim = await loop.run_in_executor(None, lambda: self._use_record(record_id, revalidate=True))
+            record, claim = await loop.run_in_executor(None, lambda: self._use_record(record_id, check=True))
         except ClaimRefusal as refusal:
             raise ControlRefusal("eligibility", f"the reservation could not be taken over: {refusal.code}: "
                                                 f"{refusal.message}") from None
@@ -545,7 +479,7 @@ class Controller:
         needed: the pair's heads name the claim, and the take-over checks both keys."""
         assert self.store is not None
         if record_state(self.claim_root_real, record_id) == "unused":
-            return self._use_record(record_id, revalidate=False)[1]
+            return self._use_record(record_id, check=False)[1]
         head = self.store.observe(self.seat_key, self.session_key).seat.revision
         pending = head.eligibility if head is not None else None
         if head is None or pending is None or pending.id != record_id or pending.taken:
@@ -566,38 +500,38 @@ class Controller:
         head = claim.head("session")
         proof = head.proof
         if claim.state is not State.STOPPED or proof is None or proof.kind not in (ProofKind.COHORT, ProofKind.BOOT):
-            return _refused("stop-proof", f"the claim is {claim.state.value} without a stop proof")
+            return refused("stop-proof", f"the claim is {claim.state.value} without a stop proof")
         try:
-            pins = self._current_pins()
+            pins = current_pins(self.engine, self.argv)
         except Refusal as refusal:
             return {"refusal": refusal.to_dict()}
         if pins != head.binding.pins:
-            return _refused("engine-pin-mismatch", "the engine's pins changed since the stopped launch (K6)")
+            return refused("engine-pin-mismatch", "the engine's pins changed since the stopped launch (K6)")
         try:
             self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
             now = read_session(self.place)
         except Refusal as refusal:
             return {"refusal": refusal.to_dict()}
         if now.header_id != self.identity.header_id:
-            return _refused("target", "the session file's header ID changed")
+            return refused("target", "the session file's header ID changed")
         torn = now.torn_tail()
         if torn is not None:  # before anything is reserved: a relaunch on it would fence at once
-            return _refused("session-drift", torn)
+            return refused("session-drift", torn)
         record_id = mint_eligibility_id()
         generation = head.generation + 1
         try:
             new = self.store.acquire(self.seat_key, self.session_key, self._binding(now, pins),
                                      generation=generation, eligibility=record_id)
         except ClaimRefusal as refusal:
-            return _refused("eligibility", f"the pair cannot be reserved: {refusal.code}: {refusal.message}")
+            return refused("eligibility", f"the pair cannot be reserved: {refusal.code}: {refusal.message}")
         except ClaimWriteError as exc:  # nothing half-written: at most a reservation restart frees (no marker)
-            return _refused("no-space" if exc.errno in _NO_ROOM else "eligibility",
+            return refused("no-space" if exc.errno in _NO_ROOM else "eligibility",
                             f"the pair cannot be reserved: {exc}")
         self._step("recover-reserved")
         stop = payload.get("stop")
         record = EligibilityRecord(
             id=record_id, claim_id=new.claim_id, previous_claim_id=claim.claim_id,
-            stop=stop if isinstance(stop, str) else None, proof_digest=proof.digest, pins=_pins_dict(pins),
+            stop=stop if isinstance(stop, str) else None, proof_digest=proof.digest, pins=pins_dict(pins),
             session_id=now.header_id, session_file=self.session_real, conversation=self.conversation,
             branch=now.branch, leaf=now.leaf, generation=generation, incarnation=str(payload.get("incarnation")),
             issued_at=self.clock())
@@ -610,7 +544,7 @@ class Controller:
                 new.release(ProofRef.never_spawned(new.claim_id, "the eligibility record could not be written"))
             except (OSError, ClaimRefusal) as also:
                 note = f"the reservation stays: release it with eligibility {record_id} ({also})"
-            return _refused("no-space" if exc.errno in _NO_ROOM else "eligibility",
+            return refused("no-space" if exc.errno in _NO_ROOM else "eligibility",
                             f"the eligibility record could not be written ({errno.errorcode.get(exc.errno or 0, 'error')}:"
                             f" {exc.strerror}); {note}")
         self._step("recover-recorded")
@@ -657,7 +591,7 @@ class Controller:
         self.execution = _Execution(claim, ref, None)
         stop = claim.head("seat").stop
         # The dead controller's open tool calls are gone with its memory; the file still shows them.
-        self.inherited += (self._effect_report(claim.claim_id, stop.stop_id if stop is not None else None),)
+        self.inherited += (effect_report(self.place, claim.claim_id, stop.stop_id if stop is not None else None),)
         if claim.state is State.STOPPING and stop is not None and ref is not None:
             self.mode = "continued-stop"
             result = await self._run_stop(stop.stop_id, stop.confirmation)
@@ -685,38 +619,6 @@ class Controller:
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
                           drift=DriftConfig(self.identity.header_id), inherited=self.inherited, access=self.access,
                           limits=limits)
-
-    def _effect_report(self, execution: str, stop: str | None) -> Mapping[str, Any]:
-        """The effectReport of an execution this controller did not run to its end (a boot proof stopped
-        it, W7; or its controller died, W6, K10): every tool call the session file shows without a result
-        is an uncertain effect; network uncertain; killing is never rollback (brief §6 "Effects")."""
-        try:
-            tools = read_session(self.place).open_tools
-        except Refusal:
-            tools = ()
-        return {"type": "effectReport", "stop": stop or f"restart-{execution}", "execution": execution,
-                "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in tools],
-                "network": "uncertain", "rollback": False}
-
-    async def _load_check(self, link: EngineLink) -> str | None:
-        """K8: before admission opens, the engine must show this session file, its header ID and the recorded
-        leaf (brief §6 "Pi resume"). Pi's own startup append (model and thinking entries chained from the
-        recorded leaf, FACTS (d)) is the engine's, not another leaf. Returns what differs, or None."""
-        try:
-            state = await asyncio.wait_for(link.request({"type": "get_state"}), self.bounds.command)
-            self._step("first-get-state")
-            entries = await asyncio.wait_for(link.request({"type": "get_entries"}), self.bounds.command)
-            tree = await asyncio.wait_for(link.request({"type": "get_tree"}), self.bounds.command)
-        except Exception as exc:  # noqa: BLE001 - no answer is no evidence: the check fails
-            return f"the engine did not answer the load check: {exc!r}"
-        data = (state.response or {}).get("data") or {}
-        if data.get("sessionFile") != self.session_real:
-            return f"the engine loaded session file {data.get('sessionFile')!r}, not {self.session_real!r}"
-        if data.get("sessionId") != self.identity.header_id:
-            return f"the engine's session ID is {data.get('sessionId')!r}, not the header's {self.identity.header_id!r}"
-        leaf = ((tree.response or {}).get("data") or {}).get("leafId")
-        listed = ((entries.response or {}).get("data") or {}).get("entries") or []
-        return _leaf_problem(self.identity.leaf, leaf, listed)
 
     # ------------------------------------------------------------------------------------------- serve
 
@@ -806,34 +708,10 @@ class Controller:
                               {"confirmation": confirmation, "actor": "local-operator"})
 
         def stop() -> Mapping[str, Any]:
-            try:
-                run = run_force_stop(claim, ref, request,
-                                     confirmation=None if confirmation is None else str(confirmation),
-                                     manager=self.manager, verifier=self.verifier, grace=self.stop_grace,
-                                     on_phase=self.hooks.on_stop_phase)
-            except ClaimWriteError as exc:
-                return _unwritten(claim, exc, _stop_reach(claim))
-            if run.outcome.state == "stopped" and run.proof is not None:
-                try:
-                    claim.release(cohort_proof_ref(run.proof), stop_id=stop_id)
-                except ClaimWriteError as exc:
-                    # Proven stopped, not released: the claim keeps its stopping revision (a restart re-runs
-                    # the stop from TERM and finds the cohort empty), and no client is told stopped.
-                    return {"state": "uncertain", "reason": "claim-publication",
-                            "detail": f"{exc}; the cohort was proven stopped (proof "
-                                      f"{run.proof['verification']['digest']}) but the claim could not be "
-                                      "released: it stays stopping", "published": list(run.published)}
-                return {"state": "stopped", "proofDigest": run.proof["verification"]["digest"],
-                        "members": len(run.proof["members"]), "published": list(run.published),
-                        "proof": run.proof}
-            try:
-                claim.mark_uncertain()
-            except ClaimWriteError as exc:
-                return {"state": "uncertain", "reason": run.outcome.reason,
-                        "detail": f"{run.outcome.detail}; and the uncertain revision: {exc}",
-                        "published": list(run.published)}
-            return {"state": "uncertain", "reason": run.outcome.reason, "detail": run.outcome.detail,
-                    "published": list(run.published)}
+            return stop_and_release(claim, ref, request,
+                                    confirmation=None if confirmation is None else str(confirmation),
+                                    manager=self.manager, verifier=self.verifier, grace=self.stop_grace,
+                                    on_phase=self.hooks.on_stop_phase)
 
         if self.runtime is not None:
             result = dict(await self.runtime.run_blocking(stop))
@@ -847,76 +725,3 @@ class Controller:
             self._letting_go.append(asyncio.get_running_loop().run_in_executor(
                 None, lambda: release_cohort(ref, force=False)))
         return result
-
-
-def _stop_reach(claim: Claim) -> str:
-    """How far a stop whose phase could not be recorded got, from the last phase both keys show (brief §6:
-    each phase is recorded before its first action)."""
-    stop = claim.head("session").stop if claim.state is State.STOPPING else None
-    if stop is None or stop.phase not in ("term", "kill"):
-        return "nothing was signalled: a stop is recorded before its first signal"
-    if stop.phase == "term":
-        return "the TERM phase ran; the kill phase (freeze, kill) was not begun, its record not written"
-    return "the kill phase ran, but its end could not be recorded"
-
-
-def _unwritten(claim: Claim, exc: ClaimWriteError, reach: str) -> Mapping[str, Any]:
-    """A stop whose claim revision could not be published (a full disk past the reserved room, an I/O
-    error): uncertain, saying which key could not be written and why (the errno's name) and how far the
-    stop got; the claim is marked uncertain where that can still be written."""
-    detail = f"{exc}; {reach}"
-    try:
-        claim.mark_uncertain()
-    except ClaimWriteError as also:
-        detail += f"; the uncertain revision could not be written either: {also}"
-    return {"state": "uncertain", "reason": "claim-publication", "detail": detail}
-
-
-def _leaf_problem(recorded: str | None, loaded: Any, entries: Sequence[Any]) -> str | None:
-    """None when the engine's leaf is the recorded one, or the recorded one followed only by Pi's own
-    startup append (model_change / thinking_level_change entries, each the child of the one before, the
-    first the child of the recorded leaf); else what differs (K8)."""
-    if loaded == recorded:
-        return None
-    ids = [e.get("id") for e in entries if isinstance(e, Mapping)]
-    start = ids.index(recorded) + 1 if recorded in ids else (0 if recorded is None else None)
-    if start is None:
-        return f"the engine's entries do not hold the recorded leaf {recorded!r}"
-    parent = recorded
-    for entry in entries[start:]:
-        if not isinstance(entry, Mapping) or entry.get("type") not in STARTUP_APPEND_TYPES \
-                or entry.get("parentId") != parent:
-            return f"the engine loaded leaf {loaded!r}, not the recorded {recorded!r} (K8)"
-        parent = entry.get("id")
-    if parent != loaded:
-        return f"the engine loaded leaf {loaded!r}, not the recorded {recorded!r} (K8)"
-    return None
-
-
-def _pins_dict(pins: Pins) -> dict[str, str]:
-    return {"engine_version": pins.engine_version, "binary_sha256": pins.binary_sha256,
-            "argv_digest": pins.argv_digest}
-
-
-def _refused(code: str, message: str) -> Mapping[str, Any]:
-    return {"refusal": ControlRefusal(code, message).to_dict()}
-
-
-def _tree_digest(root: str) -> str:
-    """The content digest of an install tree: every regular file's path below `root` and its SHA-256, in
-    path order (`__pycache__` left out: the interpreter writes it). Symlinks are recorded as their target."""
-    entries: list[list[str]] = []
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, root)
-            if os.path.islink(full):
-                entries.append([rel, "link:" + os.readlink(full)])
-                continue
-            digest = hashlib.sha256()
-            with open(full, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 16), b""):
-                    digest.update(chunk)
-            entries.append([rel, digest.hexdigest()])
-    return sha256_digest(canonical_json(entries))

@@ -5,11 +5,11 @@ line) and mirrors the protocol's methods; `Transcript` is the view a terminal re
 then the live stream, with the seam rules of the seed README ("The seam"). The rules each keeps are at
 the top of `_client.py` and `_client_transcript.py`.
 
-Failures come in three kinds: refusals (`ControllerRefusal`, `ClientRefusal`; both subclass
-`mosaic.safe_open.Refusal`, so ``except Refusal`` catches every Mosaic refusal), `ProtocolError` (a
+Failures come in three kinds: refusals (`RemoteRefusal`, `ClientRefusal`; both subclass
+`mosaic.safe_open.Refusal`, so ``except Refusal`` catches every Mosaic refusal), `RemoteProtocolError` (a
 JSON-RPC error that is not a refusal), and `ConnectionLost` (the outcome of a written command is
 unknown). `ControllerClient.prompt` returns all of its outcomes as values: `Admitted`, `Duplicate`,
-`Refused`, `OutcomeUnknown`.
+`Refused`, `AdmissionUnknown`.
 
     client = await ControllerClient.connect(socket_path)
     view = Transcript(client)          # before observe: it takes the seam in stream order
@@ -20,13 +20,14 @@ unknown). `ControllerClient.prompt` returns all of its outcomes as values: `Admi
     match outcome:
         case Admitted(request=request): ...          # request.state follows its receipt
         case Refused(refusal=refusal): ...           # the text stays with the caller
-        case OutcomeUnknown(): ...                   # shown as "outcome unknown"; never resent
+        case AdmissionUnknown(): ...                   # shown as "outcome unknown"; never resent
 """
 
 from ._client import (
     DEFAULT_PING_INTERVAL,
     DEFAULT_QUEUE_SIZE,
     MAX_LINE_BYTES,
+    AdmissionUnknown,
     Admitted,
     ControllerClient,
     Duplicate,
@@ -34,7 +35,6 @@ from ._client import (
     HistoryRead,
     Notification,
     Observed,
-    OutcomeUnknown,
     PromptOutcome,
     Reconnected,
     Refused,
@@ -44,7 +44,13 @@ from ._client import (
     Subscription,
     SubscriptionClosed,
 )
-from ._client_errors import ClientRefusal, ClientStateError, ConnectionLost, ControllerRefusal, ProtocolError
+from ._client_errors import (
+    ClientRefusal,
+    ClientStateError,
+    ConnectionLost,
+    RemoteProtocolError,
+    RemoteRefusal,
+)
 from ._client_transcript import (
     Block,
     HistoryItem,
@@ -68,7 +74,7 @@ __all__ = [
     "ClientStateError",
     "ConnectionLost",
     "ControllerClient",
-    "ControllerRefusal",
+    "RemoteRefusal",
     "Duplicate",
     "ForceStopStarted",
     "HistoryItem",
@@ -77,9 +83,9 @@ __all__ = [
     "LiveMessage",
     "Notification",
     "Observed",
-    "OutcomeUnknown",
+    "AdmissionUnknown",
     "PromptOutcome",
-    "ProtocolError",
+    "RemoteProtocolError",
     "ReconcileMarker",
     "Reconnected",
     "Refused",

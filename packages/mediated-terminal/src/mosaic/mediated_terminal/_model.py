@@ -37,16 +37,16 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from mosaic.controller.client import (
+    AdmissionUnknown,
     ClientRefusal,
     ClientStateError,
     ConnectionLost,
     ControllerClient,
-    ControllerRefusal,
     Notification,
-    OutcomeUnknown,
     PromptOutcome,
-    ProtocolError,
     Refused,
+    RemoteProtocolError,
+    RemoteRefusal,
     SentRequest,
     Subscription,
     Transcript,
@@ -60,7 +60,7 @@ NOT_CONTROLLER = ("not admitted: controller - you do not control this conversati
                   "(Ctrl-T takes control)")
 NOTES_KEPT = 6
 DIALOGS_KEPT = 3
-_FAILURES = (ControllerRefusal, ClientRefusal, ProtocolError, ConnectionLost, ClientStateError, OSError)
+_FAILURES = (RemoteRefusal, ClientRefusal, RemoteProtocolError, ConnectionLost, ClientStateError, OSError)
 
 NoteKind = Literal["info", "refusal", "transfer", "stop", "dialog", "next"]
 
@@ -104,7 +104,7 @@ class Composer(Protocol):
 
 
 def _why(exc: BaseException) -> str:
-    if isinstance(exc, (ControllerRefusal, ClientRefusal)):
+    if isinstance(exc, (RemoteRefusal, ClientRefusal)):
         return f"{exc.code}: {exc.message}"
     if isinstance(exc, ConnectionLost):
         return f"the connection was lost ({exc.reason}); the outcome is unknown"
@@ -306,7 +306,7 @@ class TerminalModel:
             self.note(f"not admitted: {_why(outcome.refusal)}", "refusal")
             if self._control == control and not self.composer.text:
                 self.composer.restore(text)
-        elif isinstance(outcome, OutcomeUnknown):
+        elif isinstance(outcome, AdmissionUnknown):
             self.note("outcome unknown, check the transcript: the connection was lost before the reply; the prompt "
                       "is never resent", "refusal")
         self.changed()

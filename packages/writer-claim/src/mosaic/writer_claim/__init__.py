@@ -22,75 +22,31 @@ Unit and cohort questions come from an injected `CohortProbe` (the controller's 
 liveness from an injected `OwnerLiveness` (`ProcLiveness`, /proc, by default). The host, a process and
 the digest form are `mosaic.safe_open`'s (`HostIdentity`, `ProcessRef`, `sha256_digest`): import them
 from there.
+
+The top level holds what a controller needs; the rest is in public submodules: `.model` (the record's
+values), `.codec` (its bytes), `.rules` (the decision core, sans I/O), `.store` (the store, its claims and
+its seams) and `.testing` (test seams).
 """
 
-from ._codec import (
-    FORMAT,
-    FORMAT_ELIGIBILITY,
-    MAX_REVISION_BYTES,
-    RecordError,
-    decode_revision,
-    encode_revision,
-    revision_to_json,
-)
-from ._core import (
-    GroupDecision,
-    KeyObservation,
-    Oracle,
-    PairObservation,
-    Publication,
-    Unreadable,
-    classify,
-    refusal_for,
-)
-from ._host import ProcLiveness
+from ._claim import Claim
+from ._disk import RESERVE_REVISIONS, BarrierHook, ClaimWriteError
 from ._model import (
-    JSON,
-    MAX_COHORT_BYTES,
     Binding,
-    Eligibility,
     Outcome,
-    Owner,
     Pins,
-    ProcessIdentity,
     ProofKind,
     ProofRef,
     Revision,
     SeatKey,
     SessionKey,
     State,
-    StopInfo,
     UnitObservation,
-    Writer,
-    revision_name,
-    unit_name_for,
 )
 from ._refusal import ClaimRefusal
-from ._store import (
-    BARRIER_POINTS,
-    RESERVE_REVISIONS,
-    RESERVE_STEPS,
-    Barrier,
-    BarrierHook,
-    Claim,
-    ClaimStore,
-    ClaimWriteError,
-    CohortProbe,
-    OwnerLiveness,
-    RestartReport,
-    reserve_name,
-)
+from ._store import ClaimStore, CohortProbe, RestartReport
 
 __all__ = [
-    "BARRIER_POINTS",
-    "FORMAT",
-    "FORMAT_ELIGIBILITY",
-    "JSON",
-    "MAX_COHORT_BYTES",
-    "MAX_REVISION_BYTES",
     "RESERVE_REVISIONS",
-    "RESERVE_STEPS",
-    "Barrier",
     "BarrierHook",
     "Binding",
     "Claim",
@@ -98,36 +54,18 @@ __all__ = [
     "ClaimStore",
     "ClaimWriteError",
     "CohortProbe",
-    "Eligibility",
-    "GroupDecision",
-    "KeyObservation",
     "Outcome",
-    "Oracle",
-    "Owner",
-    "OwnerLiveness",
-    "PairObservation",
     "Pins",
-    "ProcLiveness",
-    "ProcessIdentity",
     "ProofKind",
     "ProofRef",
-    "Publication",
-    "RecordError",
     "RestartReport",
     "Revision",
     "SeatKey",
     "SessionKey",
     "State",
-    "StopInfo",
     "UnitObservation",
-    "Unreadable",
-    "Writer",
-    "classify",
-    "decode_revision",
-    "encode_revision",
-    "refusal_for",
-    "reserve_name",
-    "revision_name",
-    "revision_to_json",
-    "unit_name_for",
 ]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,4 +1,5 @@
-"""The claim store: the file-system shell around the decision core.
+"""The claim store: the file-system shell around the decision core (`_core`). The claims it makes are
+`_claim.Claim`; the file-system steps of a publication, a read and the stop's reserved room are `_disk`'s.
 
 Layout under the claim root (a constructor argument, never a default: brief §2 "Location", DESIGN.md
 principle 3), held as a directory fd through safe-open:
@@ -45,17 +46,16 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-import stat
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
-from mosaic.safe_open import HostIdentity, ProcessRef, Root, SafeOpenRefusal, current_host, open_root
+from mosaic.safe_open import HostIdentity, Root, SafeOpenRefusal, current_host, open_root
 
-from ._codec import MAX_REVISION_BYTES, RecordError, decode_revision, encode_revision
+from ._claim import Claim
 from ._core import (
     GroupDecision,
     KeyObservation,
@@ -72,10 +72,20 @@ from ._core import (
     refusal_for,
     take_over_refusal,
 )
+from ._disk import (
+    Barrier,
+    BarrierHook,
+    ClaimWriteError,
+    LostLink,
+    Undecided,
+    drop_reserves,
+    exists,
+    make_reserves,
+    publish,
+    read_revision,
+)
 from ._host import ProcLiveness, current_process
 from ._model import (
-    JSON,
-    MAX_COHORT_BYTES,
     Binding,
     Eligibility,
     KeyKind,
@@ -87,103 +97,17 @@ from ._model import (
     SeatKey,
     SessionKey,
     State,
-    StopInfo,
     UnitObservation,
     Writer,
-    freeze_cohort,
     mint_claim_id,
-    more_conservative,
     parse_revision_name,
-    revision_name,
     utc_timestamp,
 )
 from ._refusal import ClaimRefusal
 
-# Barrier points, in the order one publication passes them. "between-keys" comes after the first key of
-# a two-key step is complete and before the second begins (W5: "and between the two keys").
-BARRIER_POINTS = (
-    "key-dir-created",
-    "root-fsynced",
-    "temp-created",
-    "temp-written",
-    "temp-fsynced",
-    "linked",
-    "dir-fsynced",
-    "temp-unlinked",
-    "between-keys",
-)
-
-# The highest revision number a name can carry (`revision_name`: 10 digits).
-_MAX_NUMBER = 9_999_999_999
-
 # A lost link() is re-read and re-decided. Each loss means another writer made progress, so this bound is
 # only a guard against a pathological livelock; past it the call refuses instead of spinning.
 MAX_ROUNDS = 64
-
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-# The steps that may draw on a claim's reserved room (module docstring): what a stop and a restart publish,
-# and what records a spawned engine (once it runs, the claim must be able to say so).
-RESERVE_STEPS = frozenset({"engine", "active", "uncertain", "stopping", "stopped", "adopt", "restart"})
-# Reserve files per key: active (or the engine record), then one stop from active or uncertain (the
-# uncertain revision a fence publishes, the stop's two phases, term and kill, and stopped or uncertain at
-# its end).
-RESERVE_REVISIONS = 5
-# What a later revision may add to the one a reserve is sized from, besides a cohort reference (recorded at
-# activation, at most MAX_COHORT_BYTES): a stop record, a proof reference, the engine fields, a writer.
-_RESERVE_MARGIN = 8 * 1024
-_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
-
-
-class ClaimWriteError(OSError):
-    """A revision could not be published (the caller decides what that means; nothing half-written is ever
-    visible, and the key keeps its last revision). Says exactly where: `key` ("seat" or "session") and its
-    directory `dirname`, the lifecycle `step`, the claim and the revision `number`; `errno` and `strerror`
-    are the OS error's (ENOSPC, EDQUOT, EIO, ...)."""
-
-    def __init__(self, cause: OSError, *, key: str, dirname: str, step: str, claim_id: str | None,
-                 number: int) -> None:
-        name = errno.errorcode.get(cause.errno or 0, "unknown error")
-        message = (f"the {key} key ({dirname}) could not be written: {step}, revision {number} of {claim_id}: "
-                   f"{name} ({cause.strerror or cause})")
-        super().__init__(cause.errno, message)
-        self.key = key
-        self.dirname = dirname
-        self.step = step
-        self.claim_id = claim_id
-        self.number = number
-
-    def __str__(self) -> str:
-        return str(self.strerror)
-
-
-def reserve_name(claim_id: str, index: int) -> str:
-    """The name of a claim's `index`-th reserve file in a key directory (a dot name no reader looks at)."""
-    return f".reserve-{claim_id}-{index}"
-
-
-@dataclass(frozen=True)
-class Barrier:
-    """One file-system step just completed by the store.
-
-    `point` is one of BARRIER_POINTS; `step` the lifecycle step being published (reserve, spawn-marker,
-    engine, active, generation, stopping, stopped, uncertain, follow-up, adopt, take-over, restart); `key`
-    the key directory; `name` the file the step touched (the temporary file, or the revision for `linked`,
-    whose source is `source`); `data` the bytes written at temp-written.
-    """
-
-    point: str
-    step: str
-    key: str
-    claim_id: str | None
-    name: str | None = None
-    source: str | None = None
-    data: bytes | None = None
-
-
-BarrierHook = Callable[[Barrier], None]
-
 
 class OwnerLiveness(Protocol):
     """The owner check's liveness question (§2 "Owner check"). `ProcLiveness` is the default."""
@@ -215,10 +139,6 @@ class CohortProbe(Protocol):
         K16); a proof of another kind than `boot-proof` makes the restart raise ValueError.
         """
         ...
-
-
-class _LostLink(Exception):
-    """link() found the revision name taken: another writer published first."""
 
 
 @dataclass(frozen=True)
@@ -373,41 +293,13 @@ class ClaimStore:
             if fd is not None:
                 os.close(fd)
 
-    def _read_revision(self, fd: int, key: KeyKind, dirname: str, number: int) -> Revision | Unreadable:
-        name = revision_name(number)
-        try:
-            rfd = os.open(name, _READ_FLAGS, dir_fd=fd)
-        except OSError as e:
-            return Unreadable(number, f"cannot open {name}: {os.strerror(e.errno or 0)}")
-        try:
-            st = os.fstat(rfd)
-            if not stat.S_ISREG(st.st_mode):
-                return Unreadable(number, f"{name} is not a regular file")
-            chunks: list[bytes] = []
-            total = 0
-            while total <= MAX_REVISION_BYTES:
-                chunk = os.read(rfd, 65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-            data = b"".join(chunks)
-        except OSError as e:
-            return Unreadable(number, f"cannot read {name}: {os.strerror(e.errno or 0)}")
-        finally:
-            os.close(rfd)
-        try:
-            return decode_revision(data, key=key, dirname=dirname, number=number)
-        except RecordError as e:
-            return Unreadable(number, str(e))
-
     def _observe_key(self, key: KeyKind, dirname: str, fd: int | None) -> KeyObservation:
         if fd is None:
             return KeyObservation(key, dirname, 0, None)
         top = self._head_number(fd, dirname)
         if not top:
             return KeyObservation(key, dirname, 0, None)
-        return KeyObservation(key, dirname, top, self._read_revision(fd, key, dirname, top))
+        return KeyObservation(key, dirname, top, read_revision(fd, key, dirname, top))
 
     def _saw(self, dirname: str, number: int) -> None:
         if number > self._seen.get(dirname, 0):
@@ -418,22 +310,22 @@ class ClaimStore:
         last head this store saw there (module docstring); the listing only where the checks see damage."""
         try:
             lo = self._seen.get(dirname, 0)
-            if not _exists(fd, lo if lo else 1):
+            if not exists(fd, lo if lo else 1):
                 # The chain is shorter than this store saw, or has no r1: empty, or damaged.
                 return self._listed_head(fd, dirname)
             lo = max(lo, 1)
             step = 1
-            while _exists(fd, lo + step):  # gallop: lo exists, lo + step is the next check
+            while exists(fd, lo + step):  # gallop: lo exists, lo + step is the next check
                 lo += step
                 step *= 2
             hi = lo + step  # absent
             while hi - lo > 1:  # bisect: lo exists, hi does not
                 mid = (lo + hi) // 2
-                if _exists(fd, mid):
+                if exists(fd, mid):
                     lo = mid
                 else:
                     hi = mid
-        except _Undecided:
+        except Undecided:
             return self._listed_head(fd, dirname)
         self._saw(dirname, lo)
         return lo
@@ -461,87 +353,9 @@ class ClaimStore:
             if fd is None:
                 return []
             numbers = sorted(n for n in (parse_revision_name(x) for x in os.listdir(fd)) if n is not None)
-            return [self._read_revision(fd, key.kind, key.dirname, n) for n in numbers]
+            return [read_revision(fd, key.kind, key.dirname, n) for n in numbers]
 
     # -- publishing --------------------------------------------------------------------------------------
-
-    def _publish(self, fd: int, rev: Revision, step: str) -> None:
-        """Publish `rev` at its number in the key directory `fd`, or raise _LostLink."""
-        data = encode_revision(rev)
-        key = rev.dirname
-        target = revision_name(rev.number)
-        try:
-            temp = self._write_temp(fd, rev, step, data)
-        except OSError as exc:
-            if exc.errno not in _NO_ROOM or step not in RESERVE_STEPS:
-                raise
-            temp = self._write_reserved(fd, rev, step, data, exc)
-        try:
-            os.link(temp, target, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-        except FileExistsError:
-            _unlink_quietly(temp, fd)
-            raise _LostLink(target) from None
-        except Exception:
-            _unlink_quietly(temp, fd)
-            raise
-        self._hook("linked", step, key, rev.claim_id, name=target, source=temp)
-        os.fsync(fd)
-        self._hook("dir-fsynced", step, key, rev.claim_id)
-        # The temporary name is garbage now. Its unlink is made durable by the next fsync of this
-        # directory; a crash before that leaves a .tmp- file that no reader looks at.
-        os.unlink(temp, dir_fd=fd)
-        self._hook("temp-unlinked", step, key, rev.claim_id, name=temp)
-
-    def _write_temp(self, fd: int, rev: Revision, step: str, data: bytes) -> str:
-        """The revision's bytes in a new temporary file, fsynced; its name. On failure the file is gone."""
-        key = rev.dirname
-        temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
-        tfd = os.open(temp, _TEMP_FLAGS, 0o600, dir_fd=fd)
-        try:
-            self._hook("temp-created", step, key, rev.claim_id, name=temp)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(tfd, view):]
-            self._hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
-            os.fsync(tfd)
-            self._hook("temp-fsynced", step, key, rev.claim_id, name=temp)
-        except Exception:
-            os.close(tfd)
-            _unlink_quietly(temp, fd)
-            raise
-        os.close(tfd)
-        return temp
-
-    def _write_reserved(self, fd: int, rev: Revision, step: str, data: bytes, cause: OSError) -> str:
-        """The file system had no room for the temporary file: take one of the claim's reserves (renamed to
-        a temporary name, so two writers never share one) and write the revision into its allocated blocks,
-        truncate it to the revision's length and fsync it; its temporary name. Raises `cause` when no
-        reserve is left; on a failure after the rename the file is gone (that reserve with it)."""
-        key = rev.dirname
-        for index in range(1, RESERVE_REVISIONS + 1):
-            temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
-            try:
-                os.rename(reserve_name(rev.claim_id, index), temp, src_dir_fd=fd, dst_dir_fd=fd)
-            except FileNotFoundError:
-                continue
-            try:
-                self._hook("temp-created", step, key, rev.claim_id, name=temp)
-                tfd = os.open(temp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-                try:
-                    done = 0
-                    while done < len(data):
-                        done += os.pwrite(tfd, data[done:], done)
-                    os.ftruncate(tfd, len(data))
-                    self._hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
-                    os.fsync(tfd)
-                    self._hook("temp-fsynced", step, key, rev.claim_id, name=temp)
-                finally:
-                    os.close(tfd)
-            except Exception:
-                _unlink_quietly(temp, fd)
-                raise
-            return temp
-        raise cause
 
     def _publish_one(self, rev: Revision, step: str) -> bool:
         """Publish one revision; False when the link() was lost. Raises `ClaimWriteError` for an OSError,
@@ -552,13 +366,13 @@ class ClaimStore:
             with self._key_dir(rev.dirname, create=True, claim_id=rev.claim_id, step=step) as fd:
                 assert fd is not None
                 try:
-                    self._publish(fd, rev, step)
-                except _LostLink:
+                    publish(fd, rev, step, self._hook)
+                except LostLink:
                     self._saw(rev.dirname, rev.number)  # another writer's revision is there
                     return False
                 self._saw(rev.dirname, rev.number)
                 if rev.state is State.STOPPED and (rev.claim_id in self._reserved or step == "restart"):
-                    _drop_reserves(fd, rev.claim_id)  # the claim is over on this key: its room goes back
+                    drop_reserves(fd, rev.claim_id)  # the claim is over on this key: its room goes back
                 return True
         except ClaimWriteError:
             raise
@@ -567,25 +381,13 @@ class ClaimStore:
                                   number=rev.number) from exc
 
     def _reserve(self, dirname: str, claim_id: str, size: int, count: int) -> None:
-        """Make `count` reserve files of `size` bytes for `claim_id` in the key directory (those that exist
-        are kept), each preallocated. Not fsynced: the room is for a full disk, not for power loss (a power
-        loss may take it back, and a restart tops it up), and a launch waits for it. Raises OSError."""
+        """Make `count` reserve files of `size` bytes for `claim_id` in the key directory (`_disk.make_reserves`);
+        the claim's reserves go when it stops. Raises OSError."""
         self._reserved.add(claim_id)
         with self._key_dir(dirname, create=False) as fd:
             if fd is None:
                 raise FileNotFoundError(errno.ENOENT, f"no key directory {dirname}")
-            for index in range(1, count + 1):
-                try:
-                    rfd = os.open(reserve_name(claim_id, index), _TEMP_FLAGS, 0o600, dir_fd=fd)
-                except FileExistsError:
-                    continue
-                try:
-                    _preallocate(rfd, size)
-                except BaseException:
-                    os.close(rfd)
-                    _unlink_quietly(reserve_name(claim_id, index), fd)
-                    raise
-                os.close(rfd)
+            make_reserves(fd, claim_id, size, count)
 
     # -- acquisition -------------------------------------------------------------------------------------
 
@@ -791,239 +593,3 @@ class ClaimStore:
         return Claim(self, out[0], out[1])
 
 
-class _Undecided(Exception):
-    """An existence check failed with something else than ENOENT: the listing decides instead."""
-
-
-def _exists(dir_fd: int, number: int) -> bool:
-    """Whether the name of revision `number` exists in `dir_fd`, whatever it is (a symlink or a directory
-    there exists too, and reads as unreadable, as it does in a listing)."""
-    if number > _MAX_NUMBER:
-        return False
-    try:
-        os.stat(revision_name(number), dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    except OSError as e:
-        raise _Undecided(str(e)) from e
-    return True
-
-
-def _preallocate(fd: int, size: int) -> None:
-    """Allocate `size` bytes of blocks for the file `fd` (posix_fallocate; where the file system cannot, by
-    writing zeros). Raises OSError (ENOSPC when there is no room)."""
-    try:
-        os.posix_fallocate(fd, 0, size)
-        return
-    except OSError as exc:
-        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-            raise
-    zeros = bytes(min(size, 1 << 16))
-    done = 0
-    while done < size:
-        done += os.pwrite(fd, zeros[:size - done], done)
-
-
-def _drop_reserves(dir_fd: int, claim_id: str) -> None:
-    """Remove what is left of a claim's reserves in a key directory (looked up first: where there are none,
-    and there are none unless `reserve_space` made them, nothing is removed)."""
-    for index in range(1, RESERVE_REVISIONS + 1):
-        name = reserve_name(claim_id, index)
-        try:
-            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            continue
-        _unlink_quietly(name, dir_fd)
-
-
-def _unlink_quietly(name: str, dir_fd: int) -> None:
-    try:
-        os.unlink(name, dir_fd=dir_fd)
-    except OSError as e:
-        if e.errno != errno.ENOENT:
-            raise
-
-
-class Claim:
-    """A claim this process owns: its claim ID, both keys and the last revision it published on each.
-
-    Each method publishes one lifecycle step on the seat key, then the session key; `release` frees the
-    session key first, then the seat key (§2). A step whose key already shows it (a retry after an I/O
-    error between the keys) is not published twice. Each step links the next revision number after the
-    owner's own last one, so a step that finds another writer's revision there refuses
-    unsafe-replacement and publishes nothing more.
-
-    Nothing but `release` with a proof frees a claim. Dropping the handle, closing the store, the owner's
-    exit or a signal change nothing on disk (§2 "What never releases a claim").
-    """
-
-    def __init__(self, store: ClaimStore, seat_head: Revision, session_head: Revision) -> None:
-        self._store = store
-        self._heads: dict[KeyKind, Revision] = {"seat": seat_head, "session": session_head}
-
-    def __repr__(self) -> str:
-        return f"Claim({self.claim_id!r}, state={self.state.value!r})"
-
-    @property
-    def claim_id(self) -> str:
-        return self._heads["seat"].claim_id
-
-    @property
-    def unit_name(self) -> str:
-        """The intended scope unit name, recorded in the reservation before anything is spawned."""
-        return self._heads["seat"].unit_name
-
-    @property
-    def seat(self) -> SeatKey:
-        return self._heads["seat"].seat
-
-    @property
-    def session(self) -> SessionKey:
-        return self._heads["seat"].session
-
-    def head(self, key: KeyKind) -> Revision:
-        """The last revision this handle published (or adopted) on `key`."""
-        return self._heads[key]
-
-    @property
-    def state(self) -> State:
-        """The pair state by this handle's own revisions (the more conservative of the two keys)."""
-        return more_conservative(self._heads["seat"].state, self._heads["session"].state)
-
-    @property
-    def spawn_marker(self) -> bool:
-        return self._heads["seat"].spawn_marker or self._heads["session"].spawn_marker
-
-    @property
-    def cohort(self) -> Mapping[str, JSON] | None:
-        """The cohort reference recorded for this claim (read-only), or None while none is recorded."""
-        return known_to_either(tuple(self._heads.values()))["cohort"]
-
-    @property
-    def eligibility(self) -> Eligibility | None:
-        """The eligibility this claim was reserved for (taken once either key shows it taken), or None for
-        a claim reserved without one."""
-        return known_to_either(tuple(self._heads.values()))["eligibility"]
-
-    def _step(self, step: str, order: tuple[KeyKind, KeyKind], *, reason: str, **changes: object) -> None:
-        store = self._store
-        store._check_process()
-        first = True
-        for key in order:
-            prev = self._heads[key]
-            if all(getattr(prev, f) == v for f, v in changes.items()):
-                continue  # already published on this key (a retried step)
-            if not first:
-                store._hook("between-keys", step, self._heads[order[0]].dirname, self.claim_id)
-            first = False
-            new = prev.evolve(number=prev.number + 1, writer=Writer(store.process, store.incarnation, "owner"),
-                              reason=reason, published_at=utc_timestamp(store._clock()), **changes)
-            check_owner_transition(prev, new)
-            if not store._publish_one(new, step):
-                raise ClaimRefusal(
-                    "unsafe-replacement",
-                    f"another writer published revision {new.number} on the {key} key held by {self.claim_id}",
-                )
-            self._heads[key] = new
-
-    _FORWARD: tuple[KeyKind, KeyKind] = ("seat", "session")
-    _REVERSE: tuple[KeyKind, KeyKind] = ("session", "seat")
-
-    def mark_spawn(self) -> None:
-        """Publish the spawn marker on both keys, still reserved (§2 "Lifecycle" 2). The caller spawns only
-        after this returns; from then on a no-unit observation can never free the pair (W20).
-
-        Raises ValueError, before anything is published, unless reserved, and while the claim's
-        eligibility is pending: a recovery reservation is spawned under only by the launcher that took it
-        over (`ClaimStore.take_over`), never by the process that reserved it (§6 "Recover")."""
-        if self.state is not State.RESERVED:
-            raise ValueError(f"the spawn marker is published while reserved, not {self.state}")
-        if any(h.eligibility is not None and not h.eligibility.taken for h in self._heads.values()):
-            raise ValueError(f"the eligibility of {self.claim_id} is pending: only the launcher that takes the "
-                             "claim over spawns under it")
-        self._step("spawn-marker", self._FORWARD, reason="spawn-marker", state=State.RESERVED, spawn_marker=True)
-
-    def _recorded(self, invocation_id: str | None, engine: ProcessRef | None,
-                  cohort: Mapping[str, object] | None) -> dict[str, object]:
-        """The engine fields a step publishes: the given ones, else what the claim recorded before. The
-        cohort is frozen (and checked) here, before anything is published."""
-        head = self._heads["seat"]
-        return {
-            "invocation_id": invocation_id if invocation_id is not None else head.invocation_id,
-            "engine": engine if engine is not None else head.engine,
-            "cohort": freeze_cohort(cohort) if cohort is not None else head.cohort,
-        }
-
-    def record_engine(self, invocation_id: str, engine: ProcessRef, *,
-                      cohort: Mapping[str, object] | None = None) -> None:
-        """Record the scope's invocation ID, the engine's identity and, when given, the launcher's cohort
-        reference, still reserved (§2 "Lifecycle" 2). From then on every revision of the claim carries
-        them.
-
-        The cohort reference is opaque here (cgroup-cohort's `CohortRef.to_dict()`); it must be a JSON
-        object of at most MAX_COHORT_BYTES of canonical JSON. Raises ValueError, before anything is
-        published, before the spawn marker, for a cohort that is not such an object, or for a value
-        that differs from one recorded before (none of the three ever changes for a claim).
-        """
-        if not self.spawn_marker:
-            raise ValueError("an engine is recorded only after the spawn marker")
-        self._step("engine", self._FORWARD, reason="engine", **self._recorded(invocation_id, engine, cohort))
-
-    def activate(self, *, invocation_id: str | None = None, engine: ProcessRef | None = None,
-                 cohort: Mapping[str, object] | None = None) -> None:
-        """Publish active on both keys (§2 "Lifecycle" 3), recording the invocation ID, the engine
-        identity and the cohort reference if they were not recorded yet (as `record_engine`).
-
-        Raises ValueError, before anything is published, without the spawn marker, the invocation ID and
-        the engine identity, or for values that differ from those recorded (see `record_engine`).
-        """
-        self._step("active", self._FORWARD, reason="active", state=State.ACTIVE,
-                   **self._recorded(invocation_id, engine, cohort))
-
-    def set_generation(self, generation: int) -> None:
-        """Record a new controller generation in the current state."""
-        self._step("generation", self._FORWARD, reason="generation", generation=generation)
-
-    def begin_stop(self, stop_id: str, *, confirmation: str | None = None, phase: str = "requested") -> None:
-        """Publish stopping with the stop record before any signal (§6 "Force stop"). Called again with a
-        new phase, it records the phase."""
-        self._step("stopping", self._FORWARD, reason="stopping", state=State.STOPPING,
-                   stop=StopInfo(stop_id, confirmation, phase))
-
-    def reserve_space(self, revisions: int = RESERVE_REVISIONS) -> int:
-        """Preallocate room in each key directory for `revisions` more revisions of this claim, drawn on only
-        by the safety path (`RESERVE_STEPS`: recording the spawned engine, uncertain, stopping, stopped, adopt,
-        restart) when the file system is full, so a full disk does not stop a stop (module docstring). Each file is as large as any later revision of
-        the claim can be: this head's bytes, a cohort reference if none is recorded yet (MAX_COHORT_BYTES)
-        and a margin, in whole pages. Idempotent: reserves that exist are kept (a restart tops them up).
-        Returns the bytes of each file. Raises OSError (ENOSPC: the room is not there); what was made is
-        kept, and `release` removes it."""
-        head = self._heads["seat"]
-        size = len(encode_revision(head)) + _RESERVE_MARGIN + (MAX_COHORT_BYTES if head.cohort is None else 0)
-        size = -(-size // 4096) * 4096
-        for key in self._FORWARD:
-            self._store._reserve(self._heads[key].dirname, self.claim_id, size, min(revisions, RESERVE_REVISIONS))
-        return size
-
-    def mark_uncertain(self) -> None:
-        """Publish uncertain on both keys (an orphan, a failed load check, a stop that could not prove)."""
-        self._step("uncertain", self._FORWARD, reason="uncertain", state=State.UNCERTAIN)
-
-    def release(self, proof: ProofRef, *, stop_id: str | None = None) -> None:
-        """Release: stopping (unless already stopping) on both keys, then stopped with `proof` on the
-        session key, then the seat key (§2 "Lifecycle", "released in the reverse order").
-
-        The proof must allow stopped: a cohort proof, or a no-unit observation when no spawn marker was
-        ever published. A no-unit reference after the spawn marker, or a boot proof (restart's alone),
-        raises ValueError before anything is published.
-        """
-        check_proof(proof, state=State.STOPPED, spawn_marker=self.spawn_marker, by_restart=False)
-        heads = list(self._heads.values())
-        if not all(h.state in (State.STOPPING, State.STOPPED) for h in heads):
-            # Keep the stop record of a stop already begun (on one key or both); a retried release after
-            # an I/O error between the keys finishes the same stop.
-            stop = next((h.stop for h in heads if h.state is State.STOPPING and h.stop is not None), None)
-            if stop is None:
-                stop = StopInfo(stop_id or f"release-{secrets.token_hex(8)}", None, "release")
-            self._step("stopping", self._FORWARD, reason="stopping", state=State.STOPPING, stop=stop)
-        self._step("stopped", self._REVERSE, reason="stopped", state=State.STOPPED, proof=proof)

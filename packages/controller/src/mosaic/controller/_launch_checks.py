@@ -1,0 +1,232 @@
+"""What the lifecycle checks before and at a launch, as functions of what they compare (brief §2 "Fields",
+§6 "Recover", "Pi resume"; `_lifecycle.py` runs them in order):
+
+1. The engine is sealed and pinned: `sealed_argv` refuses an engine that is neither the pinned Pi nor a test
+   command, or an unsealed argument; `current_pins` are the engine version, the binary's digest (the pinned
+   Pi's manifest, checked again: `engine-pin-mismatch`; a command engine's command and install tree) and
+   the argv digest.
+2. Pi must load the session without writing to it: a torn last line refuses `session-drift`
+   (`loadable`).
+3. A recover's record still describes the pair and the session (`revalidate`: `eligibility`, `target`,
+   `engine-pin-mismatch`, `session-drift`).
+4. K8: the engine shows this session file, its header ID and the recorded leaf before admission opens
+   (`load_check`); Pi's own startup append (model and thinking entries chained from the recorded leaf,
+   FACTS (d)) is the engine's, not another leaf (`leaf_problem`).
+5. An execution this controller did not run to its end reports every tool call the session file shows
+   without a result as an uncertain effect (`effect_report`, brief §6 "Effects").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from mosaic.pi_rpc import BUNDLE_MANIFEST_SHA256, PI_VERSION, EngineLink, check_pin, sealed_engine_argv
+from mosaic.safe_open import Refusal, canonical_json, sha256_digest
+from mosaic.writer_claim import ClaimStore, Pins, SeatKey, SessionKey, State
+
+from ._eligibility import EligibilityRecord
+from ._refusal import ControlRefusal
+from ._session import SessionIdentity, SessionPlace, read_session
+
+__all__ = [
+    "STARTUP_APPEND_TYPES",
+    "current_pins",
+    "effect_report",
+    "leaf_problem",
+    "load_check",
+    "loadable",
+    "pins_dict",
+    "refused",
+    "revalidate",
+    "sealed_argv",
+    "tree_digest",
+]
+
+# Entries the pinned Pi appends to a session on its own at startup (sdk.js 80-83, 239-252; FACTS (d)).
+STARTUP_APPEND_TYPES = frozenset({"model_change", "thinking_level_change"})
+
+
+class EngineDescription(Protocol):
+    """What the checks read of an `EngineSpec`."""
+
+    @property
+    def pi_dir(self) -> str | None: ...
+    @property
+    def command(self) -> tuple[str, ...] | None: ...
+    @property
+    def provider(self) -> str | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def thinking(self) -> str | None: ...
+    @property
+    def pin_tree(self) -> str | None: ...
+
+
+def sealed_argv(engine: EngineDescription, session_file: str) -> list[str]:
+    """The engine's sealed argv for `session_file`. Raises `configuration` (neither a pinned Pi nor a
+    command), the pin's refusal, pi-rpc's seal refusal."""
+    if engine.command is None:
+        if engine.pi_dir is None:
+            raise ControlRefusal("configuration", "an engine needs a pinned Pi directory or a command")
+        refusal = check_pin(engine.pi_dir)
+        if refusal is not None:
+            raise refusal
+    return sealed_engine_argv(engine.pi_dir or "", session_file, model=engine.model, provider=engine.provider,
+                              thinking=engine.thinking, command=engine.command)
+
+
+def current_pins(engine: EngineDescription, argv: Sequence[str]) -> Pins:
+    """The pins as they are now (§2 "Fields": engine version, binary sha256, argv digest). The pinned Pi's
+    install is verified against its manifest again (`engine-pin-mismatch`); a command engine's binary
+    pin is its command and, when `pin_tree` names one, its install tree's content."""
+    if engine.command is None:
+        assert engine.pi_dir is not None
+        refusal = check_pin(engine.pi_dir)
+        if refusal is not None:
+            raise refusal
+        binary = BUNDLE_MANIFEST_SHA256
+    else:
+        tree = tree_digest(engine.pin_tree) if engine.pin_tree is not None else None
+        binary = sha256_digest(canonical_json([list(engine.command), tree]))
+    return Pins(PI_VERSION, binary, sha256_digest(canonical_json(list(argv))))
+
+
+def loadable(identity: SessionIdentity) -> None:
+    """The file half of the load check, before anything is reserved, held or spawned: Pi must load the
+    session without writing to it. Refuses `session-drift` for a torn last line (its reason, partial-line,
+    and the bytes' position: `SessionIdentity.torn_tail`)."""
+    torn = identity.torn_tail()
+    if torn is not None:
+        raise ControlRefusal("session-drift", torn)
+
+
+def revalidate(store: ClaimStore, seat_key: SeatKey, session_key: SessionKey, record: EligibilityRecord, *,
+               place: SessionPlace, session_file: str, header_id: str, conversation: str,
+               pins: Pins) -> SessionIdentity:
+    """Launch's checks of a record against the claim, this launcher's pins and the session as it is now
+    (brief §6 "Recover": "It revalidates the record against the claim and the current leaf"). Returns the
+    session as read now (the load check compares the engine's leaf with it: K8). Raises: `eligibility`
+    (the claim is not the record's reservation any more), `target` (another session, or the leaf moved:
+    K18), `engine-pin-mismatch` (another binary or argv: W9), `session-drift` (a line torn since)."""
+    pair = store.observe(seat_key, session_key)
+    for obs in pair.keys():
+        rev = obs.revision
+        if rev is None or rev.claim_id != record.claim_id:
+            raise ControlRefusal("eligibility", f"the {obs.key} key is not held by the record's claim "
+                                                f"{record.claim_id}")
+        pending = rev.eligibility
+        if rev.state is not State.RESERVED or rev.spawn_marker or pending is None \
+                or pending.id != record.id or pending.taken:
+            raise ControlRefusal("eligibility", f"the {obs.key} key's claim is not an untaken reservation "
+                                                f"for {record.id} ({rev.state.value}, reason {rev.reason})")
+        binding = rev.binding
+        if (binding.conversation, binding.branch, binding.leaf, rev.generation) != \
+                (record.conversation, record.branch, record.leaf, record.generation) \
+                or pins_dict(binding.pins) != dict(record.pins):
+            raise ControlRefusal("eligibility", f"the {obs.key} key's reservation differs from the record")
+    if (record.session_id, record.session_file, record.conversation) != (header_id, session_file, conversation):
+        raise ControlRefusal("target", "the record names another session than this launcher's")
+    if dict(record.pins) != pins_dict(pins):
+        raise ControlRefusal("engine-pin-mismatch", "this launcher's engine pins (binary or argv digest) are "
+                                                    "not the ones the record was granted for (W9)")
+    now = read_session(place)
+    if now.header_id != record.session_id:
+        raise ControlRefusal("target", "the session file's header ID changed after eligibility")
+    loadable(now)  # a line torn after eligibility: refused before the record is held
+    if (now.leaf, now.branch) != (record.leaf, record.branch):
+        raise ControlRefusal("target", f"the session's leaf moved after eligibility: {now.leaf!r} on "
+                                       f"{now.branch!r}, not the recorded {record.leaf!r} on "
+                                       f"{record.branch!r} (K18, W9)")
+    return now
+
+
+async def load_check(link: EngineLink, *, bound: float, session_file: str, identity: SessionIdentity,
+                     step: Callable[[str], None]) -> str | None:
+    """K8: before admission opens, the engine must show this session file, its header ID and the recorded
+    leaf (brief §6 "Pi resume"), each query answered within `bound` seconds. Returns what differs, or
+    None. `step` is called after the first answer (a test seam)."""
+    try:
+        state = await asyncio.wait_for(link.request({"type": "get_state"}), bound)
+        step("first-get-state")
+        entries = await asyncio.wait_for(link.request({"type": "get_entries"}), bound)
+        tree = await asyncio.wait_for(link.request({"type": "get_tree"}), bound)
+    except Exception as exc:  # noqa: BLE001 - no answer is no evidence: the check fails
+        return f"the engine did not answer the load check: {exc!r}"
+    data = (state.response or {}).get("data") or {}
+    if data.get("sessionFile") != session_file:
+        return f"the engine loaded session file {data.get('sessionFile')!r}, not {session_file!r}"
+    if data.get("sessionId") != identity.header_id:
+        return f"the engine's session ID is {data.get('sessionId')!r}, not the header's {identity.header_id!r}"
+    leaf = ((tree.response or {}).get("data") or {}).get("leafId")
+    listed = ((entries.response or {}).get("data") or {}).get("entries") or []
+    return leaf_problem(identity.leaf, leaf, listed)
+
+
+def leaf_problem(recorded: str | None, loaded: Any, entries: Sequence[Any]) -> str | None:
+    """None when the engine's leaf is the recorded one, or the recorded one followed only by Pi's own
+    startup append (model_change / thinking_level_change entries, each the child of the one before, the
+    first the child of the recorded leaf); else what differs (K8)."""
+    if loaded == recorded:
+        return None
+    ids = [e.get("id") for e in entries if isinstance(e, Mapping)]
+    start = ids.index(recorded) + 1 if recorded in ids else (0 if recorded is None else None)
+    if start is None:
+        return f"the engine's entries do not hold the recorded leaf {recorded!r}"
+    parent = recorded
+    for entry in entries[start:]:
+        if not isinstance(entry, Mapping) or entry.get("type") not in STARTUP_APPEND_TYPES \
+                or entry.get("parentId") != parent:
+            return f"the engine loaded leaf {loaded!r}, not the recorded {recorded!r} (K8)"
+        parent = entry.get("id")
+    if parent != loaded:
+        return f"the engine loaded leaf {loaded!r}, not the recorded {recorded!r} (K8)"
+    return None
+
+
+def effect_report(place: SessionPlace, execution: str, stop: str | None) -> Mapping[str, Any]:
+    """The effectReport of an execution this controller did not run to its end (a boot proof stopped it,
+    W7; or its controller died, W6, K10): every tool call the session file shows without a result is an
+    uncertain effect; network uncertain; killing is never rollback (brief §6 "Effects")."""
+    try:
+        tools = read_session(place).open_tools
+    except Refusal:
+        tools = ()
+    return {"type": "effectReport", "stop": stop or f"restart-{execution}", "execution": execution,
+            "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in tools],
+            "network": "uncertain", "rollback": False}
+
+
+def pins_dict(pins: Pins) -> dict[str, str]:
+    """The pins as an eligibility record holds them."""
+    return {"engine_version": pins.engine_version, "binary_sha256": pins.binary_sha256,
+            "argv_digest": pins.argv_digest}
+
+
+def refused(code: str, message: str) -> Mapping[str, Any]:
+    """An effect's answer that refuses with `code` (the core passes it to the client as sent)."""
+    return {"refusal": ControlRefusal(code, message).to_dict()}
+
+
+def tree_digest(root: str) -> str:
+    """The content digest of an install tree: every regular file's path below `root` and its SHA-256, in
+    path order (`__pycache__` left out: the interpreter writes it). Symlinks are recorded as their target."""
+    entries: list[list[str]] = []
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                entries.append([rel, "link:" + os.readlink(full)])
+                continue
+            digest = hashlib.sha256()
+            with open(full, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 16), b""):
+                    digest.update(chunk)
+            entries.append([rel, digest.hexdigest()])
+    return sha256_digest(canonical_json(entries))

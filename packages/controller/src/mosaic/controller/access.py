@@ -1,0 +1,40 @@
+"""Who may connect to a controller and what they may do (seed README "Mediated control"; issue 19): the
+operations (`OPERATIONS`) each method needs (`METHOD_OPERATIONS`, `required_operations`), a grants file
+(`Grants`), the policy that decides for a connected peer (`AccessPolicy`, `Peer`) and the actor a record
+names (`actor_record`)."""
+
+from __future__ import annotations
+
+from ._access import (
+    ACTOR_NAME,
+    MAX_GRANTS_FILE_BYTES,
+    MAX_PEER_GROUPS,
+    METHOD_OPERATIONS,
+    OPERATIONS,
+    SERVED,
+    AccessPolicy,
+    Grants,
+    Operation,
+    Peer,
+    actor_record,
+    required_operations,
+)
+
+__all__ = [
+    "ACTOR_NAME",
+    "MAX_GRANTS_FILE_BYTES",
+    "MAX_PEER_GROUPS",
+    "METHOD_OPERATIONS",
+    "OPERATIONS",
+    "SERVED",
+    "AccessPolicy",
+    "Grants",
+    "Operation",
+    "Peer",
+    "actor_record",
+    "required_operations",
+]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,0 +1,53 @@
+"""The claim-backed lifecycle (brief §2, §6): a `Controller` for one execution (`Placement`, `EngineSpec`,
+`Hooks`), the live-session guard it keeps (`LiveSessionGuard`, `LiveRoots`, `RULES`), the session it reads
+(`SessionPlace`, `SessionIdentity`), the recover eligibility records (`EligibilityRecord` and its
+single-use steps), and where the writer claim meets the cohort (`ClaimCohortProbe`, `run_force_stop`,
+`stop_and_release`, `cohort_proof_ref`)."""
+
+from __future__ import annotations
+
+from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop, stop_and_release
+from ._eligibility import (
+    RECORD_DIR,
+    EligibilityRecord,
+    hold_record,
+    mint_eligibility_id,
+    read_record,
+    record_state,
+    settle_record,
+    write_record,
+)
+from ._guard import RULES, LiveRoots, LiveSessionGuard
+from ._lifecycle import Controller, EngineSpec, Hooks, Placement
+from ._session import SessionIdentity, SessionPlace, read_session, session_place
+
+__all__ = [
+    "RECORD_DIR",
+    "RULES",
+    "ClaimCohortProbe",
+    "Controller",
+    "EligibilityRecord",
+    "EngineSpec",
+    "Hooks",
+    "LiveRoots",
+    "LiveSessionGuard",
+    "Placement",
+    "SessionIdentity",
+    "SessionPlace",
+    "StopRun",
+    "cohort_proof_ref",
+    "hold_record",
+    "mint_eligibility_id",
+    "read_record",
+    "read_session",
+    "record_state",
+    "run_force_stop",
+    "session_place",
+    "settle_record",
+    "stop_and_release",
+    "write_record",
+]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,0 +1,30 @@
+"""The shell around the core (`ControllerRuntime`): the event loop that feeds the core its inputs (the
+socket, the engine link, timers, effects, page reads) and carries out its actions; the readers it is
+given (`history_reader`, `SessionFileReader`) and the effect handler seam (`EffectHandler`,
+`no_cohort_effects`)."""
+
+from __future__ import annotations
+
+from ._runtime import (
+    ControllerRuntime,
+    EffectHandler,
+    PageReader,
+    SessionFileReader,
+    SessionReader,
+    history_reader,
+    no_cohort_effects,
+)
+
+__all__ = [
+    "ControllerRuntime",
+    "EffectHandler",
+    "PageReader",
+    "SessionFileReader",
+    "SessionReader",
+    "history_reader",
+    "no_cohort_effects",
+]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
