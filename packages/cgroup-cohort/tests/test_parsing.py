@@ -23,7 +23,7 @@ from mosaic.cgroup_cohort._cgroupfs import (
 )
 from mosaic.cgroup_cohort._errors import EvidenceUnavailable
 from mosaic.cgroup_cohort._proc import parse_proc_cgroup, start_time
-from mosaic.safe_open import parse_stat
+from mosaic.safe_open.identity import parse_stat
 
 HOST = """\
 22 27 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw

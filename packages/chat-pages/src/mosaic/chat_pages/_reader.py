@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import mosaic.pi_format as pi_format
 from mosaic.pi_format import FormatRefusal
-from mosaic.safe_open import Method, OpenedFile, Root, SafeOpenRefusal, is_session_name, open_root
+from mosaic.safe_open import OpenedFile, Root, SafeOpenRefusal, is_session_name, open_root
+from mosaic.safe_open.root import Method
 
 if TYPE_CHECKING:
     from mosaic.pi_format import Parsed
