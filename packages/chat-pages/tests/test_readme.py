@@ -105,7 +105,7 @@ def test_readme_api_table_is_exactly_the_public_surface() -> None:
 def test_schema_uses_the_pi_format_id_pattern() -> None:
     from helpers import SCHEMA
 
-    from mosaic.pi_format import CHAT01_ID_PATTERN
+    from mosaic.pi_format.ids import CHAT01_ID_PATTERN
 
     assert SCHEMA["$defs"]["chat01Id"]["pattern"] == CHAT01_ID_PATTERN
     assert SCHEMA["$schema"] == "https://json-schema.org/draft/2020-12/schema"

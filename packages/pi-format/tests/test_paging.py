@@ -1,4 +1,4 @@
-"""Paging a branch costs O(the page) at its end as at its start (issue 13): `items_from` resumes where the
+"""Paging a branch costs O(the page) at its end as at its start: `items_from` resumes where the
 previous slice stopped instead of walking from the root, and still equals slicing `items` exactly.
 
 The cost is shown by counting, never by timing: the one private hook is the shared tree's per-entry flags

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mosaic.pi_format import Item
+    from mosaic.pi_format.model import Item
 
 from ._jsonout import dump_bytes, dumps, json_size, utf16_units, value_text
 
