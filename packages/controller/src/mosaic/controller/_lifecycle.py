@@ -56,15 +56,10 @@ from mosaic.cgroup_cohort import (
     release_cohort,
 )
 from mosaic.chat_pages import conversation_id
-from mosaic.pi_rpc import (
-    BUNDLE_MANIFEST_SHA256,
-    PI_VERSION,
-    EngineLink,
-    LinkCore,
-    LinkEvent,
-    check_pin,
-    sealed_engine_argv,
-)
+from mosaic.pi_rpc import EngineLink, LinkCore, check_pin, sealed_engine_argv
+from mosaic.pi_rpc.install import PI_VERSION
+from mosaic.pi_rpc.link import LinkEvent
+from mosaic.pi_rpc.seal import BUNDLE_MANIFEST_SHA256
 from mosaic.safe_open import Refusal, canonical_json, sha256_digest
 from mosaic.writer_claim import (
     BarrierHook,
