@@ -12,6 +12,8 @@ use these:
 - `compact_form()` and `sparse_form()`: every parse inside the block in that id-table form from its first
   record; `id_table_form(parsed)` says which form a result's table is in;
 - `rendered_lines()`: the file lines of the entries rendered inside the block;
+- `count_entry_reads(branch)`: from then on, how many times any walk of the branch's result looks at an
+  entry of the shared tree (what a page costs, counted rather than timed);
 - `EXACT_DECODER`, `UTF8_BLOCK` (the bytes of lines checked for UTF-8 at once) and `long_digit_runs` (the
   search for integers longer than Python's digit limit, which msgspec would skip).
 
@@ -32,12 +34,14 @@ from . import _lines, _tree
 from ._lines import DECODER as EXACT_DECODER
 from ._lines import UTF8_BLOCK
 from ._lines import _long_digit_runs as long_digit_runs
-from ._model import Item, Parsed
+from ._model import Branch, Item, Parsed
 
 __all__ = [
     "EXACT_DECODER",
     "UTF8_BLOCK",
+    "EntryReads",
     "compact_form",
+    "count_entry_reads",
     "exact_decodes",
     "exact_only",
     "id_table_form",
@@ -134,6 +138,25 @@ def rendered_lines() -> Iterator[list[int]]:
         yield lines
     finally:
         _TREE["render_entry"] = real
+
+
+class EntryReads(bytearray):
+    """The shared tree's per-entry flags, counting each look at them in `reads` (set it to 0 to restart)."""
+
+    reads = 0
+
+    def __getitem__(self, i: Any) -> Any:
+        self.reads += 1
+        return super().__getitem__(i)
+
+
+def count_entry_reads(branch: Branch) -> EntryReads:
+    """Count, from now on, every look a walk of `branch`'s result (any of its branches) takes at an entry of
+    the shared tree; returns the counter. It stays in place for the life of the result."""
+    forest = branch._forest
+    counter = EntryReads(forest.flags)
+    forest.flags = counter
+    return counter
 
 
 def __dir__() -> list[str]:
