@@ -77,13 +77,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mosaic.pi_rpc import (
-    Command,
+from mosaic.pi_rpc import Command, LinkCore
+from mosaic.pi_rpc.link import (
     CommandOutcome,
     CommandWritten,
     EngineEvent,
     LateResponse,
-    LinkCore,
     LinkPoisoned,
     NotEvidence,
     OutcomeKnown,
