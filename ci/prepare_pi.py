@@ -41,7 +41,8 @@ def _megabytes(path: Path) -> int:
 
 def child(directory: str) -> int:
     """In the child: ensure the install, print one JSON line with the outcome."""
-    from mosaic.pi_rpc import PiInstallError, check_pin, ensure_pi  # noqa: PLC0415 - the venv's packages
+    from mosaic.pi_rpc import check_pin, ensure_pi  # noqa: PLC0415 - the venv's packages
+    from mosaic.pi_rpc.install import PiInstallError  # noqa: PLC0415 - the venv's packages
 
     try:
         install = ensure_pi(directory)
@@ -80,7 +81,7 @@ def main(argv: list[str]) -> int:
     target = Path(argv[0])
     proc: subprocess.Popen[str] | None = None
     try:
-        from mosaic.pi_rpc import verify_pi  # noqa: PLC0415
+        from mosaic.pi_rpc.install import verify_pi  # noqa: PLC0415
 
         if target.is_dir() and not verify_pi(target):
             print(f"pinned Pi 0.85.1 in {target}: verified against the pin, reused", flush=True)

@@ -24,7 +24,7 @@ from mosaic.cgroup_cohort.cgroupfs import (
     wait_events,
     wait_tree,
 )
-from mosaic.safe_open import parse_stat
+from mosaic.safe_open.identity import parse_stat
 
 HOST = """\
 22 27 0:21 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw

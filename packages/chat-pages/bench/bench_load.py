@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Load checks of the two GET routes' server (issues 14 and 19; not a test, nothing is asserted).
+"""Load checks of the two GET routes' server (not a test, nothing is asserted).
 
-1. A burst (issue 14). A normal client pages a conversation over HTTP (open, then every next page, one
+1. A burst. A normal client pages a conversation over HTTP (open, then every next page, one
 connection per request, as a simple client does) while the server holds, at the same time:
 
 - 2,000 idle connections (connected, sending nothing; reconnected when the server times them out);
@@ -12,7 +12,7 @@ The normal client's p50/p99 latency under that load is compared with the same cl
 measured in the same run just before. Goal: p99 within 3x of the unloaded p99. The server runs in its own
 process (`ReaderServer`, as `serve` starts it), the load in another (asyncio), the normal client here.
 
-2. A slow conversation (issue 19). The issue's file, 3.8 MiB of malformed lines, is opened by 8 clients at
+2. A slow conversation. A file of 3.8 MiB of malformed lines is opened by 8 clients at
 once (each round appends a line, so every round parses it afresh) while another client asks, one request
 after another, for the catalogue and for another conversation. Their latencies while the 8 opens are in
 flight are compared with the same requests on the idle server, measured just before and just after (the floor). Goal:
@@ -179,7 +179,7 @@ sys.stdin.read()  # until the parent closes stdin
 srv.close()
 """
 
-#: The issue's hostile file: 3.8 MiB of malformed lines, two bytes each.
+#: The hostile file: 3.8 MiB of malformed lines, two bytes each.
 HOSTILE_BYTES = int(3.8 * 2**20)
 SLOW_OPENS = 8
 

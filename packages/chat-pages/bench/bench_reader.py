@@ -2,7 +2,7 @@
 """Benchmark of the reader against Pi 0.85.1's own loader, on generated sessions in the real format (not a test).
 
 Every figure is a ratio to an anchor measured in the same run, on files generated in a temporary directory:
-the 18.6 MB file the issues' figures were measured on (5 forks), a 100 MB file of the same shape (5 forks:
+the 18.6 MB file the README's figures are measured on (5 forks), a 100 MB file of the same shape (5 forks:
 "5x the input", 5.4x here) and, for memory, a file just under 256 MiB (the reader's cap). None is committed.
 
 Anchors: Pi's own loader, run by the pinned Node 22 (MOSAIC_PI_DIR, else <repo>/.cache/pi, as
@@ -20,12 +20,12 @@ first visit (a fresh reader) and, where the reader caches, for a second visit (t
 MB and at 5x the input. The walk is the default branch's first visit inside the every-page runs (the open,
 then every page from its root); it reports the page times on this thread's CPU clock (preemption by other
 processes is not the reader's cost) with the cyclic collector's time inside pages taken out and reported
-on its own line (issue 22).
+on its own line.
 
-Goals (issue 22): every page of every branch <= 1.5x Pi's getBranch of all its leaves and <= 400 ms; peak
+Goals: every page of every branch <= 1.5x Pi's getBranch of all its leaves and <= 400 ms; peak
 memory after every page and a follow <= 2x the file; the slowest later page of the 100 MB walk <= 2x the
 median; the first page of 100 MB <= 0.4x Pi in every round; a follow after a 1 KB append <= 1.1x its
-anchor. Issue 13's goals stand for the rest. Nothing is asserted: the numbers go in the README.
+anchor; the import and `--help` within 40 ms. Nothing is asserted: the numbers go in the README.
 
     python packages/chat-pages/bench/bench_reader.py [--rounds 5] [--big-rounds 3] [--cap] [--json]
 """
@@ -77,7 +77,7 @@ def generate(path: Path, cwd: str, seed: int = 7, target: int = TARGET_BYTES, po
     text, tool call), tool result, assistant reply; a fork (a regenerated reply) every 500 turns, or, with
     `fork_count`, that many forks spread evenly over the file (the 5x files keep the 18.6 MB file's shape: 5
     forks, each branch a prefix of the file). Entry shapes are Pi 0.85.1's (fixtures). The default file is
-    the one the issues' figures were measured on. `pooled` draws the texts from 4,000 pre-made ones (the
+    the one the README's figures are measured on. `pooled` draws the texts from 4,000 pre-made ones (the
     large files: fast to write, the same shapes and sizes); lines are written as they are made."""
     rng = random.Random(seed)
     pool: dict[tuple[int, int], list[str]] = {}
@@ -340,7 +340,7 @@ def _every_page(r: Any, cid: str, served: list[bytes] | None = None,
     default branch's pages (its first visit: the open, then every page from its root) are timed one by one
     into it: each later page's wall and thread CPU time with the collector's passes inside it apart, the full
     collections inside them, and the CPU of the open and the whole branch."""
-    from mosaic.chat_pages import dump_bytes
+    from mosaic.chat_pages.parts import dump_bytes
 
     def dump(res: dict[str, Any]) -> None:
         dump_bytes(res)
@@ -550,7 +550,7 @@ def res_leaf(res: dict[str, Any]) -> str:
 
 
 def line_costs(n: int, rounds: int) -> list[tuple[float, float]]:
-    """Issue 19: (valid, malformed) parse time per line, alternating, for `n` lines of each kind of about the
+    """(valid, malformed) parse time per line, alternating, for `n` lines of each kind of about the
     same length: tiny entries, and the same lines torn (a missing closing brace)."""
     from mosaic.pi_format import parse
 

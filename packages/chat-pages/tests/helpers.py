@@ -30,23 +30,24 @@ from typing import Any
 import jsonschema
 
 from mosaic.chat_pages import (
+    Reader,
+    RepositorySpec,
+    SeatRegistration,
+    conversation_id,
+    create_reader,
+    dumps,
+    roots_from_specs,
+)
+from mosaic.chat_pages.parts import (
     MAX_BLOCKS_PER_PART,
     MAX_FRAGMENT_JSON,
     MAX_PAGE_BYTES,
     MAX_PART_BYTES,
     MAX_PARTS_PER_PAGE,
     MAX_STRING_UNITS,
-    Reader,
-    RepositorySpec,
-    Roots,
-    SeatRegistration,
-    conversation_id,
-    create_reader,
     dump_bytes,
-    dumps,
-    roots_from_specs,
-    sessions_rel,
 )
+from mosaic.chat_pages.sources import Roots, sessions_rel
 from mosaic.safe_open import is_session_name
 from mosaic.safe_open.testing import OpenWatch
 

@@ -1,4 +1,4 @@
-"""Issue 21, items 5 and 6, for `mosaic-read`: run as a user runs it (a subprocess, a terminal where Ctrl-C
+"""`mosaic-read` run as a user runs it (a subprocess, a terminal where Ctrl-C
 matters). `--version` and `python -m`; options after the command; every expected error ends with one line on
 stderr and its documented exit status (a bad --config names the field, a missing file, an unreachable
 --url, a closed pipe, Ctrl-C in `follow`); a crash has a status of its own; `serve` stops cleanly on each
@@ -26,7 +26,7 @@ import pytest
 from helpers import REPO, World, entry, header, write_session
 
 # The exit statuses are the contract under test; the table lives in the private command-line module.
-from mosaic.chat_pages._cli import EXIT_CODES
+from mosaic.chat_pages.cli import EXIT_CODES
 
 PY = [sys.executable, "-m", "mosaic.chat_pages"]
 BOUND = 60.0
@@ -233,12 +233,11 @@ def test_ctrl_c_in_follow_is_one_line_in_a_terminal(project: tuple[Path, str]) -
 
 
 def test_a_crash_has_an_exit_status_of_its_own(world: World, project: tuple[Path, str]) -> None:
-    """A bug (here: the output writer raises) prints its traceback and exits 70, never 1 (a refusal) nor 2."""
+    """A bug (here: the output stream raises) prints its traceback and exits 70, never 1 (a refusal) nor 2."""
     root, cid = project
-    code = ("import sys\nfrom mosaic.chat_pages import _cli\n"
-            "def broken(*a, **k):\n    raise ZeroDivisionError('a bug in the writer')\n"
-            "_cli._write = broken\n"
-            f"sys.exit(_cli.main(['--spec', {str(root)!r}, 'alpha', 'open', {cid!r}]))\n")
+    code = ("import io, sys\nfrom mosaic.chat_pages.cli import main\n"
+            "class Broken(io.StringIO):\n    def write(self, s):\n        raise ZeroDivisionError('a bug in the writer')\n"
+            f"sys.exit(main(['--spec', {str(root)!r}, 'alpha', 'open', {cid!r}], out=Broken()))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=BOUND, check=False)
     assert proc.returncode == 70, proc.stderr
     assert "Traceback" in proc.stderr and "ZeroDivisionError: a bug in the writer" in proc.stderr

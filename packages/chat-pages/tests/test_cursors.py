@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from helpers import World, entry, header, write_session
 
-from mosaic.chat_pages import CURSOR_CAP, CURSOR_TTL_SECONDS
+from mosaic.chat_pages.reader import CURSOR_CAP, CURSOR_TTL_SECONDS
 
 
 def _setup(world: World, name: str = "s.jsonl", n: int = 250) -> str:

@@ -136,7 +136,7 @@ def test_F15_follow_on_a_branch_whose_earlier_items_stay_put_while_a_sibling_gro
 
 
 def test_F15_a_rebuilt_snapshot_never_serves_parts_kept_for_the_old_tree(world: World) -> None:
-    """Issue 22: the parts of rendered items are kept by pi-format ref, which names the same item only in a
+    """The parts of rendered items are kept by pi-format ref, which names the same item only in a
     snapshot continued in place. Here the appended lines repeat an id, so pi-format builds the tree again
     and the ref of the appended entry on main is the one the old tree's last entry had: the follow must
     render it, never serve the parts kept for the old entry."""

@@ -1,4 +1,4 @@
-"""Issue 19, case 1: who may ask the two GET routes. A web page in the user's browser (DNS rebinding, a
+"""Who may ask the two GET routes. A web page in the user's browser (DNS rebinding, a
 cross-site request) and another local user are refused, by the built-in server and by the ASGI app under
 uvicorn alike, with the package's refusal shape; the token the server prints opens the catalogue.
 
@@ -9,6 +9,7 @@ controls Host, Origin and Sec-Fetch-Site exactly as a page would have them.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import os
 import subprocess
@@ -24,8 +25,9 @@ import pytest
 from helpers import VALIDATE, World, as_nobody, entry, header, open_to_all, write_session
 from http_client import get, raw, request, socket_address, uvicorn_serving
 
-import mosaic.chat_pages._guard as guard_module
-from mosaic.chat_pages import REFUSAL_STATUS, ReaderGuard, ReaderServer, asgi_app, serve
+from mosaic.chat_pages import ReaderServer, asgi_app, serve
+from mosaic.chat_pages.guard import loopback_hosts, split_token
+from mosaic.chat_pages.server import REFUSAL_STATUS, ReaderGuard
 
 #: What a browser sends when the user opens a URL by hand (typed, pasted, a bookmark).
 BROWSER = [("User-Agent", "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),
@@ -179,13 +181,13 @@ def test_the_token_is_compared_in_constant_time(world: World, server: ReaderServ
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Every token presented goes through hmac.compare_digest, over fixed-length digests, never `==`."""
     calls: list[tuple[bytes, bytes]] = []
-    real = guard_module.hmac.compare_digest
+    real = hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(guard_module.hmac, "compare_digest", spy)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
     assert server.token is not None
     _refused(get(server.url, "/conversations", token="y" * 20), "token-wrong")
     assert get(server.url, "/conversations", token=server.token)[0] == 200
@@ -218,7 +220,7 @@ def test_tokens_are_off_only_when_turned_off_explicitly(world: World) -> None:
 
 
 def test_a_local_user_cannot_read_through_a_server_run_as_root_without_the_token(tmp_path: Path) -> None:
-    """The issue's case: `mosaic-read serve` run by root reads a session file that uid 65534 cannot open;
+    """The case a guard must stop: `mosaic-read serve` run by root reads a session file that uid 65534 cannot open;
     that uid connects to loopback without the token (it cannot read the 0600 token file either) and is
     refused; root's client, with the token, reads the session."""
     if os.geteuid() != 0:
@@ -325,12 +327,12 @@ def test_the_guard_middleware_keeps_a_hosts_own_app(tmp_path: Path) -> None:
 
 
 def test_the_token_parameter_is_removed_and_the_rest_kept_byte_for_byte() -> None:
-    split = guard_module.split_token
+    split = split_token
     assert split("/conversations") == ("/conversations", [])
     assert split("/conversations?token=abc") == ("/conversations", ["abc"])
     assert split("/c/x?cursor=c-1&token=a%2Bb&branch=b.%41") == ("/c/x?cursor=c-1&branch=b.%41", ["a+b"])
     assert split("/c?to%6Ben=t1&token=t2") == ("/c", ["t1", "t2"])
-    assert guard_module.loopback_hosts("127.0.0.1", 80) == {"127.0.0.1:80", "localhost:80", "127.0.0.1", "localhost"}
-    assert guard_module.loopback_hosts("::1", 9) == {"[::1]:9", "localhost:9"}
+    assert loopback_hosts("127.0.0.1", 80) == {"127.0.0.1:80", "localhost:80", "127.0.0.1", "localhost"}
+    assert loopback_hosts("::1", 9) == {"[::1]:9", "localhost:9"}
     with pytest.raises(ValueError):
-        guard_module.loopback_hosts("10.0.0.1", 9)
+        loopback_hosts("10.0.0.1", 9)

@@ -1,4 +1,4 @@
-"""Issue 14: the reader under hostile input and concurrent callers.
+"""The reader under hostile input and concurrent callers.
 
 - whatever `view` carries is bounded whatever the file holds (branches and unreadable line ranges capped,
   with counts), while every branch still opens by name and every unreadable line is still a notice;
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from helpers import World, check_result, entry, header, write_session
 
-import mosaic.chat_pages._snapshots as snapshots_module
+import mosaic.pi_format as pi_format
 
 
 def _append(p: Path, *lines: bytes) -> None:
@@ -88,7 +88,7 @@ def test_a_slow_parse_does_not_stall_the_catalogue_or_another_conversation(
     world.approve(root)
     reader = world.reader
     entered, release = threading.Event(), threading.Event()
-    real_parse = snapshots_module.parse
+    real_parse = pi_format.parse  # the reader parses through pi-format's parse, looked up at each call
 
     def parse(data: bytes, **kw: Any) -> Any:
         if b"SLOW-MARKER" in data:
@@ -96,7 +96,7 @@ def test_a_slow_parse_does_not_stall_the_catalogue_or_another_conversation(
             assert release.wait(20), "the test never released the slow parse"
         return real_parse(data, **kw)
 
-    monkeypatch.setattr(snapshots_module, "parse", parse)
+    monkeypatch.setattr(pi_format, "parse", parse)
     slow_result: list[dict[str, Any]] = []
     slow = threading.Thread(target=lambda: slow_result.append(reader.open(conversation=world.cid(root, "slow.jsonl"))))
     slow.start()
@@ -155,10 +155,10 @@ def _open_in_child(root: Path, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("shape", ["blank", "malformed", "roots"])
 def test_open_of_a_pathological_file_is_bounded_in_memory_and_result_size(tmp_path: Path, shape: str) -> None:
-    """Issue 14 measured `open` of 3.8 MiB of blank lines: 18 s, 2.1 GB, a 29.5 MB result; and 100,000 roots
-    put an 8.5 MB view in every result. Now the open's peak stays within 2x the file for every shape (the
-    file is read once: 1x; since issue 22 pi-format keeps 100,000 roots as columns, no object per root), and
-    the result is bounded for every shape."""
+    """An unbounded reader took 18 s, 2.1 GB and a 29.5 MB result to open 3.8 MiB of blank lines, and put an
+    8.5 MB view in every result for 100,000 roots. The open's peak stays within 2x the file for every shape
+    (the file is read once: 1x; pi-format keeps 100,000 roots as columns, no object per root), and the
+    result is bounded for every shape."""
     root = tmp_path / "proj"
     p = write_session(root, "s.jsonl", [header(root)])
     with open(p, "ab") as f:

@@ -1,5 +1,5 @@
-"""Issue 19, case 2 (the server's part): one cheap file must not stall every caller. Eight requests for a
-conversation whose parse is slow (the issue's file: 3.8 MiB of malformed lines) take one worker between
+"""One cheap file must not stall every caller. Eight requests for a
+conversation whose parse is slow (3.8 MiB of malformed lines) take one worker between
 them, one call at a time, while the catalogue and another conversation answer; and slow conversations that
 fill the conversation pool never take the catalogue's lane. The built-in server and the ASGI app under
 uvicorn alike.
@@ -26,9 +26,9 @@ from http_client import Response, get, uvicorn_serving
 from mosaic.chat_pages import ReaderServer, asgi_app
 
 # The lanes are the mechanism under test; their occupancy is the event the tests wait on.
-from mosaic.chat_pages._lanes import Lanes, lane_of
+from mosaic.chat_pages.server import Lanes, lane_of
 
-#: The issue's hostile file: 3.8 MiB of malformed lines (two bytes each, ~1.99 million lines).
+#: The hostile file: 3.8 MiB of malformed lines (two bytes each, ~1.99 million lines).
 HOSTILE_BYTES = int(3.8 * 2**20)
 BOUND = 60.0  # seconds any wait may take before the test fails
 T = TypeVar("T")

@@ -206,7 +206,7 @@ def _unreadable_in(tmp_path: Path) -> None:
 
 
 def test_F8_an_unreadable_sessions_directory_is_unreadable_in_the_catalogue_and_in_open() -> None:
-    """Issue 14: with the sessions directory unreadable, the catalogue lists the root in refusedRoots as
+    """With the sessions directory unreadable, the catalogue lists the root in refusedRoots as
     `unreadable` and `open` of a conversation in it says `unreadable` too (seed: permission denied on "a
     directory above it inside the approved roots"), never `unknown-conversation`. In a child at uid 65534."""
     if os.geteuid() != 0:

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
 from helpers import (
     FIXTURE_DIRS,
     World,
@@ -20,16 +19,19 @@ from helpers import (
     write_session,
 )
 
-from mosaic.chat_pages import (
+# The F10 tests that call `fragments` test the cutting itself, at the exact 262,144-unit boundary and for
+# any text, which no page shows as directly (callers only concatenate fragment values).
+from mosaic.chat_pages.parts import (
     MAX_FRAGMENT_JSON,
     MAX_STRING_UNITS,
     dump_bytes,
     dumps,
+    encoded_parts,
+    fragments,
+    part_from_json,
+    sized_parts,
 )
-
-# `fragments` is private (callers only concatenate fragment values): the F10 tests that call it test the
-# cutting itself, at the exact 262,144-unit boundary and for any text, which no page shows as directly.
-from mosaic.chat_pages._parts import fragments
+from mosaic.chat_pages.testing import general_parts_path, json_encodes, part_encodes
 
 REFUSED_HEADERS = {
     "cwd-dotdot.jsonl", "cwd-missing.jsonl", "cwd-outside.jsonl", "cwd-relative.jsonl", "empty.jsonl",
@@ -125,7 +127,7 @@ def test_F10_a_surrogate_pair_is_never_cut_at_the_262144_unit_boundary() -> None
 
 
 def test_F10_a_fragment_ends_exactly_at_262144_units_or_one_short_where_a_pair_straddles_it() -> None:
-    # Issue 13: each fragment but the last is as long as the limit allows: exactly 262,144 UTF-16 units,
+    # Each fragment but the last is as long as the limit allows: exactly 262,144 UTF-16 units,
     # or 262,143 when the next character is a surrogate pair that would straddle unit 262,144 (it moves on
     # whole). Mixed texts where a proportional shrink would land short of the limit.
     pair = "\U0001f600"
@@ -233,12 +235,11 @@ def test_fixture_dirs_exist() -> None:
     assert Path(FIXTURE_DIRS["proj-sm"] / ".pi/state/alpha/sessions/long.jsonl").stat().st_size > 700_000
 
 
-def test_F10_part_sizes_are_exact_and_the_fast_path_equals_the_general_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_F10_part_sizes_are_exact_and_the_fast_path_equals_the_general_one() -> None:
     """Every fixture item: the one-step path for short items gives the same parts as the general path, and
     every part's recorded size is its serialized size (the page limits are computed from those sizes)."""
-    # Private on purpose: this test compares the one-step path for short items with the general path,
-    # a mechanism inside _parts.py that no page can tell apart.
-    from mosaic.chat_pages import _parts
+    # The one-step path for short items and the general path are a mechanism no page can tell apart:
+    # mosaic.chat_pages.testing turns the first off.
     from mosaic.pi_format import Parsed, parse
 
     items = []
@@ -250,17 +251,17 @@ def test_F10_part_sizes_are_exact_and_the_fast_path_equals_the_general_one(monke
                 for b in parsed.branches.values():
                     items += b.items
     assert len(items) > 2000
-    fast = [_parts.sized_parts(i) for i in items]
-    monkeypatch.setattr(_parts, "_single_part", lambda d: None)
-    slow = [_parts.sized_parts(i) for i in items]
-    assert fast == slow
-    for parts in fast:
-        for part, size in parts:
-            assert size == len(dump_bytes(part))
-    # A cached part is kept as its bytes only and read back exactly (values, types, key order).
-    for item in items:
-        for part, raw in _parts.encoded_parts(item):
-            assert raw == dump_bytes(part) and repr(_parts.part_from_json(raw)) == repr(part)
+    fast = [sized_parts(i) for i in items]
+    with general_parts_path():
+        slow = [sized_parts(i) for i in items]
+        assert fast == slow
+        for parts in fast:
+            for part, size in parts:
+                assert size == len(dump_bytes(part))
+        # A cached part is kept as its bytes only and read back exactly (values, types, key order).
+        for item in items:
+            for part, raw in encoded_parts(item):
+                assert raw == dump_bytes(part) and repr(part_from_json(raw)) == repr(part)
 
 
 def test_F12_view_flags_forked_session_and_unreadable_lines(world: World) -> None:
@@ -281,28 +282,11 @@ def test_F12_view_flags_forked_session_and_unreadable_lines(world: World) -> Non
     assert runs == ranges
 
 
-def test_F10_each_part_is_serialized_once_and_its_bytes_are_the_page(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 13: a part's JSON is made once, sizes the page and is the page's serialization: serializing a
-    page never encodes a part again, and gives exactly the bytes of encoding the plain value."""
-    # Private on purpose: what is counted is where parts are serialized (_parts' _encode) and the one
-    # encoder behind dumps/dump_bytes; no page shows either.
-    from mosaic.chat_pages import _jsonout, _parts
-
-    real = _jsonout._ENCODER
-    encoded: list[Any] = []
-
-    class Counting:
-        def encode(self, value: Any) -> str:
-            encoded.append(value)
-            return real.encode(value)
-
-    real_part_encoder = _parts._encode
-
-    def counting_encode(value: Any) -> bytes:
-        encoded.append(value)
-        return real_part_encoder(value)
-
-    monkeypatch.setattr(_parts, "_encode", counting_encode)
+def test_F10_each_part_is_serialized_once_and_its_bytes_are_the_page(world: World) -> None:
+    """A part's JSON is made once, sizes the page and is the page's serialization: serializing a page never
+    encodes a part again, and gives exactly the bytes of encoding the plain value."""
+    # What is counted is where parts are serialized and the one encoder behind dumps/dump_bytes; no page
+    # shows either, so mosaic.chat_pages.testing collects what each encodes.
 
     def is_part(value: Any) -> bool:
         return isinstance(value, dict) and "item" in value and "blocks" in value
@@ -317,24 +301,22 @@ def test_F10_each_part_is_serialized_once_and_its_bytes_are_the_page(world: Worl
     root = materialise(world.top, "proj-sm", ["long.jsonl"])
     world.approve(root)
     cid = world.cid(root, "long.jsonl")
-    res = world.open(cid)
-    results = [res]
-    while res["cursor"] is not None:
-        res = world.next(res["cursor"]["id"], cid, res["page"]["branch"])
-        results.append(res)
+    with part_encodes() as encoded:
+        res = world.open(cid)
+        results = [res]
+        while res["cursor"] is not None:
+            res = world.next(res["cursor"]["id"], cid, res["page"]["branch"])
+            results.append(res)
     made = sum(1 for v in encoded if is_part(v))
     parts = sum(len(r["page"]["parts"]) for r in results)
     assert parts > 100 and made == parts  # each part encoded once, when it was made (a fresh reader)
-    encoded.clear()
-    monkeypatch.setattr(_jsonout, "_ENCODER", Counting())
     for r in results:
         plain = {**r, "page": {**r["page"], "parts": [dict(p) for p in r["page"]["parts"]]}}
-        monkeypatch.setattr(_jsonout, "_ENCODER", real)
         want, want_page = dump_bytes(plain), dump_bytes(plain["page"])
-        monkeypatch.setattr(_jsonout, "_ENCODER", Counting())
-        assert dump_bytes(r) == want and dumps(r) == want.decode("utf-8")
-        assert dump_bytes(r["page"]) == want_page
-    assert not any(holds_part(v) for v in encoded)
+        with part_encodes() as again, json_encodes() as encoded:
+            assert dump_bytes(r) == want and dumps(r) == want.decode("utf-8")
+            assert dump_bytes(r["page"]) == want_page
+        assert not again and not any(holds_part(v) for v in encoded)
     # A caller that edits a page's parts gets the edit serialized, never the stale bytes.
     edited = results[0]
     edited["page"]["parts"].pop()

@@ -30,8 +30,6 @@ from helpers import (
 from http_client import get as http_get
 
 from mosaic.chat_pages import (
-    CURSOR_TTL_SECONDS,
-    REFUSAL_STATUS,
     ReaderRefusal,
     ReaderServer,
     RepositorySpec,
@@ -41,10 +39,12 @@ from mosaic.chat_pages import (
     roots_from_specs,
 )
 
-# The console script's entry point (`mosaic-read = mosaic.chat_pages._cli:main`) is private: callers run
-# the command. It is imported here to run the command line in this process, against the reader and the
-# server this test holds (cursors live in the memory of the process that issued them).
-from mosaic.chat_pages._cli import main
+# The console script's entry point (`mosaic-read = mosaic.chat_pages.cli:main`), run in this process
+# against the reader and the server this test holds (cursors live in the memory of the process that
+# issued them).
+from mosaic.chat_pages.cli import main
+from mosaic.chat_pages.reader import CURSOR_TTL_SECONDS
+from mosaic.chat_pages.server import REFUSAL_STATUS
 from mosaic.pi_format import FormatRefusal
 from mosaic.safe_open import SafeOpenRefusal
 

@@ -1,4 +1,4 @@
-"""Issue 14: the server of the two GET routes holds a burst, bounds its threads, times out idle and slow
+"""The server of the two GET routes holds a burst, bounds its threads, times out idle and slow
 clients, answers every method but GET with 405 in JSON, stays quiet when a client goes away; and the
 routes as an ASGI application under a real ASGI server (uvicorn) give the same status table."""
 
@@ -14,8 +14,10 @@ import pytest
 from helpers import World, entry, header, write_session
 from http_client import get, raw, request, uvicorn_serving
 
-import mosaic.chat_pages._server as server_module
-from mosaic.chat_pages import ReaderServer, asgi_app, dump_bytes, route, serve
+from mosaic.chat_pages import ReaderServer, asgi_app, serve
+from mosaic.chat_pages.parts import dump_bytes
+from mosaic.chat_pages.server import WORKERS, route
+from mosaic.chat_pages.testing import header_timeout
 
 
 def _session(world: World) -> str:
@@ -64,34 +66,34 @@ def test_a_burst_of_1000_connections_is_answered_with_bounded_threads(world: Wor
         for s in socks:
             s.close()
     assert answered == 1000
-    assert peak_threads <= threads_before + server_module.WORKERS + 1
+    assert peak_threads <= threads_before + WORKERS + 1
 
 
-def test_idle_and_slow_clients_are_timed_out(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server_module, "HEADER_TIMEOUT", 0.5)
-    srv = serve(world.reader)
-    try:
-        host, port = srv.server_address[:2]
-        idle = socket.create_connection((host, port), timeout=10)
-        slow = socket.create_connection((host, port), timeout=10)
-        t0 = time.monotonic()
-        for byte in b"GET /conversations HTTP/1.1\r\n":  # a slowloris: one byte every 0.1 s
-            try:
-                slow.send(bytes([byte]))
-            except OSError:
-                break
-            time.sleep(0.1)
-        assert slow.recv(100) == b""  # closed without an answer: the whole head must come within the timeout
-        assert idle.recv(100) == b""
-        assert time.monotonic() - t0 < 8
-        deadline = time.monotonic() + 5
-        while srv.connections and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert srv.connections == 0
-        idle.close()
-        slow.close()
-    finally:
-        srv.close()
+def test_idle_and_slow_clients_are_timed_out(world: World) -> None:
+    with header_timeout(0.5):
+        srv = serve(world.reader)
+        try:
+            host, port = srv.server_address[:2]
+            idle = socket.create_connection((host, port), timeout=10)
+            slow = socket.create_connection((host, port), timeout=10)
+            t0 = time.monotonic()
+            for byte in b"GET /conversations HTTP/1.1\r\n":  # a slowloris: one byte every 0.1 s
+                try:
+                    slow.send(bytes([byte]))
+                except OSError:
+                    break
+                time.sleep(0.1)
+            assert slow.recv(100) == b""  # closed without an answer: the whole head must come within the timeout
+            assert idle.recv(100) == b""
+            assert time.monotonic() - t0 < 8
+            deadline = time.monotonic() + 5
+            while srv.connections and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert srv.connections == 0
+            idle.close()
+            slow.close()
+        finally:
+            srv.close()
 
 
 def test_a_client_that_goes_away_prints_nothing(world: World, server: ReaderServer,

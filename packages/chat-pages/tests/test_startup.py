@@ -1,4 +1,4 @@
-"""Start-up cost (issue 13): `import mosaic.chat_pages` and `mosaic-read --help` load neither the reader's
+"""Start-up cost: `import mosaic.chat_pages` and `mosaic-read --help` load neither the reader's
 parser nor the server's asyncio nor HTTP; each public name still resolves, on first use, to the object its
 module defines. (The milliseconds are measured in `nox -s bench`, never asserted here.)"""
 
@@ -27,7 +27,7 @@ def test_importing_the_package_loads_nothing_heavy() -> None:
 
 
 def test_the_help_of_the_command_line_loads_nothing_heavy() -> None:
-    code = ("import io, contextlib\nfrom mosaic.chat_pages._cli import main\n"
+    code = ("import io, contextlib\nfrom mosaic.chat_pages.cli import main\n"
             "buf = io.StringIO()\n"
             "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):\n    main(['--help'])\n"
             "assert 'mosaic-read' in buf.getvalue()")
@@ -35,13 +35,23 @@ def test_the_help_of_the_command_line_loads_nothing_heavy() -> None:
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
+PUBLIC_MODULES = ("cli", "guard", "parts", "reader", "server", "sources", "testing")
+
+
 def test_every_public_name_resolves_to_its_modules_object() -> None:
-    homes = chat_pages._HOME
-    assert set(homes) == set(chat_pages.__all__)
+    """Each public module lists what it holds (`__all__`, and `dir()` shows exactly that), every name resolves,
+    and a name means one thing wherever the package names it: the top level's names are the same objects as
+    the public modules'."""
+    seen: dict[str, object] = {}
+    for short in PUBLIC_MODULES:
+        module = importlib.import_module(f"mosaic.chat_pages.{short}")
+        assert dir(module) == sorted(module.__all__), short
+        for name in module.__all__:
+            value = getattr(module, name)
+            assert seen.setdefault(name, value) is value, f"{name} means two things"
     for name in chat_pages.__all__:
-        module = importlib.import_module(f"mosaic.chat_pages.{homes[name]}")
-        assert getattr(chat_pages, name) is getattr(module, name), name
-    assert set(chat_pages.__all__) <= set(dir(chat_pages))
+        assert getattr(chat_pages, name) is seen[name], name
+    assert dir(chat_pages) == sorted(chat_pages.__all__)
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

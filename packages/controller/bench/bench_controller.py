@@ -164,7 +164,8 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
     from mosaic.controller.drift import DriftConfig
     from mosaic.controller.runtime import ControllerRuntime, SessionFileReader
     from mosaic.controller.server import ServerLimits
-    from mosaic.pi_rpc import EngineEvent, EngineLink
+    from mosaic.pi_rpc import EngineLink
+    from mosaic.pi_rpc.link import EngineEvent
 
     raise_nofile()
     limits = ServerLimits(max_connections=8192)

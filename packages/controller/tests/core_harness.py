@@ -41,7 +41,7 @@ from mosaic.controller import (
 )
 from mosaic.controller.access import Peer
 from mosaic.controller.testing import RawClient
-from mosaic.pi_rpc import encode_record as encode_engine_record
+from mosaic.pi_rpc.framing import encode_record as encode_engine_record
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
 SCHEMA = json.loads((REPO / "schemas" / "chat-01-control.schema.json").read_text(encoding="utf-8"))

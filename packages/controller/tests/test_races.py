@@ -105,7 +105,7 @@ def test_H14_late_stdout_of_an_old_engine_is_dropped_by_execution_and_counted() 
 
 
 def _engine_events(h: Harness, records: list[dict]) -> list:
-    from mosaic.pi_rpc import EngineEvent
+    from mosaic.pi_rpc.link import EngineEvent
 
     return [EngineEvent(i, r) for i, r in enumerate(records)]
 

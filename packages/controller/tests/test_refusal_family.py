@@ -14,7 +14,8 @@ import pytest
 from mosaic.cgroup_cohort import CohortRefusal
 from mosaic.chat_pages import ReaderRefusal
 from mosaic.pi_format import FormatRefusal, parse
-from mosaic.pi_rpc import PiRpcRefusal, check_seal
+from mosaic.pi_rpc import PiRpcRefusal
+from mosaic.pi_rpc.seal import check_seal
 from mosaic.safe_open import Refusal, SafeOpenRefusal, open_root
 from mosaic.writer_claim import ClaimRefusal
 

@@ -33,7 +33,7 @@ from mosaic.cgroup_cohort import (
     UserManager,
 )
 from mosaic.controller import Bounds, Controller, EngineSpec, Hooks, Placement
-from mosaic.pi_rpc import CommandWritten
+from mosaic.pi_rpc.link import CommandWritten
 from mosaic.safe_open import Refusal
 
 

@@ -1,4 +1,4 @@
-"""Benchmark: how fast `mosaic-terminal --help` answers, against `python -c pass` (issue 20 item 8).
+"""Benchmark: how fast `mosaic-terminal --help` answers, against `python -c pass`.
 
     python packages/mediated-terminal/bench/bench_start.py [--runs N] [--json]
 
@@ -9,7 +9,7 @@ alike, and times each whole process from the outside (start to exit):
 - `help`: `python -m mosaic.mediated_terminal --help`;
 - `script`: the `mosaic-terminal --help` console script beside this interpreter, when it is installed;
 - `version`: `python -m mosaic.mediated_terminal --version`;
-- `screen imports`: `python -c "import mosaic.mediated_terminal._app"`, what the terminal imports before it
+- `screen imports`: `python -c "import mosaic.mediated_terminal.screen"`, what the terminal imports before it
   can draw (prompt_toolkit and the controller package): what `--help` no longer waits for.
 
 It reports the medians, each one's cost over the floor and its ratio to it. Nothing is asserted: these are
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
         "pass": [py, "-c", "pass"],
         "help": [py, "-m", "mosaic.mediated_terminal", "--help"],
         "version": [py, "-m", "mosaic.mediated_terminal", "--version"],
-        "screen imports": [py, "-c", "import mosaic.mediated_terminal._app"],
+        "screen imports": [py, "-c", "import mosaic.mediated_terminal.screen"],
     }
     if SCRIPT.exists():
         commands["script"] = [str(SCRIPT), "--help"]

@@ -1,4 +1,4 @@
-"""The command line as a user runs it (issue 20 item 8; issue 21 items 5 and 6): ``--help`` and ``--version``
+"""The command line as a user runs it: ``--help`` and ``--version``
 answer without importing prompt_toolkit or the controller package; ``python -m mosaic.mediated_terminal``
 and the ``mosaic-terminal`` script are the same program; every expected error is one line on stderr with
 its documented exit code, and a crash has a code of its own. The bad socket path on a real terminal is
@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import mosaic.mediated_terminal as package
-from mosaic.mediated_terminal import EXIT_CRASH, EXIT_REFUSED, EXIT_USAGE, main
+from mosaic.mediated_terminal.cli import EXIT_CRASH, EXIT_REFUSED, EXIT_USAGE, main
 
 SCRIPT = Path(sys.executable).parent / "mosaic-terminal"
 
@@ -30,7 +32,8 @@ def test_8_help_answers_without_importing_prompt_toolkit_or_the_controller() -> 
     imported = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     assert "mosaic.mediated_terminal._cli" in imported
     assert not [m for m in imported if m.startswith(("mosaic.controller", "prompt_toolkit", "mosaic.pi_rpc",
-                                                     "mosaic.mediated_terminal._app"))], imported
+                                                     "mosaic.mediated_terminal._app",
+                                                     "mosaic.mediated_terminal.screen"))], imported
     assert "Ctrl-C or Ctrl-D quit" in " ".join(done.stdout.split())
 
 
@@ -62,12 +65,13 @@ def test_no_terminal_and_an_unwritable_log_are_one_line_and_exit_1(tmp_path: Pat
 
 def test_a_crash_is_one_line_then_the_traceback_and_its_own_exit_code(monkeypatch: pytest.MonkeyPatch,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    import mosaic.mediated_terminal._app as app
+    import asyncio
 
-    async def broken(socket_path: str) -> int:
+    def broken(coro: Coroutine[Any, Any, int]) -> int:  # the terminal's run, as asyncio.run would get it
+        coro.close()
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(app, "run_terminal", broken)
+    monkeypatch.setattr(asyncio, "run", broken)
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     assert main(["--socket", "/nowhere"]) == EXIT_CRASH != EXIT_REFUSED

@@ -10,7 +10,8 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mosaic.mediated_terminal import PASSING, inert, inert_spans, is_hazard
+from mosaic.mediated_terminal import inert
+from mosaic.mediated_terminal.text import PASSING, inert_spans, is_hazard
 
 BIDI = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C)]
 HOSTILE = ["\x1b", "\x1b[2J", "\x1b]0;title\x07", "\x9b", "\x9d", "\x7f", "\x00", "\r", "\t", "\x08",

@@ -12,7 +12,8 @@ from term_harness import WAIT, run
 
 from mosaic.controller.client import Admitted, Refused
 from mosaic.controller.testing import FakeRig, RawClient, fake_controller
-from mosaic.mediated_terminal import NOT_CONTROLLER, CannotAttach, TerminalModel
+from mosaic.mediated_terminal import TerminalModel
+from mosaic.mediated_terminal.model import NOT_CONTROLLER, CannotAttach
 from mosaic.mediated_terminal.testing import EngineTap
 
 

@@ -1,8 +1,8 @@
-"""The terminal as a person uses it (issue 20; seed README "The terminal"), one test or more per point of the
-issue, each driving the real terminal in tmux (120x40 unless it says) against a controller on pi-rpc's fake
-engine. Input arrives as a person's keyboard and paste produce it: raw byte chunks written to the
-terminal's pty with one write(2) each (`TmuxTerminal.chunk`, through the relay), besides send-keys.
-What the engine received is the tap on the controller's engine link.
+"""The terminal as a person uses it (seed README "The terminal"), one test or more per promise, each
+driving the real terminal in tmux (120x40 unless it says) against a controller on pi-rpc's fake engine.
+Input arrives as a person's keyboard and paste produce it: raw byte chunks written to the terminal's pty
+with one write(2) each (`TmuxTerminal.chunk`, through the relay), besides send-keys. What the engine
+received is the tap on the controller's engine link.
 """
 
 from __future__ import annotations

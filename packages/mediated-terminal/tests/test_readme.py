@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import mosaic.mediated_terminal as pkg
-from mosaic.mediated_terminal import EXIT_CRASH, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from mosaic.mediated_terminal.cli import EXIT_CRASH, EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
 TESTS = Path(__file__).resolve().parent
 REPO = Path(os.environ.get("MOSAIC_REPO") or TESTS.parents[2])

@@ -19,7 +19,7 @@ from mosaic.controller.client import (
     ToolRun,
     TranscriptStatus,
 )
-from mosaic.mediated_terminal import (
+from mosaic.mediated_terminal.render import (
     confirmation_lines,
     details_line,
     dialog_line,

@@ -40,7 +40,7 @@ from term_harness import (
 
 from mosaic.controller.client import ControllerClient, LiveMessage, Transcript
 from mosaic.controller.testing import fake_controller
-from mosaic.mediated_terminal import transcript_rows
+from mosaic.mediated_terminal.render import transcript_rows
 from mosaic.mediated_terminal.testing import EngineTap, tmux_terminal
 
 INC_ONE = "inc-" + "1" * 32

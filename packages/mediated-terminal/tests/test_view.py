@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mosaic.mediated_terminal import ReadingView, Row
+from mosaic.mediated_terminal.model import ReadingView, Row
 
 
 def rows(*items: tuple[str, int]) -> list[Row]:

@@ -1,5 +1,5 @@
-"""The terminal against a controller on the real Pi 0.85.1 with the scripted model (issue 12: "one of them
-also runs against the real Pi"): observer, take control, a prompt with a tool call streamed to the screen
+"""The terminal against a controller on the real Pi 0.85.1 with the scripted model (one of the terminal's
+flows also runs against the real Pi): observer, take control, a prompt with a tool call streamed to the screen
 with its arguments and result, the receipt reading done, and the exact prompt bytes the engine received."""
 
 from __future__ import annotations

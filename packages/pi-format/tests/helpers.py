@@ -7,13 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mosaic.pi_format import (
-    FormatRefusal,
-    Parsed,
-    UnavailableBlock,
-    is_chat01_id,
-    summary,
-)
+from mosaic.pi_format import FormatRefusal, Parsed
+from mosaic.pi_format.cli import summary
+from mosaic.pi_format.ids import is_chat01_id
+from mosaic.pi_format.model import UnavailableBlock
 
 DATA = Path(__file__).resolve().parent / "data"
 PROJECT = "/scratch/proj"

@@ -1,4 +1,4 @@
-"""The line index (issue 13) is equivalent to the exact decoder, for every fixture and generated lines.
+"""The line index is equivalent to the exact decoder, for every fixture and generated lines.
 
 The reference is the parse with every line read by the exact decoder (Python's json on the line's UTF-8
 text, NaN/Infinity refused): what every line went through before the index, and what the index still uses
@@ -11,38 +11,19 @@ equal both.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from helpers import DATA, HEADER, PROJECT, repo
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mosaic.pi_format import FormatRefusal, Parsed, _lines, parse, parse_appended
+from mosaic.pi_format import FormatRefusal, Parsed, parse, parse_appended
+from mosaic.pi_format.testing import UTF8_BLOCK, exact_decodes, exact_only, long_digit_runs
 
 SETTINGS = settings(deadline=None, database=None, print_blob=True, max_examples=300,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-def _refuse(_: object) -> Any:
-    raise msgspec.DecodeError("the reference reads every line with the exact decoder")
-
-
-@contextmanager
-def exact_only() -> Iterator[None]:
-    """Every line through the exact decoder, at parse time and at render time, with no quick verdict on a
-    line msgspec refuses: the parser as it was before the index."""
-    saved = _lines._FAST, _lines._FULL, _lines._QUICK
-    _lines._FAST = _lines._FULL = _refuse
-    _lines._QUICK = False
-    try:
-        yield
-    finally:
-        _lines._FAST, _lines._FULL, _lines._QUICK = saved
 
 
 def reference(data: bytes, project: str | None = None) -> Parsed | FormatRefusal:
@@ -197,7 +178,7 @@ def test_blocks_of_lines_with_one_bad_byte_fall_back_and_the_rest_agree() -> Non
     lines = [good % (i, b"null" if i == 0 else b'"e%d"' % (i - 1), b"\xc3\xa9" * 300) for i in range(5000)]
     lines[2500] = lines[2500].replace(b"\xc3\xa9", b"\xff", 1)
     data = HEAD + b"".join(lines)
-    assert len(data) > 2 * _lines.UTF8_BLOCK
+    assert len(data) > 2 * UTF8_BLOCK
     check(data, PROJECT)
     result = parse(data, project=PROJECT)
     assert isinstance(result, Parsed) and list(result.unreadable_runs()) == [(2502, 1)]
@@ -247,34 +228,26 @@ def test_an_integer_longer_than_pythons_digit_limit_makes_the_line_unreadable_as
 
 
 def test_every_digit_run_over_the_limit_is_found_wherever_it_sits_against_the_sampling_step() -> None:
-    # The search looks at one byte every 4,096 (private: no parse shows which lines it flagged, only that
+    # The search looks at one byte every 4,096 (a mechanism: no parse shows which lines it flagged, only that
     # they were judged exactly, above); a run of 4,301 digits must be found at every offset against it.
     for n in (4300, 4301, 4302, 8193, 9000):
         for pre in (0, 1, 4094, 4095, 4096, 4097, 5000):
             data = HEAD + b"x" * pre + b"9" * n + b"\n"
-            got = _lines._long_digit_runs(data, len(HEAD), len(data))
+            got = long_digit_runs(data, len(HEAD), len(data))
             assert bool(got) == (n > 4300), (n, pre, got)
             assert all(len(HEAD) + pre <= at < len(HEAD) + pre + n for at in got)
 
 
-def test_a_malformed_line_is_classified_without_the_exact_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Issue 19: a malformed line costs what a valid one does. A line msgspec refuses as malformed JSON with no
+def test_a_malformed_line_is_classified_without_the_exact_decoder() -> None:
+    # A malformed line costs what a valid one does. A line msgspec refuses as malformed JSON with no
     # surrogate escape is malformed for Python's json too, so its reason is found without decoding it again;
     # the reasons (and so the notices) are the exact decoder's.
     lines = [b"{x}", b'{"type":"message","id":', b"garbage", b"   ", b"\xe3\x80\x80", b"[1,", b"{}}", b"\r",
              b'{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"hi"}}', b"nope"]
     data = HEAD + b"".join(x + b"\n" for x in lines)
     want = observe(reference(data, PROJECT))
-    calls: list[str] = []
-    real = _lines.DECODER
-
-    class Counting(json.JSONDecoder):
-        def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
-            calls.append(s)
-            return real.decode(s)
-
-    monkeypatch.setattr(_lines, "DECODER", Counting())
-    got = parse(data, project=PROJECT)
+    with exact_decodes() as calls:
+        got = parse(data, project=PROJECT)
     assert calls == [HEAD.decode().rstrip("\n")]  # line 1, the header, is always read exactly; nothing else
     assert observe(got) == want
     assert isinstance(got, Parsed) and list(got.unreadable_runs()) == [(2, 8), (11, 1)]

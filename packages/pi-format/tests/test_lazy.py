@@ -14,8 +14,9 @@ from test_properties import GARBAGE, OTHER_ENTRIES, ROLE_MESSAGES, SETTINGS, lin
 # The one private import: test_items_from_renders_only_the_items_it_returns counts calls of the renderer the
 # shared tree uses, because "renders only its slice" (README, "Output model") is a private mechanism that no
 # public value shows. Everything else here uses the public names.
-import mosaic.pi_format._tree as tree
-from mosaic.pi_format import Parsed, parse, parse_appended, summary
+from mosaic.pi_format import Parsed, parse, parse_appended
+from mosaic.pi_format.cli import summary
+from mosaic.pi_format.testing import rendered_lines
 
 
 def _long_session(n: int) -> bytes:
@@ -44,24 +45,17 @@ def test_items_from_equals_the_slice_of_items() -> None:
     check_invariants(p)
 
 
-def test_items_from_renders_only_the_items_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
-    rendered: list[int] = []
-    real = tree.render_entry
-
-    def counting(obj: dict[str, object], raw_id: str, line: int) -> object:
-        rendered.append(line)
-        return real(obj, raw_id, line)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(tree, "render_entry", counting)
-    branch = ok(parse(_long_session(200))).branches["main"]
-    page = branch.items_from(100, 12)
-    assert len(page) == 12 and any(item.kind == "notice" for item in page)  # a line notice among them
-    assert sorted(rendered) == sorted(item.line for item in page if item.kind != "notice")
-    rendered.clear()
-    # Nothing rendered is kept (issue 22: decoded text is never cached): the same slice renders the same
-    # entries again, and still only those.
-    assert branch.items_from(100, 12) == page
-    assert sorted(rendered) == sorted(item.line for item in page if item.kind != "notice")
+def test_items_from_renders_only_the_items_it_returns() -> None:
+    with rendered_lines() as rendered:
+        branch = ok(parse(_long_session(200))).branches["main"]
+        page = branch.items_from(100, 12)
+        assert len(page) == 12 and any(item.kind == "notice" for item in page)  # a line notice among them
+        assert sorted(rendered) == sorted(item.line for item in page if item.kind != "notice")
+        rendered.clear()
+        # Nothing rendered is kept (decoded text is never cached): the same slice renders the same
+        # entries again, and still only those.
+        assert branch.items_from(100, 12) == page
+        assert sorted(rendered) == sorted(item.line for item in page if item.kind != "notice")
 
 
 def test_items_from_after_items_is_materialised_is_the_same_slice() -> None:

@@ -1,8 +1,9 @@
-"""Paging a branch costs O(the page) at its end as at its start (issue 13): `items_from` resumes where the
+"""Paging a branch costs O(the page) at its end as at its start: `items_from` resumes where the
 previous slice stopped instead of walking from the root, and still equals slicing `items` exactly.
 
-The cost is shown by counting, never by timing: the one private hook is the shared tree's per-entry flags
-(`Forest.flags`, which say how many items each entry adds), read once per entry a walk passes.
+The cost is shown by counting, never by timing: `mosaic.pi_format.testing.count_entry_reads` counts the
+looks at the shared tree's per-entry flags (which say how many items each entry adds), one per entry a
+walk passes.
 """
 
 from __future__ import annotations
@@ -16,34 +17,26 @@ from test_lazy import _long_session
 from test_properties import SETTINGS, line_ends, pi_like_lines
 
 from mosaic.pi_format import parse, parse_appended
-
-
-class _Counting(bytearray):
-    reads = 0
-
-    def __getitem__(self, i: Any) -> Any:
-        _Counting.reads += 1
-        return super().__getitem__(i)
+from mosaic.pi_format.testing import count_entry_reads
 
 
 def test_each_page_of_a_long_branch_reads_about_its_own_entries_not_the_path_before_it() -> None:
     parsed = ok(parse(_long_session(3000)))
     branch = parsed.branches["main"]
-    forest = branch._forest
-    forest.flags = _Counting(forest.flags)
+    counter = count_entry_reads(branch)
     width = 128
     reads: list[int] = []
     pages = []
     for start in range(0, branch.item_count, width):
-        _Counting.reads = 0
+        counter.reads = 0
         pages.append(branch.items_from(start, width))
-        reads.append(_Counting.reads)
+        reads.append(counter.reads)
     assert [i for page in pages for i in page] == list(ok(parse(_long_session(3000))).branches["main"].items)
     # A walk from the root would read ~start entries for the page at `start`; resuming reads ~one page's.
     assert max(reads) <= width + 2, reads
     assert reads[-1] <= reads[1] + 2, reads
     # A start no slice stopped at walks from the root once (the documented fallback), and is still exact.
-    _Counting.reads = 0
+    counter.reads = 0
     assert branch.items_from(1000, 5) == branch.items[1000:1005]
 
 

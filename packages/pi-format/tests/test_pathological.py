@@ -1,4 +1,4 @@
-"""Issue 14: the cost of a parse is bounded by the bytes, with a small constant, for hostile shapes too.
+"""The cost of a parse is bounded by the bytes, with a small constant, for hostile shapes too.
 
 Each shape of the pathological corpus is generated at test time in a temporary directory, then parsed in a
 child process that only imports the package, reads the file in one read, and parses it. The child resets its
@@ -7,8 +7,8 @@ everything before, which only overstates) and reports the peak (VmHWM) after it 
 own bytes are already held before the parse, so "peak within 2x the file" is "growth at most 1x the file". A fixed allowance of 8 MiB absorbs the
 allocator's arenas, which are not per byte.
 
-Since the line index keeps its records as columns (issue 22: flat arrays and a compact id table, no Python
-object per entry), every shape is within 2x except the million tiny entries, whose bound is 3x: a
+The line index keeps its records as columns (flat arrays and a compact id table, no Python object per
+entry), so every shape is within 2x except the million tiny entries, whose bound is 3x: a
 53-byte line leaves too few bytes for a record's offsets, line, parent, id and counts within 1x. The dense
 shapes are also measured at a fifth of their size, and the growth per byte of the file must stay about the
 same (linear, not one object per entry that the bigger file only hides). The README's table has the figures.
@@ -102,7 +102,7 @@ SHAPES: dict[str, tuple[Callable[[int], Iterator[bytes]], int, int]] = {
     "one-50MB-line": (_long_line, 50 << 20, 2),
     "100000-roots": (_roots, 100_000, 2),
     "100000-forks": (_forks, 100_000, 2),
-    "1000000-tiny-entries": (_tiny, 1_000_000, 3),  # issue 22's bound for this shape
+    "1000000-tiny-entries": (_tiny, 1_000_000, 3),  # 53-byte lines: 3x, see the module docstring
 }
 #: The shapes whose cost is per entry: measured again at a fifth of the size (linear, test below).
 DENSE = ("100000-roots", "100000-forks", "1000000-tiny-entries")

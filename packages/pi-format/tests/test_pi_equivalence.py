@@ -5,7 +5,7 @@ so where an id repeats the later entry wins, and the leaf is the last entry; `ge
 walks `byId.get(parentId)` up from the leaf while the parentId is truthy and names an entry, then reverses.
 `pi_get_branch` below is that walk over the lines the parser takes as entries (rule 2). The parser's own
 rules (rules 2-8) must give, for every leaf, a branch whose entries are exactly that path: the columnar
-index (issue 22) changed how the tree is stored, not what it is. Pi never returns from a loop (FACTS.md
+index stores the tree in arrays, and must not change what it is. Pi never returns from a loop (FACTS.md
 quirk 6), so a leaf whose walk loops is left out (rule 8 cuts it; `test_rules.py` covers that).
 
 The compact form of the id table (`_idtable`, used for files of tiny entries) is forced here on the same
@@ -14,8 +14,6 @@ generated files and fixtures, and must give the same result as the sparse form, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +24,10 @@ from hypothesis import strategies as st
 from test_lazy import canon, growing_lines
 from test_properties import SETTINGS, line_ends, pi_like_lines
 
-# Private hooks, named here because the compact form is a private mechanism no public value shows: how
-# often the index looks at its density, and the density under which it switches.
-from mosaic.pi_format import _lines, parse, parse_appended, safe_id
+# The compact id table is a mechanism no public value shows: mosaic.pi_format.testing switches a parse
+# into either form and says which form a result's table is in.
+from mosaic.pi_format import parse, parse_appended, safe_id
+from mosaic.pi_format.testing import EXACT_DECODER, compact_form, id_table_form, sparse_form
 
 
 def pi_get_branch(data: bytes) -> tuple[str | None, dict[str, list[str] | None]]:
@@ -38,7 +37,7 @@ def pi_get_branch(data: bytes) -> tuple[str | None, dict[str, list[str] | None]]
     # Complete lines only: the parser reads a snapshot up to its last LF (a torn last line waits).
     for raw in data[:data.rfind(b"\n") + 1].split(b"\n")[1:-1]:
         try:
-            value = _lines.DECODER.decode(raw.removesuffix(b"\r").decode("utf-8"))
+            value = EXACT_DECODER.decode(raw.removesuffix(b"\r").decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             continue
         if isinstance(value, dict) and isinstance(value.get("id"), str) and value.get("type") != "session":
@@ -77,17 +76,6 @@ def check_against_pi(data: bytes) -> int:
         assert branch.entry_ids == tuple("n." + safe_id(x) for x in walk), branch.name
         compared += 1
     return compared
-
-
-@contextmanager
-def compact_form() -> Iterator[None]:
-    """Every parse in the compact id table from its first record."""
-    saved = _lines._CHECK_EVERY, _lines.DENSE_BYTES
-    _lines._CHECK_EVERY, _lines.DENSE_BYTES = 1, 1 << 40
-    try:
-        yield
-    finally:
-        _lines._CHECK_EVERY, _lines.DENSE_BYTES = saved
 
 
 def fixture_files() -> list[Path]:
@@ -141,17 +129,13 @@ def test_a_dense_file_switches_to_the_compact_form_and_reads_the_same() -> None:
     lines += [{"type": "label", "id": "fork", "parentId": "t10"}, {"type": "label", "id": "t4999", "parentId": "t10"}]
     data = session(*lines)
     parsed = ok(parse(data))
-    assert parsed._state.forest.ix.ids.compact_form  # type: ignore[attr-defined]
+    assert id_table_form(parsed) == "compact"
     with compact_form():
         assert canon(ok(parse(data))) == canon(parsed)
-    saved = _lines.DENSE_BYTES
-    _lines.DENSE_BYTES = 0
-    try:
+    with sparse_form():
         sparse = ok(parse(data))
-        assert not sparse._state.forest.ix.ids.compact_form  # type: ignore[attr-defined]
+        assert id_table_form(sparse) == "sparse"
         assert canon(sparse) == canon(parsed)
-    finally:
-        _lines.DENSE_BYTES = saved
     assert check_against_pi(data) == len(parsed.branches) == 3
     assert list(parsed.branches) == ["main", "b.fork", "b.t4999"]
     assert parsed.branches["b.fork"].entry_ids[-2:] == ("n.t10", "n.fork")

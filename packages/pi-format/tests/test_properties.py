@@ -13,7 +13,8 @@ from helpers import DATA, HEADER, check_invariants, check_result, line, ok, sess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mosaic.pi_format import FormatRefusal, Item, Parsed, parse
+from mosaic.pi_format import FormatRefusal, Parsed, parse
+from mosaic.pi_format.model import Item
 
 # No example database: the tests write nothing into the repository. print_blob lets a failure be replayed.
 SETTINGS = settings(deadline=None, database=None, print_blob=True,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import mosaic.pi_format as pkg
-from mosaic.pi_format import NOTICE_CODES, FormatRefusal, parse
+from mosaic.pi_format import FormatRefusal, parse
+from mosaic.pi_format.model import NOTICE_CODES
 from mosaic.safe_open import Refusal, SafeOpenRefusal
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -66,7 +67,7 @@ def test_importing_pi_format_loads_no_cffi() -> None:
 
 
 def test_readme_api_table_is_exactly_the_public_surface() -> None:
-    """Issue 9, "Public surfaces": __all__ lists only what a caller needs and the README's API table
+    """The public surface: __all__ lists only what a caller needs and the README's API table
     documents each name (the leading identifier of each `span` in its first column)."""
     text = README.read_text(encoding="utf-8")
     table = text[text.index("## API") :]

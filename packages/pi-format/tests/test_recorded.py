@@ -7,7 +7,8 @@ import json
 import pytest
 from helpers import DATA, PROJECT, check_invariants, ok, repo, texts
 
-from mosaic.pi_format import FormatRefusal, TextBlock, ToolCallBlock, parse
+from mosaic.pi_format import FormatRefusal, parse
+from mosaic.pi_format.model import TextBlock, ToolCallBlock
 
 RECORDED = ["session-main-final.jsonl", "empty.jsonl", "mid-eof.jsonl", "mid-sigterm.jsonl", "nothink.jsonl"]
 

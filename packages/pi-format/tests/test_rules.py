@@ -8,19 +8,16 @@ import re
 import pytest
 from helpers import HEADER, PROJECT, check_invariants, entry, msg, ok, session, texts
 
-from mosaic.pi_format import (
+from mosaic.pi_format import FormatRefusal, Parsed, parse, safe_id
+from mosaic.pi_format.ids import is_chat01_id
+from mosaic.pi_format.model import (
     CommandBlock,
-    FormatRefusal,
     ImageBlock,
-    Parsed,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     UnavailableBlock,
     UnsupportedBlock,
-    is_chat01_id,
-    parse,
-    safe_id,
 )
 
 HASHED = re.compile(r"h-[0-9a-f]{40}")

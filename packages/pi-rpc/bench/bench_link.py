@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import statistics
 import sys
@@ -29,9 +30,9 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-import mosaic.pi_rpc._framing as framing_module
-import mosaic.pi_rpc._link as link_module
-from mosaic.pi_rpc import LinkCore, OutcomeKnown, encode_record
+from mosaic.pi_rpc import LinkCore
+from mosaic.pi_rpc.framing import encode_record
+from mosaic.pi_rpc.link import OutcomeKnown
 
 EVENT = encode_record({"type": "message_update", "usage": {"input": 40, "output": 7, "totalTokens": 47},
                        "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": "tick07 "}})
@@ -85,7 +86,7 @@ def structures(core: LinkCore) -> dict[str, int]:
 
 def retained_bytes(at: list[int]) -> list[int]:
     """Memory allocated in _link.py and _framing.py and still held, after ``at[i]`` commands (tracemalloc)."""
-    files = {link_module.__file__, framing_module.__file__}
+    files = {inspect.getfile(LinkCore), inspect.getfile(encode_record)}  # the modules that define them
     driver = Driver()
     out: list[int] = []
     tracemalloc.start()

@@ -19,10 +19,10 @@ from mosaic.pi_rpc.testing import (
     Script,
     child_env,
     diff_transcripts,
-    fake_engine,
     load_golden,
     run_normalized,
 )
+from mosaic.pi_rpc.testing.conformance import fake_engine
 
 GOLDENS = Path(__file__).parent / "data" / "conformance"
 

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from mosaic.pi_rpc import CommandOutcome, EngineEvent, EngineLink, OutcomeUnknownError, build_sealed_argv
+from mosaic.pi_rpc import EngineLink
+from mosaic.pi_rpc.link import CommandOutcome, EngineEvent, OutcomeUnknownError
+from mosaic.pi_rpc.seal import build_sealed_argv
 from mosaic.pi_rpc.testing import (
     FLUSHED,
     WAIT,

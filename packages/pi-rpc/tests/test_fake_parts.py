@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-# Private modules on purpose: these tests pin two private mechanisms of the fake engine (V8's JSON.parse
-# messages and the session manager's tree and id shapes), which no caller uses directly.
-from mosaic.pi_rpc.testing._fake_session import SessionFile, iso_now, uuidv7
-from mosaic.pi_rpc.testing._jsjson import JsonParseError, js_json_parse
+# Two mechanisms of the fake engine that no caller uses directly (V8's JSON.parse messages, the session
+# manager's tree and id shapes), made public in its module so these tests can pin them.
+from mosaic.pi_rpc.testing.fake_engine import JsonParseError, SessionFile, iso_now, js_json_parse, uuidv7
 
 V8 = json.loads((Path(__file__).parent / "data" / "v8_json_parse.json").read_text())
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mosaic.pi_rpc import FramingError, RecordDecoder, encode_record, js_json_dumps
+from mosaic.pi_rpc.framing import FramingError, RecordDecoder, encode_record, js_json_dumps
 
 # Every code point str.splitlines() treats as a line end besides LF; none of them ends a record.
 SPLITLINES_ENDS = ["\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.pi_rpc import (
+from mosaic.pi_rpc import ensure_pi
+from mosaic.pi_rpc.install import (
     NODE_VERSION,
     PI_INTEGRITY,
     PI_PACKAGE,
@@ -24,7 +25,6 @@ from mosaic.pi_rpc import (
     PiInstall,
     PiInstallError,
     bundle_manifest,
-    ensure_pi,
     install_pi,
     pin_data,
     verify_pi,

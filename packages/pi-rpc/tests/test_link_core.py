@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from mosaic.pi_rpc import (
+from mosaic.pi_rpc import Command, LinkCore
+from mosaic.pi_rpc.framing import encode_record
+from mosaic.pi_rpc.link import (
     OUTCOME_TABLE,
-    Command,
     CommandOutcome,
     CommandWritten,
     EngineEvent,
     LateResponse,
-    LinkCore,
     LinkPoisoned,
     LinkUsageError,
     NotEvidence,
@@ -35,7 +35,6 @@ from mosaic.pi_rpc import (
     PromptNotAcknowledged,
     ProtocolViolation,
     TruncatedOutput,
-    encode_record,
 )
 
 
@@ -341,7 +340,7 @@ def test_prompt_state_refuses_unacked_failed_or_wrong_commands() -> None:
 
 
 # --------------------------------------------------------------------------------------------------------
-# The outcome table (issue 9 "Cores as tables"): every row walked on a real core, every other pair unchanged
+# The outcome table (the core as a table): every row walked on a real core, every other pair unchanged
 # --------------------------------------------------------------------------------------------------------
 
 Q, W, WR = CommandOutcome.QUEUED, CommandOutcome.WRITING, CommandOutcome.WRITTEN
@@ -520,7 +519,7 @@ def test_every_table_row_is_reached_by_a_setup() -> None:
 
 
 # --------------------------------------------------------------------------------------------------------
-# The in-flight set (issue 9): only queued / writing / written commands are kept
+# The in-flight set: only queued / writing / written commands are kept
 # --------------------------------------------------------------------------------------------------------
 
 

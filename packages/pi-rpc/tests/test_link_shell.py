@@ -13,21 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.pi_rpc import (
+from mosaic.pi_rpc import Command, EngineLink, LinkCore
+from mosaic.pi_rpc.framing import encode_record
+from mosaic.pi_rpc.link import (
     DEFAULT_MAX_QUEUED_EVENTS,
-    Command,
     CommandOutcome,
     CommandWritten,
     EngineEvent,
-    EngineLink,
-    LinkCore,
     LinkEvent,
     LinkPoisoned,
     OutcomeKnown,
     OutcomeUnknownError,
     Poisoned,
     ProtocolViolation,
-    encode_record,
 )
 
 # A toy engine: answers get_state, answers "echo" with the byte length and SHA-256 of the whole line it
@@ -221,7 +219,7 @@ def test_spawn_passes_exactly_the_given_environment(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Driven from outside (issue 9): a core someone else owns, flush()
+# Driven from outside: a core someone else owns, flush()
 # --------------------------------------------------------------------------------------------------------
 
 

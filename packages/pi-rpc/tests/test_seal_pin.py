@@ -12,19 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.pi_rpc import (
+from mosaic.pi_rpc import PiRpcRefusal, check_pin, sealed_engine_argv
+from mosaic.pi_rpc.install import pin_data
+from mosaic.pi_rpc.seal import (
     CHORD_INTEGRITY,
     CHORD_PACKAGE,
     CODES,
     SEALED_FLAGS,
-    PiRpcRefusal,
     build_sealed_argv,
-    check_pin,
     check_pre_args,
     check_seal,
-    pin_data,
     pin_mismatches,
-    sealed_engine_argv,
 )
 from mosaic.safe_open import Refusal
 
@@ -154,7 +152,7 @@ def test_refusal_values_have_the_three_fields_and_pickle() -> None:
 
 
 def test_refusal_is_one_of_the_family_caught_by_the_shared_base() -> None:
-    # Issue 9 "One refusal family": every package's refusal subclasses mosaic.safe_open.Refusal.
+    # One refusal family: every package's refusal subclasses mosaic.safe_open.Refusal.
     assert issubclass(PiRpcRefusal, Refusal)
     assert PiRpcRefusal.CODES is CODES
     with pytest.raises(Refusal) as info:

@@ -12,11 +12,10 @@ from mosaic.pi_rpc.testing import (
     Script,
     child_env,
     diff_transcripts,
-    fake_engine,
     load_golden,
-    real_engine,
     run_normalized,
 )
+from mosaic.pi_rpc.testing.conformance import fake_engine, real_engine
 
 GOLDENS = Path(__file__).resolve().parents[1] / "tests" / "data" / "conformance"
 

@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
-from mosaic.pi_rpc import EngineLink, build_sealed_argv, check_pin, sealed_engine_argv
-from mosaic.pi_rpc.testing import SCENARIOS, ModelServer, models_json, real_engine
+from mosaic.pi_rpc import EngineLink, check_pin, sealed_engine_argv
+from mosaic.pi_rpc.seal import build_sealed_argv
+from mosaic.pi_rpc.testing import SCENARIOS, ModelServer, models_json
+from mosaic.pi_rpc.testing.conformance import real_engine
 
 WAIT = 30.0
 MARKER = "MOSAIC-PLANTED-CONTEXT-7f3a"

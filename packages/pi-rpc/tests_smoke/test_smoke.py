@@ -11,14 +11,8 @@ import socket
 import stat
 from pathlib import Path
 
-from mosaic.pi_rpc import (
-    CommandOutcome,
-    CommandWritten,
-    EngineEvent,
-    EngineLink,
-    OutcomeKnown,
-    sealed_engine_argv,
-)
+from mosaic.pi_rpc import EngineLink, sealed_engine_argv
+from mosaic.pi_rpc.link import CommandOutcome, CommandWritten, EngineEvent, OutcomeKnown
 from mosaic.pi_rpc.testing.netns import interfaces, outside_unreachable
 
 WAIT = 30.0

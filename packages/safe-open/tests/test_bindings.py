@@ -10,16 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-# The generator and the binding module are this package's private mechanism; testing them is the point.
-from mosaic.safe_open import _ffi_build
-from mosaic.safe_open import _kernel as kernel
+from mosaic.safe_open import kernel
 
 
 def test_the_committed_abi_module_is_what_the_declarations_generate() -> None:
-    """`_ffi_abi.py` is exactly what `_ffi_build.CDEF` generates with the installed cffi: nothing stale,
+    """`_ffi_abi.py` is exactly what `kernel.CDEF` generates with the installed cffi: nothing stale,
     nothing edited by hand. A change to CDEF without regenerating fails here."""
-    committed = Path(_ffi_build.__file__).with_name("_ffi_abi.py").read_text(encoding="ascii")
-    assert committed == _ffi_build.render(), "run: python -m mosaic.safe_open._ffi_build"
+    committed = Path(kernel.__file__).with_name("_ffi_abi.py").read_text(encoding="ascii")
+    assert committed == kernel.render_abi(), "run: python -m mosaic.safe_open._ffi_build"
 
 
 def test_the_first_openat2_call_loads_no_c_parser(tmp_path: Path) -> None:
@@ -38,6 +36,6 @@ def test_the_first_openat2_call_loads_no_c_parser(tmp_path: Path) -> None:
 def test_struct_open_how_has_the_kernel_layout() -> None:
     """include/uapi/linux/openat2.h: three u64 fields, flags, mode, resolve, 24 bytes (OPEN_HOW_SIZE_VER0),
     as the generated module declares them."""
-    ffi = kernel._ffi
-    assert ffi.sizeof("struct open_how") == kernel._SIZEOF_OPEN_HOW == 24
+    ffi = kernel.ffi
+    assert ffi.sizeof("struct open_how") == kernel.SIZEOF_OPEN_HOW == 24
     assert [ffi.offsetof("struct open_how", f) for f in ("flags", "mode", "resolve")] == [0, 8, 16]

@@ -16,15 +16,13 @@ from mosaic.safe_open import (
     ProcessRef,
     Refusal,
     SafeOpenRefusal,
-    boot_id,
     canonical_json,
     current_host,
-    machine_id,
-    parse_stat,
     process_ref,
     read_stat,
     sha256_digest,
 )
+from mosaic.safe_open.identity import boot_id, machine_id, parse_stat
 
 STAT = "1234 (a ) (b) c) S 1 1234 1234 0 -1 4194624 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0"
 

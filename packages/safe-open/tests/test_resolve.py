@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mosaic.safe_open import RESOLVE_FLAGS, Root, SafeOpenRefusal, open_root, openat2_available
-from mosaic.safe_open import _kernel as kernel
-from mosaic.safe_open.testing import OpenWatch
+from mosaic.safe_open import Root, SafeOpenRefusal, kernel, open_root
+from mosaic.safe_open.kernel import RESOLVE_FLAGS
+from mosaic.safe_open.root import openat2_available
+from mosaic.safe_open.testing import OpenWatch, openat2_unavailable
 
 if TYPE_CHECKING:
     from conftest import Tree
@@ -90,18 +91,18 @@ def test_auto_uses_openat2_when_the_kernel_has_it(tree: Tree) -> None:
         root.close()
 
 
-def test_kernel_without_openat2_falls_back_to_the_walk(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kernel_without_openat2_falls_back_to_the_walk(tree: Tree) -> None:
     """Simulated ENOSYS probe (this kernel has openat2): auto walks, an explicit openat2 request fails."""
-    monkeypatch.setattr(kernel, "_probe", (False, "simulated ENOSYS"))
-    root = open_root(tree.project)
-    try:
-        assert root.method == "walk"
-        with root.open_session_file(SESSIONS, NAME) as f:
-            assert f.ino == os.lstat(tree.session).st_ino
-    finally:
-        root.close()
-    with pytest.raises(OSError) as info:
-        open_root(tree.project, method="openat2")
+    with openat2_unavailable("simulated ENOSYS"):
+        root = open_root(tree.project)
+        try:
+            assert root.method == "walk"
+            with root.open_session_file(SESSIONS, NAME) as f:
+                assert f.ino == os.lstat(tree.session).st_ino
+        finally:
+            root.close()
+        with pytest.raises(OSError) as info:
+            open_root(tree.project, method="openat2")
     assert info.value.errno == errno.ENOSYS
 
 
@@ -251,7 +252,7 @@ def test_crossing_a_mount_is_unsafe_path(method: str) -> None:
         root.close()
 
 
-def test_resolve_flags_are_the_four_issue_2_flags() -> None:
+def test_resolve_flags_are_the_four_every_lookup_uses() -> None:
     # Alongside the behavioural tests above: uapi/linux/openat2.h values, all four set on every lookup.
     assert (kernel.RESOLVE_NO_XDEV, kernel.RESOLVE_NO_MAGICLINKS, kernel.RESOLVE_NO_SYMLINKS) == (1, 2, 4)
     assert kernel.RESOLVE_BENEATH == 8

@@ -1,4 +1,4 @@
-"""The swap race (issue 2): a thread flips the `sessions` component between a real directory and a symlink
+"""The swap race: a thread flips the `sessions` component between a real directory and a symlink
 to an outside directory holding a decoy `s.jsonl`, as fast as it can, while the library opens in a loop.
 
 The seed could only detect such a swap after the open ("Node has no openat"). Here the decoy must never be
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 SESSIONS = ".pi/state/seat/sessions"
 NAME = "s.jsonl"
 
-RACE_SECONDS = 3.0  # per method (issue 2: "for a few seconds")
+RACE_SECONDS = 3.0  # per method: the race must run "for a few seconds"
 RACE_BOUND_SECONDS = 20.0  # extended up to this if one of the two states was never met
 RENAME_EXCHANGE = 2  # include/uapi/linux/fs.h
 

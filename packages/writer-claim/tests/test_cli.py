@@ -1,4 +1,4 @@
-"""mosaic-claims as an operator runs it (issue 21, items 5 and 6): list and show a claim root, and the
+"""mosaic-claims as an operator runs it: list and show a claim root, and the
 documented way out of a recovery reservation that will not launch (README "Recovery reservations":
 release with the never-spawned proof), in text and `--json`; `--version` and options before or after
 the subcommand, `python -m mosaic.writer_claim`; every expected error in one line (exit 1), a usage error

@@ -169,8 +169,8 @@ def _reserve(root: Path, eligibility: str = "elig-1", *, pid: int = 2000, **kw: 
 
 def test_acquire_with_an_eligibility_records_it_pending_on_both_keys(claim_root: Path) -> None:
     """The reservation records `Eligibility(id, taken=False)` on both keys (format /3); every later owner
-    revision carries it unchanged. A claim reserved without one is written as before (format /2, no
-    field)."""
+    revision carries it unchanged. A claim reserved without one is written in format /2, with no such
+    field."""
     c = _reserve(claim_root, "recover:0001.a-b_c")
     assert c.eligibility == Eligibility("recover:0001.a-b_c", False)
     c.set_generation(3)
@@ -504,7 +504,7 @@ def test_K18_reserving_owner_sigkilled_restart_keeps_the_pair_held_eligibility_p
 def test_eligibility_pending_whoever_is_alive_and_whatever_unit_exists(claim_root: Path, owner: str,
                                                                        presence: str) -> None:
     """On this boot a pending reservation is eligibility-pending: no liveness or unit question, nothing
-    published. On another boot the existing rule holds: stopped with a boot proof, and the pair is free."""
+    published. On another boot the general rule holds: stopped with a boot proof, and the pair is free."""
     c = _reserve(claim_root)
     liveness = Liveness(alive={2000} if owner == "alive" else set(),
                         unknown={2000} if owner == "unknown" else set())
@@ -523,7 +523,7 @@ def test_W14_half_done_take_over_then_restart_is_stopped_no_unit(claim_root: Pat
     """A launcher process SIGKILLed between the keys of its take-over: the seat key taken, the session key
     still pending. That is no longer eligibility-pending (the record was consumed; it never turns pending
     again, and a second take-over refuses). Once every recorded owner is gone (the reserving controller
-    too: while it lives the restart reports owner-alive), the existing rule applies: nobody spawned, the
+    too: while it lives the restart reports owner-alive), the general rule applies: nobody spawned, the
     unit is absent, so stopped with the no-unit observation on both keys (W14), in release order, both
     keys carrying the eligibility as taken. The pair is free."""
     with _child(_RESERVER, str(claim_root), "elig-w14") as reserver:
@@ -585,7 +585,7 @@ def test_a_half_done_take_over_with_a_unit_is_uncertain_and_then_adoptable(claim
 def test_W14_a_taken_claim_whose_taker_died_before_the_spawn_marker(claim_root: Path, presence: str,
                                                                     outcome: Outcome) -> None:
     """The launcher took the claim over and died before the spawn marker; the reserving controller still
-    lives, but the heads name only the launcher. The existing rules apply: the taker never spawned, so
+    lives, but the heads name only the launcher. The general rules apply: the taker never spawned, so
     with the unit absent the no-unit observation is a proof (W14); a unit present is uncertain."""
     c = _reserve(claim_root, pid=2000)
     make_store(claim_root, pid=2001).take_over(SEAT, SESSION, c.claim_id, eligibility="elig-1")

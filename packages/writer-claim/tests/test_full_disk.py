@@ -1,9 +1,9 @@
-"""A full disk does not stop a stop (issue 19 case 3), on a real full file system: a small tmpfs mounted for
-each test on a directory it made under /tmp, unmounted by that name afterwards (no host mount is touched;
-it needs root and says so when it cannot mount). The claim reserves room for its stop's revisions
-(`Claim.reserve_space`); on the full file system the stop's publications draw on it and complete, an
-ordinary step never does, and a publication that finds no room left raises `ClaimWriteError` naming the
-key, the step and ENOSPC, with nothing half-written."""
+"""A full disk does not stop a stop (brief §6: stopping before any signal, then stopped), on a real full
+file system: a small tmpfs mounted for each test on a directory it made under /tmp, unmounted by that name
+afterwards (no host mount is touched; it needs root and says so when it cannot mount). The claim reserves
+room for its stop's revisions (`Claim.reserve_space`); on the full file system the stop's publications draw
+on it and complete, an ordinary step never does, and a publication that finds no room left raises
+`ClaimWriteError` naming the key, the step and ENOSPC, with nothing half-written."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Finding a key's head without listing its chain (issue 13; README "Finding the head").
+"""Finding a key's head without listing its chain (README "Finding the head").
 
 The store finds the highest revision by existence checks (lstat of r<n>.json) from the head it last saw on
 that key: two checks when nothing changed, galloping and bisecting when another writer moved on (a stale
 start) or for the store's first look (no start), and the listing only where the checks contradict a
-gap-free chain (the start is gone, or r1 is): damage, decided as before by the highest name present.
+gap-free chain (the start is gone, or r1 is): damage, decided by the highest name present.
 
 The store's `os` is wrapped by a counter here (the same seam the crash-prefix test records through), so
 the tests assert how many checks and listings a lookup made: counts, never times. Every lookup is also
@@ -140,7 +140,7 @@ def test_any_gap_free_chain_from_any_start_finds_the_listed_head_without_listing
 
 
 def test_a_warm_store_finds_both_heads_with_four_checks_at_any_history(claim_root: Path) -> None:
-    """The cost that made the cycle grow (issue 13: every lookup listed and parsed every name) is gone: a
+    """A lookup's cost does not grow with the history (a listing, which parses every name, would): a
     whole claim cycle on a long-lived store makes the same checks and no listing, after 2 cycles of
     history and after 2,000 (10,000 revisions per key)."""
     history(claim_root, 2)
@@ -204,7 +204,7 @@ def test_a_stale_start_after_another_writer_published_finds_its_revisions(claim_
 @pytest.mark.parametrize("damage", ["chain-cut-below-the-start", "r1-removed", "key-dir-replaced"])
 def test_a_start_the_chain_contradicts_falls_back_to_the_listing(claim_root: Path, damage: str) -> None:
     """Damage out of the model (revisions removed by hand, a key directory replaced): the start is gone or
-    r1 is, so the listing decides, exactly as before issue 13, and the store starts from what it found."""
+    r1 is, so the listing decides (the definition of the head), and the store starts from what it found."""
     store = make_store(claim_root, pid=2000)
     for i in range(3):
         run_lifecycle(store, lambda c, s: None, tag=str(i))

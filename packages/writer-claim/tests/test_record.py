@@ -79,7 +79,7 @@ def test_every_section_2_field_is_recorded(claim_root: Path) -> None:
     """§2 "Fields": key, claim ID, binding ID; harness, conversation, branch and leaf at launch; the pins;
     host and boot; owner pid, start time and incarnation token; the intended unit name (recorded before
     anything is spawned); invocation ID and engine pid and start time once known, with the launcher's
-    cohort reference (issue 9); generation; state; the proof reference. Every revision validates against
+    cohort reference; generation; state; the proof reference. Every revision validates against
     the package's JSON Schema."""
     store = make_store(claim_root, pid=2000)
     c = store.acquire(SEAT, SESSION, BINDING, generation=3)
@@ -223,9 +223,9 @@ def test_strict_reading_refuses_anything_but_the_exact_format() -> None:
         decode_revision(data, key="seat", dirname="seat-" + "0" * 64, number=1)  # another key's directory
 
 
-# A /2 revision exactly as issue 9's writer made it (built by hand here, not by this codec): the reserved
-# revision `_revision()` stands for.
-_ISSUE_9_REVISION: dict[str, Any] = {
+# A /2 revision exactly as a writer without the eligibility field makes it (built by hand here, not by this
+# codec): the reserved revision `_revision()` stands for.
+_FORMAT_2_REVISION: dict[str, Any] = {
     "format": "mosaic-writer-claim/2", "key": "seat", "revision": 1,
     "seat": {"seat": "seat-a", "project": "/fixtures/project", "workspace": "main"},
     "session": {"harness": "pi", "sessionId": "01a22a58-944f-7072-a9ab-f808835fc6a2"},
@@ -244,11 +244,11 @@ _ISSUE_9_REVISION: dict[str, Any] = {
 def test_a_revision_written_before_the_eligibility_still_reads_and_is_written_the_same() -> None:
     """Format /2 is unchanged: a revision written before the eligibility existed reads back with
     eligibility None, and a revision without one is still written as exactly those bytes."""
-    raw = canonical_json(_ISSUE_9_REVISION) + b"\n"
+    raw = canonical_json(_FORMAT_2_REVISION) + b"\n"
     rev = decode_revision(raw, key="seat", dirname=SEAT.dirname, number=1)
     assert rev.eligibility is None and rev == _revision()
     assert encode_revision(_revision()) == raw
-    assert VALIDATOR.is_valid(_ISSUE_9_REVISION)
+    assert VALIDATOR.is_valid(_FORMAT_2_REVISION)
 
 
 @pytest.mark.parametrize("taken", [False, True])
@@ -258,7 +258,7 @@ def test_an_eligibility_is_written_in_format_3_and_read_back(taken: bool) -> Non
     obj = json.loads(data)
     assert obj["format"] == FORMAT_ELIGIBILITY == "mosaic-writer-claim/3"
     assert obj["eligibility"] == {"id": "recover:7.a_b-c", "taken": taken}
-    assert {k: v for k, v in obj.items() if k != "eligibility"} == {**_ISSUE_9_REVISION, "format": FORMAT_ELIGIBILITY}
+    assert {k: v for k, v in obj.items() if k != "eligibility"} == {**_FORMAT_2_REVISION, "format": FORMAT_ELIGIBILITY}
     assert decode_revision(data, key="seat", dirname=SEAT.dirname, number=1) == rev
     assert VALIDATOR.is_valid(obj)
 
@@ -475,7 +475,7 @@ class _OddText(str):
     {"cohort": None, "text": '"cohort":null', "quote": '"', "back": "\\"},
 ])
 def test_the_published_bytes_are_the_canonical_json_of_the_record(cohort: object) -> None:
-    """Issue 22: a revision's bytes are spliced from the cohort reference's own canonical bytes (kept once
+    """A revision's bytes are spliced from the cohort reference's own canonical bytes (kept once
     per claim) instead of copying and encoding it again; they must be exactly the canonical JSON of the
     whole record, whatever the cohort, the proof's detail or the other fields hold."""
     rev = _revision(spawn_marker=True, cohort=cohort)

@@ -25,7 +25,7 @@ from typing import Any
 # _evidence, _ffi, _proc and _shim, and mosaic.safe_open (the one reading of the machine id, the boot id and
 # /proc/<pid>/stat). safe_open loads no cffi at import. The launchers put both packages' roots on the shim's
 # path (_boot.SHIM_ROOTS); a vendored shim_path must hold both (README "The shim").
-from mosaic.safe_open import boot_id, machine_id, read_stat
+from mosaic.safe_open.identity import boot_id, machine_id, read_stat
 
 from . import cgroupfs as cg
 from ._evidence import EvidenceUnavailable

@@ -8,8 +8,12 @@ cursors, follow, and the two GET routes.
     reader.next(cursor=c, conversation=cid, branch=b)    # next page, or a follow
 
 open and next return {"ok": True, "page", "cursor", "follow", "view"} or {"ok": False, "refusal": {"code",
-"reconcile", "message"}}. Nothing here writes a file. See the package README for every rule. The command
-line is `mosaic-read` or `python -m mosaic.chat_pages` (its code is private: `_cli.py`).
+"reconcile", "message"}}. Nothing here writes a file. What a consumer needs is here (`__all__`); the rest is
+in named public modules: `mosaic.chat_pages.reader` (the reader and its bounds), `.sources` (specs,
+registrations, roots, conversation ids), `.parts` (the page limits, parts, fragments, JSON), `.server`
+(the routes, the server, the ASGI app, their bounds), `.guard` (who may ask the routes), `.cli` (the
+`mosaic-read` command line; also `python -m mosaic.chat_pages`) and `.testing` (switches for tests). See
+the package README for every rule.
 """
 
 from __future__ import annotations
@@ -18,102 +22,41 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what mypy and readers see; at run time each name is imported on first use
-    from ._asgi import ReaderGuard, asgi_app
-    from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR
-    from ._http import REFUSAL_STATUS, route
-    from ._jsonout import dump_bytes, dumps
-    from ._parts import (
-        MAX_BLOCKS_PER_PART,
-        MAX_FRAGMENT_JSON,
-        MAX_PAGE_BYTES,
-        MAX_PART_BYTES,
-        MAX_PARTS_PER_PAGE,
-        MAX_STRING_UNITS,
-    )
+    from ._asgi import asgi_app
+    from ._jsonout import dumps
     from ._reader import Reader, create_reader
     from ._refusal import ReaderRefusal
     from ._server import ReaderServer, serve
-    from ._sources import (
-        PI_HARNESS,
-        RefusedSpec,
-        RepositorySpec,
-        Roots,
-        SeatRegistration,
-        SessionRoot,
-        UnsupportedRoot,
-        conversation_id,
-        roots_from_specs,
-        sessions_rel,
-    )
+    from ._sources import RepositorySpec, SeatRegistration, conversation_id, roots_from_specs
 
-# Where each public name lives: `import mosaic.chat_pages` imports none of them (issue 13, start-up cost:
-# the reader, the server, asyncio and pi-format load only when a name is first used; PEP 562).
+# Where each public name lives: `import mosaic.chat_pages` imports none of them, so the reader, the server,
+# asyncio and pi-format load only when a name is first used (PEP 562), and a command's --help stays fast.
 _HOME: dict[str, str] = {
     "asgi_app": "_asgi",
-    "ReaderGuard": "_asgi",
-    "CURSOR_CAP": "_cursors",
-    "CURSOR_TTL_SECONDS": "_cursors",
-    "HISTORY": "_cursors",
-    "LOCAL_OPERATOR": "_cursors",
-    "REFUSAL_STATUS": "_http",
-    "route": "_http",
-    "dump_bytes": "_jsonout",
     "dumps": "_jsonout",
-    "MAX_BLOCKS_PER_PART": "_parts",
-    "MAX_FRAGMENT_JSON": "_parts",
-    "MAX_PAGE_BYTES": "_parts",
-    "MAX_PART_BYTES": "_parts",
-    "MAX_PARTS_PER_PAGE": "_parts",
-    "MAX_STRING_UNITS": "_parts",
     "Reader": "_reader",
     "create_reader": "_reader",
     "ReaderRefusal": "_refusal",
     "ReaderServer": "_server",
     "serve": "_server",
-    "PI_HARNESS": "_sources",
-    "RefusedSpec": "_sources",
     "RepositorySpec": "_sources",
-    "Roots": "_sources",
     "SeatRegistration": "_sources",
-    "SessionRoot": "_sources",
-    "UnsupportedRoot": "_sources",
     "conversation_id": "_sources",
     "roots_from_specs": "_sources",
-    "sessions_rel": "_sources",
 }
 
 __all__ = [
-    "CURSOR_CAP",
-    "CURSOR_TTL_SECONDS",
-    "HISTORY",
-    "LOCAL_OPERATOR",
-    "MAX_BLOCKS_PER_PART",
-    "MAX_FRAGMENT_JSON",
-    "MAX_PAGE_BYTES",
-    "MAX_PARTS_PER_PAGE",
-    "MAX_PART_BYTES",
-    "MAX_STRING_UNITS",
-    "PI_HARNESS",
-    "REFUSAL_STATUS",
     "Reader",
-    "ReaderGuard",
     "ReaderRefusal",
     "ReaderServer",
-    "RefusedSpec",
     "RepositorySpec",
-    "Roots",
     "SeatRegistration",
-    "SessionRoot",
-    "UnsupportedRoot",
     "asgi_app",
     "conversation_id",
     "create_reader",
-    "dump_bytes",
     "dumps",
     "roots_from_specs",
-    "route",
     "serve",
-    "sessions_rel",
 ]
 
 
@@ -127,4 +70,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)

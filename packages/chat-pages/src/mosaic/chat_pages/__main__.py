@@ -1,7 +1,7 @@
-"""python -m mosaic.chat_pages: the mosaic-read command line (see _cli.py)."""
+"""python -m mosaic.chat_pages: the mosaic-read command line (see cli.py)."""
 
 import sys
 
-from ._cli import main
+from .cli import main
 
 sys.exit(main())

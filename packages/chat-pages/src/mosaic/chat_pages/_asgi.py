@@ -1,5 +1,5 @@
 """The two GET routes as an ASGI application, behind the loopback guard as middleware: plain callables, no
-framework imported (issue 14, issue 19).
+framework imported.
 
 Other Mosaic tools mount the routes in their own servers. `asgi_app(reader)` returns an ASGI 3 application
 (uvicorn, hypercorn, ...) that gives `ReaderServer`'s answers: the guard first (`_guard.py`: the Host,

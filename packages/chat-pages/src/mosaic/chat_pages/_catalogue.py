@@ -60,7 +60,7 @@ def catalogue_row(root: Root, sroot: SessionRoot, name: str) -> dict[str, Any]:
 def read_header_line(fd: int, size: int) -> bytes:
     """Line 1 with its LF, however long: read until the first LF or to `size` (the file's size when it
     was opened, which safe-open caps at 256 MiB), so the catalogue judges the same line 1 that `open` does
-    (issue 13: a 1 MiB limit here once called a longer, complete header `incomplete-header`). Linear in the
+    (a shorter limit would call a longer, complete header `incomplete-header`). Linear in the
     line: each read doubles and only the new bytes are searched."""
     buf = bytearray()
     want = _FIRST_READ

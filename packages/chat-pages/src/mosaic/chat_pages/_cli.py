@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from ._jsonout import dumps
 
-if TYPE_CHECKING:  # imported where a command needs them, so `mosaic-read --help` stays fast (issue 13)
+if TYPE_CHECKING:  # imported where a command needs them, so `mosaic-read --help` stays fast
     from ._reader import Reader
     from ._sources import Roots
 
@@ -87,7 +87,7 @@ class _Api:
         self.token = token
 
     def _get(self, path: str, params: dict[str, str | None]) -> dict[str, Any]:
-        import http.client  # noqa: PLC0415 - only --url needs HTTP (start-up cost, issue 13)
+        import http.client  # noqa: PLC0415 - only --url needs HTTP (start-up cost)
         import urllib.error  # noqa: PLC0415
         import urllib.parse  # noqa: PLC0415
         import urllib.request  # noqa: PLC0415

@@ -1,6 +1,6 @@
 """`mosaic-read --config FILE`: the file decoded strictly with msgspec, so a bad file is refused with the
 field it got wrong (`$.specs[0].seat`), never half-read. Imported only when --config is given (msgspec's
-import is most of the reader's start-up cost; issue 13).
+import is most of the reader's start-up cost).
 
     {"specs": [{"projectRoot", "seat", "layoutRepo"?}],
      "registrations": [{"seat", "harness", "layoutRepo", "project", "sessionsDir", "startedAt"}]}

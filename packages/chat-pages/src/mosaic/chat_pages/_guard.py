@@ -2,7 +2,7 @@
 middleware `ReaderGuard`.
 
 The routes hand out session text that the server's uid may read and the caller's may not. Three things a
-loopback address alone does not stop, each refused before the request reaches the reader (issue 19):
+loopback address alone does not stop, each refused before the request reaches the reader:
 
 1. **DNS rebinding.** A web page whose host name resolves to 127.0.0.1 reaches the server with its own
    name in `Host`. Only the bound address (`127.0.0.1:<port>`, `[::1]:<port>`) and `localhost:<port>` are

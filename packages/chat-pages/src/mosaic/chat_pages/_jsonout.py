@@ -42,7 +42,7 @@ def dump_bytes(value: Any) -> bytes:
     """`dumps(value)` as UTF-8: the bytes the page limits count ("8 MiB of serialized UTF-8").
 
     A page's parts (`_parts.PageParts`, in a result or a page, up to two dicts deep) carry their JSON
-    bytes, made once when the parts were made: they are joined here, never encoded again (issue 13). The
+    bytes, made once when the parts were made: they are joined here, never encoded again. The
     bytes are the same as encoding the whole value: compact JSON is `{` + `key:value` joined by `,` + `}`.
     """
     if _holds_encoded(value, 2):

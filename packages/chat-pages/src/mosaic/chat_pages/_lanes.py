@@ -1,9 +1,9 @@
 """Where a request's reader call runs: lanes that keep a slow conversation from stalling the others.
 
-Issue 19: eight requests for one conversation whose parse is slow (3.8 MiB of malformed lines) took all
-eight threads of the server's pool, each waiting on the reader's lock of that conversation, and the
-catalogue waited 19 s behind them. The reader itself never made the catalogue wait (it holds no lock for
-it); the pool did. So the server decides, before a thread is taken:
+With one pool, eight requests for one conversation whose parse is slow (3.8 MiB of malformed lines) take
+all eight threads of the pool, each waiting on the reader's lock of that conversation, and the catalogue
+waits behind them (19 s measured). The reader itself never makes the catalogue wait (it holds no lock for
+it); the pool does. So the server decides, before a thread is taken:
 
 - **One call per conversation in flight.** A request for a conversation waits, on the event loop, for the
   call of that conversation ahead of it: an `asyncio.Lock` per conversation id, held around the worker

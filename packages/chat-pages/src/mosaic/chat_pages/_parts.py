@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mosaic.pi_format import Item
+    from mosaic.pi_format.model import Item
 
 from ._jsonout import dump_bytes, dumps, json_size, utf16_units, value_text
 
@@ -113,7 +113,7 @@ def _split_field(
 class PageParts(list[dict[str, Any]]):
     """The parts of one page: a list of part dicts, carrying each part's JSON bytes, made once when the part
     was made and used both to size the page and to serialize it (`_jsonout.dump_bytes` joins them instead
-    of encoding the parts again; issue 13). The bytes are used only while the list still holds exactly the
+    of encoding the parts again). The bytes are used only while the list still holds exactly the
     dicts they were made from (a caller that edits a page's parts should edit a copy)."""
 
     __slots__ = ("encoded", "_made_from")

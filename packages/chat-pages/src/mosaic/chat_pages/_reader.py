@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import mosaic.pi_format as pi_format
 from mosaic.pi_format import FormatRefusal
-from mosaic.safe_open import Method, OpenedFile, Root, SafeOpenRefusal, is_session_name, open_root
+from mosaic.safe_open import OpenedFile, Root, SafeOpenRefusal, is_session_name, open_root
+from mosaic.safe_open.root import Method
 
 if TYPE_CHECKING:
     from mosaic.pi_format import Parsed
@@ -68,7 +69,7 @@ class Reader:
     """Read-only paged views of approved Pi session files. Thread-safe without a global stall: `open` and
     `next` hold the lock of their conversation only (`_ConversationLocks`), the catalogue holds none, and the
     cursor store and the snapshot cache each guard their own few dictionary operations. So a slow parse of
-    one conversation never delays the catalogue or another conversation (issue 14).
+    one conversation never delays the catalogue or another conversation.
 
     `roots` is called on every operation and must return `Roots` (use `roots_from_specs`). Both clocks
     return seconds since the epoch (the project's one clock convention). `clock` stamps generatedAt and
@@ -433,7 +434,7 @@ class _ConversationLocks:
 def _view(parsed: Parsed, incomplete: bool) -> dict[str, Any]:
     """Seed "API": view holds defaultBranch, branches, incomplete, forkedFromEarlierSession, unreadableLines.
 
-    Bounded whatever the file holds (issue 14): at most VIEW_BRANCHES branch rows (main first, then file
+    Bounded whatever the file holds (100,000 roots must not make a 100,000-row view): at most VIEW_BRANCHES branch rows (main first, then file
     order, and the default branch always) with `branchCount`, and at most VIEW_RANGES ranges of unreadable
     lines ([first, last], one per run, as the pages' notices) with `unreadableLineCount` and
     `unreadableRangeCount`. Every branch still opens by name, and every unreadable line is still a notice

@@ -1,5 +1,5 @@
 """The loopback server of the two GET routes: one asyncio event loop for the connections, lanes of worker
-threads for the reader calls (issue 14, issue 19).
+threads for the reader calls.
 
 A burst of connections waits in a listen backlog of `BACKLOG` (the standard library's default was 5);
 idle and slow connections cost no thread and are closed after `HEADER_TIMEOUT` (the whole request head

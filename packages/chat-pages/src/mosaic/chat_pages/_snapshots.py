@@ -175,8 +175,8 @@ def is_racy(ctime_ns: int, now: float) -> bool:
 
 
 class PartCache:
-    """The JSON bytes of rendered items' parts, by pi-format ref, bounded in bytes (issue 22: decoded text is
-    never kept, only these bytes, and at most `budget` of them).
+    """The JSON bytes of rendered items' parts, by pi-format ref, bounded in bytes (decoded text is never
+    kept: it cost several times the file; only these bytes, and at most `budget` of them).
 
     Branches of one file share their prefixes and every open starts a branch at its root, so the items most
     pages revisit are the earliest in the file. The cache keeps those: when it is full, an item earlier in the

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
-from mosaic.pi_rpc import LinkPoisoned
+from mosaic.pi_rpc.link import LinkPoisoned
 
 from ._access import required_operations
 from ._core_state import CoreState, text_digest

@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, get_args
 
-from mosaic.pi_rpc import Command, CommandOutcome
+from mosaic.pi_rpc import Command
+from mosaic.pi_rpc.link import CommandOutcome
 
 from ._core_state import CoreState, text_digest
 from ._io import Call, CancelTimer, FlushEngine, Reply, SetTimer

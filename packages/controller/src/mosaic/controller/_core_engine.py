@@ -23,7 +23,8 @@ The rules it keeps (the core's rules 2, 3 and 7a; `_tables.SLOT_TABLE`, `RECEIPT
 
 from __future__ import annotations
 
-from mosaic.pi_rpc import Command, NotEvidence
+from mosaic.pi_rpc import Command
+from mosaic.pi_rpc.link import NotEvidence
 
 from . import _core_chain, _core_drift
 from ._core_state import CoreState

@@ -30,7 +30,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mosaic.pi_rpc import (
+from mosaic.pi_rpc.link import (
     CommandWritten,
     EngineEvent,
     LateResponse,

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from mosaic.pi_rpc import LinkEvent
+from mosaic.pi_rpc.link import LinkEvent
 
 if TYPE_CHECKING:
     from ._access import Peer

@@ -24,7 +24,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from mosaic.pi_rpc import BUNDLE_MANIFEST_SHA256, PI_VERSION, EngineLink, check_pin, sealed_engine_argv
+from mosaic.pi_rpc import EngineLink, check_pin, sealed_engine_argv
+from mosaic.pi_rpc.install import PI_VERSION
+from mosaic.pi_rpc.seal import BUNDLE_MANIFEST_SHA256
 from mosaic.safe_open import Refusal, canonical_json, sha256_digest
 from mosaic.writer_claim import ClaimStore, Pins, SeatKey, SessionKey, State
 

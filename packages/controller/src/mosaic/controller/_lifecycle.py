@@ -59,11 +59,8 @@ from mosaic.cgroup_cohort import (
 from mosaic.cgroup_cohort.limits import held_to_dict
 from mosaic.cgroup_cohort.stop import Census, census
 from mosaic.chat_pages import conversation_id
-from mosaic.pi_rpc import (
-    EngineLink,
-    LinkCore,
-    LinkEvent,
-)
+from mosaic.pi_rpc import EngineLink, LinkCore
+from mosaic.pi_rpc.link import LinkEvent
 from mosaic.safe_open import Refusal
 from mosaic.writer_claim import (
     BarrierHook,

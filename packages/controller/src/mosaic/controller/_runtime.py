@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
-from mosaic.pi_rpc import EngineLink, LinkEvent
+from mosaic.pi_rpc import EngineLink
+from mosaic.pi_rpc.link import LinkEvent
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES, SafeOpenRefusal, open_root
 
 from ._core import DRIFT_START, ControllerCore

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mosaic.pi_rpc import Command, CommandOutcome
+from mosaic.pi_rpc import Command
+from mosaic.pi_rpc.link import CommandOutcome
 
 from ._access import actor_record
 from ._drift import Checkpoint, EngineList

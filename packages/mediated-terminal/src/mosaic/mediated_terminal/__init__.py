@@ -1,8 +1,14 @@
 """mosaic.mediated_terminal: the mediated terminal, a thin view over `mosaic.controller.client`.
 
-`TerminalApp` is the full-screen prompt_toolkit application (``mosaic-terminal --socket PATH``);
-`TerminalModel` its state and actions, testable without a terminal; `ReadingView` the transcript's
-reading position; `inert` and the `_render` functions turn the library's values into lines of inert text.
+    mosaic-terminal --socket /run/ctl/controller.sock          # or: python -m mosaic.mediated_terminal
+    code = asyncio.run(run_terminal("/run/ctl/controller.sock")) # the same, from Python
+
+`run_terminal` runs `TerminalApp`, the full-screen prompt_toolkit application; `TerminalModel` is its state
+and actions, testable without a terminal; `inert` turns any string into inert text. What a consumer needs is
+here (`__all__`); the rest is in named public modules: `mosaic.mediated_terminal.cli` (the command line and
+its exit codes), `.screen` (the application, its keys and styles), `.model` (the state, the composer, the
+reading position), `.render` (the library's values as lines of inert text), `.text` (inert text) and
+`.testing` (the terminal in a private tmux server, the engine tap).
 
 The names load on first use (PEP 562), so ``mosaic-terminal --help`` and ``--version`` answer without
 importing prompt_toolkit or the controller package.
@@ -17,82 +23,13 @@ __version__ = "0.1.0"
 TYPE_CHECKING = False  # not typing's: importing typing costs --help about 5 ms (mypy reads this one too)
 
 if TYPE_CHECKING:
-    from ._app import KEYS, BufferComposer, TerminalApp, run_terminal
-    from ._cli import EXIT_CRASH, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, main
-    from ._inert import PASSING, inert, inert_spans, is_hazard
-    from ._model import NOT_CONTROLLER, CannotAttach, Composer, Note, TerminalModel
-    from ._render import (
-        INCARNATION_SHOWN,
-        confirmation_lines,
-        details_line,
-        dialog_line,
-        header_line,
-        item_fragments,
-        item_lines,
-        plain,
-        receipt_words,
-        request_line,
-        status_line,
-        stop_words,
-        styled,
-        transcript_lines,
-        transcript_rows,
-        wrap,
-    )
-    from ._view import ReadingView, Row
+    from ._app import TerminalApp, run_terminal
+    from ._inert import inert
+    from ._model import TerminalModel
 
-_WHERE = {
-    "KEYS": "_app", "BufferComposer": "_app", "TerminalApp": "_app", "run_terminal": "_app",
-    "EXIT_CRASH": "_cli", "EXIT_OK": "_cli", "EXIT_REFUSED": "_cli", "EXIT_USAGE": "_cli", "main": "_cli",
-    "PASSING": "_inert", "inert": "_inert", "inert_spans": "_inert", "is_hazard": "_inert",
-    "NOT_CONTROLLER": "_model", "CannotAttach": "_model", "Composer": "_model", "Note": "_model", "TerminalModel": "_model",
-    "INCARNATION_SHOWN": "_render", "confirmation_lines": "_render", "details_line": "_render",
-    "dialog_line": "_render", "header_line": "_render", "item_fragments": "_render", "item_lines": "_render",
-    "plain": "_render", "receipt_words": "_render", "request_line": "_render", "status_line": "_render",
-    "stop_words": "_render", "styled": "_render", "transcript_lines": "_render", "transcript_rows": "_render",
-    "wrap": "_render",
-    "ReadingView": "_view", "Row": "_view",
-}
+_WHERE = {"TerminalApp": "_app", "run_terminal": "_app", "inert": "_inert", "TerminalModel": "_model"}
 
-__all__ = [
-    "BufferComposer",
-    "CannotAttach",
-    "Composer",
-    "EXIT_CRASH",
-    "EXIT_OK",
-    "EXIT_REFUSED",
-    "EXIT_USAGE",
-    "INCARNATION_SHOWN",
-    "KEYS",
-    "NOT_CONTROLLER",
-    "Note",
-    "PASSING",
-    "ReadingView",
-    "Row",
-    "TerminalApp",
-    "TerminalModel",
-    "__version__",
-    "confirmation_lines",
-    "details_line",
-    "dialog_line",
-    "header_line",
-    "inert",
-    "inert_spans",
-    "is_hazard",
-    "item_fragments",
-    "item_lines",
-    "main",
-    "plain",
-    "receipt_words",
-    "request_line",
-    "run_terminal",
-    "status_line",
-    "stop_words",
-    "styled",
-    "transcript_lines",
-    "transcript_rows",
-    "wrap",
-]
+__all__ = ["TerminalApp", "TerminalModel", "__version__", "inert", "run_terminal"]
 
 
 def __getattr__(name: str) -> object:
@@ -102,3 +39,7 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

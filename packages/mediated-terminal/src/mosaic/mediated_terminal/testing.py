@@ -281,3 +281,7 @@ async def tmux_terminal(socket_path: str, **options: Any) -> AsyncIterator[TmuxT
         yield term
     finally:
         await term.aclose()
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

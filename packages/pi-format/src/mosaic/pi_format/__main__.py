@@ -1,40 +1,7 @@
-"""python -m mosaic.pi_format [--project DIR] FILE.jsonl...: one JSON summary line per file.
+"""python -m mosaic.pi_format [--project DIR] FILE.jsonl...: the command line of `mosaic.pi_format.cli`."""
 
-This is the package's only I/O: it reads each named file and prints `summary(parse(...))` with a "file"
-key. With --project, the cwd rule compares real paths (os.path.realpath). Exit status: 0 when every file
-was read (parsed or refused), 2 when a file could not be read or the arguments are wrong.
-"""
-
-from __future__ import annotations
-
-import argparse
-import json
-import os
 import sys
 
-from ._parse import parse
-from ._summary import summary
+from .cli import main
 
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mosaic.pi_format", description=__doc__.splitlines()[0])
-    ap.add_argument("--project", help="absolute project directory the header cwd must be inside")
-    ap.add_argument("files", nargs="+", help="session files (*.jsonl)")
-    args = ap.parse_args(argv)
-    project = os.path.abspath(args.project) if args.project else None
-    status = 0
-    for path in args.files:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            print(json.dumps({"file": path, "ok": False, "error": f"{type(exc).__name__}: {exc.strerror}"}))
-            status = 2
-            continue
-        result = parse(data, project=project, realpath=os.path.realpath if project else None)
-        print(json.dumps({"file": path, **summary(result)}))
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+sys.exit(main())

@@ -4,7 +4,7 @@ The parse needs, for every valid entry line, its raw id by position (for its ite
 the latest position of an id (to resolve a parentId and to see a repeated id: rule 3, the later entry wins).
 A Python dict of str -> int costs about 150 bytes per id (the dict slot, the str, the int), which is
 nothing beside an entry of a normal session (1-2 KB) but three times a tiny entry's line: a file of a
-million 53-byte labels would cost 20x its size (issue 22). So the table has two forms, chosen by density:
+million 53-byte labels would cost 20x its size. So the table has two forms, chosen by density:
 
 - **sparse** (the start, and every file whose lines average more than `DENSE_BYTES`): the dict, and a list
   of the id strs by position (the same str objects as the dict's keys). Fastest: one dict operation.

@@ -1,5 +1,5 @@
 """The line index: every complete line of a session file decoded only as far as the tree needs, kept as
-columns (issues 13 and 22).
+columns.
 
 For every line after the header this finds its bytes and decodes only `type`, `id`, `parentId` and
 `display` with msgspec, which skips every other value without building it. A valid entry line becomes a
@@ -16,7 +16,7 @@ not check the bytes of values it skips), when it may hold an integer longer than
 (msgspec skips one; Python refuses it), and when msgspec refuses it for a reason Python might not share
 (a lone surrogate escape, a number out of range, nesting). A line msgspec refuses as malformed JSON with no
 `\\ud800`-`\\udfff` escape in it is malformed for Python's json too, so it is classified without decoding it
-again (issue 19: a malformed line costs what a valid one does): "blank" when it holds only whitespace, else
+again (a malformed line costs what a valid one does): "blank" when it holds only whitespace, else
 "not JSON". A line the exact decoder reads keeps its value, so its render never decodes again. Duplicate
 keys resolve last-wins in both decoders, and msgspec unescapes keys as Python's json does.
 

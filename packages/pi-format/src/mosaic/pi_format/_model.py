@@ -3,10 +3,10 @@
 Everything here is data. `Branch.items` is computed on first use from the shared tree (see `_tree.py`),
 so parsing a file with many forks never materialises every branch (README, "Complexity").
 
-Items, their blocks and notices are frozen msgspec Structs with `gc=False` (issue 13): they hold no
+Items, their blocks and notices are frozen msgspec Structs with `gc=False`: they hold no
 reference cycles, so the cyclic collector never needs to track them, and a reader that has rendered a
 100 MB branch does not make every later full collection walk each rendered item. They compare, hash and
-construct like the frozen dataclasses they replace (positional or keyword fields; `kind` is a class
+construct like frozen dataclasses (positional or keyword fields; `kind` is a class
 constant of each block type).
 """
 

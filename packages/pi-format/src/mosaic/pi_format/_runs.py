@@ -3,7 +3,7 @@
 Rule 6 (README): every unreadable line is reported at its file position on every branch. A run of
 consecutive unreadable lines (blank, not JSON, ...) is ONE notice (`x.line-<first line>`, with the last line
 in `through`), never one object per line: a file of blank lines would otherwise cost hundreds of bytes per
-byte (issue 14). The runs are three flat arrays (first line, count, reason), and the notice items are made
+byte. The runs are three flat arrays (first line, count, reason), and the notice items are made
 when a branch slice reaches them, so a parse holds about 24 bytes per run, whatever the file holds.
 """
 

@@ -13,8 +13,8 @@ too, so a branch's earlier items never change while the file grows (seed README,
 
 Items are named by *refs* (`Parsed.render`, `Branch.refs_from`): 2w for winner w's own item, 2w + 1 for the
 notice standing before it (a missing parent or a loop's cut), -1 - k for line notice k. Nothing rendered is
-kept here: an item is rendered from its line each time it is asked for (decoded text is never cached;
-issue 22). A caller that revisits items keeps what it needs of them (chat-pages keeps parts' bytes).
+kept here: an item is rendered from its line each time it is asked for (decoded text is never cached: it
+would cost several times the file). A caller that revisits items keeps what it needs of them (chat-pages keeps parts' bytes).
 
 Two ways to build the arrays:
 
@@ -177,7 +177,7 @@ class Forest:
         `marks` (one dict per branch, kept by the caller) maps an item position to where the merge stands
         there: (index in `path`, items of that winner's segment already taken, line notices taken). Each
         walk records where it stopped, and a walk that starts at a recorded position resumes there, so
-        paging through a branch costs O(the page) at its end as at its start (issue 13). Without a mark the
+        paging through a branch costs O(the page) at its end as at its start. Without a mark the
         walk starts at the root: O(depth + line notices). The marks are filled idempotently (threads at worst
         record the same mark twice).
         """

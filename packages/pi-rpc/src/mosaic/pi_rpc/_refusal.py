@@ -1,7 +1,7 @@
 """pi-rpc's refusal class and its one code table.
 
 :class:`PiRpcRefusal` subclasses ``mosaic.safe_open.Refusal``, the base every Mosaic package shares
-(DESIGN.md principle 2; issue 9 "One refusal family"), so ``except mosaic.safe_open.Refusal`` catches it
+(docs/design.md principle 2, one refusal family), so ``except mosaic.safe_open.Refusal`` catches it
 and it has the same three fields, wire form, equality and pickling as every other refusal. Importing
 ``mosaic.safe_open`` for the base loads no cffi (its root-opening names load lazily).
 

@@ -8,11 +8,11 @@ smoke suite); the shell only needs the two pipes.
 
 Failure behaviour: a write error, a partial write, a stalled write or an overdue response makes the
 command's outcome ``unknown``; the awaiting caller gets :class:`OutcomeUnknownError`, the link is
-poisoned and every later send raises :class:`mosaic.pi_rpc.LinkPoisoned`. EOF on stdout ends the link the
+poisoned and every later send raises :class:`mosaic.pi_rpc.link.LinkPoisoned`. EOF on stdout ends the link the
 same way for the commands still in flight. Cancelling an awaiting caller does not cancel the command: its
 bytes may already be in the pipe, and the outcome is still recorded on the :class:`~mosaic.pi_rpc.Command`.
 
-Three rules of the read side (issue 9):
+Three rules of the read side:
 
 1. **Backpressure, never loss.** The events wait in a queue for :meth:`EngineLink.next_event`. Before each
    record is handed to the core the shell checks that the queue holds fewer than ``max_queued_events``;
@@ -81,7 +81,7 @@ class EngineLink:
 
     Construct inside a running loop, with :meth:`from_fds` (or the constructor, same arguments) over a
     launcher's pipes, or :meth:`spawn` a process. The link takes ownership of both fds and closes them in
-    :meth:`aclose`. Every :class:`~mosaic.pi_rpc.LinkEvent` comes out of :meth:`next_event` in the order it
+    :meth:`aclose`. Every :class:`~mosaic.pi_rpc.link.LinkEvent` comes out of :meth:`next_event` in the order it
     happened (engine records in read order, responses as ``OutcomeKnown``), so an observer sees one ordered
     stream. ``max_queued_events`` bounds that queue (module docstring, rule 1): the link reads the engine
     only while someone takes events, so a caller that only awaits :meth:`outcome` must also drain them.
@@ -196,8 +196,8 @@ class EngineLink:
         return cmd
 
     def send_prompt(self, message: str, *, bound: float | None = _DEFAULT) -> Command:
-        """Queue a prompt; raises :class:`~mosaic.pi_rpc.PromptNotAcknowledged` while an earlier
-        prompt has no response, :class:`~mosaic.pi_rpc.LinkPoisoned` when poisoned."""
+        """Queue a prompt; raises :class:`~mosaic.pi_rpc.link.PromptNotAcknowledged` while an earlier
+        prompt has no response, :class:`~mosaic.pi_rpc.link.LinkPoisoned` when poisoned."""
         cmd = self.core.send_prompt(message, now=self._clock(), **({} if bound is _DEFAULT else {"bound": bound}))
         self.flush()
         return cmd
@@ -228,7 +228,7 @@ class EngineLink:
 
     async def outcome(self, command: Command) -> Command:
         """Wait until ``command`` is acknowledged; return it. Raises :class:`OutcomeUnknownError` when its
-        outcome is unknown, :class:`~mosaic.pi_rpc.LinkPoisoned` when it was never written.
+        outcome is unknown, :class:`~mosaic.pi_rpc.link.LinkPoisoned` when it was never written.
 
         Responses are read only while the event queue has room (module docstring, rule 1): someone must take
         events from :meth:`next_event`, or after ``max_queued_events`` of them this waits for a response the

@@ -1,20 +1,25 @@
-"""mosaic.safe_open: race-free opening of files below an approved root; the shared `Refusal` base and the
-identities every layer shares.
+"""mosaic.safe_open: race-free opening of files below an approved root, the `Refusal` base every Mosaic
+refusal shares, and the identities every layer shares (a host, a process, a digest).
 
-A root is resolved once (it may itself be a symlink) and held as a directory fd; every path beneath it is
-resolved from that fd with openat2(2) (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-RESOLVE_NO_XDEV, through cffi) or, on a kernel without openat2, a component-by-component dir_fd walk with
-O_NOFOLLOW | O_DIRECTORY and an fstat check of every component. Session files follow the seed's rules
-(README "Opening a file"). Refusals carry a code from `SafeOpenRefusal.CODES`.
+    import os
+    from mosaic.safe_open import open_root
+    with open_root("/srv/checkout") as root:                      # resolved once, held as a directory fd
+        names = root.listdir(".pi/state/alpha/sessions")
+        with root.open_session_file(".pi/state/alpha/sessions", names[0]) as f:
+            data = os.read(f.fd, f.size)                         # or SafeOpenRefusal: code, reconcile, message
 
-Every Mosaic package declares this one as its bottom layer: `Refusal` is the base of every refusal, and
-`HostIdentity`, `ProcessRef`, `parse_stat`/`read_stat` and `sha256_digest` are the one form of a host,
-a process and a digest (README "Shared identities").
+What a consumer needs is here (`__all__`); the rest is in three public modules:
 
-The root-opening names load the cffi bindings on first use, not at import, so a package that needs only
-the refusal base or the identities pays nothing for them.
+- `mosaic.safe_open.root`: the resolution behind `open_root` (its `method` types, the kernel probe);
+- `mosaic.safe_open.identity`: every part of the shared identities (the `/proc/<pid>/stat` parser, the
+  machine and boot ID readers, their paths);
+- `mosaic.safe_open.kernel`: the openat2 binding itself, its flags and its declarations;
 
-`mosaic.safe_open.testing.OpenWatch` proves with inotify that a file was never opened.
+and `mosaic.safe_open.testing` (`OpenWatch`: proof with inotify that a file was never opened) and
+`mosaic.safe_open.abi_build` (the generator of a cffi out-of-line ABI module, shared with cgroup-cohort).
+
+Importing this package loads no cffi: the root-opening names load their bindings on first use (PEP 562),
+so a package that needs only the refusal base or the identities pays nothing for them.
 """
 
 from __future__ import annotations
@@ -23,18 +28,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._identity import (
-    BOOT_ID_PATH,
     DIGEST_RE,
-    MACHINE_ID_PATH,
-    PF_EXITING,
     HostIdentity,
     ProcessRef,
-    ProcStat,
-    boot_id,
     canonical_json,
     current_host,
-    machine_id,
-    parse_stat,
     process_ref,
     read_stat,
     sha256_digest,
@@ -42,32 +40,34 @@ from ._identity import (
 from ._refusal import Refusal, SafeOpenRefusal
 
 if TYPE_CHECKING:
-    from ._kernel import RESOLVE_FLAGS
-    from ._root import (
-        MAX_SESSION_FILE_BYTES,
-        Method,
-        OpenedFile,
-        ResolvedMethod,
-        Root,
-        is_session_name,
-        open_root,
-        openat2_available,
-        openat2_status,
-    )
+    from ._root import MAX_SESSION_FILE_BYTES, OpenedFile, Root, is_session_name, open_root
 
-# name -> the private module that defines it, imported on first access (PEP 562).
+# name -> the private module that defines it, imported on first access (PEP 562): these load cffi.
 _LAZY = {
-    "RESOLVE_FLAGS": "._kernel",
     "MAX_SESSION_FILE_BYTES": "._root",
-    "Method": "._root",
     "OpenedFile": "._root",
-    "ResolvedMethod": "._root",
     "Root": "._root",
     "is_session_name": "._root",
     "open_root": "._root",
-    "openat2_available": "._root",
-    "openat2_status": "._root",
 }
+
+__all__ = [
+    "DIGEST_RE",
+    "MAX_SESSION_FILE_BYTES",
+    "HostIdentity",
+    "OpenedFile",
+    "ProcessRef",
+    "Refusal",
+    "Root",
+    "SafeOpenRefusal",
+    "canonical_json",
+    "current_host",
+    "is_session_name",
+    "open_root",
+    "process_ref",
+    "read_stat",
+    "sha256_digest",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -81,34 +81,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
-
-
-__all__ = [
-    "BOOT_ID_PATH",
-    "DIGEST_RE",
-    "MACHINE_ID_PATH",
-    "MAX_SESSION_FILE_BYTES",
-    "Method",
-    "OpenedFile",
-    "PF_EXITING",
-    "ProcStat",
-    "HostIdentity",
-    "ProcessRef",
-    "RESOLVE_FLAGS",
-    "Refusal",
-    "ResolvedMethod",
-    "Root",
-    "SafeOpenRefusal",
-    "boot_id",
-    "canonical_json",
-    "current_host",
-    "is_session_name",
-    "machine_id",
-    "open_root",
-    "openat2_available",
-    "openat2_status",
-    "parse_stat",
-    "process_ref",
-    "read_stat",
-    "sha256_digest",
-]

@@ -32,7 +32,7 @@ RESOLVE_BENEATH = 0x08
 
 # Every lookup beneath a root uses all four: stay beneath the directory fd (no "..", no absolute path,
 # no escaping symlink), follow no symlink at all (a swapped component is refused, not followed), follow
-# no /proc magic link, and cross no mount point (issue 2).
+# no /proc magic link, and cross no mount point.
 RESOLVE_FLAGS = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV
 
 _SIZEOF_OPEN_HOW: int = _ffi.sizeof("struct open_how")

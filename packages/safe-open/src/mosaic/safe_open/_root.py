@@ -38,7 +38,7 @@ SESSION_SUFFIX = ".jsonl"
 
 # Directories are opened for reading (listdir needs that) and never inherited by a child process.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-# Seed README, "Opening a file": O_RDONLY | O_NOFOLLOW | O_NONBLOCK; issue 2 adds O_CLOEXEC. O_NONBLOCK
+# Seed README, "Opening a file": O_RDONLY | O_NOFOLLOW | O_NONBLOCK, and O_CLOEXEC so no child inherits it. O_NONBLOCK
 # is what keeps a FIFO swapped in after the lstat from blocking the open until a writer appears.
 _SESSION_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # The walk's per-component open: O_NOFOLLOW refuses a symlinked component (ENOTDIR or ELOOP), magic

@@ -45,3 +45,7 @@ def main(cdef: str, module: str, builder: str, target: Path) -> int:
     target.write_text(render(cdef, module, builder), encoding="ascii")
     print(f"wrote {target}", file=sys.stderr)
     return 0
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -10,19 +10,24 @@ mount of the same file outside the watched inodes. None of those read the file's
 
 `reset_peak` and `vm_bytes` measure the peak memory of one step in a child process (the pathological-input
 tests of pi-format and chat-pages: a parse's or an open's growth against the file's size).
+
+`openat2_unavailable()` makes this process's openat2 probe answer "unavailable", as a kernel without the
+call (before Linux 5.6) or a seccomp filter does, so the walk fallback runs on a kernel that has openat2.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Self
 
+from . import _kernel
 from ._kernel import IN_DONT_FOLLOW, IN_IGNORED, IN_OPEN, IN_Q_OVERFLOW, inotify_add_watch, inotify_init
 
-__all__ = ["OpenWatch", "OpenWatchOverflow", "reset_peak", "vm_bytes"]
+__all__ = ["OpenWatch", "OpenWatchOverflow", "openat2_unavailable", "reset_peak", "vm_bytes"]
 
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then `len` bytes of name
 
@@ -158,3 +163,23 @@ def reset_peak() -> int:
     except OSError:
         pass
     return vm_bytes("VmRSS")
+
+
+@contextlib.contextmanager
+def openat2_unavailable(status: str = "simulated ENOSYS") -> Iterator[None]:
+    """Inside the block, the once-per-process openat2 probe answers (False, `status`): `open_root` with
+    method "auto" walks and method "openat2" raises OSError(ENOSYS), as on a kernel without openat2. The
+    probe's previous answer (or none yet) is restored on exit. Not thread-safe against a concurrent probe
+    by design: a test holds it around its own calls."""
+    with _kernel._probe_lock:
+        saved = _kernel._probe
+        _kernel._probe = (False, status)
+    try:
+        yield
+    finally:
+        with _kernel._probe_lock:
+            _kernel._probe = saved
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

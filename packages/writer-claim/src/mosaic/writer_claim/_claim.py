@@ -190,7 +190,8 @@ class Claim:
         by the safety path (`RESERVE_STEPS`: recording the spawned engine, uncertain, stopping, stopped, adopt,
         restart) when the file system is full, so a full disk does not stop a stop (module docstring). Each file is as large as any later revision of
         the claim can be: this head's bytes, a cohort reference if none is recorded yet (MAX_COHORT_BYTES)
-        and a margin, in whole pages. Idempotent: reserves that exist are kept (a restart tops them up).
+        and a margin, in whole pages. Idempotent: reserves that exist are kept, so calling it again on an
+        adopted claim tops up what a dead owner left.
         Returns the bytes of each file. Raises OSError (ENOSPC: the room is not there); what was made is
         kept, and `release` removes it."""
         head = self._heads["seat"]

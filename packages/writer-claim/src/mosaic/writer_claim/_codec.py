@@ -36,13 +36,13 @@ from ._model import (
     thaw_json,
 )
 
-# /2: the `cohort` field was added (issue 9). Reading stays strict, so a /1 revision is unreadable here.
+# /2: the field set with the `cohort` reference. Reading is strict: any other format (/1 too) is unreadable.
 FORMAT = "mosaic-writer-claim/2"
 # /3 is /2 with one more field, `eligibility` (§6 "Recover"), required there and absent from /2. A revision
-# is written in /3 exactly when it carries an eligibility, so every other revision is byte for byte what
-# it was before /3 existed, and /2 revisions stay readable. The format string names the field set: a
-# reader that predates /3 reads a /3 revision as unreadable (a wrong format) rather than guessing at an
-# extra field, which holds the key as uncertain, never free.
+# is written in /3 exactly when it carries an eligibility, so every other revision is a /2 revision byte
+# for byte, which a /2-only reader reads, and both are read here. The format string names the field set: a
+# /2-only reader reads a /3 revision as unreadable (a wrong format) rather than guessing at an extra
+# field, which holds the key as uncertain, never free.
 FORMAT_ELIGIBILITY = "mosaic-writer-claim/3"
 # A revision is about 1.5 KiB without a cohort reference (at most MAX_COHORT_BYTES = 16 KiB); anything
 # past this cap is not one of ours and is read as unreadable.
@@ -112,8 +112,8 @@ def encode_revision(rev: Revision) -> bytes:
 
     The cohort reference is the same read-only object in every revision of a claim and keeps its own
     canonical bytes (`_FrozenObject.encoded`), so it is spliced in, not copied and encoded again for each
-    publication (issue 22: most of a cycle's CPU above its fsyncs was this copy and encoding). The bytes
-    are those of `canonical_json(revision_to_json(rev))`: canonical JSON sorts the keys, and the
+    publication (copying and encoding it for each one would cost most of a cycle's CPU above its fsyncs).
+    The bytes are those of `canonical_json(revision_to_json(rev))`: canonical JSON sorts the keys, and the
     revision's keys before "cohort" ("bindingId", "branch", "claimId") hold strings, in which a quote is
     always escaped, so the first `"cohort":null` in the text is the key itself."""
     cohort = rev.cohort

@@ -203,7 +203,8 @@ def _write_reserved(fd: int, rev: Revision, step: str, data: bytes, cause: OSErr
 def make_reserves(fd: int, claim_id: str, size: int, count: int) -> None:
     """Make `count` reserve files of `size` bytes for `claim_id` in the key directory `fd` (those that exist
     are kept), each preallocated. Not fsynced: the room is for a full disk, not for power loss (a power loss
-    may take it back, and a restart tops it up), and a launch waits for it. Raises OSError."""
+    may take it back; `reserve_space` on the adopted claim tops it up), and a launch waits for it. Raises
+    OSError."""
     for index in range(1, count + 1):
         try:
             rfd = os.open(reserve_name(claim_id, index), TEMP_FLAGS, 0o600, dir_fd=fd)

@@ -3,7 +3,8 @@
 §2 "Fields" records "the owning controller: pid, process start time"; §2 "Owner check" proves an owner
 gone by "a different boot on the same host, or no process with the recorded pid and start time". The
 host and boot identity and the /proc/<pid>/stat parser are safe-open's (`current_host`, `read_stat`), the
-one reading every layer shares (issue 9); what is added here is the pid namespace.
+one reading every layer shares, so the claim and the cohort record the same values; what is added here is
+the pid namespace.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ decision core (`_core`) and the tests can build and compare them freely. The JSO
 
 The host, a process and the digest form are safe-open's (`HostIdentity`, `ProcessRef`, `sha256_digest`
 over `canonical_json`): the claim and the cohort record them, and a restarted controller compares the
-two byte for byte (issue 9, "One identity, one digest form"). Only `ProcessIdentity` is this package's
-own, because the owner check needs the pid namespace as well.
+two byte for byte (docs/design.md, "safe-open: `Refusal` and the identities"). Only `ProcessIdentity` is
+this package's own, because the owner check needs the pid namespace as well.
 """
 
 from __future__ import annotations

@@ -19,17 +19,17 @@ Each file-system step is followed by a call of the injected barrier hook with a 
 step just done, so the W5 crash tests can kill a process exactly there. (The crash-prefix test does not
 trust the hook for its operation log: it records the `os` calls themselves.)
 
-A full disk does not stop a stop (issue 19). `Claim.reserve_space` preallocates, in each key directory,
-room for the revisions a stop needs (`RESERVE_REVISIONS` files named `.reserve-<claim ID>-<k>`, each as
-large as any later revision of the claim can be). When the temporary file of a publication on the safety
-path (`RESERVE_STEPS`: engine, active, uncertain, stopping, stopped, adopt, restart) cannot be written for
-want of room
-(ENOSPC, EDQUOT), one reserve is renamed to the temporary name and the revision written into its
-allocated blocks (then truncated to its length); from there the publication is the same link(), fsync and
-unlink. Nothing else draws on the reserve, and the ordinary path makes exactly the calls it made before.
-A publication that still cannot be written raises `ClaimWriteError` (an OSError, errno kept), which names
-the key, the step, the claim and the revision number. Once a key shows its claim stopped (published by a store that made
-the claim's reserves, or by a restart), the claim's reserves there are removed.
+A full disk does not stop a stop (brief §6: the stopping revision goes before any signal, and stopped
+needs its own). `Claim.reserve_space` preallocates, in each key directory, room for the revisions a stop
+needs (`RESERVE_REVISIONS` files named `.reserve-<claim ID>-<k>`, each as large as any later revision of
+the claim can be). When the temporary file of a publication on the safety path (`RESERVE_STEPS`: engine,
+active, uncertain, stopping, stopped, adopt, restart) cannot be written for want of room (ENOSPC,
+EDQUOT), one reserve is renamed to the temporary name and the revision written into its allocated blocks
+(then truncated to its length); from there the publication is the same link(), fsync and unlink. Nothing
+else draws on the reserve, and a publication that finds room never touches it. A publication that still
+cannot be written raises `ClaimWriteError` (an OSError, errno kept), which names the key, the step, the
+claim and the revision number. Once a key shows its claim stopped (published by a store that made the
+claim's reserves, or by a restart), the claim's reserves there are removed.
 
 Finding a key's head never lists the key directory (README "Finding the head"). A chain is always
 numbered 1..n without a gap (each revision is linked at the number after one that exists, and nothing is
@@ -331,7 +331,8 @@ class ClaimStore:
         return lo
 
     def _listed_head(self, fd: int, dirname: str) -> int:
-        """The highest revision number by listing the directory (what the head was before issue 13)."""
+        """The highest revision number by listing the directory: the definition of the head, used only where
+        the existence checks contradict a gap-free chain."""
         numbers = [n for n in (parse_revision_name(x) for x in os.listdir(fd)) if n is not None]
         top = max(numbers, default=0)
         self._seen[dirname] = top

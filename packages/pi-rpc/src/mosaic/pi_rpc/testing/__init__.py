@@ -1,11 +1,13 @@
-"""Test helpers that later issues reuse (conformance, smoke, the controller, the demo): the scripted model
+"""Test helpers the other suites use too (conformance, smoke, the controller, the demo): the scripted model
 server, the fake engine (``python -m mosaic.pi_rpc.testing.fake_engine``) with its control channel and hold
 points, a harness that prepares the fake in a scratch tree (:func:`prepare_fake_engine`: argv, env, cwd and
 control channel for any launcher) or runs it raw (:class:`FakeRun`), and the conformance suite that holds
 the fake to the real binary (with its session seeds ``FLUSHED`` and ``NOTHINK``).
 
 Nothing here is imported by the runtime package; it needs only the standard library (the smoke suite's
-network namespace uses pyroute2 when it is installed).
+network namespace uses pyroute2 when it is installed). The conformance suite's engines (`real_engine`,
+`fake_engine`) are in `mosaic.pi_rpc.testing.conformance`: here `fake_engine` names the public module
+`mosaic.pi_rpc.testing.fake_engine`, the fake's process entry point.
 """
 
 from mosaic.pi_rpc.testing._fake_control import HOLD_POINTS, FakeControl, Held
@@ -17,19 +19,17 @@ from mosaic.pi_rpc.testing.conformance import (
     SCENARIOS_REF,
     Engine,
     EngineProcess,
-    ScenarioError,
     Script,
+    ScriptError,
     Step,
     Transcript,
     diff_transcripts,
-    fake_engine,
     load_golden,
     normalize,
     prepare_tree,
-    real_engine,
     record_goldens,
     run_normalized,
-    run_scenario,
+    run_script,
 )
 from mosaic.pi_rpc.testing.harness import (
     WAIT,
@@ -70,8 +70,8 @@ __all__ = [
     "SCENARIOS",
     "SCENARIOS_REF",
     "Scenario",
-    "ScenarioError",
     "Script",
+    "ScriptError",
     "Step",
     "StreamText",
     "StreamToolCall",
@@ -79,15 +79,17 @@ __all__ = [
     "WAIT",
     "child_env",
     "diff_transcripts",
-    "fake_engine",
     "fake_engine_command",
     "load_golden",
     "models_json",
     "normalize",
     "prepare_fake_engine",
     "prepare_tree",
-    "real_engine",
     "record_goldens",
     "run_normalized",
-    "run_scenario",
+    "run_script",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -9,7 +9,7 @@ tool), :mod:`._fake_stream` (pi-ai openai-completions.js over the scripted model
 (session-manager.js), :mod:`._fake_ops` and :mod:`._fake_runtime` (the control channel). It models the
 behaviour FACTS.md lists under "What a Python fake engine must mimic":
 
-1. Framing: writes ``JSON.stringify(value) + "\\n"`` (:func:`mosaic.pi_rpc.js_json_dumps`), reads
+1. Framing: writes ``JSON.stringify(value) + "\\n"`` (:func:`mosaic.pi_rpc.framing.js_json_dumps`), reads
    LF-split lines with one CR stripped, UTF-8 with replacement; bad JSON gets V8's message
    (:mod:`._jsjson`) in a ``parse`` response with no id.
 2. Concurrent dispatch: every input line starts its own task at once (rpc-mode.js 646-648); a ``get_state``

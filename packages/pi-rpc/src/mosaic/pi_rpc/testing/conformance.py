@@ -1,7 +1,7 @@
 """Conformance: one set of scenario scripts, run against the fake engine and the real sealed Pi 0.85.1.
 
-A :class:`Scenario` is a list of steps (write bytes, wait for a record, close stdin, send a signal, wait
-for the exit, look at the session file). :func:`run_scenario` runs it against one engine command in a
+A :class:`Script` is a list of steps (write bytes, wait for a record, close stdin, send a signal, wait
+for the exit, look at the session file). :func:`run_script` runs it against one engine command in a
 fresh scratch tree (``home/``, ``agent/`` with ``models.json`` and ``settings.json``, ``proj/`` as the
 cwd, the session under ``proj/.pi/state/seat/sessions/``) with exactly the environment ``HOME``,
 ``PATH``, ``PI_CODING_AGENT_DIR`` (the ``env -i`` of FACTS.md Part 2), and returns a :class:`Transcript`:
@@ -15,7 +15,7 @@ partial message is a race inside Pi (FACTS.md Part 2: present in 10 of 16 record
 reason its ``content`` (shared with the stream, so it may already hold the first deltas) becomes
 ``<partial>``. Everything else must be equal.
 
-Waits are on records with a bound; a bound that passes fails the scenario (:class:`ScenarioError`).
+Waits are on records with a bound; a bound that passes fails the scenario (:class:`ScriptError`).
 The real binary's scripted model is :class:`~mosaic.pi_rpc.testing.model_server.ModelServer` with
 :data:`SCENARIOS`; the fake runs the same table in-process (``--fake-scenarios``).
 """
@@ -47,7 +47,7 @@ __all__ = [
     "Engine",
     "EngineProcess",
     "Scenario",
-    "ScenarioError",
+    "ScriptError",
     "Script",
     "Step",
     "Transcript",
@@ -59,7 +59,7 @@ __all__ = [
     "real_engine",
     "record_goldens",
     "run_normalized",
-    "run_scenario",
+    "run_script",
 ]
 
 WAIT = 30.0  # seconds; only a broken engine reaches it
@@ -79,8 +79,8 @@ scenario aborts or ends after the first tick, so the second never arrives under 
 SCENARIOS_REF = "mosaic.pi_rpc.testing.conformance:SCENARIOS"
 
 
-class ScenarioError(AssertionError):
-    """A scenario step did not happen within its bound (or the engine misbehaved)."""
+class ScriptError(AssertionError):
+    """A script's step did not happen within its bound (or the engine misbehaved)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -153,8 +153,9 @@ def ask(cid: str, ctype: str, **fields: Any) -> list[Step]:
 
 @dataclass(frozen=True)
 class Script:
-    """A conformance scenario: its ``steps``, the session file name, an optional ``seed`` (the file's bytes
-    before start, ``{cwd}`` replaced by the project path) and the agent ``settings.json``."""
+    """A conformance script (one scenario of the suite, by ``name``): its ``steps``, the session file name,
+    an optional ``seed`` (the file's bytes before start, ``{cwd}`` replaced by the project path) and the
+    agent ``settings.json``."""
 
     name: str
     steps: tuple[Step, ...]
@@ -405,9 +406,9 @@ class EngineProcess:
                 if left <= 0 or self.eof and not pred(len(self.lines)):
                     tail = self.lines[-3:]
                     if self.eof and not pred(len(self.lines)):
-                        raise ScenarioError(f"engine output ended before the awaited record (exit "
+                        raise ScriptError(f"engine output ended before the awaited record (exit "
                                             f"{self.p.poll()}, last records {tail!r}, stderr {self.err[-2000:]!r})")
-                    raise ScenarioError(f"awaited record did not arrive in time (last records {tail!r})")
+                    raise ScriptError(f"awaited record did not arrive in time (last records {tail!r})")
                 self.cond.wait(left)
 
     def stop(self) -> int | None:
@@ -451,7 +452,7 @@ def _file_state(path: Path) -> Any:
             "lines": parsed}
 
 
-def prepare_tree(root: Path, scenario: Script, base_url: str) -> tuple[Path, Path, Path]:
+def prepare_tree(root: Path, script: Script, base_url: str) -> tuple[Path, Path, Path]:
     """Make ``root/{home,agent,proj}`` and the session directory; return (agent, proj, session path)."""
     home, agent, proj = root / "home", root / "agent", root / "proj"
     for d in (home, agent, proj):
@@ -459,30 +460,30 @@ def prepare_tree(root: Path, scenario: Script, base_url: str) -> tuple[Path, Pat
     sessions = proj / ".pi" / "state" / "seat" / "sessions"
     sessions.mkdir(parents=True)
     (agent / "models.json").write_text(json.dumps(models_json(base_url)))
-    if scenario.settings:
-        (agent / "settings.json").write_text(json.dumps(scenario.settings))
-    session = sessions / scenario.session
-    if scenario.seed is not None:
-        session.write_text(scenario.seed.replace("{cwd}", str(proj)))
+    if script.settings:
+        (agent / "settings.json").write_text(json.dumps(script.settings))
+    session = sessions / script.session
+    if script.seed is not None:
+        session.write_text(script.seed.replace("{cwd}", str(proj)))
     return agent, proj, session
 
 
-def run_scenario(scenario: Script, engine: Engine, scratch: str | os.PathLike[str], *, base_url: str,
-                 timeout: float = WAIT) -> Transcript:
-    """Run ``scenario`` against ``engine`` in a fresh tree under ``scratch`` (created here; the caller
+def run_script(script: Script, engine: Engine, scratch: str | os.PathLike[str], *, base_url: str,
+               timeout: float = WAIT) -> Transcript:
+    """Run ``script`` against ``engine`` in a fresh tree under ``scratch`` (created here; the caller
     removes it). Every process started is killed by its pid and reaped before this returns, also when a
-    step fails (then :class:`ScenarioError` propagates)."""
+    step fails (then :class:`ScriptError` propagates)."""
     root = Path(scratch)
-    agent, proj, session = prepare_tree(root, scenario, base_url)
+    agent, proj, session = prepare_tree(root, script, base_url)
     env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent),
            **dict(engine.env)}
     argv = [*engine.command, *build_sealed_argv(str(session), provider="fakeprov", model="fake-model-1"),
             *engine.extra]
-    tr = Transcript(scenario.name, engine.name, scratch=str(root), base_url=base_url)
+    tr = Transcript(script.name, engine.name, scratch=str(root), base_url=base_url)
     procs = [EngineProcess(argv, env, str(proj))]
     seen = 0
     try:
-        for step in scenario.steps:
+        for step in script.steps:
             proc = procs[-1]
             if step.kind == "send":
                 tr.writes.append(step.data)
@@ -514,12 +515,12 @@ def run_scenario(scenario: Script, engine: Engine, scratch: str | os.PathLike[st
                 try:
                     proc.p.wait(timeout)
                 except subprocess.TimeoutExpired as exc:
-                    raise ScenarioError("engine did not exit in time") from exc
+                    raise ScriptError("engine did not exit in time") from exc
             elif step.kind == "file":
                 tr.files[step.label] = _file_state(session)
             elif step.kind == "launch":
                 if proc.p.poll() is None:
-                    raise ScenarioError("relaunch while the engine still runs")
+                    raise ScriptError("relaunch while the engine still runs")
                 procs.append(EngineProcess(argv, env, str(proj)))
                 seen = 0
             else:
@@ -641,8 +642,8 @@ def load_golden(directory: str | os.PathLike[str], name: str) -> dict[str, Any]:
     return dict(doc["transcript"])
 
 
-def run_normalized(scenario: Script, engine: Engine, *, scratch_parent: str | None = None) -> dict[str, Any]:
-    """Run one scenario in a fresh scratch tree (removed afterwards) with its own model server when the
+def run_normalized(script: Script, engine: Engine, *, scratch_parent: str | None = None) -> dict[str, Any]:
+    """Run one script in a fresh scratch tree (removed afterwards) with its own model server when the
     engine is the real binary; return the normalised transcript."""
     import tempfile
 
@@ -651,11 +652,11 @@ def run_normalized(scenario: Script, engine: Engine, *, scratch_parent: str | No
     with ModelServer(scenarios=SCENARIOS) as srv:
         d = tempfile.mkdtemp(prefix="mosaic-conf-", dir=scratch_parent)
         try:
-            tr = run_scenario(scenario, engine, d, base_url=srv.base_url)
+            tr = run_script(script, engine, d, base_url=srv.base_url)
         finally:
             remove_tree(d)
         if engine.real and srv.errors:
-            raise ScenarioError(f"model server errors: {srv.errors!r}")
+            raise ScriptError(f"model server errors: {srv.errors!r}")
     return normalize(tr)
 
 
@@ -676,3 +677,7 @@ def record_goldens(pi_dir: str | os.PathLike[str], out_dir: str | os.PathLike[st
         golden_path(out, sc.name).write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
         written.append(sc.name)
     return written
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -7,16 +7,26 @@ for the hold points). It takes Pi's sealed arguments (``--mode rpc --no-extensio
 ``MOSAIC_FAKE_PI_CONTROL``), a Unix socket a test listens on, and ``--fake-scenarios MODULE:ATTR``, the
 model's scenario table (default: the scripted model server's ``DEFAULT_SCENARIOS``). It needs
 ``PI_CODING_AGENT_DIR`` and reads ``models.json``/``settings.json`` there, as Pi does.
+
+Two of its parts are public for the tests that hold them to Pi: `js_json_parse` and `JsonParseError`
+(V8's ``JSON.parse`` and its exact error messages, recorded from Node 22.23.5) and `SessionFile`, `iso_now`
+and `uuidv7` (the session manager's file, tree and ids).
 """
 
 from __future__ import annotations
 
 from mosaic.pi_rpc.testing._fake_control import HOLD_POINTS, FakeControl, Held
 from mosaic.pi_rpc.testing._fake_process import FakeOptions, parse_args, run_fake_engine
+from mosaic.pi_rpc.testing._fake_session import SessionFile, iso_now, uuidv7
+from mosaic.pi_rpc.testing._jsjson import JsonParseError, js_json_parse
 from mosaic.pi_rpc.testing.harness import fake_engine_command
 
-__all__ = ["HOLD_POINTS", "FakeControl", "FakeOptions", "Held", "fake_engine_command", "parse_args",
-           "run_fake_engine"]
+__all__ = ["HOLD_POINTS", "FakeControl", "FakeOptions", "Held", "JsonParseError", "SessionFile",
+           "fake_engine_command", "iso_now", "js_json_parse", "parse_args", "run_fake_engine", "uuidv7"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 if __name__ == "__main__":

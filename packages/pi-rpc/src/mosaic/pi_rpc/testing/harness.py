@@ -143,3 +143,7 @@ class FakeRun:
         rc = self.proc.stop()
         self.setup.close()
         return rc
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -606,3 +606,6 @@ class ModelServer:
             self._state.errors.append(exc)
             self._cond.notify_all()
 
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

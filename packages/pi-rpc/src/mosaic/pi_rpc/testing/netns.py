@@ -130,5 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.execvp(args[0], args)
 
 
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -26,5 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

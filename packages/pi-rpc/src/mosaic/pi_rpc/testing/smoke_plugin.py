@@ -19,6 +19,8 @@ from mosaic.pi_rpc import check_pin
 from mosaic.pi_rpc.testing.model_server import ModelServer
 from mosaic.pi_rpc.testing.netns import interfaces
 
+__all__ = ["loopback_only_namespace", "model", "pi_dir"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def loopback_only_namespace() -> None:
@@ -48,3 +50,7 @@ def model() -> Iterator[ModelServer]:
     """The scripted model server on 127.0.0.1: no real model, no credentials."""
     with ModelServer() as server:
         yield server
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,87 @@
+"""Test switches for mechanisms no result shows: which path made a part, where parts and results are
+serialized, and the server's head timeout.
+
+- `general_parts_path()`: inside the block every item takes the general path to its parts (the one-step
+  path for short items is off), so a test can hold the two paths to the same output;
+- `part_encodes()`: the parts encoded inside the block (each part is serialized once, when it is made);
+- `json_encodes()`: the values `dumps` and `dump_bytes` encode inside the block (a page's parts are spliced
+  in as the bytes they were made as, never encoded again);
+- `header_timeout(seconds)`: the time a connection has to send its whole request head, inside the block
+  (`mosaic.chat_pages.server.HEADER_TIMEOUT` outside it), so a test of the slow and idle clients the server
+  drops need not wait 10 s.
+
+Each changes module state for the whole process while its block runs: use it from one thread, in a test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from . import _jsonout, _parts, _server
+
+__all__ = ["general_parts_path", "header_timeout", "json_encodes", "part_encodes"]
+
+
+@contextlib.contextmanager
+def general_parts_path() -> Iterator[None]:
+    """Every item inside the block goes through the general path to its parts."""
+    real = _parts._single_part
+    _parts._single_part = lambda item: None
+    try:
+        yield
+    finally:
+        _parts._single_part = real
+
+
+@contextlib.contextmanager
+def part_encodes() -> Iterator[list[Any]]:
+    """Yield a list that collects every part encoded inside the block."""
+    encoded: list[Any] = []
+    real = _parts._encode
+
+    def counting(part: dict[str, Any]) -> bytes:
+        encoded.append(part)
+        return real(part)
+
+    _parts._encode = counting
+    try:
+        yield encoded
+    finally:
+        _parts._encode = real
+
+
+@contextlib.contextmanager
+def json_encodes() -> Iterator[list[Any]]:
+    """Yield a list that collects every value the encoder behind `dumps` and `dump_bytes` encodes inside the
+    block."""
+    encoded: list[Any] = []
+    real = _jsonout._ENCODER
+
+    class Counting:
+        def encode(self, value: Any) -> str:
+            encoded.append(value)
+            return real.encode(value)
+
+    _jsonout._ENCODER = Counting()  # type: ignore[assignment]
+    try:
+        yield encoded
+    finally:
+        _jsonout._ENCODER = real
+
+
+@contextlib.contextmanager
+def header_timeout(seconds: float) -> Iterator[None]:
+    """Inside the block, a server started or serving drops a connection whose request head has not all
+    arrived within `seconds`."""
+    real = _server.HEADER_TIMEOUT
+    _server.HEADER_TIMEOUT = seconds
+    try:
+        yield
+    finally:
+        _server.HEADER_TIMEOUT = real
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

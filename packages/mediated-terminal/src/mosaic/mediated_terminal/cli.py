@@ -1,0 +1,15 @@
+"""The command line, ``mosaic-terminal --socket PATH [--log FILE]`` (also ``python -m
+mosaic.mediated_terminal``): `main(argv)` runs it and returns its exit code, `EXIT_OK` (0: quit), `EXIT_REFUSED`
+(1: could not start, one line on stderr), `EXIT_USAGE` (2) or `EXIT_CRASH` (70: a bug, with its traceback);
+a signal n ends it with 128 + n. Importing this module imports neither prompt_toolkit nor the controller.
+"""
+
+from __future__ import annotations
+
+from ._cli import EXIT_CRASH, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, main
+
+__all__ = ["EXIT_CRASH", "EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "main"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,163 @@
+"""Test switches for the line index's mechanisms: what a parse cannot show from outside, pinned by tests.
+
+A parse reads each line as far as the tree needs with msgspec and sends a line to the exact decoder
+(Python's json with NaN and Infinity refused, what JSON.parse accepts) only where msgspec could judge it
+differently; the id table switches to a compact form once the records are dense; a page renders only the
+entries it returns. The results never show which path ran, so the tests that hold each path to the others
+use these:
+
+- `exact_only()`: every line through the exact decoder, at parse time and at render time, with no quick
+  verdict on a line msgspec refuses (the parser as it was before the index: the reference);
+- `exact_decodes()`: the texts the exact decoder reads inside the block;
+- `compact_form()` and `sparse_form()`: every parse inside the block in that id-table form from its first
+  record; `id_table_form(parsed)` says which form a result's table is in;
+- `rendered_lines()`: the file lines of the entries rendered inside the block;
+- `count_entry_reads(branch)`: from then on, how many times any walk of the branch's result looks at an
+  entry of the shared tree (what a page costs, counted rather than timed);
+- `EXACT_DECODER`, `UTF8_BLOCK` (the bytes of lines checked for UTF-8 at once) and `long_digit_runs` (the
+  search for integers longer than Python's digit limit, which msgspec would skip).
+
+Each switch changes module state for the whole process while its block runs: use it from one thread, in a
+test. Importing this module loads the parser (and msgspec).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any, Literal, NoReturn
+
+import msgspec
+
+from . import _lines, _tree
+from ._lines import DECODER as EXACT_DECODER
+from ._lines import UTF8_BLOCK
+from ._lines import _long_digit_runs as long_digit_runs
+from ._model import Branch, Item, Parsed
+
+__all__ = [
+    "EXACT_DECODER",
+    "UTF8_BLOCK",
+    "EntryReads",
+    "compact_form",
+    "count_entry_reads",
+    "exact_decodes",
+    "exact_only",
+    "id_table_form",
+    "long_digit_runs",
+    "rendered_lines",
+    "sparse_form",
+]
+
+
+# The globals the parse reads at call time. `DENSE_BYTES` (from _idtable) and `render_entry` (from _render)
+# are names those modules import, so they are set in the importing module's namespace, where they are read.
+_LINES: dict[str, Any] = vars(_lines)
+_TREE: dict[str, Any] = vars(_tree)
+
+
+def _refuse(_: object) -> NoReturn:
+    raise msgspec.DecodeError("the reference reads every line with the exact decoder")
+
+
+@contextlib.contextmanager
+def exact_only() -> Iterator[None]:
+    """Every line through the exact decoder inside the block, at parse time and at render time, and no
+    quick verdict on a line msgspec refuses: the reference a parse through the index must equal."""
+    saved = _lines._FAST, _lines._FULL, _lines._QUICK
+    _lines._FAST = _lines._FULL = _refuse
+    _lines._QUICK = False
+    try:
+        yield
+    finally:
+        _lines._FAST, _lines._FULL, _lines._QUICK = saved
+
+
+@contextlib.contextmanager
+def exact_decodes() -> Iterator[list[str]]:
+    """Yield a list that collects every text the exact decoder reads inside the block (a line's UTF-8 text;
+    line 1, the header, is always among them)."""
+    calls: list[str] = []
+    real = _lines.DECODER
+
+    class Counting(json.JSONDecoder):
+        def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
+            calls.append(s)
+            return real.decode(s)
+
+    _lines.DECODER = Counting()
+    try:
+        yield calls
+    finally:
+        _lines.DECODER = real
+
+
+@contextlib.contextmanager
+def compact_form() -> Iterator[None]:
+    """Every parse inside the block keeps its raw ids in the compact table from its first record."""
+    saved = _LINES["_CHECK_EVERY"], _LINES["DENSE_BYTES"]
+    _LINES["_CHECK_EVERY"], _LINES["DENSE_BYTES"] = 1, 1 << 40
+    try:
+        yield
+    finally:
+        _LINES["_CHECK_EVERY"], _LINES["DENSE_BYTES"] = saved
+
+
+@contextlib.contextmanager
+def sparse_form() -> Iterator[None]:
+    """Every parse inside the block keeps its raw ids in the sparse table (a dict), however dense."""
+    saved = _LINES["DENSE_BYTES"]
+    _LINES["DENSE_BYTES"] = 0
+    try:
+        yield
+    finally:
+        _LINES["DENSE_BYTES"] = saved
+
+
+def id_table_form(parsed: Parsed) -> Literal["compact", "sparse"]:
+    """Which form the id table behind `parsed` is in."""
+    compact: bool = parsed._state.forest.ix.ids.compact_form  # type: ignore[attr-defined]
+    return "compact" if compact else "sparse"
+
+
+@contextlib.contextmanager
+def rendered_lines() -> Iterator[list[int]]:
+    """Yield a list that collects the file line of every entry rendered inside the block (a notice is not
+    rendered from a line and is not listed)."""
+    lines: list[int] = []
+    real = _TREE["render_entry"]
+
+    def counting(obj: dict[str, Any], raw_id: str, line: int) -> Item | None:
+        lines.append(line)
+        item: Item | None = real(obj, raw_id, line)
+        return item
+
+    _TREE["render_entry"] = counting
+    try:
+        yield lines
+    finally:
+        _TREE["render_entry"] = real
+
+
+class EntryReads(bytearray):
+    """The shared tree's per-entry flags, counting each look at them in `reads` (set it to 0 to restart)."""
+
+    reads = 0
+
+    def __getitem__(self, i: Any) -> Any:
+        self.reads += 1
+        return super().__getitem__(i)
+
+
+def count_entry_reads(branch: Branch) -> EntryReads:
+    """Count, from now on, every look a walk of `branch`'s result (any of its branches) takes at an entry of
+    the shared tree; returns the counter. It stays in place for the life of the result."""
+    forest = branch._forest
+    counter = EntryReads(forest.flags)
+    forest.flags = counter
+    return counter
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
