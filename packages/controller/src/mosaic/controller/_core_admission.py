@@ -160,7 +160,7 @@ def _text_refused(s: CoreState, asked: Asked) -> bool:
 
 
 CALL_GATE: tuple[AdmissionCheck, ...] = (
-    AdmissionCheck("admitted-connection", ("channel",), "rule 7b (issue 19): closed at connect", _not_admitted),
+    AdmissionCheck("admitted-connection", ("channel",), "rule 7b: closed at connect", _not_admitted),
     AdmissionCheck("grant", ("capability",), "rule 7b: _access.required_operations", _lacks_grant),
     AdmissionCheck("incarnation", ("stale-incarnation",), "§1, H21, deviation V-1", _stale_incarnation),
 )

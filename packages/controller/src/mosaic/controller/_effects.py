@@ -34,7 +34,7 @@ class EffectKind:
 
 
 EFFECTS: Mapping[str, EffectKind] = MappingProxyType({row.kind: row for row in (
-    EffectKind(CENSUS, "issue-confirmation for force-stop when CoreConfig.census (issue 12): the summary's "
+    EffectKind(CENSUS, "issue-confirmation for force-stop when CoreConfig.census: the summary's "
                "member count", '{"unit": str | None}',
                '{"members": int | None, "complete": bool, "detail": str} (cgroup-cohort Census.to_dict)',
                "the lifecycle (`Controller._census`), outside the claim lock"),
