@@ -160,7 +160,8 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
     """The controller on the stub engine; ``stats`` on stdin, stops when stdin closes. With `profile`,
     the whole run is under cProfile and its stats are dumped there (for finding where the time goes; the
     profiler's own cost slows every figure)."""
-    from mosaic.controller import Bounds, ControllerCore, CoreConfig, EngineEvents, Input, new_incarnation
+    from mosaic.controller import Bounds
+    from mosaic.controller.core import ControllerCore, CoreConfig, EngineEvents, Input, new_incarnation
     from mosaic.controller.drift import DriftConfig
     from mosaic.controller.runtime import ControllerRuntime, SessionFileReader
     from mosaic.controller.server import ServerLimits

@@ -78,7 +78,7 @@ def rss_kib(pid: int) -> int:
 
 def role_server(path: str) -> None:
     """The controller's SocketServer on a stub core; stops when stdin closes."""
-    from mosaic.controller._io import Call, Connected, Disconnected, Reply
+    from mosaic.controller.core import Call, Connected, Disconnected, Reply
     from mosaic.controller.server import ServerLimits, SocketServer
 
     raise_nofile()

@@ -39,7 +39,9 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from mosaic.controller import (
+from mosaic.controller.access import Peer
+from mosaic.controller.core import (
+    READ_SESSION,
     Call,
     Connected,
     ControllerCore,
@@ -50,8 +52,6 @@ from mosaic.controller import (
     PageRead,
     ReadPage,
 )
-from mosaic.controller._core import READ_SESSION
-from mosaic.controller.access import Peer
 from mosaic.controller.drift import DriftConfig
 from mosaic.controller.runtime import SessionFileReader
 
@@ -156,8 +156,7 @@ class Driver:
         self.call("observe")
         self.call("takeover", expectedGeneration=self.core.generation)
         if session is not None:
-            from mosaic.controller._core import DRIFT_START
-            from mosaic.controller._io import TimerFired
+            from mosaic.controller.core import DRIFT_START, TimerFired
 
             self.feed(TimerFired(DRIFT_START))  # the takeover check: the full one
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import jsonschema
 
-from mosaic.controller import (
+from mosaic.controller.access import Peer
+from mosaic.controller.core import (
     Action,
     Call,
     CancelTimer,
@@ -39,7 +40,6 @@ from mosaic.controller import (
     SetTimer,
     TimerFired,
 )
-from mosaic.controller.access import Peer
 from mosaic.controller.testing import RawClient
 from mosaic.pi_rpc.framing import encode_record as encode_engine_record
 

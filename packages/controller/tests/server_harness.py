@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from mosaic.controller._io import Call, Connected, Disconnected, Input, Refuse, Reply
+from mosaic.controller.core import Call, Connected, Disconnected, Input, Refuse, Reply
 from mosaic.controller.server import ConnectionStats, ServerLimits, SocketServer
 
 BOUND = 20.0  # seconds: generous, only a broken server reaches it

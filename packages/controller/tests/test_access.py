@@ -18,18 +18,17 @@ import pytest
 from core_harness import Client, Harness, refused, run_start, state
 from server_harness import StubCore, run, serving, socket_dir
 
-from mosaic.controller import (
+from mosaic.controller import ControlRefusal, Grants
+from mosaic.controller.access import (
     METHOD_OPERATIONS,
     OPERATIONS,
+    SERVED,
     AccessPolicy,
-    CloseConnection,
-    Connected,
-    ControlRefusal,
-    Grants,
     Peer,
+    required_operations,
 )
-from mosaic.controller.access import SERVED, required_operations
 from mosaic.controller.client import ControllerClient, RemoteRefusal
+from mosaic.controller.core import CloseConnection, Connected
 from mosaic.controller.protocol import PARAMS
 from mosaic.controller.server import SocketPathError, SocketServer
 

@@ -10,15 +10,10 @@ from typing import Any
 import pytest
 from core_harness import INCARNATION, Harness, refused, run_end, run_start
 
-from mosaic.controller import (
-    CALL_GATE,
-    PROMPT_ADMISSION,
-    TEXT_PREFIXES,
-    AccessPolicy,
-    Grants,
-    Peer,
-    check_text,
-)
+from mosaic.controller import Grants
+from mosaic.controller.access import AccessPolicy, Peer
+from mosaic.controller.core import CALL_GATE, PROMPT_ADMISSION
+from mosaic.controller.tables import TEXT_PREFIXES, check_text
 
 
 def admitted(result: object) -> dict:

@@ -33,8 +33,8 @@ from core_harness import (
     validated_client,
 )
 
-from mosaic.controller import Bounds, EffectDone, Notify, TimerFired
-from mosaic.controller._core import DRIFT_READ_TIMER, DRIFT_START, READ_SESSION
+from mosaic.controller import Bounds
+from mosaic.controller.core import DRIFT_READ_TIMER, DRIFT_START, READ_SESSION, EffectDone, Notify, TimerFired
 from mosaic.controller.drift import (
     DRIFT_REASONS,
     DriftConfig,
@@ -876,7 +876,7 @@ def test_a_session_of_the_largest_size_the_reader_accepts_runs_a_turn(tmp_path: 
     """256 MiB (less the turn's own bytes, so the file stays one the reader accepts): the takeover check
     reads every entry the engine holds (a get_entries answer of ~256 MiB: the engine link's record cap is
     derived from the reader's, ENGINE_RECORD_CAP), a turn runs, and the check at its end is incremental."""
-    from mosaic.controller import ENGINE_RECORD_CAP
+    from mosaic.controller.core import ENGINE_RECORD_CAP
     from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
     seed = _largest_session(room=64 << 10)

@@ -7,14 +7,17 @@ import json
 import pytest
 from core_harness import Harness, deltas, full_run, queues, refused, run_end, run_start, state, validate
 
-from mosaic.controller import (
+from mosaic.controller.core import IllegalTransition, Request
+from mosaic.controller.tables import (
+    CHAT01_EVENT_TYPES,
+    DIALOG,
     EVENT_MAP,
+    INTERNAL,
     MESSAGE_UPDATE_MAP,
+    RECEIPT_STATES,
     RECEIPT_TRANSITIONS,
     classify_native,
 )
-from mosaic.controller._state import IllegalTransition, Request  # the receipt rule itself is the point
-from mosaic.controller._tables import CHAT01_EVENT_TYPES, DIALOG, INTERNAL, RECEIPT_STATES
 
 
 def tool_turn(h: Harness, text: str) -> None:
@@ -117,7 +120,7 @@ def test_E4_events_between_subscribing_and_the_page_make_the_seam_not_quiet() ->
     h = Harness()
     h.controller("c1")
     h.connect("o")
-    from mosaic.controller import Call, PageRead
+    from mosaic.controller.core import Call, PageRead
 
     h.auto_page = False
     h.feed(Call("o", 99, "observe", {}))  # subscribed; the page is read off the loop ...
@@ -202,7 +205,7 @@ def test_fan_out_sends_each_event_once_per_subscriber_in_one_notify() -> None:
     h.controller()
     h.prompt("c1", "hello")
     h.respond("prompt")
-    from mosaic.controller import EngineEvents, Notify
+    from mosaic.controller.core import EngineEvents, Notify
 
     events = h.core.link.feed(b"".join(__import__("json").dumps(r).encode() + b"\n" for r in run_start("hello")), now=h.now)
     out = h.core.receive(EngineEvents("exec-1", events), now=h.now)

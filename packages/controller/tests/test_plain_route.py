@@ -12,9 +12,10 @@ import pytest
 
 from mosaic.cgroup_cohort import Credentials
 from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
-from mosaic.controller import check_text, route
+from mosaic.controller import route
 from mosaic.controller.plain import plain_message, shorten
 from mosaic.controller.route import RouteUnavailable, choose_route, user_manager_answers
+from mosaic.controller.tables import check_text
 
 
 def test_the_text_policy_refusal_reads_without_its_pi_source_citation() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from core_harness import Harness, deltas, queues, refused, run_end, run_start, state
 
-from mosaic.controller import SLOT_TABLE
+from mosaic.controller.tables import SLOT_TABLE
 
 
 def interrupt(h: Harness, conn: str = "c1") -> dict:
@@ -430,7 +430,7 @@ def test_slot_table_is_walked_every_row_is_reached() -> None:
 def test_every_overlap_signal_of_the_table_is_landed_by_a_test_named_after_it() -> None:
     # OVERLAP_SIGNALS is data (seed README "Overlap"); each row has a test here that lands its wire order
     # and checks the seed's three consequences (`_overlapped`).
-    from mosaic.controller import OVERLAP_SIGNALS
+    from mosaic.controller.tables import OVERLAP_SIGNALS
 
     names = [n for n in globals() if n.startswith("test_")]
     for signal in OVERLAP_SIGNALS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from core_harness import EXECUTION, Harness, deltas, full_run, queues, refused, run_end, run_start, state
 
-from mosaic.controller import EngineEvents
+from mosaic.controller.core import EngineEvents
 
 
 def interrupt(h: Harness, conn: str = "c1") -> object:

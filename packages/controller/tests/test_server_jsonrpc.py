@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mosaic.controller._io import Call
+from mosaic.controller.core import Call
 from mosaic.controller.protocol import (
     ENUMS,
     ERROR_CODES,

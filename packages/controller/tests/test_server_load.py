@@ -35,7 +35,7 @@ from server_harness import (  # noqa: E402
     socket_dir,
 )
 
-from mosaic.controller._io import Call, CloseConnection, Notify, Reply  # noqa: E402
+from mosaic.controller.core import Call, CloseConnection, Notify, Reply
 from mosaic.controller.server import TRANSPORT_HIGH_WATER, WRITE_BATCH, ServerLimits  # noqa: E402
 
 
@@ -245,8 +245,8 @@ SERVER_SCRIPT = textwrap.dedent(
     """
     import asyncio, json, logging, sys
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    from mosaic.controller._io import Call, Connected, Disconnected, Notify, Reply
-    from mosaic.controller._server import ServerLimits, SocketServer
+    from mosaic.controller.core import Call, Connected, Disconnected, Notify, Reply
+    from mosaic.controller.server import ServerLimits, SocketServer
 
     BIG = "x" * (1 << 20)  # far more than a socket buffer: the client hangs up mid-reply
     counts = {"connected": 0, "disconnected": 0, "calls": 0}

@@ -29,15 +29,7 @@ from server_harness import (  # noqa: E402
     socket_dir,
 )
 
-from mosaic.controller._io import (  # noqa: E402
-    Call,
-    CloseConnection,
-    Connected,
-    Disconnected,
-    Notify,
-    Refuse,
-    Reply,
-)
+from mosaic.controller.core import Call, CloseConnection, Connected, Disconnected, Notify, Refuse, Reply
 from mosaic.controller.protocol import (  # noqa: E402
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -296,7 +288,7 @@ def test_a_reply_that_is_not_json_becomes_internal_error() -> None:
 
 
 def test_deliver_refuses_actions_it_does_not_carry_out() -> None:
-    from mosaic.controller._io import ReadPage
+    from mosaic.controller.core import ReadPage
 
     server = SocketServer("/tmp/unused.sock", lambda e: None)
     with pytest.raises(TypeError):

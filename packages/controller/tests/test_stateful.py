@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from mosaic.controller import RECEIPT_TRANSITIONS, EngineEvents
+from mosaic.controller.core import EngineEvents
+from mosaic.controller.tables import RECEIPT_TRANSITIONS
 
 TEXTS = st.sampled_from(["hello", "hello", "hello", " /goal x", "/skill:x", "first\n/goal", "!bang", "@file", "",
                          "esc \x1b[0m \u2028"])

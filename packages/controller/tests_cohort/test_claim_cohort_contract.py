@@ -27,7 +27,7 @@ import pytest
 
 from mosaic.cgroup_cohort import CohortRef, FixtureVerifier, StopRequest, force_stop, release_cohort
 from mosaic.cgroup_cohort.testing import alive, kill_member
-from mosaic.controller import ClaimCohortProbe, cohort_proof_ref, run_force_stop
+from mosaic.controller.lifecycle import ClaimCohortProbe, cohort_proof_ref, run_force_stop
 from mosaic.safe_open import DIGEST_RE, ProcessRef, current_host
 from mosaic.writer_claim import ClaimStore, Outcome, ProofKind, SeatKey, SessionKey, State
 

@@ -37,7 +37,7 @@ from term_harness import (
     with_details,
 )
 
-from mosaic.controller import Effect
+from mosaic.controller.core import Effect
 from mosaic.controller.testing import no_cohort_effects
 from mosaic.mediated_terminal.testing import EngineTap
 

@@ -100,3 +100,7 @@ __all__ = [
     "TranscriptStatus",
     "history_items",
 ]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -31,3 +31,7 @@ def shorten(text: str) -> str:
     """`text` with every run of 12 or more lowercase hex digits cut to its first 4 (8 after `sha256:`) and
     an ellipsis: enough to tell ids apart on one screen, short enough to read."""
     return _HEX.sub(lambda m: (m.group(1) or "") + m.group(2)[: 8 if m.group(1) else 4] + "…", text)
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

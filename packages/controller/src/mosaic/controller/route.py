@@ -149,3 +149,7 @@ def engine_can_read(tree: str | os.PathLike[str]) -> bool:
             if not stat.S_ISLNK(st.st_mode) and not st.st_mode & 0o004:
                 return False
     return True
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

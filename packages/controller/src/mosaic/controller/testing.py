@@ -428,3 +428,7 @@ async def real_controller(
             yield rig
     finally:
         await link.aclose()
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

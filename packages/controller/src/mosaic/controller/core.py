@@ -1,0 +1,102 @@
+"""The controller core, sans-io (brief §1, §3, §9; docs/design.md "The controller core"): one execution's
+`ControllerCore` fed `Input`s (`Connected`, `Call`, `EngineEvents`, `TimerFired`, `EffectDone`,
+`PageRead`, `Disconnected`) through `receive(input, now=)`, returning `Action`s (`Reply`, `Refuse`,
+`Notify`, `ReadPage`, `FlushEngine`, `SetTimer`, `CancelTimer`, `Effect`, `Evidence`,
+`CloseConnection`) for the shells to carry out. Its configuration (`CoreConfig`, `Bounds`), its ordered
+tables (admission: `CALL_GATE`, `PROMPT_ADMISSION`; the R3-1 stop chain: `StopStep`,
+`CHAIN_TRANSITIONS`; the effects it asks for: `EFFECTS`), its timer and effect names, and the request
+record whose receipt moves only along the table (`Request`, `IllegalTransition`)."""
+
+from __future__ import annotations
+
+from ._core import ControllerCore, new_incarnation
+from ._core_admission import CALL_GATE, PROMPT_ADMISSION, AdmissionCheck
+from ._core_chain import CHAIN_TRANSITIONS, SETTLE_TIMER
+from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
+from ._core_state import ENGINE_RECORD_CAP, Bounds, CoreConfig, engine_link_core
+from ._effects import (
+    CENSUS,
+    CLAIM_GENERATION,
+    CLAIM_UNCERTAIN,
+    EFFECTS,
+    FORCE_STOP,
+    READ_SESSION,
+    RECOVER,
+    EffectKind,
+)
+from ._io import (
+    Action,
+    Call,
+    CancelTimer,
+    CloseConnection,
+    Connected,
+    ConnId,
+    Disconnected,
+    Effect,
+    EffectDone,
+    EngineEvents,
+    Evidence,
+    FlushEngine,
+    Input,
+    Notify,
+    PageRead,
+    ReadPage,
+    Refuse,
+    Reply,
+    RpcId,
+    SetTimer,
+    TimerFired,
+)
+from ._state import IllegalTransition, Request, StopStep
+
+__all__ = [
+    "CALL_GATE",
+    "CENSUS",
+    "CHAIN_TRANSITIONS",
+    "CLAIM_GENERATION",
+    "CLAIM_UNCERTAIN",
+    "DRIFT_READ_TIMER",
+    "DRIFT_START",
+    "EFFECTS",
+    "ENGINE_RECORD_CAP",
+    "FORCE_STOP",
+    "PROMPT_ADMISSION",
+    "READ_SESSION",
+    "RECOVER",
+    "SETTLE_TIMER",
+    "Action",
+    "AdmissionCheck",
+    "Bounds",
+    "Call",
+    "CancelTimer",
+    "CloseConnection",
+    "ConnId",
+    "Connected",
+    "ControllerCore",
+    "CoreConfig",
+    "Disconnected",
+    "Effect",
+    "EffectDone",
+    "EffectKind",
+    "EngineEvents",
+    "Evidence",
+    "FlushEngine",
+    "IllegalTransition",
+    "Input",
+    "Notify",
+    "PageRead",
+    "ReadPage",
+    "Refuse",
+    "Reply",
+    "Request",
+    "RpcId",
+    "SetTimer",
+    "StopStep",
+    "TimerFired",
+    "engine_link_core",
+    "new_incarnation",
+]
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

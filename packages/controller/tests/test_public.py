@@ -1,0 +1,64 @@
+"""The package's public face: a short top level, named public modules for the rest, one object per name.
+
+What runs a controller (the controller, its placement and engine, the hooks, the grants, the bounds, the
+refusal) is ``mosaic.controller.__all__``; everything else public is in a named module (README "Public
+modules"). Every public module has ``__all__`` and a ``__dir__`` that lists exactly it, and every name in it
+resolves. A name two public modules export is the same object in both. Importing the package loads none of
+its modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mosaic.controller
+
+PACKAGE = Path(mosaic.controller.__file__).parent
+MODULES = ("access", "client", "core", "drift", "lifecycle", "plain", "protocol", "route", "runtime", "server",
+           "tables", "testing")
+PUBLIC = ["mosaic.controller", *(f"mosaic.controller.{m}" for m in MODULES)]
+
+
+def test_the_public_modules_are_every_module_without_an_underscore() -> None:
+    found = {p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("_")}
+    assert found == set(MODULES)
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_each_public_module_lists_what_it_exports_and_dir_says_exactly_that(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = module.__all__
+    assert exported and len(exported) == len(set(exported)), name
+    assert dir(module) == sorted(exported)
+    for attr in exported:
+        assert not attr.startswith("_"), attr
+        getattr(module, attr)
+
+
+def test_the_top_level_is_short_and_says_what_runs_a_controller() -> None:
+    top = set(mosaic.controller.__all__)
+    assert len(top) <= 10
+    assert {"Controller", "Placement", "EngineSpec", "Grants", "ControlRefusal"} <= top
+
+
+def test_a_name_two_modules_export_is_one_object() -> None:
+    homes: dict[str, tuple[str, object]] = {}
+    for name in PUBLIC:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            value = getattr(module, attr)
+            if attr in homes:
+                assert homes[attr][1] is value, f"{attr}: {homes[attr][0]} and {name} differ"
+            homes[attr] = (name, value)
+
+
+def test_importing_the_package_loads_none_of_its_modules() -> None:
+    code = ("import sys, mosaic.controller\n"
+            "print(sorted(m for m in sys.modules if m.startswith('mosaic.controller.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
