@@ -1,4 +1,4 @@
-"""Benchmark: issue 10's three goals for the whole controller (core, engine link and socket server in one
+"""Benchmark: three goals for the whole controller (core, engine link and socket server in one
 process, as it runs), each figure against a floor measured in the same run.
 
 Processes besides this one (the measuring clients and observers live here):

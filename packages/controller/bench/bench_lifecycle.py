@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark: issue 11's three lifecycle figures, each against a floor measured in the same run.
+"""Benchmark: the lifecycle's three figures (launch, force stop, restart classification), each against a
+floor measured in the same run.
 
 Not a test; nothing is asserted. Needs root and a writable cgroup2 (a parent cgroup is made under the
 mount found in /proc/self/mountinfo and removed by name at the end). The engine is the sealed pinned Pi

@@ -14,7 +14,7 @@ loaded phase, a load generator that makes the server hold, all at once:
 
 The measuring client (this process) sends ``prompt`` requests one at a time and times each round trip.
 The accept path is timed on its own, idle: a new connection, one ``ping``, its reply, close (the server
-reads the peer's credentials at accept and the core is told ``Connected``: issue 19), against the same on
+reads the peer's credentials at accept and the core is told ``Connected``), against the same on
 the echo server. Phases alternate floor and server in rounds so drift in the machine's load hits both. Reported: p50/p99
 per phase, the loaded/idle p99 ratio of the server (goal: within 2x) and of the floor (how much of the
 load is the machine's, on few cores), the server/floor ratios, and the server's RSS before, under and

@@ -1,7 +1,8 @@
 """Benchmark: what a turn end costs the controller with the drift check on, and what 10,000 prompts leave in
-its memory (issue 18, "The turn end at scale"). In-process, on the sans-io core (no sockets: their cost is
-bench_controller.py's), with the parts the check really runs: the engine link's decoder (LinkCore.feed) for
-the get_entries answer and the runtime's SessionFileReader (safe-open, read and SHA-256) for the file.
+its memory, at any session size the reader accepts (README "Benchmarks"). In-process, on the sans-io core
+(no sockets: their cost is bench_controller.py's), with the parts the check really runs: the engine link's
+decoder (LinkCore.feed) for the get_entries answer and the runtime's SessionFileReader (safe-open, read and
+SHA-256) for the file.
 
 1. Turn end. A session file of a given size (turns of user, assistant with thinking, text and a tool call,
    tool result and reply, the shapes of Pi 0.85.1's entries) and the engine's list of the same entries. For

@@ -47,7 +47,7 @@ REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3]
 SCHEMA = json.loads((REPO / "schemas" / "chat-01-control.schema.json").read_text(encoding="utf-8"))
 INCARNATION = "inc-" + "a" * 32
 EXECUTION = "exec-1"
-OWNER = Peer(os.geteuid(), os.getegid(), os.getpid())  # the controller's own uid: may do everything (issue 19)
+OWNER = Peer(os.geteuid(), os.getegid(), os.getpid())  # the controller's own uid: may do everything
 
 
 _VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}

@@ -1,4 +1,4 @@
-"""Who may connect, and what they may do (issue 19 item 7), without other uids: the method table walked
+"""Who may connect, and what they may do (README), without other uids: the method table walked
 through the core, the grants file's strict decoder, the decision, the core's `channel` and `capability`
 refusals and the actor in every binding, request and stop record (validated against the schema by the
 harness), and the socket's file-system gate at the server. The same rules with real uids over the socket

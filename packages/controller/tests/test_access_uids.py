@@ -1,4 +1,4 @@
-"""Who may connect, and what they may do (issue 19 item 7), with real uids: the controller on the fake
+"""Who may connect, and what they may do (README), with real uids: the controller on the fake
 engine, its clients in forked children that drop to `nobody` (65534) or the engine account (`cohorttest`)
 before they connect, so the kernel's SO_PEERCRED names them. Needs root to change uid: elsewhere each test
 skips, saying so (CI runs as root).

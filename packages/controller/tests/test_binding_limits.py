@@ -1,4 +1,4 @@
-"""Issue 19 item 6: the binding record says where the engine's limits hold, as the launch reported them
+"""The binding record says where the engine's limits hold, as the launch reported them
 (cgroup-cohort's held limits), and null when this incarnation did not launch the engine: unknown is never
 "no limits". Schema-checked."""
 

@@ -1,4 +1,4 @@
-"""mosaic-controller as a user runs it (issue 21, items 5 and 6): `--version` before or after the subcommand
+"""mosaic-controller as a user runs it (README "The command line"): `--version` before or after the subcommand
 and through `python -m mosaic.controller`, a usage error in one line (exit 2), each expected error in one
 line (exit 1) before anything is made, a crash in one line with an exit status of its own (70). Serving a
 real engine is tests_smoke/test_cli_serve.py (root, the real Pi)."""
@@ -87,7 +87,7 @@ def test_an_expected_error_is_one_line_exit_1_and_nothing_is_made(
 
 def test_a_grants_file_that_is_not_strictly_right_is_refused_in_one_line_before_anything_is_made(
         fixture_root: Path) -> None:
-    # Issue 19: the grants are read before the engine account, the route or the socket's directory.
+    # The grants are read before the engine account, the route or the socket's directory: nothing is made.
     bad = fixture_root.parent / "grants.json"
     bad.write_text('{"version": 1, "grants": [{"uid": 65534, "operations": ["observe"], "all": true}]}')
     done = run(*serve_args(fixture_root, **{"--grants": str(bad)}))

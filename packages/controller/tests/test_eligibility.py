@@ -1,6 +1,6 @@
 """The single-use eligibility record (brief §6 "Recover": "it is single-use"; K17; mutant 24), on a real file
 system in a temporary claim root: held once before a spawn, consumed only by a launch that passed its load
-check (issue 19 case 4)."""
+check (README "Faults": a torn write)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_K17_an_eligibility_record_is_consumed_once(tmp_path: Path) -> None:
 
 
 def test_torn_write_an_eligibility_is_consumed_only_by_a_launch_that_passed_its_load_check(tmp_path: Path) -> None:
-    """Issue 19 case 4: the hold is single use, but only a passed load check makes the record `used`; a
+    """The hold is single use, but only a passed load check makes the record `used`; a
     failed one leaves it `spent` (never read as launched, never usable again), and a record is settled once,
     only after a hold."""
     failed = record()

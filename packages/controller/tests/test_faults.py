@@ -1,4 +1,4 @@
-"""The core under faults (issue 19 case 3, a full disk), on the byte-level scripted engine: what the drift
+"""The core under faults (a full disk), on the byte-level scripted engine: what the drift
 check after a turn says about that turn's receipt, and what a force stop that could not write its claim
 tells clients. The real-kernel half (a filled tmpfs, the claim's reserved room) is
 tests_cohort/test_faults.py.
@@ -144,7 +144,7 @@ async def arrives(client: RawClient, predicate: Any, what: str) -> None:
 def test_disk_full_an_evidence_file_that_cannot_be_written_costs_its_lines_never_the_engine(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The evidence file is written inside `feed`, on the engine pump's path: an ENOSPC there (/dev/full
-    answers every write so) once killed the pump, and the controller stopped reading the engine. Now the
+    answers every write so) must not kill the pump, or the controller would stop reading the engine. The
     line stays in memory, the loss is counted and said once (no traceback), and the engine's next events
     still reach clients: here another writer's entry makes the check after a turn write its evidence, and
     an extension's run after it is still streamed."""

@@ -1,5 +1,5 @@
-"""Pin and seal are checked before anything is claimed or spawned (issue 11, "Launch under a claim"; brief §2
-"Fields": the engine pins; pi-rpc's `engine-pin-mismatch` and `unsealed-engine`).
+"""Pin and seal are checked before anything is claimed or spawned (brief §2 "Fields": the engine pins;
+pi-rpc's `engine-pin-mismatch` and `unsealed-engine`).
 
 The controller is constructed over a fixture tree in tmp_path with a launcher that fails the test if it is
 ever asked to launch; a refusal must leave the claim root empty.

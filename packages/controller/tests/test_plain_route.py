@@ -1,4 +1,4 @@
-"""Plain words (issue 21, item 7) and the cohort route's reasons: what a person reads carries no Pi source
+"""Plain words (`.plain`) and the cohort route's reasons: what a person reads carries no Pi source
 line numbers, no raw D-Bus text and no 32-hex id in full."""
 
 from __future__ import annotations

@@ -334,7 +334,7 @@ def test_K8_a_failed_load_check_hands_over_a_fenced_binding_prompts_refuse_prefl
     assert isinstance(h.call("c1", "force-stop", confirmation=h.confirm("c1")), dict)
 
 
-# ------------------------------------------------------------------------ the force stop's census (issue 12)
+# ------------------------------------------------------------------------------- the force stop's census
 
 def test_a_force_stop_confirmation_waits_for_the_census_and_says_how_many_processes_it_will_kill() -> None:
     """With a cohort to count (the lifecycle's cores), the confirmation is issued only once the census

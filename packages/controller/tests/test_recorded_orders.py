@@ -1,5 +1,5 @@
-"""The event orders the core tests feed are the ones the real Pi 0.85.1 writes (issue 18: "Feed the core the
-event sequences the real Pi produces, never a sequence you believe in"). Each named shape of the byte-level
+"""The event orders the core tests feed are the ones the real Pi 0.85.1 writes (a core fed a sequence no Pi
+writes proves nothing about the real one). Each named shape of the byte-level
 harness (core_harness) is checked against a conformance transcript recorded from the real binary
 (packages/pi-rpc/tests/data/conformance, made by `mosaic.pi_rpc.testing.conformance`): the same record types
 in the same order, responses included, message_update deltas aside (their count follows the model's text).

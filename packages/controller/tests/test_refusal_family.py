@@ -1,4 +1,5 @@
-"""One refusal family (issue 9): a refusal from every package is caught by one `except` and serialises one way.
+"""One refusal family (docs/design.md, "safe-open: `Refusal`"): a refusal from every package is caught by
+one `except` and serialises one way.
 
 Each package's refusal class subclasses `mosaic.safe_open.Refusal`; this test makes one refusal of each, the
 way that package makes it (a real refusing call where one is cheap, the class otherwise), and catches it

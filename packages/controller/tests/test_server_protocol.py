@@ -605,8 +605,9 @@ async def refused_untouched(path: str, state: str, reason: str) -> None:
 
 
 def test_crashed_controller_socket_nobody_accepts_on_is_removed_and_rebound() -> None:
-    """Issue 19 case 5, at the bind: a socket file whose server is gone (bound, never unlinked: a SIGKILL
-    before `aclose`) answers connect with ECONNREFUSED; it is removed and the server binds and serves."""
+    """A crashed controller's socket, at the bind: a socket file whose server is gone (bound, never unlinked:
+    a SIGKILL before `aclose`) answers connect with ECONNREFUSED; it is removed and the server binds and
+    serves."""
     async def main() -> None:
         with socket_dir() as d:
             dead = socket.socket(socket.AF_UNIX)
@@ -627,7 +628,7 @@ def test_crashed_controller_socket_nobody_accepts_on_is_removed_and_rebound() ->
 
 @pytest.mark.parametrize("backlog_full", [False, True])
 def test_crashed_controller_socket_check_a_live_socket_is_refused_live_and_never_unlinked(backlog_full: bool) -> None:
-    """Issue 19 case 5: a socket something accepts on is another server's, also while its backlog is full
+    """A socket something accepts on is another server's, also while its backlog is full
     (connect: EAGAIN): refused "live", its file untouched, its server still serving."""
     async def main() -> None:
         with socket_dir() as d:

@@ -1,4 +1,4 @@
-"""The core under random interleavings (issue 10, "Beyond the fixture list"): client commands, engine
+"""The core under random interleavings (beyond the brief's fixture list): client commands, engine
 records and responses, write failures and timer expiries in any order, with the invariants checked after
 every step. The engine here is not a faithful Pi (it may answer in orders Pi never would): the core must
 keep its promises whatever the engine does.

@@ -1,4 +1,5 @@
-"""The claim <-> cohort contract over the real adapters, nothing faked between them (issue 9).
+"""The claim <-> cohort contract over the real adapters, nothing faked between them (docs/design.md
+"writer-claim <-> cgroup-cohort").
 
 writer-claim on a real file system, cgroup-cohort on the real cgroup2 tree (both launch routes: a
 delegated direct cgroup and a systemd --user scope in the CI sandbox), the controller's adapter between

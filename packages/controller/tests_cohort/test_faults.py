@@ -1,4 +1,4 @@
-"""The controller under faults (issue 19, cases 3-5), on the real parts: real controller processes, a real
+"""The controller under faults (README "Faults"), on the real parts: real controller processes, a real
 cohort, a real writer claim on a real file system, pi-rpc's fake engine as the engine uid.
 
 3. a full disk (a small tmpfs mounted for the test: the fake tears its line as Pi does, the stop's claim

@@ -1,4 +1,4 @@
-"""The lifecycle on the real parts (issue 11): writer-claim on a real file system, cgroup-cohort on the
+"""The lifecycle on the real parts (brief §2, §6): writer-claim on a real file system, cgroup-cohort on the
 real cgroup2 tree (direct cgroup and systemd scope), real controller processes killed at exact steps, and
 pi-rpc's fake engine as the engine, in the cohort, as the engine uid. Fixture ids are in the names."""
 
@@ -56,7 +56,7 @@ async def force_stop(c: RawClient, auth: dict[str, Any] | None = None) -> dict[s
 
 
 def _binding_limits_hold(binding: dict[str, Any], ref: CohortRef, world: World) -> None:
-    """Issue 19: the binding record says where each limit the EngineSpec asked holds (schema-valid), and the
+    """The binding record says where each limit the EngineSpec asked holds (schema-valid), and the
     engine's cgroup or its rlimits show exactly that: the cgroup where the unit's parent enables the
     controller, else the rlimit (cpu: none)."""
     schema = json.loads((Path(os.environ["MOSAIC_REPO"]) / "schemas" / "chat-01-control.schema.json").read_text())
@@ -100,7 +100,7 @@ def test_K1_force_stop_kills_a_setsid_child_and_releases_the_claim_with_the_proo
         cid = issued["result"]["confirmation"]["confirmation"]
         summary = issued["result"]["confirmation"]["summary"]
         assert summary["unit"] == ref.unit
-        # what the stop will kill, counted now (issue 12): the engine and its daemon, as the cgroup holds them
+        # what the stop will kill, counted now (not a proof): the engine and its daemon in the cgroup
         assert summary["members"] == len(members) and summary["membersComplete"] is True, summary
         await c.call("answer-confirmation", incarnation=auth["incarnation"], confirmation=cid, answer="confirm")
         stop = (await c.call("force-stop", incarnation=auth["incarnation"], confirmation=cid))["result"]["stop"]

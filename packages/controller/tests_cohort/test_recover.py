@@ -1,4 +1,4 @@
-"""Recover and launch on the real parts (brief §6 "Recover (Q15)", "Pi resume"; issue 11): a force stop with a
+"""Recover and launch on the real parts (brief §6 "Recover (Q15)", "Pi resume"): a force stop with a
 cohort proof, recover through the socket (eligibility only: a new reserved claim and a single-use record),
 then the launcher's call in another controller process. Fixture ids are in the names."""
 
@@ -218,7 +218,7 @@ def test_K8_the_engine_loads_another_leaf_on_resume_refused_before_admission_con
     out = asyncio.run(main())
     binding = out["observed"]["binding"]
     assert binding["state"] == "uncertain" and binding["admission"] == "closed"
-    # The launch failed its load check: the record is spent, never consumed as a launch (issue 19 case 4).
+    # The launch failed its load check: the record is spent, never consumed as a launch (README "Faults").
     assert os.listdir(records_dir(world)) == [f"{record['id']}.spent"]
     assert code(out["ordinary"]) == "fenced"  # ordinary takeover is refused while fenced
     assert "preflight" in binding["fences"]
@@ -232,7 +232,7 @@ def test_K8_the_engine_loads_another_leaf_on_resume_refused_before_admission_con
 
 @pytest.mark.parametrize("step", ["revalidated", "held", "taken-over", "spawn-marker", "launched", "active"])
 def test_the_launchers_call_killed_at_each_step_restarts_safely(world: World, step: str) -> None:
-    """Issue 11: a real launcher process SIGKILLed at each step of launching a recover's record, then the
+    """A real launcher process SIGKILLed at each step of launching a recover's record, then the
     launcher's call again and a plain controller on the same claim root. Before the hold the record
     still launches; after it the record stays held (its launch never ended its load check) and the pair goes
     the way the claim shows: a pending reservation is released with a never-spawned proof (the crash
@@ -281,7 +281,7 @@ def test_the_launchers_call_killed_at_each_step_restarts_safely(world: World, st
 @pytest.mark.parametrize("step", ["recover-reserved", "recover-recorded"])
 def test_a_controller_killed_during_recover_leaves_a_reservation_its_record_launches_or_a_proof_releases(
         world: World, step: str) -> None:
-    """Issue 11: the controller that recovers SIGKILLed after the new reservation is published, before the
+    """The controller that recovers SIGKILLed after the new reservation is published, before the
     record is written (recover-reserved), or after (recover-recorded). The pair stays reserved for the
     eligibility either way. With the record, the launcher's call launches it; without, the reservation is
     released with a never-spawned proof by the eligibility ID the refusal names, and the pair is free."""

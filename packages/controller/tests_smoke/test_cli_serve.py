@@ -1,8 +1,8 @@
-"""`mosaic-controller serve` as a user runs it (issue 21, item 5), on the real Pi 0.85.1 in the loopback-only
-namespace: `mosaic-controller fixture DIR` makes the tree, `serve --scripted-model` on a terminal of its
-own says the cohort route it chose and serves; a client's prompt gets the scripted model's answer; then
-Ctrl-C, SIGTERM or a closed terminal force stops the engine with a proof (the claim released with the
-proof's digest), exit 0, and everything serve made is gone. About 4 s per signal."""
+"""`mosaic-controller serve` as a user runs it (README "The command line"), on the real Pi 0.85.1 in the
+loopback-only namespace: `mosaic-controller fixture DIR` makes the tree, `serve --scripted-model` on a
+terminal of its own says the cohort route it chose and serves; a client's prompt gets the scripted model's
+answer; then Ctrl-C, SIGTERM or a closed terminal force stops the engine with a proof (the claim released with
+the proof's digest), exit 0, and everything serve made is gone. About 4 s per signal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The controller's flows on the real Pi 0.85.1 (issue 10, "On the real Pi, not only the fake"): the return
+"""The controller's flows on the real Pi 0.85.1 (on the real binary, not only the fake): the return
 flow with a tool call (E1), a streamed reply fanned out to several observers, two prompts back to back
 (N8/H18: the real binary acks a pipelined prompt and drops it, FACTS Part 2 F; the controller must make
 that impossible), an interrupt mid-stream following R3-1 (N9), and S7's exact bytes in the session file.

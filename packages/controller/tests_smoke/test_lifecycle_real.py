@@ -1,5 +1,5 @@
-"""The lifecycle on the real Pi 0.85.1 (issue 11: "the real sealed Pi 0.85.1 talking to the scripted model
-server in the loopback-only namespace"): a `Controller` launches the pinned Pi under a writer claim in a
+"""The lifecycle on the real Pi 0.85.1 (the real sealed Pi talking to the scripted model
+server in the loopback-only namespace): a `Controller` launches the pinned Pi under a writer claim in a
 direct cgroup, the load check passes on the real binary's own startup append, a turn runs, a force stop
 proves the stop and releases both keys with the proof's digest, recover reserves, and the launcher's call
 resumes the same session with the real Pi loading the recorded leaf (K7, W8, K8's check on the real
@@ -222,7 +222,7 @@ def test_K5_a_tool_call_open_when_the_force_stop_began_is_an_uncertain_effect_ev
         try:
             c = await RawClient.connect(controller.socket_path)
             if n == 0:
-                # Pi runs every turn here under the default limits (issue 19): where no memory controller holds,
+                # Pi runs every turn here under the default limits: where no memory controller holds,
                 # RLIMIT_AS stands in, and it must leave room for the ~21 GiB of address space Pi reserves (under
                 # 21 GiB its model requests fail: cgroup-cohort README "Limits").
                 held = (await c.call("observe"))["result"]["binding"]["limits"]

@@ -2,7 +2,7 @@
 but `Grants.load` (one bounded read of a file the caller names).
 
 The brief's CHAT-03 has one actor, local-operator, guarded only by the socket directory's mode (seeds/003
-§1 "Actor", Limit 1). Issue 19 item 7 makes the controller check every connection itself, as tmux 3.3's
+§1 "Actor", Limit 1). This module makes the controller check every connection itself, as tmux 3.3's
 `server-access` does (other users allowed explicitly, read-only or not), with the seed README's refusal
 codes ("Refusals": `channel` when the channel is not authenticated, `capability` when the grant lacks the
 operation's capability). The rules this file keeps:

@@ -25,7 +25,7 @@ The rules this file keeps (brief §1, §3, §9; seed README "Mediated control"):
    of the first notification it lost, counting every one it lost: nothing is lost silently. The client's
    own state is updated from every line whatever its subscribers do.
 7. A connection the controller closed at connect with reason ``channel`` (no grant names this client's
-   uid, gid or groups: issue 19) read nothing this client wrote: every call on it raises
+   uid, gid or groups: `mosaic.controller.access`) read nothing this client wrote: every call on it raises
    `RemoteRefusal` ``channel`` with the controller's message, never `ConnectionLost`.
 """
 

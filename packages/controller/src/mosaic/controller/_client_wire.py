@@ -115,7 +115,7 @@ class WireConnection:
 
     def channel_refusal(self) -> RemoteRefusal | None:
         """The controller closed this connection at connect because no grant names this client's uid, gid or
-        groups (`closing` "channel", issue 19): it read none of the connection's bytes, so every call on it
+        groups (`closing` "channel"): it read none of the connection's bytes, so every call on it
         was refused, never of unknown outcome. None for any other end."""
         if self.closing_reason != "channel":
             return None

@@ -2,7 +2,7 @@
 
 writer-claim asks unit and boot questions through its `CohortProbe` protocol and stores the cohort
 reference opaquely; cgroup-cohort launches, stops and proves, knowing nothing of claims. This module is
-the adapter between them, over the real packages (issue 9, "The claim <-> cohort contract"):
+the adapter between them, over the real packages (tests_cohort/test_claim_cohort_contract.py):
 
 - `ClaimCohortProbe` answers `observe_unit` with the launcher's `presence` of the recorded unit name, and
   `boot_proof` from what the claim stored: the full `CohortRef` when the launcher's reference was

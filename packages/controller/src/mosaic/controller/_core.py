@@ -22,7 +22,7 @@ rules, numbered as the tests and the package README cite them, and where each on
 7a. Attribution by order and the overlap signals (seed README "Overlap", "Run order"): read in
    `_core_events`, acted on in `_core_engine.overlap`; the abort decided at the end of the call that read
    its clear's answer (H10: `_core_chain`'s `receive-ended`).
-7b. Who may connect, and what they may do (issue 19; `_access`): closed `channel` at connect
+7b. Who may connect, and what they may do (seed README "Refusals"; `_access`): closed `channel` at connect
    (`_core_clients`), every call checked against the caller's grant first (`_core_admission`).
 8. Session drift (§2; on when `CoreConfig.drift` is set): `_core_drift` schedules the idle check, holds
    client actions while it runs and acts on its verdict (`_drift` compares, pure).

@@ -85,7 +85,7 @@ class CoreConfig:
     generation: int = 1
     unit: str | None = None  # the cohort's unit name, for the force-stop confirmation's summary
     # A cohort to count: a force-stop confirmation first asks for a census (the `census` effect) so its
-    # summary says how many processes the stop would kill now (issue 12). False: members is null.
+    # summary says how many processes the stop would kill now (a count, not a proof). False: members is null.
     census: bool = False
     bounds: Bounds = field(default_factory=Bounds)
     # How the lifecycle hands the execution over: a failed load check (K8: "preflight", admission never
@@ -100,7 +100,7 @@ class CoreConfig:
     # Who may connect and what they may do (the core's rule 7b, `_access`): the owner (this process's
     # effective uid by default) may do everything, others what the grants say.
     access: AccessPolicy = field(default_factory=AccessPolicy)
-    # Where the engine's limits hold (issue 19: limit -> {via: cgroup | rlimit | none, value, where, liftable,
+    # Where the engine's limits hold (limit -> {via: cgroup | rlimit | none, value, where, liftable,
     # why}, cgroup-cohort's held_to_dict), as the launch reported them; None when this incarnation did not
     # launch the engine (unknown, never "no limits"). The binding record carries it.
     limits: Mapping[str, Mapping[str, Any]] | None = None

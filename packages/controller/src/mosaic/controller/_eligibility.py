@@ -1,4 +1,4 @@
-"""The single-use eligibility record recover publishes and launch consumes (brief §6 "Recover"; issue 11).
+"""The single-use eligibility record recover publishes and launch consumes (brief §6 "Recover"; K17, K18).
 
 "Recover publishes a new reserved claim, under a new claim ID, on both keys. The eligibility record names
 that claim, the stop, the pins, the leaf and the controller incarnation token, and it is single-use. [...]

@@ -1,5 +1,5 @@
 """The lifecycle: a controller that launches its engine under a writer claim, in a cohort, and stops it
-with a proof (brief §2 as the controller uses the claim, §6; issue 11).
+with a proof (brief §2 as the controller uses the claim, §6).
 
 `Controller` is built from constructor arguments only (§2 "Location and live-session guard": no
 production default): the fixture root, the claim root, the session file, the socket directory, the
@@ -194,7 +194,7 @@ class Controller:
     ) -> None:
         """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
         place and header, the pin and the seal, the grants (who besides this uid may connect and do what:
-        `Grants`, issue 19; none by default). Raises the refusal (live-session-refused, configuration,
+        `Grants`; none by default). Raises the refusal (live-session-refused, configuration,
         engine-pin-mismatch, unsealed-engine)."""
         self.placement = placement
         self.engine = engine

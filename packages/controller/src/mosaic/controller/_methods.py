@@ -75,6 +75,6 @@ CLOSE_REASONS: Mapping[str, str] = MappingProxyType({
     "not-reading": "replies for this connection passed the outbox cap",
     "shutdown": "the controller is shutting down",
     "revoked": "the controller closed this connection",
-    # Decided by the core at connect (issue 19): nothing the peer sent was read.
+    # Decided by the core at connect (its rule 7b): nothing the peer sent was read.
     "channel": "no grant names this connection's uid, gid or groups: nothing it sends is read",
 })

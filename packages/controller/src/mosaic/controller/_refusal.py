@@ -21,9 +21,9 @@ class ControlRefusal(Refusal):
 
     CODES: ClassVar[Mapping[str, bool]] = {
         "malformed": False,  # a request that fails the envelope check (a client request id that is not an id)
-        "channel": False,  # the peer's uid, gid and groups have no grant (issue 19; sent as the `closing` reason
-        # at connect, which the client library raises as this refusal)
-        "capability": False,  # the peer's grant lacks the operation the method needs (issue 19; `_access`)
+        "channel": False,  # the peer's uid, gid and groups have no grant (seed README "Refusals"; sent as
+        # the `closing` reason at connect, which the client library raises as this refusal)
+        "capability": False,  # the peer's grant lacks the operation the method needs (`_access`)
         "stale-incarnation": True,  # an old controller incarnation token (H21; deviation V-1)
         "generation": True,  # the request's controller generation is stale (H1, H2)
         "controller": False,  # the connection is not the controller (S5, H15)
@@ -50,5 +50,5 @@ class ControlRefusal(Refusal):
         # live location (a repository's .pi/state, ~/.pi, ~/.claude, the data root, a seat registration; G1-G3)
         "configuration": False,  # a required constructor path is missing or misplaced, or unreadable
         "no-space": False,  # the claim root's file system has no room for the claim revisions a launch
-        # reserves for its stop, or for recover's reservation or record (ENOSPC, EDQUOT; issue 19)
+        # reserves for its stop, or for recover's reservation or record (ENOSPC, EDQUOT)
     }

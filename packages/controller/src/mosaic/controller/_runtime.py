@@ -84,8 +84,8 @@ EVIDENCE_KEPT = 10_000  # evidence lines kept in memory (all of them go to the e
 
 
 async def no_cohort_effects(effect: Effect) -> Mapping[str, Any]:
-    """The effects of a controller with no lifecycle attached (issue 10): claim publications are no-ops
-    (there is no claim), and a force stop cannot prove anything: it ends uncertain, saying why."""
+    """The effects of a controller with no lifecycle attached (`fake_controller`): claim publications are
+    no-ops (there is no claim), and a force stop cannot prove anything: it ends uncertain, saying why."""
     if effect.kind == "force-stop":
         return {"state": "uncertain", "reason": "no-cohort", "detail": "no cohort is attached to this controller"}
     if effect.kind == "recover":

@@ -20,7 +20,7 @@ from ._io import ConnId, RpcId
 from ._tables import RECEIPT_TRANSITIONS, ReceiptState, SlotCase
 
 # unpersisted: the run ended, but the drift check after it found the engine's own entries torn or missing
-# in the session file (a full disk): the turn is not shown completed (issue 19; the core's rule 8).
+# in the session file (a full disk): the turn is not shown completed (the core's rule 8).
 TurnState = Literal["completed", "interrupted", "unknown", "unpersisted"]
 BindingState = Literal["active", "stopping", "uncertain", "stopped"]
 StopKind = Literal["interrupt", "force-stop"]
@@ -57,7 +57,7 @@ class Request:
     native_error: str | None = None
     turn_state: TurnState | None = None
     updated_at: float = 0.0
-    # The admitting connection's peer (uid, gid, pid) (issue 19): the tuple its connection holds, shared, so
+    # The admitting connection's peer (uid, gid, pid): the tuple its connection holds, shared, so
     # a settled request kept for exact retries stays atoms only.
     peer: tuple[int, int, int] | None = None
 
@@ -86,7 +86,7 @@ class Request:
     def request_record(self) -> dict[str, Any]:
         return {
             "type": "request", "request": self.request_id, "clientRequest": self.client_request_id,
-            # The dedup key's actor (`self.actor`, local-operator) and who it was (issue 19).
+            # The dedup key's actor (`self.actor`, local-operator, H12) and who it was (`actor_record`).
             "actor": {**actor_record(self.peer or (-1, -1, -1), self.conn), "name": self.actor},
             "conversation": self.conversation, "execution": self.execution,
             "incarnation": self.incarnation, "generation": self.generation, "connection": self.conn,
@@ -190,7 +190,7 @@ class Stop:
     outcome: dict[str, Any] | None = None  # a force stop's result from the lifecycle layer
     open_tools: dict[str, str] = field(default_factory=dict)  # tool calls open when the stop began (K5)
     approval: Literal["resolved", "uncertain"] = "resolved"  # set by the core from its dialog evidence
-    actor: tuple[int, int, int] = (-1, -1, -1)  # the (uid, gid, pid) of the connection that started it (issue 19)
+    actor: tuple[int, int, int] = (-1, -1, -1)  # the (uid, gid, pid) of the connection that started it
 
     def record(self) -> dict[str, Any]:
         record: dict[str, Any] = {

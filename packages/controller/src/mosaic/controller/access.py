@@ -1,4 +1,4 @@
-"""Who may connect to a controller and what they may do (seed README "Mediated control"; issue 19): the
+"""Who may connect to a controller and what they may do (seed README "Mediated control", "Refusals"): the
 operations (`OPERATIONS`) each method needs (`METHOD_OPERATIONS`, `required_operations`), a grants file
 (`Grants`), the policy that decides for a connected peer (`AccessPolicy`, `Peer`) and the actor a record
 names (`actor_record`)."""

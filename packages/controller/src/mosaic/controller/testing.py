@@ -377,7 +377,7 @@ async def fake_controller(
     evidence_path: str | None = None,
 ) -> AsyncIterator[FakeRig]:
     """Start a controller on the fake engine under `root` (a directory that must not hold a tree yet).
-    `grants`: who besides this uid may connect, and what they may do (none by default; issue 19);
+    `grants`: who besides this uid may connect, and what they may do (none by default; `.access`);
     `evidence_path` is the runtime's evidence file (none by default)."""
     options: dict[str, Any] = {} if scenarios is None else {"scenarios": scenarios}
     setup = prepare_fake_engine(root, seed=seed, **options)
