@@ -14,7 +14,8 @@ a patch applied to the scratch sources is what the tests import. Then:
 
 1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing;
    checked once per package for all its named tests together);
-2. the patch must apply cleanly (`patch -p1`), else the mutant is an error;
+2. the patch must apply cleanly (`patch -p1 --fuzz=0`: its context exactly as in the tree, a line offset
+   allowed), else the mutant is an error;
 3. the named tests run again, with the `mutant_signal` plugin (ci/mutant_signal.py) recording how each
    failed. The mutant is killed only when a named test failed in its call phase on an assertion
    (`AssertionError` or pytest's `Failed`: a `pytest.raises` that saw nothing, `pytest.fail`) or on the
@@ -159,7 +160,7 @@ class Scratch:
             return subprocess.CompletedProcess(cmd, -9, str(exc.stdout or ""), f"timeout after {TEST_TIMEOUT_S}s")
 
     def patch(self, mutant: Mutant, *, reverse: bool = False, dry: bool = False) -> subprocess.CompletedProcess[str]:
-        cmd = ["patch", "-p1", "--batch", "--forward", "-s", "-d", str(self.tree), "-i", str(mutant.path)]
+        cmd = ["patch", "-p1", "--fuzz=0", "--batch", "--forward", "-s", "-d", str(self.tree), "-i", str(mutant.path)]
         if reverse:
             cmd.remove("--forward")
             cmd.insert(1, "-R")
