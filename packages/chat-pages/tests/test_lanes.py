@@ -96,16 +96,24 @@ def _serving(world: World, kind: str, workers: int = 8) -> Iterator[tuple[str, s
             yield url, app.token, app.app.lanes  # type: ignore[attr-defined]
 
 
-def _in_threads(calls: list[Callable[[], Response]]) -> tuple[list[threading.Thread], list[Response]]:
+def _in_threads(calls: list[Callable[[], Response]]
+                ) -> tuple[list[threading.Thread], list[Response], list[str]]:
+    """Each call on a thread of its own: (threads, responses, failures). A call that raises (a request that
+    timed out while a mutant stalls the server) is a failure recorded for the test to assert on, never an
+    exception that ends its thread unhandled (pytest would report that out of band, as no test's result)."""
     results: list[Response] = []
+    failures: list[str] = []
 
     def one(call: Callable[[], Response]) -> None:
-        results.append(call())
+        try:
+            results.append(call())
+        except Exception as e:  # noqa: BLE001 - reported by the test's assertion
+            failures.append(f"{type(e).__name__}: {e}")
 
     threads = [threading.Thread(target=one, args=(c,), daemon=True) for c in calls]
     for t in threads:
         t.start()
-    return threads, results
+    return threads, results, failures
 
 
 def _small(world: World, root: Path, name: str, text: str) -> str:
@@ -126,7 +134,8 @@ def test_eight_opens_of_a_slow_conversation_take_one_worker_while_the_catalogue_
     other = _small(world, root, "other.jsonl", "another conversation")
     gate = Gate(world, {slow}, monkeypatch)
     with _serving(world, kind) as (url, token, lanes):
-        threads, results = _in_threads([lambda: get(url, f"/conversations/{slow}", token=token, timeout=600)] * 8)
+        threads, results, failures = _in_threads(
+            [lambda: get(url, f"/conversations/{slow}", token=token, timeout=600)] * 8)
         try:
             gate.wait_arrivals(1)
             # All eight reached the server: one call in the reader, seven waiting on the event loop.
@@ -142,6 +151,7 @@ def test_eight_opens_of_a_slow_conversation_take_one_worker_while_the_catalogue_
             gate.release.set()
             for t in threads:
                 t.join(600)
+    assert not failures, failures
     assert len(results) == 8 and all(status == 200 for status, _, _ in results), [r[0] for r in results]
     bodies = [json.loads(body) for _, _, body in results]
     assert len({b["page"]["snapshotDigest"] for b in bodies}) == 1
@@ -159,8 +169,9 @@ def test_the_catalogue_answers_while_slow_conversations_fill_the_conversation_po
     world.approve(root)
     gate = Gate(world, set(slow), monkeypatch)
     with _serving(world, kind, workers=2) as (url, token, lanes):
-        threads, results = _in_threads([lambda c=c: get(url, f"/conversations/{c}", token=token)  # type: ignore[misc]
-                                        for c in slow])
+        threads, results, failures = _in_threads(
+            [lambda c=c: get(url, f"/conversations/{c}", token=token)  # type: ignore[misc]
+             for c in slow])
         try:
             gate.wait_arrivals(2)  # both workers of the conversation pool are held
             assert all(lanes.wait_for_users(c, 1, BOUND) for c in slow)  # the third waits for a worker
@@ -171,6 +182,7 @@ def test_the_catalogue_answers_while_slow_conversations_fill_the_conversation_po
             gate.release.set()
             for t in threads:
                 t.join(BOUND)
+    assert not failures, failures
     assert sorted(status for status, _, _ in results) == [200, 200, 200]
 
 
