@@ -115,3 +115,15 @@ def test_importing_the_package_loads_no_cffi() -> None:
             "print('_cffi_backend' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_importing_the_package_loads_only_the_refusal_base() -> None:
+    # A client that needs only `Refusal` (the controller's client library) pays for neither the identities'
+    # imports nor cffi; the first use of an identity loads its module, and only it.
+    import subprocess
+
+    code = ("import sys, mosaic.safe_open as s; m = lambda: [n in sys.modules for n in "
+            "('mosaic.safe_open._identity', 'hashlib', '_cffi_backend')]; print(*m()); "
+            "s.current_host; print(*m()); print(type(s.Refusal).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "False", "True", "True", "False", "type"]

@@ -18,8 +18,9 @@ What a consumer needs is here (`__all__`); the rest is in three public modules:
 and `mosaic.safe_open.testing` (`OpenWatch`: proof with inotify that a file was never opened) and
 `mosaic.safe_open.abi_build` (the generator of a cffi out-of-line ABI module, shared with cgroup-cohort).
 
-Importing this package loads no cffi: the root-opening names load their bindings on first use (PEP 562),
-so a package that needs only the refusal base or the identities pays nothing for them.
+Importing this package loads only the refusal base: the identities and the root-opening names load their
+modules on first use (PEP 562), so a package that needs only the refusal base pays for nothing else, and one
+that needs the identities pays nothing for cffi.
 """
 
 from __future__ import annotations
@@ -27,23 +28,33 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._identity import (
-    DIGEST_RE,
-    HostIdentity,
-    ProcessRef,
-    canonical_json,
-    current_host,
-    process_ref,
-    read_stat,
-    sha256_digest,
-)
 from ._refusal import Refusal, SafeOpenRefusal
 
 if TYPE_CHECKING:
+    from ._identity import (
+        DIGEST_RE,
+        HostIdentity,
+        ProcessRef,
+        canonical_json,
+        current_host,
+        process_ref,
+        read_stat,
+        sha256_digest,
+    )
     from ._root import MAX_SESSION_FILE_BYTES, OpenedFile, Root, is_session_name, open_root
 
-# name -> the private module that defines it, imported on first access (PEP 562): these load cffi.
+# name -> the private module that defines it, imported on first access (PEP 562): the root-opening names
+# load cffi; the identities load hashlib, json, re and dataclasses, which a client that needs only the
+# refusal base (the controller's client library) does not pay for.
 _LAZY = {
+    "DIGEST_RE": "._identity",
+    "HostIdentity": "._identity",
+    "ProcessRef": "._identity",
+    "canonical_json": "._identity",
+    "current_host": "._identity",
+    "process_ref": "._identity",
+    "read_stat": "._identity",
+    "sha256_digest": "._identity",
     "MAX_SESSION_FILE_BYTES": "._root",
     "OpenedFile": "._root",
     "Root": "._root",
