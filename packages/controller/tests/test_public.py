@@ -62,3 +62,19 @@ def test_importing_the_package_loads_none_of_its_modules() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('mosaic.controller.')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_client_library_loads_none_of_the_server_side() -> None:
+    # A terminal imports the client; it must not pay for (or depend on) the core, the server, the lifecycle,
+    # the cohort, the claim or the engine link. What it loads: its own modules, the method and refusal
+    # tables it shares with the server, and the two refusal bases below it.
+    code = ("import sys, mosaic.controller.client\n"
+            "print(*sorted(m for m in sys.modules if m.startswith('mosaic.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    loaded = done.stdout.split()
+    allowed = ("mosaic.controller", "mosaic.controller.client", "mosaic.controller._methods",
+               "mosaic.controller._refusal", "mosaic.pi_format", "mosaic.pi_format._ids",
+               "mosaic.pi_format._refusal", "mosaic.safe_open", "mosaic.safe_open._refusal")
+    stray = [m for m in loaded if m not in allowed and not m.startswith("mosaic.controller._client")]
+    assert stray == [], stray
+    assert "mosaic.controller._client_transcript" in loaded  # the probe sees the client's own modules

@@ -32,7 +32,7 @@ The rules this file keeps (brief §1, §3, §9; seed README "Mediated control"):
 from __future__ import annotations
 
 import logging
-import secrets
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -98,7 +98,7 @@ MAX_HISTORY_PAGES = 10_000
 def _new_request_id() -> str:
     # Random: every client of a conversation is local-operator, and the dedup key is (actor, conversation,
     # client request id), so two terminals must never pick the same id by counting.
-    return "cr-" + secrets.token_hex(12)
+    return "cr-" + os.urandom(12).hex()  # what secrets.token_hex does, without importing secrets
 
 
 
