@@ -573,11 +573,16 @@ def line_costs(n: int, rounds: int) -> list[tuple[float, float]]:
 
 def import_times(repeat: int = 7) -> dict[str, float | str]:
     """Median wall time of `python -c pass`, `python -c "import mosaic.chat_pages"` and `mosaic-read --help`."""
+    # Bytecode may be written: an installed package has its .pyc files (pip compiles them at install), and
+    # a shell with PYTHONDONTWRITEBYTECODE would time the compiler on every run instead of the import.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
     def run(argv: list[str]) -> float:
+        subprocess.run(argv, capture_output=True, check=True, timeout=60, env=env)  # warm-up: writes the .pyc
         times = []
         for _ in range(repeat):
             t = time.perf_counter()
-            subprocess.run(argv, capture_output=True, check=True, timeout=60)
+            subprocess.run(argv, capture_output=True, check=True, timeout=60, env=env)
             times.append(time.perf_counter() - t)
         return statistics.median(times)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,9 +38,14 @@ COMMANDS = {
 }
 
 
+# Bytecode may be written: an installed package has its .pyc files (pip compiles them at install), and
+# a shell with PYTHONDONTWRITEBYTECODE would time the compiler on every run instead of the import.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _wall(code: str) -> float:
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, env=ENV)
     return time.perf_counter() - t
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,9 +30,14 @@ from pathlib import Path
 SCRIPT = Path(sys.executable).parent / "mosaic-terminal"
 
 
+# Bytecode may be written: an installed package has its .pyc files (pip compiles them at install), and
+# a shell with PYTHONDONTWRITEBYTECODE would time the compiler on every run instead of the import.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _wall(cmd: list[str]) -> float:
     t = time.perf_counter()
-    subprocess.run(cmd, capture_output=True, check=True)
+    subprocess.run(cmd, capture_output=True, check=True, env=ENV)
     return time.perf_counter() - t
 
 

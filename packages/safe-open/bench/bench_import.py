@@ -38,16 +38,21 @@ FIRST_CALL_AFTER_IMPORT = (
 )
 
 
+# Bytecode may be written: an installed package has its .pyc files (pip compiles them at install), and
+# a shell with PYTHONDONTWRITEBYTECODE would time the compiler on every run instead of the import.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _wall(args: list[str]) -> tuple[float, str]:
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True)
+    r = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, env=ENV)
     return time.perf_counter() - t, r.stdout + r.stderr
 
 
 def _importtime(code: str) -> dict[str, int]:
     """-X importtime's cumulative microseconds per module of `code`'s imports."""
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
-                         check=True).stderr
+                         check=True, env=ENV).stderr
     cumulative: dict[str, int] = {}
     for line in out.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|\s+(.*)$", line)
