@@ -26,7 +26,10 @@ a patch applied to the scratch sources is what the tests import. Then:
 4. the patch is reverted before the next mutant.
 
 It prints a table (mutant, package, brief, killed by, result, time) and exits 1 if any mutant survived
-or errored. `python ci/mutants.py STEM...` runs only the named mutants.
+or errored. `python ci/mutants.py STEM...` runs only the named mutants; `--jobs N` (default: the CPU count,
+at most 2) runs the mutants of the unit suites on N scratch copies side by side, each copy patched by one
+mutant at a time. The mutants whose killers are in a cohort suite (`tests_cohort`: real cgroups, a systemd
+sandbox) run after them, one at a time, so that two labs never share the machine's cgroup tree at once.
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ import dataclasses
 import json
 import os
 import pathlib
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import workspace
@@ -208,7 +213,68 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: bool) -> Outcome:
     return Outcome("ERROR", f"pytest exit {mutated.returncode} (not a test failure):\n" + _tail(mutated), took)
 
 
+SERIAL_SUITES = ("tests_cohort",)  # suites that bring up a cohort lab: never two at once
+
+
+def _jobs(argv: list[str]) -> tuple[int, list[str]]:
+    jobs = min(2, os.cpu_count() or 1)
+    rest: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--jobs":
+            jobs = int(next(it, "1"))
+        elif arg.startswith("--jobs="):
+            jobs = int(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+    return max(1, jobs), rest
+
+
+def _run_all(mutants: list[Mutant], scratches: list[Scratch], baseline: dict[tuple[str, str], bool],
+             report: threading.Lock) -> dict[str, Outcome]:
+    """Each mutant on one scratch copy: the unit suites' mutants shared out among the copies (a queue each
+    worker takes from), then the serial suites' mutants one at a time on the first copy."""
+    outcomes: dict[str, Outcome] = {}
+
+    def one(scratch: Scratch, m: Mutant) -> None:
+        out = run_one(scratch, m, baseline[m.package, m.suite])
+        with report:
+            outcomes[m.stem] = out
+            print(f"mutant {m.stem} ({m.package}): {out.result} in {out.seconds:.1f}s"
+                  + (f"\n{out.detail}" if out.detail else ""), flush=True)
+
+    work: queue.SimpleQueue[Mutant] = queue.SimpleQueue()
+    for m in mutants:
+        if m.suite not in SERIAL_SUITES:
+            work.put(m)
+    failures: list[BaseException] = []
+
+    def worker(scratch: Scratch) -> None:
+        try:
+            while True:
+                try:
+                    m = work.get_nowait()
+                except queue.Empty:
+                    return
+                one(scratch, m)
+        except BaseException as e:  # noqa: BLE001 - re-raised by the main thread once every worker ended
+            failures.append(e)
+
+    threads = [threading.Thread(target=worker, args=(sc,), name=f"mutants-{i}") for i, sc in enumerate(scratches)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+    for m in mutants:
+        if m.suite in SERIAL_SUITES:
+            one(scratches[0], m)
+    return outcomes
+
+
 def main(argv: list[str]) -> int:
+    jobs, argv = _jobs(argv)
     paths = sorted(MUTANTS_DIR.glob("*.patch"))
     if argv:
         wanted = set(argv)
@@ -221,8 +287,11 @@ def main(argv: list[str]) -> int:
         print("mutants: no mutant files in mutants/ (nothing was checked, which is a failure)")
         return 1
     mutants = [parse(p) for p in paths]
-    scratch = Scratch()
+    jobs = min(jobs, max(1, sum(1 for m in mutants if m.suite not in SERIAL_SUITES)))
+    scratches = [Scratch() for _ in range(jobs)]
+    scratch = scratches[0]
     rows: list[tuple[Mutant, Outcome]] = []
+    print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}", flush=True)
     try:
         # Baseline once per package: every named test passes on the unpatched copy. Only when that
         # fails are the mutants of that package checked one by one, to name the test that fails anyway.
@@ -234,13 +303,11 @@ def main(argv: list[str]) -> int:
             baseline[pkg, suite] = proc.returncode == 0
             if not baseline[pkg, suite]:
                 print(_tail(proc), flush=True)
-        for m in mutants:
-            print(f"mutant {m.stem} ({m.package}) ...", flush=True)
-            out = run_one(scratch, m, baseline[m.package, m.suite])
-            rows.append((m, out))
-            print(f"  {out.result} in {out.seconds:.1f}s" + (f"\n{out.detail}" if out.detail else ""), flush=True)
+        outcomes = _run_all(mutants, scratches, baseline, threading.Lock())
+        rows = [(m, outcomes[m.stem]) for m in mutants]
     finally:
-        scratch.remove()
+        for sc in scratches:
+            sc.remove()
     width = max(len(m.stem) for m, _ in rows)
     print()
     print(f"{'mutant'.ljust(width)}  {'package':<17} {'brief':<5} {'result':<8} {'time':>7}  killed by")

@@ -79,3 +79,15 @@ def test_the_plugin_marks_assert_and_pytest_raises_as_assertions_and_nothing_els
     rows = {r["nodeid"].split("::")[-1]: r for r in map(json.loads, out.read_text().splitlines())}
     assert rows["test_assert"]["assertion"] is True and rows["test_raises"]["assertion"] is True
     assert rows["test_crash"]["assertion"] is False and rows["test_crash"]["type"] == "builtins.TimeoutError"
+
+
+def test_jobs_are_read_from_the_arguments_and_the_rest_are_mutant_names() -> None:
+    assert mutants._jobs(["--jobs", "3", "a-mutant"]) == (3, ["a-mutant"])
+    assert mutants._jobs(["--jobs=1", "b"]) == (1, ["b"])
+    assert mutants._jobs(["--jobs", "0"]) == (1, [])  # at least one copy
+    default, rest = mutants._jobs(["c"])
+    assert 1 <= default <= 2 and rest == ["c"]
+
+
+def test_the_cohort_suites_mutants_run_one_at_a_time() -> None:
+    assert "tests_cohort" in mutants.SERIAL_SUITES
