@@ -290,7 +290,9 @@ def test_the_controller_going_away_is_shown_the_composer_is_kept_and_reconnect_m
                     await term.wait_for(lambda r: composer(r)[0] == "draft kept", "the draft")
                     await first.__aexit__(None, None, None)  # the controller goes away mid-turn
                     one = None
-                    rows = await term.wait_text("NOT CONNECTED")
+                    # The status and the note change in one model update: wait for the frame that shows both.
+                    rows = await term.wait_for(lambda r: "NOT CONNECTED" in status(r) and "connection is gone"
+                                               in notes(r), "the lost connection in the status and the notes")
                     assert status(rows).startswith("NOT CONNECTED (shutdown): Ctrl-O reconnects; your draft is kept")
                     assert "the controller connection is gone (shutdown); the composer text is kept" in notes(rows)
                     assert composer(rows)[0] == "draft kept"

@@ -34,6 +34,7 @@ __all__ = ["WAIT", "EngineTap", "TmuxError", "TmuxTerminal", "tmux_terminal"]
 
 WAIT = 30.0
 POLL = 0.05
+SETTLE_CAPTURES = 4  # extra captures wait_for takes until two agree: a redraw tmux is still taking in
 
 
 class TmuxError(RuntimeError):
@@ -188,11 +189,21 @@ class TmuxTerminal:
         return text.split("\n")[: self.height]
 
     async def wait_for(self, predicate: Callable[[list[str]], bool], what: str, timeout: float = WAIT) -> list[str]:
-        """Poll the screen until `predicate(rows)`; AssertionError with the screen after `timeout` s."""
+        """Poll the screen until `predicate(rows)`; AssertionError with the screen after `timeout` s.
+
+        The screen returned is a whole frame: tmux may be captured while it is still taking in a redraw
+        (the status row new, the rows below it not yet), so once the predicate holds the screen is captured
+        again, until two captures in a row agree (at most a few times: a spinner may never stand still),
+        and the last capture for which the predicate holds is returned."""
         deadline = time.monotonic() + timeout
         while True:
             rows = await self.screen()
             if predicate(rows):
+                for _ in range(SETTLE_CAPTURES):
+                    again = await self.screen()
+                    if again == rows or not predicate(again):
+                        break
+                    rows = again
                 return rows
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}; the screen:\n" + "\n".join(rows)
