@@ -230,11 +230,12 @@ def _jobs(argv: list[str]) -> tuple[int, list[str]]:
     return max(1, jobs), rest
 
 
-def _run_all(mutants: list[Mutant], scratches: list[Scratch], baseline: dict[tuple[str, str], bool],
-             report: threading.Lock) -> dict[str, Outcome]:
+def _run_all(mutants: list[Mutant], scratches: list[Scratch],
+             baseline: dict[tuple[str, str], bool]) -> dict[str, Outcome]:
     """Each mutant on one scratch copy: the unit suites' mutants shared out among the copies (a queue each
     worker takes from), then the serial suites' mutants one at a time on the first copy."""
     outcomes: dict[str, Outcome] = {}
+    report = threading.Lock()  # one worker's line at a time
 
     def one(scratch: Scratch, m: Mutant) -> None:
         out = run_one(scratch, m, baseline[m.package, m.suite])
@@ -303,7 +304,7 @@ def main(argv: list[str]) -> int:
             baseline[pkg, suite] = proc.returncode == 0
             if not baseline[pkg, suite]:
                 print(_tail(proc), flush=True)
-        outcomes = _run_all(mutants, scratches, baseline, threading.Lock())
+        outcomes = _run_all(mutants, scratches, baseline)
         rows = [(m, outcomes[m.stem]) for m in mutants]
     finally:
         for sc in scratches:
