@@ -301,6 +301,11 @@ def test_disk_full_with_no_room_left_the_force_stop_says_which_key_and_why_and_s
     async def main() -> tuple[dict[str, Any], dict[str, Any]]:
         c = await client(proc)
         auth = await c.control()
+        # Taking control publishes the new generation into the claim; with no room and no reserve that write
+        # fails, so the binding goes uncertain (claim-publication), which changes the stop context. Wait for
+        # it: a confirmation issued before it lands is void by the time it is used (CI once saw that race).
+        await c.until(lambda n: n.get("method") == "record" and n["params"].get("type") == "binding"
+                      and n["params"]["state"] == "uncertain" and "uncertain" in n["params"]["fences"], WAIT)
         first = await ended(c, await force_stop(c, auth))
         assert proc.ref is not None and alive(proc.ref.engine), "nothing was signalled: the engine runs"
         assert heads(world) == before  # neither key could take a revision: both read what they read
