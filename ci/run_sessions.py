@@ -1,42 +1,68 @@
-"""Run every nox session one after another and end with a table: passed, failed, or skipped with the reason.
+"""Run every nox session and end with a table: passed, failed, or skipped with the reason.
 
 A session counts as passed only when nox exits 0 and did not report it skipped. A skipped session is never
 shown as passed, and its reason is printed beside it. Exit status: 1 if any session failed, else 0.
 `python3 ci/run_sessions.py lint safe-open` runs only those sessions. nox is the tool venv's
 (`.cache/tools/venv/bin/nox`, installed by ci/bootstrap), so the nox sessions use that venv's uv too.
+
+The package suites, `lint` and `build` touch nothing outside their own venv, the repository's `dist/` (build
+only) and temporary directories: no cgroup, no real Pi, no user manager. They run two at a time (`--jobs N`,
+default the CPU count, at most 2), each one's output printed whole when it ends so that no two interleave;
+the others (`mutants`, `cohort`, `smoke`, `bench`, `demo`) then run one after another, streamed as they go,
+since they share the cgroup tree, the real engine or the machine's timing.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import workspace
 
 SESSIONS = [*workspace.PACKAGES, "lint", "build", "mutants", "cohort", "smoke", "bench", "demo"]
+SIDE_BY_SIDE = frozenset([*workspace.PACKAGES, "lint", "build"])
 # What the test command passes to a session. The benchmarks assert nothing: the test command runs each in
 # its quick mode, which proves it still runs; the figures in the READMEs come from `nox -s bench` (full).
 POSARGS = {"bench": ["--quick"]}
 SKIP_RE = re.compile(r"^nox > Session (\S+) skipped: (.*?)(?: \(took .*\))?\.?$")
+_PRINT = threading.Lock()
 
 
-def run(name: str) -> tuple[str, str, float]:
+def header(name: str) -> str:
+    extra = POSARGS.get(name, [])
+    return f"\n===== nox -s {name}{' -- ' + ' '.join(extra) if extra else ''} ====="
+
+
+def run(name: str, *, stream: bool = True) -> tuple[str, str, float]:
+    """Run one session; its output goes to stdout as it comes (`stream`) or whole, with its header, at its end."""
     start = time.monotonic()
     extra = POSARGS.get(name, [])
     argv = [str(workspace.TOOLS_BIN / "nox"), "-s", name, *(["--", *extra] if extra else [])]
     proc = subprocess.Popen(argv, cwd=workspace.ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     reason = ""
+    kept: list[str] = []
     assert proc.stdout is not None
     for line in proc.stdout:
-        sys.stdout.write(line)
+        if stream:
+            sys.stdout.write(line)
+        else:
+            kept.append(line)
         m = SKIP_RE.match(line.rstrip("\n"))
         if m and m.group(1) == name:
             reason = m.group(2)
     code = proc.wait()
     took = time.monotonic() - start
+    if not stream:
+        with _PRINT:
+            print(header(name) + f" (ran side by side, {took:.1f}s)", flush=True)
+            sys.stdout.write("".join(kept))
+            sys.stdout.flush()
     if code != 0:
         return "failed", f"nox exit {code}", took
     if reason:
@@ -44,24 +70,50 @@ def run(name: str) -> tuple[str, str, float]:
     return "passed", "", took
 
 
+def parse(argv: list[str]) -> tuple[list[str], int]:
+    """The sessions asked for (all, when none is named) and --jobs N."""
+    jobs = min(2, os.cpu_count() or 1)
+    names: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--jobs" or arg.startswith("--jobs="):
+            value = arg.partition("=")[2] if "=" in arg else next(args, "")
+            if not value.isdigit() or int(value) < 1:
+                raise SystemExit(f"run_sessions: --jobs needs a whole number of at least 1, not {value!r}")
+            jobs = int(value)
+        else:
+            names.append(arg)
+    return names or list(SESSIONS), jobs
+
+
 def main(argv: list[str]) -> int:
     if not (workspace.TOOLS_BIN / "nox").exists():
         print(f"run_sessions: no nox in {workspace.TOOLS_BIN}: run bash ci/bootstrap first (bash ci/test does)")
         return 1
-    names = argv or SESSIONS
-    rows = []
+    names, jobs = parse(argv)
+    started = time.monotonic()
+    results: dict[str, tuple[str, str, float]] = {}
+    together = [n for n in names if n in SIDE_BY_SIDE] if jobs > 1 else []
+    if len(together) > 1:
+        print(f"\n===== {len(together)} sessions, {jobs} at a time: {' '.join(together)} =====", flush=True)
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            futures = {pool.submit(run, n, stream=False): n for n in together}
+            for future in concurrent.futures.as_completed(futures):
+                results[futures[future]] = future.result()
     for name in names:
-        extra = POSARGS.get(name, [])
-        print(f"\n===== nox -s {name}{' -- ' + ' '.join(extra) if extra else ''} =====", flush=True)
-        label = f"{name} ({' '.join(extra)})" if extra else name
-        rows.append((label, *run(name)))
-    width = max(len(r[0]) for r in rows)
+        if name not in results:
+            print(header(name), flush=True)
+            results[name] = run(name)
+    label = {n: f"{n} ({' '.join(POSARGS[n])})" if n in POSARGS else n for n in names}
+    width = max(len(v) for v in label.values())
     print("\n===== sessions =====")
-    for name, status, why, took in rows:
-        print(f"{name.ljust(width)}  {status:<8} {took:7.1f}s  {why}")
-    counts = {s: sum(1 for r in rows if r[1] == s) for s in ("passed", "failed", "skipped")}
-    total = sum(r[3] for r in rows)
-    print(f"total time {total:.0f}s")
+    for name in names:
+        status, why, took = results[name]
+        print(f"{label[name].ljust(width)}  {status:<8} {took:7.1f}s  {why}")
+    counts = {s: sum(1 for r in results.values() if r[0] == s) for s in ("passed", "failed", "skipped")}
+    wall = time.monotonic() - started
+    side = f" ({len(together)} of them {jobs} at a time)" if len(together) > 1 else ""
+    print(f"total time {wall:.0f}s; the sessions' own times add to {sum(r[2] for r in results.values()):.0f}s{side}")
     print(f"sessions: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     return 1 if counts["failed"] else 0
 

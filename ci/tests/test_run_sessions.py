@@ -1,0 +1,115 @@
+"""The test command's runner (ci/run_sessions.py): the package suites, lint and build two at a time with each
+one's output whole, the other sessions one after another; the table in the sessions' order; a failed or
+skipped session never shown as passed. Driven over a fake `nox` in a scratch copy's tool venv."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from support import REPO, copy_scripts
+
+sys.path.insert(0, str(REPO / "ci"))
+import workspace  # noqa: E402
+
+# A stand-in for nox: logs when each session starts and ends, prints three lines with a pause between them
+# (so that two sessions run side by side would interleave if their output were streamed), and fails or skips
+# the sessions the environment names.
+FAKE_NOX = """#!/bin/sh
+name="$2"
+echo "start $name $(date +%s.%N)" >> "$FAKE_LOG"
+for i in 1 2 3; do echo "$name line $i"; sleep 0.1; done
+echo "end $name $(date +%s.%N)" >> "$FAKE_LOG"
+case " $FAIL " in *" $name "*) echo "nox > Session $name failed."; exit 1;; esac
+case " $SKIP " in *" $name "*) echo "nox > Session $name skipped: no engine here (took 0 seconds)."; exit 0;; esac
+echo "nox > Session $name was successful."
+"""
+
+
+def run_sessions(repo: Path, *args: str, fail: str = "", skip: str = "") -> tuple[subprocess.CompletedProcess[str],
+                                                                                       list[tuple[str, str]]]:
+    copy_scripts(repo, "run_sessions.py", "workspace.py")
+    bindir = repo / ".cache" / "tools" / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "nox").write_text(FAKE_NOX)
+    os.chmod(bindir / "nox", 0o755)
+    log = repo / "fake.log"
+    env = {**os.environ, "FAKE_LOG": str(log), "FAIL": fail, "SKIP": skip}
+    done = subprocess.run([sys.executable, str(repo / "ci" / "run_sessions.py"), *args], capture_output=True,
+                          text=True, timeout=120, env=env)
+    events = [(x.split()[0], x.split()[1]) for x in log.read_text().splitlines()] if log.exists() else []
+    return done, events
+
+
+def blocks(stdout: str) -> dict[str, list[str]]:
+    """Each session's lines under its header."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in stdout.splitlines():
+        m = re.match(r"^===== nox -s (\S+)", line)
+        if m:
+            current = m.group(1)
+            out[current] = []
+        elif line.startswith("====="):
+            current = None
+        elif current is not None and line:
+            out[current].append(line)
+    return out
+
+
+def table(stdout: str) -> list[list[str]]:
+    rows = stdout.split("===== sessions =====\n", 1)[1].splitlines()
+    return [r.split() for r in rows if not r.startswith(("total time", "sessions:"))]
+
+
+def test_the_side_by_side_sessions_run_two_at_a_time_each_printed_whole_the_rest_one_after_another(
+        scratch_repo: Path) -> None:
+    done, events = run_sessions(scratch_repo, "--jobs", "2")
+    assert done.returncode == 0, done
+    together = set(workspace.PACKAGES) | {"lint", "build"}
+    running: set[str] = set()
+    most = 0
+    for kind, name in events:
+        if kind == "start":
+            running.add(name)
+            # The sessions that share the cgroup tree, the engine or the timing never run beside another.
+            assert name in together or running == {name}, (name, running)
+            most = max(most, len(running))
+        else:
+            running.discard(name)
+    assert most == 2  # side by side, never more than the jobs asked for
+    assert [n for k, n in events if k == "start"][-5:] == ["mutants", "cohort", "smoke", "bench", "demo"]
+    printed = blocks(done.stdout)
+    for name in [*workspace.PACKAGES, "lint", "build", "mutants", "cohort", "smoke", "bench", "demo"]:
+        assert printed[name][:3] == [f"{name} line 1", f"{name} line 2", f"{name} line 3"], (name, printed[name])
+    assert [row[0] for row in table(done.stdout)] == [*workspace.PACKAGES, "lint", "build", "mutants", "cohort",
+                                                      "smoke", "bench", "demo"]
+    assert done.stdout.splitlines()[-1] == "sessions: 15 passed, 0 failed, 0 skipped"
+
+
+def test_a_failed_and_a_skipped_session_side_by_side_are_never_shown_passed(scratch_repo: Path) -> None:
+    done, _ = run_sessions(scratch_repo, "lint", "safe-open", "smoke", fail="lint", skip="safe-open smoke")
+    assert done.returncode == 1
+    rows = {row[0]: row for row in table(done.stdout)}
+    assert rows["lint"][1] == "failed" and rows["lint"][3:] == ["nox", "exit", "1"]
+    assert rows["safe-open"][1] == "skipped" and " ".join(rows["safe-open"][3:]) == "no engine here"
+    assert rows["smoke"][1] == "skipped"
+    assert done.stdout.splitlines()[-1] == "sessions: 0 passed, 1 failed, 2 skipped"
+
+
+def test_jobs_1_runs_every_session_one_after_another_in_the_order_given(scratch_repo: Path) -> None:
+    done, events = run_sessions(scratch_repo, "--jobs", "1", "lint", "safe-open", "pi-format")
+    assert done.returncode == 0, done
+    assert events == [("start", "lint"), ("end", "lint"), ("start", "safe-open"), ("end", "safe-open"),
+                      ("start", "pi-format"), ("end", "pi-format")]
+    assert "side by side" not in done.stdout
+
+
+def test_jobs_must_be_a_whole_number(scratch_repo: Path) -> None:
+    done, events = run_sessions(scratch_repo, "--jobs", "0", "lint")
+    assert done.returncode != 0 and events == []
+    assert "--jobs needs a whole number of at least 1, not '0'" in done.stderr
+    assert "Traceback" not in done.stderr
