@@ -5,11 +5,15 @@ shown as passed, and its reason is printed beside it. Exit status: 1 if any sess
 `python3 ci/run_sessions.py lint safe-open` runs only those sessions. nox is the tool venv's
 (`.cache/tools/venv/bin/nox`, installed by ci/bootstrap), so the nox sessions use that venv's uv too.
 
-The package suites, `lint` and `build` touch nothing outside their own venv, the repository's `dist/` (build
-only) and temporary directories: no cgroup, no real Pi, no user manager. They run two at a time (`--jobs N`,
-default the CPU count, at most 2), each one's output printed whole when it ends so that no two interleave;
-the others (`mutants`, `cohort`, `smoke`, `bench`, `demo`) then run one after another, streamed as they go,
-since they share the cgroup tree, the real engine or the machine's timing.
+With two jobs (`--jobs N`, default the CPU count, at most 2) the sessions run in two lanes, then one:
+- the engine lane, one after another: `cohort`, `smoke`, `bench`, `demo`, which share the cgroup tree, the
+  real Pi and the user manager, so no two of them ever run at once;
+- beside it, the package suites, `lint` and `build`, which touch nothing outside their own venv, the
+  repository's `dist/` (build only) and temporary directories (no cgroup, no real Pi, no user manager);
+  a worker that is free takes the next of them;
+- `mutants` last, alone: it runs its own scratch copies side by side.
+Each session's output is printed whole when it ends, so no two interleave. `--jobs 1` runs every session
+one after another in the order given, streamed as it goes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import workspace
 
 SESSIONS = [*workspace.PACKAGES, "lint", "build", "mutants", "cohort", "smoke", "bench", "demo"]
 SIDE_BY_SIDE = frozenset([*workspace.PACKAGES, "lint", "build"])
+ENGINE_LANE = ("cohort", "smoke", "bench", "demo")
 # What the test command passes to a session. The benchmarks assert nothing: the test command runs each in
 # its quick mode, which proves it still runs; the figures in the READMEs come from `nox -s bench` (full).
 POSARGS = {"bench": ["--quick"]}
@@ -93,13 +98,24 @@ def main(argv: list[str]) -> int:
     names, jobs = parse(argv)
     started = time.monotonic()
     results: dict[str, tuple[str, str, float]] = {}
-    together = [n for n in names if n in SIDE_BY_SIDE] if jobs > 1 else []
-    if len(together) > 1:
-        print(f"\n===== {len(together)} sessions, {jobs} at a time: {' '.join(together)} =====", flush=True)
+    lane = [n for n in names if n in ENGINE_LANE]
+    beside = [n for n in names if n in SIDE_BY_SIDE]
+    if jobs > 1 and len(lane) + len(beside) > 1:
+        print(f"\n===== {jobs} at a time: {' '.join(lane) or '-'} one after another (the engine lane), beside "
+              f"{' '.join(beside) or '-'}; then the rest =====", flush=True)
+
+        def one(name: str) -> None:
+            results[name] = run(name, stream=False)
+
+        def engine_lane() -> None:
+            for name in lane:
+                one(name)
+
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            futures = {pool.submit(run, n, stream=False): n for n in together}
-            for future in concurrent.futures.as_completed(futures):
-                results[futures[future]] = future.result()
+            done = [pool.submit(engine_lane)] if lane else []
+            done += [pool.submit(one, n) for n in beside]
+            for future in done:
+                future.result()
     for name in names:
         if name not in results:
             print(header(name), flush=True)
@@ -112,7 +128,7 @@ def main(argv: list[str]) -> int:
         print(f"{label[name].ljust(width)}  {status:<8} {took:7.1f}s  {why}")
     counts = {s: sum(1 for r in results.values() if r[0] == s) for s in ("passed", "failed", "skipped")}
     wall = time.monotonic() - started
-    side = f" ({len(together)} of them {jobs} at a time)" if len(together) > 1 else ""
+    side = f" ({jobs} at a time)" if jobs > 1 and len(lane) + len(beside) > 1 else ""
     print(f"total time {wall:.0f}s; the sessions' own times add to {sum(r[2] for r in results.values()):.0f}s{side}")
     print(f"sessions: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     return 1 if counts["failed"] else 0
