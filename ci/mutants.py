@@ -217,17 +217,8 @@ SERIAL_SUITES = ("tests_cohort",)  # suites that bring up a cohort lab: never tw
 
 
 def _jobs(argv: list[str]) -> tuple[int, list[str]]:
-    jobs = min(2, os.cpu_count() or 1)
-    rest: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        if arg == "--jobs":
-            jobs = int(next(it, "1"))
-        elif arg.startswith("--jobs="):
-            jobs = int(arg.split("=", 1)[1])
-        else:
-            rest.append(arg)
-    return max(1, jobs), rest
+    value, rest = workspace.split_jobs(argv)
+    return (workspace.DEFAULT_JOBS if value is None else max(1, int(value or "1"))), rest
 
 
 def _run_all(mutants: list[Mutant], scratches: list[Scratch],

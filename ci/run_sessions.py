@@ -19,7 +19,6 @@ one after another in the order given, streamed as it goes.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import re
 import subprocess
 import sys
@@ -77,18 +76,10 @@ def run(name: str, *, stream: bool = True) -> tuple[str, str, float]:
 
 def parse(argv: list[str]) -> tuple[list[str], int]:
     """The sessions asked for (all, when none is named) and --jobs N."""
-    jobs = min(2, os.cpu_count() or 1)
-    names: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--jobs" or arg.startswith("--jobs="):
-            value = arg.partition("=")[2] if "=" in arg else next(args, "")
-            if not value.isdigit() or int(value) < 1:
-                raise SystemExit(f"run_sessions: --jobs needs a whole number of at least 1, not {value!r}")
-            jobs = int(value)
-        else:
-            names.append(arg)
-    return names or list(SESSIONS), jobs
+    value, names = workspace.split_jobs(argv)
+    if value is not None and (not value.isdigit() or int(value) < 1):
+        raise SystemExit(f"run_sessions: --jobs needs a whole number of at least 1, not {value!r}")
+    return names or list(SESSIONS), workspace.DEFAULT_JOBS if value is None else int(value)
 
 
 def main(argv: list[str]) -> int:
@@ -100,7 +91,8 @@ def main(argv: list[str]) -> int:
     results: dict[str, tuple[str, str, float]] = {}
     lane = [n for n in names if n in ENGINE_LANE]
     beside = [n for n in names if n in SIDE_BY_SIDE]
-    if jobs > 1 and len(lane) + len(beside) > 1:
+    two_lanes = jobs > 1 and len(lane) + len(beside) > 1
+    if two_lanes:
         print(f"\n===== {jobs} at a time: {' '.join(lane) or '-'} one after another (the engine lane), beside "
               f"{' '.join(beside) or '-'}; then the rest =====", flush=True)
 
@@ -128,7 +120,7 @@ def main(argv: list[str]) -> int:
         print(f"{label[name].ljust(width)}  {status:<8} {took:7.1f}s  {why}")
     counts = {s: sum(1 for r in results.values() if r[0] == s) for s in ("passed", "failed", "skipped")}
     wall = time.monotonic() - started
-    side = f" ({jobs} at a time)" if jobs > 1 and len(lane) + len(beside) > 1 else ""
+    side = f" ({jobs} at a time)" if two_lanes else ""
     print(f"total time {wall:.0f}s; the sessions' own times add to {sum(r[2] for r in results.values()):.0f}s{side}")
     print(f"sessions: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
     return 1 if counts["failed"] else 0

@@ -6,6 +6,7 @@ declared dependencies and every import in its source and tests against it.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import tomllib
@@ -13,6 +14,25 @@ import tomllib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The project's tool venv (ci/bootstrap): nox and uv, apart from the system Python (PEP 668).
 TOOLS_BIN = ROOT / ".cache" / "tools" / "venv" / "bin"
+# How many things the test command's scripts run side by side unless told (`--jobs N`): the CPU count, at
+# most 2 (ci/run_sessions.py's lanes, ci/mutants.py's scratch copies).
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)
+
+
+def split_jobs(argv: list[str]) -> tuple[str | None, list[str]]:
+    """`--jobs N` or `--jobs=N` taken out of `argv`: (N as written, or None when absent; the other arguments).
+    Each script judges N itself."""
+    value: str | None = None
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--jobs":
+            value = next(args, "")
+        elif arg.startswith("--jobs="):
+            value = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    return value, rest
 
 # Bottom to top. docs/design.md "Packages and layers".
 PACKAGES = [

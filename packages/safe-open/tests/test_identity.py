@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
 import sys
 
 import pytest
@@ -109,8 +110,6 @@ def test_importing_the_package_loads_no_cffi() -> None:
     # The refusal base and the identities are what every layer imports; the bindings load on first use.
     # The bindings are cffi's out-of-line ABI mode (_ffi_abi), so what loads is cffi's backend: never its
     # Python part or the C parser (tests/test_bindings.py).
-    import subprocess
-
     code = ("import sys, mosaic.safe_open; print('_cffi_backend' in sys.modules); mosaic.safe_open.Root; "
             "print('_cffi_backend' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
@@ -120,8 +119,6 @@ def test_importing_the_package_loads_no_cffi() -> None:
 def test_importing_the_package_loads_only_the_refusal_base() -> None:
     # A client that needs only `Refusal` (the controller's client library) pays for neither the identities'
     # imports nor cffi; the first use of an identity loads its module, and only it.
-    import subprocess
-
     code = ("import sys, mosaic.safe_open as s; m = lambda: [n in sys.modules for n in "
             "('mosaic.safe_open._identity', 'hashlib', '_cffi_backend')]; print(*m()); "
             "s.current_host; print(*m()); print(type(s.Refusal).__name__)")
