@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import REPO
 
 from mosaic.claude_rpc.testing import DEFAULT_SCENARIOS, ModelServer, Scenario, TextReply
 from mosaic.claude_rpc.testing.model_server import SLOW_DELTAS, count_tokens
@@ -178,3 +179,11 @@ def test_stop_cuts_a_running_stream_and_is_idempotent() -> None:
     assert srv.requests[0].outcome == "stopped" and srv.errors == ()
     with pytest.raises(RuntimeError):
         _ = srv.port
+
+
+def test_the_readme_scenario_table_is_the_default_table_in_order() -> None:
+    readme = (REPO / "packages" / "claude-rpc" / "README.md").read_text()
+    section = readme.split("### The scripted Anthropic Messages server", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split("|")[1].strip().strip("`") for line in section.splitlines()
+            if line.startswith("| `")]
+    assert rows == [s.name for s in DEFAULT_SCENARIOS]
