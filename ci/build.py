@@ -1,4 +1,4 @@
-"""`nox -s build`: each of the eight packages released alone (issue 12).
+"""`nox -s build`: each package released alone (issue 12).
 
 1. Build an sdist of each package, then its wheel FROM that sdist (`uv build`), into dist/sdist and
    dist/wheelhouse. The wheel must hold every source file under the package's src/ (code, py.typed, the

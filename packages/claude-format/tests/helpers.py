@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mosaic.claude_format import Parsed, TranscriptRefusal, parse
+from mosaic.claude_format import Parsed, TranscriptRefusal
 
 DATA = Path(__file__).resolve().parent / "data"
 RECORDED = sorted(p.name for p in DATA.glob("*.jsonl"))

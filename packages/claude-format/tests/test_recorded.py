@@ -123,6 +123,7 @@ def test_attachments_and_the_system_prompt_are_never_rendered_as_conversation(na
     assert attachments
     for b in p.branches.values():
         assert not {i.id for i in b.items} & attachments
+        assert not {i.entry for i in b.items} & attachments  # not even as a notice in its place
         shown = json.dumps([i.to_json() for i in b.items])
         assert "You are an interactive agent" not in shown and "system-reminder" not in shown
 

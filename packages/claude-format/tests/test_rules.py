@@ -10,7 +10,13 @@ import pytest
 from helpers import data, dump, entry, joined, lines, ok, template, u
 
 from mosaic.claude_format import TranscriptRefusal, parse
-from mosaic.claude_format.model import ImageBlock, TextBlock, ThinkingBlock, UnavailableBlock, UnsupportedBlock
+from mosaic.claude_format.model import (
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    UnavailableBlock,
+    UnsupportedBlock,
+)
 
 BRANCHY = "transcript-branch-resume-session-at.jsonl"
 

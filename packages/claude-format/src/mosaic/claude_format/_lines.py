@@ -50,7 +50,7 @@ SIDECHAIN = 4
 #: (resolved at the end, else missing), one that is neither a string nor null (a missing parent).
 ROOT, PENDING, INVALID = -1, -2, -3
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
 _EMPTY_RUN = re.compile(rb"\n+")
 _BLANK = re.compile(rb"[ \t\r\n\x0b\x0c]*")
 _KINDS = {"user": USER, "assistant": ASSISTANT, "attachment": ATTACHMENT}
@@ -114,9 +114,9 @@ class Records:
     # and the entry its parentUuid named when it was read (an index, or ROOT / PENDING / INVALID).
     start: array[int] = field(default_factory=lambda: array("q"))
     end: array[int] = field(default_factory=lambda: array("q"))
-    line: array[int] = field(default_factory=lambda: array("q"))
+    line: array[int] = field(default_factory=lambda: array("i"))
     flags: array[int] = field(default_factory=lambda: array("B"))
-    parent: array[int] = field(default_factory=lambda: array("q"))
+    parent: array[int] = field(default_factory=lambda: array("i"))
     ids: list[str] = field(default_factory=list)
     #: uuid -> the latest entry that carries it (a later line with the same uuid wins).
     latest: dict[str, int] = field(default_factory=dict)
@@ -139,8 +139,8 @@ class Records:
 
     def copy(self) -> Records:
         return Records(
-            array("q", self.start), array("q", self.end), array("q", self.line), array("B", self.flags),
-            array("q", self.parent), list(self.ids), dict(self.latest), dict(self.pending),
+            array("q", self.start), array("q", self.end), array("i", self.line), array("B", self.flags),
+            array("i", self.parent), list(self.ids), dict(self.latest), dict(self.pending),
             list(self.duplicates), set(self.superseded), self.runs.copy(), array("q", self.other_line),
             array("q", self.other_start), array("q", self.other_end), self.leaf, self.first,
             self.line_count, self.length,
@@ -153,7 +153,7 @@ class Records:
 
 def bad_utf8_lines(buf: bytes, end: int) -> list[int]:
     """The start offsets of the lines of `buf[:end]` (complete lines) that are not valid UTF-8, in order.
-    Decodes in 1 MiB pieces (the text is dropped at once), so it holds no copy of the buffer."""
+    Decodes in 256 KiB pieces (the text is dropped at once), so it holds no copy of the buffer."""
     out: list[int] = []
     view = memoryview(buf)
     pos = 0

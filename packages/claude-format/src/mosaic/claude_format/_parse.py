@@ -41,24 +41,26 @@ class _Branches(Mapping[str, Branch]):
 
     def __init__(self, forest: Forest) -> None:
         self._forest = forest
-        self._rank = {name: k for k, name in enumerate(forest.names)}
         self._made: dict[int, Branch] = {}
 
     def __getitem__(self, name: str) -> Branch:
-        k = self._rank[name]
+        k = self._forest.find(name)
+        if k is None:
+            raise KeyError(name)
         made = self._made.get(k)
         if made is None:
             made = self._made[k] = self._forest.branch(k)
         return made
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._forest.names)
+        forest = self._forest
+        return (forest.name(k) for k in range(forest.branch_count))
 
     def __len__(self) -> int:
-        return len(self._forest.names)
+        return self._forest.branch_count
 
     def __contains__(self, name: object) -> bool:
-        return name in self._rank
+        return isinstance(name, str) and self._forest.find(name) is not None
 
 
 def _check_data(data: object) -> bytes:
@@ -145,7 +147,7 @@ def _result(recs: Records, pieces: tuple[bytes, ...], bases: list[int], project:
             return refused
     forest = Forest(recs, pieces, bases)
     leaf, rule = forest.default_leaf()
-    default = forest.names[forest.branch_of[leaf]] if leaf >= 0 else MAIN_BRANCH
+    default = forest.name(forest.branch_of[leaf]) if leaf >= 0 else MAIN_BRANCH
     state = _State(recs, pieces, bases, forest, project, realpath, tail)
     notices: tuple[Notice, ...] = tuple(duplicate_notice(a, b) for a, b in recs.duplicates)
     return Parsed(

@@ -183,10 +183,11 @@ def gap_item(uuid: str, line: int, parent: str | None, before: tuple[int, int] |
     return Item(notice.id, "notice", line, None, entry=native_id(uuid), notice=notice)
 
 
-def loop_item(uuid: str, line: int, members: tuple[int, ...]) -> Item:
-    """The loop notice in place before the entry where a parentUuid loop was cut."""
+def loop_item(uuid: str, line: int, size: int, members: tuple[int, ...]) -> Item:
+    """The loop notice in place before the entry where a parentUuid loop of `size` entries was cut; `members`
+    lists the first lines of the loop (at most LINES_CAP)."""
     notice = Notice(f"{NOTICE_PREFIX}loop-{safe_id(uuid)}", "loop",
-                    f"line {line} closes a loop of parentUuid links ({len(members)} entries): the history is cut there",
+                    f"line {line} closes a loop of parentUuid links ({size} entries): the history is cut there",
                     line, members)
     return Item(notice.id, "notice", line, None, entry=native_id(uuid), notice=notice)
 

@@ -23,9 +23,24 @@ The rules (README, "Rules"), one pass each:
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterator
-from ._ids import MAIN_BRANCH, branch_name, native_id
-from ._lines import ASSISTANT, ATTACHMENT, INVALID, KIND_MASK, PENDING, ROOT, SIDECHAIN, USER, Records, decode_full, piece_of
+from itertools import chain
+
+from ._ids import BRANCH_PREFIX, HASH_PREFIX, MAIN_BRANCH, branch_name, native_id, safe_id
+from ._lines import (
+    ASSISTANT,
+    ATTACHMENT,
+    INVALID,
+    KIND_MASK,
+    PENDING,
+    ROOT,
+    SIDECHAIN,
+    USER,
+    Records,
+    decode_full,
+    piece_of,
+)
 from ._model import LINES_CAP, Branch, Item
 from ._render import entry_item, gap_item, loop_item, other_line_item, run_item
 
@@ -48,9 +63,9 @@ class Forest:
         self.alive = bytearray(b"\x01") * n
         for i in recs.superseded:
             self.alive[i] = 0
-        self.parent = array("q", [ROOT]) * n
+        self.parent = array("i", [ROOT]) * n
         self.reason = bytearray(n)
-        self.loops: dict[int, tuple[int, ...]] = {}
+        self.loops: dict[int, tuple[int, tuple[int, ...]]] = {}  # cut -> (size, first lines)
         self._link(recs)
         self._cut_loops()
         self._layout()
@@ -80,34 +95,34 @@ class Forest:
     def _cut_loops(self) -> None:
         parent, alive, line = self.parent, self.alive, self.recs.line
         state = bytearray(self.n)  # 0 unseen, 1 on the walk now, 2 done
+        walk = array("i")
         for i in range(self.n):
             if not alive[i] or state[i]:
                 continue
-            walk = []
+            del walk[:]
             e = i
             while e >= 0 and state[e] == 0:
                 state[e] = 1
                 walk.append(e)
                 e = parent[e]
             if e >= 0 and state[e] == 1:  # the walk came back to itself: a loop through e
-                members = [e]
-                m = parent[e]
+                cut, m, size, first = e, parent[e], 1, walk.index(e)
                 while m != e:
-                    members.append(m)
-                    m = parent[m]
-                cut = min(members)
+                    cut, m, size = min(cut, m), parent[m], size + 1
+                # The loop's members are the walk from e on; the notice lists the first LINES_CAP lines.
+                members = sorted(line[w] for w in walk[first:])[:LINES_CAP]
                 parent[cut] = ROOT
                 self.reason[cut] = LOOP
-                self.loops[cut] = tuple(sorted(line[m] for m in members))[:LINES_CAP]
+                self.loops[cut] = (size, tuple(members))
             for w in walk:
                 state[w] = 2
 
     # -- rule 4 -----------------------------------------------------------------------------------------
 
     def _layout(self) -> None:
-        n, parent, alive, flags = self.n, self.parent, self.alive, self.recs.flags
-        first_child = array("q", [-1]) * n
-        next_sibling = array("q", [-1]) * n
+        n, parent, alive, flags, reason = self.n, self.parent, self.alive, self.recs.flags, self.reason
+        first_child = array("i", [-1]) * n
+        next_sibling = array("i", [-1]) * n
         for i in range(n - 1, -1, -1):
             p = parent[i]
             if alive[i] and p >= 0:
@@ -116,15 +131,21 @@ class Forest:
         roots = [i for i in range(n) if alive[i] and parent[i] < 0]
         main = next((r for r in roots if not flags[r] & SIDECHAIN), roots[0] if roots else -1)
         self.main_root = main
-        branch_of = array("q", [-1]) * n
-        count = array("q", [0]) * n
-        starts: list[int] = []
-        leaves: list[int] = []
-        reason = self.reason
-        for r in roots:
-            branch_of[r] = len(starts)
-            starts.append(r)
-            leaves.append(r)
+        del roots
+        # A branch starts at each root and at each child that is not its parent's earliest: main first, then
+        # the others in file order (so a branch's rank is found by bisection, with no map kept per branch).
+        others = array("i", (i for i in range(n) if alive[i] and i != main
+                             and (parent[i] < 0 or first_child[parent[i]] != i)))
+        self.others = others
+        self.leaves = array("i", [-1]) * (len(others) + (main >= 0))
+        branch_of = array("i", [-1]) * n
+        count = array("i", [0]) * n
+        leaves = self.leaves
+        for r in chain((main,) if main >= 0 else (), others):
+            if parent[r] >= 0:
+                continue  # a fork's start: reached from its root below
+            k = self.rank_of(r)
+            branch_of[r] = k
             count[r] = (reason[r] in (GAP, LOOP)) + ((flags[r] & KIND_MASK) != ATTACHMENT)
             stack = [r]
             while stack:
@@ -134,28 +155,51 @@ class Forest:
                     leaves[branch_of[e]] = e
                     continue
                 while c >= 0:
-                    if c == first_child[e]:
-                        branch_of[c] = branch_of[e]
-                    else:
-                        branch_of[c] = len(starts)
-                        starts.append(c)
-                        leaves.append(c)
+                    branch_of[c] = branch_of[e] if c == first_child[e] else self.rank_of(c)
                     count[c] = count[e] + ((flags[c] & KIND_MASK) != ATTACHMENT)
                     stack.append(c)
                     c = next_sibling[c]
-        # main first, then the others in the file order of the entries that start them.
-        order = sorted(range(len(starts)), key=lambda b: (starts[b] != main, starts[b]))
-        rank = [0] * len(starts)
-        for k, b in enumerate(order):
-            rank[b] = k
-        self.starts = [starts[b] for b in order]
-        self.leaves = [leaves[b] for b in order]
-        self.branch_of = array("q", (rank[b] if b >= 0 else -1 for b in branch_of))
+        self.branch_of = branch_of
         self.count = count
-        self.names = [MAIN_BRANCH if s == main else branch_name(self.recs.ids[s]) for s in self.starts]
-        if not self.starts:
-            self.names = [MAIN_BRANCH]
         self.line_notices = self.recs.runs.run_count + len(self.recs.other_line)
+        self._hashed: dict[str, int] | None = None
+
+    def rank_of(self, start: int) -> int:
+        """The rank of the branch `start` starts (0 for main)."""
+        if start == self.main_root:
+            return 0
+        return 1 + bisect_left(self.others, start)
+
+    @property
+    def branch_count(self) -> int:
+        return len(self.leaves) if self.n and self.main_root >= 0 else 1
+
+    def start_of(self, k: int) -> int:
+        return self.main_root if k == 0 else self.others[k - 1]
+
+    def name(self, k: int) -> str:
+        return MAIN_BRANCH if k == 0 else branch_name(self.recs.ids[self.others[k - 1]])
+
+    def find(self, name: str) -> int | None:
+        """The rank of the branch called `name`, or None: main, or `b.<safe id>` of a branch's start."""
+        if name == MAIN_BRANCH:
+            return 0
+        if not isinstance(name, str) or not name.startswith(BRANCH_PREFIX):
+            return None
+        sid = name[len(BRANCH_PREFIX):]
+        if sid.startswith(HASH_PREFIX):
+            if self._hashed is None:  # ids that are not kept verbatim: made once, only when one is asked for
+                ids = self.recs.ids
+                self._hashed = {h: e for e in self.others if (h := safe_id(ids[e])) != ids[e]}
+            e = self._hashed.get(sid, -1)
+        else:
+            e = self.recs.latest.get(sid, -1)
+            if e >= 0 and safe_id(sid) != sid:
+                e = -1
+        if e < 0 or e == self.main_root:
+            return None
+        k = bisect_left(self.others, e)
+        return k + 1 if k < len(self.others) and self.others[k] == e else None
 
     # -- rule 5 -----------------------------------------------------------------------------------------
 
@@ -178,15 +222,15 @@ class Forest:
     # -- branches ---------------------------------------------------------------------------------------
 
     def branch(self, k: int) -> Branch:
-        if not self.starts:
+        if self.main_root < 0:
             return Branch(MAIN_BRANCH, None, None, None, None, self.line_notices, False, self, -1)
-        start, leaf = self.starts[k], self.leaves[k]
+        start, leaf = self.start_of(k), self.leaves[k]
         p = self.parent[start]
         return Branch(
-            name=self.names[k],
+            name=self.name(k),
             leaf=self.item_id(leaf),
             start=self.item_id(start),
-            parent_branch=self.names[self.branch_of[p]] if p >= 0 else None,
+            parent_branch=self.name(self.branch_of[p]) if p >= 0 else None,
             fork_point=self.item_id(p) if p >= 0 else None,
             item_count=self.count[leaf] + self.line_notices,
             sidechain=bool(self.recs.flags[start] & SIDECHAIN),
@@ -270,7 +314,8 @@ class Forest:
                         parent = recs.ids[recs.parent[e]]
                     return gap_item(uuid, line, parent, recs.runs.run_ending_before(line), LINES_CAP)
                 if self.reason[e] == LOOP:
-                    return loop_item(uuid, line, self.loops[e])
+                    size, members = self.loops[e]
+                    return loop_item(uuid, line, size, members)
                 raise ValueError(f"ref {ref} names no item of this transcript")
             kind = recs.flags[e] & KIND_MASK
             if kind == ATTACHMENT:
