@@ -289,10 +289,11 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def first_entry_end(data: bytes) -> int | None:
-    """The offset just after the LF of the first complete line of `data` that is an entry (holds a string
-    uuid), or None when no complete line is one yet. What the catalogue reads of a transcript: its head."""
-    pos = 0
+def first_entry_end(data: bytes | bytearray, start: int = 0) -> int | None:
+    """The offset just after the LF of the first complete line of `data` from `start` (a line start) on that
+    is an entry (holds a string uuid), or None when no complete line is one yet. What the catalogue reads
+    of a transcript: its head (a reader that reads on calls again from where the complete lines ended)."""
+    pos = start
     view = memoryview(data)
     while True:
         nl = data.find(b"\n", pos)
