@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import posixpath
-import re
+import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -67,8 +67,8 @@ FIXTURES = REPO / "fixtures"
 SCHEMA: dict[str, Any] = json.loads((REPO / "schemas" / "chat-01.schema.json").read_text(encoding="utf-8"))
 LAYOUT = "/layout/repo"
 
-#: Transcripts written by the pinned Claude Code 2.1.283 (claude-format's test data; its README says how).
-CLAUDE_DATA = REPO / "packages" / "claude-format" / "tests" / "data"
+#: Transcript trees made by the pinned Claude Code 2.1.283 (fixtures/README.md "Claude Code 2.1.283").
+CLAUDE_TREES = FIXTURES / "claude-2.1.283" / "trees"
 
 FIXTURE_DIRS = {
     "proj-rpc": FIXTURES / "pi-0.85.1" / "proj-rpc",
@@ -169,32 +169,42 @@ def materialise(
     return root
 
 
-def claude_slug(path: str) -> str:
-    """The binary's project directory name for a cwd (FACTS §2): every character outside [a-zA-Z0-9] a
-    `-` per UTF-16 unit (the test paths are short ASCII, so no hash is appended)."""
-    out = []
-    for ch in path:
-        units = len(ch.encode("utf-16-le", "surrogatepass")) // 2
-        out.append(ch if ch.isascii() and ch.isalnum() else "-" * units)
-    return "".join(out)
+@dataclass(frozen=True)
+class ClaudeTree:
+    """A fixture tree copied into a test directory: the project root (its receipts), the Claude config
+    directory, the project directory beneath it, and what `expected.json` says."""
+
+    project: Path
+    claude: Path
+    expected: dict[str, Any]
+
+    @property
+    def session(self) -> str:
+        return str(self.expected["sessionId"])
+
+    @property
+    def slug_dir(self) -> Path:
+        return self.claude / "projects" / self.expected["slug"]
+
+    def transcript(self, session: str | None = None) -> Path:
+        return self.slug_dir / f"{session or self.session}.jsonl"
 
 
-def claude_transcript(name: str, cwd: str) -> bytes:
-    """A recorded transcript with its redacted cwd (`<scratch>/...`) set to `cwd` on every entry (no other
-    byte changes)."""
-    data = (CLAUDE_DATA / name).read_bytes()
-    return re.sub(rb'"cwd":"<scratch>/[^"]*"', b'"cwd":' + json.dumps(cwd).encode(), data)
-
-
-def write_claude(claude: Path, project: Path, session: str, data: bytes, *, slug: str | None = None) -> Path:
-    """`data` as the transcript of `session` under the Claude config dir `claude`, in the project directory
-    of `project` (mode 0600, as the binary writes it)."""
-    d = claude / "projects" / (slug or claude_slug(os.path.realpath(project)))
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / f"{session}.jsonl"
-    p.write_bytes(data)
-    os.chmod(p, 0o600)
-    return p
+def claude_tree(dest_parent: Path, tree: str, *, name: str | None = None) -> ClaudeTree:
+    """Copy fixtures/claude-2.1.283/trees/<tree> into dest_parent/<name or tree>/ (proj/ and claude/), with
+    every transcript's cwd moved from the tree's fixed path to the copy's real project path (that path as a
+    JSON string: no other byte changes). The project directory keeps its name: the reader never computes it."""
+    src = CLAUDE_TREES / tree
+    expected: dict[str, Any] = json.loads((src / "expected.json").read_text())
+    dest = dest_parent / (name or tree)
+    shutil.copytree(src / "proj", dest / "proj", symlinks=True)
+    shutil.copytree(src / "claude", dest / "claude", symlinks=True)
+    real = os.path.realpath(dest / "proj")
+    old = json.dumps(expected["cwd"])[:-1].encode()
+    for path in (dest / "claude").rglob("*.jsonl"):
+        data = path.read_bytes()
+        path.write_bytes(data.replace(b'"cwd":' + old, b'"cwd":' + json.dumps(real)[:-1].encode()))
+    return ClaudeTree(dest / "proj", dest / "claude", expected)
 
 
 def write_receipt(project: Path, seat: str, *ids: str, launch: str | None = None) -> Path:
@@ -436,12 +446,12 @@ class World:
     def cid(self, project: Path, name: str, seat: str = "alpha") -> str:
         return conversation_id(posixpath.normpath(str(project)), seat, name)
 
-    def approve_claude(self, project: Path, claude: Path | str | None, seat: str = "claude",
+    def approve_claude(self, project: Path, claude: Path | str | None, seat: str = "alpha",
                        layout: str = LAYOUT) -> None:
         self.specs.append(RepositorySpec(str(project), seat, layout, CLAUDE_HARNESS,
                                          None if claude is None else str(claude)))
 
-    def claude_cid(self, project: Path, session: str, seat: str = "claude") -> str:
+    def claude_cid(self, project: Path, session: str, seat: str = "alpha") -> str:
         return claude_conversation_id(posixpath.normpath(str(project)), seat, session)
 
     # What a call may open ---------------------------------------------------------------------------

@@ -125,7 +125,7 @@ def _without_last_prompt(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_L1_without_last_prompt_the_default_leaf_is_the_last_entry_in_file_order_T8() -> None:
     p = ok(parse(joined(_without_last_prompt(lines(BRANCHY)))))
-    assert (p.default_leaf, p.leaf_rule) == ("n.e2af9955-d798-47a2-aa80-880e87b598a8", "file-order")
+    assert (p.default_leaf, p.leaf_rule) == ("n.e2af9955-d798-47a2-aa80-880e87b598a8", "last-uuid-entry")
 
 
 def test_L1_timestamps_never_choose_the_leaf_T9() -> None:
@@ -156,7 +156,7 @@ def test_L1_the_last_last_prompt_with_a_string_leaf_wins_and_an_unknown_leaf_fal
     assert ok(parse(joined([*objs, older]))).default_branch == "main"
     assert ok(parse(joined([*objs, older, {**lp, "leafUuid": 5}]))).default_branch == "main"
     gone = ok(parse(joined([*objs, {**lp, "leafUuid": "ffffffff-0000-4000-8000-000000000000"}])))
-    assert (gone.default_leaf, gone.leaf_rule) == ("n.e2af9955-d798-47a2-aa80-880e87b598a8", "file-order")
+    assert (gone.default_leaf, gone.leaf_rule) == ("n.e2af9955-d798-47a2-aa80-880e87b598a8", "last-uuid-entry")
 
 
 def test_L1_a_leaf_that_is_an_inner_entry_picks_the_branch_that_holds_it() -> None:

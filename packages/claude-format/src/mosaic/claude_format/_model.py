@@ -222,7 +222,7 @@ class Parsed:
     branches: Mapping[str, Branch]
     default_branch: str
     default_leaf: str | None
-    #: How the default leaf was chosen: "last-prompt" (the last last-prompt line's leafUuid), "file-order"
+    #: How the default leaf was chosen: "last-prompt" (the last last-prompt line's leafUuid), "last-uuid-entry"
     #: (the last entry in file order that is not a sidechain entry; the last entry when all are), or None
     #: (no entries).
     leaf_rule: str | None

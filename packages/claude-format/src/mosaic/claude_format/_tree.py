@@ -217,7 +217,7 @@ class Forest:
                     last_main = i
                     break
         leaf = last_main if last_main >= 0 else last
-        return leaf, ("file-order" if leaf >= 0 else None)
+        return leaf, ("last-uuid-entry" if leaf >= 0 else None)
 
     # -- branches ---------------------------------------------------------------------------------------
 
