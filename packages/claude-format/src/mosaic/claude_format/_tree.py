@@ -128,10 +128,10 @@ class Forest:
             if alive[i] and p >= 0:
                 next_sibling[i] = first_child[p]
                 first_child[p] = i
-        roots = [i for i in range(n) if alive[i] and parent[i] < 0]
-        main = next((r for r in roots if not flags[r] & SIDECHAIN), roots[0] if roots else -1)
+        main = next((i for i in range(n) if alive[i] and parent[i] < 0 and not flags[i] & SIDECHAIN), -1)
+        if main < 0:
+            main = next((i for i in range(n) if alive[i] and parent[i] < 0), -1)
         self.main_root = main
-        del roots
         # A branch starts at each root and at each child that is not its parent's earliest: main first, then
         # the others in file order (so a branch's rank is found by bisection, with no map kept per branch).
         others = array("i", (i for i in range(n) if alive[i] and i != main
@@ -144,21 +144,27 @@ class Forest:
         for r in chain((main,) if main >= 0 else (), others):
             if parent[r] >= 0:
                 continue  # a fork's start: reached from its root below
-            k = self.rank_of(r)
-            branch_of[r] = k
+            branch_of[r] = self.rank_of(r)
             count[r] = (reason[r] in (GAP, LOOP)) + ((flags[r] & KIND_MASK) != ATTACHMENT)
-            stack = [r]
-            while stack:
-                e = stack.pop()
+            # A walk of the tree below r by its links alone (first child, next sibling, parent): no stack,
+            # so a root with 100,000 children costs no list of them.
+            e = r
+            while True:
                 c = first_child[e]
-                if c < 0:
-                    leaves[branch_of[e]] = e
-                    continue
-                while c >= 0:
-                    branch_of[c] = branch_of[e] if c == first_child[e] else self.rank_of(c)
+                if c >= 0:
+                    branch_of[c] = branch_of[e]
                     count[c] = count[e] + ((flags[c] & KIND_MASK) != ATTACHMENT)
-                    stack.append(c)
-                    c = next_sibling[c]
+                    e = c
+                    continue
+                leaves[branch_of[e]] = e
+                while e != r and next_sibling[e] < 0:
+                    e = parent[e]
+                if e == r:
+                    break
+                e = next_sibling[e]
+                p = parent[e]
+                branch_of[e] = self.rank_of(e)
+                count[e] = count[p] + ((flags[e] & KIND_MASK) != ATTACHMENT)
         self.branch_of = branch_of
         self.count = count
         self.line_notices = self.recs.runs.run_count + len(self.recs.other_line)
