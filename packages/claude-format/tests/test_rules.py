@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import data, dump, entry, joined, lines, ok, template, u
 
-from mosaic.claude_format import TranscriptRefusal, parse
+from mosaic.claude_format import TranscriptRefusal, first_entry_end, parse
 from mosaic.claude_format.model import (
     ImageBlock,
     TextBlock,
@@ -363,3 +363,21 @@ def test_ids_outside_the_chat01_pattern_are_hashed_and_namespaced() -> None:
 
 def test_template_entries_are_real_lines() -> None:
     assert template("attachment:prompt_snapshot")["attachment"]["type"] == "prompt_snapshot"
+
+
+def test_first_entry_end_is_the_head_the_catalogue_reads() -> None:
+    body = data(BRANCHY)
+    lines = body.splitlines(keepends=True)
+    head = sum(len(x) for x in lines[:3])  # two queue-operation lines, then the first user entry
+    assert first_entry_end(body) == head
+    assert first_entry_end(body, head) == head + len(lines[3])  # from a line start on: the next entry
+    assert first_entry_end(body[: head - 1]) is None  # the entry's line is not complete yet
+    assert first_entry_end(b'{"type":"mode"}\n\n{bad\n') is None
+    surrogate = b'{"uuid":"a\\ud800","type":"user"}\n'
+    assert first_entry_end(surrogate) == len(surrogate)
+    p = ok(parse(body[:head], project=None))
+    assert p.created_at == lines_created_at()
+
+
+def lines_created_at() -> str:
+    return str(next(o for o in lines(BRANCHY) if "uuid" in o)["timestamp"])

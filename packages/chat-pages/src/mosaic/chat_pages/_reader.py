@@ -85,7 +85,8 @@ class _Loc:
 
 
 class Reader:
-    """Read-only paged views of approved Pi session files. Thread-safe without a global stall: `open` and
+    """Read-only paged views of approved Pi session files and Claude Code transcripts (the sessions an approved
+    Claude seat's launcher receipts name). Thread-safe without a global stall: `open` and
     `next` hold the lock of their conversation only (`_ConversationLocks`), the catalogue holds none, and the
     cursor store and the snapshot cache each guard their own few dictionary operations. So a slow parse of
     one conversation never delays the catalogue or another conversation.
