@@ -9,8 +9,9 @@ there: that is the proof that each package installs alone and depends only downw
 `mutants` applies every patch in mutants/ in a scratch copy and fails unless its named test fails.
 `build` builds each package's sdist and its wheel from that sdist, checks them (twine check --strict) and installs
 each package alone from that wheelhouse into a fresh venv (ci/build.py; README "Install one package").
-`cohort` (the real-kernel suites), `smoke` (the real Pi), `bench` (ratios, never asserted) and `demo` (the
-main job's end-to-end run on the real Pi, checked step by step) are the other sessions.
+`cohort` (the real-kernel suites), `smoke` (the real Pi), `claude-smoke` (the real Claude Code), `bench`
+(ratios, never asserted) and `demo` (the main job's end-to-end run on the real Pi, checked step by step) are
+the other sessions.
 
 Plain `nox` runs every package session, `lint` and `mutants`.
 """
@@ -162,6 +163,25 @@ def smoke(session: nox.Session) -> None:
         session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python", "-m", "pytest",
                     "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", tests,
                     env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
+
+
+@nox.session(name="claude-smoke", python=PYTHON)
+def claude_smoke(session: nox.Session) -> None:
+    """The pinned Claude Code 2.1.283 (issue 30, B1): installs (or reuses) it from the npm registry into
+    .cache/claude, verified against the pin, and fetches the Agent SDK sources by hash into
+    .cache/claude-sources (npm, pip), then runs claude-rpc's tests_smoke in a loopback-only network namespace
+    against the scripted Anthropic Messages server: the pin and L7 on the real binary, the isolation
+    (strace: only the scripted server, writes only in scratch), every recording and transcript tree made
+    again and compared with the committed ones, the leaf rule proven by --resume (about 30 s with the
+    install cached). No model is called, no credential is read."""
+    _install_package(session, "claude-rpc")
+    session.install(f"{workspace.package_dir('claude-rpc')}[smoke]", "pip")  # pip: the Python SDK's sdist
+    claude, sources = str(ROOT / ".cache" / "claude"), str(ROOT / ".cache" / "claude-sources")
+    session.run("python", "-m", "mosaic.claude_rpc.testing.smoke", "prepare", claude, sources)
+    tests = str(workspace.package_dir("claude-rpc") / "tests_smoke")
+    session.run("python", "-m", "mosaic.claude_rpc.testing.netns", "--", "python", "-m", "pytest",
+                "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", tests,
+                *session.posargs, env={"MOSAIC_CLAUDE_DIR": claude, "MOSAIC_CLAUDE_SOURCES": sources, "MOSAIC_REPO": str(ROOT)})
 
 
 # Each benchmark: (package, script under packages/<package>/, arguments). Numbers are ratios against a

@@ -6,8 +6,8 @@ shown as passed, and its reason is printed beside it. Exit status: 1 if any sess
 (`.cache/tools/venv/bin/nox`, installed by ci/bootstrap), so the nox sessions use that venv's uv too.
 
 With two jobs (`--jobs N`, default the CPU count, at most 2) the sessions run in two lanes, then one:
-- the engine lane, one after another: `cohort`, `smoke`, `bench`, `demo`, which share the cgroup tree, the
-  real Pi and the user manager, so no two of them ever run at once;
+- the engine lane, one after another: `cohort`, `smoke`, `claude-smoke`, `bench`, `demo`, which share the
+  cgroup tree, the real engines and the user manager, so no two of them ever run at once;
 - beside it, the package suites, `lint` and `build`, which touch nothing outside their own venv, the
   repository's `dist/` (build only) and temporary directories (no cgroup, no real Pi, no user manager);
   a worker that is free takes the next of them;
@@ -27,9 +27,9 @@ import time
 
 import workspace
 
-SESSIONS = [*workspace.PACKAGES, "lint", "build", "mutants", "cohort", "smoke", "bench", "demo"]
+SESSIONS = [*workspace.PACKAGES, "lint", "build", "mutants", "cohort", "smoke", "claude-smoke", "bench", "demo"]
 SIDE_BY_SIDE = frozenset([*workspace.PACKAGES, "lint", "build"])
-ENGINE_LANE = ("cohort", "smoke", "bench", "demo")
+ENGINE_LANE = ("cohort", "smoke", "claude-smoke", "bench", "demo")
 # What the test command passes to a session. The benchmarks assert nothing: the test command runs each in
 # its quick mode, which proves it still runs; the figures in the READMEs come from `nox -s bench` (full).
 POSARGS = {"bench": ["--quick"]}

@@ -43,6 +43,7 @@ PACKAGES = [
     "writer-claim",
     "cgroup-cohort",
     "pi-rpc",
+    "claude-rpc",
     "controller",
     "mediated-terminal",
 ]
@@ -58,6 +59,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "writer-claim": {"safe-open"},
     "cgroup-cohort": {"safe-open"},
     "pi-rpc": {"safe-open"},
+    "claude-rpc": {"safe-open"},
     "controller": {"safe-open", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort", "pi-rpc"},
     "mediated-terminal": {"controller"},
 }
@@ -70,6 +72,7 @@ ISSUE = {
     "writer-claim": 4,
     "cgroup-cohort": 5,
     "pi-rpc": 6,
+    "claude-rpc": 30,
     "controller": 10,
     "mediated-terminal": 12,
 }

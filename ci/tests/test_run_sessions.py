@@ -70,7 +70,7 @@ def test_two_lanes_the_engine_sessions_one_after_another_beside_the_package_suit
     done, events = run_sessions(scratch_repo, "--jobs", "2")
     assert done.returncode == 0, done
     together = set(workspace.PACKAGES) | {"lint", "build"}
-    engine = ["cohort", "smoke", "bench", "demo"]
+    engine = ["cohort", "smoke", "claude-smoke", "bench", "demo"]
     running: set[str] = set()
     most = 0
     beside_engine = False
@@ -93,7 +93,8 @@ def test_two_lanes_the_engine_sessions_one_after_another_beside_the_package_suit
         # whole: a session's lines together under its own header, never another's between them
         assert printed[name][:3] == [f"{name} line 1", f"{name} line 2", f"{name} line 3"], (name, printed[name])
     assert [row[0] for row in table(done.stdout)] == [*workspace.PACKAGES, "lint", "build", "mutants", *engine]
-    assert done.stdout.splitlines()[-1] == f"sessions: {len(workspace.PACKAGES) + 7} passed, 0 failed, 0 skipped"
+    total = len(workspace.PACKAGES) + 3 + len(engine)  # the package suites, lint, build, mutants, the engine lane
+    assert done.stdout.splitlines()[-1] == f"sessions: {total} passed, 0 failed, 0 skipped"
 
 
 def test_a_failed_and_a_skipped_session_side_by_side_are_never_shown_passed(scratch_repo: Path) -> None:

@@ -246,16 +246,18 @@ def check_binary_file(binary: str | os.PathLike[str], *, sha256: str = BINARY_SH
 def verify_claude(root: str | os.PathLike[str]) -> list[PinMismatch]:
     """Compare the install under ``root`` with the pin; return every difference (``[]`` = matches).
 
-    Checks, in order: the package data itself; ``package.json`` and ``package-lock.json`` in ``root`` are
-    the committed bytes; every package npm recorded in ``node_modules/.package-lock.json`` has the version
-    and integrity the committed lockfile pins, and both pinned packages are among them; every file of the
-    two packages has the sha256 ``sources.json`` records, none missing, none extra (a symlink counts as
-    changed); the binary is a regular file with the pinned sha256 and prints the pinned version. Never
-    raises for a bad install; an I/O error on ``root`` itself propagates.
+    Checks, in order (so a refusal's first lines name the binary): the package data itself; the binary is
+    a regular file with the pinned sha256 and, only then, prints the pinned version; ``package.json`` and
+    ``package-lock.json`` in ``root`` are the committed bytes; every package npm recorded in
+    ``node_modules/.package-lock.json`` has the version and integrity the committed lockfile pins, and both
+    pinned packages are among them; every other file of the two packages has the sha256 ``sources.json``
+    records, none missing, none extra (a symlink counts as changed). Never raises for a bad install; an I/O
+    error on ``root`` itself propagates.
     """
     base = Path(root)
     pin = pin_data()
     out = _check_pin_data(pin)
+    out += check_binary_file(ClaudeInstall(base).binary, shown=_BINARY_REL)
     copies: tuple[tuple[str, MismatchKind], ...] = (
         ("package.json", "manifest-differs"), ("package-lock.json", "lockfile-differs"))
     for name, kind in copies:
@@ -269,7 +271,6 @@ def verify_claude(root: str | os.PathLike[str]) -> list[PinMismatch]:
                                    hashlib.sha256(actual).hexdigest()))
     out += _verify_lock(base, _lock_packages(pin["package-lock.json"]))
     out += _verify_files(base)
-    out += check_binary_file(ClaudeInstall(base).binary, shown=_BINARY_REL)
     return out
 
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -87,13 +89,14 @@ def _members(path: Path, root: str, names: Iterator[str]) -> Iterator[tuple[str,
             yield name, None if handle is None else hashlib.sha256(handle.read()).hexdigest()
 
 
-def verify_fetched_sources(directory: str | os.PathLike[str]) -> list[SourceMismatch]:
-    """Check each archive source in ``directory`` (by its ``archive`` file name) against ``sources.json``:
-    the archive's own digest, then the sha256 of every cited file read from the archive. ``[]`` = all
-    match."""
+def verify_fetched_sources(directory: str | os.PathLike[str],
+                           sources: Sequence[Mapping[str, Any]] | None = None) -> list[SourceMismatch]:
+    """Check each archive source in ``directory`` (by its ``archive`` file name) against its entry (those of
+    ``sources.json`` unless ``sources`` is given): the archive's own digest, then the sha256 of every cited
+    file read from the archive. ``[]`` = all match."""
     out: list[SourceMismatch] = []
     base = Path(directory)
-    for source in archive_sources():
+    for source in archive_sources() if sources is None else sources:
         path = base / source["archive"]
         if not path.is_file():
             out.append(SourceMismatch("archive-missing", source["id"], source["archive"]))
@@ -125,13 +128,23 @@ def _run(argv: list[str], cwd: Path, timeout: float) -> None:
                            f"{tail[-1] if tail else '(no output)'}")
 
 
-def fetch_sources(directory: str | os.PathLike[str], *, npm: str = "npm", python: str | None = None,
+def _pip() -> list[str]:
+    """This interpreter's pip when it has one, else ``pip3`` on PATH."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    found = shutil.which("pip3") or shutil.which("pip")
+    if found is None:
+        raise SourcesError("pip is not available (neither this interpreter's nor pip3 on PATH)")
+    return [found]
+
+
+def fetch_sources(directory: str | os.PathLike[str], *, npm: str = "npm", pip: Sequence[str] | None = None,
                   timeout: float = 300.0) -> Path:
     """Fetch each archive source that is missing from ``directory`` (created if needed) and verify all.
 
     The npm tarball comes from ``npm pack <package>@<version>``, the PyPI source distribution from
-    ``<python> -m pip download --no-deps --no-binary :all: <package>==<version>`` (the registries'
-    ordinary clients). An archive already present is not fetched again. Raises :class:`SourcesError` when a
+    ``pip download --no-deps --no-binary :all: <package>==<version>`` (the registries' ordinary clients;
+    ``pip`` is this interpreter's pip, else ``pip3`` on PATH, unless given). An archive already present is not fetched again. Raises :class:`SourcesError` when a
     client fails or the result differs from ``sources.json``.
     """
     base = Path(directory).resolve()
@@ -143,7 +156,7 @@ def fetch_sources(directory: str | os.PathLike[str], *, npm: str = "npm", python
         if source["kind"] == "npm-tarball":
             _run([npm, "pack", spec, "--pack-destination", str(base), "--silent"], base, timeout)
         else:
-            _run([python or sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+            _run([*(pip or _pip()), "download", "--no-deps", "--no-binary", ":all:",
                   "--disable-pip-version-check", "-q", "-d", str(base),
                   f"{source['package']}=={source['version']}"], base, timeout)
     found = verify_fetched_sources(base)

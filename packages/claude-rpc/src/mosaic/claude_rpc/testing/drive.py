@@ -98,11 +98,13 @@ class PrintRun:
         return [m for m in self.lines if m.get("type") == kind and (subtype is None or m.get("subtype") == subtype)]
 
 
-def run_print(binary: str | os.PathLike[str], args: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str],
-              stdin: bytes = b"", timeout: float = WAIT) -> PrintRun:
+def run_print(binary: str | os.PathLike[str], args: Sequence[str], *, env: Mapping[str, str],
+              cwd: str | os.PathLike[str], stdin: bytes = b"", timeout: float = WAIT,
+              prefix: Sequence[str] = ()) -> PrintRun:
     """Run ``binary args`` (a ``-p`` run with ``--output-format stream-json``) to its end; ``stdin`` is fed
-    whole then closed. Raises :class:`DriveError` on a timeout (the process group is killed first)."""
-    proc = subprocess.Popen([os.fspath(binary), *args], env=dict(env), cwd=cwd, stdin=subprocess.PIPE,
+    whole then closed; ``prefix`` goes before the binary (a tracer). Raises :class:`DriveError` on a timeout
+    (the process group is killed first)."""
+    proc = subprocess.Popen([*prefix, os.fspath(binary), *args], env=dict(env), cwd=cwd, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     chunks: dict[str, bytes] = {}
 
@@ -259,3 +261,7 @@ class StreamSession:
 def write_records(path: str | os.PathLike[str], records: Sequence[JsonObject]) -> None:
     """Write records one per line, compact, non-ASCII raw, LF-terminated."""
     Path(path).write_text("".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records))
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -94,7 +94,7 @@ class RecordedRequest:
     """One request the server received, and how its response ended.
 
     ``body`` is the parsed JSON body (``None`` when it was not a JSON object); ``route`` is the path without
-    its query (``/v1/messages``, ``/v1/messages/count_tokens``). ``outcome`` stays ``"pending"`` while the
+    its query (``/v1/messages``, ``/v1/messages/count_tokens``); header names are lower-cased. ``outcome`` stays ``"pending"`` while the
     response is being written; ``events`` counts the SSE events written so far.
     """
 
@@ -395,7 +395,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer_stream(record, reply)
 
     def _open(self, body: JsonObject | None) -> RecordedRequest:
-        return self.server.owner._open_request(self.command, self.path, dict(self.headers.items()), body)
+        return self.server.owner._open_request(self.command, self.path,
+                                             {k.lower(): v for k, v in self.headers.items()}, body)
 
     def _refuse(self, status: int, kind: str, record: RecordedRequest) -> None:
         outcome: Outcome = "not-found" if status == 404 else "bad-request"

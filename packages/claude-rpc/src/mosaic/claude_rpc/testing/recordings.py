@@ -28,6 +28,7 @@ from mosaic.claude_rpc.testing.drive import STREAM_JSON_ARGS, WAIT, DriveError, 
 from mosaic.claude_rpc.testing.model_server import ModelServer, RecordedRequest
 
 __all__ = [
+    "QUEUED_UUID",
     "RECORDINGS",
     "Made",
     "Recording",
@@ -296,3 +297,7 @@ def make_recording(recording: Recording, binary: str | os.PathLike[str], scratch
         if srv.errors:
             raise DriveError(f"the scripted server failed: {srv.errors!r}")
     return Made(list(session.records), code, facts)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

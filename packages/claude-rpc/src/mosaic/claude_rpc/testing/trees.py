@@ -345,3 +345,7 @@ def entry_types(paths: Sequence[Path]) -> dict[str, JsonObject]:
                 row["kinds"] |= set(forms)
     return {k: {"count": v["count"], "with_uuid": v["with_uuid"], "fields": sorted(v["fields"]),
                 "kinds": sorted(v["kinds"])} for k, v in sorted(found.items())}
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
