@@ -93,3 +93,14 @@ def test_the_image_trees_image_block_is_a_placeholder_with_its_media_type() -> N
     assert first.kind == "user" and ImageBlock("image/png") in first.blocks
     assert b"iVBOR" in transcript("image", e["sessionId"])  # the PNG's base64 is in the line ...
     assert "iVBOR" not in json.dumps([i.to_json() for i in p.branches["main"].items])  # ... never in an item
+
+
+def test_the_binarys_own_meta_note_is_shown_marked_as_meta() -> None:
+    """The image tree holds an `isMeta` user entry, the `[Image: source: <path>]` note the binary added for
+    the model beside the user's image: shown in place (nothing the model saw is hidden), marked `isMeta`."""
+    e = expected("image")
+    items = ok(parse(transcript("image", e["sessionId"]), project=e["cwd"])).branches["main"].items
+    meta = [i for i in items if i.attrs.get("isMeta")]
+    assert len(meta) == 1 and meta[0].kind == "user"
+    assert meta[0].blocks[0].text.startswith("[Image: source: ")  # type: ignore[union-attr]
+    assert not any(i.attrs.get("isMeta") for i in items if i is not meta[0])

@@ -140,6 +140,8 @@ def entry_item(entry: dict[str, Any] | None, uuid: str, line: int, kind: str, si
         return Item(eid, "toolResult", line, timestamp, tuple(blocks), _sidechain_attrs(entry, attrs, sidechain), eid)
     origin = entry.get("origin")
     attrs = {"origin": _str(origin.get("kind")) if isinstance(origin, dict) else None}
+    if entry.get("isMeta") is True:  # a note the binary added for the model (the `[Image: source: …]` path)
+        attrs["isMeta"] = True
     blocks = _content_blocks(content, results=False)
     return Item(eid, "user", line, timestamp, tuple(blocks), _sidechain_attrs(entry, attrs, sidechain), eid)
 
