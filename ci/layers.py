@@ -1,6 +1,6 @@
 """The layers contract of docs/design.md and the public-surface rule, checked over every Python file we ship.
 
-import-linter cannot see a PEP 420 namespace split over eight distributions, so this is a small check of
+import-linter cannot see a PEP 420 namespace split over one distribution per package, so this is a small check of
 our own. It fails when:
 
 1. a package declares a Mosaic dependency that docs/design.md's "may import" column does not allow;

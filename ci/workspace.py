@@ -38,6 +38,7 @@ def split_jobs(argv: list[str]) -> tuple[str | None, list[str]]:
 PACKAGES = [
     "safe-open",
     "pi-format",
+    "claude-format",
     "chat-pages",
     "writer-claim",
     "cgroup-cohort",
@@ -53,7 +54,8 @@ PACKAGES = [
 MAY_IMPORT: dict[str, set[str]] = {
     "safe-open": set(),
     "pi-format": {"safe-open"},
-    "chat-pages": {"safe-open", "pi-format"},
+    "claude-format": {"safe-open"},
+    "chat-pages": {"safe-open", "pi-format", "claude-format"},
     "writer-claim": {"safe-open"},
     "cgroup-cohort": {"safe-open"},
     "pi-rpc": {"safe-open"},
@@ -65,6 +67,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 ISSUE = {
     "safe-open": 2,
     "pi-format": 2,
+    "claude-format": 30,
     "chat-pages": 3,
     "writer-claim": 4,
     "cgroup-cohort": 5,

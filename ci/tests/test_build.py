@@ -31,19 +31,22 @@ Description-Content-Type: text/markdown
 
 
 def test_the_closure_check_rejects_an_extra_mosaic_package() -> None:
-    installed = ["mosaic-chat-pages", "mosaic_pi_format", "Mosaic-Safe-Open", "mosaic-pi-rpc", "cffi"]
+    installed = ["mosaic-chat-pages", "mosaic_pi_format", "mosaic-claude-format", "Mosaic-Safe-Open", "mosaic-pi-rpc",
+                 "cffi"]
     problems = buildcheck.closure_problems("chat-pages", installed, workspace.closure("chat-pages"))
     assert len(problems) == 1 and "installed mosaic-pi-rpc" in problems[0], problems
 
 
 def test_the_closure_check_rejects_a_missing_declared_package() -> None:
-    problems = buildcheck.closure_problems("chat-pages", ["mosaic-chat-pages", "mosaic-safe-open", "cffi"],
+    problems = buildcheck.closure_problems("chat-pages", ["mosaic-chat-pages", "mosaic-safe-open",
+                                                          "mosaic-claude-format", "cffi"],
                                            workspace.closure("chat-pages"))
     assert len(problems) == 1 and "mosaic-pi-format" in problems[0], problems
 
 
 def test_the_closure_check_accepts_exactly_the_closure_in_any_spelling() -> None:
-    installed = ["mosaic_chat_pages", "Mosaic.Pi-Format", "mosaic-safe-open", "cffi", "pycparser"]
+    installed = ["mosaic_chat_pages", "Mosaic.Pi-Format", "Mosaic_Claude.Format", "mosaic-safe-open", "cffi",
+                 "pycparser"]
     assert buildcheck.closure_problems("chat-pages", installed, workspace.closure("chat-pages")) == []
 
 

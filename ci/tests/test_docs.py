@@ -38,8 +38,8 @@ ID_RE = re.compile(r"[WGNSHKEPLFO]\d{1,2}")
 TEST_PATH_RE = re.compile(r"`([a-z-]+/tests\w*/[\w/]+\.py)`?")
 NOT_BUILT_RE = re.compile(r"^not built: \S.{10,}")
 # Packages that raise refusals; mediated-terminal has none of its own (it shows the controller's).
-PACKAGES_WITH_REFUSALS = {"safe-open", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort", "pi-rpc",
-                          "controller"}
+PACKAGES_WITH_REFUSALS = {"safe-open", "pi-format", "claude-format", "chat-pages", "writer-claim", "cgroup-cohort",
+                          "pi-rpc", "controller"}
 
 
 def sections(text: str) -> dict[str, str]:

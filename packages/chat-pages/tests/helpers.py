@@ -8,7 +8,11 @@ call on any IN_OPEN outside what that call may open (F17):
 
 - every call may open the directories from an approved project root down to its sessions directory;
 - catalogue() may open every *.jsonl directly in an approved sessions directory;
-- open()/next() may open only the one file the conversation id names.
+- open()/next() may open only the one file the conversation id names;
+- for a Claude seat (issue 30): every call may open its receipts and the directories down to them, the
+  Claude root, its `projects/` and each directory in it (looked into by exact name); catalogue() may open
+  the transcripts its receipts name, open()/next() the one the conversation names. Nothing else: a decoy
+  transcript no receipt names, a subagent transcript, another project's files are never opened.
 
 Every result is validated against schemas/chat-01.schema.json (jsonschema, Draft 2020-12) and checked
 against the page limits that a schema cannot express (bytes, UTF-16 units, fragment sizes).
@@ -20,6 +24,7 @@ import hashlib
 import json
 import os
 import posixpath
+import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -47,7 +52,13 @@ from mosaic.chat_pages.parts import (
     MAX_STRING_UNITS,
     dump_bytes,
 )
-from mosaic.chat_pages.sources import Roots, sessions_rel
+from mosaic.chat_pages.sources import (
+    CLAUDE_HARNESS,
+    Roots,
+    claude_conversation_id,
+    receipts_rel,
+    sessions_rel,
+)
 from mosaic.safe_open import is_session_name
 from mosaic.safe_open.testing import OpenWatch
 
@@ -55,6 +66,9 @@ REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "fixtures"
 SCHEMA: dict[str, Any] = json.loads((REPO / "schemas" / "chat-01.schema.json").read_text(encoding="utf-8"))
 LAYOUT = "/layout/repo"
+
+#: Transcript trees made by the pinned Claude Code 2.1.283 (fixtures/README.md "Claude Code 2.1.283").
+CLAUDE_TREES = FIXTURES / "claude-2.1.283" / "trees"
 
 FIXTURE_DIRS = {
     "proj-rpc": FIXTURES / "pi-0.85.1" / "proj-rpc",
@@ -153,6 +167,53 @@ def materialise(
         data = (src / fname).read_bytes()
         (sessions / fname).write_bytes(rewrite_header(data, f"/tmp/mosaic-fixtures/{project}", real))
     return root
+
+
+@dataclass(frozen=True)
+class ClaudeTree:
+    """A fixture tree copied into a test directory: the project root (its receipts), the Claude config
+    directory, the project directory beneath it, and what `expected.json` says."""
+
+    project: Path
+    claude: Path
+    expected: dict[str, Any]
+
+    @property
+    def session(self) -> str:
+        return str(self.expected["sessionId"])
+
+    @property
+    def slug_dir(self) -> Path:
+        return self.claude / "projects" / self.expected["slug"]
+
+    def transcript(self, session: str | None = None) -> Path:
+        return self.slug_dir / f"{session or self.session}.jsonl"
+
+
+def claude_tree(dest_parent: Path, tree: str, *, name: str | None = None) -> ClaudeTree:
+    """Copy fixtures/claude-2.1.283/trees/<tree> into dest_parent/<name or tree>/ (proj/ and claude/), with
+    every transcript's cwd moved from the tree's fixed path to the copy's real project path (that path as a
+    JSON string: no other byte changes). The project directory keeps its name: the reader never computes it."""
+    src = CLAUDE_TREES / tree
+    expected: dict[str, Any] = json.loads((src / "expected.json").read_text())
+    dest = dest_parent / (name or tree)
+    shutil.copytree(src / "proj", dest / "proj", symlinks=True)
+    shutil.copytree(src / "claude", dest / "claude", symlinks=True)
+    real = os.path.realpath(dest / "proj")
+    old = json.dumps(expected["cwd"])[:-1].encode()
+    for path in (dest / "claude").rglob("*.jsonl"):
+        data = path.read_bytes()
+        path.write_bytes(data.replace(b'"cwd":' + old, b'"cwd":' + json.dumps(real)[:-1].encode()))
+    return ClaudeTree(dest / "proj", dest / "claude", expected)
+
+
+def write_receipt(project: Path, seat: str, *ids: str, launch: str | None = None) -> Path:
+    """A launcher receipt: the seat's `session-id`, or `launches/<launch>/session-id`, one id per line."""
+    d = project / receipts_rel(seat) if launch is None else project / receipts_rel(seat) / "launches" / launch
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / "session-id"
+    p.write_text("".join(f"{i}\n" for i in ids))
+    return p
 
 
 def header(project: Path, **extra: Any) -> bytes:
@@ -385,6 +446,14 @@ class World:
     def cid(self, project: Path, name: str, seat: str = "alpha") -> str:
         return conversation_id(posixpath.normpath(str(project)), seat, name)
 
+    def approve_claude(self, project: Path, claude: Path | str | None, seat: str = "alpha",
+                       layout: str = LAYOUT) -> None:
+        self.specs.append(RepositorySpec(str(project), seat, layout, CLAUDE_HARNESS,
+                                         None if claude is None else str(claude)))
+
+    def claude_cid(self, project: Path, session: str, seat: str = "alpha") -> str:
+        return claude_conversation_id(posixpath.normpath(str(project)), seat, session)
+
     # What a call may open ---------------------------------------------------------------------------
 
     def _dirs(self) -> set[str]:
@@ -396,7 +465,48 @@ class World:
             for comp in s.sessions_rel.split("/"):
                 cur = os.path.join(cur, comp)
                 allowed.add(cur)
+        for c in self.roots().claude:
+            real = os.path.realpath(c.project_root)
+            allowed.add(real)
+            cur = real
+            for comp in c.receipts_rel.split("/"):
+                cur = os.path.join(cur, comp)
+                allowed.add(cur)
+            launches = os.path.join(cur, "launches")
+            allowed.add(launches)
+            if os.path.isdir(launches):
+                allowed |= {os.path.join(launches, n) for n in os.listdir(launches)}
+                allowed |= {os.path.join(launches, n, "session-id") for n in os.listdir(launches)}
+            allowed.add(os.path.join(cur, "session-id"))
+            croot = os.path.realpath(c.claude_root)
+            projects = os.path.join(croot, "projects")
+            allowed |= {croot, projects}
+            if os.path.isdir(projects):
+                allowed |= {os.path.join(projects, n) for n in os.listdir(projects)}
         return allowed
+
+    def _claude_files(self, conversation: str | None) -> set[str]:
+        """The transcripts a call may open: those the receipts name (catalogue), or the conversation's."""
+        files: set[str] = set()
+        for c in self.roots().claude:
+            ids: list[str] = []
+            base = os.path.join(os.path.realpath(c.project_root), c.receipts_rel)
+            receipts = [os.path.join(base, "session-id")]
+            if os.path.isdir(os.path.join(base, "launches")):
+                receipts += [os.path.join(base, "launches", n, "session-id")
+                             for n in os.listdir(os.path.join(base, "launches"))]
+            for r in receipts:
+                try:
+                    ids += [x.strip() for x in Path(r).read_text().splitlines() if x.strip()]
+                except OSError:
+                    continue
+            projects = os.path.join(os.path.realpath(c.claude_root), "projects")
+            slugs = os.listdir(projects) if os.path.isdir(projects) else []
+            for i in ids:
+                if conversation is not None and claude_conversation_id(c.project_root, c.seat, i) != conversation:
+                    continue
+                files |= {os.path.join(projects, slug, f"{i}.jsonl") for slug in slugs if "/" not in i}
+        return files
 
     def _files(self, conversation: str | None) -> set[str]:
         files: set[str] = set()
@@ -414,7 +524,8 @@ class World:
         return files
 
     def call(self, op: str, **kw: Any) -> dict[str, Any]:
-        allowed = self._dirs() | self._files(kw.get("conversation") if op != "catalogue" else None)
+        which = kw.get("conversation") if op != "catalogue" else None
+        allowed = self._dirs() | self._files(which) | self._claude_files(which)
         allowed |= self.extra_allowed
         before = fingerprint(self.top)
         with OpenWatch([self.top]) as watch:
@@ -436,7 +547,7 @@ class World:
         import urllib.error
         import urllib.request
 
-        allowed = self._dirs() | self._files(conversation) | self.extra_allowed
+        allowed = self._dirs() | self._files(conversation) | self._claude_files(conversation) | self.extra_allowed
         before = fingerprint(self.top)
         with OpenWatch([self.top]) as watch:
             try:

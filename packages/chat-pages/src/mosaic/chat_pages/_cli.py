@@ -1,7 +1,8 @@
 """mosaic-read: the reader on the command line (catalogue, open, next, follow, serve).
 
 Output is JSON lines (one API result per line, exactly what the API returns) or readable text with --text.
-Roots come from --spec DIR SEAT (repeatable) or a --config JSON file; nothing has a default path. With --url
+Roots come from --spec DIR SEAT and --claude-spec DIR SEAT CLAUDE_DIR (repeatable) or a --config JSON
+file; nothing has a default path. With --url
 the commands ask a running `mosaic-read serve` over HTTP instead of reading in-process (cursors live in the
 memory of the process that issued them, so `next` needs --url, or use `open --all` / `follow`). The
 options before the command may also come after it.
@@ -161,9 +162,15 @@ def _read_file(path: str, what: str) -> bytes:
 
 
 def _roots(args: argparse.Namespace) -> Callable[[], Roots]:
-    from ._sources import RepositorySpec, SeatRegistration, roots_from_specs  # noqa: PLC0415 - see the imports
+    from ._sources import (  # noqa: PLC0415 - see the imports
+        CLAUDE_HARNESS,
+        RepositorySpec,
+        SeatRegistration,
+        roots_from_specs,
+    )
 
     specs = [RepositorySpec(d, s, d) for d, s in (args.spec or [])]
+    specs += [RepositorySpec(d, s, d, CLAUDE_HARNESS, c) for d, s, c in (args.claude_spec or [])]
     regs: list[SeatRegistration] = []
     if args.config:
         from ._config import ConfigError, load_config  # noqa: PLC0415 - msgspec only for --config
@@ -276,7 +283,8 @@ def _write(result: dict[str, Any], text: bool, out: TextIO) -> None:
                 out.write(f"{row['id']}  {where}  unsupported-harness ({_safe(row['harness'])})\n")
                 continue
             state = "ok" if row["refusal"] is None else f"refused: {row['refusal']['code']}"
-            out.write(f"{row['id']}  {where}/{_safe(row['file'])}  {row['size']} bytes  {state}\n")
+            harness = f"  ({_safe(row['harness'])})" if row.get("harness", "pi") != "pi" else ""
+            out.write(f"{row['id']}  {where}/{_safe(row['file'])}  {row['size']} bytes  {state}{harness}\n")
         for bad in result["refusedRoots"]:
             out.write(f"root refused: {_safe(bad['projectRoot'])} seat {_safe(bad['seat'])}: "
                       f"{bad['refusal']['code']}\n")
@@ -328,9 +336,14 @@ class _Version(argparse.Action):
 _SHARED: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--spec",), {"nargs": 2, "action": "append", "metavar": ("PROJECT_ROOT", "SEAT"),
                    "help": "an approved root: <PROJECT_ROOT>/.pi/state/<SEAT>/sessions (repeatable)"}),
+    (("--claude-spec",), {"nargs": 3, "action": "append", "metavar": ("PROJECT_ROOT", "SEAT", "CLAUDE_DIR"),
+                          "help": "an approved Claude Code seat: the sessions its launcher receipts "
+                                  "(<PROJECT_ROOT>/.pi/state/<SEAT>/session-id, launches/*/session-id) name, read "
+                                  "under <CLAUDE_DIR>/projects/ (its config directory; repeatable)"}),
     (("--config",), {"metavar": "FILE",
-                     "help": 'JSON file: {"specs": [{"projectRoot", "seat", "layoutRepo"}], "registrations": '
-                             '[{"seat", "harness", "layoutRepo", "project", "sessionsDir", "startedAt"}]}'}),
+                     "help": 'JSON file: {"specs": [{"projectRoot", "seat", "layoutRepo", "harness", "claudeRoot"}], '
+                             '"registrations": [{"seat", "harness", "layoutRepo", "project", "sessionsDir", '
+                             '"startedAt"}]}'}),
     (("--url",), {"help": "use a running `mosaic-read serve` at this URL (the one it printed, token included, "
                           "or its base with --token-file)"}),
     (("--token-file",), {"metavar": "FILE", "help": "the server's token (a file of yours, mode 0600): serve "
@@ -359,7 +372,7 @@ def _add_shared(parser: argparse.ArgumentParser, late: bool) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Read Pi session histories, read-only.",
+    p = argparse.ArgumentParser(prog=PROG, description="Read Pi and Claude Code session histories, read-only.",
                                 epilog="exit status: " + ", ".join(f"{k} {name}" for k, (name, _) in EXIT_CODES.items()))
     p.add_argument("--version", action=_Version, help="print the version and exit")
     _add_shared(p, late=False)
@@ -399,8 +412,8 @@ def _merge_late(args: argparse.Namespace) -> None:
         if not name.startswith(_LATE):
             continue
         base = name.removeprefix(_LATE)
-        if base == "spec":
-            args.spec = (args.spec or []) + value
+        if base in ("spec", "claude_spec"):
+            setattr(args, base, (getattr(args, base) or []) + value)
         elif base == "text":
             args.text = args.text or value
         else:
@@ -458,11 +471,11 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     _merge_late(args)
     if args.command == "serve":
         if args.url is not None:
-            p.error("serve reads in-process: give --spec or --config, not --url")
+            p.error("serve reads in-process: give --spec, --claude-spec or --config, not --url")
         if args.no_token and args.token_file:
             p.error("--no-token and --token-file contradict each other")
-    if args.url is None and not (args.spec or args.config):
-        p.error("give --spec PROJECT_ROOT SEAT (or --config FILE), or --url of a running server")
+    if args.url is None and not (args.spec or args.claude_spec or args.config):
+        p.error("give --spec PROJECT_ROOT SEAT (or --claude-spec, or --config FILE), or --url of a running server")
     if args.url is None:
         from ._reader import create_reader  # noqa: PLC0415 - a command runs: now the reader is needed
 

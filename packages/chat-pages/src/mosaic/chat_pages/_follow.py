@@ -4,7 +4,7 @@
 "Calling next with [a follow cursor] takes a fresh snapshot and returns only what was appended since." The
 old prefix is verified first by the reader (always read back: compared with the cached snapshot's bytes,
 or hashed); here the appended bytes are hashed on top of a copy of the old snapshot's hash state, the
-fresh snapshot is taken (continued in place with pi-format's parse_appended when the cursor's snapshot is
+fresh snapshot is taken (continued in place with the format's parse_appended when the cursor's snapshot is
 still cached, else parsed whole), and the same branch is read in it. The earlier items must be unchanged,
 else the follow refuses source-replaced.
 """
@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-import mosaic.pi_format as pi_format
+from mosaic.safe_open import Refusal
 
 from ._cursors import Cursor, CursorStore
 from ._refusal import ReaderRefusal
@@ -48,8 +48,9 @@ def follow(c: Cursor, key: SnapKey, hasher: Any, prefix: bytes | None, old: Snap
     bytes, and `tail` everything after it in the file now. Only
     complete lines of `tail` join the snapshot; a partial last line sets `incomplete`. Drops `c` when it
     returns and when it refuses source-replaced. Raises ReaderRefusal source-replaced when the branch is gone or its earlier items changed (a
-    duplicate id replacing an entry, a missing parent that turned up), and pi-format's refusal codes when
-    the new snapshot must be parsed whole and is refused.
+    duplicate id replacing an entry, a missing parent that turned up), and the format's refusal codes when
+    the new snapshot is refused (pi-format's when it must be parsed whole; claude-format's when an appended
+    entry is of another version).
     """
     assert hasher is not None  # a follow always reads the old prefix back (never the stat shortcut)
     cut = tail.rfind(b"\n") + 1
@@ -104,7 +105,9 @@ def _fresh_snapshot(key: SnapKey, new_key: SnapKey, hasher: Any, prefix: bytes |
         # The cursor's snapshot is cached and its prefix was just verified: parse only the appended
         # complete lines on top of it (pi-format's parse_appended equals a full parse).
         with gc_paused():
-            grown = pi_format.parse_appended(old.parsed, appended)
+            grown = snaps.fmt.parse_appended(old.parsed, appended)
+        if isinstance(grown, Refusal):  # claude-format: an appended entry of another version
+            raise ReaderRefusal(grown.code, grown.message)
         pieces = (*old.pieces, appended) if appended else old.pieces
         if grown.extends_previous:
             # Same entries, same items, the same refs: the kept parts carry over.

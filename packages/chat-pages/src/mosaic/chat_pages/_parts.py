@@ -26,7 +26,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mosaic.pi_format.model import Item
+    import mosaic.claude_format.model
+    import mosaic.pi_format.model
+
+    #: An item of either format: the same fields and the same to_json() shapes (claude-format's README).
+    Item = mosaic.pi_format.model.Item | mosaic.claude_format.model.Item
 
 from ._jsonout import dump_bytes, dumps, json_size, utf16_units, value_text
 

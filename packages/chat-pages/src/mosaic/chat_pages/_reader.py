@@ -12,6 +12,7 @@ never writes. The public methods never raise for bad input: they return {"ok": F
 | `_snapshots.py` | reading and hashing a file, the parse cache, the racy-ctime shortcut |
 | `_follow.py` | a follow: the fresh snapshot and the check of the earlier parts |
 | `_catalogue.py` | catalogue rows |
+| `_claude.py` | Claude seats: launcher receipts, and a session id resolved to one transcript |
 """
 
 from __future__ import annotations
@@ -26,21 +27,18 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-import mosaic.pi_format as pi_format
-from mosaic.pi_format import FormatRefusal
-from mosaic.safe_open import OpenedFile, Root, SafeOpenRefusal, is_session_name, open_root
+from mosaic.safe_open import OpenedFile, Refusal, Root, SafeOpenRefusal, is_session_name, open_root
 from mosaic.safe_open.root import Method
 
-if TYPE_CHECKING:
-    from mosaic.pi_format import Parsed
-
-from ._catalogue import catalogue_row, unsupported_row
+from ._catalogue import catalogue_row, claude_rows, unsupported_row
+from ._claude import locate, receipted
 from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR, Cursor, CursorStore
 from ._follow import follow
 from ._jsonout import iso_time, json_size
 from ._parts import paginate
 from ._refusal import ReaderRefusal
 from ._snapshots import (
+    CLAUDE_FORMAT,
     Snap,
     SnapKey,
     SnapshotCache,
@@ -50,7 +48,12 @@ from ._snapshots import (
     same_prefix,
     source_epoch,
 )
-from ._sources import Roots, SessionRoot, conversation_id
+from ._sources import CLAUDE_PREFIX, ClaudeRoot, Roots, SessionRoot, conversation_id
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ._snapshots import Branch, Parsed
 
 _CURSOR_PLACEHOLDER = "c-" + "0" * 32
 #: view lists at most this many branches (plus the default branch) and this many unreadable line ranges.
@@ -60,13 +63,30 @@ VIEW_RANGES = 100
 
 @dataclass
 class _Loc:
-    root: SessionRoot
+    """Where a conversation's file is: beneath the open root `_resolve` yields with it, in directory `rel`
+    (a Pi seat's sessions directory; `projects/<slug>` under a Claude root), named `name`; `project` is the
+    real path its header or first entry's cwd is checked against."""
+
+    root: SessionRoot | ClaudeRoot
+    rel: str
     name: str
     conversation: str
+    project: str
+
+    @property
+    def claude(self) -> bool:
+        return isinstance(self.root, ClaudeRoot)
+
+    @property
+    def key(self) -> str:
+        """What a cursor binds besides the root and the seat: the file name (and, for a Claude transcript,
+        its project directory, so a transcript that moved to another one is another file)."""
+        return f"{self.rel}/{self.name}" if self.claude else self.name
 
 
 class Reader:
-    """Read-only paged views of approved Pi session files. Thread-safe without a global stall: `open` and
+    """Read-only paged views of approved Pi session files and Claude Code transcripts (the sessions an approved
+    Claude seat's launcher receipts name). Thread-safe without a global stall: `open` and
     `next` hold the lock of their conversation only (`_ConversationLocks`), the catalogue holds none, and the
     cursor store and the snapshot cache each guard their own few dictionary operations. So a slow parse of
     one conversation never delays the catalogue or another conversation.
@@ -95,6 +115,7 @@ class Reader:
         self._counts_lock = threading.Lock()
         self._cursors = CursorStore(cursor_cap, cursor_ttl)
         self._snaps = SnapshotCache()
+        self._claude_snaps = SnapshotCache(CLAUDE_FORMAT)
         self._fs_clock = fs_clock
         #: How often a next read the pinned prefix again (hashed it, or compared it with the cached snapshot's
         #: bytes), how often the stat shortcut skipped that, and how often an open reused a cached snapshot.
@@ -125,6 +146,10 @@ class Reader:
             except SafeOpenRefusal as e:
                 refused.append({"projectRoot": sroot.project_root, "project": sroot.project,
                                 "seat": sroot.seat, "refusal": ReaderRefusal(e.code, e.message).to_dict()})
+        for croot in roots.claude:
+            more, bad = claude_rows(croot, self._method)
+            rows += more
+            refused += bad
         for u in roots.unsupported:
             rows.append(unsupported_row(u))
         return {"ok": True, "conversations": rows, "refusedRoots": refused,
@@ -190,6 +215,10 @@ class Reader:
         refusedRoots: seed "Refusal codes", unreadable is "permission denied on a file, a root or a directory
         above it inside the approved roots", and the conversation may be in the root that cannot be read.
         """
+        if isinstance(conversation, str) and conversation.startswith(CLAUDE_PREFIX):
+            with self._resolve_claude(conversation, hint) as claude:
+                yield claude
+            return
         if not isinstance(conversation, str) or not conversation.startswith("pi-"):
             raise ReaderRefusal("unknown-conversation", "no such conversation in the approved roots")
         roots = self._roots()
@@ -222,7 +251,7 @@ class Reader:
                 root.close()
                 continue
             try:
-                yield _Loc(sroot, found, conversation), root
+                yield _Loc(sroot, sroot.sessions_rel, found, conversation, root.path), root
             finally:
                 root.close()
             return
@@ -233,12 +262,54 @@ class Reader:
                                               f"cannot be read ({unreadable.message})")
         raise ReaderRefusal("unknown-conversation", "no such conversation in the approved roots now")
 
+    @contextmanager
+    def _resolve_claude(self, conversation: str, hint: tuple[str, str] | None) -> Iterator[tuple[_Loc, Root]]:
+        """A Claude conversation: the seat whose launcher receipts name it now (read again on every call),
+        then its transcript resolved under the seat's Claude root (`_claude.locate`); yields it with the
+        Claude root open. Refuses as `_resolve` does when no receipt names it, and with the refusal of the
+        receipt's line or of the resolution (`unsafe-path`, `unavailable`, ...) when one does."""
+        hint_refusal: SafeOpenRefusal | None = None
+        unreadable: SafeOpenRefusal | None = None
+        for croot in self._roots().claude:
+            try:
+                with open_root(croot.project_root, method=self._method) as proot:
+                    sessions, _ = receipted(proot, croot)
+                    project = proot.path
+            except SafeOpenRefusal as e:
+                if hint == (croot.project_root, croot.seat):
+                    hint_refusal = e
+                if e.code == "unreadable" and unreadable is None:
+                    unreadable = e
+                continue
+            match = next((s for s in sessions if s.conversation == conversation), None)
+            if match is None:
+                continue
+            try:
+                croot_fs = open_root(croot.claude_root, method=self._method)
+            except SafeOpenRefusal as e:
+                raise ReaderRefusal(e.code, f"the Claude root of seat {croot.seat}: {e.message}") from None
+            try:
+                rel = locate(croot_fs, match)
+                yield _Loc(croot, rel, match.file, conversation, project), croot_fs
+            finally:
+                croot_fs.close()
+            return
+        if hint_refusal is not None:
+            raise ReaderRefusal(hint_refusal.code, hint_refusal.message)
+        if unreadable is not None:
+            raise ReaderRefusal("unreadable", f"no receipt that can be read names it, and an approved project "
+                                              f"root cannot be read ({unreadable.message})")
+        raise ReaderRefusal("unknown-conversation", "no launcher receipt of an approved Claude seat names it now")
+
     @staticmethod
     def _open_file(root: Root, loc: _Loc) -> OpenedFile:
         try:
-            return root.open_session_file(loc.root.sessions_rel, loc.name)
+            return root.open_session_file(loc.rel, loc.name)
         except SafeOpenRefusal as e:
             raise ReaderRefusal(e.code, e.message) from None
+
+    def _snaps_of(self, loc: _Loc) -> SnapshotCache:
+        return self._claude_snaps if loc.claude else self._snaps
 
     # -- open ------------------------------------------------------------------------------------------
 
@@ -247,7 +318,8 @@ class Reader:
         if branch is not None and not isinstance(branch, str):
             raise ReaderRefusal("unknown-branch", "branch must be a branch name")
         with self._resolve(conversation) as (loc, root):
-            project = root.path
+            project = loc.project
+            snaps = self._snaps_of(loc)
             with self._open_file(root, loc) as f:
                 since = self._fs_clock()
                 st = os.fstat(f.fd)
@@ -255,7 +327,7 @@ class Reader:
                 # The re-verification shortcut, for an open (README, "Re-verification shortcut"): a file whose
                 # full stat identity is still the clean one that last verified a cached snapshot is that
                 # snapshot, so it is neither read nor hashed again.
-                reused = self._snaps.unchanged(st, project)
+                reused = snaps.unchanged(st, project)
                 data = read_to_end(f.fd, 0) if reused is None else b""
         if reused is not None:
             (_, _, cut, digest), snap = reused
@@ -265,19 +337,20 @@ class Reader:
             cut = data.rfind(b"\n") + 1
             snapshot = data if cut == len(data) else data[:cut]  # no copy in the common case
             incomplete = cut < len(data)
-            if not snapshot:
-                # No complete line yet: the header is still being written, or cannot become one.
-                result = pi_format.parse(data, project=project, realpath=os.path.realpath)
-                assert isinstance(result, FormatRefusal)
+            if not snapshot and not loc.claude:
+                # No complete line yet: the header is still being written, or cannot become one. (A Claude
+                # transcript has no header: no complete line yet is a transcript without entries yet.)
+                result = snaps.fmt.parse(data, project=project, realpath=os.path.realpath)
+                assert isinstance(result, Refusal)
                 raise ReaderRefusal(result.code, result.message)
-            snap, digest = self._snaps.open(dev, ino, snapshot, project)
-            self._snaps.remember_verified((dev, ino, cut, digest), st, since)
+            snap, digest = snaps.open(dev, ino, snapshot, project)
+            snaps.remember_verified((dev, ino, cut, digest), st, since)
         name = snap.parsed.default_branch if branch is None else branch
         if name not in snap.parsed.branches:
             raise ReaderRefusal("unknown-branch", f"{name!r} is not a branch of this conversation")
         base = Cursor(
             id="", kind="page", actor=LOCAL_OPERATOR, purpose=HISTORY, conversation=loc.conversation,
-            branch=name, project_root=loc.root.project_root, seat=loc.root.seat, name=loc.name,
+            branch=name, project_root=loc.root.project_root, seat=loc.root.seat, name=loc.key,
             dev=dev, ino=ino, length=cut, digest=digest, epoch=source_epoch(dev, ino, digest),
             incomplete=incomplete, expires=0.0,
         )
@@ -289,23 +362,24 @@ class Reader:
         self._check_caller(actor, purpose)
         c = self._cursors.take(cursor, conversation, branch, actor, purpose, self._clock())
         with self._resolve(conversation, hint=(c.project_root, c.seat)) as (loc, root):
-            if (loc.root.project_root, loc.root.seat, loc.name) != (c.project_root, c.seat, c.name):
+            if (loc.root.project_root, loc.root.seat, loc.key) != (c.project_root, c.seat, c.name):
                 raise ReaderRefusal("unknown-conversation", "the conversation resolves elsewhere now")
+            snaps = self._snaps_of(loc)
             with self._open_file(root, loc) as f:
                 key = (c.dev, c.ino, c.length, c.digest)
-                hasher, prefix, old = self._verify_pinned(c, f, key, root.path)
+                hasher, prefix, old = self._verify_pinned(c, f, key, loc.project, snaps)
                 tail = read_to_end(f.fd, c.length) if c.kind == "follow" else b""
-            project = root.path
+            project = loc.project
         if c.kind == "page":
-            snap = old or self._snaps.get_or_parse(key, prefix, project, hasher)
+            snap = old or snaps.get_or_parse(key, prefix, project, hasher)
             assert snap is not None
             self._cursors.drop(c)
             return self._page(c, snap, c.position)
-        base, snap, start = follow(c, key, hasher, prefix, old, tail, project, self._snaps, self._cursors)
+        base, snap, start = follow(c, key, hasher, prefix, old, tail, project, snaps, self._cursors)
         return self._page(base, snap, start)
 
-    def _verify_pinned(self, c: Cursor, f: OpenedFile, key: SnapKey,
-                       project: str) -> tuple[Any, bytes | None, Snap | None]:
+    def _verify_pinned(self, c: Cursor, f: OpenedFile, key: SnapKey, project: str,
+                       snaps: SnapshotCache) -> tuple[Any, bytes | None, Snap | None]:
         """Seed "Snapshots, epochs, cursors": every next re-verifies the pinned prefix of `c` in the open
         file `f`. Returns a SHA-256 state over the prefix (the caller's own), the prefix bytes when the
         snapshot is no longer cached under `project` (to parse again) and the cached snapshot when it is;
@@ -322,8 +396,8 @@ class Reader:
         if f.size < c.length:
             self._cursors.drop(c)
             raise ReaderRefusal("source-replaced", "the session file is shorter than the pinned snapshot")
-        snap = self._snaps.get(key, project)
-        if c.kind == "page" and snap is not None and self._snaps.still_verified(key, os.fstat(f.fd)):
+        snap = snaps.get(key, project)
+        if c.kind == "page" and snap is not None and snaps.still_verified(key, os.fstat(f.fd)):
             self._count("skipped")
             return None, None, snap
         self._count("hashed")
@@ -351,7 +425,7 @@ class Reader:
             if hasher.hexdigest() != c.digest:
                 self._cursors.drop(c)
                 raise ReaderRefusal("source-replaced", "the pinned prefix changed (rewritten in place)")
-        self._snaps.remember_verified(key, st, since)
+        snaps.remember_verified(key, st, since)
         return hasher, prefix, snap
 
     def _count(self, what: str) -> None:
@@ -440,7 +514,7 @@ def _view(parsed: Parsed, incomplete: bool) -> dict[str, Any]:
     `unreadableRangeCount`. Every branch still opens by name, and every unreadable line is still a notice
     on every branch's pages.
     """
-    branches = parsed.branches
+    branches: Mapping[str, Branch] = parsed.branches
     listed = list(islice(branches.values(), VIEW_BRANCHES))
     if all(b.name != parsed.default_branch for b in listed):
         listed.append(branches[parsed.default_branch])

@@ -25,12 +25,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import mosaic.claude_format as claude_format
 import mosaic.pi_format as pi_format
-from mosaic.pi_format import FormatRefusal
-from mosaic.safe_open import MAX_SESSION_FILE_BYTES
+from mosaic.safe_open import MAX_SESSION_FILE_BYTES, Refusal
 
 if TYPE_CHECKING:
-    from mosaic.pi_format import Parsed
+    import mosaic.claude_format.model
+    import mosaic.pi_format.model
+
+    #: A parse of either format: both answer what a page asks (branches, render, refs, the view's fields).
+    Parsed = mosaic.pi_format.model.Parsed | mosaic.claude_format.model.Parsed
+    Branch = mosaic.pi_format.model.Branch | mosaic.claude_format.model.Branch
 
 from ._parts import encoded_parts, item_key, part_from_json
 from ._refusal import ReaderRefusal
@@ -55,9 +60,30 @@ SnapKey = tuple[int, int, int, str]
 StatId = tuple[int, int, int, int, int]
 
 
-def parse(data: bytes, *, project: str, realpath: Callable[[str], str]) -> Parsed | FormatRefusal:
-    """pi-format's `parse`, looked up when first called (the parser and msgspec load on first use)."""
-    return pi_format.parse(data, project=project, realpath=realpath)
+@dataclass(frozen=True)
+class Format:
+    """A session format the reader pages: its parser and its continuation (each looked up when first called:
+    the parser and msgspec load on first use). pi-format's and claude-format's results answer the same
+    questions, so one reader serves both; each format has its own snapshot cache."""
+
+    name: str
+    _parse: Callable[..., Any]
+    _parse_appended: Callable[..., Any]
+
+    def parse(self, data: bytes, *, project: str, realpath: Callable[[str], str]) -> Parsed | Refusal:
+        result: Parsed | Refusal = self._parse(data, project=project, realpath=realpath)
+        return result
+
+    def parse_appended(self, previous: Parsed, appended: bytes) -> Parsed | Refusal:
+        """The continuation; a Claude transcript may refuse here (an appended entry of another version)."""
+        result: Parsed | Refusal = self._parse_appended(previous, appended)
+        return result
+
+
+PI_FORMAT = Format("pi", lambda data, **kw: pi_format.parse(data, **kw),
+                   lambda previous, appended: pi_format.parse_appended(previous, appended))
+CLAUDE_FORMAT = Format("claude", lambda data, **kw: claude_format.parse(data, **kw),
+                       lambda previous, appended: claude_format.parse_appended(previous, appended))
 
 
 @contextmanager
@@ -291,19 +317,20 @@ class Snap:
         return get
 
 
-def _snap(result: Parsed | FormatRefusal, data: bytes, hasher: Any) -> Snap:
-    if isinstance(result, FormatRefusal):
+def _snap(result: Parsed | Refusal, data: bytes, hasher: Any) -> Snap:
+    if isinstance(result, Refusal):
         raise ReaderRefusal(result.code, result.message)
     return Snap(result, (data,), hasher, parts=PartCache(part_budget(len(data))))
 
 
 class SnapshotCache:
-    """The parse cache (SNAPSHOT_CACHE snapshots, least recently used first) and the stat identities that
-    verified a snapshot (the shortcut). Reads no file and no clock. Thread-safe: its own lock guards
+    """The parse cache of one format (SNAPSHOT_CACHE snapshots, least recently used first) and the stat
+    identities that verified a snapshot (the shortcut). Reads no file and no clock. Thread-safe: its own lock guards
     its two dictionaries, and a parse runs outside that lock (two threads parsing the same snapshot at once
     both parse it, and one result is kept; the reader's per-conversation lock makes that rare)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fmt: Format = PI_FORMAT) -> None:
+        self.fmt = fmt
         # Keyed by (dev, ino, length, digest, project): the header cwd was checked against that project, so
         # the same bytes reached through another approved project (a hard link) are parsed and checked again.
         self._snaps: OrderedDict[tuple[int, int, int, str, str], Snap] = OrderedDict()
@@ -325,15 +352,16 @@ class SnapshotCache:
     def get_or_parse(self, file_key: SnapKey, data: bytes | None, project: str, hasher: Any = None) -> Snap | None:
         """The cached snapshot (now the most recently used), else `data` parsed and cached, else None when
         `data` is None. `data` must be the snapshot's bytes and `hasher` hashlib's SHA-256 over exactly them
-        (made here when None). Raises ReaderRefusal with pi-format's code (not-a-pi-session,
-        incomplete-header, foreign-project) when the bytes are refused."""
+        (made here when None). Raises ReaderRefusal with the format's code (pi-format: not-a-pi-session,
+        incomplete-header, foreign-project; claude-format: unsupported-harness, foreign-project) when the
+        bytes are refused."""
         snap = self.get(file_key, project)
         if snap is not None or data is None:
             return snap
         if hasher is None:
             hasher = hashlib.sha256(data)
         with gc_paused():
-            result = parse(data, project=project, realpath=os.path.realpath)
+            result = self.fmt.parse(data, project=project, realpath=os.path.realpath)
         return self.store(file_key, project, _snap(result, data, hasher))
 
     def get(self, file_key: SnapKey, project: str) -> Snap | None:
@@ -362,7 +390,7 @@ class SnapshotCache:
         worker.start()
         try:
             with gc_paused():
-                result = parse(data, project=project, realpath=os.path.realpath)
+                result = self.fmt.parse(data, project=project, realpath=os.path.realpath)
         finally:
             worker.join()
         digest = hasher.hexdigest()

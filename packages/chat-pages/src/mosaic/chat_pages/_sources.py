@@ -2,7 +2,10 @@
 
 Seed README, "Sources": roots come from the board's repository specs only, as
 <projectRoot>/.pi/state/<seat>/sessions, with the project named after the root directory; there is no
-global scan. A seat registration is seat-written, so it is a hint, not authority: it counts for a root only
+global scan. A spec of a Claude Code seat (issue 30, brief §8) names its Claude root too (the config
+directory, explicit, never a default `~/.claude`): its sessions are the ids the seat's launcher receipts
+name, each resolved under `<claude root>/projects/` (`_claude.py`); no Claude directory is ever listed for
+sessions. A seat registration is seat-written, so it is a hint, not authority: it counts for a root only
 when seat, layout repo, project and sessionsDir all match; it supplies engineStartedAt; a non-Pi harness
 makes the root unsupported (one catalogue row, the directory never read); a seat on another harness with no
 spec adds a placeholder row when its registration names the standard directory under an approved project
@@ -22,11 +25,16 @@ from datetime import datetime
 
 from ._refusal import ReaderRefusal
 
-#: The harness name of a Pi seat. Any other harness is unsupported (seed "Sources", D2).
+#: The harness name of a Pi seat (seed "Sources", D2).
 PI_HARNESS = "pi"
+#: The harness name of a Claude Code seat: what its registration says (seed "Sources": "This is Rocko's case
+#: today: claude-code"). Read only with a spec that names its Claude root (issue 30); any other harness is
+#: unsupported (D2).
+CLAUDE_HARNESS = "claude-code"
 
-#: The conversation id prefix and the number of hex digits of SHA-256 it keeps.
+#: The conversation id prefixes (a Pi file, a Claude session) and the number of hex digits of SHA-256 kept.
 CONVERSATION_PREFIX = "pi-"
+CLAUDE_PREFIX = "claude-"
 CONVERSATION_HEX = 40
 
 
@@ -37,12 +45,16 @@ class RepositorySpec:
     `project_root` must be absolute; it may itself be a symlink (the seed's compatibility path), and it is
     kept as written (normalised lexically), so a conversation id does not change when the link's target
     does. `seat` is one path component. `layout_repo` is the layout repository the spec belongs to (a path);
-    registrations must name the same one (samePath) to count.
+    registrations must name the same one (samePath) to count. `harness` is the seat's harness: `"pi"` (the
+    default) or `"claude-code"`, which needs `claude_root`, the seat's Claude config directory (absolute;
+    its `projects/` is the approved Claude root). Any other harness is one unsupported row.
     """
 
     project_root: str
     seat: str
     layout_repo: str
+    harness: str = PI_HARNESS
+    claude_root: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,15 +95,40 @@ class SessionRoot:
         startedAt". A conversation's creation time is its header timestamp; an unparsable time matches
         nothing.
         """
-        created = _instant(created_at)
-        if created is None:
-            return None
-        best: tuple[datetime, str] | None = None
-        for reg in self.registrations:
-            started = _instant(reg.started_at)
-            if started is not None and started <= created and (best is None or started > best[0]):
-                best = (started, reg.started_at)
-        return None if best is None else best[1]
+        return _started_at(self.registrations, created_at)
+
+
+def _started_at(registrations: tuple[SeatRegistration, ...], created_at: str | None) -> str | None:
+    created = _instant(created_at)
+    if created is None:
+        return None
+    best: tuple[datetime, str] | None = None
+    for reg in registrations:
+        started = _instant(reg.started_at)
+        if started is not None and started <= created and (best is None or started > best[0]):
+            best = (started, reg.started_at)
+    return None if best is None else best[1]
+
+
+@dataclass(frozen=True)
+class ClaudeRoot:
+    """An approved Claude Code seat: its receipts under <project_root>/.pi/state/<seat>, its transcripts
+    under <claude_root>/projects/. `registrations` are the counting ones (they supply engineStartedAt)."""
+
+    project_root: str
+    project: str
+    seat: str
+    layout_repo: str
+    claude_root: str
+    registrations: tuple[SeatRegistration, ...] = ()
+
+    @property
+    def receipts_rel(self) -> str:
+        return receipts_rel(self.seat)
+
+    def engine_started_at(self, created_at: str | None) -> str | None:
+        """As SessionRoot's; a Claude conversation's creation time is its first entry's timestamp."""
+        return _started_at(self.registrations, created_at)
 
 
 @dataclass(frozen=True)
@@ -125,11 +162,25 @@ class Roots:
     sessions: tuple[SessionRoot, ...] = ()
     unsupported: tuple[UnsupportedRoot, ...] = ()
     refused: tuple[RefusedSpec, ...] = field(default=())
+    claude: tuple[ClaudeRoot, ...] = ()
 
 
 def sessions_rel(seat: str) -> str:
     """The sessions directory of a seat, relative to its project root."""
     return f".pi/state/{seat}/sessions"
+
+
+def receipts_rel(seat: str) -> str:
+    """The directory of a seat's launcher receipts, relative to its project root (brief §8): its
+    `session-id` and `launches/<n>/session-id`."""
+    return f".pi/state/{seat}"
+
+
+def claude_conversation_id(project_root: str, seat: str, session_id: str) -> str:
+    """claude- plus the first 40 hex digits of SHA-256 over project root, seat and the session id a receipt
+    names: `conversation_id`'s construction over the receipt's line (as written, whatever it holds), with
+    its own prefix, so a Claude session's id never equals a Pi file's."""
+    return CLAUDE_PREFIX + conversation_id(project_root, seat, session_id)[len(CONVERSATION_PREFIX):]
 
 
 def conversation_id(project_root: str, seat: str, name: str) -> str:
@@ -190,13 +241,16 @@ def roots_from_specs(
 ) -> Roots:
     """The roots the reader may list: one per valid spec, never anything else.
 
-    A counting registration with a non-Pi harness turns its root into an unsupported row; a non-Pi
+    A Pi spec gives a `SessionRoot`; a Claude Code spec (with its Claude root) a `ClaudeRoot`; a spec of any
+    other harness, or whose counting registration names another harness than the spec's, an unsupported
+    row. A non-Pi
     registration for a seat with no spec adds a placeholder row when it names the standard directory of an
     approved project root (same project and layout repo). Registrations that match nothing are ignored.
     Invalid specs are returned in `refused` (unsafe-path), never guessed at.
     """
     regs = [r for r in registrations if isinstance(r, SeatRegistration)]
     sessions: list[SessionRoot] = []
+    claude: list[ClaudeRoot] = []
     unsupported: list[UnsupportedRoot] = []
     refused: list[RefusedSpec] = []
     seen: set[tuple[str, str]] = set()
@@ -218,9 +272,21 @@ def roots_from_specs(
         project = posixpath.basename(root)
         approved.setdefault(root, (project, spec.layout_repo))
         counting = tuple(r for r in regs if _counts(r, root, project, spec.seat, spec.layout_repo))
-        foreign = [r for r in counting if r.harness != PI_HARNESS]
-        if foreign:
-            unsupported.append(UnsupportedRoot(root, project, spec.seat, foreign[0].harness, placeholder=False))
+        harness = spec.harness if isinstance(spec.harness, str) else str(spec.harness)
+        foreign = [r for r in counting if r.harness != harness]
+        if foreign or harness not in (PI_HARNESS, CLAUDE_HARNESS):
+            shown = foreign[0].harness if foreign else harness
+            unsupported.append(UnsupportedRoot(root, project, spec.seat, shown, placeholder=False))
+            continue
+        if harness == CLAUDE_HARNESS:
+            croot = spec.claude_root
+            if not isinstance(croot, str) or not croot.startswith("/") or "\0" in croot:
+                refused.append(RefusedSpec(root, spec.seat, ReaderRefusal(
+                    "unsafe-path", f"a {CLAUDE_HARNESS} seat needs its Claude root (the config directory) as an "
+                                   f"absolute path, not {croot!r}; none is ever assumed")))
+                continue
+            claude.append(ClaudeRoot(root, project, spec.seat, spec.layout_repo, posixpath.normpath(croot),
+                                     counting))
             continue
         sessions.append(SessionRoot(root, project, spec.seat, spec.layout_repo, counting))
     # Placeholder rows: a non-Pi seat with no spec, registered at the standard directory of an approved root.
@@ -233,4 +299,4 @@ def roots_from_specs(
             if _counts(reg, root, project, reg.seat, layout_repo):
                 seen.add((root, reg.seat))
                 unsupported.append(UnsupportedRoot(root, project, reg.seat, reg.harness, placeholder=True))
-    return Roots(tuple(sessions), tuple(unsupported), tuple(refused))
+    return Roots(tuple(sessions), tuple(unsupported), tuple(refused), tuple(claude))

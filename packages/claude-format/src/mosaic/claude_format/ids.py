@@ -1,0 +1,16 @@
+"""The id rules (pi-format's, restated): ids that do not fit the CHAT-01 id pattern are hashed, entry and
+notice ids live in two namespaces, and `main` is the first non-sidechain root's branch.
+
+`safe_id(raw)` is a raw id as the model shows it; `is_chat01_id(s)` checks a string against
+`CHAT01_ID_PATTERN`. `safe_id` and `MAIN_BRANCH` are also at `mosaic.claude_format`.
+"""
+
+from __future__ import annotations
+
+from ._ids import CHAT01_ID_PATTERN, MAIN_BRANCH, is_chat01_id, safe_id
+
+__all__ = ["CHAT01_ID_PATTERN", "MAIN_BRANCH", "is_chat01_id", "safe_id"]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

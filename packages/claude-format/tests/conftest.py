@@ -1,0 +1,8 @@
+"""Test setup: helpers.py importable under --import-mode=importlib."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
