@@ -38,8 +38,12 @@ def fixture_root() -> Path:
     return repo() / "fixtures"
 
 
+# Claude Code's transcripts and recordings (claude-format's fixtures) are not Pi sessions.
+NOT_PI = ("claude-2.1.283",)
+
+
 def fixture_files() -> list[Path]:
-    return sorted(fixture_root().rglob("*.jsonl"))
+    return sorted(p for p in fixture_root().rglob("*.jsonl") if p.relative_to(fixture_root()).parts[0] not in NOT_PI)
 
 
 def project_of(path: Path) -> str:
