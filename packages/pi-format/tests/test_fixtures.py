@@ -43,7 +43,8 @@ NOT_PI = ("claude-2.1.283",)
 
 
 def fixture_files() -> list[Path]:
-    return sorted(p for p in fixture_root().rglob("*.jsonl") if p.relative_to(fixture_root()).parts[0] not in NOT_PI)
+    root = fixture_root()
+    return sorted(p for p in root.rglob("*.jsonl") if p.relative_to(root).parts[0] not in NOT_PI)
 
 
 def project_of(path: Path) -> str:
