@@ -119,6 +119,20 @@ def classify(signals_file: pathlib.Path, declared: tuple[str, ...]) -> tuple[boo
     return False, "; ".join(f"{f['nodeid']} failed in {f['when']} on {f['type']}" for f in failures)
 
 
+def venv_commands(venv: pathlib.Path) -> tuple[list[str], list[str]]:
+    """How to make a package's venv and install into it (the install command takes the requirements after
+    it): with uv by its path (the tool venv's, else one on PATH: `workspace.tool`), never by bare name, since
+    nox puts only the session's venv on PATH; where there is no uv at all, with the venv module and pip, as
+    the noxfile's `uv|virtualenv` backend falls back."""
+    python = str(venv / "bin" / "python")
+    uv = workspace.tool("uv")
+    if uv is not None:
+        return ([uv, "venv", "-q", "--python", sys.executable, str(venv)],
+                [uv, "pip", "install", "-q", "--python", python])
+    return ([sys.executable, "-m", "venv", str(venv)],
+            [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"])
+
+
 def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, text=True, capture_output=True, **kw)  # type: ignore[call-overload,no-any-return]
 
@@ -135,18 +149,20 @@ class Scratch:
     def python(self, package: str) -> pathlib.Path:
         if package not in self.venvs:
             venv = self.dir / f"venv-{package}"
-            out = _run(["uv", "venv", "-q", "--python", sys.executable, str(venv)])
+            python = venv / "bin" / "python"
+            make, install = venv_commands(venv)
+            out = _run(make)
             if out.returncode:
-                raise SystemExit(f"uv venv failed for {package}:\n{out.stderr}")
+                raise SystemExit(f"{' '.join(make[:3])} failed for {package}:\n{out.stderr}")
             pkgs = self.tree / "packages"
             args: list[str] = []
             for dep in workspace.closure(package):
                 spec = str(pkgs / dep) + ("[test]" if dep == package else "")
                 args += ["-e", spec]
-            out = _run(["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *args])
+            out = _run([*install, *args])
             if out.returncode:
                 raise SystemExit(f"installing {package} for the mutation pass failed:\n{out.stderr}")
-            self.venvs[package] = venv / "bin" / "python"
+            self.venvs[package] = python
         return self.venvs[package]
 
     def pytest(self, package: str, killed_by: list[str],
@@ -283,7 +299,9 @@ def main(argv: list[str]) -> int:
     scratches = [Scratch() for _ in range(jobs)]
     scratch = scratches[0]
     rows: list[tuple[Mutant, Outcome]] = []
-    print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}", flush=True)
+    uv = workspace.tool("uv")
+    print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}; venvs made with "
+          + (uv if uv is not None else "the venv module and pip (no uv in the tool venv or on PATH)"), flush=True)
     try:
         # Baseline once per package: every named test passes on the unpatched copy. Only when that
         # fails are the mutants of that package checked one by one, to name the test that fails anyway.

@@ -4,8 +4,13 @@ signal): a mutant that crashes the code before the test's assertion runs is "cra
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import shutil
+import subprocess
 import sys
+
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
@@ -63,15 +68,13 @@ def test_the_signal_header_is_parsed(tmp_path: pathlib.Path) -> None:
 
 def test_the_plugin_marks_assert_and_pytest_raises_as_assertions_and_nothing_else(tmp_path: pathlib.Path) -> None:
     """The plugin itself, in a pytest run of three failing tests."""
-    import subprocess
-
     (tmp_path / "test_x.py").write_text(
         "import pytest\n"
         "def test_assert():\n    assert 1 == 2\n"
         "def test_raises():\n    with pytest.raises(KeyError):\n        pass\n"
         "def test_crash():\n    raise TimeoutError('no')\n")
     out = tmp_path / "signals.jsonl"
-    env = {**__import__("os").environ, "MOSAIC_MUTANT_SIGNALS": str(out),
+    env = {**os.environ, "MOSAIC_MUTANT_SIGNALS": str(out),
            "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1])}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutant_signal",
                            str(tmp_path / "test_x.py")], env=env, capture_output=True, text=True, cwd=tmp_path)
@@ -91,3 +94,74 @@ def test_jobs_are_read_from_the_arguments_and_the_rest_are_mutant_names() -> Non
 
 def test_the_cohort_suites_mutants_run_one_at_a_time() -> None:
     assert "tests_cohort" in mutants.SERIAL_SUITES
+
+
+# Issue 26, item 1: the pass makes its venvs with the tool venv's uv by its path (nox puts only the session's
+# venv on PATH, and ci/bootstrap's uv lives in .cache/tools/venv), or with the venv module and pip where there
+# is no uv at all; never `uv` by bare name. Each run below has only the system directories on PATH.
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CHEAP_MUTANT = "safe-open--size-limit-off-by-one"  # one safe-open test of a few milliseconds
+
+
+def _path_without_uv(tmp: pathlib.Path) -> str:
+    """The system directories, or (on a machine with a uv of its own there) a directory holding only the
+    `patch` the pass runs, so that the no-uv case is what is tested either way."""
+    if shutil.which("uv", path=SYSTEM_PATH) is None:
+        return SYSTEM_PATH
+    bindir = tmp / "bin"
+    bindir.mkdir()
+    patch = shutil.which("patch", path=SYSTEM_PATH)
+    assert patch is not None, "the mutation pass needs patch(1) (ci/bootstrap installs it)"
+    (bindir / "patch").symlink_to(patch)
+    return str(bindir)
+
+
+@pytest.mark.parametrize("uv", ["tool-venv", "none"])
+def test_the_pass_runs_a_mutant_with_only_the_system_directories_on_path(scratch_repo: pathlib.Path,
+                                                                          uv: str) -> None:
+    """A checkout-shaped copy holding the pass, safe-open and one of its mutants: with the tool venv's uv
+    (linked into the copy's .cache/tools/venv) and with none anywhere, the pass makes its venv, installs the
+    package and kills the mutant."""
+    for name in ("mutants.py", "workspace.py", "mutant_signal.py"):
+        shutil.copy(REPO / "ci" / name, scratch_repo / "ci" / name)
+    shutil.copytree(REPO / "packages" / "safe-open", scratch_repo / "packages" / "safe-open",
+                    ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    (scratch_repo / "mutants").mkdir()
+    shutil.copy(REPO / "mutants" / f"{CHEAP_MUTANT}.patch", scratch_repo / "mutants")
+    path = SYSTEM_PATH
+    if uv == "tool-venv":
+        real = REPO / ".cache" / "tools" / "venv" / "bin" / "uv"
+        if not os.access(real, os.X_OK):
+            pytest.fail(f"no uv in the tool venv {real.parent}: run bash ci/bootstrap first")
+        bindir = scratch_repo / ".cache" / "tools" / "venv" / "bin"
+        bindir.mkdir(parents=True)
+        (bindir / "uv").symlink_to(real.resolve())
+        said = f"venvs made with {bindir / 'uv'}"
+    else:
+        path = _path_without_uv(scratch_repo)
+        said = "venvs made with the venv module and pip (no uv in the tool venv or on PATH)"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV")}
+    env["PATH"] = path
+    done = subprocess.run([sys.executable, str(scratch_repo / "ci" / "mutants.py"), CHEAP_MUTANT],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=scratch_repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert said in done.stdout.splitlines()[0], done.stdout
+    assert done.stdout.splitlines()[-1].startswith("mutants: 1 killed"), done.stdout
+
+
+def test_nox_s_mutants_runs_with_only_the_system_directories_on_path(tmp_path: pathlib.Path) -> None:
+    """The session itself, as `bash ci/test` runs it: the tool venv's nox, no uv on PATH, one mutant."""
+    nox = REPO / ".cache" / "tools" / "venv" / "bin" / "nox"
+    if not os.access(nox, os.X_OK):
+        pytest.fail(f"no nox in the tool venv {nox.parent}: run bash ci/bootstrap first")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "UV") and not k.startswith("NOX_")}
+    env["PATH"] = SYSTEM_PATH
+    done = subprocess.run([str(nox), "-f", str(REPO / "noxfile.py"), "--envdir", str(tmp_path / "nox"),
+                           "-s", "mutants", "--", CHEAP_MUTANT], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=REPO)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "FileNotFoundError" not in out
+    assert "mutants: 1 killed" in out and "Session mutants was successful" in out, out
