@@ -139,14 +139,14 @@ class ControllerClient:
     async def connect(cls, socket_path: str, *, ping_interval: float | None = DEFAULT_PING_INTERVAL,
                       grant: str | None = None) -> ControllerClient:
         """Open one connection to the controller at `socket_path` (not yet observing: call `observe`), and
-        with `grant` say hello naming it (module rule 8). Raises what ``asyncio.open_unix_connection``
+        with `grant` say the seed's hello naming it (module rule 8; `granted` then holds its reply: grant,
+        operations, scope, scopeHolds). Raises what ``asyncio.open_unix_connection``
         raises (FileNotFoundError, ConnectionRefusedError, PermissionError, ...), then nothing is left
         open; with a grant, `RemoteRefusal` (``grant``, ``unsupported-capability``, ``channel``) after
         closing the connection. Cancellation: likewise."""
         client = cls(socket_path, ping_interval=ping_interval, grant=grant)
-        await client._open(socket_path)
         try:
-            await client._say_hello()
+            await client._open(socket_path)
         except BaseException:
             await client.aclose()
             raise
@@ -177,7 +177,6 @@ class ControllerClient:
         if socket_path is not None:
             self._socket_path = socket_path
         await self._open(self._socket_path)
-        await self._say_hello()
         self._state.newly_unknown = []
         observed = await self.observe()
         changed = before is not None and observed.incarnation != before
@@ -274,26 +273,6 @@ class ControllerClient:
 
     # -- the protocol's methods -----------------------------------------------------------------------
 
-    async def hello(self, grant: str, *, transport: str | None = None) -> Mapping[str, Any]:
-        """Say the seed's hello naming `grant`: it must be this connection's first request. Returns the
-        reply (``grant``, ``operations``, ``scope``, ``scopeHolds``, ``connection``); raises `RemoteRefusal`
-        ``grant`` (no such grant of this uid's), ``malformed`` (not the first request),
-        ``unsupported-capability`` (a transport not served). Prefer ``connect(..., grant=...)``, which says
-        it on every connection of the client."""
-        conn = self._live_connection()
-        params: dict[str, Any] = {"grant": grant}
-        if transport is not None:
-            params["transport"] = transport
-        result = await conn.call("hello", params)
-        if not isinstance(result, Mapping):
-            raise RemoteProtocolError(None, "the hello result is not an object")
-        self.granted = result
-        return result
-
-    async def _say_hello(self) -> None:
-        if self._grant is not None:
-            await self.hello(self._grant)
-
     async def observe(self, cursor: str | None = None, *, limit: int | None = None) -> Observed:
         """Subscribe this connection to the live stream (its first call) and read a history page: the
         first page of the current branch, or the page `cursor` names. The first observe of a connection
@@ -323,7 +302,7 @@ class ControllerClient:
         Raises what `connect` and `observe` raise; `RemoteProtocolError` when the pages do not end. Cancellation:
         the side connection is closed; nothing of this client changes."""
         self._state.check_open()
-        side = await ControllerClient.connect(self._socket_path, ping_interval=None)
+        side = await ControllerClient.connect(self._socket_path, ping_interval=None, grant=self._grant)
         try:
             first = await side.observe()
             results = [first.history]
@@ -509,3 +488,13 @@ class ControllerClient:
         conn = await WireConnection.open(path, self._connections + 1, self._state, ping_interval=self._ping_interval)
         self._connections += 1
         self._conn = self._state.current = conn
+        if self._grant is None:
+            return
+        try:  # module rule 8: the hello first, on every connection; a refused one leaves no connection open
+            result = await conn.call("hello", {"grant": self._grant})
+            if not isinstance(result, Mapping):
+                raise RemoteProtocolError(None, "the hello result is not an object")
+        except BaseException:
+            await conn.close("hello refused")
+            raise
+        self.granted = result

@@ -250,7 +250,7 @@ def _request(value: Any) -> ParsedRequest | RequestError:
         if allowed is not None and got not in allowed:
             return _bad_param(rpc_id, method, name, f"must be one of {sorted(allowed)}")
         bounds = RANGES.get((method, name))
-        if bounds is not None and not bounds[0] <= got <= bounds[1]:
+        if bounds is not None and isinstance(got, int) and not bounds[0] <= got <= bounds[1]:
             return _bad_param(rpc_id, method, name, f"must be from {bounds[0]} to {bounds[1]}")
     return ParsedRequest(rpc_id, method, MappingProxyType(params))
 
