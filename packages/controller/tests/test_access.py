@@ -64,6 +64,7 @@ def test_every_method_needs_one_operation_of_the_six_and_ping_needs_only_a_conne
     assert required_operations("issue-confirmation", {"operation": "recover"}) == ("recover",)
     assert required_operations("answer-confirmation", {}, "force-stop") == ("force-stop",)
     assert required_operations("answer-confirmation", {}, None) == ("force-stop", "recover")  # fail closed
+    assert required_operations("approval", {}) == ("unlisted:approval",)  # not in the table: no grant holds it
 
 
 @pytest.mark.parametrize("method", sorted(set(PARAMS) - {"ping"}))

@@ -394,8 +394,9 @@ def required_operations(method: str, params: Mapping[str, Any], served: str | No
     """The operations any one of which lets a connection call `method` with `params` (rule 4): one
     operation, or () when a connection is enough. `served` is, for answer-confirmation, the operation of
     the confirmation it names when that is one of this connection's (None: any confirmable operation).
-    Raises KeyError for a method the table lacks (the server validated the method: a bug)."""
-    needed = METHOD_OPERATIONS[method]
+    A method the table lacks (one the server passes on unchecked, `UNVERIFIED_METHODS`, which the gate
+    refuses before this) needs an operation no grant holds, ``unlisted:<method>``: fail closed."""
+    needed = METHOD_OPERATIONS.get(method, f"unlisted:{method}")
     if needed is None:
         return ()
     if needed != SERVED:
