@@ -187,6 +187,7 @@ def claude_smoke(session: nox.Session) -> None:
 # Each benchmark: (package, script under packages/<package>/, arguments). Numbers are ratios against a
 # floor the script measures in the same run; nothing here asserts a time.
 BENCHMARKS: list[tuple[str, str, list[str]]] = [
+    ("pi-format", "bench/bench_memory.py", []),
     ("chat-pages", "bench/bench_reader.py", ["--repeat", "3"]),
     ("chat-pages", "bench/bench_load.py", []),
     ("safe-open", "bench/bench_import.py", []),

@@ -10,24 +10,30 @@ For each mutant file (a header, then a unified diff relative to the repository r
 
 the pass works in one scratch copy of the tree (never in the checkout), with one virtualenv per package
 holding an *editable* install of that package and its declared Mosaic packages from the scratch copy, so
-a patch applied to the scratch sources is what the tests import. Then:
+a patch applied to the scratch sources is what the tests import (made with the tool venv's uv by its path,
+else a uv on PATH, else the venv module and pip: `venv_commands`). Then:
 
 1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing;
    checked once per package for all its named tests together);
 2. the patch must apply cleanly (`patch -p1 --fuzz=0`: its context exactly as in the tree, a line offset
    allowed), else the mutant is an error;
-3. the named tests run again, with the `mutant_signal` plugin (ci/mutant_signal.py) recording how each
-   failed. The mutant is killed only when a named test failed in its call phase on an assertion
-   (`AssertionError` or pytest's `Failed`: a `pytest.raises` that saw nothing, `pytest.fail`) or on the
-   exception the mutant's `signal:` line declares as what the mutation is expected to raise. A failure on
-   any other exception (the mutant crashed the code before the test's assertion could run) is
-   "CRASHED", not a kill. Exit 0 means it survived; any other exit (no such test, collection error) is an
-   error, never a kill;
+3. the named tests run again (all of them: one test's crash never hides another's assertion), with the
+   `mutant_signal` plugin (ci/mutant_signal.py) recording how each failed and where. The mutant is killed
+   only when a named test failed in its call phase on an assertion (`AssertionError` or pytest's `Failed`:
+   a `pytest.raises` that saw nothing, `pytest.fail`) raised in the suite's own code (the raising frame's
+   file is in packages/<package>/<suite>/: a test or a helper of the suite) and not in place of a timeout,
+   or on the exception the mutant's `signal:` line declares (reported apart). Otherwise:
+   - "HUNG": a wait ran out: a TimeoutError, the AssertionError a harness raised while handling one, or
+     the named tests still running after TEST_TIMEOUT_S. The mutation stopped something from happening in
+     time, which asserts no rule;
+   - "CRASHED": anything else: an `assert` in the product (or a package's `testing` module), an exception
+     the code raised before the test's assertion could run, a failure in setup or teardown.
+   Exit 0 means it survived; any other exit (no such test, collection error) is an error, never a kill;
 4. the patch is reverted before the next mutant.
 
-It prints a table (mutant, package, brief, killed by, result, time) and exits 1 if any mutant survived
-or errored. `python ci/mutants.py STEM...` runs only the named mutants; `--jobs N` (default: the CPU count,
-at most 2) runs the mutants of the unit suites on N scratch copies side by side, each copy patched by one
+It prints a table (mutant, package, brief, killed by, result, time) and a count of each result, and exits 1
+unless every mutant was killed. `python ci/mutants.py STEM...` runs only the named mutants; `--jobs N`
+(default: the CPU count, at most 2) runs the mutants of the unit suites on N scratch copies side by side, each copy patched by one
 mutant at a time. The mutants whose killers are in a cohort suite (`tests_cohort`: real cgroups, a systemd
 sandbox) run after them, one at a time, so that two labs never share the machine's cgroup tree at once.
 """
@@ -50,6 +56,7 @@ import workspace
 
 MUTANTS_DIR = workspace.ROOT / "mutants"
 TEST_TIMEOUT_S = 600
+TIMED_OUT = -9  # the returncode of a pytest run killed at TEST_TIMEOUT_S
 COPY_IGNORE = shutil.ignore_patterns(".git", ".nox", ".cache", "node_modules", "__pycache__", ".hypothesis",
                                      "*.pyc", ".venv")
 
@@ -83,7 +90,7 @@ def suite_of(killers: list[str]) -> str:
 
 @dataclasses.dataclass
 class Outcome:
-    result: str  # killed | SURVIVED | CRASHED | ERROR
+    result: str  # killed | SURVIVED | CRASHED | HUNG | ERROR
     detail: str
     seconds: float
 
@@ -105,18 +112,56 @@ def parse(path: pathlib.Path) -> Mutant:
     return Mutant(path, fields["mutant"], fields["brief"], fields["package"], killers, signals)
 
 
-def classify(signals_file: pathlib.Path, declared: tuple[str, ...]) -> tuple[bool, str]:
-    """(killed, detail) from the failures the plugin recorded: killed when some named test failed in its
-    call phase on an assertion or on a declared signal."""
+def classify(signals_file: pathlib.Path, declared: tuple[str, ...]) -> tuple[str, str]:
+    """(result, detail) from the failures the plugin recorded (ci/mutant_signal.py):
+
+    - "killed": some named test failed in its call phase on an assertion raised in the suite's own code (a
+      test or a helper module of its directory), not while handling a timeout; or on an exception the
+      mutant's `signal:` line declares;
+    - "HUNG": no such failure, and one was a wait that ran out (a TimeoutError, or an AssertionError a wait
+      raised in its place): the mutant stopped something from happening in time, which asserts no rule;
+    - "CRASHED": any other failure: an `assert` in the product (or in a package's `testing` module), an
+      exception the code under test raised, a failure in setup or teardown.
+    """
     failures = []
     if signals_file.exists():
         failures = [json.loads(line) for line in signals_file.read_text().splitlines() if line.strip()]
-    by_assertion = [f for f in failures if f["when"] == "call" and (f.get("assertion") or f["type"] in declared)]
-    if by_assertion:
-        return True, ""
     if not failures:
-        return False, "pytest failed but recorded no failed test"
-    return False, "; ".join(f"{f['nodeid']} failed in {f['when']} on {f['type']}" for f in failures)
+        return "CRASHED", "pytest failed but recorded no failed test"
+    calls = [f for f in failures if f["when"] == "call"]
+    if any(f.get("assertion") and f.get("in_suite") and not f.get("timeout") for f in calls):
+        return "killed", ""
+    for f in calls:
+        if f["type"] in declared:
+            return "killed", f"by its declared signal {f['type']} at {f.get('raised_at') or '?'}"
+
+    def why(f: dict[str, object]) -> str:
+        if f["when"] != "call":
+            return f"failed in {f['when']} on {f['type']}"
+        if f.get("timeout"):
+            return f"a wait ran out ({f['type']})"
+        if f.get("assertion"):
+            return f"an assertion outside the suite ({f['type']})"
+        return f"the code raised {f['type']}"
+
+    detail = "; ".join(f"{f['nodeid']}: {why(f)} at {f.get('raised_at') or '?'}" for f in failures)
+    if any(f.get("timeout") for f in failures):
+        return "HUNG", detail
+    return "CRASHED", detail
+
+
+def venv_commands(venv: pathlib.Path) -> tuple[list[str], list[str]]:
+    """How to make a package's venv and install into it (the install command takes the requirements after
+    it): with uv by its path (the tool venv's, else one on PATH: `workspace.tool`), never by bare name, since
+    nox puts only the session's venv on PATH; where there is no uv at all, with the venv module and pip, as
+    the noxfile's `uv|virtualenv` backend falls back."""
+    python = str(venv / "bin" / "python")
+    uv = workspace.tool("uv")
+    if uv is not None:
+        return ([uv, "venv", "-q", "--python", sys.executable, str(venv)],
+                [uv, "pip", "install", "-q", "--python", python])
+    return ([sys.executable, "-m", "venv", str(venv)],
+            [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"])
 
 
 def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
@@ -135,18 +180,20 @@ class Scratch:
     def python(self, package: str) -> pathlib.Path:
         if package not in self.venvs:
             venv = self.dir / f"venv-{package}"
-            out = _run(["uv", "venv", "-q", "--python", sys.executable, str(venv)])
+            python = venv / "bin" / "python"
+            make, install = venv_commands(venv)
+            out = _run(make)
             if out.returncode:
-                raise SystemExit(f"uv venv failed for {package}:\n{out.stderr}")
+                raise SystemExit(f"{' '.join(make[:3])} failed for {package}:\n{out.stderr}")
             pkgs = self.tree / "packages"
             args: list[str] = []
             for dep in workspace.closure(package):
                 spec = str(pkgs / dep) + ("[test]" if dep == package else "")
                 args += ["-e", spec]
-            out = _run(["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *args])
+            out = _run([*install, *args])
             if out.returncode:
                 raise SystemExit(f"installing {package} for the mutation pass failed:\n{out.stderr}")
-            self.venvs[package] = venv / "bin" / "python"
+            self.venvs[package] = python
         return self.venvs[package]
 
     def pytest(self, package: str, killed_by: list[str],
@@ -157,12 +204,15 @@ class Scratch:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.tree / "ci"), env.get("PYTHONPATH", "")) if p)
         if signals_file is not None:
             env["MOSAIC_MUTANT_SIGNALS"] = str(signals_file)
-        cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-p", "mutant_signal", "-x", "-q",
+        # The baseline stops at its first failure; a mutated run runs every named test, so that one test's
+        # crash never hides another's assertion.
+        first = ["-x"] if signals_file is None else []
+        cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-p", "mutant_signal", *first, "-q",
                "--import-mode=importlib", "--rootdir", str(pkg_dir / suite_of(killed_by)), *ids]
         try:
             return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
-            return subprocess.CompletedProcess(cmd, -9, str(exc.stdout or ""), f"timeout after {TEST_TIMEOUT_S}s")
+            return subprocess.CompletedProcess(cmd, TIMED_OUT, str(exc.stdout or ""), f"timeout after {TEST_TIMEOUT_S}s")
 
     def patch(self, mutant: Mutant, *, reverse: bool = False, dry: bool = False) -> subprocess.CompletedProcess[str]:
         cmd = ["patch", "-p1", "--fuzz=0", "--batch", "--forward", "-s", "-d", str(self.tree), "-i", str(mutant.path)]
@@ -204,10 +254,12 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: bool) -> Outcome:
             raise SystemExit(f"could not revert {mutant.path.name}; scratch tree left at {scratch.tree}")
     took = time.monotonic() - start
     if mutated.returncode == 1:
-        killed, detail = classify(signals_file, mutant.signals)
-        if killed:
-            return Outcome("killed", "", took)
-        return Outcome("CRASHED", "crashed, not killed: " + detail + "\n" + _tail(mutated), took)
+        result, detail = classify(signals_file, mutant.signals)
+        if result == "killed":
+            return Outcome("killed", detail, took)
+        return Outcome(result, f"{result.lower()}, not killed: {detail}\n{_tail(mutated)}", took)
+    if mutated.returncode == TIMED_OUT:
+        return Outcome("HUNG", f"hung, not killed: the named tests ran past {TEST_TIMEOUT_S}s", took)
     if mutated.returncode == 0:
         return Outcome("SURVIVED", "the named tests pass with the mutation applied", took)
     return Outcome("ERROR", f"pytest exit {mutated.returncode} (not a test failure):\n" + _tail(mutated), took)
@@ -283,7 +335,9 @@ def main(argv: list[str]) -> int:
     scratches = [Scratch() for _ in range(jobs)]
     scratch = scratches[0]
     rows: list[tuple[Mutant, Outcome]] = []
-    print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}", flush=True)
+    uv = workspace.tool("uv")
+    print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}; venvs made with "
+          + (uv if uv is not None else "the venv module and pip (no uv in the tool venv or on PATH)"), flush=True)
     try:
         # Baseline once per package: every named test passes on the unpatched copy. Only when that
         # fails are the mutants of that package checked one by one, to name the test that fails anyway.
@@ -307,9 +361,12 @@ def main(argv: list[str]) -> int:
         print(f"{m.stem.ljust(width)}  {m.package:<17} {m.brief:<5} {out.result:<8} {out.seconds:6.1f}s  "
               f"{', '.join(m.killed_by)}")
     bad = [m.stem for m, out in rows if out.result != "killed"]
-    crashed = sum(1 for _, out in rows if out.result == "CRASHED")
-    print(f"\nmutants: {len(rows) - len(bad)} killed (each by an assertion or its declared signal), "
-          f"{len(bad)} not killed ({crashed} crashed)")
+    count = {r: sum(1 for _, out in rows if out.result == r) for r in ("SURVIVED", "CRASHED", "HUNG", "ERROR")}
+    by_signal = sum(1 for _, out in rows if out.result == "killed" and out.detail)
+    print(f"\nmutants: {len(rows) - len(bad)} killed ({len(rows) - len(bad) - by_signal} by a test's assertion, "
+          f"{by_signal} by their declared signal), "
+          f"{len(bad)} not killed ({count['SURVIVED']} survived, {count['CRASHED']} crashed, "
+          f"{count['HUNG']} hung, {count['ERROR']} errors)")
     return 1 if bad else 0
 
 

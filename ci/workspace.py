@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -17,6 +18,16 @@ TOOLS_BIN = ROOT / ".cache" / "tools" / "venv" / "bin"
 # How many things the test command's scripts run side by side unless told (`--jobs N`): the CPU count, at
 # most 2 (ci/run_sessions.py's lanes, ci/mutants.py's scratch copies).
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)
+
+
+def tool(name: str) -> str | None:
+    """The path of the tool `name` (uv, nox) to run: the tool venv's, which is never on a session's PATH
+    (nox puts only the session's own venv there), else one on PATH; None when there is neither. A script
+    never runs these by bare name: on a machine whose only uv is the tool venv's, that is FileNotFoundError."""
+    found = TOOLS_BIN / name
+    if os.access(found, os.X_OK) and found.is_file():
+        return str(found)
+    return shutil.which(name)
 
 
 def split_jobs(argv: list[str]) -> tuple[str | None, list[str]]:

@@ -100,3 +100,36 @@ def test_a_tool_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(scratch_
     assert done.stderr.splitlines()[-1] == (f"bootstrap: {broken} could not make the tool venv .cache/tools/venv "
                                             "(above): apt-get install python3.11-venv, then run again")
     assert not (scratch_repo / ".cache" / "tools" / "venv").exists()
+
+
+# The tools that live only in the tool venv (ci/requirements.txt): a script that runs one of them by bare name
+# works only where the machine has one of its own on PATH (issue 26, item 1: `uv` in ci/mutants.py).
+TOOL_VENV_ONLY = {"nox", "uv", "uvx"}
+
+
+def _bare_tool_calls(path: Path) -> list[str]:
+    """Each argv literal in `path` (a list or tuple of strings, as subprocess takes) whose program is one of
+    the tool venv's tools by bare name, as "file:line name"."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+            first = node.elts[0]
+            if isinstance(first, ast.Constant) and first.value in TOOL_VENV_ONLY and len(node.elts) > 1:
+                found.append(f"{path.name}:{node.lineno} {first.value}")
+    return found
+
+
+def test_no_ci_script_runs_a_tool_venv_tool_by_bare_name(tmp_path: Path) -> None:
+    scripts = [p for p in sorted((REPO / "ci").glob("**/*.py")) if p.relative_to(REPO / "ci").parts[0] != "tests"]
+    scripts.append(REPO / "noxfile.py")
+    assert [x for p in scripts for x in _bare_tool_calls(p)] == []
+    # The check sees what it is for: the call issue 26 found.
+    old = tmp_path / "old.py"
+    old.write_text('out = _run(["uv", "venv", "-q", "--python", sys.executable, str(venv)])\n')
+    assert _bare_tool_calls(old) == ["old.py:1 uv"]
+    for shell in ("test", "main", "bootstrap"):
+        text = (REPO / "ci" / shell).read_text()
+        lines = [x for x in text.splitlines() if not x.lstrip().startswith("#")]
+        assert not [x for x in lines if x.lstrip().startswith(("uv ", "nox ", "exec nox", "exec uv"))], shell

@@ -1,57 +1,88 @@
-"""The mutation pass counts a kill only when a named test failed on an assertion (or the mutant's declared
-signal): a mutant that crashes the code before the test's assertion runs is "crashed", not killed."""
+"""The mutation pass counts a kill only when a named test failed on an assertion raised in the suite's own code
+(or on the mutant's declared signal): an assert in the product, or an exception the code raised, is "crashed";
+a wait that ran out (a TimeoutError, or the AssertionError a harness raised in its place) is "hung"; neither is
+a kill (issue 26, item 3). And the pass runs on a machine whose only uv is the tool venv's (item 1)."""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import shutil
+import subprocess
 import sys
+
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import mutants  # noqa: E402
 
 
-def _signals(tmp_path: pathlib.Path, *rows: dict[str, str]) -> pathlib.Path:
+def _signals(tmp_path: pathlib.Path, *rows: dict[str, object]) -> pathlib.Path:
     path = tmp_path / "signals.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
-def test_an_assertion_in_the_call_phase_is_a_kill(tmp_path: pathlib.Path) -> None:
-    f = _signals(tmp_path, {"nodeid": "t::a", "when": "call", "type": "builtins.AssertionError",
-                                  "assertion": True})
-    assert mutants.classify(f, ()) == (True, "")
+def _row(**kw: object) -> dict[str, object]:
+    """A failure as the plugin records it: by default a test's own assertion, in its call phase."""
+    return {"nodeid": "t::a", "when": "call", "type": "builtins.AssertionError", "assertion": True,
+            "raised_at": "/s/tests/test_a.py:3 test_a", "in_suite": True, "timeout": False, **kw}
+
+
+def test_an_assertion_in_the_suites_code_in_the_call_phase_is_a_kill(tmp_path: pathlib.Path) -> None:
+    assert mutants.classify(_signals(tmp_path, _row()), ()) == ("killed", "")
 
 
 def test_pytest_raises_that_saw_nothing_is_a_kill(tmp_path: pathlib.Path) -> None:
-    f = _signals(tmp_path, {"nodeid": "t::a", "when": "call", "type": "builtins.Failed",
-                                  "assertion": True})
-    assert mutants.classify(f, ())[0] is True
+    assert mutants.classify(_signals(tmp_path, _row(type="builtins.Failed")), ())[0] == "killed"
+
+
+def test_an_assert_in_the_product_is_crashed_never_a_kill(tmp_path: pathlib.Path) -> None:
+    """Issue 26, item 3: the O5 row deleted from OVERLAP_SIGNALS failed only the product's own `assert
+    signal in OVERLAP_SIGNALS`."""
+    f = _signals(tmp_path, _row(in_suite=False, raised_at="/s/src/mosaic/controller/_core_engine.py:146 overlap"))
+    result, detail = mutants.classify(f, ())
+    assert result == "CRASHED" and "an assertion outside the suite" in detail and "_core_engine.py:146" in detail
+
+
+def test_a_harness_wait_that_turned_its_timeout_into_an_assertion_is_hung_never_a_kill(
+        tmp_path: pathlib.Path) -> None:
+    f = _signals(tmp_path, _row(timeout=True))
+    result, detail = mutants.classify(f, ())
+    assert result == "HUNG" and "a wait ran out" in detail
+
+
+def test_a_timeout_error_is_hung(tmp_path: pathlib.Path) -> None:
+    f = _signals(tmp_path, _row(type="builtins.TimeoutError", assertion=False, timeout=True))
+    assert mutants.classify(f, ())[0] == "HUNG"
 
 
 def test_another_exception_is_crashed_not_killed(tmp_path: pathlib.Path) -> None:
-    f = _signals(tmp_path, {"nodeid": "t::a", "when": "call", "type": "mosaic.pi_rpc._link.LinkPoisoned",
-                                  "assertion": False})
-    killed, detail = mutants.classify(f, ())
-    assert killed is False and "LinkPoisoned" in detail
+    f = _signals(tmp_path, _row(type="mosaic.pi_rpc._link.LinkPoisoned", assertion=False, in_suite=False))
+    result, detail = mutants.classify(f, ())
+    assert result == "CRASHED" and "LinkPoisoned" in detail
 
 
-def test_a_declared_signal_is_a_kill(tmp_path: pathlib.Path) -> None:
-    f = _signals(tmp_path, {"nodeid": "t::a", "when": "call", "type": "builtins.TimeoutError",
-                                  "assertion": False})
-    assert mutants.classify(f, ("builtins.TimeoutError",))[0] is True
-    assert mutants.classify(f, ())[0] is False
+def test_one_test_assertion_among_other_failures_is_a_kill(tmp_path: pathlib.Path) -> None:
+    f = _signals(tmp_path, _row(nodeid="t::b", timeout=True), _row(in_suite=False), _row())
+    assert mutants.classify(f, ())[0] == "killed"
+
+
+def test_a_declared_signal_is_a_kill_and_says_so(tmp_path: pathlib.Path) -> None:
+    f = _signals(tmp_path, _row(type="builtins.ValueError", assertion=False, in_suite=False))
+    result, detail = mutants.classify(f, ("builtins.ValueError",))
+    assert result == "killed" and detail.startswith("by its declared signal builtins.ValueError")
+    assert mutants.classify(f, ())[0] == "CRASHED"
 
 
 def test_a_failure_in_setup_is_not_a_kill(tmp_path: pathlib.Path) -> None:
-    f = _signals(tmp_path, {"nodeid": "t::a", "when": "setup", "type": "builtins.AssertionError",
-                                  "assertion": True})
-    assert mutants.classify(f, ())[0] is False
+    assert mutants.classify(_signals(tmp_path, _row(when="setup")), ())[0] == "CRASHED"
 
 
 def test_no_recorded_failure_is_not_a_kill(tmp_path: pathlib.Path) -> None:
-    assert mutants.classify(tmp_path / "absent.jsonl", ()) == (False, "pytest failed but recorded no failed test")
+    assert mutants.classify(tmp_path / "absent.jsonl", ()) == ("CRASHED", "pytest failed but recorded no failed test")
 
 
 def test_the_signal_header_is_parsed(tmp_path: pathlib.Path) -> None:
@@ -61,24 +92,48 @@ def test_the_signal_header_is_parsed(tmp_path: pathlib.Path) -> None:
     assert mutants.parse(p).signals == ("builtins.TimeoutError",)
 
 
-def test_the_plugin_marks_assert_and_pytest_raises_as_assertions_and_nothing_else(tmp_path: pathlib.Path) -> None:
-    """The plugin itself, in a pytest run of three failing tests."""
-    import subprocess
-
-    (tmp_path / "test_x.py").write_text(
-        "import pytest\n"
+def test_the_plugin_records_the_raising_frame_and_a_timeout_behind_an_assertion(tmp_path: pathlib.Path) -> None:
+    """The plugin itself, in a pytest run of failing tests whose rootdir is their suite's directory: an assert
+    and a `pytest.raises` that saw nothing in the test (its frame, not pytest's), an assert in a module outside
+    the suite (the product), a wait that catches its TimeoutError and raises AssertionError, a TimeoutError."""
+    suite = tmp_path / "tests"
+    suite.mkdir()
+    product = tmp_path / "product"
+    product.mkdir()
+    (product / "prod.py").write_text("def check(x):\n    assert x in ('O1',)\n")
+    (suite / "test_x.py").write_text(
+        "import sys, pytest\n"
+        f"sys.path.insert(0, {str(product)!r})\n"
+        "import prod\n"
         "def test_assert():\n    assert 1 == 2\n"
         "def test_raises():\n    with pytest.raises(KeyError):\n        pass\n"
-        "def test_crash():\n    raise TimeoutError('no')\n")
+        "def test_product_assert():\n    prod.check('O5')\n"
+        "def wait():\n    try:\n        raise TimeoutError('no')\n    except TimeoutError:\n"
+        "        raise AssertionError('never came') from None\n"
+        "def test_wait():\n    wait()\n"
+        "def test_timeout():\n    raise TimeoutError('no')\n")
     out = tmp_path / "signals.jsonl"
-    env = {**__import__("os").environ, "MOSAIC_MUTANT_SIGNALS": str(out),
+    env = {**os.environ, "MOSAIC_MUTANT_SIGNALS": str(out),
            "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1])}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutant_signal",
-                           str(tmp_path / "test_x.py")], env=env, capture_output=True, text=True, cwd=tmp_path)
+                           "--rootdir", str(suite), str(suite / "test_x.py")], env=env, capture_output=True,
+                          text=True, cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rows = {r["nodeid"].split("::")[-1]: r for r in map(json.loads, out.read_text().splitlines())}
-    assert rows["test_assert"]["assertion"] is True and rows["test_raises"]["assertion"] is True
-    assert rows["test_crash"]["assertion"] is False and rows["test_crash"]["type"] == "builtins.TimeoutError"
+    assert rows["test_assert"]["assertion"] and rows["test_assert"]["in_suite"] and not rows["test_assert"]["timeout"]
+    assert rows["test_assert"]["raised_at"] == f"{suite / 'test_x.py'}:5 test_assert"
+    assert rows["test_raises"]["assertion"] and rows["test_raises"]["in_suite"]
+    assert rows["test_raises"]["raised_at"].endswith("test_x.py:7 test_raises")  # not inside pytest
+    assert rows["test_product_assert"]["assertion"] and not rows["test_product_assert"]["in_suite"]
+    assert rows["test_product_assert"]["raised_at"] == f"{product / 'prod.py'}:2 check"
+    assert rows["test_wait"]["assertion"] and rows["test_wait"]["in_suite"] and rows["test_wait"]["timeout"]
+    assert rows["test_timeout"]["type"] == "builtins.TimeoutError" and rows["test_timeout"]["timeout"]
+    judged = {}
+    for name, row in rows.items():
+        (tmp_path / name).mkdir()
+        judged[name] = mutants.classify(_signals(tmp_path / name, row), ())[0]
+    assert judged == {"test_assert": "killed", "test_raises": "killed", "test_product_assert": "CRASHED",
+                      "test_wait": "HUNG", "test_timeout": "HUNG"}
 
 
 def test_jobs_are_read_from_the_arguments_and_the_rest_are_mutant_names() -> None:
@@ -91,3 +146,74 @@ def test_jobs_are_read_from_the_arguments_and_the_rest_are_mutant_names() -> Non
 
 def test_the_cohort_suites_mutants_run_one_at_a_time() -> None:
     assert "tests_cohort" in mutants.SERIAL_SUITES
+
+
+# Issue 26, item 1: the pass makes its venvs with the tool venv's uv by its path (nox puts only the session's
+# venv on PATH, and ci/bootstrap's uv lives in .cache/tools/venv), or with the venv module and pip where there
+# is no uv at all; never `uv` by bare name. Each run below has only the system directories on PATH.
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+CHEAP_MUTANT = "safe-open--size-limit-off-by-one"  # one safe-open test of a few milliseconds
+
+
+def _path_without_uv(tmp: pathlib.Path) -> str:
+    """The system directories, or (on a machine with a uv of its own there) a directory holding only the
+    `patch` the pass runs, so that the no-uv case is what is tested either way."""
+    if shutil.which("uv", path=SYSTEM_PATH) is None:
+        return SYSTEM_PATH
+    bindir = tmp / "bin"
+    bindir.mkdir()
+    patch = shutil.which("patch", path=SYSTEM_PATH)
+    assert patch is not None, "the mutation pass needs patch(1) (ci/bootstrap installs it)"
+    (bindir / "patch").symlink_to(patch)
+    return str(bindir)
+
+
+@pytest.mark.parametrize("uv", ["tool-venv", "none"])
+def test_the_pass_runs_a_mutant_with_only_the_system_directories_on_path(scratch_repo: pathlib.Path,
+                                                                          uv: str) -> None:
+    """A checkout-shaped copy holding the pass, safe-open and one of its mutants: with the tool venv's uv
+    (linked into the copy's .cache/tools/venv) and with none anywhere, the pass makes its venv, installs the
+    package and kills the mutant."""
+    for name in ("mutants.py", "workspace.py", "mutant_signal.py"):
+        shutil.copy(REPO / "ci" / name, scratch_repo / "ci" / name)
+    shutil.copytree(REPO / "packages" / "safe-open", scratch_repo / "packages" / "safe-open",
+                    ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    (scratch_repo / "mutants").mkdir()
+    shutil.copy(REPO / "mutants" / f"{CHEAP_MUTANT}.patch", scratch_repo / "mutants")
+    path = SYSTEM_PATH
+    if uv == "tool-venv":
+        real = REPO / ".cache" / "tools" / "venv" / "bin" / "uv"
+        if not os.access(real, os.X_OK):
+            pytest.fail(f"no uv in the tool venv {real.parent}: run bash ci/bootstrap first")
+        bindir = scratch_repo / ".cache" / "tools" / "venv" / "bin"
+        bindir.mkdir(parents=True)
+        (bindir / "uv").symlink_to(real.resolve())
+        said = f"venvs made with {bindir / 'uv'}"
+    else:
+        path = _path_without_uv(scratch_repo)
+        said = "venvs made with the venv module and pip (no uv in the tool venv or on PATH)"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV")}
+    env["PATH"] = path
+    done = subprocess.run([sys.executable, str(scratch_repo / "ci" / "mutants.py"), CHEAP_MUTANT],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=scratch_repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert said in done.stdout.splitlines()[0], done.stdout
+    assert done.stdout.splitlines()[-1].startswith("mutants: 1 killed"), done.stdout
+
+
+def test_nox_s_mutants_runs_with_only_the_system_directories_on_path(tmp_path: pathlib.Path) -> None:
+    """The session itself, as `bash ci/test` runs it: the tool venv's nox, no uv on PATH, one mutant."""
+    nox = REPO / ".cache" / "tools" / "venv" / "bin" / "nox"
+    if not os.access(nox, os.X_OK):
+        pytest.fail(f"no nox in the tool venv {nox.parent}: run bash ci/bootstrap first")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "UV") and not k.startswith("NOX_")}
+    env["PATH"] = SYSTEM_PATH
+    done = subprocess.run([str(nox), "-f", str(REPO / "noxfile.py"), "--envdir", str(tmp_path / "nox"),
+                           "-s", "mutants", "--", CHEAP_MUTANT], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=REPO)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "FileNotFoundError" not in out
+    assert "mutants: 1 killed" in out and "Session mutants was successful" in out, out

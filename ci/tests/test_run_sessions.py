@@ -10,9 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import REPO, copy_scripts
 
 sys.path.insert(0, str(REPO / "ci"))
+import run_sessions as run_sessions_module  # noqa: E402
 import workspace  # noqa: E402
 
 # A stand-in for nox: logs when each session starts and ends, prints three lines with a pause between them
@@ -120,3 +122,39 @@ def test_jobs_must_be_a_whole_number(scratch_repo: Path) -> None:
     assert done.returncode != 0 and events == []
     assert "--jobs needs a whole number of at least 1, not '0'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# Issue 26, item 1: the test command works on a machine whose only nox and uv are the tool venv's.
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def test_the_session_list_runs_with_only_the_system_directories_on_path(scratch_repo: Path) -> None:
+    """Every session of the list is started (nox by its path in the tool venv), with no nox or uv on PATH."""
+    copy_scripts(scratch_repo, "run_sessions.py", "workspace.py")
+    bindir = scratch_repo / ".cache" / "tools" / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "nox").write_text(FAKE_NOX)
+    os.chmod(bindir / "nox", 0o755)
+    log = scratch_repo / "fake.log"
+    env = {**os.environ, "PATH": SYSTEM_PATH, "FAKE_LOG": str(log), "FAIL": "", "SKIP": ""}
+    done = subprocess.run([sys.executable, str(scratch_repo / "ci" / "run_sessions.py"), "--jobs", "1"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done
+    started = [x.split()[1] for x in log.read_text().splitlines() if x.startswith("start ")]
+    assert started == run_sessions_module.SESSIONS
+
+
+def test_the_session_list_is_the_noxfiles_as_the_tool_venvs_nox_reads_it_with_only_the_system_path() -> None:
+    """`nox --list` from the tool venv with only the system directories on PATH: the noxfile loads, and its
+    sessions are exactly the test command's list (none left out, none unknown)."""
+    nox = workspace.TOOLS_BIN / "nox"
+    if not os.access(nox, os.X_OK):
+        pytest.fail(f"no nox in the tool venv {nox.parent}: run bash ci/bootstrap first")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV") and not k.startswith("NOX_")}
+    env["PATH"] = SYSTEM_PATH
+    done = subprocess.run([str(nox), "-f", str(REPO / "noxfile.py"), "--list"], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=REPO)
+    assert done.returncode == 0, done
+    # "* name -> doc" for the sessions plain `nox` selects, "- name -> doc" for the others
+    listed = [m.group(1) for m in re.finditer(r"^[*-] (\S+) -> ", done.stdout, re.M)]
+    assert sorted(listed) == sorted(run_sessions_module.SESSIONS), done.stdout

@@ -428,11 +428,12 @@ def test_K15_shim_gone_is_unavailable_and_nothing_is_signalled(lab):
 
 def test_K15_missing_engine_cgroup_is_unavailable_not_empty(lab):
     launched = lab.launch({"exit_on_eof": True})
-    launched.close_stdin()  # the engine link closes the engine's stdin: it exits on EOF
     engine = launched.ref.engine
+    # The pidfd before the EOF: once its stdin closes the engine may exit (and its pid be gone) at once.
     fd = os.pidfd_open(engine.pid)
     try:
-        select.select([fd], [], [], 20)  # the engine exits on EOF: engine/ becomes empty
+        launched.close_stdin()  # the engine link closes the engine's stdin: it exits on EOF
+        assert select.select([fd], [], [], 20)[0], "the engine did not exit within 20 s of its stdin's EOF"
     finally:
         os.close(fd)
     assert wait_unpopulated(launched.engine_path_host, 20)

@@ -95,13 +95,30 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def validator(definition: str) -> jsonschema.protocols.Validator:
+class SchemaCheck:
+    """One definition of the schema, as the tests hold results to it: `validate(instance)` fails the test with
+    an AssertionError (raised here, in the suite) naming the definition, the first violation and where it is:
+    a result that breaks the schema is a failed assertion of the test, never jsonschema's own error."""
+
+    def __init__(self, definition: str, checker: jsonschema.protocols.Validator) -> None:
+        self.definition = definition
+        self._checker = checker
+
+    def validate(self, instance: Any) -> None:
+        error = jsonschema.exceptions.best_match(self._checker.iter_errors(instance))
+        if error is not None:
+            at = "/".join(str(p) for p in error.absolute_path) or "the top"
+            message = error.message if len(error.message) <= 400 else error.message[:200] + " ... " + error.message[-200:]
+            raise AssertionError(f"not a valid #/$defs/{self.definition} at {at}: {message}")
+
+
+def validator(definition: str) -> SchemaCheck:
     full = {**SCHEMA, "$ref": f"#/$defs/{definition}"}
     cls = jsonschema.validators.validator_for(full)
     cls.check_schema(full)
     inlined = _inline({"$ref": f"#/$defs/{definition}"}, SCHEMA["$defs"])
     inlined["$schema"] = SCHEMA["$schema"]
-    return cls(inlined)  # type: ignore[no-any-return]
+    return SchemaCheck(definition, cls(inlined))
 
 
 VALIDATE = {name: validator(name) for name in ("readResult", "catalogue", "cursorRecord", "page", "part")}

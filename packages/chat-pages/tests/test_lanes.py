@@ -11,6 +11,7 @@ How much a slow parse slows the others down in time is measured in `bench/bench_
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import urllib.error
@@ -194,3 +195,55 @@ def test_a_request_names_its_lane() -> None:
     assert lane_of("/conversations/pi%2Dabc") == "pi-abc"  # the id route() resolves, percent-decoded
     with pytest.raises(ValueError):
         Lanes(0)
+
+
+def test_the_catalogue_runs_on_its_own_lane_never_on_the_conversation_pool() -> None:
+    """The catalogue has its own lane: its calls (and every call that names no conversation) run on the
+    catalogue's threads, a conversation's on the conversation pool's, whatever holds either."""
+    lanes = Lanes(workers=1, catalogue_workers=1)
+
+    async def main() -> tuple[str, str]:
+        catalogue = await lanes.run(None, lambda: threading.current_thread().name)
+        conversation = await lanes.run("pi-a", lambda: threading.current_thread().name)
+        return catalogue, conversation
+
+    try:
+        catalogue, conversation = asyncio.run(main())
+    finally:
+        lanes.close()
+    assert catalogue.startswith("chat-pages-catalogue") and conversation.startswith("chat-pages-conversation")
+
+
+def test_one_call_per_conversation_in_flight_the_others_wait_on_the_loop_not_for_a_worker() -> None:
+    """One call per conversation in flight: the calls of a conversation behind the one in flight wait on
+    the event loop, never in the pool's queue, so another conversation's call made later takes the next free
+    worker before them. One worker: a1 is held in it; a2 and a3 wait; then b1 comes. When a1 ends, b1 runs
+    first, then a2, then a3 (queued in the pool, a2 and a3 would have run before b1)."""
+    lanes = Lanes(workers=1)
+    order: list[str] = []
+    first_in, release = threading.Event(), threading.Event()
+
+    def call(name: str) -> Callable[[], str]:
+        def fn() -> str:
+            order.append(name)
+            if name == "a1":
+                first_in.set()
+                assert release.wait(BOUND), "a1 was never released"
+            return name
+        return fn
+
+    async def main() -> None:
+        a = [asyncio.create_task(lanes.run("pi-a", call(f"a{i}"))) for i in (1, 2, 3)]
+        assert await asyncio.to_thread(first_in.wait, BOUND), "a1 never reached the worker"
+        assert await asyncio.to_thread(lanes.wait_for_users, "pi-a", 3, BOUND), "a2 and a3 never came"
+        b = asyncio.create_task(lanes.run("pi-b", call("b1")))
+        assert await asyncio.to_thread(lanes.wait_for_users, "pi-b", 1, BOUND), "b1 never came"
+        release.set()
+        await asyncio.gather(*a, b)
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+        lanes.close()
+    assert order == ["a1", "b1", "a2", "a3"]

@@ -34,6 +34,7 @@ from mosaic.controller.server import SocketPathError, SocketServer
 
 ALICE = Peer(1000, 1000, 4242, (1000,))  # a uid that is not the owner; the tests grant it per case
 PARAMS_FOR = {
+    "hello": {"grant": "no-such-grant"},
     "observe": {},
     "prompt": {"generation": 1, "clientRequestId": "cr-1", "text": "hello"},
     "takeover": {"expectedGeneration": 1},
@@ -63,6 +64,7 @@ def test_every_method_needs_one_operation_of_the_six_and_ping_needs_only_a_conne
     assert required_operations("issue-confirmation", {"operation": "recover"}) == ("recover",)
     assert required_operations("answer-confirmation", {}, "force-stop") == ("force-stop",)
     assert required_operations("answer-confirmation", {}, None) == ("force-stop", "recover")  # fail closed
+    assert required_operations("approval", {}) == ("unlisted:approval",)  # not in the table: no grant holds it
 
 
 @pytest.mark.parametrize("method", sorted(set(PARAMS) - {"ping"}))
@@ -75,7 +77,7 @@ def test_the_table_walked_through_the_core_a_grant_lacking_the_methods_operation
     h.connect("a", ALICE)
     result = h.call("a", method, **PARAMS_FOR[method])
     needed = required_operations(method, PARAMS_FOR[method])
-    lacks = not ({"observe", operation} & set(needed))
+    lacks = bool(needed) and not ({"observe", operation} & set(needed))
     is_capability = isinstance(result, tuple) and result[1]["code"] == "capability"
     assert is_capability == lacks, (method, operation, result)
     assert h.engine_bytes == b""
@@ -132,6 +134,49 @@ GOOD = {"version": 1, "grants": [{"uid": 65534, "operations": ["observe"]},
                                  {"gid": 995, "operations": ["observe", "takeover", "prompt", "interrupt"]}]}
 
 
+def test_a_grant_may_have_an_id_a_hello_names_and_a_scope_of_conversations() -> None:
+    data = {"version": 1, "grants": [{"uid": 5, "operations": ["observe"], "id": "viewer", "scope": ["pi-a", "pi-b"]},
+                                     {"gid": 7, "operations": ["observe", "takeover"], "id": "team"},
+                                     {"uid": 8, "operations": ["observe"]}]}
+    grants = Grants.from_json(json.dumps(data).encode())
+    assert grants.ids == {"viewer": ("uid", 5), "team": ("gid", 7)}
+    assert grants.scopes == {("uid", 5): {"pi-a", "pi-b"}}
+    viewer = grants.named("viewer")
+    assert viewer is not None and viewer.operations == {"observe"} and viewer.scope == {"pi-a", "pi-b"}
+    assert viewer.covers("pi-a") and not viewer.covers("pi-c")
+    team = grants.named("team")
+    assert team is not None and team.scope is None and team.covers("pi-c")
+    assert grants.named("nobody") is None
+    with pytest.raises(ControlRefusal, match="no grant"):
+        Grants(users={5: frozenset({"observe"})}, ids={"x": ("uid", 6)})
+
+
+def test_admission_counts_only_the_grants_whose_scope_holds_and_a_hello_narrows_to_its_grant() -> None:
+    """`_access` rule 6: the union of the grants that cover this conversation; a peer named only by grants
+    that do not is connected with nothing (every request refused `scope`); a hello names a grant of the
+    peer's (the owner: any), whose operations the connection then has, and says whether its scope holds."""
+    grants = Grants(users={1000: frozenset({"observe", "prompt", "takeover"})},
+                    groups={50: frozenset({"observe", "interrupt"})},
+                    ids={"alice": ("uid", 1000), "team": ("gid", 50)},
+                    scopes={("uid", 1000): frozenset({"pi-a"})})
+    policy = AccessPolicy(owner=0, grants=grants)
+    alice = Peer(1000, 1000, 1, (50,))
+    assert policy.admit(alice, "pi-a") == (frozenset({"observe", "prompt", "takeover", "interrupt"}), True, None, None)
+    assert policy.admit(alice, "pi-b") == (frozenset({"observe", "interrupt"}), True, None, None)  # the group's
+    assert policy.admit(Peer(1000, 1000, 1, ()), "pi-b") == (frozenset(), False, None, None)  # named, no scope
+    assert policy.admit(Peer(2000, 2000, 1, ()), "pi-a") is None  # no grant names it: channel
+    assert policy.hello(alice, "team", "pi-b") == (frozenset({"observe", "interrupt"}), True, "team", None)
+    assert policy.hello(alice, "alice", "pi-b") == (frozenset({"observe", "prompt", "takeover"}), False, "alice",
+                                                    frozenset({"pi-a"}))
+    bob = Peer(2000, 2000, 1, (50,))
+    refusal = policy.hello(bob, "alice", "pi-a")
+    assert isinstance(refusal, ControlRefusal) and refusal.code == "grant"  # alice's grant does not name bob
+    owner = policy.hello(Peer(0, 0, 1), "alice", "pi-a")
+    assert not isinstance(owner, ControlRefusal) and owner.operations == {"observe", "prompt", "takeover"}
+    unknown = policy.hello(Peer(0, 0, 1), "zed", "pi-a")
+    assert isinstance(unknown, ControlRefusal) and unknown.code == "grant"
+
+
 def test_the_grants_file_format_decodes_to_uid_and_gid_grants() -> None:
     grants = Grants.from_json(json.dumps(GOOD).encode())
     assert grants.users == {65534: {"observe"}}
@@ -162,6 +207,13 @@ def test_the_grants_file_format_decodes_to_uid_and_gid_grants() -> None:
     (b'{"version": 1, "grants": []} {}', "extra data"),
     (b'\xff{"version": 1, "grants": []}', "utf-8"),
     (b'[]', "object"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe"], "id": "has space"}]}', "match"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe"], "id": ""}]}', "match"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe"], "id": "a"}, '
+     b'{"uid": 6, "operations": ["observe"], "id": "a"}]}', "taken already"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe"], "scope": []}]}', "length"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe"], "scope": "pi-a"}]}', "array"),
+    (b'{"version": 1, "grants": [{"uid": 5, "operations": ["observe"], "scope": ["/p/s.jsonl"]}]}', "match"),
 ])
 def test_the_grants_file_decoder_is_strict(data: bytes, says: str) -> None:
     with pytest.raises(ControlRefusal) as info:

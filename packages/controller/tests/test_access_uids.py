@@ -369,3 +369,50 @@ def test_a_prompt_grant_prompts_and_cannot_force_stop_interrupt_or_take_recovery
             await watcher.close()
 
     asyncio.run(main())
+
+
+def test_a_hello_by_another_uid_names_only_its_own_grant_and_narrows_it_never_widens(tmp_path: Path) -> None:
+    """The seed's hello with real uids (issue 26): `nobody` holds two grants, `watch` (observe) and, through
+    its supplementary group, the group's `drive` (observe, takeover, prompt); without a hello it may do their
+    union. Saying hello naming `watch` narrows the connection to observe (its takeover refused
+    `capability`); naming `drive` (its group's) allows what that grant says; naming the engine account's
+    grant, which does not name it, is refused `grant`: a hello never borrows another uid's rights."""
+    engine_uid, engine_gid = engine_account()
+    table = Grants(users={NOBODY: frozenset({"observe"}), engine_uid: frozenset({"observe", "interrupt"})},
+                   groups={engine_gid: frozenset({"observe", "takeover", "prompt"})},
+                   ids={"watch": ("uid", NOBODY), "drive": ("gid", engine_gid), "theirs": ("uid", engine_uid)})
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", grants=table) as rig:
+            path = rig.socket_path
+
+            def attempt(grant: str | None) -> Callable[[], Any]:
+                async def flow() -> dict[str, Any]:
+                    try:
+                        client = await ControllerClient.connect(path, ping_interval=None, grant=grant)
+                    except RemoteRefusal as exc:
+                        return {"hello": exc.code}
+                    try:
+                        await client.observe()
+                        try:
+                            await client.takeover()
+                            took = "taken"
+                        except RemoteRefusal as exc:
+                            took = exc.code
+                        ops = None if client.granted is None else client.granted["operations"]
+                        return {"hello": "ok", "operations": ops, "takeover": took}
+                    finally:
+                        await client.aclose()
+                return library(flow)
+
+            nobody = As(NOBODY, NOGROUP, (engine_gid,))
+            watched, _ = await as_peer(nobody, attempt("watch"))
+            driven, _ = await as_peer(nobody, attempt("drive"))
+            borrowed, _ = await as_peer(nobody, attempt("theirs"))
+            plain, _ = await as_peer(nobody, attempt(None))
+            assert watched == {"hello": "ok", "operations": ["observe"], "takeover": "capability"}
+            assert driven == {"hello": "ok", "operations": ["observe", "prompt", "takeover"], "takeover": "taken"}
+            assert borrowed == {"hello": "grant"}
+            assert plain["hello"] == "ok" and plain["operations"] is None and plain["takeover"] == "taken"
+
+    asyncio.run(main())

@@ -122,6 +122,25 @@ def _observe_only() -> Arranged:
     return h, lambda text: h.prompt("a", text)
 
 
+def _hello_after_a_request() -> Arranged:
+    h, _ = _controlled()  # observe and takeover came first: a hello now is not the first message
+    return h, lambda text: h.call("c1", "hello", grant="g-any")
+
+
+def _unverified_command() -> Arranged:
+    h, _ = _controlled()
+    return h, lambda text: h.call("c1", "approval", text=text)
+
+
+def _grant_elsewhere() -> Arranged:
+    alice = Peer(1000, 1000, 4242, (1000,))
+    every = frozenset({"observe", "prompt", "takeover", "interrupt", "force-stop", "recover"})
+    h = Harness(access=AccessPolicy(grants=Grants(users={alice.uid: every},
+                                                  scopes={("uid", alice.uid): frozenset({"pi-elsewhere"})})))
+    h.connect("a", alice)
+    return h, lambda text: h.prompt("a", text)
+
+
 def _old_incarnation() -> Arranged:
     h, _ = _controlled()
     return h, lambda text: h.call("c1", "prompt", text=text, clientRequestId="cr-x",
@@ -158,6 +177,9 @@ def _slot_held() -> Arranged:
 
 ADMISSION_CASES: dict[str, dict[str, Callable[[], Arranged]]] = {
     "admitted-connection": {"channel": _unadmitted},
+    "hello-first": {"malformed": _hello_after_a_request},
+    "verified": {"unsupported-capability": _unverified_command},
+    "scope": {"scope": _grant_elsewhere},
     "grant": {"capability": _observe_only},
     "incarnation": {"stale-incarnation": _old_incarnation},
     "client-request-id": {"malformed": _bad_request_id},
@@ -175,11 +197,13 @@ def test_rule1_the_admission_tables_in_order_each_check_refuses_with_its_code_an
     # The test walks the tables the core walks (`_core_admission`): the gate every call passes, then a
     # prompt's admission, in the order of rule 1 (seed README "Refusals").
     rows = [*CALL_GATE, *PROMPT_ADMISSION]
-    assert [r.name for r in rows] == ["admitted-connection", "grant", "incarnation", "client-request-id",
-                                      "dedup", "control", "open-admission", "slot", "text"]
+    assert [r.name for r in rows] == ["admitted-connection", "hello-first", "verified", "scope", "grant",
+                                      "incarnation", "client-request-id", "dedup", "control", "open-admission",
+                                      "slot", "text"]
     assert list(ADMISSION_CASES) == [r.name for r in rows]
     assert [c for r in rows for c in r.codes] == [
-        "channel", "capability", "stale-incarnation", "malformed", "conflicting-request", "generation",
+        "channel", "malformed", "unsupported-capability", "scope", "capability", "stale-incarnation",
+        "malformed", "conflicting-request", "generation",
         "controller", "preflight", "session-drift", "fenced", "busy", "draft", "text-policy"]
     for row in rows:
         assert list(ADMISSION_CASES[row.name]) == list(row.codes), row.name

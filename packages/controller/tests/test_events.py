@@ -175,6 +175,55 @@ def test_P3_a_native_dialog_is_shown_disabled_and_never_answered() -> None:
     assert len(h.clients["o"].records("nativeDecision")) == 4 and h.core.dialogs == 4
 
 
+# The first dialog of the Pi 0.85.1 recording (/work/shared/claude-2.1.283/recordings/
+# pi-0.85.1-dialogs-rpc.jsonl, line 4: an extension's confirm, as Pi's RPC mode wrote it).
+RECORDED_CONFIRM = {"type": "extension_ui_request", "id": "6b820d16-61c3-452b-850f-6d86f4a6ce11", "method": "confirm",
+                    "title": "Allow <b>rm</b>?", "message": "Run \u202erm -rf\u202c now?"}
+
+
+def _stop_records(h: Harness, stop_id: str) -> list[dict[str, object]]:
+    return [r for r in h.clients["o"].records("stop") if r["stop"] == stop_id]
+
+
+def test_P3_a_stop_without_a_dialog_is_resolved_and_one_begun_after_a_pi_dialog_is_uncertain() -> None:
+    """Seed "Approval": a stop's record says approvalDisposition `resolved` while the execution showed no
+    dialog, and `uncertain` for a stop begun after Pi showed one (the controller never answers it, so
+    what Pi decided is unknown)."""
+    h = Harness()
+    h.observe("o")
+    h.controller()
+    h.engine(*run_start("an extension's message"))  # something to interrupt
+    first = h.call("c1", "interrupt", generation=h.core.generation)["stop"]
+    assert first["approvalDisposition"] == "resolved"
+    h.respond("clear_queue", data=queues())
+    h.respond("abort")
+    h.engine(*run_end("an extension's message", "aborted"))
+    assert {r["approvalDisposition"] for r in _stop_records(h, first["stop"])} == {"resolved"}
+    h.engine(RECORDED_CONFIRM)
+    assert [d["state"] for d in h.clients["o"].records("nativeDecision")] == ["disabled"]
+    force = h.call("c1", "force-stop", confirmation=h.confirm("c1"))["stop"]
+    assert force["approvalDisposition"] == "uncertain"
+    (effect,) = h.effect("force-stop")
+    h.finish_effect(effect, state="stopped", proofDigest="sha256:" + "0" * 64)
+    assert {r["approvalDisposition"] for r in _stop_records(h, force["stop"])} == {"uncertain"}
+
+
+def test_P3_a_pi_dialog_during_a_stop_makes_that_stops_approval_uncertain() -> None:
+    """The dialog comes while the force stop runs (begun `resolved`): from then on its record says
+    `uncertain`, so the stop's end reports it."""
+    h = Harness()
+    h.observe("o")
+    h.controller()
+    h.engine(*run_start("an extension's message"))
+    force = h.call("c1", "force-stop", confirmation=h.confirm("c1"))["stop"]
+    assert force["approvalDisposition"] == "resolved"
+    h.engine(RECORDED_CONFIRM)
+    (effect,) = h.effect("force-stop")
+    h.finish_effect(effect, state="stopped", proofDigest="sha256:" + "0" * 64)
+    final = _stop_records(h, force["stop"])[-1]
+    assert final["state"] == "stopped" and final["approvalDisposition"] == "uncertain"
+
+
 def test_E3_events_carry_the_request_inferred_from_order_and_null_otherwise() -> None:
     h = Harness()
     h.controller()

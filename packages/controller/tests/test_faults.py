@@ -21,6 +21,7 @@ import pytest
 from core_harness import assistant, refused, state, user_message
 from test_drift import DriftHarness, clean_turn, entry, line, session_bytes, started
 
+from mosaic.controller.core import EngineEvents
 from mosaic.controller.drift import PERSISTENCE_DRIFT, FileIdentity, SessionBytes
 from mosaic.controller.testing import RawClient, fake_controller, receipt_is
 
@@ -139,6 +140,25 @@ async def arrives(client: RawClient, predicate: Any, what: str) -> None:
         await client.until(predicate, 10.0)
     except TimeoutError:
         pytest.fail(f"{what} never reached the client: the controller stopped reading the engine")
+
+
+def test_disk_full_an_evidence_line_that_cannot_be_written_never_raises_out_of_feed(tmp_path: Path) -> None:
+    """The rule itself, with no wait: `feed` is the engine pump's path, and an evidence line it carries out
+    (here H14's late-events line: output of an execution that is not the current one) goes to a file that
+    answers every write with ENOSPC (/dev/full). `feed` returns; the line is kept in memory and its loss
+    counted. A raise out of `feed` would end the pump, and the controller would stop reading the engine."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", evidence_path="/dev/full") as rig:
+            runtime = rig.runtime
+            kept, lost = len(runtime.evidence), runtime.evidence_lost
+            try:
+                runtime.feed(EngineEvents("an-old-execution", []))
+            except OSError as exc:
+                pytest.fail(f"feed raised {exc!r}: a lost evidence line must cost the line, never the engine pump")
+            assert [e.kind for e in runtime.evidence][kept:] == ["late-events"]
+            assert runtime.evidence_lost == lost + 1 and runtime.internal_errors == 0
+
+    asyncio.run(main())
 
 
 def test_disk_full_an_evidence_file_that_cannot_be_written_costs_its_lines_never_the_engine(

@@ -142,6 +142,51 @@ def test_K5_a_tool_the_engine_reports_ended_during_the_force_stop_is_still_an_un
     asyncio.run(main())
 
 
+def test_K5_a_tool_that_starts_during_the_force_stop_and_is_open_at_its_end_is_an_uncertain_effect(
+        tmp_path: Path) -> None:
+    """The other half of K5's union (open when the stop began, *or* when it ends): the run is held after its
+    user message, so no tool is open when the force stop begins; during the stop (the TERM grace, here the
+    force stop's effect) the engine starts a tool call, held open at the fake's `tool` point, and it is still
+    open when the stop ends. The effect report lists it uncertain."""
+
+    async def main() -> None:
+        rig_box: list[FakeRig] = []
+        began: list[dict[str, str]] = []
+
+        async def effects(effect: Any) -> dict[str, Any]:
+            if effect.kind != "force-stop":
+                return {"ok": True}
+            rig = rig_box[0]
+            began.append(dict(effect.payload["openTools"]))
+            await asyncio.to_thread(rig.ctl.hold, "tool")
+            await asyncio.to_thread(rig.ctl.release, "user-message")
+            await asyncio.to_thread(rig.ctl.wait_held, "tool", WAIT)
+            for _ in range(2000):  # until the core has read the tool's start (bounded)
+                if rig.core.run.open_tools:
+                    break
+                await asyncio.sleep(0.005)
+            assert rig.core.run.open_tools, "the fake never reported the tool's start"
+            return {"state": "uncertain", "reason": "no-cohort", "detail": "the fake rig has no cohort"}
+
+        async with fake_controller(tmp_path / "rig", effects=effects) as rig:
+            rig_box.append(rig)
+            client, auth = await control(rig)
+            await asyncio.to_thread(rig.ctl.hold, "user-message")
+            await client.call("prompt", **auth, clientRequestId="t", text="TOOLCALL please run it")
+            await asyncio.to_thread(rig.ctl.wait_held, "user-message", WAIT)
+            await client.force_stop(auth)
+            await client.until(lambda n: n.get("method") == "record" and n["params"].get("type") == "effectReport")
+            assert began == [{}]  # no tool call was open when the stop began
+            (report,) = client.records("effectReport")
+            assert [(e["toolName"], e["state"]) for e in report["effects"]] == [("bash", "uncertain")]
+            assert report["rollback"] is False
+            assert [e["eventType"] for e in client.events()].count("tool-start") == 1
+            assert not any(e["eventType"] == "tool-end" for e in client.events())  # open at the stop's end
+            await client.close()
+
+    asyncio.run(main())
+
+
 async def _records_until(client: RawClient, kind: str, predicate: Any) -> dict[str, Any]:
     note = await client.until(lambda n: n.get("method") == "record" and n["params"].get("type") == kind
                               and predicate(n["params"]))

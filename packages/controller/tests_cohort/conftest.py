@@ -32,13 +32,15 @@ from mosaic.controller.testing import readable_packages  # noqa: E402
 @pytest.fixture(scope="session")
 def vendored_engine() -> Iterator[str]:
     """pi-rpc (the fake engine) and safe-open, world-readable, for /usr/bin/python3 running as the engine
-    uid (/root is 0700: it cannot import from this venv), with the test's scenario table beside them."""
+    uid (/root is 0700: it cannot import from this venv), with the test's scenario table and the TERM-grace
+    relay (term_grace_relay.py, K5) beside them."""
     import mosaic.pi_rpc as pi_rpc  # noqa: PLC0415
     import mosaic.safe_open as bottom  # noqa: PLC0415
 
     d = str(readable_packages([pi_rpc, bottom]))
-    shutil.copy(HERE / "cohort_scenarios.py", d)
-    os.chmod(os.path.join(d, "cohort_scenarios.py"), 0o644)
+    for name in ("cohort_scenarios.py", "term_grace_relay.py"):
+        shutil.copy(HERE / name, d)
+        os.chmod(os.path.join(d, name), 0o644)
     yield d
     shutil.rmtree(d, ignore_errors=True)
 

@@ -125,11 +125,12 @@ class ControllerProc:
                 time.sleep(0.5)
                 self.proc.kill()
                 err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise AssertionError(f"the controller printed nothing within {WAIT}s:\n{err[-6000:]}")
+                raise TimeoutError(f"the controller printed nothing within {WAIT}s:\n{err[-6000:]}")
             chunk = os.read(fd, 1)
             if not chunk:
                 err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise AssertionError(f"the controller exited ({self.proc.wait()}): {buf!r}\n{err[-3000:]}")
+                # Not the test's verdict: the process ended (a crash, say); the test judges what it left.
+                raise ChildProcessError(f"the controller exited ({self.proc.wait()}): {buf!r}\n{err[-3000:]}")
             buf += chunk
         line: dict[str, Any] = json.loads(buf)
         self.lines.append(line)

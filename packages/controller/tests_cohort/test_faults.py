@@ -146,11 +146,18 @@ def test_crashed_controller_socket_is_rebound_at_the_restart_and_a_live_one_refu
 
     record = asyncio.run(stop_and_recover())
     before = heads(world)
-    blocked = world.start(placement=placement, eligibility=record["id"])
-    assert blocked.first["refused"]["code"] == "already-active", blocked.first
+    blocked = world.spawn(placement=placement, eligibility=record["id"])
+    try:
+        blocked.wait_first()
+        ended = ""
+    except ChildProcessError as exc:  # it ended without a line: judged below by what it left
+        ended = str(exc)
+    world.note(blocked)
+    # Refused before the claim: the record unused, the claim untouched (still the untaken reservation).
+    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"], ended
+    assert heads(world) == before, ended
+    assert blocked.first.get("refused", {}).get("code") == "already-active", (blocked.first, ended)
     assert path in blocked.first["refused"]["message"]
-    assert heads(world) == before  # the claim untouched: still the untaken reservation
-    assert os.listdir(records_dir(world)) == [f"{record['id']}.json"]  # the record unused
     assert socket_state(path) == "live"  # and the serving controller kept its socket
 
     second.kill()

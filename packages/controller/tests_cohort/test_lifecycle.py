@@ -362,6 +362,47 @@ def test_K5_a_tool_call_open_at_the_stop_is_an_uncertain_effect(world: World) ->
     assert effect["toolName"] == "bash" and effect["state"] == "uncertain" and report["rollback"] is False
 
 
+def test_K5_a_tool_that_starts_in_the_term_grace_and_is_open_at_the_stops_end_is_an_uncertain_effect(
+        world: World) -> None:
+    """K5's union, its second half, on the real kernel: the engine (the fake behind term_grace_relay.py) has
+    started a tool call, but the controller reads its start only once the stop's TERM reached the cohort;
+    the relay stays until the kill phase, so the tool is open when the stop ends. No tool was open when the
+    force stop began; the effect report lists this one, uncertain."""
+    held = world.root / "relay"
+    held.mkdir()
+    os.chown(held, world.lab.engine.uid, world.lab.engine.gid)
+    marker = held / "holding"
+    fake = ["/usr/bin/python3", "-m", "mosaic.pi_rpc.testing.fake_engine", "--fake-scenarios", "cohort_scenarios:SCENARIOS"]
+    proc = world.start(engine_command=["/usr/bin/python3", "-m", "term_grace_relay", str(marker), *fake], grace=5.0)
+
+    async def main() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        c = await client(proc)
+        auth = await c.control()
+        await c.call("prompt", **auth, clientRequestId="t", text="LONGTOOL please")
+        for _ in range(int(WAIT / 0.05)):  # until the relay holds the tool's start (bounded)
+            if marker.exists():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise TimeoutError(f"the engine never started the tool within {WAIT}s")
+        assert not any(e["eventType"] == "tool-start" for e in c.events())  # nothing open when the stop begins
+        await force_stop(c, auth)
+        await c.stop_outcome()
+        reports = c.records("effectReport")
+        notes = list(c.notes)
+        await c.close()
+        assert len(reports) == 1, reports
+        return reports[0], notes
+
+    report, notes = asyncio.run(main())
+    kinds = [(n["method"], n["params"].get("eventType") or n["params"].get("type")) for n in notes]
+    assert ("event", "tool-start") in kinds and ("record", "stop") in kinds
+    assert kinds.index(("event", "tool-start")) > kinds.index(("record", "stop"))  # read during the stop
+    assert ("event", "tool-end") not in kinds
+    assert [(e["toolName"], e["state"]) for e in report["effects"]] == [("bash", "uncertain")]
+    assert report["rollback"] is False
+
+
 def test_H16_W12_a_second_controller_for_the_same_session_refuses_and_the_first_is_untouched(world: World) -> None:
     first = world.start()
     before = heads(world)

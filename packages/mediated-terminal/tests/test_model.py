@@ -10,6 +10,7 @@ from pathlib import Path
 
 from term_harness import WAIT, run
 
+from mosaic.controller import Grants
 from mosaic.controller.client import Admitted, Refused
 from mosaic.controller.testing import FakeRig, RawClient, fake_controller
 from mosaic.mediated_terminal import TerminalModel
@@ -110,5 +111,41 @@ def test_attaching_to_a_missing_socket_raises_one_line(tmp_path: Path) -> None:
             raise AssertionError("attached to nothing")
         finally:
             await model.aclose()
+
+    run(main)
+
+
+def test_a_grant_says_hello_on_each_connection_and_the_terminal_may_do_only_what_it_allows(tmp_path: Path) -> None:
+    """`mosaic-terminal --grant ID`: every connection of the model starts with the seed's hello naming the
+    grant (the first attach and a reconnect alike); the grant allows observe only, so taking control is
+    refused `capability` and the prompt path stays closed. A grant the controller does not know is refused
+    `grant` at the attach: one line."""
+    grants = Grants(users={4321: frozenset({"observe"})}, ids={"viewer": ("uid", 4321)})
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", grants=grants) as rig:
+            model = TerminalModel(rig.socket_path, Plain(), ping_interval=None, grant="viewer")
+            try:
+                await model.start()
+                assert model.client.granted is not None and model.client.granted["operations"] == ["observe"]
+                assert "grant viewer: observe" in model.notes[-1].text
+                await model.takeover()
+                assert not model.controls and model.notes[-1].kind == "refusal"
+                assert "capability" in model.notes[-1].text
+                await model.reconnect()  # a new connection: the hello again, first
+                assert model.client.granted["grant"] == "viewer" and model.disconnected is None
+                await model.takeover()
+                assert not model.controls and "capability" in model.notes[-1].text
+            finally:
+                await model.aclose()
+            stranger = TerminalModel(rig.socket_path, Plain(), ping_interval=None, grant="nobody-knows")
+            try:
+                await stranger.start()
+            except CannotAttach as exc:
+                assert "grant: no active grant 'nobody-knows'" in str(exc)
+            else:
+                raise AssertionError("attached under a grant the controller does not have")
+            finally:
+                await stranger.aclose()
 
     run(main)

@@ -13,6 +13,7 @@ import pickle
 import select
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,16 +96,24 @@ def tree(tmp_path: Path) -> Iterator[Tree]:
         root.close()
 
 
-def call_bounded(fn: Callable[[], Any], timeout: float, unblock: Callable[[], None] | None = None) -> Any:
+def call_bounded(fn: Callable[[], Any], timeout: float, unblock: Callable[[], None] | None = None,
+                 blocked: Callable[[int], str | None] | None = None) -> Any:
     """Run `fn` in a thread and return its result (or raise its exception) within `timeout` seconds.
 
-    A timeout is a test failure. `unblock` runs first then, so a thread stuck in a blocking open (a
-    mutant that dropped O_NONBLOCK) can return and the suite does not hang.
+    `blocked(tid)`, polled while `fn` runs, looks at the thread (its native id) in the kernel and says why
+    it is blocked where the rule forbids it (say, an open waiting for a FIFO's writer): that is the test's
+    failure, an assertion naming the rule. A call that merely does not return within `timeout` raises
+    TimeoutError: a wait that ran out, which proves no rule (the mutation pass calls it hung). Either way
+    `unblock` runs first, so a thread stuck in a blocking open (a mutant that dropped O_NONBLOCK) can
+    return and the suite does not hang.
     """
     box: dict[str, Any] = {}
     done = threading.Event()
+    started = threading.Event()
 
     def run() -> None:
+        box["tid"] = threading.get_native_id()
+        started.set()
         try:
             box["value"] = fn()
         except BaseException as e:  # handed to the caller
@@ -114,11 +123,22 @@ def call_bounded(fn: Callable[[], Any], timeout: float, unblock: Callable[[], No
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
-    if not done.wait(timeout):
+    started.wait()
+    deadline = time.monotonic() + timeout
+    why: str | None = None
+    while not done.wait(0.002 if blocked is not None else timeout):
+        why = blocked(box["tid"]) if blocked is not None else None
+        if why is not None or time.monotonic() >= deadline:
+            break
+    else:
+        why = ""  # returned in time
+    if why != "":
         if unblock is not None:
             unblock()
         done.wait(timeout)
-        pytest.fail(f"call did not return within {timeout} s (it blocked)")
+        if why is not None:
+            pytest.fail(why)
+        raise TimeoutError(f"call did not return within {timeout} s")
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -171,7 +191,7 @@ def run_unprivileged(fn: Callable[[], Any], timeout: float = 20.0) -> Any:
                 ready, _, _ = select.select([f], [], [], timeout)
                 if not ready:
                     os.kill(pid, signal.SIGKILL)  # the child we forked, by its pid
-                    pytest.fail(f"unprivileged child {pid} did not answer within {timeout} s")
+                    raise TimeoutError(f"unprivileged child {pid} did not answer within {timeout} s")
                 chunk = os.read(f.fileno(), 65536)
                 if not chunk:
                     break

@@ -156,6 +156,20 @@ def test_directory_named_jsonl_is_unsafe_path(tree: Tree, method: str) -> None:
     assert refusal_code(lambda: root.open_session_file(SESSIONS, "d.jsonl")) == "unsafe-path"
 
 
+def waits_for_a_fifo_writer(tid: int) -> str | None:
+    """Why the thread `tid` of this process is blocked opening a FIFO, or None: the kernel shows a FIFO open
+    that waits for its other end as the wait channel `wait_for_partner` (fs/pipe.c), which an O_NONBLOCK open
+    never reaches."""
+    try:
+        with open(f"/proc/self/task/{tid}/wchan") as f:
+            channel = f.read().strip()
+    except OSError:  # the thread is gone: it returned
+        return None
+    if channel == "wait_for_partner":
+        return "the open waited for a writer of the FIFO (blocked in the kernel's wait_for_partner): it must never block"
+    return None
+
+
 def test_fifo_is_unsafe_path_and_never_blocks(tree: Tree, method: str, call_bounded: Bounded) -> None:
     fifo = tree.sessions / "f.jsonl"
     os.mkfifo(fifo)
@@ -167,7 +181,7 @@ def test_fifo_is_unsafe_path_and_never_blocks(tree: Tree, method: str, call_boun
     def attempt() -> str:
         return refusal_code(lambda: root.open_session_file(SESSIONS, "f.jsonl"))
 
-    assert call_bounded(attempt, BOUND, unblock) == "unsafe-path"
+    assert call_bounded(attempt, BOUND, unblock, waits_for_a_fifo_writer) == "unsafe-path"
 
 
 def test_fifo_swapped_in_after_lstat_never_blocks(tree: Tree, method: str, call_bounded: Bounded) -> None:
@@ -189,7 +203,7 @@ def test_fifo_swapped_in_after_lstat_never_blocks(tree: Tree, method: str, call_
     def attempt() -> str:
         return refusal_code(lambda: root.open_session_file(SESSIONS, NAME, _between_lstat_and_open=swap))
 
-    assert call_bounded(attempt, BOUND, unblock) == "unsafe-path"
+    assert call_bounded(attempt, BOUND, unblock, waits_for_a_fifo_writer) == "unsafe-path"
     assert stat.S_ISFIFO(os.lstat(tree.session).st_mode)  # the swap really happened
 
 

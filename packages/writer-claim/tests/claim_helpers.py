@@ -473,7 +473,7 @@ def read_line(stream: Any, timeout: float = 60.0) -> str:
         while not out.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or not sel.select(left):
-                raise AssertionError(f"no complete line from the child within {timeout} s (got {bytes(out)!r})")
+                raise TimeoutError(f"no complete line from the child within {timeout} s (got {bytes(out)!r})")
             b = os.read(fd, 1)
             if not b:
                 raise AssertionError(f"the child closed its stdout mid-line (got {bytes(out)!r})")

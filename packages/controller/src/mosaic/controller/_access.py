@@ -27,6 +27,14 @@ operation's capability). The rules this file keeps:
 5. Operations do not imply each other: a client that prompts must also be granted `takeover` (prompts come
    from the controlling connection) and `observe` (the incarnation token every command carries comes from
    observe), so a grant without `observe` is refused as unusable.
+6. A grant may have an `id` (a CHAT-01 id) and a `scope`: the conversations it covers (absent: every
+   one). A grant covers a controller only where its scope holds: the rights of a connection that said no
+   hello are the union of the grants that name its peer and cover this conversation; a peer some grant
+   names but none covers here is connected (its channel holds) and every request it makes is refused
+   `scope` (`admit`). The seed's `hello` names a grant by its id (`hello`): the owner may name any grant,
+   anyone else only one that names it (else `grant`, "no active grant"); from then on the connection may do
+   exactly that grant's operations (a subset of its peer's rights: narrowing, never widening), and
+   everything it asks is refused `scope` where that grant's scope does not hold.
 """
 
 from __future__ import annotations
@@ -46,12 +54,15 @@ from ._refusal import ControlRefusal
 
 __all__ = [
     "ACTOR_NAME",
+    "GRANT_ID",
     "MAX_GRANTS_FILE_BYTES",
     "MAX_PEER_GROUPS",
     "METHOD_OPERATIONS",
     "OPERATIONS",
     "SERVED",
     "AccessPolicy",
+    "Admission",
+    "Grant",
     "Grants",
     "Operation",
     "Peer",
@@ -68,6 +79,7 @@ SERVED = "served"
 """In `METHOD_OPERATIONS`: the method needs the operation it serves (a confirmation's)."""
 
 METHOD_OPERATIONS: Mapping[str, str | None] = MappingProxyType({
+    "hello": None,  # names a grant (rule 6): it needs none of its own
     "observe": "observe",
     "ping": None,  # a connection is enough; the server answers it
     "prompt": "prompt",
@@ -117,10 +129,17 @@ def actor_record(ids: tuple[int, int, int], conn: ConnId) -> dict[str, Any]:
 _Id = Annotated[int, msgspec.Meta(ge=0, le=_ID_MAX)]
 
 
+GRANT_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+"""A grant's id, and each conversation of a scope: the CHAT-01 id pattern."""
+_GrantId = Annotated[str, msgspec.Meta(pattern=GRANT_ID)]
+
+
 class _GrantEntry(msgspec.Struct, forbid_unknown_fields=True):
     operations: Annotated[list[Operation], msgspec.Meta(min_length=1)]
     uid: _Id | msgspec.UnsetType = msgspec.UNSET
     gid: _Id | msgspec.UnsetType = msgspec.UNSET
+    id: _GrantId | msgspec.UnsetType = msgspec.UNSET
+    scope: Annotated[list[_GrantId], msgspec.Meta(min_length=1)] | msgspec.UnsetType = msgspec.UNSET
 
 
 class _GrantsFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -142,13 +161,51 @@ def _not_json(constant: str) -> None:
     raise ValueError(f"{constant} is not JSON")
 
 
+GrantKey = tuple[Literal["uid", "gid"], int]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One grant a hello can name (rule 6): its id, whom it names (`kind` uid or gid, `ident`), its
+    operations, and its scope (the conversations it covers; None: every one)."""
+
+    grant: str
+    kind: Literal["uid", "gid"]
+    ident: int
+    operations: frozenset[str]
+    scope: frozenset[str] | None
+
+    def covers(self, conversation: str) -> bool:
+        return self.scope is None or conversation in self.scope
+
+    def names(self, peer: Peer) -> bool:
+        if self.kind == "uid":
+            return peer.uid == self.ident
+        return self.ident == peer.gid or self.ident in (peer.groups or ())
+
+
+class Admission(NamedTuple):
+    """What one connection may do (rules 3 and 6): its `operations`, whether its grant covers this
+    controller's conversation (`in_scope`: False, every request is refused `scope`), and the grant its hello
+    named (`grant`, with that grant's `scope`; None before a hello)."""
+
+    operations: frozenset[str]
+    in_scope: bool = True
+    grant: str | None = None
+    scope: frozenset[str] | None = None
+
+
 @dataclass(frozen=True)
 class Grants:
     """Who besides the owner may connect, and the operations each may do: per uid (`users`) and per gid
-    (`groups`). `Grants()` grants nothing (owner only)."""
+    (`groups`); a grant's id (`ids`: id to its uid or gid) and its scope (`scopes`: uid or gid to the
+    conversations it covers; a grant absent there covers every one). `Grants()` grants nothing (owner
+    only)."""
 
     users: Mapping[int, frozenset[str]] = field(default_factory=dict)
     groups: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    ids: Mapping[str, GrantKey] = field(default_factory=dict)
+    scopes: Mapping[GrantKey, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for kind, table in (("uid", self.users), ("gid", self.groups)):
@@ -156,16 +213,41 @@ class Grants:
                 if not isinstance(ident, int) or isinstance(ident, bool) or not 0 <= ident <= _ID_MAX:
                     raise ControlRefusal("configuration", f"grants: {kind} {ident!r} is not a uid or gid")
                 _check_operations(f"{kind} {ident}", ops)
+        for where, key in [*(("grant " + g, k) for g, k in self.ids.items()),
+                           *(("a scope", k) for k in self.scopes)]:
+            table = self.users if key[0] == "uid" else self.groups
+            if key[1] not in table:
+                raise ControlRefusal("configuration", f"grants: {where} names {key[0]} {key[1]}, which has no grant")
+        if len(set(self.ids.values())) != len(self.ids):
+            raise ControlRefusal("configuration", "grants: one grant has two ids")
         object.__setattr__(self, "users", MappingProxyType({k: frozenset(v) for k, v in self.users.items()}))
         object.__setattr__(self, "groups", MappingProxyType({k: frozenset(v) for k, v in self.groups.items()}))
+        object.__setattr__(self, "ids", MappingProxyType(dict(self.ids)))
+        object.__setattr__(self, "scopes", MappingProxyType({k: frozenset(v) for k, v in self.scopes.items()}))
+
+    def named(self, grant: str) -> Grant | None:
+        """The grant whose id is `grant`, or None (rule 6)."""
+        key = self.ids.get(grant)
+        if key is None:
+            return None
+        kind, ident = key
+        return Grant(grant, kind, ident, (self.users if kind == "uid" else self.groups)[ident],
+                     self.scopes.get(key))
+
+    def covers(self, key: GrantKey, conversation: str | None) -> bool:
+        """Whether the grant of `key` covers `conversation` (None: any, the scope not looked at)."""
+        scope = self.scopes.get(key)
+        return scope is None or conversation is None or conversation in scope
 
     @classmethod
     def from_json(cls, data: bytes) -> Grants:
         """Decode the grants file format, strictly: ``{"version": 1, "grants": [{"uid": N, "operations":
-        [...]}, {"gid": N, "operations": [...]}, ...]}``, each entry exactly one of uid or gid (an integer,
-        not a name: names resolve through NSS, ids do not), its operations a non-empty list of
-        `OPERATIONS` including observe (rule 5), no id twice, no unknown field, no duplicate key, UTF-8
-        JSON only. Raises `ControlRefusal` ``configuration`` naming what is wrong."""
+        [...]}, {"gid": N, "operations": [...], "id": "ops-team", "scope": ["pi-..."]}, ...]}``, each entry
+        exactly one of uid or gid (an integer, not a name: names resolve through NSS, ids do not), its
+        operations a non-empty list of `OPERATIONS` including observe (rule 5), and optionally its `id`
+        (what a hello names) and `scope` (the conversations it covers, rule 6), both CHAT-01 ids; no uid,
+        gid or grant id twice, no unknown field, no duplicate key, UTF-8 JSON only. Raises `ControlRefusal`
+        ``configuration`` naming what is wrong."""
         try:
             json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicate_keys, parse_constant=_not_json)
             decoded = _DECODER.decode(data)
@@ -173,6 +255,8 @@ class Grants:
             raise ControlRefusal("configuration", f"grants: {exc}") from None
         users: dict[int, frozenset[str]] = {}
         groups: dict[int, frozenset[str]] = {}
+        ids: dict[str, GrantKey] = {}
+        scopes: dict[GrantKey, frozenset[str]] = {}
         for n, entry in enumerate(decoded.grants):
             where = f"grants[{n}]"
             if (entry.uid is msgspec.UNSET) == (entry.gid is msgspec.UNSET):
@@ -185,7 +269,14 @@ class Grants:
             if ident in table:
                 raise ControlRefusal("configuration", f"{where}: {kind} {ident} has another grant already")
             table[ident] = frozenset(entry.operations)
-        return cls(users, groups)
+            key: GrantKey = ("uid", ident) if kind == "uid" else ("gid", ident)
+            if not isinstance(entry.id, msgspec.UnsetType):
+                if entry.id in ids:
+                    raise ControlRefusal("configuration", f"{where}: grant id {entry.id!r} is taken already")
+                ids[entry.id] = key
+            if not isinstance(entry.scope, msgspec.UnsetType):
+                scopes[key] = frozenset(entry.scope)
+        return cls(users, groups, ids, scopes)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Grants:
@@ -262,6 +353,38 @@ class AccessPolicy:
             found.update(grants.groups.get(gid, ()))
         return frozenset(found) or None
 
+    def admit(self, peer: Peer | None, conversation: str | None = None) -> Admission | None:
+        """What a connection of `peer` may do before any hello, on the controller of `conversation` (rules
+        2, 3 and 6): the owner everything; anyone else the union of the grants naming it that cover
+        `conversation` (None: every grant covers). None when no grant names it (refused `channel` at
+        connect); `in_scope` False when grants name it but none covers this conversation."""
+        if peer is None:
+            return None
+        if peer.uid == self.owner:
+            return Admission(ALL_OPERATIONS)
+        grants = self.grants
+        keys: list[GrantKey] = []
+        if peer.uid in grants.users:
+            keys.append(("uid", peer.uid))
+        keys += [("gid", gid) for gid in sorted({peer.gid, *(peer.groups or ())}) if gid in grants.groups]
+        if not keys:
+            return None
+        found: set[str] = set()
+        for key in keys:
+            if grants.covers(key, conversation):
+                found.update(grants.users[key[1]] if key[0] == "uid" else grants.groups[key[1]])
+        return Admission(frozenset(found), bool(found))
+
+    def hello(self, peer: Peer, grant: str, conversation: str | None = None) -> Admission | ControlRefusal:
+        """A hello of `peer` naming `grant` (rule 6): the connection's `Admission` from now on, or the
+        refusal `grant` when no grant has that id or it does not name this peer (the owner may name any).
+        The operations are the grant's, which a grant naming the peer never exceeds: narrowing only."""
+        found = self.grants.named(grant)
+        if found is None or (peer.uid != self.owner and not found.names(peer)):
+            return ControlRefusal("grant", f"no active grant {grant!r} for uid {peer.uid}")
+        in_scope = conversation is None or found.covers(conversation)
+        return Admission(found.operations, in_scope, found.grant, found.scope)
+
     def reach(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The uids and gids besides the owner that must be able to reach the socket: (uids, gids), sorted."""
         return tuple(sorted(self.grants.users)), tuple(sorted(self.grants.groups))
@@ -271,8 +394,9 @@ def required_operations(method: str, params: Mapping[str, Any], served: str | No
     """The operations any one of which lets a connection call `method` with `params` (rule 4): one
     operation, or () when a connection is enough. `served` is, for answer-confirmation, the operation of
     the confirmation it names when that is one of this connection's (None: any confirmable operation).
-    Raises KeyError for a method the table lacks (the server validated the method: a bug)."""
-    needed = METHOD_OPERATIONS[method]
+    A method the table lacks (one the server passes on unchecked, `UNVERIFIED_METHODS`, which the gate
+    refuses before this) needs an operation no grant holds, ``unlisted:<method>``: fail closed."""
+    needed = METHOD_OPERATIONS.get(method, f"unlisted:{method}")
     if needed is None:
         return ()
     if needed != SERVED:

@@ -27,6 +27,12 @@ The rules this file keeps (brief §1, §3, §9; seed README "Mediated control"):
 7. A connection the controller closed at connect with reason ``channel`` (no grant names this client's
    uid, gid or groups: `mosaic.controller.access`) read nothing this client wrote: every call on it raises
    `RemoteRefusal` ``channel`` with the controller's message, never `ConnectionLost`.
+8. A client made with a `grant` says the seed's ``hello`` naming it as the first request of each of its
+   connections (the first and every reconnect), before anything else: the connection may then do what
+   that grant allows, never more (`mosaic.controller.access` rule 6). A refused hello (``grant``) closes
+   nothing: `connect` and `reconnect` raise it and the client stays as it was told.
+9. Drafts are client-local (seed "Observe"): each prompt carries a draft id (the caller's, or its client
+   request id) and a draft revision (the caller's, or 1); the library keeps no draft state.
 """
 
 from __future__ import annotations
@@ -113,12 +119,16 @@ class ControllerClient:
     in `requests`.
     """
 
-    def __init__(self, socket_path: str, *, ping_interval: float | None = DEFAULT_PING_INTERVAL) -> None:
-        """Prefer `connect`. `ping_interval` None sends no pings (a short-lived connection)."""
+    def __init__(self, socket_path: str, *, ping_interval: float | None = DEFAULT_PING_INTERVAL,
+                 grant: str | None = None) -> None:
+        """Prefer `connect`. `ping_interval` None sends no pings (a short-lived connection). `grant`: say
+        hello naming it on every connection (module rule 8)."""
         if ping_interval is not None and not ping_interval > 0:
             raise ValueError(f"ping_interval must be positive seconds or None, not {ping_interval!r}")
         self._socket_path = socket_path
         self._ping_interval = ping_interval
+        self._grant = grant
+        self.granted: Mapping[str, Any] | None = None  # the last hello's reply: grant, operations, scope
         self._conn: WireConnection | None = None
         self._connections = 0
         self._state = ClientState()
@@ -126,13 +136,20 @@ class ControllerClient:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     @classmethod
-    async def connect(cls, socket_path: str, *, ping_interval: float | None = DEFAULT_PING_INTERVAL
-                      ) -> ControllerClient:
-        """Open one connection to the controller at `socket_path` (not yet observing: call `observe`).
-        Raises what ``asyncio.open_unix_connection`` raises (FileNotFoundError, ConnectionRefusedError,
-        PermissionError, ...); then nothing is left open. Cancellation: likewise."""
-        client = cls(socket_path, ping_interval=ping_interval)
-        await client._open(socket_path)
+    async def connect(cls, socket_path: str, *, ping_interval: float | None = DEFAULT_PING_INTERVAL,
+                      grant: str | None = None) -> ControllerClient:
+        """Open one connection to the controller at `socket_path` (not yet observing: call `observe`), and
+        with `grant` say the seed's hello naming it (module rule 8; `granted` then holds its reply: grant,
+        operations, scope, scopeHolds). Raises what ``asyncio.open_unix_connection``
+        raises (FileNotFoundError, ConnectionRefusedError, PermissionError, ...), then nothing is left
+        open; with a grant, `RemoteRefusal` (``grant``, ``unsupported-capability``, ``channel``) after
+        closing the connection. Cancellation: likewise."""
+        client = cls(socket_path, ping_interval=ping_interval, grant=grant)
+        try:
+            await client._open(socket_path)
+        except BaseException:
+            await client.aclose()
+            raise
         return client
 
     async def aclose(self) -> None:
@@ -256,7 +273,7 @@ class ControllerClient:
 
     # -- the protocol's methods -----------------------------------------------------------------------
 
-    async def observe(self, cursor: str | None = None) -> Observed:
+    async def observe(self, cursor: str | None = None, *, limit: int | None = None) -> Observed:
         """Subscribe this connection to the live stream (its first call) and read a history page: the
         first page of the current branch, or the page `cursor` names. The first observe of a connection
         also reaches subscribers as an ``observed`` notification at its place in the stream.
@@ -269,6 +286,8 @@ class ControllerClient:
             params["incarnation"] = conn.incarnation
         if cursor is not None:
             params["cursor"] = cursor
+        if limit is not None:  # 1-100, advisory (seed "Observe"): the reply says limitAdvisory
+            params["limit"] = limit
         result = await conn.call("observe", params)
         assert isinstance(result, Observed)
         return result
@@ -283,7 +302,7 @@ class ControllerClient:
         Raises what `connect` and `observe` raise; `RemoteProtocolError` when the pages do not end. Cancellation:
         the side connection is closed; nothing of this client changes."""
         self._state.check_open()
-        side = await ControllerClient.connect(self._socket_path, ping_interval=None)
+        side = await ControllerClient.connect(self._socket_path, ping_interval=None, grant=self._grant)
         try:
             first = await side.observe()
             results = [first.history]
@@ -298,7 +317,8 @@ class ControllerClient:
         finally:
             await side.aclose()
 
-    async def prompt(self, text: str, *, client_request_id: str | None = None) -> PromptOutcome:
+    async def prompt(self, text: str, *, client_request_id: str | None = None, draft_id: str | None = None,
+                     draft_revision: int = 1) -> PromptOutcome:
         """Send `text` as a prompt under the current incarnation token and generation (module rule 4).
 
         Returns `Admitted` (with the receipt), `Duplicate` (an exact retry: the same receipt, H12),
@@ -306,7 +326,9 @@ class ControllerClient:
         ``outcome-unknown`` for a client request id sent under an older incarnation, ``unencodable``), or
         `AdmissionUnknown` (the connection was lost after the line was written, before the reply).
 
-        A fresh random client request id is used unless one is given. Reusing an id with the same text is
+        The prompt carries `draft_id` (default: its client request id) and `draft_revision` (default 1) into
+        its request record (module rule 9). A fresh random client request id is used unless one is given.
+        Reusing an id with the same text is
         an exact retry; with other text the controller refuses ``conflicting-request`` (H13). Raises
         `ClientStateError` before the first observe, `RemoteProtocolError` for a protocol error. Cancellation:
         once written, the request stays in `requests` and follows its reply when it arrives.
@@ -322,7 +344,8 @@ class ControllerClient:
         if conn is None or not conn.writable or not conn.observed:
             return Refused(text, crid, ClientRefusal("channel", "not connected (or not observed yet): nothing "
                                                                 "was sent"))
-        params = {"incarnation": incarnation, "generation": generation, "clientRequestId": crid, "text": text}
+        params = {"incarnation": incarnation, "generation": generation, "clientRequestId": crid, "text": text,
+                  "draftId": crid if draft_id is None else draft_id, "draftRevision": draft_revision}
         try:
             line = conn.encode_call("prompt", params)
         except UnicodeEncodeError:
@@ -465,3 +488,13 @@ class ControllerClient:
         conn = await WireConnection.open(path, self._connections + 1, self._state, ping_interval=self._ping_interval)
         self._connections += 1
         self._conn = self._state.current = conn
+        if self._grant is None:
+            return
+        try:  # module rule 8: the hello first, on every connection; a refused one leaves no connection open
+            result = await conn.call("hello", {"grant": self._grant})
+            if not isinstance(result, Mapping):
+                raise RemoteProtocolError(None, "the hello result is not an object")
+        except BaseException:
+            await conn.close("hello refused")
+            raise
+        self.granted = result

@@ -54,6 +54,7 @@ class Observed:
     seam: Seam
     history: Mapping[str, Any]
     first: bool  # the first observe on its connection: the one that subscribed it (its seam is the cut)
+    limit_advisory: bool = False  # a limit was sent: advisory only, the reader's page size governed
 
     @property
     def page(self) -> Mapping[str, Any] | None:
@@ -262,5 +263,5 @@ def parse_observed(result: Any, *, first: bool) -> Observed:
         incarnation=incarnation, generation=generation, connection=connection, binding=binding,
         seam=Seam(str(seam.get("replay", "unavailable")), str(seam.get("streamEpoch", "")), from_sequence,
                   bool(seam.get("reconcile", True)), quiet),
-        history=history, first=first)
+        history=history, first=first, limit_advisory=result.get("limitAdvisory") is True)
 

@@ -4,8 +4,10 @@ The rules it keeps (the core's rules 1, 2 and 7b; `_core.py` lists the rooms):
 
 1. Admission is an ordered table, walked top to bottom, and the first check that answers ends it; a test
    walks the same tables. Every call first passes `CALL_GATE`: an admitted connection (`channel`, rule 7b:
-   a peer no grant names was closed at connect), the caller's grant (`capability`,
-   `_access.required_operations`, before anything else is looked at), the controller incarnation token
+   a peer no grant names was closed at connect), a hello only as the connection's first request
+   (`malformed`), a CHAT-01 command this increment does not verify (`unsupported-capability`), the scope
+   of the connection's grant (`scope`, `_access` rule 6), the caller's grant (`capability`,
+   `_access.required_operations`, before anything else about the request), the controller incarnation token
    (`stale-incarnation`, H21, deviation V-1; observe carries none, or checks its own). A prompt then
    passes `PROMPT_ADMISSION` (§1, seed README "Refusals", in this order): a CHAT-01 client request id;
    dedup by (actor, conversation, client request id) for this incarnation (an exact retry returns the same
@@ -30,6 +32,7 @@ from mosaic.pi_rpc.link import LinkPoisoned
 from ._access import required_operations
 from ._core_state import CoreState, text_digest
 from ._io import Call, FlushEngine, Reply
+from ._methods import UNVERIFIED_METHODS
 from ._state import Request, Slot
 from ._tables import check_text
 
@@ -77,6 +80,35 @@ def served(s: CoreState, call: Call) -> str | None:
     return conf.operation if conf is not None and conf.conn == call.conn else None
 
 
+def _hello_not_first(s: CoreState, asked: Asked) -> bool:
+    call = asked.call
+    conn = s.connections[call.conn]
+    started, conn.started = conn.started, True
+    if call.method == "hello" and started:
+        s.refuse(call, "malformed", "hello must be the connection's first request (seed README \"Refusals\": "
+                                    "a message other than hello first); this connection went on without one")
+        return True
+    return False
+
+
+def _unverified(s: CoreState, asked: Asked) -> bool:
+    if asked.call.method not in UNVERIFIED_METHODS:
+        return False
+    s.refuse(asked.call, "unsupported-capability", f"{asked.call.method} is a CHAT-01 command this increment does "
+                                                   "not verify (approval is I2's; draft, upload, queue-edit CHAT-04's)")
+    return True
+
+
+def _out_of_scope(s: CoreState, asked: Asked) -> bool:
+    call = asked.call
+    conn = s.connections[call.conn]
+    if conn.in_scope or call.method == "hello":
+        return False
+    which = f"grant {conn.grant!r}" if conn.grant is not None else f"no grant of uid {conn.ids[0]}"
+    s.refuse(call, "scope", f"{which} covers conversation {s.config.conversation!r}")
+    return True
+
+
 def _lacks_grant(s: CoreState, asked: Asked) -> bool:
     call = asked.call
     conn = s.connections[call.conn]
@@ -90,7 +122,7 @@ def _lacks_grant(s: CoreState, asked: Asked) -> bool:
 
 def _stale_incarnation(s: CoreState, asked: Asked) -> bool:
     call = asked.call
-    if call.method != "observe" and call.params.get("incarnation") != s.config.incarnation:
+    if call.method not in ("observe", "hello") and call.params.get("incarnation") != s.config.incarnation:
         # Mutant 20 removes this check: H21 must then write a second prompt.
         s.refuse(call, "stale-incarnation", "the request carries another controller incarnation; "
                                             "observe again (outcomes under the old one are unknown)")
@@ -101,10 +133,12 @@ def _stale_incarnation(s: CoreState, asked: Asked) -> bool:
 # ------------------------------------------------------------------------------------------- a prompt
 
 def _malformed_request_id(s: CoreState, asked: Asked) -> bool:
-    if CHAT01_ID.fullmatch(asked.call.params["clientRequestId"]):
-        return False
-    s.refuse(asked.call, "malformed", "clientRequestId is not a CHAT-01 id ([A-Za-z0-9][A-Za-z0-9._:-]{0,127})")
-    return True
+    params = asked.call.params
+    for name in ("clientRequestId", "draftId"):
+        if name in params and not CHAT01_ID.fullmatch(params[name]):
+            s.refuse(asked.call, "malformed", f"{name} is not a CHAT-01 id ([A-Za-z0-9][A-Za-z0-9._:-]{{0,127}})")
+            return True
+    return False
 
 
 def _seen_before(s: CoreState, asked: Asked) -> bool:
@@ -161,6 +195,11 @@ def _text_refused(s: CoreState, asked: Asked) -> bool:
 
 CALL_GATE: tuple[AdmissionCheck, ...] = (
     AdmissionCheck("admitted-connection", ("channel",), "rule 7b: closed at connect", _not_admitted),
+    AdmissionCheck("hello-first", ("malformed",), "seed \"Refusals\": a message other than hello first",
+                   _hello_not_first),
+    AdmissionCheck("verified", ("unsupported-capability",), "seed \"Refusals\": an operation I1 doesn't verify",
+                   _unverified),
+    AdmissionCheck("scope", ("scope",), "_access rule 6: the grant's scope", _out_of_scope),
     AdmissionCheck("grant", ("capability",), "rule 7b: _access.required_operations", _lacks_grant),
     AdmissionCheck("incarnation", ("stale-incarnation",), "§1, H21, deviation V-1", _stale_incarnation),
 )
@@ -202,7 +241,8 @@ def _dispatch(s: CoreState, asked: Asked) -> None:
     request = Request(s.new_id("r"), crid, s.config.actor, s.config.conversation, s.execution,
                       s.config.incarnation, s.generation, call.conn, digest,
                       len(text.encode("utf-8", "surrogatepass")), s.now, updated_at=s.now,
-                      peer=s.connections[call.conn].ids)
+                      peer=s.connections[call.conn].ids, draft_id=call.params.get("draftId"),
+                      draft_revision=call.params.get("draftRevision"))
     try:
         command = s.link.send_prompt(text, now=s.now, bound=s.bounds.prompt_ack)
     except LinkPoisoned as exc:  # admission checked it; a bug if this happens

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ._access import Peer
 from ._core_state import CoreState
 from ._effects import CLAIM_GENERATION
 from ._io import Call, CloseConnection, Connected, Disconnected, PageRead, ReadPage, Refuse, Reply
@@ -34,17 +35,38 @@ from ._state import Conn
 
 
 def connect(s: CoreState, event: Connected) -> None:
-    """Rule 7b: admit the peer with what its grant allows, or close the connection `channel` at once."""
+    """Rule 7b: admit the peer with what its grants allow here, or close the connection `channel` at once."""
     peer = event.peer
-    operations = s.config.access.operations(peer)
-    if operations is None or peer is None:
+    admitted = s.config.access.admit(peer, s.config.conversation)
+    if admitted is None or peer is None:
         # Not held by a drift check (`_core_drift` rule 2): nothing was ever sent to this connection to keep
         # in order, and it must not stay open meanwhile, its requests read.
         s.out.append(CloseConnection(event.conn, "channel"))
         s.evidence("channel-refused", connection=event.conn,
                        peer=None if peer is None else {"uid": peer.uid, "gid": peer.gid, "pid": peer.pid})
         return
-    s.connections[event.conn] = Conn(operations, peer.ids)
+    s.connections[event.conn] = Conn(admitted.operations, peer.ids, admitted.in_scope, groups=peer.groups)
+
+
+def hello(s: CoreState, call: Call) -> None:
+    """Rule 6: the seed's hello, a connection's first request (the gate refused a later one `malformed`):
+    the grant it names judges the connection from now on (`_access` rule 6): `grant` when no active grant
+    of this peer's has that id; `unsupported-capability` for a transport not served."""
+    conn = s.connections[call.conn]
+    uid, gid, pid = conn.ids
+    decided = s.config.access.hello(Peer(uid, gid, pid, conn.groups), call.params["grant"], s.config.conversation)
+    if isinstance(decided, ControlRefusal):
+        s.refuse(call, decided.code, decided.message)
+        return
+    if call.params.get("transport", "local") != "local":
+        s.refuse(call, "unsupported-capability", f"transport {call.params['transport']!r} is not served: "
+                                                 "this controller answers on its local socket only")
+        return
+    conn.operations, conn.in_scope, conn.grant = decided.operations, decided.in_scope, decided.grant
+    s.emit(Reply(call.conn, call.rpc_id, {
+        "grant": decided.grant, "operations": sorted(decided.operations),
+        "scope": None if decided.scope is None else sorted(decided.scope), "scopeHolds": decided.in_scope,
+        "connection": s.connection_record(call.conn)}))
 
 
 def disconnected(s: CoreState, event: Disconnected) -> None:
@@ -69,8 +91,8 @@ def observe(s: CoreState, call: Call) -> None:
         s.subs = None
     cursor = call.params.get("cursor")
     # Each read has its own cut: a re-observe on a subscribed connection (a client reconciling at a
-    # seam, E4) reports the seam of this read, not of the first one.
-    conn.reads[call.rpc_id] = (cursor, s.sequence, _quiet(s))
+    # seam, E4) reports the seam of this read, not of the first one. A limit is advisory (seed "Observe").
+    conn.reads[call.rpc_id] = (cursor, s.sequence, _quiet(s), "limit" in call.params)
     s.emit(ReadPage(call.conn, call.rpc_id, cursor))
 
 
@@ -84,7 +106,7 @@ def page_read(s: CoreState, event: PageRead) -> None:
     conn = s.connections.get(event.conn)
     if conn is None or event.rpc_id not in conn.reads:
         return  # it hung up meanwhile
-    cursor, cut, quiet_at_call = conn.reads.pop(event.rpc_id)
+    cursor, cut, quiet_at_call, limited = conn.reads.pop(event.rpc_id)
     result = dict(event.result)
     if not result.get("ok", False) and cursor is not None:
         refusal = result.get("refusal")
@@ -107,6 +129,8 @@ def page_read(s: CoreState, event: PageRead) -> None:
         "receipts": _receipts_for_observe(s),
         "inherited": [dict(r) for r in s.config.inherited],
         "history": result,
+        # Seed "Observe": a limit (1-100) is advisory; the reader's page size governs.
+        **({"limitAdvisory": True} if limited else {}),
     }))
 
 

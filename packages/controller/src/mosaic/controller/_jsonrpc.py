@@ -15,10 +15,12 @@ The rules this file keeps (brief §1 "Controller and transport"; JSON-RPC 2.0; `
    ``jsonrpc`` not "2.0", no ``id`` / an id that is not a
    string or integer (bool, float, null), no string ``method``,
    ``params`` present but not an object, an unknown member
-   a method not in ``PARAMS``                                     -32601   yes
-   params that break ``PARAMS`` / ``ENUMS``: a missing required   -32602   yes
-   param, an unknown param, a wrong type (a bool is not an int,
-   a float is not an int), a value outside its enumeration
+   a method not in ``PARAMS`` (nor ``UNVERIFIED_METHODS``, whose  -32601   yes
+   params go unchecked to the core, which refuses them)
+   params that break ``PARAMS`` / ``ENUMS`` / ``RANGES``: a       -32602   yes
+   missing required param, an unknown param, a wrong type (a bool
+   is not an int, a float is not an int), a value outside its
+   enumeration or its range
    ============================================================  =======  ===============
 
    "Usable" means the top level is an object whose ``id`` is a string or an integer (not a bool): the error
@@ -56,6 +58,8 @@ from ._methods import (
     METHOD_NOT_FOUND,
     PARAMS,
     PARSE_ERROR,
+    RANGES,
+    UNVERIFIED_METHODS,
 )
 
 __all__ = [
@@ -225,6 +229,8 @@ def _request(value: Any) -> ParsedRequest | RequestError:
     if not isinstance(params, dict):
         return RequestError(
             INVALID_REQUEST, f'invalid request: "params" must be an object, not {_kind(params)}', rpc_id)
+    if method in UNVERIFIED_METHODS:  # the core refuses it: its params are not this increment's to check
+        return ParsedRequest(rpc_id, method, MappingProxyType(params))
     spec = PARAMS.get(method)
     if spec is None:
         return RequestError(METHOD_NOT_FOUND, f"method not found: {_short(method)}", rpc_id)
@@ -243,6 +249,9 @@ def _request(value: Any) -> ParsedRequest | RequestError:
         allowed = ENUMS.get((method, name))
         if allowed is not None and got not in allowed:
             return _bad_param(rpc_id, method, name, f"must be one of {sorted(allowed)}")
+        bounds = RANGES.get((method, name))
+        if bounds is not None and isinstance(got, int) and not bounds[0] <= got <= bounds[1]:
+            return _bad_param(rpc_id, method, name, f"must be from {bounds[0]} to {bounds[1]}")
     return ParsedRequest(rpc_id, method, MappingProxyType(params))
 
 

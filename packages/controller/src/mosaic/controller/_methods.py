@@ -20,12 +20,21 @@ from types import MappingProxyType
 ParamSpec = tuple[type, bool]
 
 PARAMS: Mapping[str, Mapping[str, ParamSpec]] = MappingProxyType({
+    # The seed's first message (README "Refusals": `grant`; issue 26): optional here, and only as a
+    # connection's first request. It names a grant of the grants file, which then judges every request of
+    # the connection (narrowing its peer's rights, never widening them). `transport` says how the client
+    # reached the controller: "local" (this socket) is the only one served.
+    "hello": {"grant": (str, True), "transport": (str, False)},
     # Subscribe to the live stream and read a history page (the first page of the current branch, or the
     # page a reader cursor names). Returns the incarnation token the other commands must carry (brief §1).
-    "observe": {"incarnation": (str, False), "cursor": (str, False)},
+    # `limit` (1-100) is advisory (seed "Observe"): the reader's page size governs; the reply says
+    # `limitAdvisory: true`.
+    "observe": {"incarnation": (str, False), "cursor": (str, False), "limit": (int, False)},
     "ping": {},
+    # `draftId` and `draftRevision` (seed "Observe": "the library sends a draft ID and revision 1 with each
+    # prompt and keeps no draft state") are carried into the request record; drafts are client-local.
     "prompt": {"incarnation": (str, True), "generation": (int, True), "clientRequestId": (str, True),
-               "text": (str, True)},
+               "text": (str, True), "draftId": (str, False), "draftRevision": (int, False)},
     "takeover": {"incarnation": (str, True), "expectedGeneration": (int, True)},
     "interrupt": {"incarnation": (str, True), "generation": (int, True)},
     "issue-confirmation": {"incarnation": (str, True), "operation": (str, True)},
@@ -38,7 +47,21 @@ PARAMS: Mapping[str, Mapping[str, ParamSpec]] = MappingProxyType({
 ENUMS: Mapping[tuple[str, str], frozenset[str]] = MappingProxyType({
     ("issue-confirmation", "operation"): frozenset({"force-stop", "recover"}),
     ("answer-confirmation", "answer"): frozenset({"confirm", "cancel"}),
+    # "private-host" is a transport the seed names and refuses (`unsupported-capability`); the core says so.
+    ("hello", "transport"): frozenset({"local", "private-host"}),
 })
+
+RANGES: Mapping[tuple[str, str], tuple[int, int]] = MappingProxyType({
+    ("observe", "limit"): (1, 100),  # seed "Observe"
+    ("prompt", "draftRevision"): (1, 2**53 - 1),  # a revision counts from 1; JSON's safe integers
+})
+"""An integer param's inclusive range: a value outside it is -32602, as a wrong type is."""
+
+UNVERIFIED_METHODS: frozenset[str] = frozenset({"approval", "draft", "upload", "queue-edit"})
+"""CHAT-01 commands this increment does not verify (seed README "Refusals": `unsupported-capability`, "an
+operation I1 doesn't verify"): `approval` is I2's (the approval races H5-H8), the draft, upload and
+queue-edit commands CHAT-04's (brief "Contracts implemented"). The server takes any params for them and the
+core refuses each `unsupported-capability`, where an unknown method is -32601."""
 
 # JSON-RPC error codes. -32700..-32600 are JSON-RPC 2.0's own; -32001.. are this protocol's, stable.
 PARSE_ERROR = -32700  # not JSON, or not UTF-8

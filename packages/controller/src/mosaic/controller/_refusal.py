@@ -24,6 +24,10 @@ class ControlRefusal(Refusal):
         "channel": False,  # the peer's uid, gid and groups have no grant (seed README "Refusals"; sent as
         # the `closing` reason at connect, which the client library raises as this refusal)
         "capability": False,  # the peer's grant lacks the operation the method needs (`_access`)
+        "grant": False,  # a hello names no active grant of this peer's (seed README "Refusals"; issue 26)
+        "scope": False,  # the connection's grant does not cover this controller's conversation (its scope)
+        "unsupported-capability": False,  # a CHAT-01 command this increment does not verify (approval,
+        # draft, upload, queue-edit), or a hello asking for a transport not served (private-host)
         "stale-incarnation": True,  # an old controller incarnation token (H21; deviation V-1)
         "generation": True,  # the request's controller generation is stale (H1, H2)
         "controller": False,  # the connection is not the controller (S5, H15)

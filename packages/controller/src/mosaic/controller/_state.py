@@ -60,6 +60,9 @@ class Request:
     # The admitting connection's peer (uid, gid, pid): the tuple its connection holds, shared, so
     # a settled request kept for exact retries stays atoms only.
     peer: tuple[int, int, int] | None = None
+    # The client-local draft the prompt came from (seed "Observe"; issue 26): carried into the record.
+    draft_id: str | None = None
+    draft_revision: int | None = None
 
     def move(self, new: ReceiptState, now: float, *, reason: str | None = None,
              native_error: str | None = None, turn_state: TurnState | None = None) -> None:
@@ -92,6 +95,8 @@ class Request:
             "incarnation": self.incarnation, "generation": self.generation, "connection": self.conn,
             "operation": "prompt", "textDigest": self.text_digest, "textBytes": self.text_bytes,
             "admittedAt": self.admitted_at,
+            **({"draftId": self.draft_id} if self.draft_id is not None else {}),
+            **({"draftRevision": self.draft_revision} if self.draft_revision is not None else {}),
         }
 
     def receipt_record(self) -> dict[str, Any]:
@@ -250,14 +255,18 @@ class Confirmation:
 class Conn:
     """One admitted connection (the core's rule 7b: its peer's grant named it)."""
 
-    operations: frozenset[str]  # what its peer's grant allows (the core's rule 7b)
+    operations: frozenset[str]  # what its peer's grant allows (the core's rule 7b), or its hello's grant
     ids: tuple[int, int, int]  # its peer's (uid, gid, pid): one tuple every record of this actor shares
+    in_scope: bool = True  # its grant covers this conversation (else every request is refused `scope`)
+    grant: str | None = None  # the grant its hello named (issue 26); None: no hello
+    started: bool = False  # it made a request (a hello after one is refused `malformed`)
+    groups: tuple[int, ...] | None = ()  # its peer's supplementary groups, as read at connect (a gid grant)
     role: str = "observer"
     subscribed_from: int | None = None  # first sequence this connection receives
     seq_at_subscribe: int = 0
     quiet_at_subscribe: bool = False
-    reads: dict[RpcId, tuple[str | None, int, bool]] = field(default_factory=dict)
-    # observe calls awaiting their page: (cursor, the sequence at the call, quiet at the call)
+    reads: dict[RpcId, tuple[str | None, int, bool, bool]] = field(default_factory=dict)
+    # observe calls awaiting their page: (cursor, the sequence at the call, quiet at the call, a limit given)
 
 
 @dataclass(eq=False)

@@ -1,4 +1,5 @@
-"""The socket protocol as data: its methods and their params (`PARAMS`, `ENUMS`), its error codes
+"""The socket protocol as data: its methods and their params (`PARAMS`, `ENUMS`, `RANGES`; the CHAT-01
+commands it refuses `unsupported-capability`, `UNVERIFIED_METHODS`), its error codes
 (`ERROR_CODES` and each code), the notifications and the reasons a connection is closed (`CLOSE_REASONS`),
 and the sans-io wire format: one request line in, a `ParsedRequest` or a `RequestError` out (`parse_line`);
 an answer or a notification out (`encode_result`, `encode_error`, `encode_notification`)."""
@@ -25,7 +26,9 @@ from ._methods import (
     NOTIFICATIONS,
     PARAMS,
     PARSE_ERROR,
+    RANGES,
     REFUSED,
+    UNVERIFIED_METHODS,
 )
 
 __all__ = [
@@ -40,7 +43,9 @@ __all__ = [
     "NOTIFICATIONS",
     "PARAMS",
     "PARSE_ERROR",
+    "RANGES",
     "REFUSED",
+    "UNVERIFIED_METHODS",
     "ParsedRequest",
     "RequestError",
     "encode_error",

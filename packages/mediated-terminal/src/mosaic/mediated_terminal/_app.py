@@ -227,11 +227,12 @@ def _join(rows: list[Fragments]) -> StyleAndTextTuples:
 class TerminalApp:
     """The terminal over one controller socket. `run` attaches, then runs until Ctrl-C or Ctrl-D."""
 
-    def __init__(self, socket_path: str, *, input: Input | None = None, output: Output | None = None) -> None:
+    def __init__(self, socket_path: str, *, input: Input | None = None, output: Output | None = None,
+                 grant: str | None = None) -> None:
         self.socket_path = socket_path
         controls = Condition(lambda: self.model.controls)
         self.buffer = Buffer(multiline=True, read_only=~controls)
-        self.model = TerminalModel(socket_path, BufferComposer(self.buffer))
+        self.model = TerminalModel(socket_path, BufferComposer(self.buffer), grant=grant)
         self.details = False
         self.exit_code = 0
         self.transcript = TranscriptControl(self)
@@ -476,6 +477,7 @@ class TerminalApp:
                 await self.model.aclose()
 
 
-async def run_terminal(socket_path: str) -> int:
-    """Run the terminal on `socket_path`; the exit code (see `TerminalApp.run`)."""
-    return await TerminalApp(socket_path).run()
+async def run_terminal(socket_path: str, grant: str | None = None) -> int:
+    """Run the terminal on `socket_path` (saying hello naming `grant` on each connection, when given); the
+    exit code (see `TerminalApp.run`)."""
+    return await TerminalApp(socket_path, grant=grant).run()

@@ -1,4 +1,4 @@
-"""The command line: ``mosaic-terminal --socket PATH [--log FILE]`` (also ``python -m
+"""The command line: ``mosaic-terminal --socket PATH [--grant ID] [--log FILE]`` (also ``python -m
 mosaic.mediated_terminal``), ``--version``, ``--help``.
 
 Exit codes (the package README lists them):
@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                "stop, Ctrl-R recover (each asks y/n first), F2 details. Exit codes: 0 quit, 1 could not "
                "start (one line on stderr), 2 usage, 70 crash, 128+n a signal.")
     parser.add_argument("--socket", required=True, metavar="PATH", help="the controller's Unix socket")
+    parser.add_argument("--grant", metavar="ID",
+                        help="say the seed's hello naming this grant of the controller's grants file on each "
+                             "connection: the terminal may then do what that grant allows, never more")
     parser.add_argument("--log", metavar="FILE",
                         help="write the client library's log here (nothing is logged to the screen)")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -72,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._model import CannotAttach
 
         try:
-            return asyncio.run(run_terminal(args.socket))
+            return asyncio.run(run_terminal(args.socket, args.grant))
         except CannotAttach as exc:
             return _fail(str(exc))
     except KeyboardInterrupt:

@@ -115,8 +115,9 @@ class TerminalModel:
     """The terminal's state and actions (module rules). Make it on the event loop; `start` attaches."""
 
     def __init__(self, socket_path: str, composer: Composer, *, ping_interval: float | None = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.client = ControllerClient(socket_path, ping_interval=ping_interval)
+                 clock: Callable[[], float] = time.monotonic, grant: str | None = None) -> None:
+        # With a grant, every connection starts with the seed's hello naming it (`mosaic-terminal --grant`).
+        self.client = ControllerClient(socket_path, ping_interval=ping_interval, grant=grant)
         self.transcript = Transcript(self.client)
         self.composer = composer
         self.notes: deque[Note] = deque(maxlen=NOTES_KEPT)
@@ -208,7 +209,10 @@ class TerminalModel:
         except _FAILURES as exc:
             raise CannotAttach(_attach_words(exc, self.client.socket_path)) from exc
         self.disconnected = None
-        self.note(f"attached as {self.client.role} (incarnation {again.observed.incarnation[:INCARNATION_SHOWN]})")
+        granted = self.client.granted
+        under = "" if granted is None else f", grant {granted.get('grant')}: {' '.join(granted.get('operations', ()))}"
+        self.note(f"attached as {self.client.role} (incarnation {again.observed.incarnation[:INCARNATION_SHOWN]}"
+                  f"{under})")
         self.check_transfer()
         self._engine(self.client.binding)
         self.changed()

@@ -1,4 +1,4 @@
-"""The command line, ``mosaic-terminal --socket PATH [--log FILE]`` (also ``python -m
+"""The command line, ``mosaic-terminal --socket PATH [--grant ID] [--log FILE]`` (also ``python -m
 mosaic.mediated_terminal``): `main(argv)` runs it and returns its exit code, `EXIT_OK` (0: quit), `EXIT_REFUSED`
 (1: could not start, one line on stderr), `EXIT_USAGE` (2) or `EXIT_CRASH` (70: a bug, with its traceback);
 a signal n ends it with 128 + n. Importing this module imports neither prompt_toolkit nor the controller.

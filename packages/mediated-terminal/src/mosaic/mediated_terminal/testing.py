@@ -136,11 +136,11 @@ class TmuxTerminal:
         return list(self.pids)
 
     async def wait_gone_processes(self, pids: list[int], timeout: float = WAIT) -> None:
-        """Wait until every one of `pids` (recorded by `processes`) has ended; AssertionError after `timeout`."""
+        """Wait until every one of `pids` (recorded by `processes`) has ended; TimeoutError after `timeout`."""
         deadline = time.monotonic() + timeout
         while any(self._alive(p) for p in pids):
             if time.monotonic() > deadline:
-                raise AssertionError(f"still running after {timeout} s: {[p for p in pids if self._alive(p)]}")
+                raise TimeoutError(f"still running after {timeout} s: {[p for p in pids if self._alive(p)]}")
             await asyncio.sleep(POLL)
 
     def _descendants(self) -> list[int]:
@@ -189,7 +189,7 @@ class TmuxTerminal:
         return text.split("\n")[: self.height]
 
     async def wait_for(self, predicate: Callable[[list[str]], bool], what: str, timeout: float = WAIT) -> list[str]:
-        """Poll the screen until `predicate(rows)`; AssertionError with the screen after `timeout` s.
+        """Poll the screen until `predicate(rows)`; TimeoutError with the screen after `timeout` s.
 
         The screen returned is a whole frame: tmux may be captured while it is still taking in a redraw
         (the status row new, the rows below it not yet), so once the predicate holds the screen is captured
@@ -206,7 +206,7 @@ class TmuxTerminal:
                     rows = again
                 return rows
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; the screen:\n" + "\n".join(rows)
+                raise TimeoutError(f"timed out waiting for {what}; the screen:\n" + "\n".join(rows)
                                      + "\n--- stderr:\n" + self.read_stderr())
             await asyncio.sleep(POLL)
 
@@ -245,7 +245,7 @@ class TmuxTerminal:
                     break
                 except (FileNotFoundError, ConnectionRefusedError):
                     if time.monotonic() > deadline:
-                        raise AssertionError("the relay never listened for chunks") from None
+                        raise TimeoutError("the relay never listened for chunks") from None
                     await asyncio.sleep(POLL)
         reader, writer = self._chunker
         writer.write(struct.pack(">I", len(data)) + data)

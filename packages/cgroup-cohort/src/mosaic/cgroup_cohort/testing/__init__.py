@@ -136,7 +136,7 @@ def churning_threads(count: int = 3) -> Iterator[int]:
 
 
 def in_worker(fn: Callable[[], Any], timeout: float, *, on_hang: Callable[[], str] | None = None) -> Any:
-    """``fn()`` on a daemon worker thread, bounded: a hang fails the test (AssertionError, with what
+    """``fn()`` on a daemon worker thread, bounded: a hang fails the test (TimeoutError, with what
     ``on_hang`` says after its clean-up) instead of hanging it; ``fn``'s exception is raised here."""
     box: dict[str, Any] = {}
 
@@ -151,7 +151,7 @@ def in_worker(fn: Callable[[], Any], timeout: float, *, on_hang: Callable[[], st
     t.join(timeout)
     if t.is_alive():
         said = f"; {on_hang()}" if on_hang is not None else ""
-        raise AssertionError(f"hung: no return within {timeout}s{said}")
+        raise TimeoutError(f"hung: no return within {timeout}s{said}")
     if "error" in box:
         raise box["error"]
     return box["value"]

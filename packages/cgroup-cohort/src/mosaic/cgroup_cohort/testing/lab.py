@@ -240,7 +240,7 @@ def read_json_line(fd: int, timeout: float = 20.0) -> dict[str, Any]:
     while not buf.endswith(b"\n"):
         ready, _, _ = select.select([fd], [], [], timeout)
         if not ready:
-            raise AssertionError(f"no line within {timeout}s (got {buf!r})")
+            raise TimeoutError(f"no line within {timeout}s (got {buf!r})")
         chunk = os.read(fd, 1)
         if not chunk:
             raise AssertionError(f"stream closed (got {buf!r})")
