@@ -709,13 +709,8 @@ async def amain(args: argparse.Namespace, facts: dict[str, Any]) -> int:
         say(f"demo: {e}")
         status = EXIT_REFUSED
     except Refusal as e:
-        say(f"demo: refused at {AT['step']}: {e.code}: {plain_message(e.message)}")
-        why = closed_because(AT["controller"])
-        if why:
-            say(f"demo: the controller had closed new prompts: {why}")
-        say("demo: what to do: nothing is left behind (everything the run made is removed below); run it again "
-            "(bash ci/main). If the same step is refused again, bash ci/main --verbose shows each step's "
-            "technical state; report the lines above with it")
+        for line in refused_lines(AT["step"], e, closed_because(AT["controller"])):
+            say(line)
         status = EXIT_REFUSED
     except Exception as e:  # noqa: BLE001 - a crash: one line, the traceback only on request
         say(f"demo: crashed (a bug): {type(e).__name__}: {plain_message(str(e)).splitlines()[0] if str(e) else ''}"
@@ -735,6 +730,18 @@ async def amain(args: argparse.Namespace, facts: dict[str, Any]) -> int:
         say("interrupted: cleaned up" if not left else "interrupted: cleaned up all but the above")
         return 128 + got[0]
     return status
+
+
+def refused_lines(step: str, refusal: Refusal, why: str) -> list[str]:
+    """What the demo says when a step is refused: the step and the refusal, why the controller had closed
+    new prompts (when it had), and what to do next."""
+    lines = [f"demo: refused at {step}: {refusal.code}: {plain_message(refusal.message)}"]
+    if why:
+        lines.append(f"demo: the controller had closed new prompts: {why}")
+    lines.append("demo: what to do: nothing is left behind (everything the run made is removed below); run it "
+                 "again (bash ci/main). If the same step is refused again, bash ci/main --verbose shows each "
+                 "step's technical state: report the lines above with it")
+    return lines
 
 
 def closed_because(controller: Controller | None) -> str:
