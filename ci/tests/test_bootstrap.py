@@ -128,13 +128,23 @@ def _tool_venv_ready(repo: Path) -> None:
     shutil.copy(REPO / "ci" / "requirements.txt", tools / "requirements.txt")
 
 
+def _pin_check(repo: Path) -> None:
+    """A stand-in for pi-rpc's sources in the scratch copy: `check_pin` passes for a Pi directory holding
+    VERIFIES (the real check hashes the whole install; its use from the sources is the test below)."""
+    pkg = repo / "packages" / "pi-rpc" / "src" / "mosaic" / "pi_rpc"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("import os\n\ndef check_pin(d):\n"
+                                     "    return None if os.path.exists(os.path.join(d, 'VERIFIES')) else 'mismatch'\n")
+    record = repo / ".cache" / "pi" / "node_modules" / ".package-lock.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("{}")
+
+
 def test_bootstrap_asks_for_no_npm_once_the_pinned_pi_verifies(scratch_repo: Path) -> None:
     copy_scripts(scratch_repo, "bootstrap", "requirements.txt")
     _tool_venv_ready(scratch_repo)
-    os.symlink(REPO / "packages", scratch_repo / "packages")  # check_pin runs from the sources
-    pi = (REPO / ".cache" / "pi").resolve()
-    assert (pi / "node_modules" / ".package-lock.json").is_file(), "the pinned Pi is not installed in .cache/pi"
-    os.symlink(pi, scratch_repo / ".cache" / "pi")
+    _pin_check(scratch_repo)
+    (scratch_repo / ".cache" / "pi" / "VERIFIES").write_text("")
     apt_log = scratch_repo / "apt.log"
     env = {"PATH": _path_without_npm(scratch_repo, apt_log=apt_log), "LC_ALL": "C"}
     bash = shutil.which("bash") or "/bin/bash"
@@ -142,13 +152,22 @@ def test_bootstrap_asks_for_no_npm_once_the_pinned_pi_verifies(scratch_repo: Pat
                           timeout=120, env=env, cwd="/")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done
     assert not apt_log.exists()  # no npm (and so no apt-get) for a Pi that verifies
-    # Without a Pi that verifies, npm is still asked for (it fetches the Pi).
-    (scratch_repo / ".cache" / "pi").unlink()
+    # A Pi that does not verify (or none) still needs npm, which fetches it.
+    (scratch_repo / ".cache" / "pi" / "VERIFIES").unlink()
     fetching = subprocess.run([bash, str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
                               timeout=120, env=env, cwd="/")
     assert fetching.returncode == 1
     assert fetching.stdout.splitlines() == ["bootstrap: apt-get install npm"]
     assert apt_log.read_text().splitlines()[0] == "update -qq"
+
+
+def test_the_pin_check_bootstrap_asks_runs_from_the_sources_with_the_system_python() -> None:
+    # What ci/bootstrap runs, nothing installed: the real check_pin imported from packages/ under -I.
+    code = ("import sys\nsys.path[:0] = ['packages/pi-rpc/src', 'packages/safe-open/src']\n"
+            "from mosaic.pi_rpc import check_pin\nprint(check_pin('/nonexistent/pi').code)")
+    done = subprocess.run([system_python(), "-I", "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=str(REPO))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "engine-pin-mismatch\n", ""), done
 
 
 def test_main_says_a_line_before_it_installs_the_packages_into_the_venv(scratch_repo: Path) -> None:
