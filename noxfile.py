@@ -228,7 +228,8 @@ def demo(session: nox.Session) -> None:
     controller launches Pi under a writer claim in a cohort and the client library drives six steps; then
     ci/demo_check.py checks the printed transcript and the recorded facts step by step (and its plain
     words); then ci/demo_interactive_check.py drives the `--interactive` run's mosaic-terminal in tmux as a
-    person would (issue 20); then ci/tests_demo: SIGINT, SIGHUP and SIGTERM at each step boundary of the
+    person would (issues 20 and 29: through force stop, recover, the launch from the record and a prompt
+    again); then ci/tests_demo: SIGINT, SIGHUP and SIGTERM at each step boundary of the
     demo, each cleaned up with one line, a SIGKILLed run swept by the next, the refusals in one line, and the
     Pi fetch's progress and interrupt (about 1.7 minutes). Needs root (a cgroup, the engine account) and
     tmux, like `smoke`."""

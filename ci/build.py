@@ -121,7 +121,8 @@ def fetch_thirdparty(requirements: list[str], dest: Path) -> list[str]:
               "--only-binary=:all:", "-d", str(dest), *requirements])
     files = sorted(p.name for p in dest.iterdir())
     print(f"third-party wheels from PyPI for {requirements}: {files}", flush=True)
-    return buildcheck.thirdparty_problems(files)
+    readme = (workspace.ROOT / "README.md").read_text(encoding="utf-8")
+    return buildcheck.thirdparty_problems(files) + buildcheck.readme_thirdparty_problems(readme, files)
 
 
 def install_alone(uv: str, name: str, wheel: Path, dirs: tuple[Path, Path], tmp: Path) -> list[str]:

@@ -199,6 +199,38 @@ def thirdparty_problems(filenames: Iterable[str]) -> list[str]:
     return out
 
 
+# README "Install one package": the sentence that names the wheels dist/thirdparty holds.
+README_THIRDPARTY = re.compile(r"`dist/thirdparty/`: the wheels of the third-party runtime requirements and of what "
+                               r"they require \(today\s+(\w+):\s+([^)]*)\)")
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+
+
+def readme_thirdparty_names(readme: str) -> tuple[int | None, list[str]] | None:
+    """The README's dist/thirdparty sentence: the count it says in words and the names it lists in
+    backticks; None when the sentence is not there."""
+    found = README_THIRDPARTY.search(readme)
+    if found is None:
+        return None
+    return NUMBERS.get(found.group(1)), re.findall(r"`([^`]+)`", found.group(2))
+
+
+def readme_thirdparty_problems(readme: str, filenames: Iterable[str]) -> list[str]:
+    """The README's dist/thirdparty sentence names exactly the distributions of the wheels fetched, and
+    says how many."""
+    said = readme_thirdparty_names(readme)
+    if said is None:
+        return ["README.md: the sentence naming the dist/thirdparty wheels is missing"]
+    count, names = said
+    fetched = sorted({canonicalize_name(re.split(r"-\d", f, maxsplit=1)[0]) for f in filenames if f.endswith(".whl")})
+    listed = sorted(canonicalize_name(n) for n in names)
+    out = []
+    if listed != fetched:
+        out.append(f"README.md names the dist/thirdparty wheels {listed}, but the build fetched {fetched}")
+    if count != len(names):
+        out.append(f"README.md says {count} dist/thirdparty wheels and names {len(names)}")
+    return out
+
+
 def read_wheel(path: str | IO[bytes]) -> tuple[list[str], Message, str, dict[str, str]]:
     """A wheel's file names, METADATA, entry_points.txt text ('' when absent) and RECORD hashes."""
     with zipfile.ZipFile(path) as zf:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The main job: the whole system on the real Pi 0.85.1, printed as a person would want to read it.
 
-    python ci/demo.py [--evidence FILE] [--transcript FILE]   # the six steps (issue 12), non-interactive
+    python ci/demo.py [--verbose] [--evidence FILE] [--transcript FILE]   # the six steps (issue 12)
     python ci/demo.py --interactive                           # the same controller, with mosaic-terminal on it
 
 Run it through `bash ci/main` (which checks the machine, sets up, installs the pinned Pi into .cache/pi and
@@ -28,9 +28,22 @@ included) to both; (2) the observer's prompt is refused (`controller`), a `/` pr
 settles it and admission reopens; (4) a force stop with a confirmation, and the cohort proof it produced;
 (5) recover, and a new controller launches on the same leaf (new claim id, generation + 1) for one more
 turn; (6) the reader's view of the resulting session file, every branch, and of a Claude Code 2.1.283
-session beside it (a seat of the same project whose launcher receipt names the pinned binary's transcript). Ids are shortened on screen
-(`claim-91d2…`); `--evidence FILE` writes the facts each step printed as JSON, in full, and `--transcript
-FILE` a copy of what it printed, for `ci/demo_check.py` (run by `nox -s demo`).
+session beside it (a seat of the same project whose launcher receipt names the pinned binary's transcript).
+Ids are shortened on screen
+(`claim-91d2…`) and the words are plain (issue 29: what a person needs, such as "the engine was proven
+stopped: every process it started has ended"); `--verbose` adds the technical lines (incarnations, the
+seam, confirmation ids, the proof's membership flag, leaves). `--evidence FILE` writes the facts each step
+printed as JSON, in full, and `--transcript FILE` a copy of what it printed, for `ci/demo_check.py` (run by
+`nox -s demo`).
+
+A step that is refused stops the run in one line with the step, the refusal, why the controller had closed
+new prompts if it had (its fences, in its words), and what to do next. The library's log goes to stderr,
+one line per record, never a traceback (MOSAIC_TRACEBACK=1 shows them).
+
+`--interactive`: the controller and mosaic-terminal on it. A recover in the terminal (Ctrl-R, y) issues an
+eligibility record; the demo, as the controller's launcher, then closes that controller and launches a new
+one from the record on the same socket, and the terminal's note says so: Ctrl-O connects to it, Ctrl-T
+takes control again.
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -79,6 +93,7 @@ from mosaic.controller.client import (
     ToolRun,
     Transcript,
 )
+from mosaic.controller.lifecycle import EligibilityRecord
 from mosaic.controller.plain import plain_message, shorten
 from mosaic.controller.route import RouteUnavailable, choose_route, engine_can_read
 from mosaic.controller.testing import FixtureTree, readable_install
@@ -99,6 +114,8 @@ EXIT_CRASH = 70
 HOLD_POINTS = ("start", "route", "launched", "step-1", "step-2", "step-3", "step-4", "step-5", "relaunched",
                "step-6", "done")
 HOLD: list[str] = []  # --hold-at, once parsed
+VERBOSE: list[bool] = []  # --verbose, once parsed
+AT: dict[str, Any] = {"step": "the set-up", "controller": None}  # where a refusal happened, and whose fences
 
 TRANSCRIPT: list[Any] = []  # the file --transcript names, once opened
 TERMINAL = {"gone": False}  # a closed terminal (EIO) or pipe (EPIPE): keep going, keep the transcript
@@ -133,7 +150,14 @@ def say(text: str = "") -> None:
         f.flush()
 
 
+def detail(text: str) -> None:
+    """A technical line (ids of the protocol, the seam, flags of a proof): only with --verbose."""
+    if VERBOSE:
+        say(text)
+
+
 def heading(n: int, title: str) -> None:
+    AT["step"] = f"step {n} ({title})"
     say(f"\n== step {n}: {title}")
 
 
@@ -318,9 +342,9 @@ class Seat:
     async def attach(cls, name: str, socket_path: str) -> Seat:
         seat = cls(name, await ControllerClient.connect(socket_path))
         observed = await seat.client.observe()
-        say(f"[{name}] attached as {seat.client.role}: generation {observed.generation}, "
-            f"controller incarnation {observed.incarnation}, binding {observed.binding.get('state')}, "
-            f"seam from event {observed.seam.from_sequence} ({'quiet' if observed.seam.quiet else 'reconcile'})")
+        say(f"[{name}] attached, watching (generation {observed.generation})")
+        detail(f"    controller incarnation {observed.incarnation}, binding {observed.binding.get('state')}, "
+               f"seam from event {observed.seam.from_sequence} ({'quiet' if observed.seam.quiet else 'reconcile'})")
         return seat
 
     def drain(self) -> list[Notification]:
@@ -407,11 +431,13 @@ async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., Controller], 
         say(f"fixture root {tree.root} (temporary); session file {tree.session.relative_to(tree.root)}; "
             f"scripted model at {model.base_url} (loopback only)")
 
-        def controller(eligibility: str | None = None) -> Controller:
+        def controller(eligibility: str | None = None, *, socket_dir: str | None = None,
+                       on_recovered: Callable[[EligibilityRecord], str | None] | None = None) -> Controller:
             return Controller(
-                Placement(**tree.placement(stage.socket_dir())),
+                Placement(**tree.placement(socket_dir or stage.socket_dir())),
                 EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
-                launcher, verifier=FixtureVerifier(), manager=route.manager, stop_grace=2.0, eligibility=eligibility)
+                launcher, verifier=FixtureVerifier(), manager=route.manager, stop_grace=2.0, eligibility=eligibility,
+                on_recovered=on_recovered)
 
         yield controller, tree, engine
 
@@ -421,6 +447,7 @@ async def run_demo(stage: Stage, facts: dict[str, Any]) -> None:
         first = controller()
         try:
             await first.start()
+            AT["controller"] = first
             assert first.execution is not None and first.execution.ref is not None
             ref = first.execution.ref
             claim1 = first.execution.claim.claim_id
@@ -479,7 +506,7 @@ async def steps_1_to_5(first: Controller, controller: Callable[..., Controller],
         step2[who] = result.refusal.code
     facts["step2"] = step2
 
-    heading(3, "B takes control (generation + 1) and interrupts a streaming turn: R3-1, then admission reopens")
+    heading(3, "B takes control (generation + 1) and interrupts a streaming answer; then new prompts are open again")
     await hold("step-3")
     took = await b.client.takeover()
     await a.client.wait_until(lambda: a.client.role == "observer")  # A learns it from the binding record
@@ -492,58 +519,65 @@ async def steps_1_to_5(first: Controller, controller: Callable[..., Controller],
     streamed = next(i for i in live_items(b.view, mark) if isinstance(i, LiveMessage) and i.role == "assistant")
     say(f"[B] streaming: {shown(streamed.text, 60)} …")
     stop = await b.client.interrupt()
-    say(f"[B] interrupt -> stop {stop['stop']} ({stop['state']})")
+    say("[B] interrupt -> stopping the answer (Pi's queue is cleared, then the turn aborted)")
+    detail(f"    stop {stop['stop']} ({stop['state']}): R3-1")
     final = await b.client.wait_stop(str(stop["stop"]))
     slow = await b.client.wait_settled("demo-4")
     await b.client.wait_until(lambda: (b.client.binding or {}).get("admission") == "open")
     binding = b.client.binding or {}
-    say(f"[B] stop {final['state']}; prompt demo-4: {slow.label}; admission {binding.get('admission')}, "
-        f"engine {binding.get('engineState', binding.get('engine'))}")
+    say(f"[B] the answer stopped ({final['state']}); prompt demo-4: {slow.label}; new prompts "
+        f"{binding.get('admission')}, Pi {binding.get('engineState', binding.get('engine'))}")
     facts["step3"] = {"generation": took["generation"], "stop": final["state"], "label": slow.label,
                       "turnState": (slow.receipt or {}).get("turnState"), "admission": binding.get("admission"),
                       "roles": [a.client.role, b.client.role]}
 
-    heading(4, "force stop with a confirmation, and the cohort proof")
+    heading(4, "force stop with a confirmation, and the proof that the engine stopped")
     await hold("step-4")
     issued = await b.client.issue_confirmation("force-stop")
     summary = issued["summary"]
-    say(f"[B] confirmation {issued['confirmation']}: kills {summary.get('kills')}")
+    say(f"[B] asked to confirm: the stop kills {summary.get('kills')}")
     say(f"    execution {summary['execution']}, unit {summary.get('unit')}, processes in it now: "
-        f"{summary.get('members')} ({summary.get('census')}), open tool calls {summary.get('openTools')}")
+        f"{summary.get('members')}, open tool calls {summary.get('openTools')}")
+    detail(f"    confirmation {issued['confirmation']}; the count: {summary.get('census')}")
     await b.client.answer_confirmation(str(issued["confirmation"]), "confirm")
     stop = await b.client.force_stop(str(issued["confirmation"]))
     final = await b.client.wait_stop(str(stop["stop"]))
     proofs = [r for r in b.records("cohortProof") if r.get("stop") == stop["stop"]]
-    say(f"[B] force stop {stop['stop']}: {final['state']}" + (f" ({final.get('reason')})" if final.get("reason") else ""))
+    say(f"[B] force stop: {final['state']}" + (f" ({final.get('reason')})" if final.get("reason") else ""))
+    detail(f"    stop {stop['stop']}")
     step4: dict[str, Any] = {"summary": dict(summary), "state": final["state"]}
     if proofs:
         proof = proofs[0]["proof"]
         members = proof["members"]
-        say(f"    cohort proof: {len(members)} members left at the freeze, membershipComplete "
-            f"{proof['membershipComplete']}, digest {proof['verification']['digest']}")
+        whole = "" if proof["membershipComplete"] else "; NOT every member could be listed"
+        say(f"    the engine was proven stopped: every process it started has ended ({len(members)} left to kill "
+            f"at the freeze{whole}; proof {proof['verification']['digest']})")
+        detail(f"    cohort proof: membershipComplete {proof['membershipComplete']}")
         if not members:
             say("      (the engine ended on SIGTERM within the grace: nothing was left to kill, and the frozen, "
-                "empty cgroup proves it)")
+                "empty cgroup shows it)")
         for m in members:
             say(f"      pid {m['pid']} (start time {m['startTime']}): {m['death']} at {m['deathTime']}")
         step4.update({"members": len(members), "membershipComplete": proof["membershipComplete"],
                       "digest": proof["verification"]["digest"]})
     facts["step4"] = step4
 
-    heading(5, "recover, then a new controller launches on the same leaf for one more turn")
+    heading(5, "recover, then a new controller resumes the conversation where it stopped for one more turn")
     await hold("step-5")
     issued = await b.client.issue_confirmation("recover")
     await b.client.answer_confirmation(str(issued["confirmation"]), "confirm")
     recovered = await b.client.recover(str(issued["confirmation"]))
     record = recovered["eligibility"]
-    say(f"[B] recover -> eligibility {record['id']}: new claim {record['claim_id']}, generation "
-        f"{record['generation']}, leaf {record.get('leaf')}")
+    say(f"[B] recover -> eligibility {record['id']}: a new claim {record['claim_id']} (generation "
+        f"{record['generation']}) for the conversation as it stopped; nothing is launched yet")
+    detail(f"    leaf {record.get('leaf')}")
     await a.close()
     await b.close()
     await first.aclose()
     second = controller(eligibility=str(record["id"]))
     try:
         await second.start()
+        AT["controller"] = second
         assert second.execution is not None and second.execution.ref is not None
         c = await Seat.attach("C", second.socket_path)
         took = await c.client.takeover()
@@ -620,17 +654,39 @@ async def step_6(tree: FixtureTree, facts: dict[str, Any]) -> None:
 
 
 async def interactive(stage: Stage) -> None:
+    """The controller and mosaic-terminal on it. The demo is the controller's launcher: after a recover in
+    the terminal it closes that controller and launches a new one from the eligibility record, on the same
+    socket, as `mosaic-controller serve ... --eligibility ID` would; the terminal's Ctrl-O connects to it."""
     async with world(stage) as (controller, _tree, _engine):
-        ctl = controller()
+        sockets = stage.socket_dir()
+        issued: asyncio.Queue[str] = asyncio.Queue()
+
+        def on_recovered(record: EligibilityRecord) -> str:
+            issued.put_nowait(record.id)
+            return ("the demo, as the launcher, closes this controller and launches a new one from the record on "
+                    f"this socket now (as mosaic-controller serve ... --eligibility {record.id} would)")
+
+        ctl = controller(socket_dir=sockets, on_recovered=on_recovered)
         try:
             await ctl.start()
+            AT["controller"] = ctl
             say(f"controller socket: {ctl.socket_path}\n"
                 "the scripted model answers TOOLCALL (a bash tool call), SLOW (a long stream to interrupt), "
                 "THINK (thinking, then text) and anything else with a greeting.\nstarting mosaic-terminal…")
             proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "mosaic.mediated_terminal",
                                                         "--socket", ctl.socket_path)
+            ended = asyncio.ensure_future(proc.wait())
             try:
-                await proc.wait()
+                while True:
+                    recovered = asyncio.ensure_future(issued.get())
+                    await asyncio.wait({ended, recovered}, return_when=asyncio.FIRST_COMPLETED)
+                    if ended.done():
+                        recovered.cancel()
+                        break
+                    await ctl.aclose()  # its engine is proven stopped; the terminal sees the connection go
+                    ctl = controller(recovered.result(), socket_dir=sockets, on_recovered=on_recovered)
+                    await ctl.start()
+                    AT["controller"] = ctl
             except BaseException:
                 with contextlib.suppress(ProcessLookupError):
                     proc.terminate()
@@ -675,7 +731,8 @@ async def amain(args: argparse.Namespace, facts: dict[str, Any]) -> int:
         say(f"demo: {e}")
         status = EXIT_REFUSED
     except Refusal as e:
-        say(f"demo: refused: {e.code}: {plain_message(e.message)}")
+        for line in refused_lines(AT["step"], e, closed_because(AT["controller"])):
+            say(line)
         status = EXIT_REFUSED
     except Exception as e:  # noqa: BLE001 - a crash: one line, the traceback only on request
         say(f"demo: crashed (a bug): {type(e).__name__}: {plain_message(str(e)).splitlines()[0] if str(e) else ''}"
@@ -697,6 +754,44 @@ async def amain(args: argparse.Namespace, facts: dict[str, Any]) -> int:
     return status
 
 
+def refused_lines(step: str, refusal: Refusal, why: str) -> list[str]:
+    """What the demo says when a step is refused: the step and the refusal, why the controller had closed
+    new prompts (when it had), and what to do next."""
+    lines = [f"demo: refused at {step}: {refusal.code}: {plain_message(refusal.message)}"]
+    if why:
+        lines.append(f"demo: the controller had closed new prompts: {why}")
+    lines.append("demo: what to do: nothing is left behind (everything the run made is removed below); run it "
+                 "again (bash ci/main). If the same step is refused again, bash ci/main --verbose shows each "
+                 "step's technical state: report the lines above with it")
+    return lines
+
+
+def closed_because(controller: Controller | None) -> str:
+    """Why the controller's admission is closed, in its own words (each fence and its detail), or ""."""
+    runtime = controller.runtime if controller is not None else None
+    if runtime is None:
+        return ""
+    core = runtime.core
+    fences = "; ".join(f"{name}: {plain_message(str(why))}" for name, why in core.fences.items())
+    state = "" if core.binding_state == "active" else f"the binding is {core.binding_state}"
+    return "; ".join(x for x in (state, fences) if x)
+
+
+class OneLine(logging.Formatter):
+    """A library's log record as one line on stderr, in plain words, without its traceback (a person reads
+    it; MOSAIC_TRACEBACK=1 keeps the traceback)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = " ".join(record.getMessage().split())
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            text += f": {type(exc).__name__}" + (f": {first}" if first else "")
+            if os.environ.get("MOSAIC_TRACEBACK"):
+                text += "\n" + self.formatException(record.exc_info)  # type: ignore[arg-type]
+        return "demo: " + shorten(plain_message(text))
+
+
 def _interrupted(signum: int, _frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
@@ -712,7 +807,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--state-dir", default=str(REPO / ".cache" / "demo-runs"),
                         help="where each run records the names of what it makes (default: .cache/demo-runs)")
         ap.add_argument("--hold-at", choices=HOLD_POINTS, help=argparse.SUPPRESS)  # tests: wait there for a signal
+        ap.add_argument("--verbose", action="store_true",
+                        help="also print the technical lines (incarnations, the seam, ids of the protocol)")
         args = ap.parse_args(argv)
+        if args.verbose:
+            VERBOSE.append(True)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(OneLine())
+        handler.setLevel(logging.WARNING)
+        logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
         if args.transcript:
             TRANSCRIPT.append(open(args.transcript, "w", encoding="utf-8"))  # noqa: SIM115 - closed at exit
         if args.hold_at:

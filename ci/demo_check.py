@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check the demo's transcript (what `ci/demo.py` printed) and the facts it recorded (`--evidence`), step by
 step (issue 12's six steps), and that what it printed is in plain words (issue 21: ids shortened, no Pi
-source line numbers, no raw D-Bus text). Exit 1, naming every failed check, when one does not hold.
+source line numbers, no raw D-Bus text; issue 29: none of the protocol's words, which --verbose adds). Exit 1, naming every failed check, when one does not hold.
 
     python ci/demo_check.py TRANSCRIPT EVIDENCE
 """
@@ -20,6 +20,8 @@ from mosaic.controller.plain import shorten
 # D-Bus error, a 32-hex id in full (a claim, an eligibility, a digest).
 PI_SOURCE_LINES = re.compile(r"\b[\w.-]+\.(?:js|mjs|ts) \d+")
 FULL_ID = re.compile(r"[0-9a-f]{32}")
+# What belongs behind --verbose or in the records (issue 29): the protocol's words and ids.
+TECHNICAL = re.compile(r"\b(?:incarnation|seam|R3-1|membershipComplete|leaf)\b|\bk\d+\b")
 
 
 def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], bool]]]:
@@ -33,6 +35,10 @@ def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], boo
             r"answers: using a transient systemd scope for each engine)$", text, re.M) is not None),
         ("no raw D-Bus text", lambda: "Failed to connect to bus" not in text and "No medium found" not in text),
         ("no Pi source line numbers", lambda: PI_SOURCE_LINES.search(text) is None),
+        ("no technical words (incarnation, seam, R3-1, a confirmation id, membershipComplete, leaf)",
+         lambda: TECHNICAL.search(text) is None),
+        ("the stop is said in plain words",
+         lambda: "the engine was proven stopped: every process it started has ended" in text),
         ("ids are shortened (no 32-hex id in full)", lambda: FULL_ID.search(text) is None
          and shorten(facts["claim1"]) in text and facts["claim1"] not in text),
         # 1. two clients, one controls, the answer (with a tool call) streams to both

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Check the demo's `--interactive` run as a person would use it (issue 20): `ci/demo.py --interactive` in a
-private tmux server (its own socket name, 100x24), inside the loopback-only network namespace, with the real
-sealed Pi 0.85.1 under a cohort; then, through the keys of mosaic-terminal: take control, a prompt (a tool
-call), a second one (thinking), a long stream watched while scrolled up (the view holds still and counts
-the new rows below), interrupt, force stop (with its confirmation and the cohort proof), recover (with its
-confirmation), quit. Each step prints one line; the first that does not hold prints the screen and exits 1.
+"""Check the demo's `--interactive` run as a person would use it (issues 20 and 29): `ci/demo.py --interactive`
+in a private tmux server (its own socket name, 100x24), inside the loopback-only network namespace, with the
+real sealed Pi 0.85.1 under a cohort; then, through the keys of mosaic-terminal: take control, a prompt (a
+tool call), a second one (thinking), a long stream watched while scrolled up (the view holds still and
+counts the new rows below), interrupt (Esc), force stop (with its confirmation and the cohort proof; its
+next step said once), recover (with its confirmation; the next step names the launch), launch again (the
+demo launches a controller from the record; Ctrl-O connects), take control again, prompt again, quit. No
+traceback anywhere. Each step prints one line; the first that does not hold prints the screen and exits 1.
 
     python ci/demo_interactive_check.py [--screens FILE]    (root, like ci/demo.py; run by `nox -s demo`)
 
@@ -29,24 +31,36 @@ from mosaic.mediated_terminal.testing import TmuxError, TmuxTerminal
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[1])
 WIDTH, HEIGHT = 100, 24
-STATUS = HEIGHT - 12  # the status row (mosaic-terminal's layout: the bottom eleven rows are fixed)
 WAIT = 90.0  # the real Pi's launch and a turn through the scripted model, on a busy 2-core machine
+STATUS_STARTS = ("You control this conversation", "Watching (Ctrl-T takes control)", "NOT CONNECTED", "Attaching")
 
 
 class Failed(Exception):
     pass
 
 
+def label_row(rows: list[str]) -> int:
+    """mosaic-terminal's composer label (the lowest row that starts " composer"); the regions above it grow
+    (the notes with a long newest note, the composer with its text), so they are found from it."""
+    return next((i for i in range(len(rows) - 1, -1, -1) if rows[i].startswith(" composer")), HEIGHT - 5)
+
+
+def status_row(rows: list[str]) -> int:
+    return next((i for i in range(label_row(rows) - 4, 0, -1) if rows[i].strip().startswith(STATUS_STARTS)),
+                HEIGHT - 12)
+
+
 def status(rows: list[str]) -> str:
-    return rows[STATUS].strip()
+    return rows[status_row(rows)].strip()
 
 
 def transcript(rows: list[str]) -> list[str]:
-    return rows[1:STATUS]
+    return rows[1:status_row(rows)]
 
 
 def notes(rows: list[str]) -> str:
-    return " ".join(r.strip() for r in rows[HEIGHT - 11:HEIGHT - 8] if r.strip())
+    """Every notes row (between the status and the three prompt rows), wrapped lines joined again."""
+    return " ".join(r.strip() for r in rows[status_row(rows) + 1:label_row(rows) - 3] if r.strip())
 
 
 def fixed(rows: list[str]) -> list[str]:
@@ -117,10 +131,10 @@ class Check:
         if fixed(rows) != held:
             raise Failed("scrolled up, the view moved while the reply streamed:\n" + "\n".join(rows))
         await self.ok(f"scrolled up while Pi streamed: the view held still, new rows below {first} -> {below(rows)}")
-        await term.keys("C-g")
+        await term.keys("Escape")
         rows = await self.text('prompt "SLOW stream please": done (interrupted)')
         await self.until(lambda r: "interrupt: reconciled" in notes(r), "the interrupt's end")
-        await self.ok("Ctrl-G interrupted the stream: the stop reconciled, the receipt done (interrupted)")
+        await self.ok("Esc interrupted the stream: the stop reconciled, the receipt done (interrupted)")
         await term.keys("NPage", "NPage", "NPage", "NPage")
         await term.keys("C-k")
         rows = await self.text("y: force stop    n: cancel")
@@ -132,18 +146,46 @@ class Check:
         await self.until(lambda r: "force stop: stopped with a proof (" in notes(r) and "digest sha256:" in notes(r),
                          "the force stop's proof")
         rows = await self.until(lambda r: "next: Ctrl-R recovers" in notes(r), "the next step after the stop")
-        await self.ok("Ctrl-K, y: the force stop named its cohort, ended stopped with a proof, and offered recover")
+        if notes(rows).count("next:") != 1:
+            raise Failed("the next step after the stop is said more than once:\n" + "\n".join(rows))
+        await self.ok("Ctrl-K, y: the force stop named its cohort, ended stopped with a proof, and offered recover once")
         await term.keys("C-r")
         await self.text("y: recover    n: cancel")
         await self.shot("the recover confirmation")
         await term.keys("y")
-        rows = await self.until(lambda r: "recovered: eligibility " in notes(r), "the recovery")
-        await self.ok("Ctrl-R, y: recovered: " + re.sub(r";.*", "", notes(rows).split("recovered: ", 1)[1]))
+        # The demo launches at once, so the note that the connection went may already stand below these two.
+        rows = await self.until(lambda r: "next: the demo, as the launcher" in notes(r), "the recovery's next step")
+        await self.shot("the recovery's next step")
+        record = re.search(r"--eligibility (elig-[0-9a-f]{32})", notes(rows))
+        if record is None:
+            raise Failed("the next step does not name the eligibility record:\n" + "\n".join(rows))
+        await self.ok(f"Ctrl-R, y: recovered ({record.group(1)[:9]}…); the next step names the launch from it")
+        await self.until(lambda r: status(r).startswith("NOT CONNECTED"), "the recovered controller to close")
+        for _ in range(int(WAIT)):  # Ctrl-O until the demo's new controller answers (each try is one line)
+            await term.keys("C-o")
+            rows = await self.until(lambda r: "reconnected to a new controller" in notes(r)
+                                    or "reconnect failed" in notes(r), "Ctrl-O's answer")
+            if "reconnected to a new controller" in notes(rows):
+                break
+            await asyncio.sleep(1.0)  # a person's pause before trying again; not a synchronisation
+        else:
+            raise Failed("Ctrl-O never reached the relaunched controller:\n" + "\n".join(rows))
+        await self.ok("launched again from the record: Ctrl-O connected to the new controller")
+        await term.keys("C-t")
+        rows = await self.text("you control the conversation now (generation 4)")
+        await term.type("Say hello again")
+        await term.keys("Enter")
+        await self.text('prompt "Say hello again": done')
+        await self.until(lambda r: sum("assistant: Hello from the fake model." in x for x in transcript(r)) >= 1,
+                         "the relaunched engine's answer")
+        await self.ok("Ctrl-T took control again (generation 4); a prompt on the resumed conversation is answered")
         await term.keys("C-c")
         rows = await self.text("[terminal exited 0 ]")
         if not any("the terminal closed" in r for r in rows):
             raise Failed("the demo did not say it cleaned up after the terminal quit:\n" + "\n".join(rows))
-        await self.ok("Ctrl-C quit; the demo removed what it made and exited 0")
+        if any("Traceback" in r for r in rows) or "Traceback" in term.read_stderr():
+            raise Failed("a traceback reached the person:\n" + "\n".join(rows) + "\n" + term.read_stderr())
+        await self.ok("Ctrl-C quit; the demo removed what it made and exited 0, with no traceback anywhere")
 
 
 async def main(argv: list[str]) -> int:

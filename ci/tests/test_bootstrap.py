@@ -7,6 +7,7 @@ The bootstrap test fetches nox and uv from PyPI into a scratch copy (3-10 s here
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,97 @@ def test_no_ci_script_runs_a_tool_venv_tool_by_bare_name(tmp_path: Path) -> None
         text = (REPO / "ci" / shell).read_text()
         lines = [x for x in text.splitlines() if not x.lstrip().startswith("#")]
         assert not [x for x in lines if x.lstrip().startswith(("uv ", "nox ", "exec nox", "exec uv"))], shell
+
+def _path_without_npm(repo: Path, *, apt_log: Path) -> str:
+    """A PATH directory with what ci/bootstrap and ci/main run (python3.11, git, patch, tmux and the shell
+    tools), no npm and no node, and an apt-get that logs its call and fails (nothing is installed)."""
+    bin_dir = repo / "bin"
+    bin_dir.mkdir(mode=0o755)
+    os.symlink(system_python(), bin_dir / "python3.11")
+    for tool in ("git", "patch", "tmux", "strace", "cmp", "cp", "grep", "tr", "dirname", "cat", "printf"):
+        found = shutil.which(tool)
+        assert found is not None, tool
+        os.symlink(found, bin_dir / tool)
+    apt = bin_dir / "apt-get"
+    apt.write_text(f'#!/bin/sh\necho "$*" >> {apt_log}\nexit 1\n')
+    os.chmod(apt, 0o755)
+    return str(bin_dir)
+
+
+def _tool_venv_ready(repo: Path) -> None:
+    """The tool venv as a first run leaves it (its interpreter and the pins it installed), so bootstrap has
+    nothing to fetch."""
+    tools = repo / ".cache" / "tools" / "venv"
+    (tools / "bin").mkdir(parents=True)
+    os.symlink(system_python(), tools / "bin" / "python")
+    shutil.copy(REPO / "ci" / "requirements.txt", tools / "requirements.txt")
+
+
+def _pin_check(repo: Path) -> None:
+    """A stand-in for pi-rpc's sources in the scratch copy: `check_pin` passes for a Pi directory holding
+    VERIFIES (the real check hashes the whole install; its use from the sources is the test below)."""
+    pkg = repo / "packages" / "pi-rpc" / "src" / "mosaic" / "pi_rpc"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("import os\n\ndef check_pin(d):\n"
+                                     "    return None if os.path.exists(os.path.join(d, 'VERIFIES')) else 'mismatch'\n")
+    record = repo / ".cache" / "pi" / "node_modules" / ".package-lock.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("{}")
+
+
+def test_bootstrap_asks_for_no_npm_once_the_pinned_pi_verifies(scratch_repo: Path) -> None:
+    copy_scripts(scratch_repo, "bootstrap", "requirements.txt")
+    _tool_venv_ready(scratch_repo)
+    _pin_check(scratch_repo)
+    (scratch_repo / ".cache" / "pi" / "VERIFIES").write_text("")
+    apt_log = scratch_repo / "apt.log"
+    env = {"PATH": _path_without_npm(scratch_repo, apt_log=apt_log), "LC_ALL": "C"}
+    bash = shutil.which("bash") or "/bin/bash"
+    done = subprocess.run([bash, str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
+                          timeout=120, env=env, cwd="/")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done
+    assert not apt_log.exists()  # no npm (and so no apt-get) for a Pi that verifies
+    # A Pi that does not verify (or none) still needs npm, which fetches it.
+    (scratch_repo / ".cache" / "pi" / "VERIFIES").unlink()
+    fetching = subprocess.run([bash, str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
+                              timeout=120, env=env, cwd="/")
+    assert fetching.returncode == 1
+    assert fetching.stdout.splitlines() == ["bootstrap: apt-get install npm"]
+    assert apt_log.read_text().splitlines()[0] == "update -qq"
+
+
+def test_the_pin_check_bootstrap_asks_runs_from_the_sources_with_the_system_python() -> None:
+    # What ci/bootstrap runs, nothing installed: the real check_pin imported from packages/ under -I.
+    code = ("import sys\nsys.path[:0] = ['packages/pi-rpc/src', 'packages/safe-open/src']\n"
+            "from mosaic.pi_rpc import check_pin\nprint(check_pin('/nonexistent/pi').code)")
+    done = subprocess.run([system_python(), "-I", "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=str(REPO))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "engine-pin-mismatch\n", ""), done
+
+
+def test_main_says_a_line_before_it_installs_the_packages_into_the_venv(scratch_repo: Path) -> None:
+    copy_scripts(scratch_repo, "main")
+    _tool_venv_ready(scratch_repo)
+    ci = scratch_repo / "ci"
+    for name, body in (("check.py", "import sys; sys.exit(0)"), ("prepare_pi.py", "import sys; sys.exit(0)")):
+        (ci / name).write_text(body)
+    (ci / "bootstrap").write_text("#!/bin/sh\nexit 0\n")
+    calls = scratch_repo / "calls.log"
+    # uv and the venv's python stand in: each says on stdout that it ran (the order on the terminal is the
+    # point) and logs its arguments.
+    uv = scratch_repo / ".cache" / "tools" / "venv" / "bin" / "uv"
+    uv.write_text(f'#!/bin/sh\necho "uv $1 $2"\necho "uv $*" >> {calls}\n'
+                  f'if [ "$1" = venv ]; then mkdir -p {scratch_repo}/.venv/bin; '
+                  f'printf \'#!/bin/sh\\necho "python $*" >> {calls}\\n\' > {scratch_repo}/.venv/bin/python; '
+                  f'chmod 755 {scratch_repo}/.venv/bin/python; fi\n')
+    os.chmod(uv, 0o755)
+    (scratch_repo / ".cache" / "pi" / "node_modules").mkdir(parents=True)
+    (scratch_repo / ".cache" / "pi" / "node_modules" / ".package-lock.json").write_text("{}")
+    env = {"PATH": f"{Path(system_python()).parent}:/usr/bin:/bin", "LC_ALL": "C"}
+    done = subprocess.run(["bash", str(ci / "main")], capture_output=True, text=True, timeout=60, env=env, cwd="/")
+    assert done.returncode == 0, done
+    said = done.stdout.splitlines()
+    install = said.index("uv pip install")
+    assert said[install - 1] == "main: installing the packages into .venv (a few seconds; longer on a busy machine)"
+    first = next(i for i, x in enumerate(said) if x.startswith("main: first run: it fetches "))
+    assert "the packages' dependencies (about 30 MB, PyPI)" in said[first] and first < install

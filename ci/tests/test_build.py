@@ -3,6 +3,7 @@ made-up names, metadata and file lists (the real artifacts are built and checked
 
 from __future__ import annotations
 
+import ast
 import io
 import pathlib
 import sys
@@ -169,3 +170,50 @@ def test_a_module_from_the_checkout_or_outside_the_closure_is_rejected() -> None
     leak = {**ok, "pi-rpc": f"{site}/mosaic/pi_rpc/__init__.py"}
     problems = buildcheck.import_problems("pi-format", ["safe-open", "pi-format"], leak, site)
     assert len(problems) == 1 and "mosaic.pi_rpc is importable" in problems[0], problems
+
+
+def test_the_readme_names_exactly_the_thirdparty_wheels_fetched_and_how_many() -> None:
+    readme = (workspace.ROOT / "README.md").read_text(encoding="utf-8")
+    fetched = ["cffi-1.17.1-cp311-cp311-manylinux_2_17_x86_64.whl", "pycparser-2.22-py3-none-any.whl",
+               "msgspec-0.19.0-cp311-cp311-manylinux_2_17_x86_64.whl", "prompt_toolkit-3.0.52-py3-none-any.whl",
+               "wcwidth-0.2.13-py2.py3-none-any.whl"]
+    assert buildcheck.readme_thirdparty_problems(readme, fetched) == []
+    assert buildcheck.readme_thirdparty_problems(readme, fetched[:2]) == [
+        "README.md names the dist/thirdparty wheels ['cffi', 'msgspec', 'prompt-toolkit', 'pycparser', 'wcwidth'], "
+        "but the build fetched ['cffi', 'pycparser']"]
+    old = ("- `dist/thirdparty/`: the wheels of the third-party runtime requirements and of what they require "
+           "(today two: `cffi`, `pycparser`), fetched")
+    assert buildcheck.readme_thirdparty_problems(old, fetched[:2]) == []
+    assert buildcheck.readme_thirdparty_problems(old.replace("two", "five"), fetched[:2]) == [
+        "README.md says 5 dist/thirdparty wheels and names 2"]
+    assert buildcheck.readme_thirdparty_problems("no sentence", fetched) == [
+        "README.md: the sentence naming the dist/thirdparty wheels is missing"]
+
+
+def test_the_readme_names_every_direct_thirdparty_runtime_requirement_of_the_eight_packages() -> None:
+    from packaging.requirements import Requirement  # noqa: PLC0415
+    from packaging.utils import canonicalize_name  # noqa: PLC0415
+
+    said = buildcheck.readme_thirdparty_names((workspace.ROOT / "README.md").read_text(encoding="utf-8"))
+    assert said is not None
+    listed = {canonicalize_name(n) for n in said[1]}
+    direct = {canonicalize_name(Requirement(r).name) for name in workspace.PACKAGES
+              for r in workspace.pyproject(name)["project"].get("dependencies", [])
+              if not buildcheck.is_mosaic(Requirement(r).name)}
+    assert direct and direct <= listed, direct - listed
+
+
+def test_every_console_script_points_at_a_public_module() -> None:
+    found = 0
+    for name in workspace.PACKAGES:
+        for script, target in workspace.pyproject(name)["project"].get("scripts", {}).items():
+            module, _, function = target.partition(":")
+            parts = module.split(".")
+            assert not any(p.startswith("_") for p in parts) and not function.startswith("_"), (script, target)
+            path = workspace.package_dir(name) / "src" / pathlib.Path(*parts).with_suffix(".py")
+            assert path.is_file(), (script, path)
+            exported = next(node.value for node in ast.parse(path.read_text()).body if isinstance(node, ast.Assign)
+                            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets))
+            assert function in ast.literal_eval(exported), (script, target)
+            found += 1
+    assert found == 4  # mosaic-read, mosaic-claims, mosaic-controller, mosaic-terminal

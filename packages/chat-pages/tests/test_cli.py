@@ -80,6 +80,30 @@ def test_options_are_accepted_after_the_command(world: World, project: tuple[Pat
     assert opened.returncode == 0 and opened.stdout.startswith(f"== {cid} branch main")
 
 
+def test_a_relative_or_wrong_spec_is_one_line_and_a_non_zero_exit(world: World, project: tuple[Path, str],
+                                                                   tmp_path: Path) -> None:
+    root, _cid = project
+    relative = subprocess.run([*PY, "--spec", "proj", "alpha", "catalogue"], capture_output=True, text=True,
+                              timeout=BOUND, check=False, cwd=str(root.parent))
+    line = one_line(relative, 2, r"PROJECT_ROOT must be an absolute path")
+    assert line == (f"mosaic-read: --spec proj alpha: PROJECT_ROOT must be an absolute path (the project directory, "
+                    f"e.g. {root})") and relative.stdout == ""
+    missing = run("--spec", str(tmp_path / "nope"), "alpha", "--text", "catalogue")
+    one_line(missing, 1, rf"^mosaic-read: root {tmp_path / 'nope'} seat alpha refused: unavailable: ")
+    seatless = run("--spec", str(root), "beta", "catalogue")  # the project is there, that seat's sessions not
+    one_line(seatless, 1, r"seat beta refused: unavailable: \.pi/state/beta/sessions: No such file")
+    assert json.loads(seatless.stdout)["refusedRoots"][0]["seat"] == "beta"  # the result is still printed
+    both = run("--spec", str(root), "alpha", "--spec", str(tmp_path / "nope"), "alpha", "--text", "catalogue")
+    one_line(both, 1, r"refused: unavailable")
+    assert "proj/alpha/s.jsonl" in both.stdout  # what could be read is listed
+    assert run("--spec", str(root), "alpha", "catalogue").returncode == 0
+
+
+def test_a_shared_option_after_the_command_shows_its_own_metavar() -> None:
+    shown = run("open", "-h").stdout
+    assert "[--url URL]" in shown and "LATE_" not in shown
+
+
 def test_a_bad_config_names_the_bad_field(tmp_path: Path) -> None:
     cases = {
         '{"specs": [{"projectRoot": "/p", "seat": 7}]}': r"Expected `str`, got `int` - at `\$\.specs\[0\]\.seat`",

@@ -1,7 +1,8 @@
 """mosaic-controller as a user runs it (README "The command line"): `--version` before or after the subcommand
 and through `python -m mosaic.controller`, a usage error in one line (exit 2), each expected error in one
-line (exit 1) before anything is made, a crash in one line with an exit status of its own (70). Serving a
-real engine is tests_smoke/test_cli_serve.py (root, the real Pi)."""
+line on stderr (exit 1) before anything is made, a crash in one line with an exit status of its own (70),
+the library's log one line per record on stderr (its traceback only with --debug or in the --log file).
+Serving a real engine is tests_smoke/test_cli_serve.py (root, the real Pi)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ def run(*args: str, module: bool = True, env: dict[str, str] | None = None) -> s
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
-    out = (done.stdout + done.stderr).strip()
+    """The one line an error prints: on stderr, nothing on stdout, no traceback."""
+    assert done.stdout == "", done.stdout
+    out = done.stderr.strip()
     assert "Traceback" not in out and len(out.splitlines()) == 1, out
     return out
 
@@ -124,8 +127,69 @@ def test_a_crash_is_one_line_with_its_own_exit_status(fixture_root: Path) -> Non
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if k != "MOSAIC_TRACEBACK"})
     assert done.returncode == 70
-    assert one_line(done) == ("mosaic-controller: crashed (a bug): KeyError: 'the bug'; MOSAIC_TRACEBACK=1 shows the "
-                              "traceback")
+    assert one_line(done) == ("mosaic-controller: crashed (a bug): KeyError: 'the bug'; --debug (or MOSAIC_TRACEBACK=1) "
+                              "shows the traceback")
+    shown = subprocess.run([sys.executable, "-c", code.replace(f"{serve_args(fixture_root)!r}",
+                                                               f"{['--debug', *serve_args(fixture_root)]!r}")],
+                           capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items() if k != "MOSAIC_TRACEBACK"})
+    assert shown.returncode == 70 and shown.stdout == ""
+    assert shown.stderr.startswith("mosaic-controller: crashed (a bug): KeyError: 'the bug'; the traceback follows\n"
+                                   "Traceback (most recent call last):")
+
+
+def logged(fixture_root: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """serve with `options`, where the paths check logs an exception from a library logger (as the runtime
+    does when an effect fails) and then refuses: what a person sees of a library's log record."""
+    code = ("import logging, sys, mosaic.controller._cli as cli\n"
+            "def paths(args):\n"
+            "    try:\n        raise ValueError('stopped -> stopped is not a lifecycle step')\n"
+            "    except ValueError:\n"
+            "        logging.getLogger('mosaic.controller.runtime').exception('effect %s failed', 'claim-generation')\n"
+            "    raise cli.CliRefused('stop here')\n"
+            "cli._paths = paths\n"
+            f"sys.exit(cli.main({[*options, *serve_args(fixture_root)]!r}))\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "MOSAIC_TRACEBACK"})
+
+
+def test_a_library_log_record_is_one_line_on_stderr_its_traceback_only_with_debug_or_in_the_log_file(
+        fixture_root: Path, tmp_path: Path) -> None:
+    plain = logged(fixture_root)
+    assert (plain.returncode, plain.stdout) == (1, "")
+    assert plain.stderr.splitlines() == [
+        "mosaic-controller: effect claim-generation failed: ValueError: stopped -> stopped is not a lifecycle step "
+        "(--debug shows the traceback)",
+        "mosaic-controller: stop here"]
+    log = tmp_path / "serve.log"
+    filed = logged(fixture_root, "--log", str(log))
+    assert filed.stderr.splitlines()[0].endswith(f"(its traceback is in {log})")
+    assert "Traceback" not in filed.stderr
+    written = log.read_text()
+    assert "ERROR mosaic.controller.runtime: effect claim-generation failed\nTraceback (most recent call last):" in written
+    assert "ValueError: stopped -> stopped is not a lifecycle step" in written
+    debug = logged(fixture_root, "--debug")
+    assert "mosaic-controller: ERROR mosaic.controller.runtime: effect claim-generation failed\nTraceback" in debug.stderr
+    assert debug.stderr.splitlines()[-1] == "mosaic-controller: stop here"
+    unwritable = run(*serve_args(fixture_root), "--log", str(tmp_path / "no" / "such" / "dir.log"))
+    assert unwritable.returncode == 1
+    assert one_line(unwritable) == f"mosaic-controller: --log {tmp_path / 'no' / 'such' / 'dir.log'}: no such file or directory"
+
+
+def test_a_malformed_eligibility_id_is_one_line_before_anything_is_made(fixture_root: Path) -> None:
+    done = run(*serve_args(fixture_root), "--eligibility", "elig-xyz")
+    assert done.returncode == 1
+    assert one_line(done) == ("mosaic-controller: --eligibility 'elig-xyz' is not an eligibility ID (elig- and 32 hex "
+                              "digits, as the recover printed it)")
+    assert not (fixture_root.parent / "ctl").exists()
+
+
+def test_the_console_script_and_python_m_run_the_public_cli_module() -> None:
+    script = Path(sys.executable).parent / "mosaic-controller"
+    assert "from mosaic.controller.cli import main" in script.read_text()
+    import mosaic.controller.cli as cli  # noqa: PLC0415
+
+    assert (cli.EXIT_REFUSED, cli.EXIT_USAGE, cli.EXIT_NOT_STOPPED, cli.EXIT_CRASH) == (1, 2, 3, 70)
 
 
 def test_engine_can_read_only_a_tree_every_uid_can_reach(tmp_path: Path) -> None:

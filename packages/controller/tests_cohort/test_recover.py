@@ -107,6 +107,37 @@ def test_K7_W8_recover_after_a_proof_then_launch_new_claim_incarnation_generatio
     assert all(e["type"] in ("model_change", "thinking_level_change") for e in added), added
 
 
+def test_K7_taking_control_after_a_proven_stop_publishes_nothing_and_recover_still_works(world: World) -> None:
+    """A client that comes back after the stop (the terminal reconnected, or serve's own stop at its end)
+    takes control again; the claim, released with the proof, is stopped for good: its generation is not
+    published (stopped is the claim's last step), nothing fails, and recover still works (issue 29)."""
+    first = world.start()
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        c = await client(first)
+        auth = await c.control()
+        await stopped(c, auth)
+        await c.close()  # the controller's connection goes: recovery control is the way back in
+        d = await client(first)
+        observed = (await d.call("observe"))["result"]
+        took = await d.call("acquire-recovery-control", incarnation=observed["incarnation"])
+        assert took["result"]["generation"] == observed["generation"] + 1, took
+        stopped_heads = heads(world)
+        reply = await recover(d, auth={"incarnation": observed["incarnation"],
+                                       "generation": took["result"]["generation"]})
+        binding = (await d.call("observe"))["result"]["binding"]
+        await d.close()
+        return {"heads": stopped_heads, "binding": binding}, reply
+
+    out, reply = asyncio.run(main())
+    for head in out["heads"]:
+        assert head.state is State.STOPPED and head.proof is not None and head.proof.kind is ProofKind.COHORT
+    assert out["binding"]["state"] == "stopped"
+    assert "eligibility" in reply.get("result", {}), reply  # the proof still stands: recover goes on
+    said = first.terminate()
+    assert "Traceback" not in said and "claim-generation" not in said and "lifecycle step" not in said, said
+
+
 def test_K6_recover_without_proof_without_confirmation_or_with_changed_pins_is_refused(world: World) -> None:
     tree = world.root / "engine-tree"
     shutil.copytree(world.vendored, tree)

@@ -2,7 +2,12 @@
 loopback-only namespace: `mosaic-controller fixture DIR` makes the tree, `serve --scripted-model` on a
 terminal of its own says the cohort route it chose and serves; a client's prompt gets the scripted model's
 answer; then Ctrl-C, SIGTERM or a closed terminal force stops the engine with a proof (the claim released with
-the proof's digest), exit 0, and everything serve made is gone. About 4 s per signal."""
+the proof's digest), exit 0, and everything serve made is gone. About 4 s per signal.
+
+Issue 29: an engine a client already force stopped with a proof is not stopped again (one line, exit 0, no
+traceback); a client's recover makes serve print the exact command that launches from the record, a plain
+serve on the reserved session refuses in one line naming it, and that command serves the recovered
+conversation, whose prompt is answered: force stop, recover, launch, prompt, all from the commands."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -25,6 +31,8 @@ import pytest
 
 from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.controller.client import Admitted, ControllerClient
+from mosaic.controller.lifecycle import record_state
+from mosaic.controller.plain import shorten
 from mosaic.writer_claim import ClaimStore, SeatKey, SessionKey, State
 
 WAIT = 60.0
@@ -68,8 +76,25 @@ class Terminal:
             self.proc.send_signal(signal.SIGTERM)
         if self.master is not None:
             with contextlib.suppress(AssertionError):  # the exit status below says the rest
-                self.read_until(r"force stop \S+: \w+.*\n|could not be force stopped.*\n", timeout=WAIT)
-        return self.proc.wait(WAIT)
+                self.read_until(r"force stop \S+: \w+.*\n|could not be force stopped.*\n|already proven stopped.*\n",
+                                timeout=WAIT)
+        code = self.proc.wait(WAIT)
+        self.drain()
+        return code
+
+    def drain(self, timeout: float = 5.0) -> None:
+        """Read what the ended command still left in the terminal, up to its end (EIO), bounded."""
+        deadline = time.monotonic() + timeout
+        while self.master is not None and time.monotonic() < deadline:
+            if not select.select([self.master], [], [], 0.2)[0]:
+                continue
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.output += chunk.decode(errors="replace").replace("\r\n", "\n")
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -141,3 +166,125 @@ def test_serve_a_fixture_session_answer_a_prompt_and_stop_with_a_proof_on_a_sign
     if parent is not None:
         assert not os.path.exists(parent)
         assert parent.startswith(find_cgroup2().mount_point + "/mosaic-controller-")
+
+
+def serve_line(world: Path, pi_dir: Path) -> list[str]:
+    session = world / "fx" / "proj" / ".pi" / "state" / "seat" / "sessions" / "s.jsonl"
+    return [sys.executable, "-m", "mosaic.controller", "serve", "--fixture-root", str(world / "fx"), "--session",
+            str(session), "--socket", str(world / "ctl" / "controller.sock"), "--pi-dir", str(pi_dir),
+            "--scripted-model"]
+
+
+def pair_head(world: Path) -> tuple[State, State]:
+    session = world / "fx" / "proj" / ".pi" / "state" / "seat" / "sessions" / "s.jsonl"
+    session_id = json.loads(session.read_text().splitlines()[0])["id"]
+    project = str(world / "fx" / "proj")
+    with ClaimStore(str(world / "fx" / "claims")) as store:
+        pair = store.observe(SeatKey("seat", project, project), SessionKey("pi", session_id))
+    assert pair.seat.revision is not None and pair.session.revision is not None
+    return pair.seat.revision.state, pair.session.revision.state
+
+
+async def force_stop_as_a_client(sock: Path, *, recover: bool = False) -> dict[str, object]:
+    """What the terminal's Ctrl-T, Ctrl-K y (and Ctrl-R y) do: take control, force stop with a confirmation,
+    wait for its end (and recover). Returns the stop's end and the recover's reply."""
+    client = await ControllerClient.connect(str(sock))
+    try:
+        await client.observe()
+        await client.takeover()
+        started = await client.force_stop_confirmed()
+        async with asyncio.timeout(WAIT):
+            done = await client.wait_stop(str(started.stop["stop"]))
+        out: dict[str, object] = {"stop": dict(done)}
+        if recover:
+            issued = await client.issue_confirmation("recover")
+            await client.answer_confirmation(str(issued["confirmation"]), "confirm")
+            out["recovered"] = dict(await client.recover(str(issued["confirmation"])))
+        return out
+    finally:
+        await client.aclose()
+
+
+async def prompt_as_a_client(sock: Path, text: str) -> str:
+    client = await ControllerClient.connect(str(sock))
+    try:
+        await client.observe()
+        await client.takeover()
+        outcome = await client.prompt(text, client_request_id="cli-again")
+        assert isinstance(outcome, Admitted), outcome
+        async with asyncio.timeout(WAIT):
+            return (await client.wait_settled("cli-again")).label
+    finally:
+        await client.aclose()
+
+
+def test_serve_after_a_clients_proven_force_stop_says_so_in_one_line_and_exits_0(world: Path, pi_dir: Path) -> None:
+    made = subprocess.run([sys.executable, "-m", "mosaic.controller", "fixture", str(world / "fx")],
+                          capture_output=True, text=True, timeout=WAIT)
+    assert made.returncode == 0, made
+    term = Terminal(serve_line(world, pi_dir), env={**os.environ, "LC_ALL": "C.UTF-8"})
+    try:
+        term.read_until(r"serving \S+: claim ")
+        done = asyncio.run(force_stop_as_a_client(world / "ctl" / "controller.sock"))
+        assert done["stop"]["state"] == "stopped", done  # type: ignore[index]
+        code = term.end("SIGINT")
+    finally:
+        term.close()
+    assert code == 0, term.output
+    said = [x for x in term.output.splitlines() if "already proven stopped" in x]
+    assert len(said) == 1 and re.fullmatch(
+        r"the engine was already proven stopped \(force stop s\d+; proof sha256:[0-9a-f]{8}…\): every process it "
+        r"started has ended, nothing is left to stop", said[0]), term.output
+    for wrong in ("Traceback", "lifecycle step", "could not be force stopped", "effect "):
+        assert wrong not in term.output, term.output
+    assert pair_head(world) == (State.STOPPED, State.STOPPED)  # released with the client's proof
+    assert not (world / "ctl").exists()
+
+
+def test_recover_then_serve_from_its_record_and_prompt_again_all_from_the_commands(world: Path, pi_dir: Path) -> None:
+    made = subprocess.run([sys.executable, "-m", "mosaic.controller", "fixture", str(world / "fx")],
+                          capture_output=True, text=True, timeout=WAIT)
+    assert made.returncode == 0, made
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    sock = world / "ctl" / "controller.sock"
+    first = Terminal(serve_line(world, pi_dir), env=env)
+    try:
+        first.read_until(r"serving \S+: claim ")
+        done = asyncio.run(force_stop_as_a_client(sock, recover=True))
+        recovered = done["recovered"]
+        assert isinstance(recovered, dict)
+        record = recovered["eligibility"]["id"]
+        # serve says the command, whole, on a line of its own; the recover's reply carries it to the client
+        command = first.read_until(r"\n  (.*--eligibility " + record + r")\n").group(1)
+        assert recovered["next"] == f"stop this controller's serve (Ctrl-C there), then run: {command}"
+        argv = shlex.split(command)
+        assert argv[argv.index("--socket") + 1] == str(sock) and "--scripted-model" in argv
+        code = first.end("SIGINT")
+    finally:
+        first.close()
+    assert code == 0, first.output
+    assert "already proven stopped" in first.output and "Traceback" not in first.output
+    assert first.output.rstrip().endswith(f"the recovery waits for its launch: {command}"), first.output
+    # The same serve line without the record: refused in one line that names the command (and the way out).
+    again = subprocess.run(serve_line(world, pi_dir), capture_output=True, text=True, timeout=WAIT, env=env)
+    assert again.returncode == 1, again
+    lines = again.stderr.strip().splitlines()
+    assert lines[-1] == (f"mosaic-controller: refused: already-active: the session is reserved for eligibility "
+                         f"{shorten(record)} "
+                         f"(a client's recover issued it); launch from it with: {command}  (or give it up: "
+                         f"mosaic-claims release-reservation --claim-root {world / 'fx' / 'claims'} {record})"), again
+    assert "Traceback" not in again.stderr + again.stdout
+    assert record_state(str(world / "fx" / "claims"), record) == "unused"  # nothing was taken
+    # The command as printed: the recovered conversation is served, and a prompt is answered.
+    second = Terminal(argv, env=env)
+    try:
+        second.read_until(r"serving \S+: claim \S+ \(recovered\) in ")
+        assert asyncio.run(prompt_as_a_client(sock, "Say hello again")) == "finished (completed)"
+        code = second.end("SIGINT")
+    finally:
+        second.close()
+    assert code == 0, second.output
+    assert re.search(r"force stop \S+: stopped \(the cohort proof says every process ended\)", second.output)
+    assert "Traceback" not in second.output
+    assert record_state(str(world / "fx" / "claims"), record) == "used"
+    assert pair_head(world) == (State.STOPPED, State.STOPPED)

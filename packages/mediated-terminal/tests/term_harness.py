@@ -30,12 +30,39 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(main())  # type: ignore[arg-type]
 
 
+# The regions that grow (the composer with its text, the notes with a long newest note) are found from the
+# composer's label row up; with neither grown they are the fixed slices above.
+STATUS_STARTS = ("You control this conversation", "Watching (Ctrl-T takes control)", "NOT CONNECTED", "Attaching")
+
+
+def label_row(rows: list[str]) -> int:
+    """The composer's label row (the lowest row that starts with " composer"; where it stands when the
+    composer has not grown, while none is drawn)."""
+    for i in range(len(rows) - 1, -1, -1):
+        if rows[i].startswith(" composer"):
+            return i
+    return LABEL
+
+
+def status_row(rows: list[str]) -> int:
+    """The status row: the first row above the notes that starts as a status does."""
+    for i in range(label_row(rows) - 4, 0, -1):
+        if rows[i].strip().startswith(STATUS_STARTS):
+            return i
+    return STATUS
+
+
 def transcript(rows: list[str]) -> list[str]:
     return rows[TRANSCRIPT]
 
 
 def status(rows: list[str]) -> str:
-    return rows[STATUS].strip()
+    return rows[status_row(rows)].strip()
+
+
+def notes_whole(rows: list[str]) -> str:
+    """Every notes row (the notes grow to show a long newest note whole), wrapped lines joined again."""
+    return flat(rows[status_row(rows) + 1:label_row(rows) - 3])
 
 
 def details(rows: list[str]) -> str:
@@ -45,8 +72,9 @@ def details(rows: list[str]) -> str:
 
 def notes(rows: list[str]) -> str:
     """The notes rows, their wrapped lines joined again (a wrap breaks after a space; continuations are
-    indented)."""
-    return flat(rows[NOTES])
+    indented): the three above the prompts' receipts."""
+    label = label_row(rows)
+    return flat(rows[label - 6:label - 3])
 
 
 def style_at(styled: list[str], needle: str) -> set[str]:
@@ -103,7 +131,8 @@ def flat(rows: list[str]) -> str:
 
 
 def composer(rows: list[str]) -> list[str]:
-    return rows[COMPOSER]
+    """The composer's rows (three, or as many as it grew to)."""
+    return rows[label_row(rows) + 1:HEIGHT - 1]
 
 
 def composer_empty(rows: list[str]) -> bool:
@@ -192,5 +221,5 @@ async def send_held(rig: FakeRig, term: TmuxTerminal, text: str, point: str) -> 
     await ctl(rig, "wait_held", point, WAIT)
 
 
-__all__ = ["WAIT", "ctl", "details", "flat", "held_turn", "notes", "style_at", "raw", "run", "scene", "seed", "send_held", "take_control",
+__all__ = ["WAIT", "ctl", "details", "flat", "held_turn", "label_row", "notes", "notes_whole", "status_row", "style_at", "raw", "run", "scene", "seed", "send_held", "take_control",
            "with_details"]

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from term_harness import WAIT, run
 
 from mosaic.controller import Grants
 from mosaic.controller.client import Admitted, Refused
-from mosaic.controller.testing import FakeRig, RawClient, fake_controller
+from mosaic.controller.core import Effect
+from mosaic.controller.testing import FakeRig, RawClient, fake_controller, no_cohort_effects
 from mosaic.mediated_terminal import TerminalModel
 from mosaic.mediated_terminal.model import NOT_CONTROLLER, CannotAttach
 from mosaic.mediated_terminal.testing import EngineTap
@@ -30,9 +32,10 @@ class Plain:
 
 
 @contextlib.asynccontextmanager
-async def model_on(root: Path) -> AsyncIterator[tuple[FakeRig, EngineTap, Plain, TerminalModel]]:
-    """A controller on the fake engine, a tap on its engine link, and a started model over a plain composer."""
-    async with fake_controller(root) as rig:
+async def model_on(root: Path, **options: Any) -> AsyncIterator[tuple[FakeRig, EngineTap, Plain, TerminalModel]]:
+    """A controller on the fake engine (`options` go to `fake_controller`), a tap on its engine link, and a
+    started model over a plain composer."""
+    async with fake_controller(root, **options) as rig:
         tap = EngineTap(rig.core.link)
         composer = Plain()
         model = TerminalModel(rig.socket_path, composer, ping_interval=None)
@@ -147,5 +150,35 @@ def test_a_grant_says_hello_on_each_connection_and_the_terminal_may_do_only_what
                 raise AssertionError("attached under a grant the controller does not have")
             finally:
                 await stranger.aclose()
+
+async def proven_stop(effect: Effect) -> Mapping[str, Any]:
+    """A lifecycle stand-in whose force stop is proven (a scripted proof)."""
+    if effect.kind == "force-stop":
+        return {"state": "stopped", "proof": {"members": [], "membershipComplete": True,
+                                              "verification": {"digest": "sha256:" + "ab" * 32}}}
+    return await no_cohort_effects(effect)
+
+
+def test_the_next_step_after_a_proven_force_stop_is_one_note_in_either_order_of_its_records(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with model_on(tmp_path / "rig", effects=proven_stop) as (rig, tap, composer, model):
+            seen = model.client.subscribe()
+            await model.takeover()
+            await model.request_force_stop()
+            await model.answer(True)
+            stop_id = next(iter(model.client.stops))
+            await asyncio.wait_for(model.client.wait_stop(stop_id), WAIT)
+            await asyncio.wait_for(model.client.wait_until(
+                lambda: any(n.text.startswith("next: Ctrl-R") for n in model.notes)), WAIT)
+            # The model's pump reads a queue behind the client: it may handle the proof's record after the
+            # client already holds the stop's end, or before. Handled again in the late order, they must
+            # still leave one "next:" note.
+            notes = []
+            while (note := seen.get_nowait()) is not None:
+                notes.append(note)
+            for note in notes:
+                model._on_note(note)
+            texts = [n.text for n in model.notes]
+            assert sum(t.startswith("next:") for t in texts) == 1, texts
 
     run(main)

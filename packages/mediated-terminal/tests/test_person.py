@@ -25,7 +25,9 @@ from term_harness import (
     ctl,
     flat,
     held_turn,
+    label_row,
     notes,
+    notes_whole,
     raw,
     run,
     scene,
@@ -131,16 +133,49 @@ def test_1_a_lone_trailing_esc_waits_for_the_next_chunk(tmp_path: Path) -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
             await held_turn(rig, term)  # a run streams: the status counts seconds
             rows = await term.wait_for(lambda r: seconds(r) is not None, "the run's seconds")
-            await term.chunk(b"\x1b")
+            mark = tap.mark()
+            await term.chunk(b"ab\x1b")  # a read that ends in ESC: a paste marker split after its ESC
             begun = seconds(rows)
             assert begun is not None
             # The status's own clock: two more seconds, far past prompt_toolkit's 0.5 s ESC flush.
             await term.wait_for(lambda r: (seconds(r) or 0) >= begun + 2, "two seconds to pass")
             await term.chunk(b"[200~late paste\x1b[201~")
             rows = await term.wait_for(lambda r: "late paste" in composer(r)[0], "the late paste")
-            assert composer(rows)[0] == "late paste"  # never "[200~late paste..." typed as text
+            assert composer(rows)[0] == "ablate paste"  # never "[200~late paste..." typed as text
+            assert tap.since(mark) == b""  # and the ESC was never the Esc key: no interrupt
             await ctl(rig, "release", "model-chunk")
             await term.wait_text('prompt "Say hello": done')
+
+    run(main)
+
+
+def test_1_a_multi_line_paste_grows_the_composer_shows_its_first_line_and_counts_its_lines(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with scene(tmp_path / "rig") as (rig, tap, term):
+            await take_control(term)
+            mark = tap.mark()
+            five = [f"line {i}" for i in range(1, 6)]
+            await term.chunk(b"\x1b[200~" + "\r".join(five).encode() + b"\x1b[201~")  # a paste: one read
+            rows = await term.wait_for(lambda r: composer(r)[:5] == five, "the composer grown to the paste")
+            assert rows[label_row(rows)].strip() == "composer: 5 lines; Enter sends them, Ctrl-J adds a line"
+            assert status(rows).startswith("You control this conversation")  # the rest moved up, whole
+            assert tap.since(mark) == b""  # a paste never submits
+            await term.chunk(b"\r")
+            await term.wait_text('prompt "line 1^Jline 2^Jline 3^Jline 4^Jline 5": done')
+            mark = tap.mark()
+            thirty = [f"row {i:02d} of a long paste" for i in range(1, 31)]
+            await term.chunk(b"\x1b[200~" + "\r".join(thirty).encode() + b"\x1b[201~")
+            rows = await term.wait_for(lambda r: "30 lines" in r[label_row(r)], "the composer at its bound")
+            label = rows[label_row(rows)].strip()
+            assert label == ('composer: 30 lines, the last shown; the first: "row 01 of a long paste"; Enter sends '
+                             'them all, Ctrl-J adds a line')
+            assert composer(rows) == thirty[-10:]  # ten rows at most: the end, where the cursor types
+            assert tap.since(mark) == b""  # a paste never submits
+            await term.chunk(b"\r")
+            await term.wait_text('prompt "row 01 of a long paste^Jrow 02')
+            assert messages(tap, mark) == ["\n".join(thirty)]
+            rows = await term.wait_for(lambda r: composer_empty(r), "the composer empty")
+            assert len(composer(rows)) == 3  # back to its three rows
 
     run(main)
 
@@ -148,18 +183,45 @@ def test_1_a_lone_trailing_esc_waits_for_the_next_chunk(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------ 2. the seed's keys
 
 
-def test_2_ctrl_c_quits_and_never_interrupts_a_running_turn(tmp_path: Path) -> None:
+def test_2_ctrl_c_during_an_answer_asks_once_then_quits_and_never_interrupts_it(tmp_path: Path) -> None:
     async def main() -> None:
         async with scene(tmp_path / "rig") as (rig, tap, term):
             await held_turn(rig, term)
             mark = tap.mark()
             await term.keys("C-c")
-            rows = await term.wait_for(lambda r: "[terminal exited" in "\n".join(r) or "interrupt" in notes(r),
-                                       "the terminal to exit")
+            rows = await term.wait_text("the answer keeps running in the engine; Ctrl-C again to leave (Esc or "
+                                        "Ctrl-G interrupts it)")
+            assert "[terminal exited" not in "\n".join(rows)
+            assert tap.since(mark) == b""  # no clear_queue, no abort
+            await term.keys("C-c")
+            rows = await term.wait_text("[terminal exited")
             assert "[terminal exited 0 ]" in "\n".join(rows)
             assert tap.since(mark) == b""  # no clear_queue, no abort
             assert (await ctl(rig, "state"))["isStreaming"] is True
             await ctl(rig, "release", "model-chunk")
+
+    run(main)
+
+
+def test_2_esc_read_alone_interrupts_a_running_answer_and_alt_enter_does_not(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with scene(tmp_path / "rig") as (rig, tap, term):
+            await held_turn(rig, term)
+            mark = tap.mark()
+            await term.chunk(b"x\x1b\ry")  # Alt-Enter (ESC and CR in one read) between x and y: a newline
+            await term.wait_for(lambda r: composer(r)[:2] == ["x", "y"], "the newline")
+            assert tap.since(mark) == b""  # not an interrupt
+            await term.chunk(b"\x1b")  # the Esc key: one ESC, alone in its read
+            rows = await term.wait_text("interrupt sent: the controller clears Pi's queue, then aborts the turn")
+            await term.wait_text('prompt "Say hello": done (interrupted)')
+            kinds = [r["type"] for r in EngineTap.records(tap.since(mark))]
+            assert kinds.index("clear_queue") < kinds.index("abort")  # R3-1, as Ctrl-G does
+            assert composer(rows)[:2] == ["x", "y"]  # the draft is kept
+            await term.wait_for(lambda r: "Pi is idle" in status(r), "the run to settle")
+            idle = tap.mark()
+            await term.chunk(b"\r")  # the Esc was the Esc key, never joined to this Enter as Alt-Enter: it sends
+            await term.wait_text('prompt "x^Jy": done')
+            assert [r["type"] for r in EngineTap.records(tap.since(idle))].count("abort") == 0
 
     run(main)
 
@@ -430,8 +492,14 @@ async def proven_stop_effects(effect: Effect) -> Mapping[str, Any]:
         return {"state": "stopped", "proof": _proof()}
     if effect.kind == "recover":
         return {"eligibility": {"id": "el-0001", "claim_id": "c-0002", "generation": 3, "leaf": None},
-                "digest": "sha256:" + "cd" * 32}
+                "digest": "sha256:" + "cd" * 32, "next": f"stop this controller's serve (Ctrl-C there), then run: "
+                                                         f"{RELAUNCH}"}
     return await no_cohort_effects(effect)
+
+
+RELAUNCH = ("/opt/venv/bin/mosaic-controller serve --fixture-root /tmp/fx --session /tmp/fx/proj/.pi/state/seat/"
+            "sessions/s.jsonl --socket /tmp/ctl/controller.sock --pi-dir /opt/pi --scripted-model --eligibility "
+            "el-0001")
 
 
 def test_7_after_a_proven_force_stop_recover_is_offered_with_its_confirmation_then_quit(tmp_path: Path) -> None:
@@ -446,6 +514,8 @@ def test_7_after_a_proven_force_stop_recover_is_offered_with_its_confirmation_th
             rows = await term.wait_text("next: Ctrl-R recovers this conversation (asks to confirm first), or "
                                         "Ctrl-C quits")
             assert status(rows) == "You control this conversation · stopped: Ctrl-R recovers (asks first), Ctrl-C quits"
+            # One "next:" note, although the stop's record, its proof and the reply each update the stop.
+            assert notes_whole(rows).count("next:") == 1, notes_whole(rows)
             await term.keys("C-r")
             rows = await term.wait_text("Recover execution exec-1?")
             assert "y: recover    n: cancel" in "\n".join(rows)
@@ -455,6 +525,11 @@ def test_7_after_a_proven_force_stop_recover_is_offered_with_its_confirmation_th
             await term.wait_text("Recover execution exec-1?")
             await term.keys("y")
             await term.wait_text("recovered: eligibility el-0001 (new claim c-0002, generation 3)")
+            # The controller's next step names the exact command; the notes grow to show it whole, once.
+            rows = await term.wait_for(lambda r: RELAUNCH in notes_whole(r), "the command, whole")
+            assert notes_whole(rows).count("next:") == 1, notes_whole(rows)
+            assert (f"next: stop this controller's serve (Ctrl-C there), then run: {RELAUNCH}; then Ctrl-O here "
+                    "connects to the new controller") in notes_whole(rows)
             await term.keys("C-c")
             await term.wait_text("[terminal exited 0 ]")
 

@@ -38,3 +38,11 @@ def test_cli_refuses_a_foreign_project_and_fails_on_an_unreadable_file(tmp_path:
     first, second = (json.loads(x) for x in proc.stdout.splitlines())
     assert first["refusal"]["code"] == "foreign-project"
     assert second["ok"] is False and second["error"].startswith("FileNotFoundError")
+
+
+def test_version_prints_the_installed_distributions_version_and_exits_0() -> None:
+    from importlib.metadata import version  # noqa: PLC0415
+
+    proc = run("--version")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == f"python -m mosaic.pi_format {version('mosaic-pi-format')} (mosaic-pi-format)\n"

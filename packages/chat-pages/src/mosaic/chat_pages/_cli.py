@@ -45,9 +45,11 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command ended
 #: Every exit status of mosaic-read: (name, meaning). The README's table is checked against this.
 EXIT_CODES: Mapping[int, tuple[str, str]] = MappingProxyType({
     EXIT_OK: ("ok", "the last result was ok; serve: stopped by SIGINT, SIGTERM or SIGHUP"),
-    EXIT_REFUSED: ("refused", "the last result was a refusal (the reader's, or the server guard's over --url)"),
-    EXIT_USAGE: ("usage", "bad arguments; a missing or bad --config (the line names the field); a missing or "
-                          "unsafe --token-file; a --host that is not loopback"),
+    EXIT_REFUSED: ("refused", "the last result was a refusal (the reader's, or the server guard's over --url); "
+                              "catalogue: a root given (--spec, --config) was refused, said in one line"),
+    EXIT_USAGE: ("usage", "bad arguments; a --spec PROJECT_ROOT that is not an absolute path; a missing or bad "
+                          "--config (the line names the field); a missing or unsafe --token-file; a --host that is "
+                          "not loopback"),
     EXIT_UNREACHABLE: ("network", "--url could not be reached or did not answer with the routes' JSON; serve "
                                   "could not listen on its address"),
     EXIT_OUTPUT_CLOSED: ("output closed", "the output was closed before everything was written (a broken pipe, "
@@ -344,7 +346,7 @@ _SHARED: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                      "help": 'JSON file: {"specs": [{"projectRoot", "seat", "layoutRepo", "harness", "claudeRoot"}], '
                              '"registrations": [{"seat", "harness", "layoutRepo", "project", "sessionsDir", '
                              '"startedAt"}]}'}),
-    (("--url",), {"help": "use a running `mosaic-read serve` at this URL (the one it printed, token included, "
+    (("--url",), {"metavar": "URL", "help": "use a running `mosaic-read serve` at this URL (the one it printed, token included, "
                           "or its base with --token-file)"}),
     (("--token-file",), {"metavar": "FILE", "help": "the server's token (a file of yours, mode 0600): serve "
                                                     "requires it, --url sends it"}),
@@ -476,6 +478,10 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
             p.error("--no-token and --token-file contradict each other")
     if args.url is None and not (args.spec or args.claude_spec or args.config):
         p.error("give --spec PROJECT_ROOT SEAT (or --claude-spec, or --config FILE), or --url of a running server")
+    for root, seat in args.spec or []:
+        if not os.path.isabs(root):
+            raise Failure(EXIT_USAGE, f"--spec {root} {seat}: PROJECT_ROOT must be an absolute path (the project "
+                                      f"directory, e.g. {os.path.abspath(root)})")
     if args.url is None:
         from ._reader import create_reader  # noqa: PLC0415 - a command runs: now the reader is needed
 
@@ -492,6 +498,13 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     if args.command == "catalogue":
         result = api.catalogue()
         _emit(result, args.text, out)
+        refused = (result.get("refusedRoots") or []) if result.get("ok") else []
+        if refused:  # a root given that cannot be read: a wrong or missing project directory, or seat
+            first = refused[0]
+            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+            raise Failure(EXIT_REFUSED, f"root {_safe(str(first['projectRoot']))} seat {_safe(str(first['seat']))} "
+                                        f"refused: {first['refusal']['code']}: "
+                                        f"{_safe(str(first['refusal']['message']))}{more}")
         return EXIT_OK if result.get("ok") else EXIT_REFUSED
     if args.command == "next":
         result = api.next(args.cursor, args.conversation, args.branch)

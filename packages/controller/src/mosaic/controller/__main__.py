@@ -1,7 +1,7 @@
-"""``python -m mosaic.controller`` (also the ``mosaic-controller`` console script): see ``_cli``."""
+"""``python -m mosaic.controller`` (also the ``mosaic-controller`` console script): see ``cli``."""
 
 from __future__ import annotations
 
-from ._cli import main
+from .cli import main
 
 raise SystemExit(main())

@@ -4,7 +4,8 @@ mosaic.controller`).
     mosaic-controller fixture DIR
     mosaic-controller serve --fixture-root DIR --session FILE --socket DIR/controller.sock --pi-dir PI
                             [--claim-root DIR] [--home DIR] [--grants FILE] [--scripted-model]
-                            [--provider P --model M]
+                            [--provider P --model M] [--eligibility ID]
+    (every command also takes --debug and --log FILE)
 
 `fixture DIR` makes a fixture tree as the demo does (the engine's home and agent directories, a project
 with one session file, the claim root; owned by the engine account) and prints the `serve` line for it.
@@ -17,18 +18,32 @@ points the fixture's models.json at it (run it inside `python -m mosaic.pi_rpc.t
 engine can reach nothing else). `--grants FILE` lets other uids and gids connect and do what the file
 grants (the package README, "Who may connect"); without it only this uid can. It serves until SIGINT, SIGTERM or SIGHUP; then it force stops the
 engine as a client would (takeover, confirmation, force stop) and, the stop proven, the claim is
-released, the cohort let go and everything it made removed. Signals that arrive while it starts are
-answered once the start is done (a start is a few seconds), never half-way through a launch.
+released, the cohort let go and everything it made removed. An engine a client already force stopped with
+a proof is not stopped again: serve says so in one line and exits 0. Signals that arrive while it starts
+are answered once the start is done (a start is a few seconds), never half-way through a launch.
+
+Recover and launch again: a client's recover (the terminal's Ctrl-R) reserves the session for a new
+eligibility record and launches nothing. serve prints the exact command that launches from it, the same
+serve line with `--eligibility ID` (the recover's reply carries it too, so the terminal shows it): stop
+this serve, then run that. `serve` without `--eligibility` on a session reserved for a record refuses in
+one line naming that command (and `mosaic-claims release-reservation`, the way to give the record up): it
+never launches from a record it was not given, because the record is a single-use grant a person confirmed
+for that recovery.
+
+Output: progress on stdout, one line each; refusals, errors and the library's log on stderr, one line per
+event in plain words. A log record's traceback is shown only with `--debug`; `--log FILE` writes every
+record, with its traceback, to FILE (the stderr line says so).
 
 Options are accepted before or after the subcommand. Paths are arguments; the only derived ones are the
 claim root (`<fixture root>/claims`) and the engine's `HOME` and `PI_CODING_AGENT_DIR` (`<fixture
 root>/home`, `<fixture root>/agent`), all inside the fixture root the guard holds every path to; `--home`
 (whose ~/.pi, ~/.claude and ~/.mosaic-dev are live, and refused) is the invoking user's home by default.
 
-Exit status: 0 done (served, then stopped with a proof; or the fixture made); 1 refused (one line: a
-refusal's code and plain message, a missing path, the engine account, no cohort route); 2 a usage error
-(one line); 3 the engine could not be proven stopped (its claim stays held, uncertain; serve the same
-session again to force stop it); 70 a crash (a bug: one line; MOSAIC_TRACEBACK=1 shows the traceback).
+Exit status: 0 done (served, then stopped with a proof, or found already stopped with one; or the fixture
+made); 1 refused (one line: a refusal's code and plain message, a missing path, the engine account, no
+cohort route); 2 a usage error (one line); 3 the engine could not be proven stopped (its claim stays held,
+uncertain; serve the same session again to force stop it); 70 a crash (a bug: one line; --debug or
+MOSAIC_TRACEBACK=1 shows the traceback).
 """
 
 from __future__ import annotations
@@ -37,9 +52,11 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import pwd
 import secrets
+import shlex
 import shutil
 import signal
 import sys
@@ -48,7 +65,11 @@ import traceback
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:  # imported where serve needs them, so --help and --version stay quick
+    from ._eligibility import EligibilityRecord
+    from ._lifecycle import Controller
 
 __all__ = ["main"]
 
@@ -63,7 +84,12 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class CliRefused(Exception):
-    """An expected way not to run (a missing path, the engine account, no route): one line."""
+    """An expected way not to run (a missing path, the engine account, no route): one line. `command` (a
+    command line to copy) is printed after it whole, never shortened."""
+
+    def __init__(self, message: str, command: str = "") -> None:
+        super().__init__(message)
+        self.command = command
 
 
 def version() -> str:
@@ -73,11 +99,63 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def say(text: str) -> None:
+def say(text: str, *, exact: str = "", err: bool = False) -> None:
+    """One line for a person: `text` with its ids shortened, then `exact` whole (a command line to copy);
+    on stdout, or stderr for a refusal or an error (`err`)."""
     from .plain import shorten  # noqa: PLC0415 - after argument parsing: --help and --version stay quick
 
     with contextlib.suppress(OSError):  # a closed terminal is not an error
-        print(shorten(text), flush=True)
+        print(shorten(text) + exact, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def tell(text: str, *, exact: str = "") -> None:
+    """A refusal or an error: one line on stderr."""
+    say(text, exact=exact, err=True)
+
+
+class _OneLine(logging.Formatter):
+    """A log record as one line in plain words: `mosaic-controller: <message>`, an exception as its type and
+    first line, and where its traceback is (`hint`); no traceback."""
+
+    def __init__(self, hint: str) -> None:
+        super().__init__()
+        self.hint = hint
+
+    def format(self, record: logging.LogRecord) -> str:
+        from .plain import plain_message, shorten  # noqa: PLC0415
+
+        text = record.getMessage()
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            text += f": {type(exc).__name__}" + (f": {first}" if first else "") + self.hint
+        return f"{PROG}: " + shorten(plain_message(" ".join(text.split())))
+
+
+def _logging(args: argparse.Namespace) -> None:
+    """The log handlers (module docstring "Output"): stderr, one line per record at WARNING and above (with
+    --debug every record from INFO up, the packages' from DEBUG, with tracebacks); --log FILE, every record
+    from INFO up with its traceback.
+    Raises CliRefused when FILE cannot be opened."""
+    debug, log = getattr(args, "debug", False), getattr(args, "log", None)
+    handlers: list[logging.Handler] = []
+    stderr = logging.StreamHandler(sys.stderr)
+    if debug:
+        stderr.setFormatter(logging.Formatter(f"{PROG}: %(levelname)s %(name)s: %(message)s"))
+    else:
+        stderr.setLevel(logging.WARNING)
+        stderr.setFormatter(_OneLine(f" (its traceback is in {log})" if log else " (--debug shows the traceback)"))
+    handlers.append(stderr)
+    if log:
+        try:
+            to_file = logging.FileHandler(log, encoding="utf-8")
+        except OSError as e:
+            raise CliRefused(f"--log {log}: {(e.strerror or str(e)).lower()}") from None
+        to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handlers.append(to_file)
+    logging.basicConfig(level=logging.INFO if debug or log else logging.WARNING, handlers=handlers, force=True)
+    if debug:
+        logging.getLogger("mosaic").setLevel(logging.DEBUG)  # the packages' own detail, not asyncio's
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,6 +167,11 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--version", action="version", version=f"{PROG} {version()}")
+    # SUPPRESS: given before or after the subcommand, neither place's default undoes the other's value.
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show each log record's traceback on stderr (and log every record)")
+    common.add_argument("--log", metavar="FILE", default=argparse.SUPPRESS,
+                        help="also write every log record, with its traceback, to FILE")
     ap = _Parser(prog=PROG, parents=[common], description=__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True, metavar="{serve,fixture}", parser_class=_Parser)
@@ -106,6 +189,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="run pi-rpc's scripted model on 127.0.0.1 and point the fixture's models.json at it")
     serve.add_argument("--provider", default="fakeprov", help="the engine's provider (default: fakeprov)")
     serve.add_argument("--model", default="fake-model-1", help="the engine's model (default: fake-model-1)")
+    serve.add_argument("--eligibility", metavar="ID",
+                       help="launch from this eligibility record (a client's recover issued it, and printed this "
+                            "command with it)")
     fixture = sub.add_parser("fixture", parents=[common], help="make a fixture tree as the demo does")
     fixture.add_argument("dir", help="the fixture root to make (must not exist)")
     return ap
@@ -206,15 +292,39 @@ def _socket_dir(path: str, made: _Made) -> str:
     return directory
 
 
-async def _stop_engine(socket_path: str) -> tuple[bool, str]:
+def proven_stop(controller: Controller) -> str | None:
+    """What to say when the engine's claim is already stopped with a proof (a client's force stop, or a stop
+    this controller continued), from the claim the lifecycle published; None otherwise."""
+    from mosaic.writer_claim import State  # noqa: PLC0415
+
+    execution = controller.execution
+    if execution is None or execution.claim.state is not State.STOPPED:
+        return None
+    head = execution.claim.head("session")
+    stop = head.stop.stop_id if head.stop is not None else None
+    proof = f"proof {head.proof.digest}" if head.proof is not None else "proof recorded"
+    return (f"the engine was already proven stopped (force stop {stop}; {proof}): every process it started has "
+            "ended, nothing is left to stop")
+
+
+async def _stop_engine(controller: Controller) -> tuple[bool, str]:
     """Force stop the engine as a client does: take control (or recovery control), a confirmation, the
-    force stop, its end. (stopped with a proof?, what to say)."""
+    force stop, its end. A client's force stop still running is waited for; an engine already proven
+    stopped is not stopped again (its claim is released with the proof: nothing is left to publish).
+    (stopped with a proof?, what to say)."""
     from mosaic.safe_open import Refusal  # noqa: PLC0415
 
     from .client import ControllerClient  # noqa: PLC0415
     from .plain import plain_message  # noqa: PLC0415
 
-    client = await ControllerClient.connect(socket_path)
+    runtime = controller.runtime
+    if runtime is not None and runtime.core.binding_state == "stopping":
+        with contextlib.suppress(TimeoutError):  # a client's stop is running: its end decides
+            await runtime.wait_core(lambda core: core.binding_state != "stopping", STOP_WAIT)
+    already = proven_stop(controller)
+    if already is not None:
+        return True, already
+    client = await ControllerClient.connect(controller.socket_path)
     try:
         await client.observe()
         try:
@@ -235,12 +345,37 @@ async def _stop_engine(socket_path: str) -> tuple[bool, str]:
     return False, f"force stop {done.get('stop')}: {done.get('state')} ({done.get('reason')})"
 
 
+def relaunch_command(args: argparse.Namespace, paths: dict[str, str], eligibility: str) -> str:
+    """The exact command line that launches from `eligibility`: this serve's own, its paths absolute, with
+    `--eligibility ID` (inside the loopback-only namespace when this one runs in it)."""
+    program = [sys.argv[0]] if os.path.basename(sys.argv[0]) == PROG else [sys.executable, "-m", "mosaic.controller"]
+    argv = [*program, "serve", "--fixture-root", paths["root"], "--session", paths["session"],
+            "--socket", paths["socket"], "--pi-dir", paths["pi_dir"]]
+    for flag, value in (("--claim-root", args.claim_root), ("--home", args.home), ("--grants", args.grants),
+                        ("--log", getattr(args, "log", None))):
+        if value:
+            argv += [flag, os.path.abspath(value)]
+    if args.scripted_model:
+        argv.append("--scripted-model")
+    if (args.provider, args.model) != ("fakeprov", "fake-model-1"):
+        argv += ["--provider", args.provider, "--model", args.model]
+    if getattr(args, "debug", False):
+        argv.append("--debug")
+    argv += ["--eligibility", eligibility]
+    with contextlib.suppress(OSError):
+        if os.environ.get("MOSAIC_NETNS") == str(os.stat("/proc/self/ns/net").st_ino):
+            argv = [sys.executable, "-m", "mosaic.pi_rpc.testing.netns", "--", *argv]
+    return shlex.join(argv)
+
+
 async def serve(args: argparse.Namespace) -> int:
     from mosaic.cgroup_cohort import FixtureVerifier  # noqa: PLC0415
     from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account  # noqa: PLC0415
     from mosaic.pi_rpc.testing import ModelServer, models_json  # noqa: PLC0415
+    from mosaic.safe_open import Refusal  # noqa: PLC0415
 
     from ._access import Grants  # noqa: PLC0415
+    from ._eligibility import ELIGIBILITY_ID_RE  # noqa: PLC0415
     from ._lifecycle import Controller, EngineSpec, Placement  # noqa: PLC0415
     from .route import RouteUnavailable, choose_route, engine_can_read  # noqa: PLC0415
     from .testing import readable_install  # noqa: PLC0415
@@ -256,9 +391,23 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in SIGNALS:
         loop.add_signal_handler(sig, on_signal, sig)
     paths = _paths(args)
+    if args.eligibility is not None and not ELIGIBILITY_ID_RE.fullmatch(args.eligibility):
+        raise CliRefused(f"--eligibility {args.eligibility!r} is not an eligibility ID (elig- and 32 hex digits, "
+                         "as the recover printed it)")
     grants = Grants.load(args.grants) if args.grants else None  # refused before anything is made
     made = _Made()
     controller: Controller | None = None
+    recovered: list[str] = []
+
+    def on_recovered(record: EligibilityRecord) -> str:
+        """A client's recover wrote its record: say the command that launches from it (and give it to the
+        client, whose reply carries it)."""
+        command = relaunch_command(args, paths, record.id)
+        recovered.append(command)
+        say(f"a client recovered the conversation: eligibility {record.id} (new claim {record.claim_id}, generation "
+            f"{record.generation}); to launch from it, stop this serve (Ctrl-C), then run:")
+        say("  ", exact=command)
+        return f"stop this controller's serve (Ctrl-C there), then run: {command}"
     try:
         try:
             engine = engine_account()
@@ -286,8 +435,18 @@ async def serve(args: argparse.Namespace) -> int:
             Placement(fixture_root=paths["root"], claim_root=paths["claims"], session_file=paths["session"],
                       socket_dir=socket_dir, home=paths["home"]),
             EngineSpec(env=env, pi_dir=pi_dir, provider=args.provider, model=args.model),
-            made.route.launcher, verifier=FixtureVerifier(), manager=made.route.manager, grants=grants)
-        await controller.start()
+            made.route.launcher, verifier=FixtureVerifier(), manager=made.route.manager, grants=grants,
+            eligibility=args.eligibility, on_recovered=on_recovered)
+        try:
+            await controller.start()
+        except Refusal as e:
+            waiting = controller.reserved_for
+            if waiting is None:
+                raise
+            raise CliRefused(f"refused: {e.code}: the session is reserved for eligibility {waiting} (a client's "
+                             "recover issued it); launch from it with: ",
+                             command=relaunch_command(args, paths, waiting) + "  (or give it up: mosaic-claims "
+                             f"release-reservation --claim-root {paths['claims']} {waiting})") from None
         execution = controller.execution
         assert execution is not None
         ref = execution.ref
@@ -296,30 +455,37 @@ async def serve(args: argparse.Namespace) -> int:
         say(f"serving {controller.socket_path}: claim {execution.claim.claim_id} ({controller.mode}) {where}; "
             "SIGINT, SIGTERM or SIGHUP force stops the engine and exits")
         await stop.wait()
-        say(f"{signal.Signals(got[0]).name}: force stopping the engine")
-        stopped, said = await _stop_engine(controller.socket_path)
-        say(said)
+        name = signal.Signals(got[0]).name
+        if proven_stop(controller) is None:
+            say(f"{name}: force stopping the engine")
+        else:
+            say(f"{name}: stopping")
+        stopped, said = await _stop_engine(controller)
+        say(said, err=not stopped)
+        if recovered:
+            say("the recovery waits for its launch: ", exact=recovered[-1])
         return 0 if stopped else EXIT_NOT_STOPPED
     finally:
         if controller is not None:
             await controller.aclose()
         left = made.close()
         if left:
-            say(f"left in place: {'; '.join(left)}; serve the same session again to force stop it")
+            tell(f"left in place: {'; '.join(left)}; serve the same session again to force stop it")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run mosaic-controller; returns the exit status (see the module docstring)."""
     args = _parser().parse_args(argv)
     try:
+        _logging(args)
         if args.command == "fixture":
             return make_fixture(args)
         return asyncio.run(serve(args))
     except CliRefused as e:
-        say(f"{PROG}: {e}")
+        tell(f"{PROG}: {e}", exact=e.command)
         return EXIT_REFUSED
     except KeyboardInterrupt:  # before the loop's own handlers were in place: nothing was made yet
-        say(f"{PROG}: interrupted")
+        tell(f"{PROG}: interrupted")
         return 128 + signal.SIGINT
     except Exception as e:  # noqa: BLE001 - a refusal is one line; anything else is a crash, said in one line
         from mosaic.safe_open import Refusal  # noqa: PLC0415
@@ -327,11 +493,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .plain import plain_message  # noqa: PLC0415
 
         if isinstance(e, Refusal):
-            say(f"{PROG}: refused: {e.code}: {plain_message(e.message)}")
+            tell(f"{PROG}: refused: {e.code}: {plain_message(e.message)}")
             return EXIT_REFUSED
         first = str(e).splitlines()[0] if str(e) else ""
-        say(f"{PROG}: crashed (a bug): {type(e).__name__}: {first}; MOSAIC_TRACEBACK=1 shows the traceback")
-        if os.environ.get("MOSAIC_TRACEBACK"):
+        debug = getattr(args, "debug", False) or bool(os.environ.get("MOSAIC_TRACEBACK"))
+        tell(f"{PROG}: crashed (a bug): {type(e).__name__}: {first}"
+             + ("; the traceback follows" if debug else "; --debug (or MOSAIC_TRACEBACK=1) shows the traceback"))
+        if debug:
             traceback.print_exc()
         return EXIT_CRASH
 

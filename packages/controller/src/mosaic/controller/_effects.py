@@ -54,7 +54,8 @@ EFFECTS: Mapping[str, EffectKind] = MappingProxyType({row.kind: row for row in (
                "the lifecycle (`Controller._recover`); without one a stop-proof refusal"),
     EffectKind(CLAIM_GENERATION, "a takeover or recovery control (H1): the claim's generation",
                '{"generation": int}',
-               '{"ok": True} or {"ok": False, "error": str} (uncertain: claim-publication)',
+               '{"ok": True} ({"ok": True, "published": False}: the claim is already stopped with its proof, its '
+               'last step) or {"ok": False, "error": str} (uncertain: claim-publication)',
                "the lifecycle; without one a no-op"),
     EffectKind(CLAIM_UNCERTAIN, "the binding going uncertain (`CoreState.uncertain`): the claim says so",
                '{"reason": str, "detail": str}',

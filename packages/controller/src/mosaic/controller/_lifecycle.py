@@ -22,7 +22,8 @@ Its `start()`:
    is the engine's and allowed); otherwise the binding is uncertain and prompts refuse `preflight`;
 5. serves the socket. The core's effects are carried out here: a force stop drives cgroup-cohort's stop
    machine, publishing each phase into the claim before its action, and releases the claim with the
-   proof's digest when the proof says stopped; anything else leaves the claim uncertain.
+   proof's digest when the proof says stopped; anything else leaves the claim uncertain. A generation taken
+   after that (a client's recovery control, to recover) is not published: stopped is the claim's last step.
 
 The checks of steps 1, 3 (a recover's record) and 4 are `_launch_checks`' functions; the stop of step 5
 and what it leaves in the claim is `_cohort.stop_and_release`.
@@ -191,11 +192,17 @@ class Controller:
         hooks: Hooks | None = None,
         eligibility: str | None = None,
         grants: Grants | None = None,
+        on_recovered: Callable[[EligibilityRecord], str | None] | None = None,
     ) -> None:
         """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
         place and header, the pin and the seal, the grants (who besides this uid may connect and do what:
         `Grants`; none by default). Raises the refusal (live-session-refused, configuration,
-        engine-pin-mismatch, unsealed-engine)."""
+        engine-pin-mismatch, unsealed-engine).
+
+        `on_recovered(record)` is called on the event loop when a client's recover has written its
+        eligibility record (nothing is launched here: brief §6 "Recover"); what it returns, if anything,
+        goes into the recover's reply as ``next``: how this controller's launcher launches from the record
+        (`mosaic-controller serve` names its exact command line)."""
         self.placement = placement
         self.engine = engine
         self.launcher = launcher
@@ -211,6 +218,8 @@ class Controller:
         self.access = AccessPolicy(grants=grants or Grants())
         self.inherited: tuple[Mapping[str, Any], ...] = ()
         self.recovered: EligibilityRecord | None = None
+        self.on_recovered = on_recovered
+        self.reserved_for: str | None = None  # start() refused: the pair waits for this eligibility's launch
         self.guard = LiveSessionGuard(LiveRoots(
             fixture_root=placement.fixture_root, home=placement.home, repository=placement.repository,
             data_root=placement.data_root, registrations=placement.registrations))
@@ -559,6 +568,8 @@ class Controller:
             # A recover reserved the pair for its eligibility record: only that record's launch (or its
             # release with a proof) moves it on, whether or not the recovering controller is alive.
             rev = self.store.observe(self.seat_key, self.session_key).seat.revision
+            if rev is not None and rev.eligibility is not None:
+                self.reserved_for = rev.eligibility.id
             named = f"eligibility {rev.eligibility.id} (claim {rev.claim_id})" \
                 if rev is not None and rev.eligibility is not None else "an eligibility launch"
             raise ClaimRefusal("already-active", f"the pair is reserved for {named}: launch with that record, "
@@ -669,6 +680,10 @@ class Controller:
         assert execution is not None and self.runtime is not None
         claim = execution.claim
         if effect.kind == "claim-generation":
+            if claim.state is State.STOPPED:
+                # Released with its stop's proof: stopped is the claim's last step, so a generation taken after
+                # it (a client's recovery control or takeover, to recover) has nothing left to fence there.
+                return {"ok": True, "published": False}
             generation = int(effect.payload["generation"])
             try:
                 await self.runtime.run_blocking(lambda: claim.set_generation(generation))
@@ -686,7 +701,13 @@ class Controller:
             return await self._run_stop(str(effect.payload["stop"]), effect.payload.get("confirmation"))
         if effect.kind == "recover":
             payload = effect.payload
-            return dict(await self.runtime.run_blocking(lambda: self._recover(payload)))
+            result = dict(await self.runtime.run_blocking(lambda: self._recover(payload)))
+            issued = result.get("eligibility")
+            if self.on_recovered is not None and isinstance(issued, Mapping):
+                hint = self.on_recovered(EligibilityRecord.from_dict(issued))
+                if hint:
+                    result["next"] = hint  # how this controller's launcher launches from the record
+            return result
         return {"ok": False, "error": f"no handler for effect {effect.kind}"}
 
     async def _run_stop(self, stop_id: str, confirmation: Any) -> Mapping[str, Any]:

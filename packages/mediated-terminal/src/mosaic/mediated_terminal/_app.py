@@ -7,7 +7,12 @@ The keys are the seed's (README "The terminal"): Enter submits (as an observer n
 says why), Ctrl-J or Alt-Enter adds a newline, Ctrl-T takes control, Ctrl-G interrupts, Ctrl-O reconnects
 if needed and re-reads the page, PageUp/PageDown scroll, Ctrl-C or Ctrl-D quits. The extra keys take none
 of those: Ctrl-K asks to force stop and Ctrl-R to recover (each then y confirms, n cancels), F2 shows the
-developer fields.
+developer fields, and, as in Claude Code, Esc interrupts a running answer. While Pi answers, Ctrl-C or
+Ctrl-D asks once before quitting (the answer keeps running in the engine; a second press leaves).
+
+The composer grows with its text (a multi-line paste) up to `COMPOSER_ROWS`; past that its label counts
+the lines and shows the first. The notes grow to show the newest note whole (a recover's next step names
+a command) up to `NOTES_ROWS`.
 
 Input, as the seed says it is read: Enter takes the composer at that key (the handler reads and clears it
 before the next key of the same input chunk is handled: `TerminalModel.take_composer`); a bracketed paste
@@ -17,7 +22,10 @@ chunk. prompt_toolkit's VT100 parser already keeps a partial escape sequence acr
 across reads until its end marker; what it would do otherwise is flush a pending ESC as the Escape key
 after ``ttimeoutlen`` (0.5 s) with no further input, so a split marker arriving later would be typed as
 text. The application therefore never flushes on a timer (`ESC_WAIT`): the ESC waits for the next chunk,
-which decides what it was.
+which decides what it was. One exception (`LoneEscape`): a read that holds exactly one ESC byte is the Esc
+key. A keyboard's Esc arrives so, alone; a terminal writes a paste marker with its paste, a function key's
+sequence whole, and Alt+key as ESC and the key in one write, so an ESC alone in its read starts none of
+them. An ESC at the end of a longer read still waits for the next chunk.
 """
 
 from __future__ import annotations
@@ -36,8 +44,8 @@ from prompt_toolkit.data_structures import Point
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from prompt_toolkit.input import Input
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input import Input, create_input
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
 from prompt_toolkit.layout import (
     ConditionalContainer,
@@ -59,6 +67,7 @@ from prompt_toolkit.widgets import Frame
 
 from mosaic.controller.client import HistoryItem, LiveMessage, ToolRun, TranscriptItem
 
+from ._inert import inert
 from ._model import Note, TerminalModel
 from ._render import (
     Fragments,
@@ -73,13 +82,15 @@ from ._render import (
 )
 from ._view import ReadingView, Row
 
-__all__ = ["ESC_WAIT", "KEYS", "STYLE", "BufferComposer", "TerminalApp", "run_terminal"]
+__all__ = ["COMPOSER_ROWS", "ESC_WAIT", "KEYS", "NOTES_ROWS", "STYLE", "BufferComposer", "LoneEscape", "TerminalApp",
+           "run_terminal"]
 
 logger = logging.getLogger("mosaic.mediated_terminal")
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("Enter", "send"), ("^J", "newline"), ("^T", "control"), ("^G", "interrupt"), ("^O", "re-read"),
     ("PgUp/PgDn", ""), ("^C", "quit"), ("^K", "force stop"), ("^R", "recover"), ("F2", "details"),
+    ("Esc", "interrupt"),
 )
 """The keys line, in the order kept when the window is too narrow for all (the seed's keys first)."""
 
@@ -89,6 +100,12 @@ docstring). Not a timeout in practice; a lone ESC is decided by the chunk after 
 
 REQUESTS_SHOWN = 3
 NOTES_SHOWN = 3
+NOTES_ROWS = 6
+"""The most rows the notes take: the newest note is shown whole up to this (NOTES_SHOWN at least)."""
+COMPOSER_SHOWN = 3
+COMPOSER_ROWS = 10
+"""The most rows the composer grows to (COMPOSER_SHOWN at least); past it the label counts the lines."""
+FIRST_SHOWN = 40  # characters of the first line the composer's label shows when the text is taller than it
 DIALOGS_SHOWN = 2
 DETAILS_ROWS = 2
 CONFIRM_WIDTH = 100
@@ -122,6 +139,35 @@ STYLE = Style.from_dict({
 })
 """Roles in colour (the label), thinking dim, tool runs yellow, refusals red and bold (so they stay
 distinct under NO_COLOR, which prompt_toolkit honours by drawing in one colour)."""
+
+
+class LoneEscape:
+    """The Esc key told apart from the start of an escape sequence by how it arrives (module docstring):
+    `pressed` is true while the keys of a read that held exactly one ESC byte are handled, and that ESC is
+    flushed as the Escape key at once. Wraps a VT100 input's reader; another input is left as it is."""
+
+    def __init__(self, source: Input) -> None:
+        self.pressed = False
+        reader = getattr(source, "stdin_reader", None)
+        if reader is None:
+            return
+        last = [""]
+        read = reader.read
+        read_keys = source.read_keys
+
+        def read_chunk(count: int = 1024) -> str:
+            data: str = read(count)
+            last[0] = data
+            return data
+
+        def read_keys_lone() -> list[KeyPress]:
+            last[0] = ""
+            keys = read_keys()
+            self.pressed = last[0] == "\x1b"
+            return [*keys, *source.flush_keys()] if self.pressed else keys
+
+        setattr(reader, "read", read_chunk)  # noqa: B010 - the instance's method, wrapped
+        setattr(source, "read_keys", read_keys_lone)  # noqa: B010
 
 
 class BufferComposer:
@@ -235,7 +281,10 @@ class TerminalApp:
         self.model = TerminalModel(socket_path, BufferComposer(self.buffer), grant=grant)
         self.details = False
         self.exit_code = 0
+        self._quit_asked: float | None = None  # the answer (its start) for which Ctrl-C asked once
         self.transcript = TranscriptControl(self)
+        input = input if input is not None else create_input()
+        self.escape = LoneEscape(input)
         confirming = Condition(lambda: self.model.confirmation is not None)
         dialogs = Condition(lambda: bool(self.model.dialogs))
         detailed = Condition(lambda: self.details)
@@ -250,10 +299,11 @@ class TerminalApp:
                    style="class:status"),
             ConditionalContainer(Window(FormattedTextControl(self._details_text), height=DETAILS_ROWS,
                                         style="class:details"), detailed),
-            Window(FormattedTextControl(self._notes_text), height=NOTES_SHOWN),
+            Window(FormattedTextControl(self._notes_text), height=lambda: Dimension.exact(self._notes_height())),
             Window(FormattedTextControl(self._requests_text), height=REQUESTS_SHOWN),
             Window(FormattedTextControl(self._composer_label), height=1, style="class:composer.label"),
-            Window(BufferControl(self.buffer), height=3, wrap_lines=True),
+            Window(BufferControl(self.buffer), height=lambda: Dimension.exact(self._composer_height()),
+                   wrap_lines=True),
             Window(FormattedTextControl(self._keys_text), height=1, style="class:keys"),
         ])
         root = FloatContainer(body, floats=[Float(ConditionalContainer(confirm, confirming),
@@ -309,6 +359,13 @@ class TerminalApp:
                             conversation=conversation if isinstance(conversation, str) else None)
         return _join(wrap(styled(" " + line), self._width())[:DETAILS_ROWS])
 
+    def _notes_height(self) -> int:
+        """The notes' rows: NOTES_SHOWN, or as many as the two newest notes need to be read whole (a
+        recover's outcome, then its next step, which names a command line), up to NOTES_ROWS."""
+        width = self._width()
+        needed = sum(len(wrap(styled(note.text), width)) for note in list(self.model.notes)[-2:])
+        return max(NOTES_SHOWN, min(NOTES_ROWS, needed))
+
     def _notes_text(self) -> StyleAndTextTuples:
         """The newest notes, each wrapped to the width, the newest last (a stop's outcome is the note of its
         latest change). The oldest one shown may be only its first rows, then " …" says that more of it
@@ -316,8 +373,9 @@ class TerminalApp:
         notes: list[Note] = list(self.model.notes)
         rows: list[Fragments] = []
         width = self._width()
+        shown = self._notes_height()
         for note in reversed(notes):
-            free = NOTES_SHOWN - len(rows)
+            free = shown - len(rows)
             if free <= 0:
                 break
             line = styled(note.text, f"class:note.{note.kind}")
@@ -338,8 +396,26 @@ class TerminalApp:
             rows.append([("class:note.refusal" if bad else "", request_line(request))])
         return _join(rows)
 
+    def _composer_rows(self) -> int:
+        """The rows the composer's text takes at the screen's width (wrapped lines counted)."""
+        width = max(1, self._width())
+        return sum(max(1, -(-get_cwidth(line) // width)) for line in self.buffer.text.split("\n"))
+
+    def _composer_height(self) -> int:
+        """The composer grows with its text (a multi-line paste), COMPOSER_SHOWN to COMPOSER_ROWS rows."""
+        return max(COMPOSER_SHOWN, min(COMPOSER_ROWS, self._composer_rows()))
+
     def _composer_label(self) -> str:
         if self.model.controls:
+            text = self.buffer.text
+            lines = text.count("\n") + 1
+            if lines > 1 and self._composer_rows() > COMPOSER_ROWS:
+                first = inert(text.split("\n", 1)[0])
+                first = first if len(first) <= FIRST_SHOWN else first[:FIRST_SHOWN - 3] + "..."
+                return (f' composer: {lines} lines, the last shown; the first: "{first}"; Enter sends them all, '
+                        "Ctrl-J adds a line")
+            if lines > 1:
+                return f" composer: {lines} lines; Enter sends them, Ctrl-J adds a line"
             return " composer: you control this conversation; Enter sends, Ctrl-J adds a line"
         if not self.model.client.connected:
             return " composer disabled: not connected (the text is kept; Ctrl-O reconnects)"
@@ -367,9 +443,21 @@ class TerminalApp:
 
         @kb.add("c-c", eager=True)
         @kb.add("c-d", eager=True)
-        @kb.add("<sigint>", eager=True)
         def _quit(event: KeyPressEvent) -> None:
+            """Quit; while Pi answers, ask once first (the seed's Ctrl-C quits, and the answer goes on running
+            in the engine, which a person used to Ctrl-C interrupting may not expect)."""
+            started = self.model.streaming_since
+            if self.model.answering and self._quit_asked != (started or 0.0):
+                self._quit_asked = started or 0.0
+                key = "Ctrl-D" if event.key_sequence[0].key == Keys.ControlD else "Ctrl-C"
+                self.model.note(f"the answer keeps running in the engine; {key} again to leave (Esc or Ctrl-G "
+                                "interrupts it)", "next", key="quit")
+                return
             event.app.exit(result=0)
+
+        @kb.add("<sigint>", eager=True)
+        def _sigint(event: KeyPressEvent) -> None:
+            event.app.exit(result=0)  # a signal, not a key: no question
 
         @kb.add("enter", eager=True, filter=~confirming)
         def _submit(event: KeyPressEvent) -> None:
@@ -393,6 +481,13 @@ class TerminalApp:
         @kb.add("c-g", eager=True)
         def _interrupt(event: KeyPressEvent) -> None:
             self._spawn(self.model.interrupt())
+
+        @kb.add("escape", eager=True, filter=Condition(lambda: self.escape.pressed))
+        def _escape(event: KeyPressEvent) -> None:
+            """The Esc key (an ESC read alone): it interrupts a running answer, as in Claude Code (Ctrl-G
+            stays); otherwise it does nothing, and never joins the next key as Alt+key."""
+            if self.model.answering and self.model.confirmation is None:
+                self._spawn(self.model.interrupt())
 
         @kb.add("c-o", eager=True)
         def _refresh(event: KeyPressEvent) -> None:

@@ -150,6 +150,12 @@ class TerminalModel:
         execution = (self.client.binding or {}).get("execution")
         return execution if isinstance(execution, str) else None
 
+    @property
+    def answering(self) -> bool:
+        """True while Pi answers a prompt (the binding's engine state is streaming): Esc interrupts it, and
+        Ctrl-C asks once before leaving it running."""
+        return (self.client.binding or {}).get("engineState") == "streaming"
+
     def running_for(self) -> float | None:
         """Seconds since this terminal saw the engine start streaming, None while it is not."""
         return None if self.streaming_since is None else self._clock() - self.streaming_since
@@ -275,12 +281,13 @@ class TerminalModel:
         self.note(self.last_stop, "refusal" if stop.get("state") == "uncertain" else "stop",
                   key=f"stop:{stop.get('stop')}")
         if stop.get("kind") == "force-stop" and stop.get("state") in ("stopped", "uncertain"):
+            # One "next:" note, whichever of the stop's record, its proof or the reply is seen last (key "next").
             if stop.get("state") == "stopped":
                 self.note("next: Ctrl-R recovers this conversation (asks to confirm first), or Ctrl-C quits",
-                          "next")
+                          "next", key="next")
             else:
                 self.note("next: the stop is not proven, so recover is refused; Ctrl-K tries the force stop "
-                          "again, Ctrl-C quits", "next")
+                          "again, Ctrl-C quits", "next", key="next")
 
     # -- actions --------------------------------------------------------------------------------------
 
@@ -384,11 +391,19 @@ class TerminalModel:
         self.note("force stop confirmed: the controller is stopping the execution")
 
     def _recovered(self, result: Mapping[str, Any]) -> None:
+        """The recover's reply: the eligibility record it issued, and the next step: the controller's own
+        words (`next`: `mosaic-controller serve` gives the exact command that launches from the record), or
+        that command's shape."""
         record = result.get("eligibility")
         record = record if isinstance(record, Mapping) else {}
-        self.note(f"recovered: eligibility {record.get('id')} (new claim {record.get('claim_id')}, generation "
-                  f"{record.get('generation')}); a new controller launches with it on its own socket, then "
-                  "Ctrl-C quits this one", "next")
+        eligibility = record.get("id")
+        self.note(f"recovered: eligibility {eligibility} (new claim {record.get('claim_id')}, generation "
+                  f"{record.get('generation')}); nothing is launched yet", "stop")
+        launch = result.get("next")
+        if not isinstance(launch, str) or not launch:
+            launch = (f"start a controller from it (mosaic-controller serve with this controller's options and "
+                      f"--eligibility {eligibility})")
+        self.note(f"next: {launch}; then Ctrl-O here connects to the new controller", "next", key="next")
 
     async def refresh(self) -> None:
         """Ctrl-O: reconnect if the connection is gone, else re-read the page (the transcript's read)."""
