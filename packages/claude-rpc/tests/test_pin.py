@@ -58,6 +58,17 @@ def test_L7_matching_bytes_and_version_pass(tmp_path: Path) -> None:
     assert check_binary(binary, sha256=digest) is None
 
 
+def test_L7_a_relative_path_is_the_file_from_the_callers_directory(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--version` runs in a scratch directory: a relative path (`ci/bootstrap` asks `check_pin(".cache/claude")`)
+    still names the file the caller meant, so a matching install passes wherever it is asked from."""
+    (tmp_path / "bin").mkdir()
+    digest = stand_in(tmp_path / "bin" / "claude", prints=VERSION_LINE, marker=tmp_path / "ran")
+    monkeypatch.chdir(tmp_path)
+    assert check_binary(Path("bin") / "claude", sha256=digest) is None
+    assert (tmp_path / "ran").exists()
+
+
 def test_L7_a_symlink_a_directory_and_a_missing_file_refuse_without_running(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     target = tmp_path / "real"

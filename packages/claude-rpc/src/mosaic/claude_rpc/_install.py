@@ -208,11 +208,13 @@ def make_quiet_dirs(scratch: str | os.PathLike[str]) -> dict[str, str]:
 
 def binary_version(binary: str | os.PathLike[str], *, timeout: float = _VERSION_TIMEOUT) -> str | None:
     """The first line ``binary --version`` prints, run with :func:`quiet_env` in a scratch directory that is
-    removed afterwards; ``None`` when it does not start, fails or times out."""
+    removed afterwards; ``None`` when it does not start, fails or times out. A relative path names the file
+    from the caller's directory, not the scratch one it runs in."""
+    binary = os.path.abspath(binary)
     with tempfile.TemporaryDirectory(prefix="mosaic-claude-version-") as scratch:
         env = make_quiet_dirs(scratch)
         try:
-            proc = subprocess.run([os.fspath(binary), "--version"], capture_output=True, timeout=timeout,
+            proc = subprocess.run([binary, "--version"], capture_output=True, timeout=timeout,
                                   check=False, env=env, cwd=scratch, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired):
             return None
