@@ -211,7 +211,7 @@ def _slow_tree(root: Path) -> tuple[Path, str, str]:
 
 def _slow_phase(label: str, argv: list[str], root: Path, hostile: Path, slow: str, other: str,
                 seconds: float) -> dict[str, Any]:
-    """One server (`argv` prints {"serving", "url"} on its first line): the floor, then rounds of 8 opens
+    """One server (`argv` prints {"serving", "browserUrl"} on its first line): the floor, then rounds of 8 opens
     of the hostile file (each after an appended line, so each parses afresh) with the catalogue and the
     other conversation asked for, one after the other, until the 8 are answered."""
     import threading

@@ -404,7 +404,7 @@ def test_a_token_never_travels_in_argv_another_uid_reads_every_cmdline_and_finds
         assert started["browserUrl"].endswith(f"?token={token}")
         for given in (started["browserUrl"], started["browserUrl"].replace("/conversations", f"/conversations/{cid}"),
                       base.replace("http://", f"http://me:{token}@")):
-            refused = run("--url", given, "follow", cid)
+            refused = run("--url", given, "follow", cid, "--polls", "1", "--interval", "0")
             one_line(refused, 2, rf"--url carries a token.*--token-file FILE.*{TOKEN_ENV}")
             assert refused.stdout == "" and token not in refused.stderr
         followers["token-file"] = subprocess.Popen(
