@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_harness import validate, validated_client
+from core_harness import SCHEMA, validate, validated_client
 
 from mosaic.controller import Grants
 from mosaic.controller.client import ControllerClient, Refused, RemoteRefusal
@@ -369,3 +369,74 @@ def test_a_prompt_grant_prompts_and_cannot_force_stop_interrupt_or_take_recovery
             await watcher.close()
 
     asyncio.run(main())
+
+
+def test_a_connection_passed_to_another_uid_keeps_its_peers_rights_and_the_records_name_that_peer(
+        tmp_path: Path) -> None:
+    """Issue 28 item 4: a connection's rights travel with its file descriptor, as with every Unix socket
+    (ssh-agent's, docker.sock). The owner connects (no grants: the 0700 directory keeps every other uid from
+    even reaching the socket), then hands the connected socket to a process of uid 65534 over SCM_RIGHTS;
+    that process observes, takes control and prompts through it, with the owner's rights, and every record
+    names the peer read at accept (the owner's uid and the connecting pid), never the uid that sent. The
+    schema's actor description says so."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            watcher = await validated_client(rig.socket_path)
+            await watcher.call("observe")
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(rig.socket_path)  # this process, the owner, is the peer the kernel records
+            passer, taker = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            socket.send_fds(passer, [b"fd"], [conn.fileno()])
+            original = conn.fileno()
+
+            def through_the_passed_fd() -> dict[str, Any]:
+                os.close(original)  # the inherited copy: only the one received below is used
+                _msg, fds, _flags, _addr = socket.recv_fds(taker, 16, 1)
+                sock = socket.socket(fileno=fds[0])
+                sock.settimeout(BOUND)
+                buf = b""
+
+                def call(rpc_id: int, method: str, **params: Any) -> dict[str, Any]:
+                    nonlocal buf
+                    sock.sendall(json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method,
+                                             "params": params}).encode() + b"\n")
+                    while True:
+                        while b"\n" not in buf:
+                            chunk = sock.recv(1 << 16)
+                            if not chunk:
+                                raise ConnectionError("EOF")
+                            buf += chunk
+                        line, _, buf = buf.partition(b"\n")
+                        message: dict[str, Any] = json.loads(line)
+                        if message.get("id") == rpc_id:
+                            return message
+
+                observed = call(1, "observe")["result"]
+                took = call(2, "takeover", incarnation=observed["incarnation"],
+                            expectedGeneration=observed["generation"])
+                prompt = call(3, "prompt", incarnation=observed["incarnation"],
+                              generation=took["result"]["generation"], clientRequestId="passed-1", text="Say hello")
+                return {"uid": os.geteuid(), "takeover": took, "prompt": prompt}
+
+            try:
+                seen, _pid = await as_peer(As(NOBODY, NOGROUP), through_the_passed_fd)
+            finally:
+                for s_ in (conn, passer, taker):
+                    s_.close()
+            assert seen["uid"] == NOBODY
+            assert "result" in seen["takeover"], seen  # neither channel nor capability: the owner's rights
+            assert seen["prompt"]["result"]["outcome"] == "admitted", seen
+            me = (os.geteuid(), os.getegid(), os.getpid())  # the peer read at accept: who connected
+            binding = (await watcher.until(lambda n: n.get("method") == "record" and n["params"].get("type") ==
+                                           "binding" and n["params"].get("actor") is not None))["params"]
+            request = (await watcher.until(lambda n: n.get("method") == "record"
+                                           and n["params"].get("type") == "request"))["params"]
+            for actor in (binding["actor"], request["actor"]):
+                assert (actor["uid"], actor["gid"], actor["pid"]) == me, actor
+            await watcher.until(receipt_is("finished"))
+            await watcher.close()
+
+    asyncio.run(main())
+    described = SCHEMA["$defs"]["actor"]
+    assert "travel with its file descriptor" in described["description"] and "SCM_RIGHTS" in described["description"]
+    assert "at accept" in described["properties"]["uid"]["description"]

@@ -22,6 +22,7 @@ from claim_helpers import (
     cohort_proof,
     cohort_ref,
     make_store,
+    raw_head,
     raw_holders,
     raw_records,
     read_line,
@@ -300,6 +301,38 @@ def test_adopt_refusals(claim_root: Path) -> None:
     with pytest.raises(ClaimRefusal) as e:
         make_store(claim_root, pid=3001, liveness=Liveness(alive={3000})).adopt(SEAT, SESSION, c.claim_id)
     assert e.value.code == "already-active"
+
+
+def test_two_adopters_at_once_the_loser_refuses_already_active_while_the_winner_lives(claim_root: Path) -> None:
+    """Issue 28 item 6: two controllers starting at once on a crashed controller's claim both find its owner
+    gone and both adopt; one link() wins each key. The loser, whose seat key link() found the winner's
+    adopt revision there, refused unsafe-replacement ("another writer published"), which sends an operator
+    to repair a claim that is fine. It refuses already-active when the revision that beat it was written
+    by a process that is alive (the winner), and still unsafe-replacement when that writer is gone too."""
+    c = make_store(claim_root, pid=2000).acquire(SEAT, SESSION, BINDING)
+    c.mark_spawn()  # owner 2000 then dies (no liveness below names it)
+    rounds = ((3000, 3001, {3000, 3001}, "already-active"),  # the winner lives
+              (4000, 4001, {4001}, "unsafe-replacement"))  # the winner is gone by the time the loser looks
+    for winner_pid, loser_pid, alive, expected in rounds:
+        winner = make_store(claim_root, pid=winner_pid, liveness=Liveness())  # every earlier owner is gone
+        hook = Hook()
+        loser = make_store(claim_root, pid=loser_pid, liveness=Liveness(alive=alive), barrier=hook)
+
+        def winner_first(b: Barrier, winner: ClaimStore = winner) -> None:
+            # The loser has read the pair (its owner gone) and is about to link its seat key: the winner adopts.
+            if b.point == "temp-written" and b.step == "adopt" and hook.action is not None:
+                hook.action = None
+                winner.adopt(SEAT, SESSION, c.claim_id)
+
+        hook.action = winner_first
+        with pytest.raises(ClaimRefusal) as e:
+            loser.adopt(SEAT, SESSION, c.claim_id)
+        assert e.value.code == expected, e.value
+        if expected == "already-active":
+            assert f"pid {winner_pid}" in e.value.message, e.value
+        owners = {rec["owner"]["pid"] for _, rec in (raw_head(claim_root, SEAT.dirname),
+                                                      raw_head(claim_root, SESSION.dirname)) if rec}
+        assert owners == {winner_pid}  # the winner's adoption, whole; nothing of the loser's
 
 
 def test_store_requires_its_claim_root() -> None:

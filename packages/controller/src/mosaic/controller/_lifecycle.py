@@ -553,8 +553,14 @@ class Controller:
         stays held (W16). An orphan is adopted and served uncertain (W6, W13); a stop in progress is
         continued from TERM for the same stop record (K10, K11). Nothing is launched over it."""
         assert self.store is not None
-        if Outcome.OWNER_ALIVE in outcomes or Outcome.FOREIGN_HOST in outcomes or Outcome.UNREADABLE in outcomes:
-            raise refusal or ClaimRefusal("already-active", "the pair is held")
+        if Outcome.FOREIGN_HOST in outcomes or Outcome.UNREADABLE in outcomes:
+            raise refusal or ClaimRefusal("unsafe-replacement", "the pair is held by no readable claim")
+        if Outcome.OWNER_ALIVE in outcomes:
+            # A live owner holds it: another start is (or was just now) live on it. Its state says nothing
+            # here: an orphan another controller adopted a moment ago is uncertain, and the pair's state-based
+            # refusal would send an operator to repair a claim that is fine (issue 28 item 6).
+            raise ClaimRefusal("already-active", "the pair is held by a controller that is alive (W12): one "
+                                                 "controller per pair")
         if Outcome.ELIGIBILITY_PENDING in outcomes:
             # A recover reserved the pair for its eligibility record: only that record's launch (or its
             # release with a proof) moves it on, whether or not the recovering controller is alive.
