@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -28,6 +29,7 @@ from core_harness import SCHEMA, validate, validated_client
 
 from mosaic.controller import Grants
 from mosaic.controller.client import ControllerClient, Refused, RemoteRefusal
+from mosaic.controller.server import ServerLimits
 from mosaic.controller.testing import FakeRig, fake_controller, receipt_is, stop_is
 from mosaic.pi_rpc import Command
 
@@ -440,3 +442,100 @@ def test_a_connection_passed_to_another_uid_keeps_its_peers_rights_and_the_recor
     described = SCHEMA["$defs"]["actor"]
     assert "travel with its file descriptor" in described["description"] and "SCM_RIGHTS" in described["description"]
     assert "at accept" in described["properties"]["uid"]["description"]
+
+
+#: How many connections the neighbour opens: past the whole bound (256), as the red team's probe did.
+NEIGHBOUR_CONNECTIONS = 300
+
+
+def _hold_connections(path: str, n: int, ready_w: int, go_r: int) -> dict[str, Any]:
+    """In the neighbour's child: open `n` connections to `path`, ping each and read its first line (a ping
+    answer: held; a `closing`: refused with its reason), report the counts on `ready_w`, then keep every
+    held connection open until `go_r` is readable (the owner has finished). Every read is bounded. (Runs as
+    uid 65534, which cannot read this interpreter's library under /root: everything it uses is imported at
+    the top of the module.)"""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n + 64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    socks: list[socket.socket] = []
+    seen: dict[str, Any] = {"held": 0, "refused": {}, "messages": set()}
+    try:
+        for _ in range(n):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(BOUND)
+            sock.connect(path)
+            socks.append(sock)
+        for sock in socks:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                sock.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        for sock in socks:
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                line += chunk
+            message = json.loads(line.split(b"\n")[0])
+            if message.get("method") == "closing":
+                reason = message["params"]["reason"]
+                seen["refused"][reason] = seen["refused"].get(reason, 0) + 1
+                seen["messages"].add(message["params"]["message"])
+            else:
+                assert message.get("result") == {}, message
+                seen["held"] += 1
+        seen["messages"] = sorted(seen["messages"])
+        os.write(ready_w, json.dumps(seen).encode() + b"\n")
+        select.select([go_r], [], [], BOUND * 4)  # the neighbour keeps its connections while the owner works
+    finally:
+        for sock in socks:
+            sock.close()
+    return seen
+
+
+def _read_bounded(fd: int) -> bytes:
+    """What `fd` holds once it is readable, within 2 * BOUND; b"" when nothing came (the caller fails)."""
+    if not select.select([fd], [], [], 2 * BOUND)[0]:
+        return b""
+    return os.read(fd, 1 << 16)
+
+
+def test_a_neighbour_holding_300_connections_leaves_the_owner_its_reserve_it_connects_takes_control_and_force_stops(
+        tmp_path: Path) -> None:
+    """Issue 28 item 2: a uid with an `observe` grant held all 256 connection slots, and the owner of the
+    controller was closed `too-many-connections` (a reconnect, a second terminal, the client that would force
+    stop a runaway engine) for as long as the neighbour pinged. Now each uid other than the owner has a share
+    of the bound (32 of 256), and the last slots are kept for the owner (16) and for the owner and uids granted
+    force-stop (16 more): of 300 connections from uid 65534, 32 are served and 268 closed
+    `too-many-connections` with a message naming its share; meanwhile the owner connects, takes control and
+    force stops, and the neighbour's 32 are still served."""
+    limits = ServerLimits()
+    assert (limits.connections_per_uid, limits.owner_reserved, limits.force_stop_reserved) == (32, 16, 16)
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", grants=grants(users={NOBODY: {"observe"}})) as rig:
+            path = rig.socket_path
+            ready_r, ready_w = os.pipe()
+            go_r, go_w = os.pipe()
+            neighbour = asyncio.ensure_future(as_peer(As(NOBODY, NOGROUP), lambda: _hold_connections(
+                path, NEIGHBOUR_CONNECTIONS, ready_w, go_r)))
+            try:
+                line = await asyncio.to_thread(_read_bounded, ready_r)
+                assert line, "the neighbour reported nothing (it failed: see its result below)"
+                seen = json.loads(line)
+                assert seen["held"] == limits.connections_per_uid, seen
+                assert seen["refused"] == {"too-many-connections": NEIGHBOUR_CONNECTIONS - seen["held"]}, seen
+                assert any("uid 65534" in m and "share" in m for m in seen["messages"]), seen
+                nobody_held = [c for c in rig.core.connections.values() if c.ids[0] == NOBODY]
+                assert len(nobody_held) == limits.connections_per_uid
+                owner = await validated_client(path)  # this process: the controller's own uid
+                auth = await owner.control()
+                stop = await owner.force_stop(auth)
+                final = await owner.stop_outcome()
+                assert stop["actor"]["uid"] == os.geteuid() and final["state"] == "uncertain"  # no cohort in the rig
+                await owner.close()
+            finally:
+                os.write(go_w, b"go")
+                result, _pid = await neighbour
+                for fd in (ready_r, ready_w, go_r, go_w):
+                    os.close(fd)
+            assert result["held"] == limits.connections_per_uid
+
+    asyncio.run(main())

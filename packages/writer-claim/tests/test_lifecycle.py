@@ -318,7 +318,7 @@ def test_two_adopters_at_once_the_loser_refuses_already_active_while_the_winner_
         hook = Hook()
         loser = make_store(claim_root, pid=loser_pid, liveness=Liveness(alive=alive), barrier=hook)
 
-        def winner_first(b: Barrier, winner: ClaimStore = winner) -> None:
+        def winner_first(b: Barrier, winner: ClaimStore = winner, hook: Hook = hook) -> None:
             # The loser has read the pair (its owner gone) and is about to link its seat key: the winner adopts.
             if b.point == "temp-written" and b.step == "adopt" and hook.action is not None:
                 hook.action = None
