@@ -211,16 +211,19 @@ def test_pgroup_launch_from_a_worker_thread_of_a_busy_process(busy):
 def test_pgroup_launch_holds_its_limits_as_rlimits_and_says_so():
     """No cgroup: the limits asked are the engine's rlimits (through the spawn helper, before its exec), and
     the handle records "rlimit" with each value, cpu "none" (README "Limits")."""
-    limits = EngineLimits(pids=500, address_space=9 << 30, core=0)
+    limits = EngineLimits(pids=500, address_space=9 << 30, core=0, data=3 << 30)
     handle = PgroupLauncher().launch(UNIT, ["/bin/sleep", "30"], env={"PATH": "/usr/bin:/bin"}, limits=limits)
     try:
         with open(f"/proc/{handle.ref.engine.pid}/limits", encoding="ascii") as f:
             rows = {line[:26].strip(): line[26:].split()[:2] for line in f}
         root = os.geteuid() == 0  # the kernel does not apply RLIMIT_NPROC to root: nothing is set for it
         assert rows["Max address space"] == [str(9 << 30)] * 2 and rows["Max core file size"] == ["0", "0"]
+        assert rows["Max data size"] == [str(3 << 30)] * 2
         held = handle.limits
         assert {n: h.via for n, h in held.items()} == {
-            "pids": "none" if root else "rlimit", "memory": "rlimit", "cpu": "none", "core": "rlimit"}
+            "pids": "none" if root else "rlimit", "memory": "rlimit", "data": "rlimit", "cpu": "none",
+            "core": "rlimit"}
+        assert (held["data"].where, held["data"].value) == ("RLIMIT_DATA", 3 << 30)
         assert (held["memory"].where, held["memory"].value) == ("RLIMIT_AS", 9 << 30)
         assert "the process-group launcher makes no cgroup" in str(held["memory"].why)
         if not root:

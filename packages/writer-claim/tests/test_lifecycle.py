@@ -153,6 +153,43 @@ def test_a_step_retried_after_an_error_between_the_keys_is_not_published_twice(c
         assert recs[-1]["cohort"] == cohort  # type: ignore[index]
 
 
+def test_the_engine_uid_is_recorded_with_the_spawn_marker_and_carried_to_the_end(claim_root: Path) -> None:
+    """Issue 28 item 3: the uid allocated for this execution's engine is published with the spawn marker, on
+    both keys, before anything runs as it, and is in every later revision up to stopped (format /4), so an
+    allocator reading the claim sees which claim names the uid until it is stopped with a proof. A restart
+    and an adoption after a crash between the keys carry it from the key that knows it."""
+    store = make_store(claim_root)
+    c = store.acquire(SEAT, SESSION, BINDING)
+    assert c.engine_uid is None
+    c.mark_spawn(engine_uid=61234)
+    assert c.engine_uid == 61234 and c.head("seat").engine_uid == c.head("session").engine_uid == 61234
+    c.record_engine("inv-1", ENGINE, cohort=cohort_ref(c.claim_id, store.host, "inv-1"))
+    c.activate()
+    c.release(cohort_proof("stop-1"))
+    for key in (SEAT, SESSION):
+        recs = raw_records(claim_root, key.dirname)
+        assert [(r["reason"], r.get("engineUid"), r["format"]) for r in recs] == [  # type: ignore[index]
+            ("reserve", None, "mosaic-writer-claim/2"), *[(reason, 61234, "mosaic-writer-claim/4") for reason in (
+                "spawn-marker", "engine", "active", "stopping", "stopped")]]
+    # Half-done: the spawn marker (with the uid) reached the seat key only, then the owner died.
+    hook = Hook()
+    crashing = make_store(claim_root, pid=2000, barrier=hook)
+    c2 = crashing.acquire(SEAT, SESSION, BINDING)
+
+    def die_between_keys(b: Barrier) -> None:
+        if b.point == "between-keys" and b.step == "spawn-marker":
+            raise KeyboardInterrupt  # a BaseException: the crash leaves the root as it is
+
+    hook.action = die_between_keys
+    with pytest.raises(KeyboardInterrupt):
+        c2.mark_spawn(engine_uid=61235)
+    assert raw_head(claim_root, SESSION.dirname)[1].get("engineUid") is None  # type: ignore[index]
+    restarter = make_store(claim_root, pid=3000, liveness=Liveness(alive={3000}))
+    restarter.restart(SEAT, SESSION, Probe({c2.unit_name: "present"}))
+    adopted = restarter.adopt(SEAT, SESSION, c2.claim_id)
+    assert adopted.engine_uid == 61235 and adopted.head("session").engine_uid == 61235
+
+
 def test_the_cohort_reference_is_recorded_once_and_carried_to_the_end(claim_root: Path) -> None:
     """The launcher's cohort reference, recorded with the engine (§2 "Lifecycle" 2), is in every later
     revision of the claim on both keys, unchanged, up to stopped: a restarted controller force stops and

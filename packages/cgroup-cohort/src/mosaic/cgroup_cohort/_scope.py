@@ -175,6 +175,7 @@ class ScopeLauncher(ShimLauncher):
         cwd: str | None = None,
         stderr: int | None = None,
         limits: EngineLimits | None = None,
+        engine: Credentials | None = None,
     ) -> CohortHandle:
         """Start the engine in a new scope named ``unit`` (the name the claim recorded).
 
@@ -219,7 +220,7 @@ class ScopeLauncher(ShimLauncher):
             *self.manager.prefix, self.manager.systemd_run, "--user", "--scope", "--quiet", "--collect",
             f"--unit={unit}", "-p", "Delegate=yes", "--", self.shim_python,
             *shim_args(mode="scope", shim_path=self.shim_path, unit=unit, socket_path=socket_path, nonce=nonce,
-                        status_fd=pipes.status_w, stderr_fd=stderr, credentials=self.engine, env=env,
+                        status_fd=pipes.status_w, stderr_fd=stderr, credentials=engine or self.engine, env=env,
                         cwd=cwd, cgroupns=self.cgroupns, log=log, systemctl=self.manager.systemctl,
                         engine_argv=engine_argv, limits=limits),
         ]
