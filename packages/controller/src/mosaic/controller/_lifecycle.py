@@ -49,6 +49,7 @@ from typing import Any
 from mosaic.cgroup_cohort import (
     CohortHandle,
     CohortRef,
+    Credentials,
     EngineLimits,
     FixtureVerifier,
     Launcher,
@@ -82,6 +83,7 @@ from ._access import AccessPolicy, Grants
 from ._cohort import ClaimCohortProbe, boot_stop_id, stop_and_release
 from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._drift import DriftConfig
+from ._engine_uids import EngineUids
 from ._eligibility import (
     EligibilityRecord,
     hold_record,
@@ -191,10 +193,13 @@ class Controller:
         hooks: Hooks | None = None,
         eligibility: str | None = None,
         grants: Grants | None = None,
+        engine_uids: EngineUids | None = None,
     ) -> None:
         """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
         place and header, the pin and the seal, the grants (who besides this uid may connect and do what:
-        `Grants`; none by default). Raises the refusal (live-session-refused, configuration,
+        `Grants`; none by default). `engine_uids`: a uid for each execution's engine, allocated from that
+        range at each launch and recorded in the claim and the binding (issue 28 item 3); None runs the
+        engine as the launcher's one account. Raises the refusal (live-session-refused, configuration,
         engine-pin-mismatch, unsealed-engine)."""
         self.placement = placement
         self.engine = engine
@@ -209,6 +214,7 @@ class Controller:
         self.hooks = hooks or Hooks()
         self.eligibility = eligibility
         self.access = AccessPolicy(grants=grants or Grants())
+        self.engine_uids = engine_uids
         self.inherited: tuple[Mapping[str, Any], ...] = ()
         self.recovered: EligibilityRecord | None = None
         self.guard = LiveSessionGuard(LiveRoots(
@@ -328,11 +334,12 @@ class Controller:
         # Bind again, right before anything is spawned: a swap since start() (G3) stops it here.
         self._bind_paths()
         await self._reserve_stop_room(claim)
-        await loop.run_in_executor(None, claim.mark_spawn)
+        engine = await self._engine_uid(claim)
+        await loop.run_in_executor(None, lambda: claim.mark_spawn(engine_uid=None if engine is None else engine.uid))
         self._step("spawn-marker")
         handle = await loop.run_in_executor(None, lambda: self.launcher.launch(
             claim.unit_name, self.argv, env=dict(self.engine.env), cwd=self.place.project,
-            limits=self.engine.limits))
+            limits=self.engine.limits, engine=engine))
         self._step("launched")
         ref = handle.ref
         core_link = engine_link_core(self.bounds)
@@ -383,6 +390,30 @@ class Controller:
             raise ControlRefusal("no-space", f"the claim root has no room for the claim revisions a force stop "
                                              f"must publish ({name}: {exc.strerror}); nothing was spawned{note}") \
                 from None
+
+    async def _engine_uid(self, claim: Claim) -> Credentials | None:
+        """Before the spawn marker: the credentials of this execution's engine, a uid leased to this claim
+        from `engine_uids` (in the engine group), or None for the launcher's one account. No uid proven free:
+        the reservation is released with the never-spawned proof (nothing ran under it) and the refusal,
+        `no-engine-uid`, is raised."""
+        if self.engine_uids is None:
+            return None
+        uids = self.engine_uids
+        loop = asyncio.get_running_loop()
+        try:
+            uid = await loop.run_in_executor(None, uids.allocate, claim, self.claim_root_real)
+        except ControlRefusal as refusal:
+            with contextlib.suppress(OSError, ClaimRefusal):
+                proof = ProofRef.never_spawned(claim.claim_id, "no engine uid was free")
+                await loop.run_in_executor(None, lambda: claim.release(proof))
+            record = self.recovered
+            if record is not None:  # held, never launched under: spent, never used
+                with contextlib.suppress(OSError, Refusal):
+                    await loop.run_in_executor(None, lambda: settle_record(self.claim_root_real, record.id,
+                                                                           passed=False))
+            raise refusal from None
+        self._step("engine-uid")
+        return Credentials(uid, uids.gid, ())
 
     async def _settle_eligibility(self, record_id: str, problem: str | None) -> None:
         """The launch under a held record ends its load check: K8's (the engine's session file, header and
@@ -621,7 +652,7 @@ class Controller:
                           generation=claim.head("seat").generation, unit=unit, census=True, bounds=self.bounds,
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
                           drift=DriftConfig(self.identity.header_id), inherited=self.inherited, access=self.access,
-                          limits=limits)
+                          limits=limits, engine_uid=claim.engine_uid)
 
     # ------------------------------------------------------------------------------------------- serve
 

@@ -1,12 +1,14 @@
 """The claim-backed lifecycle (brief §2, §6): a `Controller` for one execution (`Placement`, `EngineSpec`,
 `Hooks`), the live-session guard it keeps (`LiveSessionGuard`, `LiveRoots`, `RULES`), the session it reads
-(`SessionPlace`, `SessionIdentity`), the recover eligibility records (`EligibilityRecord` and its
+(`SessionPlace`, `SessionIdentity`), an engine uid per execution (`EngineUids`, its `Lease`s, `claim_over`,
+`live_uids`), the recover eligibility records (`EligibilityRecord` and its
 single-use steps), and where the writer claim meets the cohort (`ClaimCohortProbe`, `run_force_stop`,
 `stop_and_release`, `cohort_proof_ref`)."""
 
 from __future__ import annotations
 
 from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop, stop_and_release
+from ._engine_uids import EngineUids, Lease, claim_over, live_uids
 from ._eligibility import (
     RECORD_DIR,
     EligibilityRecord,
@@ -28,15 +30,19 @@ __all__ = [
     "Controller",
     "EligibilityRecord",
     "EngineSpec",
+    "EngineUids",
     "Hooks",
     "LiveRoots",
+    "Lease",
     "LiveSessionGuard",
     "Placement",
     "SessionIdentity",
     "SessionPlace",
     "StopRun",
+    "claim_over",
     "cohort_proof_ref",
     "hold_record",
+    "live_uids",
     "mint_eligibility_id",
     "read_record",
     "read_session",
