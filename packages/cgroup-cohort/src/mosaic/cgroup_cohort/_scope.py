@@ -189,7 +189,7 @@ class ScopeLauncher(ShimLauncher):
         backoff = 0.005
         self.busy_retries = 0
         while True:
-            handle, diag = self._try(unit, socket_path, engine_argv, env, cwd, stderr, limits)
+            handle, diag = self._try(unit, socket_path, engine_argv, env, cwd, stderr, limits, engine)
             if handle is not None:
                 return handle
             busy = "already loaded" in diag or "already exists" in diag or "Unit busy" in diag or (
@@ -208,6 +208,7 @@ class ScopeLauncher(ShimLauncher):
     def _try(
         self, unit: str, socket_path: str, engine_argv: Sequence[str],
         env: Mapping[str, str] | None, cwd: str | None, stderr: int | None, limits: EngineLimits | None,
+        engine: Credentials | None = None,
     ) -> tuple[CohortHandle | None, str]:
         pipes = Pipes()
         devnull = None
