@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from mosaic.cgroup_cohort import (
-    Credentials,
     CohortHandle,
     CohortRefusal,
+    Credentials,
     EngineLimits,
     Launcher,
     PgroupLauncher,

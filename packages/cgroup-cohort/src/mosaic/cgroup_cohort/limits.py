@@ -24,9 +24,9 @@ from ._limits import (
     decide,
     default_data,
     hard_limits,
-    host_memory,
     held_from_dict,
     held_to_dict,
+    host_memory,
     rlimits_of,
     settle,
 )

@@ -83,7 +83,6 @@ from ._access import AccessPolicy, Grants
 from ._cohort import ClaimCohortProbe, boot_stop_id, stop_and_release
 from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._drift import DriftConfig
-from ._engine_uids import EngineUids
 from ._eligibility import (
     EligibilityRecord,
     hold_record,
@@ -93,6 +92,7 @@ from ._eligibility import (
     settle_record,
     write_record,
 )
+from ._engine_uids import EngineUids
 from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
 from ._launch_checks import (

@@ -8,7 +8,6 @@ single-use steps), and where the writer claim meets the cohort (`ClaimCohortProb
 from __future__ import annotations
 
 from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop, stop_and_release
-from ._engine_uids import EngineUids, Lease, claim_over, live_uids
 from ._eligibility import (
     RECORD_DIR,
     EligibilityRecord,
@@ -19,6 +18,7 @@ from ._eligibility import (
     settle_record,
     write_record,
 )
+from ._engine_uids import EngineUids, Lease, claim_over, live_uids
 from ._guard import RULES, LiveRoots, LiveSessionGuard
 from ._lifecycle import Controller, EngineSpec, Hooks, Placement
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
