@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mosaic.controller.lifecycle import EngineUids, Lease, live_uids
+from mosaic.controller.lifecycle import EngineUids, Lease, hand_over, live_uids
 from mosaic.controller.testing import FixtureTree
 from mosaic.safe_open import Refusal, current_host
 from mosaic.writer_claim import Binding, Claim, ClaimStore, Pins, ProofRef, SeatKey, SessionKey
@@ -170,6 +170,39 @@ def test_allocators_racing_on_one_state_directory_never_share_a_uid(state: Path,
     os.close(gate_r)
     assert sorted(got) == list(range(FIRST, FIRST + 8))
     assert {uids.lease(u).claim_id for u in got} == {c.claim_id for c in claims}  # type: ignore[union-attr]
+
+
+def test_the_engines_state_is_handed_to_each_new_uid_and_nothing_else_is(tmp_path: Path) -> None:
+    """Rule 4 (found on the real Pi: a second execution's turn failed, its credential store `auth.json`, 0600,
+    owned by the first execution's uid): every entry a uid of the range owns in the state directories is
+    given to the new uid, the directories themselves included, as systemd's StateDirectory= does. Nothing
+    another uid owns is touched; a symlink is changed itself, never followed; a regular file with a second
+    link (a hard link an earlier engine made, perhaps to another conversation's file) is left alone."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: giving files to other uids needs root")
+    agent = tmp_path / "agent"
+    (agent / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("root's")
+    files = {"auth.json": FIRST, "sub/settings.json": FIRST + 1, "models.json": 0}
+    for rel, owner in files.items():
+        (agent / rel).write_text("{}")
+        os.chown(agent / rel, owner, -1)
+    os.chown(agent, FIRST, -1)
+    os.chown(agent / "sub", FIRST + 1, -1)
+    (agent / "link").symlink_to(outside)
+    os.lchown(agent / "link", FIRST, -1)
+    shared = tmp_path / "other-conversation.txt"
+    shared.write_text("theirs")
+    os.chown(shared, FIRST + 3, -1)
+    os.link(shared, agent / "planted")
+    changed = hand_over((str(agent), str(tmp_path / "no-such-home")), FIRST + 2, range(FIRST, FIRST + 8))
+    assert changed == 5  # agent, sub, auth.json, sub/settings.json, the symlink itself
+    owner = {rel: os.lstat(agent / rel).st_uid for rel in (".", "sub", *files, "link", "planted")}
+    assert owner == {".": FIRST + 2, "sub": FIRST + 2, "auth.json": FIRST + 2, "sub/settings.json": FIRST + 2,
+                     "models.json": 0, "link": FIRST + 2, "planted": FIRST + 3}
+    assert os.stat(outside).st_uid == os.geteuid()  # the symlink's target was never followed
+    assert hand_over((str(agent),), FIRST + 2, range(FIRST, FIRST + 8)) == 0  # nothing left to give
 
 
 def test_the_range_and_the_state_directory_are_checked(state: Path, tmp_path: Path) -> None:

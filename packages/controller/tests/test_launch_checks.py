@@ -96,3 +96,13 @@ def test_a_start_on_a_pair_a_live_controller_holds_uncertain_refuses_already_act
     assert caught.value.code == "already-active", caught.value.to_dict()
     after = {key: ClaimStore(str(tree.claims)).read_chain(key) for key in (controller.seat_key, controller.session_key)}
     assert after == before  # nothing published over the live owner
+
+
+def test_an_engine_state_directory_outside_the_fixture_root_is_refused_at_construction(
+        tree: FixtureTree, tmp_path: Path) -> None:
+    """Issue 28 item 3: the engine's state directories are handed to each allocated engine uid (chowned) before
+    its launch; one outside the fixture root, or under a live location (~/.pi here: the operator's home), is
+    refused `live-session-refused` before anything is claimed."""
+    for outside in (str(tmp_path), str(tree.root / "operator-home" / ".pi" / "agent")):
+        refusal = refused(tree, tmp_path, EngineSpec(env=tree.engine_env(), command=FAKE, state_dirs=(outside,)))
+        assert refusal.code == "live-session-refused" and "engine state directory" in refusal.message, refusal.to_dict()

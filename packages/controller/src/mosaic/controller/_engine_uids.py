@@ -25,7 +25,15 @@ The rules this file keeps:
 3. **Which.** The next uid after the last one allocated (`cursor`), cyclically, as the kernel allocates
    pids: a uid freed a moment ago is the last to be given again. None free: `no-engine-uid`, naming what
    held each uid (counted by reason), nothing written.
-4. **Held how long.** A lease is never removed by its holder: the next allocation that reaches the uid
+4. **What the engine keeps.** Pi keeps state in its agent dir and HOME (its credential store `auth.json` is
+   created 0600: found on the real Pi, a second execution under another uid failed its turn "Credential
+   store read failed ... EACCES"). Before each launch under an allocated uid, `hand_over` gives that uid
+   every entry of the engine's state directories (`EngineSpec.state_dirs`) that a uid of the range owns,
+   as systemd does for a DynamicUser= service's StateDirectory=: a walk that never follows a symlink nor
+   leaves the directory's file system, `lchown` only of what the range owns (never anyone else's), and a
+   regular file with more than one link left as it is (a hard link an earlier engine made to another
+   conversation's file is not this one's to take).
+5. **Held how long.** A lease is never removed by its holder: the next allocation that reaches the uid
    reads the claim it names, and reclaims it once rule 2 proves it free. So a crash anywhere (before the
    spawn marker, after the launch, during a stop) leaves the uid held exactly as long as its claim may have
    a cohort.
@@ -55,7 +63,7 @@ from mosaic.writer_claim import Claim, ClaimStore, SeatKey, SessionKey, State
 
 from ._refusal import ControlRefusal
 
-__all__ = ["LEASE_SUFFIX", "EngineUids", "Lease", "claim_over", "live_uids"]
+__all__ = ["LEASE_SUFFIX", "EngineUids", "Lease", "claim_over", "hand_over", "live_uids"]
 
 LEASE_SUFFIX = ".lease"
 _LOCK = "lock"
@@ -259,6 +267,34 @@ class EngineUids:
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         os.fsync(dir_fd)
+
+
+def hand_over(directories: tuple[str, ...], uid: int, owners: range) -> int:
+    """Blocking. Give `uid` every entry of `directories` (the directories themselves included) that a uid of
+    `owners` (the range) owns and `uid` does not (module rule 4): no symlink followed, no other file system
+    entered, a regular file with more than one link left alone. Returns how many entries changed owner. A
+    directory that does not exist is skipped; one that is not a directory (a symlink) raises
+    NotADirectoryError; any other OSError is raised."""
+    changed = 0
+    for top in directories:
+        try:
+            top_st = os.lstat(top)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(top_st.st_mode):
+            raise NotADirectoryError(f"an engine state directory is not a directory (a symlink?): {top}")
+        device = top_st.st_dev
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            dirnames[:] = [d for d in dirnames if os.lstat(os.path.join(dirpath, d)).st_dev == device]
+            for path in (dirpath, *(os.path.join(dirpath, n) for n in (*dirnames, *filenames))):
+                st = os.lstat(path)
+                if st.st_uid == uid or st.st_uid not in owners:
+                    continue
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    continue
+                os.chown(path, uid, -1, follow_symlinks=False)
+                changed += 1
+    return changed
 
 
 def claim_over(lease: Lease) -> bool:

@@ -92,7 +92,7 @@ from ._eligibility import (
     settle_record,
     write_record,
 )
-from ._engine_uids import EngineUids
+from ._engine_uids import EngineUids, hand_over
 from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
 from ._launch_checks import (
@@ -149,6 +149,10 @@ class EngineSpec:
     thinking: str | None = None
     pin_tree: str | None = None  # a command engine's install tree: its content digest enters the binary pin
     limits: EngineLimits | None = None
+    # The directories whose content is the engine's (its agent dir, its HOME): with a uid per execution
+    # (`EngineUids`), what an earlier execution's uid owns in them is handed to each new one before its
+    # launch (systemd's StateDirectory=); each must be inside the fixture root (the guard checks them).
+    state_dirs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -224,6 +228,9 @@ class Controller:
         self.claim_root_real = self.guard.check(placement.claim_root, what="claim root")
         self.place: SessionPlace = session_place(self.session_real)
         self.identity: SessionIdentity = read_session(self.place)
+        # The engine's state directories, handed to each allocated uid before its launch: never a live one.
+        for state_dir in engine.state_dirs:
+            self.guard.check(state_dir, what="engine state directory")
         self.argv = sealed_argv(engine, self.session_real)
         self.pins = current_pins(engine, self.argv)
         self.conversation = conversation_id(self.place.project, self.place.seat, self.place.name)
@@ -412,6 +419,9 @@ class Controller:
                     await loop.run_in_executor(None, lambda: settle_record(self.claim_root_real, record.id,
                                                                            passed=False))
             raise refusal from None
+        # What the engine keeps (Pi's credential store is 0600) is this uid's now (`_engine_uids` rule 4).
+        dirs = tuple(self.guard.check(d, what="engine state directory") for d in self.engine.state_dirs)
+        await loop.run_in_executor(None, hand_over, dirs, uid, uids.uids)
         self._step("engine-uid")
         return Credentials(uid, uids.gid, ())
 
