@@ -187,8 +187,9 @@ def revision_from_json(value: object) -> Revision:
     if not isinstance(value, dict):
         raise RecordError("revision is not an object")
     fmt = value.get("format")
-    fields = {FORMAT: _TOP, FORMAT_ELIGIBILITY: _TOP | {"eligibility"},
-              FORMAT_ENGINE_UID: _TOP | {"eligibility", "engineUid"}}.get(fmt)  # type: ignore[call-overload]
+    formats = {FORMAT: _TOP, FORMAT_ELIGIBILITY: _TOP | {"eligibility"},
+               FORMAT_ENGINE_UID: _TOP | {"eligibility", "engineUid"}}
+    fields = formats.get(fmt) if isinstance(fmt, str) else None
     if fields is None:
         raise RecordError(f"format is {fmt!r}, not {FORMAT!r}, {FORMAT_ELIGIBILITY!r} or {FORMAT_ENGINE_UID!r}")
     o = _obj(value, "revision", fields)
