@@ -187,6 +187,7 @@ def test_the_resume_state_survives_the_exec_unchanged():
     s.containment = {"held": True, "method": "engine-uid", "attempts": [["/a/cgroup.procs", "EACCES"]]}
     s.limits = held_to_dict({"pids": LimitHeld("cgroup", 64, "engine/pids.max"),
                              "memory": LimitHeld("rlimit", 1 << 34, "RLIMIT_AS", False, "memory.max: not offered"),
+                             "data": LimitHeld("rlimit", 1 << 31, "RLIMIT_DATA", False, "per process"),
                              "cpu": LimitHeld("none", None, None, False, "cpu.max: not offered"),
                              "core": LimitHeld("rlimit", 0, "RLIMIT_CORE")})
     s.engine_pid = 4242

@@ -20,6 +20,7 @@ import pytest
 from mosaic.cgroup_cohort import (
     CohortHandle,
     CohortRefusal,
+    Credentials,
     EngineLimits,
     Launcher,
     PgroupLauncher,
@@ -211,16 +212,19 @@ def test_pgroup_launch_from_a_worker_thread_of_a_busy_process(busy):
 def test_pgroup_launch_holds_its_limits_as_rlimits_and_says_so():
     """No cgroup: the limits asked are the engine's rlimits (through the spawn helper, before its exec), and
     the handle records "rlimit" with each value, cpu "none" (README "Limits")."""
-    limits = EngineLimits(pids=500, address_space=9 << 30, core=0)
+    limits = EngineLimits(pids=500, address_space=9 << 30, core=0, data=3 << 30)
     handle = PgroupLauncher().launch(UNIT, ["/bin/sleep", "30"], env={"PATH": "/usr/bin:/bin"}, limits=limits)
     try:
         with open(f"/proc/{handle.ref.engine.pid}/limits", encoding="ascii") as f:
             rows = {line[:26].strip(): line[26:].split()[:2] for line in f}
         root = os.geteuid() == 0  # the kernel does not apply RLIMIT_NPROC to root: nothing is set for it
         assert rows["Max address space"] == [str(9 << 30)] * 2 and rows["Max core file size"] == ["0", "0"]
+        assert rows["Max data size"] == [str(3 << 30)] * 2
         held = handle.limits
         assert {n: h.via for n, h in held.items()} == {
-            "pids": "none" if root else "rlimit", "memory": "rlimit", "cpu": "none", "core": "rlimit"}
+            "pids": "none" if root else "rlimit", "memory": "rlimit", "data": "rlimit", "cpu": "none",
+            "core": "rlimit"}
+        assert (held["data"].where, held["data"].value) == ("RLIMIT_DATA", 3 << 30)
         assert (held["memory"].where, held["memory"].value) == ("RLIMIT_AS", 9 << 30)
         assert "the process-group launcher makes no cgroup" in str(held["memory"].why)
         if not root:
@@ -228,6 +232,29 @@ def test_pgroup_launch_holds_its_limits_as_rlimits_and_says_so():
     finally:
         os.kill(handle.ref.engine.pid, 9)
         handle.release()
+
+
+def test_a_launch_runs_its_engine_as_the_credentials_given_for_that_launch():
+    """Issue 28 item 3: a launch may name its engine's credentials (a uid allocated for one execution); they
+    win over the launcher's own for that launch only. Every uid and gid of the engine process is the one
+    given, and the rlimits hold for it (RLIMIT_NPROC is counted per uid: this execution's own budget)."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: running an engine as another uid needs root")
+    launcher = PgroupLauncher(engine=Credentials(65534, 65534, ()))
+    for creds in (Credentials(64090, 995, ()), None):
+        handle = launcher.launch(UNIT, ["/bin/sleep", "30"], env={"PATH": "/usr/bin:/bin"}, engine=creds,
+                                 limits=EngineLimits(pids=77))
+        try:
+            with open(f"/proc/{handle.ref.engine.pid}/status", encoding="ascii") as f:
+                rows = {k: v.split() for k, _, v in (line.partition(":") for line in f)}
+            want = creds or Credentials(65534, 65534, ())
+            assert rows["Uid"] == [str(want.uid)] * 4 and rows["Gid"] == [str(want.gid)] * 4, rows["Uid"]
+            assert rows["Groups"] == []
+            with open(f"/proc/{handle.ref.engine.pid}/limits", encoding="ascii") as f:
+                assert next(line for line in f if line.startswith("Max processes")).split()[2:4] == ["77", "77"]
+        finally:
+            os.kill(handle.ref.engine.pid, 9)
+            handle.release()
 
 
 def test_pgroup_launch_whose_exec_fails_is_launch_failed_and_leaves_nothing():

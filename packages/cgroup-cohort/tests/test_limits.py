@@ -18,12 +18,14 @@ from mosaic.cgroup_cohort import EngineLimits
 from mosaic.cgroup_cohort import cgroupfs as cg
 from mosaic.cgroup_cohort.limits import (
     DEFAULT_ADDRESS_SPACE,
+    DEFAULT_DATA,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
     LIMITS,
     LimitHeld,
     apply_cgroup,
     decide,
+    default_data,
     held_from_dict,
     held_to_dict,
     rlimits_of,
@@ -33,36 +35,37 @@ from mosaic.cgroup_cohort.limits import (
 GiB = 1 << 30
 ALL = frozenset({"pids", "memory", "cpu"})
 NONE: frozenset[str] = frozenset()
-ASKED = EngineLimits(pids=64, memory=GiB, address_space=8 * GiB, cpu=1.5, core=0)
+ASKED = EngineLimits(pids=64, memory=GiB, address_space=8 * GiB, cpu=1.5, core=0, data=2 * GiB)
 
 # The decision table: what the unit is offered (None: no cgroup at all, the process-group launcher), whether
-# the engine's kuid owns engine/'s files (or is root), whether it is root -> for pids, memory, cpu, core:
-# where the limit holds and whether the engine can lift it.
+# the engine's kuid owns engine/'s files (or is root), whether it is root -> for pids, memory, data, cpu,
+# core: where the limit holds and whether the engine can lift it (data and core have no cgroup form: always
+# the rlimit, liftable only by root).
 TABLE = [
     # a root shim, the engine on its own uid: the cgroup wherever the parent offers it
     ("all offered, dedicated uid", ALL, False, False,
-     [("cgroup", False), ("cgroup", False), ("cgroup", False), ("rlimit", False)]),
+     [("cgroup", False), ("cgroup", False), ("rlimit", False), ("cgroup", False), ("rlimit", False)]),
     ("pids offered only", frozenset({"pids"}), False, False,
-     [("cgroup", False), ("rlimit", False), ("none", False), ("rlimit", False)]),
+     [("cgroup", False), ("rlimit", False), ("rlimit", False), ("none", False), ("rlimit", False)]),
     ("memory and cpu offered", frozenset({"memory", "cpu", "hugetlb"}), False, False,
-     [("rlimit", False), ("cgroup", False), ("cgroup", False), ("rlimit", False)]),
+     [("rlimit", False), ("cgroup", False), ("rlimit", False), ("cgroup", False), ("rlimit", False)]),
     # this host: cgroup2 offers only hugetlb (facts §1)
     ("nothing offered (this host)", frozenset({"hugetlb"}), False, False,
-     [("rlimit", False), ("rlimit", False), ("none", False), ("rlimit", False)]),
+     [("rlimit", False), ("rlimit", False), ("rlimit", False), ("none", False), ("rlimit", False)]),
     ("no cgroup (process group)", None, False, False,
-     [("rlimit", False), ("rlimit", False), ("none", False), ("rlimit", False)]),
+     [("rlimit", False), ("rlimit", False), ("rlimit", False), ("none", False), ("rlimit", False)]),
     # the same-uid scope: the engine could rewrite engine/'s files, so an rlimit it cannot raise comes first
     ("all offered, engine owns the files", ALL, True, False,
-     [("rlimit", False), ("rlimit", False), ("cgroup", True), ("rlimit", False)]),
+     [("rlimit", False), ("rlimit", False), ("rlimit", False), ("cgroup", True), ("rlimit", False)]),
     ("nothing offered, engine owns the files", NONE, True, False,
-     [("rlimit", False), ("rlimit", False), ("none", False), ("rlimit", False)]),
+     [("rlimit", False), ("rlimit", False), ("rlimit", False), ("none", False), ("rlimit", False)]),
     # a root engine lifts anything; RLIMIT_NPROC does not apply to it at all
     ("all offered, root engine", ALL, True, True,
-     [("cgroup", True), ("cgroup", True), ("cgroup", True), ("rlimit", True)]),
+     [("cgroup", True), ("cgroup", True), ("rlimit", True), ("cgroup", True), ("rlimit", True)]),
     ("nothing offered, root engine", NONE, True, True,
-     [("none", False), ("rlimit", True), ("none", False), ("rlimit", True)]),
+     [("none", False), ("rlimit", True), ("rlimit", True), ("none", False), ("rlimit", True)]),
     ("no cgroup, root engine", None, True, True,
-     [("none", False), ("rlimit", True), ("none", False), ("rlimit", True)]),
+     [("none", False), ("rlimit", True), ("rlimit", True), ("none", False), ("rlimit", True)]),
 ]
 
 
@@ -71,9 +74,9 @@ def test_the_decision_table(case, offered, owns, root, expected):
     held = decide(ASKED, offered=offered, engine_owns_files=owns, engine_root=root)
     assert [(held[name].via, held[name].liftable) for name in LIMITS] == expected, case
     where = {"cgroup": {"pids": "engine/pids.max", "memory": "engine/memory.max", "cpu": "engine/cpu.max"},
-             "rlimit": {"pids": "RLIMIT_NPROC", "memory": "RLIMIT_AS", "core": "RLIMIT_CORE"}}
+             "rlimit": {"pids": "RLIMIT_NPROC", "memory": "RLIMIT_AS", "core": "RLIMIT_CORE", "data": "RLIMIT_DATA"}}
     value = {"cgroup": {"pids": 64, "memory": GiB, "cpu": "150000 100000"},
-             "rlimit": {"pids": 64, "memory": 8 * GiB, "core": 0}}
+             "rlimit": {"pids": 64, "memory": 8 * GiB, "core": 0, "data": 2 * GiB}}
     for name in LIMITS:
         h = held[name]
         if h.via == "none":
@@ -91,6 +94,8 @@ def test_why_names_what_was_missing():
     assert "no rlimit bounds a rate" in str(held["cpu"].why)
     assert "counts every task of the engine's uid" in str(held["pids"].why)
     assert "not the cohort's memory" in str(held["memory"].why)
+    assert "no cgroup controller limits one process's memory" in str(held["data"].why)
+    assert "not the cohort's: N processes may take N times it" in str(held["data"].why)
     # The parent's own controllers (read, never written) say whether it could have enabled one.
     held = decide(ASKED, offered=NONE, engine_owns_files=False, engine_root=False,
                   parent_offers=frozenset({"pids", "hugetlb"}))
@@ -118,7 +123,7 @@ def test_an_rlimit_is_never_set_above_the_hard_limit_the_engine_inherits():
 
 
 def test_a_limit_not_asked_holds_nowhere_and_says_so():
-    held = decide(EngineLimits(None, None, None, None, None), offered=ALL, engine_owns_files=False,
+    held = decide(EngineLimits(None, None, None, None, None, None), offered=ALL, engine_owns_files=False,
                   engine_root=False)
     assert {h.via for h in held.values()} == {"none"}
     assert "not asked" in str(held["pids"].why) and "not asked" in str(held["core"].why)
@@ -129,10 +134,11 @@ def test_a_limit_not_asked_holds_nowhere_and_says_so():
 
 def test_the_rlimits_to_set_are_exactly_those_held_by_rlimit():
     held = decide(ASKED, offered=frozenset({"pids"}), engine_owns_files=False, engine_root=False)
-    assert rlimits_of(held) == [(resource.RLIMIT_AS, 8 * GiB), (resource.RLIMIT_CORE, 0)]
+    assert rlimits_of(held) == [(resource.RLIMIT_AS, 8 * GiB), (resource.RLIMIT_DATA, 2 * GiB),
+                                (resource.RLIMIT_CORE, 0)]
     held = decide(ASKED, offered=None, engine_owns_files=False, engine_root=False)
     assert rlimits_of(held) == [(resource.RLIMIT_NPROC, 64), (resource.RLIMIT_AS, 8 * GiB),
-                                (resource.RLIMIT_CORE, 0)]
+                                (resource.RLIMIT_DATA, 2 * GiB), (resource.RLIMIT_CORE, 0)]
 
 
 def test_the_defaults_and_their_bounds():
@@ -140,8 +146,13 @@ def test_the_defaults_and_their_bounds():
     assert (d.pids, d.memory, d.address_space, d.core) == (DEFAULT_PIDS, DEFAULT_MEMORY, DEFAULT_ADDRESS_SPACE, 0)
     assert (d.pids, d.memory, d.address_space) == (4096, 4 * GiB, 32 * GiB)
     assert d.cpu == float(max(1, (os.cpu_count() or 1) - 1))
+    # Per process, sized from this host's memory: an eighth of MemTotal in whole MiB, at least 1 GiB.
+    with open("/proc/meminfo") as f:
+        total = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemTotal:"))
+    assert d.data == DEFAULT_DATA == max(GiB, total // 8 // (1 << 20) * (1 << 20)) == default_data()
+    assert (default_data(24 * GiB), default_data(4 * GiB), default_data(16 * GiB + 5)) == (3 * GiB, GiB, 2 * GiB)
     for bad in ({"pids": 0}, {"pids": True}, {"pids": 1 << 23}, {"memory": 1024}, {"address_space": -1},
-                {"cpu": 0.001}, {"cpu": "1"}, {"core": -1}, {"pids": 1.5}):
+                {"cpu": 0.001}, {"cpu": "1"}, {"core": -1}, {"pids": 1.5}, {"data": 1024}):
         with pytest.raises(ValueError):
             EngineLimits(**bad)
     assert EngineLimits.from_dict(ASKED.to_dict()) == ASKED
@@ -209,7 +220,7 @@ def test_the_writer_enables_in_the_unit_and_writes_engine_files_only(tmp_path, w
                       (str(unit), "cgroup.subtree_control", "+memory"), (str(engine), "memory.max", str(GiB)),
                       (str(unit), "cgroup.subtree_control", "+cpu"), (str(engine), "cpu.max", "150000 100000")]
     assert [(held[n].via, held[n].value) for n in LIMITS] == [
-        ("cgroup", 64), ("cgroup", GiB), ("cgroup", "150000 100000"), ("rlimit", 0)]
+        ("cgroup", 64), ("cgroup", GiB), ("rlimit", 2 * GiB), ("cgroup", "150000 100000"), ("rlimit", 0)]
     assert (parent / "cgroup.subtree_control").read_text() == ""  # the parent is read, never written
 
 
@@ -222,7 +233,7 @@ def test_the_writer_writes_nothing_where_nothing_is_offered(tmp_path, writes):
         os.close(unit_fd)
         os.close(engine_fd)
     assert writes == []
-    assert [held[n].via for n in LIMITS] == ["rlimit", "rlimit", "none", "rlimit"]
+    assert [held[n].via for n in LIMITS] == ["rlimit", "rlimit", "rlimit", "none", "rlimit"]
     assert "the parent has it and does not enable it" in str(held["pids"].why)  # parent/cgroup.controllers read
 
 

@@ -25,7 +25,7 @@ from mosaic.safe_open import ProcessRef
 
 MiB, GiB = 1 << 20, 1 << 30
 # Small and unlike every default, so a default written instead of them shows.
-ASKED = EngineLimits(pids=300, memory=256 * MiB, address_space=8 * GiB, cpu=0.5, core=0)
+ASKED = EngineLimits(pids=300, memory=256 * MiB, address_space=8 * GiB, cpu=0.5, core=0, data=3 * GiB)
 FILES = {"pids": ("pids", "pids.max", "300"), "memory": ("memory", "memory.max", str(256 * MiB)),
          "cpu": ("cpu", "cpu.max", "50000 100000")}
 STORM = 64  # the cohort's task budget in the storm tests: small, so the storm is short on 2 cores
@@ -44,6 +44,7 @@ def _offered(cgroup: str) -> set[str]:
 def _expected_via(offered: set[str]) -> dict[str, str]:
     return {"pids": "cgroup" if "pids" in offered else "rlimit",
             "memory": "cgroup" if "memory" in offered else "rlimit",
+            "data": "rlimit",
             "cpu": "cgroup" if "cpu" in offered else "none",
             "core": "rlimit"}
 
@@ -89,6 +90,7 @@ def _check_rlimits(pid: int, via: dict[str, str], asked: EngineLimits) -> None:
     """The rlimits the launch recorded are on ``pid``, soft and hard, exactly."""
     limits = _proc_limits(pid)
     assert limits["Max core file size"] == (asked.core, asked.core)
+    assert limits["Max data size"] == (asked.data, asked.data)  # per process, wherever memory.max holds
     if via["pids"] == "rlimit":
         assert limits["Max processes"] == (asked.pids, asked.pids)
     if via["memory"] == "rlimit":
@@ -167,7 +169,8 @@ def test_limits_appear_exactly_where_they_hold(lab):
     assert set(_read(os.path.join(launched.unit_path_host, "cgroup.subtree_control")).split()) == {
         controller for controller, _, _ in FILES.values() if controller in offered}
     for h, rlimit, value in ((held["pids"], "RLIMIT_NPROC", ASKED.pids),
-                             (held["memory"], "RLIMIT_AS", ASKED.address_space), (held["core"], "RLIMIT_CORE", 0)):
+                             (held["memory"], "RLIMIT_AS", ASKED.address_space), (held["core"], "RLIMIT_CORE", 0),
+                             (held["data"], "RLIMIT_DATA", ASKED.data)):
         if h.via == "rlimit":
             assert (h.where, h.value) == (rlimit, value)
     if held["cpu"].via == "none":
@@ -190,9 +193,9 @@ def test_limits_fall_back_to_rlimits_under_a_parent_that_enables_no_controller(
         launched = lab.launch({"sleepers": 1}, limits=ASKED)
         held = launched.handle.limits
         assert {name: h.via for name, h in held.items()} == {
-            "pids": "rlimit", "memory": "rlimit", "cpu": "none", "core": "rlimit"}
-        assert [(held[n].where, held[n].value) for n in ("pids", "memory", "core")] == [
-            ("RLIMIT_NPROC", 300), ("RLIMIT_AS", 8 * GiB), ("RLIMIT_CORE", 0)]
+            "pids": "rlimit", "memory": "rlimit", "data": "rlimit", "cpu": "none", "core": "rlimit"}
+        assert [(held[n].where, held[n].value) for n in ("pids", "memory", "data", "core")] == [
+            ("RLIMIT_NPROC", 300), ("RLIMIT_AS", 8 * GiB), ("RLIMIT_DATA", 3 * GiB), ("RLIMIT_CORE", 0)]
         for name in ("pids", "memory", "cpu"):
             assert f"the parent does not enable the {name} controller for the unit" in str(held[name].why)
         assert _read(os.path.join(bare, "cgroup.subtree_control")) == ""

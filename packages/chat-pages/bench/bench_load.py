@@ -174,7 +174,7 @@ SLOW_LIBRARY = r"""
 import json, sys
 from mosaic.chat_pages import RepositorySpec, create_reader, roots_from_specs, serve
 srv = serve(create_reader(lambda: roots_from_specs([RepositorySpec(sys.argv[1], "alpha", "/l")])))
-print(json.dumps({"serving": srv.url, "url": srv.token_url}), flush=True)
+print(json.dumps({"serving": srv.url, "browserUrl": srv.token_url}), flush=True)
 sys.stdin.read()  # until the parent closes stdin
 srv.close()
 """
@@ -211,7 +211,7 @@ def _slow_tree(root: Path) -> tuple[Path, str, str]:
 
 def _slow_phase(label: str, argv: list[str], root: Path, hostile: Path, slow: str, other: str,
                 seconds: float) -> dict[str, Any]:
-    """One server (`argv` prints {"serving", "url"} on its first line): the floor, then rounds of 8 opens
+    """One server (`argv` prints {"serving", "browserUrl"} on its first line): the floor, then rounds of 8 opens
     of the hostile file (each after an appended line, so each parses afresh) with the catalogue and the
     other conversation asked for, one after the other, until the 8 are answered."""
     import threading
@@ -226,7 +226,7 @@ def _slow_phase(label: str, argv: list[str], root: Path, hostile: Path, slow: st
         started = json.loads(line)
         host, port_s = started["serving"].removeprefix("http://").rsplit(":", 1)
         port = int(port_s)
-        TOKEN[host, port] = urllib.parse.parse_qs(urllib.parse.urlsplit(started["url"]).query)["token"][0]
+        TOKEN[host, port] = urllib.parse.parse_qs(urllib.parse.urlsplit(started["browserUrl"]).query)["token"][0]
         for _ in range(5):  # warm: imports, the other conversation's parse
             _get(host, port, "/conversations")
             _get(host, port, f"/conversations/{other}")

@@ -6,6 +6,7 @@ signal and removes the token file it made. The README's exit-status table is the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -21,12 +22,13 @@ import time
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import REPO, World, entry, header, write_session
+from helpers import REPO, World, as_nobody, entry, header, open_to_all, write_session
 
 # The exit statuses are the contract under test; the table lives in the private command-line module.
-from mosaic.chat_pages.cli import EXIT_CODES
+from mosaic.chat_pages.cli import EXIT_CODES, TOKEN_ENV
 
 PY = [sys.executable, "-m", "mosaic.chat_pages"]
 BOUND = 60.0
@@ -179,9 +181,8 @@ def test_an_unreachable_url_is_one_line(not_the_routes: str) -> None:
     one_line(run("--url", f"http://127.0.0.1:{port}", "catalogue"), 3,
              rf"cannot reach http://127\.0\.0\.1:{port}: connection refused")
     one_line(run("--url", not_the_routes, "open", "pi-" + "0" * 40), 3, r"answered 200 without the routes' JSON")
-    one_line(run("--url", "localhost:8765", "catalogue"), 2, r"give the http:// URL")
-    one_line(run("--url", "http://127.0.0.1:9/conversations?token=a&x=1", "catalogue"), 2,
-             r"the only query parameter")
+    one_line(run("--url", "localhost:8765", "catalogue"), 2, r"give the http:// base URL")
+    one_line(run("--url", "http://127.0.0.1:9/conversations?x=1", "catalogue"), 2, r"no query or fragment")
 
 
 def test_a_broken_pipe_is_one_line(project: tuple[Path, str]) -> None:
@@ -292,12 +293,14 @@ def test_serve_stops_on_each_signal_and_removes_its_token_file(project: tuple[Pa
         st = os.stat(token_file)
         assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
         token = Path(token_file).read_text().strip()
-        assert started["url"] == f"{started['serving']}/conversations?token={token}"
-        # A client of the same user reads through it with the file, or with the printed URL.
+        assert set(started) == {"serving", "tokenFile", "browserUrl"}
+        assert started["browserUrl"] == f"{started['serving']}/conversations?token={token}"
+        # A client of the same user reads through it with the file, or with the token in its environment.
         via_file = run("--url", started["serving"], "--token-file", token_file, "open", cid)
-        via_url = run("--url", started["url"], "open", cid)
-        assert via_file.returncode == via_url.returncode == 0
-        assert json.loads(via_file.stdout)["page"]["parts"] == json.loads(via_url.stdout)["page"]["parts"]
+        via_env = subprocess.run([*PY, "--url", started["serving"], "open", cid], capture_output=True, text=True,
+                                 timeout=BOUND, check=False, env={**os.environ, TOKEN_ENV: token})
+        assert via_file.returncode == via_env.returncode == 0
+        assert json.loads(via_file.stdout)["page"]["parts"] == json.loads(via_env.stdout)["page"]["parts"]
         refused = run("--url", started["serving"], "catalogue")
         assert refused.returncode == 1 and json.loads(refused.stdout)["refusal"]["code"] == "token-required"
     finally:
@@ -305,6 +308,51 @@ def test_serve_stops_on_each_signal_and_removes_its_token_file(project: tuple[Pa
         _, err = proc.communicate(timeout=BOUND)
     assert proc.returncode == 0 and err == f"mosaic-read: stopped serving ({signal.Signals(sig).name})\n"
     assert not os.path.exists(token_file)
+
+
+#: Rounds of the repeated-signal test: the second signal has to land while serve closes (5 of 10 under
+#: `timeout` in the probe that found it, 1 of 10 here), so each round is one more chance to catch it.
+SIGNAL_ROUNDS = 12
+
+
+@pytest.mark.parametrize("how", ["timeout", "storm"])
+def test_serve_a_second_stop_signal_while_it_closes_is_ignored_one_line_status_0(
+        project: tuple[Path, str], how: str) -> None:
+    """Issue 28 item 5: a second stop signal during the close ended serve with a traceback and status 70.
+    `timeout`: serve runs under coreutils' `timeout`, which, told to stop, signals its child and then the
+    child's whole process group (two SIGTERMs, then SIGCONTs), as the probe ran it. `storm`: after the first
+    SIGTERM the test keeps sending SIGTERM, SIGHUP and SIGINT until serve has exited, so some land while it
+    closes. Every round ends with exactly the first signal's line and status 0, and the token file gone."""
+    root, _ = project
+    kinds = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
+    for n in range(SIGNAL_ROUNDS):
+        argv = [*PY, "serve", "--spec", str(root), "alpha", "--port", "0"]
+        if how == "timeout":
+            argv = ["timeout", "-s", "TERM", str(int(BOUND) * 10), *argv]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=how == "storm")
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            started = json.loads(proc.stdout.readline() or "null")
+            assert started, f"serve did not start: {proc.stderr.read() if proc.poll() is not None else ''}"
+            if how == "timeout":
+                proc.send_signal(signal.SIGTERM)  # timeout forwards it to serve, then to serve's group
+            else:
+                proc.send_signal(signal.SIGTERM)
+                i = 0
+                while proc.poll() is None:  # the later signals, until it is gone: not a synchronisation
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(proc.pid, kinds[i % 3])
+                    i += 1
+                    time.sleep(0.0005)
+            _, err = proc.communicate(timeout=BOUND)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=BOUND)
+        assert proc.returncode == 0 and err == "mosaic-read: stopped serving (SIGTERM)\n", (how, n, proc.returncode,
+                                                                                          err[-2000:])
+        assert not os.path.exists(started["tokenFile"])
 
 
 def test_serve_with_a_token_file_or_no_token_and_its_one_line_errors(tmp_path: Path,
@@ -315,7 +363,7 @@ def test_serve_with_a_token_file_or_no_token_and_its_one_line_errors(tmp_path: P
     os.chmod(given, 0o600)
     proc, started = _serve("--spec", str(root), "alpha", "--token-file", str(given))
     try:
-        assert started["tokenFile"] == str(given) and started["url"].endswith("?token=my-own-token-0123456789")
+        assert started["tokenFile"] == str(given) and started["browserUrl"].endswith("?token=my-own-token-0123456789")
         busy = int(started["serving"].rsplit(":", 1)[1])
         one_line(run("serve", "--spec", str(root), "alpha", "--port", str(busy)), 3,
                  rf"cannot listen on 127\.0\.0\.1:{busy}: address already in use")
@@ -325,7 +373,7 @@ def test_serve_with_a_token_file_or_no_token_and_its_one_line_errors(tmp_path: P
     assert given.exists(), "serve removed a token file it did not make"
     proc, started = _serve("--spec", str(root), "alpha", "--no-token")
     try:
-        assert started["tokenFile"] is None and started["url"] == started["serving"] + "/conversations"
+        assert started["tokenFile"] is None and started["browserUrl"] == started["serving"] + "/conversations"
         assert run("--url", started["serving"], "catalogue").returncode == 0
     finally:
         proc.terminate()
@@ -335,6 +383,101 @@ def test_serve_with_a_token_file_or_no_token_and_its_one_line_errors(tmp_path: P
     assert usage.returncode == 2 and "contradict" in usage.stderr and "Traceback" not in usage.stderr
     usage = run("serve", "--url", started["serving"])
     assert usage.returncode == 2 and "not --url" in usage.stderr and "Traceback" not in usage.stderr
+
+
+def _first_line(proc: subprocess.Popen[bytes]) -> bytes:
+    """The first line `proc` writes on stdout, within BOUND (a timeout fails the test)."""
+    assert proc.stdout is not None
+    fd, buf = proc.stdout.fileno(), b""
+    deadline = time.monotonic() + BOUND
+    while not buf.endswith(b"\n"):
+        if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            raise AssertionError(f"no line within {BOUND} s")
+        chunk = os.read(fd, 1)
+        assert chunk, f"the process ended before its first line: {buf!r}"
+        buf += chunk
+    return buf
+
+
+def test_a_token_never_travels_in_argv_another_uid_reads_every_cmdline_and_finds_none(tmp_path: Path) -> None:
+    """Issue 28 item 1: the documented flow put the server's token in `follow`'s command line, which every
+    local uid reads in /proc/<pid>/cmdline for as long as `follow` runs (the probe's uid 65534 read a 0600
+    session with it). Now: `--url` given the browser URL `serve` printed is refused before anything is read,
+    in one line naming --token-file and MOSAIC_READ_TOKEN (a user:password URL too, the line never echoing
+    it); `follow` with the token in a file and with the token in its environment both read the session, and
+    uid 65534, reading the command line of every process on the machine meanwhile, finds the token in none
+    and cannot read either follower's environment (EACCES), where the second one holds it."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: needs root to run the server and its clients as root and a child as uid 65534")
+    top = tmp_path / "w"
+    root = top / "proj"
+    session = write_session(root, "s.jsonl", [header(root), entry("a", None, "root's secret text")])
+    open_to_all(tmp_path, root)
+    os.chmod(top, 0o755)
+    os.chmod(session, 0o600)
+    from mosaic.chat_pages import conversation_id
+
+    cid = conversation_id(str(root), "alpha", "s.jsonl")
+    serve = subprocess.Popen([*PY, "serve", "--spec", str(root), "alpha", "--port", "0"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    followers: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        started = json.loads(_first_line(serve))
+        base, token_file = started["serving"], started["tokenFile"]
+        token = Path(token_file).read_text().strip()
+        assert started["browserUrl"].endswith(f"?token={token}")
+        for given in (started["browserUrl"], started["browserUrl"].replace("/conversations", f"/conversations/{cid}"),
+                      base.replace("http://", f"http://me:{token}@")):
+            refused = run("--url", given, "follow", cid, "--polls", "1", "--interval", "0")
+            one_line(refused, 2, rf"--url carries a token.*--token-file FILE.*{TOKEN_ENV}")
+            assert refused.stdout == "" and token not in refused.stderr
+        followers["token-file"] = subprocess.Popen(
+            [*PY, "--url", base, "--token-file", token_file, "follow", cid, "--interval", "0.2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        followers["environment"] = subprocess.Popen(
+            [*PY, "--url", base, "follow", cid, "--interval", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, TOKEN_ENV: token})
+        for proc in followers.values():
+            assert "root's secret text" in json.loads(_first_line(proc))["page"]["parts"][0]["blocks"][0]["text"]
+        pids = {name: proc.pid for name, proc in followers.items()}
+
+        def probe() -> dict[str, Any]:
+            seen: dict[str, Any] = {"with-token": [], "read": 0}
+            for entry_ in os.listdir("/proc"):
+                if not entry_.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry_}/cmdline", "rb") as f:
+                        line = f.read()
+                except OSError:
+                    continue  # gone meanwhile
+                seen["read"] += 1
+                if token.encode() in line:
+                    seen["with-token"].append(int(entry_))
+            for name, pid in pids.items():
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    seen[f"{name}-cmdline"] = f.read().replace(b"\0", b" ").decode()
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        seen[f"{name}-environ"] = "read " + str(token.encode() in f.read())
+                except PermissionError:
+                    seen[f"{name}-environ"] = "EACCES"
+            return seen
+
+        seen = as_nobody(probe)
+        assert seen["read"] > 3 and seen["with-token"] == [], seen
+        for name in pids:
+            assert "follow" in seen[f"{name}-cmdline"] and base in seen[f"{name}-cmdline"], seen
+            assert seen[f"{name}-environ"] == "EACCES", seen
+        with open(f"/proc/{pids['environment']}/environ", "rb") as f:  # there, for its own uid (and root) only
+            assert f"{TOKEN_ENV}={token}".encode() in f.read().split(b"\0")
+    finally:
+        for proc in followers.values():
+            proc.kill()
+            proc.communicate(timeout=BOUND)
+        serve.terminate()
+        _, err = serve.communicate(timeout=BOUND)
+    assert serve.returncode == 0 and err == b"mosaic-read: stopped serving (SIGTERM)\n"
 
 
 def test_the_readme_exit_status_table_is_the_code() -> None:

@@ -99,6 +99,51 @@ def test_a_foreign_host_is_refused_421_even_with_the_token(world: World, served:
         assert status == 200 and "the secret text" in body.decode("utf-8"), host
 
 
+def test_an_absolute_form_target_is_judged_by_its_authority_not_by_host(world: World, served: Served) -> None:
+    """Issue 28 item 7: `GET http://evil.example/conversations/ID` with a right Host was served under uvicorn,
+    judged by Host alone. RFC 9112 §3.2.2: a server must accept the absolute form, and the target's
+    authority, not Host, names what it acts on. Both servers now judge that authority by the Host rules (and
+    still require Host itself to be this server's): a foreign, empty, https or user-carrying authority is
+    421 `host-refused`, token or not; this server's own authority is answered as the path."""
+    cid = _session(world)
+    port = served.port
+    here = f"127.0.0.1:{port}"
+    for authority in (f"http://evil.example:{port}", "http://evil.example", f"http://127.0.0.1:{port + 1}",
+                      f"https://{here}", f"http://me@{here}", f"http://me:{served.token}@{here}", "http://",
+                      f"HTTP://evil.example:{port}", f"ftp://{here}"):
+        _refused(get(served.url, f"{authority}/conversations/{cid}", token=served.token), "host-refused")
+    # This server's authority but a foreign Host: Host is still judged too.
+    _refused(get(served.url, f"http://{here}/conversations/{cid}", token=served.token, host=f"evil.example:{port}"),
+             "host-refused")
+    # Without the token the right authority is still not enough.
+    _refused(get(served.url, f"http://{here}/conversations/{cid}"), "token-required")
+    for authority in (f"http://{here}", f"http://localhost:{port}", f"HTTP://LocalHost:{port}"):
+        status, _, body = get(served.url, f"{authority}/conversations/{cid}", token=served.token)
+        assert status == 200 and "the secret text" in body.decode("utf-8"), (authority, status, body[:200])
+        # the token in the absolute form's query, as a browser behind a proxy would send the printed URL
+        status, _, body = get(served.url, f"{authority}/conversations/{cid}?token={served.token}")
+        assert status == 200 and "the secret text" in body.decode("utf-8"), (authority, status, body[:200])
+
+
+def test_only_the_bearer_scheme_carries_a_token(world: World, served: Served) -> None:
+    """Issue 28 item 7: `Authorization: <token>` with no scheme was accepted. Only `Bearer <token>` (the
+    scheme in any case, RFC 9110 §11.1) carries one; a raw token or another scheme (Basic, Token) is no token:
+    401 `token-required`, with `WWW-Authenticate: Bearer`, even with the right token in it."""
+    cid = _session(world)
+    for value in (served.token, f"Basic {served.token}", f"Token {served.token}", f"{served.token} Bearer",
+                  f"Bearer{served.token}"):
+        response = get(served.url, f"/conversations/{cid}", headers=[("Authorization", value)])
+        parsed = _refused(response, "token-required")
+        assert "Bearer" in parsed["refusal"]["message"]
+        assert response[1]["www-authenticate"].startswith("Bearer")
+    # A wrong scheme beside the right query token is refused too: every credential presented must be right.
+    _refused(get(served.url, f"/conversations/{cid}?token={served.token}", headers=[("Authorization", served.token)]),
+             "token-required")
+    for value in (f"Bearer {served.token}", f"bearer {served.token}", f"BEARER  {served.token} "):
+        status, _, body = get(served.url, f"/conversations/{cid}", headers=[("Authorization", value)])
+        assert status == 200 and "the secret text" in body.decode("utf-8"), value
+
+
 def test_a_repeated_host_header_is_refused(world: World, server: ReaderServer) -> None:
     """Two Host headers (one right, one foreign) cannot be told apart safely: refused (built-in server; h11,
     under uvicorn, refuses such a request before the app sees it)."""
@@ -148,7 +193,7 @@ def test_the_token_absent_wrong_and_right(world: World, served: Served) -> None:
     _refused(get(served.url, f"/conversations/{cid}?token={'x' * 43}"), "token-wrong")
     _refused(get(served.url, f"/conversations/{cid}?token={served.token}", token="x" * 43), "token-wrong")
     _refused(get(served.url, f"/conversations/{cid}", headers=[("Authorization", f"Basic {served.token}")]),
-             "token-wrong")
+             "token-required")  # not the Bearer scheme: no token presented
     _refused(get(served.url, f"/conversations/{cid}", token=served.token[:-1]), "token-wrong")
     # Right: as the Bearer header, or as the query parameter, which never reaches routing (the catalogue
     # takes no parameters, and the other parameters are kept as sent).
@@ -237,7 +282,7 @@ def test_a_local_user_cannot_read_through_a_server_run_as_root_without_the_token
         assert proc.stdout is not None
         started = json.loads(proc.stdout.readline() or "null")
         assert started, f"serve did not start: {proc.stderr.read() if proc.poll() is not None else ''}"
-        base, url, token_file = started["serving"], started["url"], started["tokenFile"]
+        base, url, token_file = started["serving"], started["browserUrl"], started["tokenFile"]
         assert os.stat(token_file).st_mode & 0o777 == 0o600
         from mosaic.chat_pages import conversation_id
 

@@ -42,7 +42,7 @@ from mosaic.chat_pages import (
 # The console script's entry point (`mosaic-read = mosaic.chat_pages.cli:main`), run in this process
 # against the reader and the server this test holds (cursors live in the memory of the process that
 # issued them).
-from mosaic.chat_pages.cli import main
+from mosaic.chat_pages.cli import TOKEN_ENV, main
 from mosaic.chat_pages.reader import CURSOR_TTL_SECONDS
 from mosaic.chat_pages.server import REFUSAL_STATUS
 from mosaic.pi_format import FormatRefusal
@@ -199,7 +199,8 @@ def test_F16_unreadable_over_http(tmp_path: Path) -> None:
             os.waitpid(pid, 0)
 
 
-def test_F16_cli_catalogue_open_follow_in_process_and_next_over_http(world: World, server: ReaderServer) -> None:
+def test_F16_cli_catalogue_open_follow_in_process_and_next_over_http(world: World, server: ReaderServer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     root = world.top / "proj"
     lines = [header(root)] + [entry(f"e{i}", f"e{i-1}" if i else None, f"t{i}\u202e") for i in range(120)]
     write_session(root, "s.jsonl", lines)
@@ -227,12 +228,14 @@ def test_F16_cli_catalogue_open_follow_in_process_and_next_over_http(world: Worl
     # next needs the process that issued the cursor: over HTTP against the running server.
     first = world.open(cid)
     out = io.StringIO()
-    assert main(["--url", server.token_url, "next", first["cursor"]["id"], cid, "main"], out=out) == 0
+    assert server.token is not None
+    monkeypatch.setenv(TOKEN_ENV, server.token)  # the token from the environment, never from argv
+    assert main(["--url", server.url, "next", first["cursor"]["id"], cid, "main"], out=out) == 0
     nxt = json.loads(out.getvalue())
     check_result(nxt)
     assert len(nxt["page"]["parts"]) == 20
     out = io.StringIO()
-    assert main(["--url", server.token_url, "--text", "open", "pi-" + "0" * 40], out=out) == 1
+    assert main(["--url", server.url, "--text", "open", "pi-" + "0" * 40], out=out) == 1
     assert out.getvalue().startswith("refused: unknown-conversation")
 
 

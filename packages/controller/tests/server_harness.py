@@ -220,12 +220,15 @@ class Client:
 
 @contextlib.asynccontextmanager
 async def serving(path: str, *, limits: ServerLimits | None = None, core: StubCore | None = None,
-                  clock: Callable[[], float] | None = None) -> AsyncIterator[tuple[SocketServer, StubCore]]:
+                  clock: Callable[[], float] | None = None,
+                  standing: Callable[[Any], str] | None = None) -> AsyncIterator[tuple[SocketServer, StubCore]]:
     """A started server with a stub core; closed (and its socket file removed) on the way out."""
     core = core or StubCore()
     kwargs: dict[str, Any] = {"limits": limits or ServerLimits()}
     if clock is not None:
         kwargs["clock"] = clock
+    if standing is not None:
+        kwargs["standing"] = standing
     server = SocketServer(path, core, **kwargs)
     core.server = server
     await server.start()

@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -24,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_harness import validate, validated_client
+from core_harness import SCHEMA, validate, validated_client
 
 from mosaic.controller import Grants
 from mosaic.controller.client import ControllerClient, Refused, RemoteRefusal
+from mosaic.controller.server import ServerLimits
 from mosaic.controller.testing import FakeRig, fake_controller, receipt_is, stop_is
 from mosaic.pi_rpc import Command
 
@@ -414,5 +416,170 @@ def test_a_hello_by_another_uid_names_only_its_own_grant_and_narrows_it_never_wi
             assert driven == {"hello": "ok", "operations": ["observe", "prompt", "takeover"], "takeover": "taken"}
             assert borrowed == {"hello": "grant"}
             assert plain["hello"] == "ok" and plain["operations"] is None and plain["takeover"] == "taken"
+
+def test_a_connection_passed_to_another_uid_keeps_its_peers_rights_and_the_records_name_that_peer(
+        tmp_path: Path) -> None:
+    """Issue 28 item 4: a connection's rights travel with its file descriptor, as with every Unix socket
+    (ssh-agent's, docker.sock). The owner connects (no grants: the 0700 directory keeps every other uid from
+    even reaching the socket), then hands the connected socket to a process of uid 65534 over SCM_RIGHTS;
+    that process observes, takes control and prompts through it, with the owner's rights, and every record
+    names the peer read at accept (the owner's uid and the connecting pid), never the uid that sent. The
+    schema's actor description says so."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            watcher = await validated_client(rig.socket_path)
+            await watcher.call("observe")
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(rig.socket_path)  # this process, the owner, is the peer the kernel records
+            passer, taker = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            socket.send_fds(passer, [b"fd"], [conn.fileno()])
+            original = conn.fileno()
+
+            def through_the_passed_fd() -> dict[str, Any]:
+                os.close(original)  # the inherited copy: only the one received below is used
+                _msg, fds, _flags, _addr = socket.recv_fds(taker, 16, 1)
+                sock = socket.socket(fileno=fds[0])
+                sock.settimeout(BOUND)
+                buf = b""
+
+                def call(rpc_id: int, method: str, **params: Any) -> dict[str, Any]:
+                    nonlocal buf
+                    sock.sendall(json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method,
+                                             "params": params}).encode() + b"\n")
+                    while True:
+                        while b"\n" not in buf:
+                            chunk = sock.recv(1 << 16)
+                            if not chunk:
+                                raise ConnectionError("EOF")
+                            buf += chunk
+                        line, _, buf = buf.partition(b"\n")
+                        message: dict[str, Any] = json.loads(line)
+                        if message.get("id") == rpc_id:
+                            return message
+
+                observed = call(1, "observe")["result"]
+                took = call(2, "takeover", incarnation=observed["incarnation"],
+                            expectedGeneration=observed["generation"])
+                prompt = call(3, "prompt", incarnation=observed["incarnation"],
+                              generation=took["result"]["generation"], clientRequestId="passed-1", text="Say hello")
+                return {"uid": os.geteuid(), "takeover": took, "prompt": prompt}
+
+            try:
+                seen, _pid = await as_peer(As(NOBODY, NOGROUP), through_the_passed_fd)
+            finally:
+                for s_ in (conn, passer, taker):
+                    s_.close()
+            assert seen["uid"] == NOBODY
+            assert "result" in seen["takeover"], seen  # neither channel nor capability: the owner's rights
+            assert seen["prompt"]["result"]["outcome"] == "admitted", seen
+            me = (os.geteuid(), os.getegid(), os.getpid())  # the peer read at accept: who connected
+            binding = (await watcher.until(lambda n: n.get("method") == "record" and n["params"].get("type") ==
+                                           "binding" and n["params"].get("actor") is not None))["params"]
+            request = (await watcher.until(lambda n: n.get("method") == "record"
+                                           and n["params"].get("type") == "request"))["params"]
+            for actor in (binding["actor"], request["actor"]):
+                assert (actor["uid"], actor["gid"], actor["pid"]) == me, actor
+            await watcher.until(receipt_is("finished"))
+            await watcher.close()
+
+    asyncio.run(main())
+    described = SCHEMA["$defs"]["actor"]
+    assert "travel with its file descriptor" in described["description"] and "SCM_RIGHTS" in described["description"]
+    assert "at accept" in described["properties"]["uid"]["description"]
+
+
+#: How many connections the neighbour opens: past the whole bound (256), as the red team's probe did.
+NEIGHBOUR_CONNECTIONS = 300
+
+
+def _hold_connections(path: str, n: int, ready_w: int, go_r: int) -> dict[str, Any]:
+    """In the neighbour's child: open `n` connections to `path`, ping each and read its first line (a ping
+    answer: held; a `closing`: refused with its reason), report the counts on `ready_w`, then keep every
+    held connection open until `go_r` is readable (the owner has finished). Every read is bounded. (Runs as
+    uid 65534, which cannot read this interpreter's library under /root: everything it uses is imported at
+    the top of the module.)"""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n + 64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    socks: list[socket.socket] = []
+    seen: dict[str, Any] = {"held": 0, "refused": {}, "messages": set()}
+    try:
+        for _ in range(n):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(BOUND)
+            sock.connect(path)
+            socks.append(sock)
+        for sock in socks:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                sock.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        for sock in socks:
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                line += chunk
+            message = json.loads(line.split(b"\n")[0])
+            if message.get("method") == "closing":
+                reason = message["params"]["reason"]
+                seen["refused"][reason] = seen["refused"].get(reason, 0) + 1
+                seen["messages"].add(message["params"]["message"])
+            else:
+                assert message.get("result") == {}, message
+                seen["held"] += 1
+        seen["messages"] = sorted(seen["messages"])
+        os.write(ready_w, json.dumps(seen).encode() + b"\n")
+        select.select([go_r], [], [], BOUND * 4)  # the neighbour keeps its connections while the owner works
+    finally:
+        for sock in socks:
+            sock.close()
+    return seen
+
+
+def _read_bounded(fd: int) -> bytes:
+    """What `fd` holds once it is readable, within 2 * BOUND; b"" when nothing came (the caller fails)."""
+    if not select.select([fd], [], [], 2 * BOUND)[0]:
+        return b""
+    return os.read(fd, 1 << 16)
+
+
+def test_a_neighbour_holding_300_connections_leaves_the_owner_its_reserve_it_connects_takes_control_and_force_stops(
+        tmp_path: Path) -> None:
+    """Issue 28 item 2: a uid with an `observe` grant held all 256 connection slots, and the owner of the
+    controller was closed `too-many-connections` (a reconnect, a second terminal, the client that would force
+    stop a runaway engine) for as long as the neighbour pinged. Now each uid other than the owner has a share
+    of the bound (32 of 256), and the last slots are kept for the owner (16) and for the owner and uids granted
+    force-stop (16 more): of 300 connections from uid 65534, 32 are served and 268 closed
+    `too-many-connections` with a message naming its share; meanwhile the owner connects, takes control and
+    force stops, and the neighbour's 32 are still served."""
+    limits = ServerLimits()
+    assert (limits.connections_per_uid, limits.owner_reserved, limits.force_stop_reserved) == (32, 16, 16)
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", grants=grants(users={NOBODY: {"observe"}})) as rig:
+            path = rig.socket_path
+            ready_r, ready_w = os.pipe()
+            go_r, go_w = os.pipe()
+            neighbour = asyncio.ensure_future(as_peer(As(NOBODY, NOGROUP), lambda: _hold_connections(
+                path, NEIGHBOUR_CONNECTIONS, ready_w, go_r)))
+            try:
+                line = await asyncio.to_thread(_read_bounded, ready_r)
+                assert line, "the neighbour reported nothing (it failed: see its result below)"
+                seen = json.loads(line)
+                assert seen["held"] == limits.connections_per_uid, seen
+                assert seen["refused"] == {"too-many-connections": NEIGHBOUR_CONNECTIONS - seen["held"]}, seen
+                assert any("uid 65534" in m and "share" in m for m in seen["messages"]), seen
+                nobody_held = [c for c in rig.core.connections.values() if c.ids[0] == NOBODY]
+                assert len(nobody_held) == limits.connections_per_uid
+                owner = await validated_client(path)  # this process: the controller's own uid
+                auth = await owner.control()
+                stop = await owner.force_stop(auth)
+                final = await owner.stop_outcome()
+                assert stop["actor"]["uid"] == os.geteuid() and final["state"] == "uncertain"  # no cohort in the rig
+                await owner.close()
+            finally:
+                os.write(go_w, b"go")
+                result, _pid = await neighbour
+                for fd in (ready_r, ready_w, go_r, go_w):
+                    os.close(fd)
+            assert result["held"] == limits.connections_per_uid
 
     asyncio.run(main())

@@ -13,6 +13,8 @@ HELD = held_to_dict({
     "pids": LimitHeld("rlimit", 4096, "RLIMIT_NPROC", False, "pids.max: the parent does not enable the pids "
                                                               "controller for the unit"),
     "memory": LimitHeld("cgroup", 4 << 30, "engine/memory.max"),
+    "data": LimitHeld("rlimit", EngineLimits().data or 0, "RLIMIT_DATA", False, "no cgroup controller limits one "
+                                                                            "process's memory"),
     "cpu": LimitHeld("none", None, None, False, "no rlimit bounds a rate"),
     "core": LimitHeld("rlimit", EngineLimits().core or 0, "RLIMIT_CORE", False, "no cgroup controller"),
 })
@@ -28,3 +30,14 @@ def test_an_engine_this_incarnation_did_not_launch_has_limits_null_not_empty():
     record = Harness().core.binding_record()
     validate(record)
     assert record["limits"] is None
+
+
+def test_the_binding_record_names_the_engine_uid_of_this_execution_or_null():
+    """Issue 28 item 3: the uid allocated for this execution's engine is on the binding record (the claim
+    records it too); null when the engine runs as the launcher's one account."""
+    record = Harness(engine_uid=61234).core.binding_record()
+    validate(record)
+    assert record["engineUid"] == 61234
+    record = Harness().core.binding_record()
+    validate(record)
+    assert record["engineUid"] is None

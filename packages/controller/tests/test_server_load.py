@@ -112,6 +112,56 @@ def test_past_max_connections_a_client_reads_closing_and_is_never_counted() -> N
     run(main())
 
 
+def test_the_bound_is_shared_each_uid_within_its_share_and_the_reserves_kept_for_owner_and_force_stop() -> None:
+    """Issue 28 item 2, the rule alone (every peer here is this process's uid; `standing` says what each one
+    counts as, as the access policy would): everyone else takes what is below both reserves, a force-stop
+    grantee the owner's reserve too, the owner the whole bound; a uid other than the owner never more than its
+    share. Each refusal is `closing` "too-many-connections" naming what was reached, never counted."""
+    limits = ServerLimits(max_connections=8, per_uid=3, owner_reserve=2, force_stop_reserve=2)
+    assert [limits.bound_for(s) for s in ("other", "force-stop", "owner")] == [4, 6, 8]
+    standing = ["other"]
+
+    async def closed_why(path: str) -> str:
+        extra = await Client.connect(path)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            await extra.send({"jsonrpc": "2.0", "id": 1, "method": "ping"})  # a served connection answers it
+        first = await extra.recv()
+        await extra.aclose()
+        assert first.get("method") == "closing", f"served, not refused: {first}"
+        assert first["params"]["reason"] == "too-many-connections", first
+        return str(first["params"]["message"])
+
+    async def main() -> None:
+        with socket_dir() as d:
+            async with serving(d.sock, limits=limits, standing=lambda peer: standing[0]) as (server, core):
+                held = [await Client.connect(d.sock) for _ in range(3)]
+                await core.wait_for(lambda: len(core.connected()) == 3)
+                assert "its share of 3" in await closed_why(d.sock)  # the uid's share, below the bound
+                standing[0] = "force-stop"  # a force-stop grantee: its share still holds
+                assert "its share of 3" in await closed_why(d.sock)
+                standing[0] = "owner"  # the owner has no share: up to the whole bound
+                held += [await Client.connect(d.sock) for _ in range(3)]
+                await core.wait_for(lambda: len(core.connected()) == 6)
+                standing[0] = "other"  # 6 served: past what everyone else may take (4)
+                assert "kept for the owner and uids granted force-stop" in await closed_why(d.sock)
+                standing[0] = "force-stop"  # past what a force-stop grantee may take (6)
+                message = await closed_why(d.sock)
+                assert "kept for the owner" in message and "force-stop" not in message
+                standing[0] = "owner"
+                held += [await Client.connect(d.sock) for _ in range(2)]
+                await core.wait_for(lambda: len(core.connected()) == 8)
+                assert "bound was reached; try again later" in await closed_why(d.sock)  # the whole bound
+                assert len(server.connections) == 8 and core.disconnected() == []
+                for c in held:
+                    await c.aclose()
+    run(main())
+    with pytest.raises(ValueError, match="reserves"):
+        ServerLimits(max_connections=8, owner_reserve=4, force_stop_reserve=4)
+    with pytest.raises(ValueError, match="per_uid"):
+        ServerLimits(per_uid=0)
+    assert (ServerLimits(max_connections=3).connections_per_uid, ServerLimits(max_connections=3).owner_reserved) == (1, 0)
+
+
 # ------------------------------------------------------------------------------------ slowloris and idle
 
 

@@ -2,7 +2,8 @@
 
 With `eligibility` it is the launcher's call (launch under a recover's eligibility record); with
 `release_reservation` it releases a record's reservation with a never-spawned proof and prints
-`{"released": digest}`. `append_at` appends a line to the session file at a launch step.
+`{"released": digest}`. `append_at` appends a line to the session file at a launch step. `engine_uids`
+({first, count, gid, state_dir}) gives each launch its own engine uid (`EngineUids`).
 
 Run as `python controller_child.py '<json>'`. It builds a `Controller` (lifecycle) from the arguments,
 starts it, prints one JSON line `{"ready": socket_path, "claimId", "mode", "unit"}` (or `{"refused":
@@ -32,7 +33,7 @@ from mosaic.cgroup_cohort import (
     ScopeLauncher,
     UserManager,
 )
-from mosaic.controller import Bounds, Controller, EngineSpec, Hooks, Placement
+from mosaic.controller import Bounds, Controller, EngineSpec, EngineUids, Hooks, Placement
 from mosaic.pi_rpc.link import CommandWritten
 from mosaic.safe_open import Refusal
 
@@ -87,7 +88,8 @@ async def main(args: dict[str, Any]) -> int:
         launcher, verifier=FixtureVerifier(), manager=manager, stop_grace=args.get("grace", 0.3),
         bounds=Bounds(settle=args.get("settle", 30.0)), hooks=Hooks(on_launch_step=on_step, on_stop_phase=hook, barrier=barrier if barrier_step else None,
                                                                       on_engine_events=on_engine_events),
-        evidence_path=args.get("evidence"), eligibility=args.get("eligibility"))
+        evidence_path=args.get("evidence"), eligibility=args.get("eligibility"),
+        engine_uids=EngineUids(**args["engine_uids"]) if args.get("engine_uids") else None)
     try:
         if args.get("release_reservation"):
             proof = await controller.release_reservation(args["release_reservation"])

@@ -40,8 +40,9 @@ class World(FixtureTree):
     socket_dirs: list[str] = field(default_factory=list)
 
     def make(self, engine_uid: tuple[int, int] | None = None, *, model_url: str = "http://127.0.0.1:9/v1",
-             seed: str | None = None) -> None:
-        super().make(engine_uid or (self.lab.engine.uid, self.lab.engine.gid), model_url=model_url, seed=seed)
+             seed: str | None = None, group_writable: bool = False) -> None:
+        super().make(engine_uid or (self.lab.engine.uid, self.lab.engine.gid), model_url=model_url, seed=seed,
+                     group_writable=group_writable)
 
     def args(self, **extra: Any) -> dict[str, Any]:
         socket_dir = tempfile.mkdtemp(prefix="mcx-", dir="/tmp")

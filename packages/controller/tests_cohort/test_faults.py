@@ -6,7 +6,8 @@ cohort, a real writer claim on a real file system, pi-rpc's fake engine as the e
 4. recover after a torn write (refused with the bytes' position before anything is reserved; an
    eligibility is consumed only by a launch that passed its load check);
 5. a crashed controller's socket file (removed and rebound at the restart; a live one refuses
-   already-active before the claim is touched).
+   already-active before the claim is touched), and two controllers starting at once on it (one wins, the
+   other refuses already-active, never unsafe-replacement).
 """
 
 from __future__ import annotations
@@ -169,6 +170,43 @@ def test_crashed_controller_socket_is_rebound_at_the_restart_and_a_live_one_refu
     assert (again["state"], again["turnState"]) == ("finished", "completed")
     for head in heads(world):
         assert head.claim_id == record["claim_id"] and head.state is State.ACTIVE
+
+
+#: Rounds of the start race: the loser read the winner's claim as unsafe in 4 of 28 starts in the probe.
+START_RACE_ROUNDS = 12
+
+
+def test_two_controllers_starting_at_once_on_a_crashed_controllers_socket_the_loser_refuses_already_active(
+        world: World) -> None:
+    """Issue 28 item 6: SIGKILL a controller (its socket file stays, its claim an orphan), then start two
+    controllers on the same placement at once, round after round (the round's winner is SIGKILLed too, so
+    the next round starts on a crashed controller's socket again). Exactly one serves the orphan each round;
+    the other refuses `already-active`, the other start being live, never `unsafe-replacement` (which sends
+    an operator to repair a claim that is fine): the loser found the winner's adoption (an uncertain claim
+    whose owner is alive) and its refusal was the pair's state-based one, or lost the adoption's link()."""
+    first = world.start()
+    placement = first.args["placement"]
+    path = first.socket
+    first.kill()
+    assert socket_state(path) == "stale"
+    seen: list[tuple[str, str]] = []
+    for n in range(START_RACE_ROUNDS):
+        pair = [world.spawn(placement=placement), world.spawn(placement=placement)]
+        for proc in pair:
+            proc.wait_first()
+            world.note(proc)
+        modes = sorted(str(p.first.get("mode") or p.first.get("refused", {}).get("code")) for p in pair)
+        seen.append((modes[0], modes[1]))
+        assert modes == ["already-active", "orphan"], (n, [p.first for p in pair])
+        loser = next(p for p in pair if "refused" in p.first)
+        loser.proc.wait(timeout=WAIT)  # it exits after refusing, having started nothing
+        winner = next(p for p in pair if p.first.get("mode") == "orphan")
+        assert winner.socket == path and socket_state(path) == "live"
+        winner.kill()
+        assert socket_state(path) == "stale"
+    assert len(seen) == START_RACE_ROUNDS
+    for head in heads(world):
+        assert head.state is State.UNCERTAIN  # the orphan, untouched but adopted round after round
 
 
 # A line cut short: what a full disk leaves of Pi's appendFileSync (case 3's test makes one for real).

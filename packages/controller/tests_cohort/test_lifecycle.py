@@ -67,7 +67,7 @@ def _binding_limits_hold(binding: dict[str, Any], ref: CohortRef, world: World) 
     held = binding["limits"]
     assert {n: h["via"] for n, h in held.items()} == {
         "pids": "cgroup" if "pids" in offered else "rlimit", "memory": "cgroup" if "memory" in offered else "rlimit",
-        "cpu": "cgroup" if "cpu" in offered else "none", "core": "rlimit"}
+        "data": "rlimit", "cpu": "cgroup" if "cpu" in offered else "none", "core": "rlimit"}
     with open(f"/proc/{ref.engine.pid}/limits") as f:
         rows = {line[:26].strip(): line[26:].split()[:2] for line in f}
     if held["pids"]["via"] == "rlimit":
@@ -76,10 +76,11 @@ def _binding_limits_hold(binding: dict[str, Any], ref: CohortRef, world: World) 
         with open(os.path.join(host, "engine", "pids.max")) as f:
             assert f.read().strip() == str(LIMITS["pids"]) == str(held["pids"]["value"])
     assert rows["Max core file size"] == ["0", "0"]
+    assert held["data"]["value"] == LIMITS["data"] and rows["Max data size"] == [str(LIMITS["data"])] * 2
 
 
 # Not the defaults, so the test sees that the EngineSpec's limits are the ones that reach the engine.
-LIMITS = {"pids": 700, "memory": 1 << 30, "addressSpace": 9 << 30, "cpu": 0.5, "core": 0}
+LIMITS = {"pids": 700, "memory": 1 << 30, "addressSpace": 9 << 30, "cpu": 0.5, "core": 0, "data": 2 << 30}
 
 
 def test_K1_force_stop_kills_a_setsid_child_and_releases_the_claim_with_the_proofs_digest(world: World) -> None:

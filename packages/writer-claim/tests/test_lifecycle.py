@@ -22,6 +22,7 @@ from claim_helpers import (
     cohort_proof,
     cohort_ref,
     make_store,
+    raw_head,
     raw_holders,
     raw_records,
     read_line,
@@ -150,6 +151,43 @@ def test_a_step_retried_after_an_error_between_the_keys_is_not_published_twice(c
         recs = raw_records(claim_root, key.dirname)
         assert [r["state"] for r in recs] == ["reserved", "reserved", "active"]  # type: ignore[index]
         assert recs[-1]["cohort"] == cohort  # type: ignore[index]
+
+
+def test_the_engine_uid_is_recorded_with_the_spawn_marker_and_carried_to_the_end(claim_root: Path) -> None:
+    """Issue 28 item 3: the uid allocated for this execution's engine is published with the spawn marker, on
+    both keys, before anything runs as it, and is in every later revision up to stopped (format /4), so an
+    allocator reading the claim sees which claim names the uid until it is stopped with a proof. A restart
+    and an adoption after a crash between the keys carry it from the key that knows it."""
+    store = make_store(claim_root)
+    c = store.acquire(SEAT, SESSION, BINDING)
+    assert c.engine_uid is None
+    c.mark_spawn(engine_uid=61234)
+    assert c.engine_uid == 61234 and c.head("seat").engine_uid == c.head("session").engine_uid == 61234
+    c.record_engine("inv-1", ENGINE, cohort=cohort_ref(c.claim_id, store.host, "inv-1"))
+    c.activate()
+    c.release(cohort_proof("stop-1"))
+    for key in (SEAT, SESSION):
+        recs = raw_records(claim_root, key.dirname)
+        assert [(r["reason"], r.get("engineUid"), r["format"]) for r in recs] == [  # type: ignore[index]
+            ("reserve", None, "mosaic-writer-claim/2"), *[(reason, 61234, "mosaic-writer-claim/4") for reason in (
+                "spawn-marker", "engine", "active", "stopping", "stopped")]]
+    # Half-done: the spawn marker (with the uid) reached the seat key only, then the owner died.
+    hook = Hook()
+    crashing = make_store(claim_root, pid=2000, barrier=hook)
+    c2 = crashing.acquire(SEAT, SESSION, BINDING)
+
+    def die_between_keys(b: Barrier) -> None:
+        if b.point == "between-keys" and b.step == "spawn-marker":
+            raise KeyboardInterrupt  # a BaseException: the crash leaves the root as it is
+
+    hook.action = die_between_keys
+    with pytest.raises(KeyboardInterrupt):
+        c2.mark_spawn(engine_uid=61235)
+    assert raw_head(claim_root, SESSION.dirname)[1].get("engineUid") is None  # type: ignore[index]
+    restarter = make_store(claim_root, pid=3000, liveness=Liveness(alive={3000}))
+    restarter.restart(SEAT, SESSION, Probe({c2.unit_name: "present"}))
+    adopted = restarter.adopt(SEAT, SESSION, c2.claim_id)
+    assert adopted.engine_uid == 61235 and adopted.head("session").engine_uid == 61235
 
 
 def test_the_cohort_reference_is_recorded_once_and_carried_to_the_end(claim_root: Path) -> None:
@@ -300,6 +338,38 @@ def test_adopt_refusals(claim_root: Path) -> None:
     with pytest.raises(ClaimRefusal) as e:
         make_store(claim_root, pid=3001, liveness=Liveness(alive={3000})).adopt(SEAT, SESSION, c.claim_id)
     assert e.value.code == "already-active"
+
+
+def test_two_adopters_at_once_the_loser_refuses_already_active_while_the_winner_lives(claim_root: Path) -> None:
+    """Issue 28 item 6: two controllers starting at once on a crashed controller's claim both find its owner
+    gone and both adopt; one link() wins each key. The loser, whose seat key link() found the winner's
+    adopt revision there, refused unsafe-replacement ("another writer published"), which sends an operator
+    to repair a claim that is fine. It refuses already-active when the revision that beat it was written
+    by a process that is alive (the winner), and still unsafe-replacement when that writer is gone too."""
+    c = make_store(claim_root, pid=2000).acquire(SEAT, SESSION, BINDING)
+    c.mark_spawn()  # owner 2000 then dies (no liveness below names it)
+    rounds = ((3000, 3001, {3000, 3001}, "already-active"),  # the winner lives
+              (4000, 4001, {4001}, "unsafe-replacement"))  # the winner is gone by the time the loser looks
+    for winner_pid, loser_pid, alive, expected in rounds:
+        winner = make_store(claim_root, pid=winner_pid, liveness=Liveness())  # every earlier owner is gone
+        hook = Hook()
+        loser = make_store(claim_root, pid=loser_pid, liveness=Liveness(alive=alive), barrier=hook)
+
+        def winner_first(b: Barrier, winner: ClaimStore = winner, hook: Hook = hook) -> None:
+            # The loser has read the pair (its owner gone) and is about to link its seat key: the winner adopts.
+            if b.point == "temp-written" and b.step == "adopt" and hook.action is not None:
+                hook.action = None
+                winner.adopt(SEAT, SESSION, c.claim_id)
+
+        hook.action = winner_first
+        with pytest.raises(ClaimRefusal) as e:
+            loser.adopt(SEAT, SESSION, c.claim_id)
+        assert e.value.code == expected, e.value
+        if expected == "already-active":
+            assert f"pid {winner_pid}" in e.value.message, e.value
+        owners = {rec["owner"]["pid"] for _, rec in (raw_head(claim_root, SEAT.dirname),
+                                                      raw_head(claim_root, SESSION.dirname)) if rec}
+        assert owners == {winner_pid}  # the winner's adoption, whole; nothing of the loser's
 
 
 def test_store_requires_its_claim_root() -> None:

@@ -54,6 +54,7 @@ from mosaic.writer_claim import (
 from mosaic.writer_claim.codec import (
     FORMAT,
     FORMAT_ELIGIBILITY,
+    FORMAT_ENGINE_UID,
     MAX_REVISION_BYTES,
     RecordError,
     decode_revision,
@@ -296,6 +297,49 @@ def test_strict_reading_of_the_eligibility() -> None:
         Eligibility("elig-1", 1)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("eligibility", [None, Eligibility("recover:7", True)])
+def test_an_engine_uid_is_written_in_format_4_and_read_back(eligibility: Eligibility | None) -> None:
+    """Issue 28 item 3: the uid allocated for the claim's engine is recorded with the spawn marker. A revision
+    that carries one is /4: /3's fields (its eligibility null when the claim has none) plus `engineUid`; a
+    revision without one is byte for byte what it was (/2 or /3). Read back equal, schema-valid."""
+    rev = _revision(spawn_marker=True, reason="spawn-marker", engine_uid=61234, eligibility=eligibility)
+    data = encode_revision(rev)
+    obj = json.loads(data)
+    assert obj["format"] == FORMAT_ENGINE_UID == "mosaic-writer-claim/4"
+    assert obj["engineUid"] == 61234
+    assert obj["eligibility"] == (None if eligibility is None else {"id": "recover:7", "taken": True})
+    assert decode_revision(data, key="seat", dirname=SEAT.dirname, number=1) == rev
+    assert VALIDATOR.is_valid(obj)
+    assert json.loads(encode_revision(_revision()))["format"] == FORMAT  # without one: /2 as before
+
+
+def test_strict_reading_of_the_engine_uid() -> None:
+    """/4 needs `engineUid` (a uid from 1 to 2^32 - 2) and `eligibility` (null or the object); /2 and /3
+    refuse `engineUid`. Anything else is unreadable, and schema-invalid too; the model refuses a bad uid."""
+    obj = revision_to_json(_revision(spawn_marker=True, engine_uid=61234))
+    plain = revision_to_json(_revision())
+    cases = {
+        "4-without-uid": {k: v for k, v in obj.items() if k != "engineUid"},
+        "4-without-eligibility": {k: v for k, v in obj.items() if k != "eligibility"},
+        "2-with-uid": {**plain, "engineUid": 61234},
+        "3-with-uid": {**revision_to_json(_revision(eligibility=Eligibility("e", False))), "engineUid": 61234},
+        "uid-zero": {**obj, "engineUid": 0},
+        "uid-negative": {**obj, "engineUid": -1},
+        "uid-text": {**obj, "engineUid": "61234"},
+        "uid-bool": {**obj, "engineUid": True},
+        "uid-null": {**obj, "engineUid": None},
+        "uid-too-big": {**obj, "engineUid": 2**32 - 1},
+    }
+    for name, bad in cases.items():
+        raw = json.dumps(bad, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+        with pytest.raises(RecordError):
+            decode_revision(raw, key="seat", dirname=SEAT.dirname, number=1)
+        assert not VALIDATOR.is_valid(bad), name
+    for bad_uid in (0, -5, True, "7", 2**32 - 1):
+        with pytest.raises(ValueError):
+            _revision(spawn_marker=True, engine_uid=bad_uid)
+
+
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
                 min_size=1, max_size=20)
 _json_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=10)
@@ -457,7 +501,8 @@ def test_readme_outcome_table_matches_the_enum() -> None:
 def test_readme_record_format_lists_every_field(claim_root: Path) -> None:
     c = make_store(claim_root).acquire(SEAT, SESSION, BINDING, eligibility="elig-1")
     documented = set(_readme_table("Record format"))
-    assert documented == set(revision_to_json(c.head("seat")))
+    # The widest form, /4: an eligibility and an engine uid (the uid comes with the spawn marker).
+    assert documented == set(revision_to_json(c.head("seat").evolve(spawn_marker=True, engine_uid=61234)))
 
 
 class _OddMapping(dict):  # type: ignore[type-arg]

@@ -136,6 +136,7 @@ class DirectCgroupLauncher(ShimLauncher, Prewarm):
         cwd: str | None = None,
         stderr: int | None = None,
         limits: EngineLimits | None = None,
+        engine: Credentials | None = None,
     ) -> CohortHandle:
         """Create ``parent/<unit>`` and its ``supervisor/``, start the shim inside that (clone3, no window;
         it never moves) and the engine in engine/ (the shim makes it).
@@ -172,7 +173,7 @@ class DirectCgroupLauncher(ShimLauncher, Prewarm):
             sup_id = cg.cgroup_id(sup_fd)
             argv = shim_args(
                 mode="direct", unit=unit, socket_path=socket_path, nonce=nonce, status_fd=3,
-                stderr_fd=4, credentials=self.engine, env=env, cwd=cwd, cgroupns=self.cgroupns, log=log,
+                stderr_fd=4, credentials=engine or self.engine, env=env, cwd=cwd, cgroupns=self.cgroupns, log=log,
                 systemctl=None, engine_argv=engine_argv, limits=limits)
             boot = len(shim_boot(None))
             # The clone3 runs in the spawn helper (README "Threads"): the shim is still born in the unit

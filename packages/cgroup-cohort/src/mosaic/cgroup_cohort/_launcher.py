@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from . import cgroupfs as cg
 from ._channel import ShimChannel
 from ._errors import CohortRefusal, EvidenceUnavailable
-from ._ffi import Spawned, pidfd_open
+from ._ffi import Credentials, Spawned, pidfd_open
 from ._limits import EngineLimits, LimitHeld
 from ._model import CohortRef, LauncherKind
 from ._proc import start_time
@@ -36,7 +36,9 @@ class Launcher(Protocol):
 
     ``kind`` is the ``CohortRef.kind`` its references carry. ``launch`` starts the engine under the unit
     name the claim recorded, with ``limits`` (``EngineLimits``; None: the defaults) set where the kernel
-    can hold them (README "Limits"), and returns the handle, whose ``limits`` say where each one holds
+    can hold them (README "Limits"), as ``engine`` (credentials for this launch alone, e.g. a uid allocated
+    for this execution; None: the launcher's own ``engine``), and returns the handle, whose ``limits`` say
+    where each one holds
     (refusing ``configuration`` for a name that is not a scope unit name, ``unit-busy`` or
     ``launch-failed``); ``presence`` says whether a unit or cgroup of
     that name is there now: ``"absent"``, ``"present"``, or ``"unavailable"`` when it cannot be told
@@ -56,6 +58,7 @@ class Launcher(Protocol):
         cwd: str | None = None,
         stderr: int | None = None,
         limits: EngineLimits | None = None,
+        engine: Credentials | None = None,
     ) -> CohortHandle: ...
 
     def presence(self, unit: str) -> Presence: ...

@@ -12,6 +12,9 @@ Rules this file keeps (README "Limits"; docs/cgroup-facts.md §1, §2.2, §7.2):
 * **Where a controller cannot be had, an rlimit stands in** on the engine process, inherited by every
   process it starts: RLIMIT_NPROC for pids, RLIMIT_AS for memory, none for cpu (RLIMIT_CPU ends a process
   after so many CPU seconds: a lifetime, not a rate). RLIMIT_CORE has no cgroup form: always the rlimit.
+  Nor has RLIMIT_DATA, the per-process memory bound (``data``): each process's private writable memory,
+  sized from the host's memory by default (RLIMIT_AS, which Pi needs at ~22 GiB, bounds no memory below this
+  host's).
   They are set, soft and hard alike, in the engine's own clone3 child between the credential drop and
   execve (``_ffi.spawn``): they hold from the engine's first instruction, no process of the cohort ever
   runs without them, and an engine that is not root cannot raise a hard limit again. prlimit(2) on the
@@ -56,7 +59,9 @@ __all__ = [
     "LimitHeld",
     "apply_cgroup",
     "decide",
+    "default_data",
     "hard_limits",
+    "host_memory",
     "held_from_dict",
     "held_to_dict",
     "rlimits_of",
@@ -82,6 +87,14 @@ DEFAULT_ADDRESS_SPACE = 32 * GiB
 # - core 0: core_pattern here is "core", a file in the engine's cwd, the user's project; a core holds the
 #   conversation and the engine's environment (provider keys).
 DEFAULT_CORE = 0
+# - RLIMIT_DATA, per process, an eighth of the host's memory (MemTotal), at least 1 GiB: 3 GiB on this 24 GiB
+#   host. It counts a process's private writable mappings (heap, thread stacks, anonymous memory: Linux 4.7
+#   and later), not the address space it only reserves: Pi 0.85.1 holds ~140 MiB of it (VmData, measured at
+#   start and over three turns, beside 11.1 to 22.1 GiB of VmSize), so a tool's runaway process stops at a
+#   bound the host can give while Pi keeps the room V8's heap may grow into. Per process, not the cohort's:
+#   only memory.max bounds that.
+DATA_SHARE = 8
+DATA_FLOOR = 1 << 30
 CPU_PERIOD = 100_000  # µs: cgroup2's default cpu.max period
 CPU_MIN_QUOTA = 1_000  # µs: the smallest quota cpu.max accepts
 PIDS_MAX = 1 << 22  # PID_MAX_LIMIT on 64-bit
@@ -95,15 +108,44 @@ def _default_cpus() -> float:
 
 DEFAULT_CPUS = _default_cpus()
 
-LIMITS = ("pids", "memory", "cpu", "core")
+
+def host_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """The host's memory in bytes (MemTotal), or None when it cannot be read."""
+    try:
+        with open(meminfo, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def default_data(memory: int | None = None) -> int:
+    """The per-process memory default (RLIMIT_DATA): an eighth of ``memory`` (the host's, read from
+    /proc/meminfo when None), whole MiB, at least 1 GiB; 1 GiB when the host's memory cannot be read."""
+    total = host_memory() if memory is None else memory
+    if total is None:
+        return DATA_FLOOR
+    return max(DATA_FLOOR, total // DATA_SHARE // MiB * MiB)
+
+
+DEFAULT_DATA = default_data()
+
+LIMITS = ("pids", "memory", "data", "cpu", "core")
 VIAS = ("cgroup", "rlimit", "none")
 # Each limit's forms: the cgroup controller and its file in engine/, the rlimit's name and number.
 CGROUP_FORM = {"pids": ("pids", "pids.max"), "memory": ("memory", "memory.max"), "cpu": ("cpu", "cpu.max")}
 RLIMIT_FORM = {"pids": ("RLIMIT_NPROC", resource.RLIMIT_NPROC), "memory": ("RLIMIT_AS", resource.RLIMIT_AS),
-               "core": ("RLIMIT_CORE", resource.RLIMIT_CORE)}
+               "data": ("RLIMIT_DATA", resource.RLIMIT_DATA), "core": ("RLIMIT_CORE", resource.RLIMIT_CORE)}
 # What an rlimit standing in for a cgroup limit is not (said in the record's why, so no reader takes it for one).
 RLIMIT_IS_NOT = {"pids": "RLIMIT_NPROC counts every task of the engine's uid, not only the cohort's",
-                 "memory": "RLIMIT_AS bounds each process's address space, not the cohort's memory"}
+                 "memory": "RLIMIT_AS bounds each process's address space, not the cohort's memory",
+                 "data": "RLIMIT_DATA bounds each process's private writable memory, not the cohort's: N processes "
+                         "may take N times it"}
+# Why a limit has no cgroup form at all.
+NO_CGROUP_FORM = {"core": "no cgroup controller limits core dumps",
+                  "data": "no cgroup controller limits one process's memory (memory.max is the cohort's)"}
 
 
 def _whole(value: object, low: int, high: int, what: str) -> None:
@@ -122,46 +164,50 @@ class EngineLimits(Record):
     * ``address_space``: bytes, RLIMIT_AS of every process of the cohort, set only where ``memory.max``
       cannot hold (an address space is not memory: Pi reserves ~21 GiB it never touches);
     * ``cpu``: CPUs (a rate), ``cpu.max`` of engine/ as ``round(cpu * 100000) 100000``; no rlimit form;
-    * ``core``: bytes, RLIMIT_CORE (no cgroup form).
+    * ``core``: bytes, RLIMIT_CORE (no cgroup form);
+    * ``data``: bytes, RLIMIT_DATA of every process of the cohort (no cgroup form): each process's private
+      writable memory, whatever cgroup holds the cohort's.
 
-    Defaults: 4096 tasks, 4 GiB, 32 GiB, every CPU of this host but one (at least one), 0 (README "Limits"
-    says why). Raises ValueError for a value out of range (pids 1 to 2^22; memory and address space at least
-    1 MiB; cpu at least 0.01; core at least 0).
+    Defaults: 4096 tasks, 4 GiB, 32 GiB, every CPU of this host but one (at least one), 0, an eighth of this
+    host's memory (at least 1 GiB) (README "Limits" says why). Raises ValueError for a value out of range
+    (pids 1 to 2^22; memory, address space and data at least 1 MiB; cpu at least 0.01; core at least 0).
     """
 
-    __slots__ = ("pids", "memory", "address_space", "cpu", "core")
+    __slots__ = ("pids", "memory", "address_space", "cpu", "core", "data")
     pids: int | None
     memory: int | None
     address_space: int | None
     cpu: float | None
     core: int | None
+    data: int | None
 
     def __init__(self, pids: int | None = DEFAULT_PIDS, memory: int | None = DEFAULT_MEMORY,
                  address_space: int | None = DEFAULT_ADDRESS_SPACE, cpu: float | None = DEFAULT_CPUS,
-                 core: int | None = DEFAULT_CORE) -> None:
+                 core: int | None = DEFAULT_CORE, data: int | None = DEFAULT_DATA) -> None:
         _whole(pids, 1, PIDS_MAX, "pids")
         _whole(memory, MiB, (1 << 63) - 1, "memory")
         _whole(address_space, MiB, (1 << 63) - 1, "address_space")
         _whole(core, 0, (1 << 63) - 1, "core")
+        _whole(data, MiB, (1 << 63) - 1, "data")
         if cpu is not None:
             if not isinstance(cpu, (int, float)) or isinstance(cpu, bool) or not (
                     CPU_MIN_QUOTA <= round(cpu * CPU_PERIOD) <= (1 << 53)):
                 raise ValueError(f"cpu must be None or a number of CPUs of at least 0.01, not {cpu!r}")
             cpu = float(cpu)
-        self._set(pids=pids, memory=memory, address_space=address_space, cpu=cpu, core=core)
+        self._set(pids=pids, memory=memory, address_space=address_space, cpu=cpu, core=core, data=data)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the shim's ``--limits`` argument)."""
         return {"pids": self.pids, "memory": self.memory, "addressSpace": self.address_space, "cpu": self.cpu,
-                "core": self.core}
+                "core": self.core, "data": self.data}
 
     @classmethod
     def from_dict(cls, d: object) -> EngineLimits:
         """Rebuild from ``to_dict()``'s form. Raises ValueError for anything else."""
-        keys = {"pids", "memory", "addressSpace", "cpu", "core"}
+        keys = {"pids", "memory", "addressSpace", "cpu", "core", "data"}
         if not isinstance(d, dict) or set(d) != keys:
             raise ValueError(f"engine limits must be a JSON object with exactly the keys {sorted(keys)}")
-        return cls(d["pids"], d["memory"], d["addressSpace"], d["cpu"], d["core"])
+        return cls(d["pids"], d["memory"], d["addressSpace"], d["cpu"], d["core"], data=d["data"])
 
 
 def cpu_max(cpus: float) -> str:
@@ -268,7 +314,8 @@ def _decide_one(name: str, limits: EngineLimits, offered: frozenset[str] | None,
     cpu = limits.cpu
     cgroup_value: int | str | None = {"pids": limits.pids, "memory": limits.memory,
                                       "cpu": None if cpu is None else cpu_max(cpu)}.get(name)
-    rlimit_value = {"pids": limits.pids, "memory": limits.address_space, "core": limits.core}.get(name)
+    rlimit_value = {"pids": limits.pids, "memory": limits.address_space, "core": limits.core,
+                    "data": limits.data}.get(name)
     notes: list[str] = []
     forms: list[LimitHeld] = []  # in order of preference; each one the kernel applies
     if name in CGROUP_FORM:
@@ -286,7 +333,7 @@ def _decide_one(name: str, limits: EngineLimits, offered: frozenset[str] | None,
                                    f"{file}: the engine's uid owns engine/ or is root: it can rewrite the file"
                                    if owns else None))
     else:
-        notes.append("no cgroup controller limits core dumps")
+        notes.append(NO_CGROUP_FORM[name])
     if name in RLIMIT_FORM:
         rlimit, _number = RLIMIT_FORM[name]
         if rlimit_value is None:

@@ -69,6 +69,7 @@ class PgroupLauncher(Prewarm):
         cwd: str | None = None,
         stderr: int | None = None,
         limits: EngineLimits | None = None,
+        engine: Credentials | None = None,
     ) -> CohortHandle:
         """Start the engine as the leader of a new session and process group.
 
@@ -85,7 +86,8 @@ class PgroupLauncher(Prewarm):
             host = current_host()
         except (OSError, ValueError) as e:
             raise CohortRefusal("launch-failed", f"host identity unreadable: {e}") from e
-        engine_root = (os.geteuid() if self.engine is None else self.engine.uid) == 0
+        engine = engine if engine is not None else self.engine
+        engine_root = (os.geteuid() if engine is None else engine.uid) == 0
         held = decide(limits or EngineLimits(), offered=None, engine_owns_files=engine_root,
                       engine_root=engine_root, hard=hard_limits(),
                       no_cgroup="the process-group launcher makes no cgroup")
@@ -97,7 +99,7 @@ class PgroupLauncher(Prewarm):
             child = self._spawn(
                 engine_argv, env=dict(env) if env is not None else {"PATH": "/usr/bin:/bin"},
                 fds={0: stdin_r, 1: stdout_w, 2: stderr if stderr is not None else devnull},
-                credentials=self.engine, no_new_privs=True, new_session=True, cwd=cwd,
+                credentials=engine, no_new_privs=True, new_session=True, cwd=cwd,
                 rlimits=rlimits_of(held))
         except OSError as e:
             for fd in (stdin_r, stdin_w, stdout_r, stdout_w):

@@ -175,6 +175,7 @@ class ScopeLauncher(ShimLauncher):
         cwd: str | None = None,
         stderr: int | None = None,
         limits: EngineLimits | None = None,
+        engine: Credentials | None = None,
     ) -> CohortHandle:
         """Start the engine in a new scope named ``unit`` (the name the claim recorded).
 
@@ -188,7 +189,7 @@ class ScopeLauncher(ShimLauncher):
         backoff = 0.005
         self.busy_retries = 0
         while True:
-            handle, diag = self._try(unit, socket_path, engine_argv, env, cwd, stderr, limits)
+            handle, diag = self._try(unit, socket_path, engine_argv, env, cwd, stderr, limits, engine)
             if handle is not None:
                 return handle
             busy = "already loaded" in diag or "already exists" in diag or "Unit busy" in diag or (
@@ -207,6 +208,7 @@ class ScopeLauncher(ShimLauncher):
     def _try(
         self, unit: str, socket_path: str, engine_argv: Sequence[str],
         env: Mapping[str, str] | None, cwd: str | None, stderr: int | None, limits: EngineLimits | None,
+        engine: Credentials | None = None,
     ) -> tuple[CohortHandle | None, str]:
         pipes = Pipes()
         devnull = None
@@ -219,7 +221,7 @@ class ScopeLauncher(ShimLauncher):
             *self.manager.prefix, self.manager.systemd_run, "--user", "--scope", "--quiet", "--collect",
             f"--unit={unit}", "-p", "Delegate=yes", "--", self.shim_python,
             *shim_args(mode="scope", shim_path=self.shim_path, unit=unit, socket_path=socket_path, nonce=nonce,
-                        status_fd=pipes.status_w, stderr_fd=stderr, credentials=self.engine, env=env,
+                        status_fd=pipes.status_w, stderr_fd=stderr, credentials=engine or self.engine, env=env,
                         cwd=cwd, cgroupns=self.cgroupns, log=log, systemctl=self.manager.systemctl,
                         engine_argv=engine_argv, limits=limits),
         ]

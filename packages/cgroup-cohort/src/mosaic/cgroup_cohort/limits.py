@@ -2,7 +2,8 @@
 
 ``launch(..., limits=EngineLimits(...))`` asks for them; ``handle.limits`` says, per limit in ``LIMITS``,
 whether a cgroup file, an rlimit or nothing holds it (``held_to_dict`` is its JSON form, the controller's
-binding record). The mechanism is public too: the pure decision table (``decide``), the shim's one writer
+binding record); ``default_data`` sizes the per-process memory default from the host's memory
+(``host_memory``). The mechanism is public too: the pure decision table (``decide``), the shim's one writer
 (``apply_cgroup``, ``settle``) and the rlimits an engine's child sets (``rlimits_of``). README "Limits".
 """
 
@@ -12,6 +13,7 @@ from ._limits import (
     DEFAULT_ADDRESS_SPACE,
     DEFAULT_CORE,
     DEFAULT_CPUS,
+    DEFAULT_DATA,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
     LIMITS,
@@ -20,9 +22,11 @@ from ._limits import (
     LimitHeld,
     apply_cgroup,
     decide,
+    default_data,
     hard_limits,
     held_from_dict,
     held_to_dict,
+    host_memory,
     rlimits_of,
     settle,
 )
@@ -33,6 +37,7 @@ __all__ = [
     "DEFAULT_ADDRESS_SPACE",
     "DEFAULT_CORE",
     "DEFAULT_CPUS",
+    "DEFAULT_DATA",
     "DEFAULT_MEMORY",
     "DEFAULT_PIDS",
     "LIMITS",
@@ -41,7 +46,9 @@ __all__ = [
     "LimitHeld",
     "apply_cgroup",
     "decide",
+    "default_data",
     "hard_limits",
+    "host_memory",
     "held_from_dict",
     "held_to_dict",
     "rlimits_of",

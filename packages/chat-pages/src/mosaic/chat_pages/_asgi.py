@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
+from urllib.parse import unquote
 
 from ._guard import Guard, check_token_text, is_loopback_server, loopback_hosts, new_token
 from ._jsonout import dump_bytes
@@ -118,9 +119,13 @@ class ReaderGuard:
             else:
                 await _respond(send, verdict.status, dump_bytes(verdict.refusal), verdict.headers)
             return
-        # The token parameter never reaches the app (nor its logs).
-        _, _, query = verdict.target.partition("?")
-        await self.app({**scope, "query_string": query.encode("latin-1")}, receive, send)
+        # The token parameter never reaches the app (nor its logs); an absolute-form target reaches it as the
+        # path it names (the guard judged its authority).
+        path, _, query = verdict.target.partition("?")
+        forwarded = {**scope, "query_string": query.encode("latin-1")}
+        if path != _target(scope).partition("?")[0]:
+            forwarded["raw_path"], forwarded["path"] = path.encode("latin-1"), unquote(path)
+        await self.app(forwarded, receive, send)
 
 
 def asgi_app(reader: Reader, *, token: str | None = None, require_token: bool = True,

@@ -48,8 +48,8 @@ EXIT_CODES: Mapping[int, tuple[str, str]] = MappingProxyType({
     EXIT_REFUSED: ("refused", "the last result was a refusal (the reader's, or the server guard's over --url); "
                               "catalogue: a root given (--spec, --config) was refused, said in one line"),
     EXIT_USAGE: ("usage", "bad arguments; a --spec PROJECT_ROOT that is not an absolute path; a missing or bad "
-                          "--config (the line names the field); a missing or unsafe --token-file; a --host that is "
-                          "not loopback"),
+                          "--config (the line names the field); a missing or unsafe --token-file; a --url that carries a token; "
+                          "a --host that is not loopback"),
     EXIT_UNREACHABLE: ("network", "--url could not be reached or did not answer with the routes' JSON; serve "
                                   "could not listen on its address"),
     EXIT_OUTPUT_CLOSED: ("output closed", "the output was closed before everything was written (a broken pipe, "
@@ -244,21 +244,54 @@ def _write_token(token: str) -> str:
     return path
 
 
-def _split_url(url: str) -> tuple[str, str | None]:
-    """(base URL, token in its query or None) of --url: `http://host:port`, optionally with the path
-    `/conversations` and `?token=` (the URL `serve` prints). Raises Failure(usage) for anything else."""
+#: The environment variable `--url` takes the server's token from when no --token-file is given. A process's
+#: environment (/proc/<pid>/environ) is readable by its own uid and root only; its command line
+#: (/proc/<pid>/cmdline) by every local uid, so a token never travels in argv.
+TOKEN_ENV = "MOSAIC_READ_TOKEN"
+
+_TOKEN_IN_URL = (f"--url carries a token, and a command line is readable by every local user (/proc/<pid>/cmdline): "
+                 f"give the base URL, with the token in --token-file FILE or in the {TOKEN_ENV} environment variable")
+
+
+def _split_url(url: str) -> str:
+    """The base URL of --url: `http://host:port`, optionally with the path `/conversations`. A URL that carries
+    a token (the `token` query parameter, or a user or password before the host) is refused: a secret never
+    travels in argv. Raises Failure(usage) for that and for anything else; the message never repeats the URL's
+    query or user part."""
     import urllib.parse  # noqa: PLC0415
 
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.netloc:
-        raise Failure(EXIT_USAGE, f"--url {url!r}: give the http:// URL `mosaic-read serve` printed")
+        raise Failure(EXIT_USAGE, "--url: give the http:// base URL `mosaic-read serve` printed as \"serving\"")
     query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
-    if set(query) - {"token"} or len(query.get("token", [])) > 1:
-        raise Failure(EXIT_USAGE, f"--url: the only query parameter it may carry is one token, not {parts.query!r}")
+    if TOKEN_PARAM_NAME in query or "@" in parts.netloc:
+        raise Failure(EXIT_USAGE, _TOKEN_IN_URL)
+    if parts.query or parts.fragment:
+        raise Failure(EXIT_USAGE, "--url: give the base URL, with no query or fragment")
     path = parts.path.rstrip("/")
     path = path.removesuffix("/conversations")
-    token = query["token"][0] if "token" in query else None
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", "")), token
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _url_token(args: argparse.Namespace) -> str | None:
+    """The token --url sends: --token-file's, else the TOKEN_ENV environment variable's (checked as a token
+    file's is), else None."""
+    if args.token_file:
+        return _read_token(args.token_file)
+    from_env = os.environ.get(TOKEN_ENV)
+    if from_env is None:
+        return None
+    from ._guard import check_token_text  # noqa: PLC0415
+
+    try:
+        return check_token_text(from_env.strip())
+    except ValueError as e:
+        raise Failure(EXIT_USAGE, f"{TOKEN_ENV}: {e}") from None
+
+
+#: The query parameter a browser URL carries the token in (`_guard.TOKEN_PARAM`; named here so that --help
+#: does not import the guard).
+TOKEN_PARAM_NAME = "token"
 
 
 # -- output ----------------------------------------------------------------------------------------------
@@ -346,10 +379,10 @@ _SHARED: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                      "help": 'JSON file: {"specs": [{"projectRoot", "seat", "layoutRepo", "harness", "claudeRoot"}], '
                              '"registrations": [{"seat", "harness", "layoutRepo", "project", "sessionsDir", '
                              '"startedAt"}]}'}),
-    (("--url",), {"metavar": "URL", "help": "use a running `mosaic-read serve` at this URL (the one it printed, token included, "
-                          "or its base with --token-file)"}),
+    (("--url",), {"metavar": "URL", "help": "use a running `mosaic-read serve` at this base URL (the \"serving\" it printed); the "
+                          f"token comes from --token-file or ${TOKEN_ENV}, never from the URL"}),
     (("--token-file",), {"metavar": "FILE", "help": "the server's token (a file of yours, mode 0600): serve "
-                                                    "requires it, --url sends it"}),
+                                                    f"uses it, --url sends it (else ${TOKEN_ENV})"}),
     (("--text",), {"action": "store_true", "help": "readable text instead of JSON lines"}),
 )
 _LATE = "late_"
@@ -488,9 +521,7 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
         reader: Reader | None = create_reader(_roots(args))
         api = _Api(reader, None)
     else:
-        base, url_token = _split_url(args.url)
-        token = _read_token(args.token_file) if args.token_file else url_token
-        api = _Api(None, base, token)
+        api = _Api(None, _split_url(args.url), _url_token(args))
 
     if args.command == "serve":
         assert api.reader is not None
@@ -531,7 +562,12 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
 
 def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
     """Serve until SIGINT, SIGTERM or SIGHUP; then close, remove the token file it made, and return 0.
-    Prints one JSON line: {"serving": base URL, "url": the catalogue's URL with the token, "tokenFile"}."""
+    Prints one JSON line: {"serving": base URL, "tokenFile": the token's file, "browserUrl": the catalogue's
+    URL with the token, for a browser only (README "mosaic-read")}.
+
+    The stop is one-shot: the first of those signals ends serving and every later one is ignored from then
+    on, for the rest of the process (which is ending), so a second signal while the server closes (`timeout`
+    signals its child, then the child's group) cannot turn the clean stop into a traceback."""
     from ._guard import new_token  # noqa: PLC0415
     from ._server import ReaderServer  # noqa: PLC0415 - only `serve` needs the server (asyncio)
 
@@ -547,34 +583,54 @@ def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
         except OSError as e:
             raise Failure(EXIT_USAGE, f"cannot write the token file: {(e.strerror or str(e)).lower()}") from None
     sys.setswitchinterval(SERVE_SWITCH_INTERVAL)  # this process is the server (see SERVE_SWITCH_INTERVAL)
-    previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    stop = _OneShotStop()
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         try:
-            server = ReaderServer(reader, args.host, args.port, token=token, require_token=not args.no_token)
-        except ValueError as e:
-            raise Failure(EXIT_USAGE, f"--host {args.host}: {e}") from None
-        except OSError as e:
-            raise Failure(EXIT_UNREACHABLE, f"cannot listen on {args.host}:{args.port}: "
-                                            f"{(e.strerror or str(e)).lower()}") from None
-        server.start()
-        try:
-            out.write(json.dumps({"serving": server.url, "url": server.token_url,
-                                  "tokenFile": made or args.token_file}) + "\n")
-            out.flush()
-            while True:
-                signal.pause()
+            try:
+                server = ReaderServer(reader, args.host, args.port, token=token, require_token=not args.no_token)
+            except ValueError as e:
+                raise Failure(EXIT_USAGE, f"--host {args.host}: {e}") from None
+            except OSError as e:
+                raise Failure(EXIT_UNREACHABLE, f"cannot listen on {args.host}:{args.port}: "
+                                                f"{(e.strerror or str(e)).lower()}") from None
+            try:
+                server.start()
+                out.write(json.dumps({"serving": server.url, "tokenFile": made or args.token_file,
+                                      "browserUrl": server.token_url}) + "\n")
+                out.flush()
+                while True:
+                    signal.pause()
+            finally:
+                server.close()
         except (KeyboardInterrupt, _Stop) as e:
             name = "SIGINT" if isinstance(e, KeyboardInterrupt) else str(e)
             _fail(EXIT_OK, f"stopped serving ({name})")  # the normal end of serve: status 0
-        finally:
-            server.close()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if not stop.fired:  # stopped by a signal: the later ones stay ignored while the process ends
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         if made is not None:
             os.unlink(made)
     return EXIT_OK
 
 
-def _raise_stop(signum: int, frame: object) -> None:
-    raise _Stop(signal.Signals(signum).name)
+#: The signals that stop `serve`.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _OneShotStop:
+    """serve's handler of STOP_SIGNALS: the first one raises `_Stop` and ignores all of them from then on;
+    a later one already pending when the first was handled (delivered before the ignore took effect) does
+    nothing. Either way the close the first began runs to its end."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.fired:
+            return
+        self.fired = True
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise _Stop(signal.Signals(signum).name)

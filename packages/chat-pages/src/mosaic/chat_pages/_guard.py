@@ -6,7 +6,11 @@ loopback address alone does not stop, each refused before the request reaches th
 
 1. **DNS rebinding.** A web page whose host name resolves to 127.0.0.1 reaches the server with its own
    name in `Host`. Only the bound address (`127.0.0.1:<port>`, `[::1]:<port>`) and `localhost:<port>` are
-   accepted; any other `Host`, a missing one or two of them is `host-refused` (421 Misdirected Request).
+   accepted; any other `Host`, a missing one or two of them is `host-refused` (421 Misdirected Request). A
+   request target in absolute form (`GET http://host:port/path`, RFC 9112 §3.2.2) names what the server acts
+   on by its authority, which an origin server must prefer to Host: that authority is judged by the same
+   rule (and must be `http`, with no user part), Host is still judged too, and the target is routed as the
+   path it names.
 2. **Cross-site requests.** A page on another origin that the browser lets send a request (a form, an
    image, `fetch` with `no-cors`) carries `Origin` or `Sec-Fetch-Site`. `Origin` must be `http://` and one
    of the accepted hosts; `Sec-Fetch-Site` must be `same-origin` or `none` (the user typed or pasted the
@@ -15,8 +19,9 @@ loopback address alone does not stop, each refused before the request reaches th
 3. **Another local user.** Every local uid can connect to loopback. A token is required by default, as
    Jupyter does: `token-required` (401, `WWW-Authenticate: Bearer`) when none is presented,
    `token-wrong` (403) when one differs. It is accepted in `Authorization: Bearer <token>` (what
-   `mosaic-read --url` sends) or as the `token` query parameter (the URL `mosaic-read serve` prints, for a
-   browser); the parameter is removed before routing. No cookie is set or read: a cookie for 127.0.0.1 is
+   `mosaic-read --url` sends; the scheme in any case, RFC 9110 §11.1; an `Authorization` of any other
+   scheme, or a bare token, presents none and is `token-required`) or as the `token` query parameter (the
+   URL `mosaic-read serve` prints, for a browser); the parameter is removed before routing. No cookie is set or read: a cookie for 127.0.0.1 is
    sent to every port of that host, including a server another local user runs, and a cookie is what a
    browser attaches to cross-site requests by itself; a header or a query token never is.
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,6 +50,9 @@ TOKEN_PARAM = "token"
 TOKEN_BYTES = 32
 #: A supplied token must be at least this long and made of visible ASCII (it travels in URLs and headers).
 MIN_TOKEN_LENGTH = 16
+
+#: A request target in absolute form (RFC 9112 §3.2.2): scheme "://" authority, then the path and query.
+_ABSOLUTE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)(.*)", re.S)
 
 #: Sec-Fetch-Site values of a request the user made on this origin or typed in themselves.
 _SAME_SITE_FETCH = frozenset({"same-origin", "none"})
@@ -110,15 +119,21 @@ class Guard:
         self._digest = None if token is None else hashlib.sha256(token.encode("ascii")).digest()
 
     def check(self, target: str, headers: Sequence[tuple[str, str]]) -> Verdict:
-        """Judge one request: its target (path and query, as sent) and its headers (names lower-cased, in
-        the order sent; a repeated header appears repeatedly). Host first, then the origin, then the token;
-        the first rule broken answers."""
+        """Judge one request: its target (as sent: origin form, or absolute form, whose authority is judged
+        and which is routed as the path it names) and its headers (names lower-cased, in the order sent; a
+        repeated header appears repeatedly). Host first (and an absolute form's authority), then the origin,
+        then the token; the first rule broken answers."""
         target, tokens = split_token(target)
+        target, authority = origin_form(target)
         host = [v for k, v in headers if k == "host"]
         if len(host) != 1 or host[0].strip().lower() not in self.hosts:
             shown = "none" if not host else "several" if len(host) > 1 else repr(host[0][:100])
             return _refuse(target, ReaderRefusal(
                 "host-refused", f"Host {shown} is not this server's loopback address or localhost (DNS rebinding?)"))
+        if authority is not None and authority.lower() not in self._origins:
+            return _refuse(target, ReaderRefusal(
+                "host-refused", f"the request target's authority {authority[:100]!r} is not this server's "
+                                "(RFC 9112 §3.2.2: in an absolute-form target it names what the server acts on)"))
         origin = [v for k, v in headers if k == "origin"]
         if origin and (len(origin) > 1 or origin[0].strip().lower() not in self._origins):
             return _refuse(target, ReaderRefusal(
@@ -133,7 +148,12 @@ class Guard:
         for k, v in headers:
             if k == "authorization":
                 scheme, _, value = v.strip().partition(" ")
-                tokens.append(value.strip() if scheme.lower() == "bearer" else v)
+                if scheme.lower() != "bearer" or not value.strip():
+                    return _refuse(target, ReaderRefusal(
+                        "token-required", "an Authorization header carries the token only as "
+                                          "`Authorization: Bearer <token>`; no other scheme, no bare token"),
+                                   (("WWW-Authenticate", 'Bearer realm="mosaic-read"'),))
+                tokens.append(value.strip())
         if not tokens:
             return _refuse(target, ReaderRefusal(
                 "token-required", "this server needs its token: the Authorization: Bearer header or ?token="),
@@ -146,6 +166,20 @@ class Guard:
         assert self._digest is not None
         digest = hashlib.sha256(presented.encode("utf-8", "surrogatepass")).digest()
         return hmac.compare_digest(digest, self._digest)
+
+
+def origin_form(target: str) -> tuple[str, str | None]:
+    """(the target in origin form, the authority it named as `scheme://authority`) for a target in absolute
+    form (RFC 9112 §3.2.2; an empty path is `/`); (`target`, None) for any other form. The authority is
+    returned with its scheme so that only `http://<an accepted host>` can match: https, a user part or an
+    empty authority cannot."""
+    m = _ABSOLUTE.fullmatch(target)
+    if m is None:
+        return target, None
+    rest = m.group(3)
+    if not rest.startswith("/"):
+        rest = "/" + rest
+    return rest, f"{m.group(1).lower()}://{m.group(2)}"
 
 
 def split_token(target: str) -> tuple[str, list[str]]:

@@ -105,6 +105,7 @@ class ReaderServer:
         self._thread: threading.Thread | None = None
         self._open = 0
         self._writers: set[asyncio.StreamWriter] = set()
+        self._serving = threading.Event()  # set once serve_forever's listener is up (or failed)
 
     @property
     def url(self) -> str:
@@ -127,15 +128,21 @@ class ReaderServer:
         return self._open
 
     def start(self) -> ReaderServer:
-        """Serve in a background thread (for tests and the CLI's `serve`)."""
+        """Serve in a background thread (for tests and the CLI's `serve`); returns once the loop serves, so a
+        `close()` right after it (a stop signal as soon as serve printed its line) never stops the loop
+        while the listener is still being set up."""
         self._thread = threading.Thread(target=self.serve_forever, name="chat-pages-http", daemon=True)
         self._thread.start()
+        self._serving.wait()
         return self
 
     def serve_forever(self) -> None:
         loop = self._loop
         asyncio.set_event_loop(loop)
-        server = loop.run_until_complete(asyncio.start_server(self._connection, sock=self._sock, limit=MAX_HEAD))
+        try:
+            server = loop.run_until_complete(asyncio.start_server(self._connection, sock=self._sock, limit=MAX_HEAD))
+        finally:
+            self._serving.set()
         try:
             loop.run_forever()
         finally:
@@ -193,15 +200,17 @@ class ReaderServer:
                                                  "message": "not an HTTP/1.x request line"}), False, True)
             return False
         method, target, version = parts
-        if method == "GET" and not target.startswith("/"):
-            await self._send(w, 400, dump_bytes({"ok": False, "error": "bad-request",
-                                                 "message": "the target must be a path"}), False, True)
-            return False
         headers = [(k.strip().lower(), v.strip()) for k, _, v in (x.partition(":") for x in lines[1:])]
+        # The guard judges an absolute-form target's authority and hands back the path it names (RFC 9112
+        # §3.2.2: a server must accept that form, and its authority names what the server acts on).
         verdict = self.guard.check(target, headers)
         if verdict.refusal is not None:  # before anything else: a refused request learns nothing more
             await self._send(w, verdict.status, dump_bytes(verdict.refusal), False, True, head_only=method == "HEAD",
                              extra=verdict.headers)
+            return False
+        if method == "GET" and not verdict.target.startswith("/"):
+            await self._send(w, 400, dump_bytes({"ok": False, "error": "bad-request",
+                                                 "message": "the target must be a path"}), False, True)
             return False
         fields = dict(headers)
         has_body = "transfer-encoding" in fields or fields.get("content-length", "0") not in ("", "0")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._access import Grants
     from ._core_state import Bounds
+    from ._engine_uids import EngineUids
     from ._lifecycle import Controller, EngineSpec, Hooks, Placement
     from ._refusal import ControlRefusal
     from ._server_limits import ServerLimits
@@ -36,6 +37,7 @@ _LAZY: dict[str, str] = {
     "ControlRefusal": "_refusal",
     "Controller": "_lifecycle",
     "EngineSpec": "_lifecycle",
+    "EngineUids": "_engine_uids",
     "Grants": "_access",
     "Hooks": "_lifecycle",
     "Placement": "_lifecycle",
@@ -47,6 +49,7 @@ __all__ = [
     "ControlRefusal",
     "Controller",
     "EngineSpec",
+    "EngineUids",
     "Grants",
     "Hooks",
     "Placement",

@@ -104,6 +104,9 @@ class CoreConfig:
     # why}, cgroup-cohort's held_to_dict), as the launch reported them; None when this incarnation did not
     # launch the engine (unknown, never "no limits"). The binding record carries it.
     limits: Mapping[str, Mapping[str, Any]] | None = None
+    # The uid this execution's engine runs as, when the lifecycle allocated one for it (`EngineUids`; the
+    # claim records it too); None for the launcher's one account. The binding record carries it.
+    engine_uid: int | None = None
 
 
 def engine_link_core(bounds: Bounds) -> LinkCore:
@@ -225,6 +228,7 @@ class CoreState:
             "evidence": {"unknownNativeEvents": sum(self.unknown_native.values()),
                          "lateEvents": self.late_events, "dialogs": self.dialogs},
             "limits": None if self.config.limits is None else {k: dict(v) for k, v in self.config.limits.items()},
+            "engineUid": self.config.engine_uid,
         }
 
     def _engine_state(self) -> str:

@@ -50,6 +50,7 @@ from typing import Any
 from mosaic.cgroup_cohort import (
     CohortHandle,
     CohortRef,
+    Credentials,
     EngineLimits,
     FixtureVerifier,
     Launcher,
@@ -92,6 +93,7 @@ from ._eligibility import (
     settle_record,
     write_record,
 )
+from ._engine_uids import EngineUids, hand_over
 from ._guard import LiveRoots, LiveSessionGuard
 from ._io import Effect
 from ._launch_checks import (
@@ -148,6 +150,10 @@ class EngineSpec:
     thinking: str | None = None
     pin_tree: str | None = None  # a command engine's install tree: its content digest enters the binary pin
     limits: EngineLimits | None = None
+    # The directories whose content is the engine's (its agent dir, its HOME): with a uid per execution
+    # (`EngineUids`), what an earlier execution's uid owns in them is handed to each new one before its
+    # launch (systemd's StateDirectory=); each must be inside the fixture root (the guard checks them).
+    state_dirs: tuple[str, ...] = ()
 
 
 @dataclass
@@ -193,10 +199,13 @@ class Controller:
         eligibility: str | None = None,
         grants: Grants | None = None,
         on_recovered: Callable[[EligibilityRecord], str | None] | None = None,
+        engine_uids: EngineUids | None = None,
     ) -> None:
         """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
         place and header, the pin and the seal, the grants (who besides this uid may connect and do what:
-        `Grants`; none by default). Raises the refusal (live-session-refused, configuration,
+        `Grants`; none by default). `engine_uids`: a uid for each execution's engine, allocated from that
+        range at each launch and recorded in the claim and the binding; None runs the engine as the
+        launcher's one account. Raises the refusal (live-session-refused, configuration,
         engine-pin-mismatch, unsealed-engine).
 
         `on_recovered(record)` is called on the event loop when a client's recover has written its
@@ -216,6 +225,7 @@ class Controller:
         self.hooks = hooks or Hooks()
         self.eligibility = eligibility
         self.access = AccessPolicy(grants=grants or Grants())
+        self.engine_uids = engine_uids
         self.inherited: tuple[Mapping[str, Any], ...] = ()
         self.recovered: EligibilityRecord | None = None
         self.on_recovered = on_recovered
@@ -227,6 +237,9 @@ class Controller:
         self.claim_root_real = self.guard.check(placement.claim_root, what="claim root")
         self.place: SessionPlace = session_place(self.session_real)
         self.identity: SessionIdentity = read_session(self.place)
+        # The engine's state directories, handed to each allocated uid before its launch: never a live one.
+        for state_dir in engine.state_dirs:
+            self.guard.check(state_dir, what="engine state directory")
         self.argv = sealed_argv(engine, self.session_real)
         self.pins = current_pins(engine, self.argv)
         self.conversation = conversation_id(self.place.project, self.place.seat, self.place.name)
@@ -337,11 +350,12 @@ class Controller:
         # Bind again, right before anything is spawned: a swap since start() (G3) stops it here.
         self._bind_paths()
         await self._reserve_stop_room(claim)
-        await loop.run_in_executor(None, claim.mark_spawn)
+        engine = await self._engine_uid(claim)
+        await loop.run_in_executor(None, lambda: claim.mark_spawn(engine_uid=None if engine is None else engine.uid))
         self._step("spawn-marker")
         handle = await loop.run_in_executor(None, lambda: self.launcher.launch(
             claim.unit_name, self.argv, env=dict(self.engine.env), cwd=self.place.project,
-            limits=self.engine.limits))
+            limits=self.engine.limits, engine=engine))
         self._step("launched")
         ref = handle.ref
         core_link = engine_link_core(self.bounds)
@@ -392,6 +406,33 @@ class Controller:
             raise ControlRefusal("no-space", f"the claim root has no room for the claim revisions a force stop "
                                              f"must publish ({name}: {exc.strerror}); nothing was spawned{note}") \
                 from None
+
+    async def _engine_uid(self, claim: Claim) -> Credentials | None:
+        """Before the spawn marker: the credentials of this execution's engine, a uid leased to this claim
+        from `engine_uids` (in the engine group), or None for the launcher's one account. No uid proven free:
+        the reservation is released with the never-spawned proof (nothing ran under it) and the refusal,
+        `no-engine-uid`, is raised."""
+        if self.engine_uids is None:
+            return None
+        uids = self.engine_uids
+        loop = asyncio.get_running_loop()
+        try:
+            uid = await loop.run_in_executor(None, uids.allocate, claim, self.claim_root_real)
+        except ControlRefusal as refusal:
+            with contextlib.suppress(OSError, ClaimRefusal):
+                proof = ProofRef.never_spawned(claim.claim_id, "no engine uid was free")
+                await loop.run_in_executor(None, lambda: claim.release(proof))
+            record = self.recovered
+            if record is not None:  # held, never launched under: spent, never used
+                with contextlib.suppress(OSError, Refusal):
+                    await loop.run_in_executor(None, lambda: settle_record(self.claim_root_real, record.id,
+                                                                           passed=False))
+            raise refusal from None
+        # What the engine keeps (Pi's credential store is 0600) is this uid's now (`_engine_uids` rule 4).
+        dirs = tuple(self.guard.check(d, what="engine state directory") for d in self.engine.state_dirs)
+        await loop.run_in_executor(None, hand_over, dirs, uid, uids.uids)
+        self._step("engine-uid")
+        return Credentials(uid, uids.gid, ())
 
     async def _settle_eligibility(self, record_id: str, problem: str | None) -> None:
         """The launch under a held record ends its load check: K8's (the engine's session file, header and
@@ -562,8 +603,14 @@ class Controller:
         stays held (W16). An orphan is adopted and served uncertain (W6, W13); a stop in progress is
         continued from TERM for the same stop record (K10, K11). Nothing is launched over it."""
         assert self.store is not None
-        if Outcome.OWNER_ALIVE in outcomes or Outcome.FOREIGN_HOST in outcomes or Outcome.UNREADABLE in outcomes:
-            raise refusal or ClaimRefusal("already-active", "the pair is held")
+        if Outcome.FOREIGN_HOST in outcomes or Outcome.UNREADABLE in outcomes:
+            raise refusal or ClaimRefusal("unsafe-replacement", "the pair is held by no readable claim")
+        if Outcome.OWNER_ALIVE in outcomes:
+            # A live owner holds it: another start is (or was just now) live on it. Its state says nothing
+            # here: an orphan another controller adopted a moment ago is uncertain, and the pair's state-based
+            # refusal would send an operator to repair a claim that is fine (issue 28 item 6).
+            raise ClaimRefusal("already-active", "the pair is held by a controller that is alive (W12): one "
+                                                 "controller per pair")
         if Outcome.ELIGIBILITY_PENDING in outcomes:
             # A recover reserved the pair for its eligibility record: only that record's launch (or its
             # release with a proof) moves it on, whether or not the recovering controller is alive.
@@ -626,7 +673,7 @@ class Controller:
                           generation=claim.head("seat").generation, unit=unit, census=True, bounds=self.bounds,
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
                           drift=DriftConfig(self.identity.header_id), inherited=self.inherited, access=self.access,
-                          limits=limits)
+                          limits=limits, engine_uid=claim.engine_uid)
 
     # ------------------------------------------------------------------------------------------- serve
 

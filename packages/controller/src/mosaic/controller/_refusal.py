@@ -55,4 +55,6 @@ class ControlRefusal(Refusal):
         "configuration": False,  # a required constructor path is missing or misplaced, or unreadable
         "no-space": False,  # the claim root's file system has no room for the claim revisions a launch
         # reserves for its stop, or for recover's reservation or record (ENOSPC, EDQUOT)
+        "no-engine-uid": True,  # no uid of the engine uid range is proven free (each may still hold a cohort);
+        # one frees when its claim is stopped with a proof and its processes are gone (issue 28 item 3)
     }

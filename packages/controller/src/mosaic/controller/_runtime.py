@@ -177,7 +177,7 @@ class ControllerRuntime:
         self.clock = clock
         # The grants decide in the core (rule 7b); the same grants open the socket's gate to their uids and gids.
         self.server = SocketServer(socket_path, self.feed, limits=limits or ServerLimits(), clock=time.monotonic,
-                                   reach=core.config.access.reach())
+                                   reach=core.config.access.reach(), standing=core.config.access.standing)
         self.page_reader = page_reader
         self.session_reader = session_reader
         self.effects = effects

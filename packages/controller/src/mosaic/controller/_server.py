@@ -43,6 +43,12 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    those reach the socket (`_socket_gate`), set after bind and before listen, and the directory goes back
    to 0700 at `aclose`.
 
+8. The connection bound is shared (issue 28 item 2): each uid other than the owner holds at most its share
+   (`ServerLimits.connections_per_uid`), and the last slots are kept, `owner_reserve` for the owner alone,
+   `force_stop_reserve` below it for the owner and uids granted force-stop (``standing``, the access
+   policy's), so a neighbour's connections can never lock the owner out of its own controller. A peer past
+   what it may take reads ``closing`` "too-many-connections" with a message naming the share or reserve.
+
 Each connection is a `_server_connection.ServerConnection`: its buffers, outbox and ending (rules 2, 3, 5,
 6 and the bounds below). It reaches this server only through `ConnectionHost`: the loop and clock, whether a
 new connection may be served and its name, the tables of connections, the core, the answer encoder and the
@@ -73,6 +79,7 @@ with a fake clock calls it).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import logging
@@ -81,7 +88,7 @@ import time
 import traceback
 from collections.abc import Callable
 
-from ._access import Peer
+from ._access import AccessPolicy, Peer
 from ._io import CloseConnection, ConnId, Input, Notify, Refuse, Reply, RpcId
 from ._jsonrpc import encode_error, encode_notification, encode_result
 from ._methods import CLOSE_REASONS, INTERNAL_ERROR, REFUSED
@@ -132,10 +139,15 @@ class SocketServer:
         limits: ServerLimits = _DEFAULT_LIMITS,
         clock: Callable[[], float] = time.monotonic,
         reach: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()),
+        standing: Callable[[Peer | None], str] | None = None,
     ) -> None:
         self.socket_path = socket_path
         self._on_input = on_input
         self.reach = reach  # (uids, gids) besides the owner that may reach the socket (rule 7)
+        # Which slots of the connection bound a peer may take (rule 8): the access policy's `standing`;
+        # by default the owner is this process's uid and nobody else is granted force-stop.
+        self._standing = standing if standing is not None else AccessPolicy().standing
+        self._per_uid: collections.Counter[int | None] = collections.Counter()
         self.limits = limits
         self._clock = clock
         self._conns: dict[ConnId, ServerConnection] = {}
@@ -287,17 +299,30 @@ class SocketServer:
     def now(self) -> float:
         return self._clock()
 
-    def refusal(self) -> str | None:
+    def refusal(self, peer: Peer | None) -> tuple[str, str] | None:
+        """Why a connection from `peer` accepted now may not be served (reason, message), or None (rule 8)."""
         if self._shutting_down:
-            return "shutdown"
-        if len(self._conns) >= self.limits.max_connections:
-            return "too-many-connections"
+            return "shutdown", CLOSE_REASONS["shutdown"]
+        limits = self.limits
+        standing = self._standing(peer)
+        bound = limits.bound_for(standing)
+        if len(self._conns) >= bound:
+            kept = "" if standing == "owner" else (
+                f"; the last {limits.max_connections - bound} of {limits.max_connections} are kept for the owner"
+                + (" and uids granted force-stop" if standing == "other" else ""))
+            return "too-many-connections", f"the connection bound was reached{kept}; try again later"
+        uid = None if peer is None else peer.uid
+        if standing != "owner" and self._per_uid[uid] >= limits.connections_per_uid:
+            who = "connections whose uid could not be read share" if uid is None else f"uid {uid} holds"
+            return "too-many-connections", (f"{who} its share of {limits.connections_per_uid} of the "
+                                            f"{limits.max_connections} connections; try again later")
         return None
 
     def register(self, conn: ServerConnection) -> ConnId:
         self._next_id += 1
         conn_id = f"c{self._next_id}"
         self._conns[conn_id] = conn
+        self._per_uid[None if conn.peer is None else conn.peer.uid] += 1
         return conn_id
 
     def hold_rejected(self, conn: ServerConnection) -> int:
@@ -308,6 +333,10 @@ class SocketServer:
         self._rejected.discard(conn)
         if self._conns.get(conn.conn_id) is conn:
             del self._conns[conn.conn_id]
+            uid = None if conn.peer is None else conn.peer.uid
+            self._per_uid[uid] -= 1
+            if not self._per_uid[uid]:
+                del self._per_uid[uid]
 
     # ----------------------------------------------------------------------------------------- core
 

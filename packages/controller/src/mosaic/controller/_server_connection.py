@@ -49,8 +49,9 @@ class ConnectionHost(Protocol):
     def now(self) -> float:
         """The server's clock (deadlines)."""
 
-    def refusal(self) -> str | None:
-        """Why a connection accepted now may not be served ("shutdown", "too-many-connections"), or None."""
+    def refusal(self, peer: Peer | None) -> tuple[str, str] | None:
+        """Why a connection from `peer` accepted now may not be served: (reason, message), the reason
+        "shutdown" or "too-many-connections"; or None."""
 
     def register(self, conn: ServerConnection) -> ConnId:
         """Count `conn` as served and name it."""
@@ -226,9 +227,9 @@ class ServerConnection(asyncio.Protocol):
             transport.set_write_buffer_limits(high=TRANSPORT_HIGH_WATER, low=TRANSPORT_LOW_WATER)
             now = host.now()
             self.last_request = now
-            refused = host.refusal()
+            refused = host.refusal(self.peer)
             if refused is not None:
-                self.reject(refused, now)
+                self.reject(*refused, now)
                 return
             self.conn_id = host.register(self)
         except Exception as exc:  # pragma: no cover - a bug in this file
@@ -237,7 +238,7 @@ class ServerConnection(asyncio.Protocol):
             return
         host.to_core(Connected(self.conn_id, self.peer))
 
-    def reject(self, reason: str, now: float) -> None:
+    def reject(self, reason: str, message: str, now: float) -> None:
         """Tell the client why and end the connection at once (a lingering close, see `shut_down`);
         never counted, never given an id, never seen by the core."""
         self.rejected = True
@@ -245,7 +246,7 @@ class ServerConnection(asyncio.Protocol):
         self.closing_since = now
         rejected = self.host.hold_rejected(self)
         assert self.transport is not None
-        self.transport.write(encode_notification("closing", _closing_params(reason)))
+        self.transport.write(encode_notification("closing", {"reason": reason, "message": message}))
         if rejected > self.limits.max_connections:
             # A flood of rejected clients: do not hold their fds for the linger, close outright.
             self.transport_closed = True

@@ -20,7 +20,23 @@ class ServerLimits:
     """Connections served at once (closing ones still count until they are gone). A client past the
     bound reads one ``closing`` notification with reason "too-many-connections" and is closed at once:
     never silently dropped, never given a connection id, never seen by the core. 256 is far above the
-    few clients one conversation has (a terminal, the WebUI bridge, tools) and far below the fd limit."""
+    few clients one conversation has (a terminal, the WebUI bridge, tools) and far below the fd limit.
+    Of the bound, `connections_per_uid`, `owner_reserve` and `force_stop_reserve` say who may take what."""
+
+    per_uid: int | None = None
+    """Connections one uid other than the owner may hold at once (`connections_per_uid`; None: an eighth of
+    `max_connections`, at least 1: 32 of 256). A neighbour with a grant cannot hold the bound (issue 28 item
+    2): past its share it reads ``closing`` "too-many-connections" with a message naming its uid and share."""
+
+    owner_reserve: int | None = None
+    """The last slots of the bound, which only the owner (the controller's own uid) takes (None: a
+    sixteenth of `max_connections`: 16 of 256). The owner has no per-uid share: its reconnect, a second
+    terminal and the client that would force stop a runaway engine always find room."""
+
+    force_stop_reserve: int | None = None
+    """The slots below the owner's reserve that only the owner and uids granted `force-stop` take (None: a
+    sixteenth of `max_connections`: 16 of 256). Everyone else shares what is below both reserves (224 of
+    256), each uid within its share."""
 
     backlog: int = 1024
     """The listen(2) backlog: connections the kernel holds before accept. 1024 holds a burst of 1,000
@@ -69,10 +85,42 @@ class ServerLimits:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ServerLimits.{name} must be a positive integer, not {value!r}")
+        for name, least in (("per_uid", 1), ("owner_reserve", 0), ("force_stop_reserve", 0)):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+                raise ValueError(f"ServerLimits.{name} must be None or an integer of at least {least}, not {value!r}")
+        if self.owner_reserved + self.force_stop_reserved >= self.max_connections:
+            raise ValueError(f"ServerLimits: the reserves ({self.owner_reserved} + {self.force_stop_reserved}) "
+                             f"must leave room below max_connections ({self.max_connections})")
         for name in ("request_timeout", "idle_timeout", "close_linger"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
                 raise ValueError(f"ServerLimits.{name} must be a positive number of seconds, not {value!r}")
+
+    @property
+    def connections_per_uid(self) -> int:
+        """The share of one uid other than the owner (`per_uid`, or its default)."""
+        return self.per_uid if self.per_uid is not None else max(1, self.max_connections // 8)
+
+    @property
+    def owner_reserved(self) -> int:
+        """The slots only the owner takes (`owner_reserve`, or its default)."""
+        return self.owner_reserve if self.owner_reserve is not None else self.max_connections // 16
+
+    @property
+    def force_stop_reserved(self) -> int:
+        """The slots only the owner and uids granted force-stop take (`force_stop_reserve`, or its default)."""
+        return self.force_stop_reserve if self.force_stop_reserve is not None else self.max_connections // 16
+
+    def bound_for(self, standing: str) -> int:
+        """How many connections may be served at once when one of `standing` ("owner", "force-stop" or
+        "other") connects: the whole bound for the owner, less the owner's reserve for a force-stop grantee,
+        less both reserves for anyone else."""
+        if standing == "owner":
+            return self.max_connections
+        if standing == "force-stop":
+            return self.max_connections - self.owner_reserved
+        return self.max_connections - self.owner_reserved - self.force_stop_reserved
 
     @property
     def read_pause_bytes(self) -> int:

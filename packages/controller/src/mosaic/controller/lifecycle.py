@@ -1,6 +1,7 @@
 """The claim-backed lifecycle (brief §2, §6): a `Controller` for one execution (`Placement`, `EngineSpec`,
 `Hooks`), the live-session guard it keeps (`LiveSessionGuard`, `LiveRoots`, `RULES`), the session it reads
-(`SessionPlace`, `SessionIdentity`), the recover eligibility records (`EligibilityRecord` and its
+(`SessionPlace`, `SessionIdentity`), an engine uid per execution (`EngineUids`, its `Lease`s, `claim_over`,
+`live_uids`, `hand_over`), the recover eligibility records (`EligibilityRecord` and its
 single-use steps), and where the writer claim meets the cohort (`ClaimCohortProbe`, `run_force_stop`,
 `stop_and_release`, `cohort_proof_ref`)."""
 
@@ -17,6 +18,7 @@ from ._eligibility import (
     settle_record,
     write_record,
 )
+from ._engine_uids import EngineUids, Lease, claim_over, hand_over, live_uids
 from ._guard import RULES, LiveRoots, LiveSessionGuard
 from ._lifecycle import Controller, EngineSpec, Hooks, Placement
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
@@ -28,15 +30,20 @@ __all__ = [
     "Controller",
     "EligibilityRecord",
     "EngineSpec",
+    "EngineUids",
     "Hooks",
     "LiveRoots",
+    "Lease",
     "LiveSessionGuard",
     "Placement",
     "SessionIdentity",
     "SessionPlace",
     "StopRun",
+    "claim_over",
     "cohort_proof_ref",
+    "hand_over",
     "hold_record",
+    "live_uids",
     "mint_eligibility_id",
     "read_record",
     "read_session",

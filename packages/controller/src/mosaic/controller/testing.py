@@ -224,9 +224,11 @@ class FixtureTree:
         return self.project / ".pi" / "state" / SEAT / "sessions" / "s.jsonl"
 
     def make(self, engine_uid: tuple[int, int], *, model_url: str = "http://127.0.0.1:9/v1",
-             seed: str | None = None) -> None:
+             seed: str | None = None, group_writable: bool = False) -> None:
         """`seed`: the session file's bytes instead of the header. The fake's model is its in-process script,
-        but Pi's provider table must name it (FACTS Part 2): hence the models.json even without a server."""
+        but Pi's provider table must name it (FACTS Part 2): hence the models.json even without a server.
+        `group_writable`: the engine's tree is its group's to write (directories 2775, files 0664), as a tree
+        that engines of several uids in one engine group share must be (`EngineUids`: a uid per execution)."""
         for d in ("home", "agent", "operator-home", "claims"):
             (self.root / d).mkdir(parents=True)
         self.session.parent.mkdir(parents=True)
@@ -237,8 +239,12 @@ class FixtureTree:
         for top in ("home", "agent", "proj"):
             for dirpath, _dirs, files in os.walk(self.root / top):
                 os.chown(dirpath, uid, gid)
+                if group_writable:
+                    os.chmod(dirpath, 0o2775)
                 for f in files:
                     os.chown(os.path.join(dirpath, f), uid, gid)
+                    if group_writable:
+                        os.chmod(os.path.join(dirpath, f), 0o664)
         os.chmod(self.claims, 0o700)
 
     def engine_env(self, **extra: str) -> dict[str, str]:

@@ -124,9 +124,17 @@ class Claim:
     _FORWARD: tuple[KeyKind, KeyKind] = ("seat", "session")
     _REVERSE: tuple[KeyKind, KeyKind] = ("session", "seat")
 
-    def mark_spawn(self) -> None:
-        """Publish the spawn marker on both keys, still reserved (§2 "Lifecycle" 2). The caller spawns only
-        after this returns; from then on a no-unit observation can never free the pair (W20).
+    @property
+    def engine_uid(self) -> int | None:
+        """The uid this claim's engine runs as, when one was allocated for it (recorded with the spawn
+        marker), else None."""
+        return known_to_either(tuple(self._heads.values()))["engine_uid"]
+
+    def mark_spawn(self, *, engine_uid: int | None = None) -> None:
+        """Publish the spawn marker on both keys, still reserved (§2 "Lifecycle" 2), with `engine_uid`, the
+        uid allocated for this execution's engine (None: the launcher's one account), which every later
+        revision carries. The caller spawns only after this returns; from then on a no-unit observation can
+        never free the pair (W20).
 
         Raises ValueError, before anything is published, unless reserved, and while the claim's
         eligibility is pending: a recovery reservation is spawned under only by the launcher that took it
@@ -136,7 +144,8 @@ class Claim:
         if any(h.eligibility is not None and not h.eligibility.taken for h in self._heads.values()):
             raise ValueError(f"the eligibility of {self.claim_id} is pending: only the launcher that takes the "
                              "claim over spawns under it")
-        self._step("spawn-marker", self._FORWARD, reason="spawn-marker", state=State.RESERVED, spawn_marker=True)
+        self._step("spawn-marker", self._FORWARD, reason="spawn-marker", state=State.RESERVED, spawn_marker=True,
+                   engine_uid=engine_uid)
 
     def _recorded(self, invocation_id: str | None, engine: ProcessRef | None,
                   cohort: Mapping[str, object] | None) -> dict[str, object]:

@@ -44,6 +44,11 @@ FORMAT = "mosaic-writer-claim/2"
 # /2-only reader reads a /3 revision as unreadable (a wrong format) rather than guessing at an extra
 # field, which holds the key as uncertain, never free.
 FORMAT_ELIGIBILITY = "mosaic-writer-claim/3"
+# /4 is /3 with one more field, `engineUid` (the uid allocated for the claim's engine), required there, and
+# `eligibility` required too but null when the claim has none. A revision is written in /4 exactly when it
+# carries an engine uid: every other one is byte for byte the /2 or /3 revision it was, and a reader that
+# knows only those reads a /4 revision as unreadable (held, never free).
+FORMAT_ENGINE_UID = "mosaic-writer-claim/4"
 # A revision is about 1.5 KiB without a cohort reference (at most MAX_COHORT_BYTES = 16 KiB); anything
 # past this cap is not one of ours and is read as unreadable.
 MAX_REVISION_BYTES = 64 * 1024
@@ -59,14 +64,15 @@ def _process_json(p: ProcessIdentity) -> dict[str, object]:
 
 def revision_to_json(rev: Revision) -> dict[str, object]:
     """The JSON object of a revision (README "Record format"): format /2, or /3 with `eligibility` when the
-    revision carries one."""
+    revision carries one, or /4 with `engineUid` (and `eligibility`, null or not) when it carries that."""
     return _revision_json(rev, None if rev.cohort is None else thaw_json(rev.cohort))
 
 
 def _revision_json(rev: Revision, cohort: object) -> dict[str, object]:
     b = rev.binding
     out: dict[str, object] = {
-        "format": FORMAT if rev.eligibility is None else FORMAT_ELIGIBILITY,
+        "format": (FORMAT_ENGINE_UID if rev.engine_uid is not None
+                   else FORMAT if rev.eligibility is None else FORMAT_ELIGIBILITY),
         "key": rev.key,
         "revision": rev.number,
         "seat": rev.seat.to_json(),
@@ -102,8 +108,11 @@ def _revision_json(rev: Revision, cohort: object) -> dict[str, object]:
         "reason": rev.reason,
         "publishedAt": rev.published_at,
     }
-    if rev.eligibility is not None:
-        out["eligibility"] = {"id": rev.eligibility.id, "taken": rev.eligibility.taken}
+    if rev.eligibility is not None or rev.engine_uid is not None:
+        out["eligibility"] = (None if rev.eligibility is None
+                              else {"id": rev.eligibility.id, "taken": rev.eligibility.taken})
+    if rev.engine_uid is not None:
+        out["engineUid"] = rev.engine_uid
     return out
 
 
@@ -174,15 +183,21 @@ _TOP = {
 
 def revision_from_json(value: object) -> Revision:
     """Build a revision from its JSON object, refusing anything that is not exactly one of the formats:
-    /2 (no `eligibility`) or /3 (with it)."""
+    /2 (no `eligibility`), /3 (with it) or /4 (with `engineUid`, and `eligibility` null or not)."""
     if not isinstance(value, dict):
         raise RecordError("revision is not an object")
     fmt = value.get("format")
-    if fmt not in (FORMAT, FORMAT_ELIGIBILITY):
-        raise RecordError(f"format is {fmt!r}, not {FORMAT!r} or {FORMAT_ELIGIBILITY!r}")
-    o = _obj(value, "revision", (_TOP | {"eligibility"}) if fmt == FORMAT_ELIGIBILITY else _TOP)
+    formats = {FORMAT: _TOP, FORMAT_ELIGIBILITY: _TOP | {"eligibility"},
+               FORMAT_ENGINE_UID: _TOP | {"eligibility", "engineUid"}}
+    fields = formats.get(fmt) if isinstance(fmt, str) else None
+    if fields is None:
+        raise RecordError(f"format is {fmt!r}, not {FORMAT!r}, {FORMAT_ELIGIBILITY!r} or {FORMAT_ENGINE_UID!r}")
+    o = _obj(value, "revision", fields)
     eligibility = None
-    if fmt == FORMAT_ELIGIBILITY:
+    engine_uid = None
+    if fmt == FORMAT_ENGINE_UID:
+        engine_uid = _int(o["engineUid"], "engineUid")
+    if fmt == FORMAT_ELIGIBILITY or (fmt == FORMAT_ENGINE_UID and o["eligibility"] is not None):
         el = _obj(o["eligibility"], "eligibility", {"id", "taken"})
         if not isinstance(el["taken"], bool):
             raise RecordError("eligibility.taken is not a bool")
@@ -258,6 +273,7 @@ def revision_from_json(value: object) -> Revision:
         reason=_str(o["reason"], "reason"),
         published_at=_str(o["publishedAt"], "publishedAt"),
         eligibility=eligibility,
+        engine_uid=engine_uid,
     )
 
 

@@ -276,7 +276,7 @@ def check_proof(proof: ProofRef | None, *, state: State, spawn_marker: bool, by_
 
 
 # Fields a claim records once, after the spawn marker, and keeps (§2 "Lifecycle" 2, §6).
-_RECORDED_ONCE = ("invocation_id", "engine", "cohort")
+_RECORDED_ONCE = ("invocation_id", "engine", "cohort", "engine_uid")
 
 
 def _eligibility_pending(rev: Revision) -> bool:
@@ -375,11 +375,12 @@ class Known(TypedDict):
     engine: ProcessRef | None
     cohort: Mapping[str, JSON] | None
     eligibility: Eligibility | None
+    engine_uid: int | None
 
 
 def known_to_either(revs: Sequence[Revision]) -> Known:
     """What any of one claim's revisions recorded, as `Revision.evolve` changes: the spawn marker (sticky
-    across the pair), and the invocation ID, engine and cohort reference once either key has them. A
+    across the pair), and the engine uid, invocation ID, engine and cohort reference once either key has them. A
     crash between the two keys leaves one key knowing more; the other must not forget it (§2 "Restart
     and half-done pairs"), least of all the cohort a later force stop or boot proof needs (§6).
 
@@ -394,6 +395,7 @@ def known_to_either(revs: Sequence[Revision]) -> Known:
         "engine": next((r.engine for r in revs if r.engine is not None), None),
         "cohort": next((r.cohort for r in revs if r.cohort is not None), None),
         "eligibility": eligibility,
+        "engine_uid": next((r.engine_uid for r in revs if r.engine_uid is not None), None),
     }
 
 

@@ -531,6 +531,10 @@ def unit_name_for(claim_id: str) -> str:
     return f"cohort-{claim_id}.scope"
 
 
+#: The highest engine uid a revision records ((uid_t)-1 is "no id" to the kernel).
+ENGINE_UID_MAX = 2**32 - 2
+
+
 @dataclass(frozen=True)
 class Revision:
     """One revision of one key: the complete record, as published at `r<number, 10 digits>.json`.
@@ -541,6 +545,12 @@ class Revision:
     `eligibility` is set only on a claim reserved for a launcher (`acquire(..., eligibility=...)`): the
     same ID in every revision of the claim, `taken` turning True once, by `ClaimStore.take_over`. None on
     every other claim (and on every revision written before the field existed).
+
+    `engine_uid` is the uid the claim's engine runs as when one was allocated for this execution (the
+    controller's engine uid range): recorded with the spawn marker, before anything runs as it, and carried
+    into every later revision, so the uid is never given to another execution while this claim is not
+    stopped with a proof. None when the launcher's one account runs the engine (and on every revision
+    written before the field existed).
 
     `invocation_id`, `engine` and `cohort` are recorded once the engine runs (§2 "Lifecycle" 2) and then
     carried into every later revision of the claim. `cohort` is the launcher's cohort reference (host,
@@ -572,6 +582,7 @@ class Revision:
     reason: str
     published_at: str
     eligibility: Eligibility | None = None
+    engine_uid: int | None = None
 
     def __post_init__(self) -> None:
         if self.key not in ("seat", "session"):
@@ -596,6 +607,9 @@ class Revision:
             object.__setattr__(self, "cohort", freeze_cohort(self.cohort))
         if self.eligibility is not None and not isinstance(self.eligibility, Eligibility):
             raise ValueError("eligibility must be an Eligibility")
+        if self.engine_uid is not None and (not isinstance(self.engine_uid, int) or isinstance(self.engine_uid, bool)
+                                            or not 1 <= self.engine_uid <= ENGINE_UID_MAX):
+            raise ValueError(f"engine uid {self.engine_uid!r} is not a uid from 1 to {ENGINE_UID_MAX}")
         _count(self.generation, "generation", minimum=1)
         _text(self.reason, "reason")
         _text(self.published_at, "published at")

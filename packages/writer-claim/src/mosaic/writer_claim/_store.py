@@ -517,9 +517,10 @@ class ClaimStore:
         record, from which the stop is continued (K10, K11).
 
         Refuses foreign-host for another machine's claim; already-active while any recorded owner is alive
-        or cannot be proven gone (W12); unsafe-replacement when the pair is unreadable, held by another
-        claim, not held by this one, half-done (run `restart` first) or from another boot (restart stops
-        it with a boot proof).
+        or cannot be proven gone (W12), and when another process that is alive published on a key first
+        (two adopters at once: the winner's start is live, issue 28 item 6); unsafe-replacement when the
+        pair is unreadable, held by another claim, not held by this one, half-done (run `restart` first)
+        or from another boot (restart stops it with a boot proof).
         """
         self._check_process()
         pair = self.observe(seat, session)
@@ -543,10 +544,23 @@ class ClaimStore:
             rev = head.evolve(number=head.number + 1, owner=self.owner, writer=writer, reason="adopt",
                               published_at=utc_timestamp(self._clock()), **known)
             if not self._publish_one(rev, "adopt"):
-                raise ClaimRefusal("unsafe-replacement",
-                                   f"another writer published on the {head.key} key of {claim_id}")
+                raise self._lost_adoption(seat if head.key == "seat" else session, claim_id)
             out.append(rev)
         return Claim(self, out[0], out[1])
+
+    def _lost_adoption(self, key: SeatKey | SessionKey, claim_id: str) -> ClaimRefusal:
+        """Why an adoption whose link() on `key` was lost refuses: another process published there first.
+        When the revision that won was written by a process that is alive (another controller adopting, or
+        classifying, at the same moment), or whose owner is, the pair is held by a live start:
+        already-active, never a repair (issue 28 item 6). Otherwise unsafe-replacement, as before."""
+        won = self.observe_key(key).revision
+        if won is not None:
+            for who, process in (("writer", won.writer.process), ("owner", won.owner.process)):
+                if self._liveness.owner_alive(Owner(process, won.writer.incarnation)) is not False:
+                    return ClaimRefusal("already-active", f"another controller published on the {won.key} key of "
+                                                          f"{claim_id} first; its {who} (pid {process.pid}) is "
+                                                          "alive: one controller per pair")
+        return ClaimRefusal("unsafe-replacement", f"another writer published on the {key.kind} key of {claim_id}")
 
     # -- take-over by a launcher ---------------------------------------------------------------------------
 

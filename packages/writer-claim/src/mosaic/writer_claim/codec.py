@@ -6,6 +6,7 @@ from __future__ import annotations
 from ._codec import (
     FORMAT,
     FORMAT_ELIGIBILITY,
+    FORMAT_ENGINE_UID,
     MAX_REVISION_BYTES,
     RecordError,
     decode_revision,
@@ -16,6 +17,7 @@ from ._codec import (
 __all__ = [
     "FORMAT",
     "FORMAT_ELIGIBILITY",
+    "FORMAT_ENGINE_UID",
     "MAX_REVISION_BYTES",
     "RecordError",
     "decode_revision",
