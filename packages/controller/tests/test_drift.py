@@ -287,7 +287,9 @@ def test_an_in_place_rewrite_is_caught_by_the_incremental_check_prefix_changed()
 
 
 @pytest.mark.parametrize("raw", [b"42", b'"a string"', b"[]", b'{"hello":"world"}', b'{"type":"message","id":7}',
-                                 b'{"type":"session","id":"x"}', b"not json", b'{"type":"message","id":"\xff"}'])
+                                 b'{"type":"session","id":"x"}', b"not json", b'{"type":"message","id":"\xff"}',
+                                 b'{"type":"message","id":"d1","x":' + b"[" * 5000 + b"]" * 5000 + b"}",
+                                 b'{"type":"message","id":"d2","x":' + b"7" * 5000 + b"}"])
 def test_a_line_pi_would_load_as_an_entry_without_an_id_or_not_at_all_is_invalid(raw: bytes) -> None:
     # Pi takes any truthy JSON value as an entry and skips malformed lines (loader quirk 4); none of these
     # is one of this engine's appends (each is a JSON object with a string id and a type).

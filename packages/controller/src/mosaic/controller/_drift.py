@@ -223,7 +223,7 @@ def _object(raw: bytes) -> dict[str, Any] | None:
     """One line as a JSON object, or None (not UTF-8, not JSON, not an object)."""
     try:
         value = json.loads(raw.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, a number past the digit limit, nested too deep
         return None
     return value if isinstance(value, dict) else None
 
