@@ -202,3 +202,20 @@ def test_every_unreadable_kind_is_a_row_of_the_table() -> None:
     from mosaic.pi_rpc.framing import UnreadableKind
 
     assert set(typing.get_args(UnreadableKind)) == set(UNREADABLE_OUTPUT)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+                    | st.text(), lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(), kids, max_size=4),
+                    max_leaves=20))
+def test_js_json_dumps_writes_a_value_nested_past_the_recursion_limit_as_json_stringify_does(value: object) -> None:
+    # 3,000 arrays around any value: past Python's recursion limit, so written without recursion; the bytes
+    # are those of the shallow value inside the same brackets (the fake's get_tree of a long chain, issue 27).
+    deep: object = value
+    for _ in range(3000):
+        deep = [deep]
+    assert js_json_dumps(deep) == "[" * 3000 + js_json_dumps(value) + "]" * 3000
+    keyed: object = value
+    for _ in range(1500):
+        keyed = {"children": [keyed]}
+    assert js_json_dumps(keyed) == '{"children":[' * 1500 + js_json_dumps(value) + "]}" * 1500

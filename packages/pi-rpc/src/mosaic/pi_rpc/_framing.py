@@ -296,11 +296,54 @@ def _js_values(value: Any) -> Any:
     return value
 
 
+def _scalar(value: Any) -> str:
+    return json.dumps(_js_values(value), ensure_ascii=False, allow_nan=False)
+
+
+class _Text(str):
+    """A piece of output already written (a bracket, a separator with its key) on :func:`_dumps_deep`'s stack."""
+
+
+def _dumps_deep(value: Any) -> str:
+    """:func:`json.dumps` with :func:`_js_values` and JSON.stringify's separators, without recursion: for a
+    value nested deeper than the interpreter's recursion limit (the fake's ``get_tree`` answer of a long
+    chain nests two levels per entry, as Pi's does up to V8's own stack limit)."""
+    parts: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Text:
+            parts.append(item)
+        elif isinstance(item, Mapping):
+            pairs = list(item.items())
+            parts.append("{")
+            stack.append(_Text("}"))
+            for i in range(len(pairs) - 1, -1, -1):
+                key, child = pairs[i]
+                stack.append(child)
+                name = key if isinstance(key, str) else _scalar(key).strip('"')
+                stack.append(_Text(("," if i else "") + json.dumps(name, ensure_ascii=False) + ":"))
+        elif isinstance(item, (list, tuple)):
+            parts.append("[")
+            stack.append(_Text("]"))
+            for i in range(len(item) - 1, -1, -1):
+                stack.append(item[i])
+                if i:
+                    stack.append(_Text(","))
+        else:
+            parts.append(_scalar(item))
+    return "".join(parts)
+
+
 def js_json_dumps(value: Any) -> str:
     """``JSON.stringify(value)`` as Node writes it: no spaces, non-ASCII raw (U+2028/U+2029 included),
     control characters escaped as ``\\n``/``\\u001b`` etc., a lone surrogate as ``\\udXXX``, an integral
-    float without a fraction, non-finite floats as ``null``. Key order is the mapping's order."""
-    text = json.dumps(_js_values(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    float without a fraction, non-finite floats as ``null``. Key order is the mapping's order. A value
+    nested deeper than the interpreter's recursion limit is written the same way, without recursion."""
+    try:
+        text = json.dumps(_js_values(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except RecursionError:
+        text = _dumps_deep(value)
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
