@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 from core_harness import INCARNATION, Harness, refused, run_end, run_start
 
+SID = "0199aaaa-1111-7000-8000-000000000001"
+
 from mosaic.controller import Grants
 from mosaic.controller.access import AccessPolicy, Peer
-from mosaic.controller.core import CALL_GATE, PROMPT_ADMISSION
+from mosaic.controller.core import CALL_GATE, DRIFT_START, PROMPT_ADMISSION, READ_SESSION, SessionStat, TimerFired
+from mosaic.controller.drift import DriftConfig, FileIdentity, SessionBytes
 from mosaic.controller.tables import TEXT_PREFIXES, check_text
 
 
@@ -156,6 +159,22 @@ def _slot_held() -> Arranged:
     return h, send
 
 
+def _file_moved() -> Arranged:
+    # The takeover check verified the file (its header and Pi's startup append); then another writer
+    # renamed a copy over it: the prompt's look shows another inode (`_core_drift` rule 6, issue 27).
+    h, _ = _controlled(drift=DriftConfig(SID))
+    h.feed(TimerFired(DRIFT_START))
+    listed = [{"type": "model_change", "id": "31125ff3", "parentId": None, "timestamp": "2026-11-30T02:46:18.000Z",
+               "provider": "fakeprov", "modelId": "fake-model-1"}]
+    h.respond("get_entries", data={"entries": listed, "leafId": "31125ff3"})
+    data = b"".join(json.dumps(x, separators=(",", ":")).encode() + b"\n" for x in (
+        {"type": "session", "version": 3, "id": SID, "timestamp": "2026-11-30T02:46:17.936Z", "cwd": "/p"}, *listed))
+    h.finish_effect(h.effect(READ_SESSION)[-1], ok=True, file=SessionBytes(data, FileIdentity(1, 7, len(data))))
+    assert h.core.drift_verdict is not None and not h.core.drift_verdict.drift
+    look = SessionStat(FileIdentity(1, 8, len(data)))
+    return h, lambda text: h.prompt("c1", text, session=look)
+
+
 ADMISSION_CASES: dict[str, dict[str, Callable[[], Arranged]]] = {
     "admitted-connection": {"channel": _unadmitted},
     "grant": {"capability": _observe_only},
@@ -168,6 +187,7 @@ ADMISSION_CASES: dict[str, dict[str, Callable[[], Arranged]]] = {
                        "fenced": lambda: _recovery_control(fences={"transport": "EPIPE"})},
     "slot": {"busy": _slot_held},
     "text": {"draft": _controlled, "text-policy": _controlled},
+    "session-file": {"session-drift": _file_moved},
 }
 
 
@@ -176,17 +196,18 @@ def test_rule1_the_admission_tables_in_order_each_check_refuses_with_its_code_an
     # prompt's admission, in the order of rule 1 (seed README "Refusals").
     rows = [*CALL_GATE, *PROMPT_ADMISSION]
     assert [r.name for r in rows] == ["admitted-connection", "grant", "incarnation", "client-request-id",
-                                      "dedup", "control", "open-admission", "slot", "text"]
+                                      "dedup", "control", "open-admission", "slot", "text", "session-file"]
     assert list(ADMISSION_CASES) == [r.name for r in rows]
     assert [c for r in rows for c in r.codes] == [
         "channel", "capability", "stale-incarnation", "malformed", "conflicting-request", "generation",
-        "controller", "preflight", "session-drift", "fenced", "busy", "draft", "text-policy"]
+        "controller", "preflight", "session-drift", "fenced", "busy", "draft", "text-policy", "session-drift"]
     for row in rows:
         assert list(ADMISSION_CASES[row.name]) == list(row.codes), row.name
         for code, arrange in ADMISSION_CASES[row.name].items():
             h, send = arrange()
             before = bytes(h.engine_bytes)
-            text = "" if code == "draft" else SLASH  # every row before the text policy sees "/goal x"
+            # every row before the text policy sees "/goal x"; the row after it, text the policy passes
+            text = "" if code == "draft" else "hello" if row.name == "session-file" else SLASH
             refused(send(text), code)
             assert bytes(h.engine_bytes) == before, (row.name, code)  # refused: zero engine bytes
 

@@ -157,8 +157,9 @@ def test_K8_K7_N1_W10_take_control_of_a_long_session_prompt_interrupt_force_stop
                 return command
 
             first.core.link.next_write = next_write  # type: ignore[method-assign]
+            earlier = {id(n) for n in c.notes}  # the hello turn's deltas are not the slow run's
             await c.call("prompt", **auth, clientRequestId="slow", text="SLOW stream please")
-            await c.until(event_is("text-delta"), WAIT)
+            await c.until(lambda n: id(n) not in earlier and event_is("text-delta")(n), WAIT)
             assert (await c.call("interrupt", **auth))["result"]["stop"]["kind"] == "interrupt"
             await c.until(stop_is("reconciled"), WAIT)
             out["interrupt_writes"] = list(written)

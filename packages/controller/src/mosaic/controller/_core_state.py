@@ -165,6 +165,9 @@ class CoreState:
         self.drift_seen: FileIdentity | None = None
         # The last clean check's (`_core_drift` rule 1: the next one goes on from it).
         self.checkpoint: Checkpoint | None = None
+        # A prompt held until the check it started ends, then fed through admission again (rule 6).
+        self.deferred: Call | None = None
+        self.resume: Call | None = None
 
     # ------------------------------------------------------------------------------------------ actions
 
