@@ -828,6 +828,30 @@ def test_W10_the_session_file_replaced_or_truncated_between_two_prompts_is_refus
     asyncio.run(main())
 
 
+def test_inputs_that_come_while_a_prompt_is_looked_at_wait_behind_it_in_order(tmp_path: Path) -> None:
+    """The runtime looks at the session file before it feeds a prompt (off the loop); what arrives
+    meanwhile waits behind the prompt, so the core sees the inputs in the order they came: a prompt and an
+    interrupt written in one chunk interrupt the prompt's turn, never refuse `no-turn` ahead of it."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", scenarios="mosaic.pi_rpc.testing:DEFAULT_SCENARIOS") as rig:
+            client = await validated_client(rig.socket_path)
+            auth = await client.control()
+            await run_turn(client, auth, "t1", "Say hello")
+            both = b"".join(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+                            + b"\n" for rid, method, params in (
+                (901, "prompt", {**auth, "clientRequestId": "t2", "text": "SLOW stream please"}),
+                (902, "interrupt", auth)))
+            client.writer.write(both)  # one write: the server reads both lines in one chunk
+            await client.writer.drain()
+            prompt, interrupt = await client.reply(901), await client.reply(902)
+            assert prompt["result"]["outcome"] == "admitted", prompt
+            assert interrupt["result"]["stop"]["kind"] == "interrupt", interrupt
+            await client.until(stop_is("reconciled"))
+            await client.close()
+
+    asyncio.run(main())
+
+
 HEADER_ONLY = json.dumps({"type": "session", "version": 3, "id": "0199bbbb-2222-7000-8000-000000000002",
                           "timestamp": "2026-11-30T02:46:17.936Z", "cwd": "{cwd}"}, separators=(",", ":")) + "\n"
 

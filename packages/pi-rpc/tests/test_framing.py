@@ -172,14 +172,17 @@ def test_decode_record_reads_a_record_at_the_depth_limit_and_refuses_one_level_m
     assert decode_record(json.dumps({"text": "[" * 5000 + "{" * 5000}))["text"]
 
 
-@pytest.mark.parametrize(("text", "kind"), [
+CANNOT_TAKE = [
     ('{"a":NaN}', "number-out-of-range"), ('{"a":Infinity}', "number-out-of-range"),
     ('{"a":-Infinity}', "number-out-of-range"), ('{"a":1e400}', "number-out-of-range"),
     ('{"a":-1.8e308}', "number-out-of-range"), ('{"a":2' + "0" * 308 + "}", "number-out-of-range"),
     ('{"a":' + "9" * 4301 + "}", "number-out-of-range"),
     ("", "not-json"), ("{", "not-json"), ('{"a":1} x', "not-json"), ("{'a':1}", "not-json"),
     ("[]", "not-an-object"), ("null", "not-an-object"), ('"text"', "not-an-object"), ("42", "not-an-object"),
-])
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), CANNOT_TAKE, ids=[f"{k}-{i}" for i, (_, k) in enumerate(CANNOT_TAKE)])
 def test_decode_record_names_the_kind_of_every_line_it_cannot_take(text: str, kind: str) -> None:
     with pytest.raises(FramingError) as refused:
         decode_record(text)
