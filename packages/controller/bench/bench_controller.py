@@ -178,7 +178,15 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
     profiler's own cost slows every figure). `session_bytes`: the stub resumes a realistic session of that
     size; `look` "free": each prompt comes with the verified point as its look (section 4's floor)."""
     from mosaic.controller import Bounds
-    from mosaic.controller.core import Call, ControllerCore, CoreConfig, EngineEvents, Input, SessionStat, new_incarnation
+    from mosaic.controller.core import (
+        Call,
+        ControllerCore,
+        CoreConfig,
+        EngineEvents,
+        Input,
+        SessionStat,
+        new_incarnation,
+    )
     from mosaic.controller.drift import DriftConfig
     from mosaic.controller.runtime import ControllerRuntime, SessionFileReader
     from mosaic.controller.server import ServerLimits
@@ -585,7 +593,7 @@ def measure_look(args: argparse.Namespace, procs: dict[str, Proc], paths: dict[s
                            for stamps in sent[side]]
         result[side] = summarize(per_round[side])
     # Paired per round: the same round's two sides ran back to back.
-    added = [pct(a, 0.5) - pct(b, 0.5) for a, b in zip(per_round["fresh"], per_round["free"]) if a and b]
+    added = [pct(a, 0.5) - pct(b, 0.5) for a, b in zip(per_round["fresh"], per_round["free"], strict=True) if a and b]
     result["added_p50_rounds"] = [round(x, 1) for x in added]
     result["added_p50"] = statistics.median(added) if added else float("nan")
     if any(not k.endswith(":finished") for k in outcomes):

@@ -10,13 +10,20 @@ from typing import Any
 import pytest
 from core_harness import INCARNATION, Harness, refused, run_end, run_start
 
-SID = "0199aaaa-1111-7000-8000-000000000001"
-
 from mosaic.controller import Grants
 from mosaic.controller.access import AccessPolicy, Peer
-from mosaic.controller.core import CALL_GATE, DRIFT_START, PROMPT_ADMISSION, READ_SESSION, SessionStat, TimerFired
+from mosaic.controller.core import (
+    CALL_GATE,
+    DRIFT_START,
+    PROMPT_ADMISSION,
+    READ_SESSION,
+    SessionStat,
+    TimerFired,
+)
 from mosaic.controller.drift import DriftConfig, FileIdentity, SessionBytes
 from mosaic.controller.tables import TEXT_PREFIXES, check_text
+
+SID = "0199aaaa-1111-7000-8000-000000000001"
 
 
 def admitted(result: object) -> dict:

@@ -181,10 +181,9 @@ async def load_check(link: EngineLink, *, bound: float, session_file: str, ident
         return (f"the engine's entries do not hold the recorded leaf {identity.leaf!r} "
                 f"({answer.get('error', 'no answer')})")
     listed = answer.get("data")
-    after = listed.get("entries") if isinstance(listed, Mapping) else None
-    if not isinstance(after, list):
+    if not isinstance(listed, Mapping) or not isinstance(listed.get("entries"), list):
         return f"the engine's get_entries answer is not an entry list: {str(listed)[:200]}"
-    return leaf_problem(identity.leaf, listed.get("leafId"), after)
+    return leaf_problem(identity.leaf, listed.get("leafId"), listed["entries"])
 
 
 def leaf_problem(recorded: str | None, loaded: Any, after: Sequence[Any]) -> str | None:

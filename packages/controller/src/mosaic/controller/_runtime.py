@@ -35,9 +35,9 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import replace
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -298,11 +298,12 @@ class ControllerRuntime:
         except RuntimeError:  # the pool was shut down: closing
             seen = SessionStat(None, "the controller is closing")
         self._looking = False
-        if self._closed:
-            return
-        self._receive(replace(call, session=seen))
-        while self._waiting and not self._looking and not self._closed:
-            self.feed(self._waiting.popleft())
+        try:
+            if not self._closed:
+                self._receive(replace(call, session=seen))
+        finally:  # what waited behind the prompt goes on, in order, whatever carrying the prompt out raised
+            while self._waiting and not self._looking and not self._closed:
+                self.feed(self._waiting.popleft())
 
     def _receive(self, event: Input) -> None:
         try:
