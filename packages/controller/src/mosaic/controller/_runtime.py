@@ -74,7 +74,7 @@ from ._io import (
 from ._server import Placeholder, ServerLimits, SocketServer
 
 __all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "history_reader", "SessionFileReader", "SessionReader",
-           "no_cohort_effects"]
+           "SessionStatter", "no_cohort_effects"]
 
 logger = logging.getLogger("mosaic.controller.runtime")
 
