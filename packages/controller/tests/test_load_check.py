@@ -1,6 +1,6 @@
 """K8 at any length (issue 27): the lifecycle's load check proves the loaded file and leaf with two flat
 answers, `get_state` and `get_entries since=<recorded leaf>` (its `leafId`, and only the entries after the
-recorded leaf), never `get_tree`, whose answer nests one level per entry of a chain and which Pi itself
+recorded leaf), never `get_tree`, whose answer nests two levels per entry of a chain and which Pi itself
 fails past its stack limit. K8's meaning is unchanged: the engine loaded the recorded file and leaf, Pi's
 own startup append allowed; anything else fences `preflight` with the reason.
 

@@ -14,7 +14,7 @@
    FACTS (d)) is the engine's, not another leaf (`leaf_problem`). The leaf is proven with answers whose size
    and depth do not grow with the session: `get_state`, and `get_entries since=<recorded leaf>` (flat, its
    `leafId` and only the entries after the recorded leaf, docs/pi-0.85.1.md "get_entries and get_tree"),
-   never `get_tree`, which nests one level per entry of a chain (Pi's own answer fails past about 2,047).
+   never `get_tree`, which nests two levels per entry of a chain (Pi's own answer fails past about 2,047).
 5. An execution this controller did not run to its end reports every tool call the session file shows
    without a result as an uncertain effect (`effect_report`, brief §6 "Effects").
 """
