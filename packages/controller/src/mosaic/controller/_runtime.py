@@ -36,7 +36,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -276,13 +276,15 @@ class ControllerRuntime:
             self._waiting.append(event)
             return
         if isinstance(event, Call) and event.session is None and self.core.wants_session_stat(event):
-            self._looking = True
-            self._start(self._look_then_feed(event))
+            self._look(event)
             return
         self._receive(event)
 
-    async def _look_then_feed(self, call: Call) -> None:
+    def _look(self, call: Call) -> None:
+        """Take the prompt's look at the session file on the look thread; `_looked` feeds the prompt with it
+        when it is back (a future's callback: no task between, the cheapest hop off the loop and back)."""
         assert self._loop is not None
+        loop = self._loop
         look = self.session_stat
 
         def stat() -> SessionStat:
@@ -293,10 +295,18 @@ class ControllerRuntime:
             except Exception as exc:  # noqa: BLE001 - a look that fails is no evidence: the core reads the file
                 return SessionStat(None, repr(exc))
 
+        def back(done: Future[SessionStat]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the controller is gone
+                loop.call_soon_threadsafe(self._looked, call, done)
+
+        self._looking = True
         try:
-            seen = await self._loop.run_in_executor(self._stat_pool, stat)
+            self._stat_pool.submit(stat).add_done_callback(back)
         except RuntimeError:  # the pool was shut down: closing
-            seen = SessionStat(None, "the controller is closing")
+            self._looking = False
+
+    def _looked(self, call: Call, done: Future[SessionStat]) -> None:
+        seen = done.result() if not done.cancelled() else SessionStat(None, "the look was cancelled")
         self._looking = False
         try:
             if not self._closed:
