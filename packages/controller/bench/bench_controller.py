@@ -42,6 +42,13 @@ The three goals:
    controller process serves sections 2 and 3 (the loaded phase leaves a high-water mark in the first
    one's RSS).
 
+4. The prompt path's look at the session file (issue 27: a second writer seen before the next prompt runs):
+   two controllers on copies of one realistic 18.6 MB session (pi-rpc's session generator, 11,265 entries;
+   the stub resumes it), one as deployed (each prompt waits for one look at the file, on the runtime's own
+   thread, before the core sees it), one given the verified point as its look for free (the core compares
+   the same, the shell's hop left out). Rounds alternate; reported: each one's client write -> engine
+   stdin p50/p99 and the p50 the look adds. Goal: under 0.2 ms.
+
 Rounds alternate which side goes first. The machine has few cores and other jobs run: each table row says
 how noisy its floor was across rounds (max - min over the median). No assertions: numbers only.
 
@@ -61,6 +68,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -93,13 +101,20 @@ def stub_argv(stamps: str, session: str | None = None) -> list[str]:
     return [sys.executable, "-I", STUB, "--stamps", stamps, *(["--session", session] if session else [])]
 
 
-def session_for(path: str) -> str:
+def session_for(path: str, size: int = 0) -> str:
     """A fresh Pi session file beside the socket `path` (`<dir>/proj-<name>/.pi/state/seat/sessions/s.jsonl`),
-    which the stub engine writes as Pi does and the controller's drift check reads (as deployed)."""
+    which the stub engine writes as Pi does and the controller's drift check reads (as deployed). With
+    `size`, a realistic session of about that many bytes is written first (pi-rpc's generator), which the
+    stub resumes."""
     project = os.path.join(os.path.dirname(path), "proj-" + os.path.basename(path).replace(".", "-"))
     sessions = os.path.join(project, ".pi", "state", "seat", "sessions")
     os.makedirs(sessions)
-    return os.path.join(sessions, "s.jsonl")
+    session = os.path.join(sessions, "s.jsonl")
+    if size:
+        from mosaic.pi_rpc.testing.sessions import write_session
+
+        write_session(session, cwd=project, session_id=STUB_SESSION_ID, size=size)
+    return session
 
 
 def read_stamps(path: str) -> tuple[dict[str, float], list[tuple[int, float, float]]]:
@@ -156,12 +171,22 @@ class EngineCount:
 # ----------------------------------------------------------------------------------------------- roles
 
 
-def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None) -> None:
+def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None, session_bytes: int = 0,
+                    look: str = "fresh") -> None:
     """The controller on the stub engine; ``stats`` on stdin, stops when stdin closes. With `profile`,
     the whole run is under cProfile and its stats are dumped there (for finding where the time goes; the
-    profiler's own cost slows every figure)."""
+    profiler's own cost slows every figure). `session_bytes`: the stub resumes a realistic session of that
+    size; `look` "free": each prompt comes with the verified point as its look (section 4's floor)."""
     from mosaic.controller import Bounds
-    from mosaic.controller.core import ControllerCore, CoreConfig, EngineEvents, Input, new_incarnation
+    from mosaic.controller.core import (
+        Call,
+        ControllerCore,
+        CoreConfig,
+        EngineEvents,
+        Input,
+        SessionStat,
+        new_incarnation,
+    )
     from mosaic.controller.drift import DriftConfig
     from mosaic.controller.runtime import ControllerRuntime, SessionFileReader
     from mosaic.controller.server import ServerLimits
@@ -178,6 +203,9 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
         """Counts the engine records each batch hands the core, after the core has taken them."""
 
         def feed(self, event: Input) -> None:
+            if look == "free" and isinstance(event, Call) and event.method == "prompt" and event.session is None:
+                verdict = self.core.drift_verdict  # the look a shell would have taken, given for free
+                event = dataclasses.replace(event, session=SessionStat(verdict.seen if verdict else None))
             super().feed(event)
             if isinstance(event, EngineEvents):
                 n = sum(1 for e in event.events if isinstance(e, EngineEvent))
@@ -186,7 +214,7 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
 
     async def main() -> None:
         # The drift check on, as deployed: the stub keeps a Pi session file and answers get_entries.
-        session = session_for(path)
+        session = session_for(path, session_bytes)
         core = ControllerCore(CoreConfig(conversation="bench", execution="exec-1", binding="binding-exec-1",
                                          incarnation=new_incarnation(), bounds=Bounds(),
                                          drift=DriftConfig(STUB_SESSION_ID)), now=time.time())
@@ -531,6 +559,46 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, paths: dict[str, st
             "held_after": held_after, "load_ready_s": round(load_ready_s, 2), "idle_s": round(idle_s, 1),
             "loaded_s": round(loaded_s, 1),
             "rss_kib": {"idle": rss_idle, "loaded_peak": rss_loaded, "after": rss_after}}
+
+
+# --------------------------------------------------------------- 4. the prompt path's look at the session file
+
+
+def measure_look(args: argparse.Namespace, procs: dict[str, Proc], paths: dict[str, str],
+                 notes: list[str]) -> dict[str, Any]:
+    """Section 4: the two controllers (`look`: as deployed; `free`: the look given) on copies of one
+    realistic session; alternate rounds of prompts; each side's client write -> engine stdin."""
+    clients = {side: controlling_client(paths[f"{side}-look"]) for side in ("fresh", "free")}
+    sent: dict[str, list[dict[str, float]]] = {"fresh": [], "free": []}
+    outcomes: dict[str, int] = {}
+    try:
+        for r in range(args.look_rounds + 1):  # round 0 warms both up and is left out
+            order = ("fresh", "free") if r % 2 == 0 else ("free", "fresh")
+            for side in order:
+                client, auth = clients[side]
+                stamps, got = prompt_round(client, auth, f"look-{side}-{r}", args.prompts, controller=True)
+                if r:
+                    sent[side].append(stamps)
+                for k, v in got.items():
+                    outcomes[f"{side}:{k}"] = outcomes.get(f"{side}:{k}", 0) + v
+    finally:
+        for client, _ in clients.values():
+            client.close()
+    result: dict[str, Any] = {"outcomes": outcomes, "session_bytes": args.look_bytes,
+                              "finals": {side: proc.ask() for side, proc in procs.items()}}
+    per_round: dict[str, list[list[float]]] = {}
+    for side in ("fresh", "free"):
+        engine = read_stamps(paths[f"stamps-{side}-look"])[0]
+        per_round[side] = [[(engine[t] - t0) * 1e6 for t, t0 in stamps.items() if t in engine]
+                           for stamps in sent[side]]
+        result[side] = summarize(per_round[side])
+    # Paired per round: the same round's two sides ran back to back.
+    added = [pct(a, 0.5) - pct(b, 0.5) for a, b in zip(per_round["fresh"], per_round["free"], strict=True) if a and b]
+    result["added_p50_rounds"] = [round(x, 1) for x in added]
+    result["added_p50"] = statistics.median(added) if added else float("nan")
+    if any(not k.endswith(":finished") for k in outcomes):
+        notes.append(f"section 4 prompt outcomes other than finished: {outcomes}")
+    return result
 
 
 # ------------------------------------------------------------------------------- 2. and 3. the fan-out
@@ -879,14 +947,21 @@ def main() -> None:
                         help="run both controllers under cProfile, stats to PREFIX.prompt and PREFIX.fanout "
                              "(slows every figure; for finding where the time goes)")
     parser.add_argument("--profile", help=argparse.SUPPRESS)
+    parser.add_argument("--look-bytes", type=int, default=18_600_000,
+                        help="section 4's session size in bytes (0: skip the section)")
+    parser.add_argument("--look-rounds", type=int, default=6, help="section 4's rounds per side")
+    parser.add_argument("--session-bytes", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--look", choices=["fresh", "free"], default="fresh", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "controller":
-        return role_controller(args.socket, args.stamps, args.page_bytes, args.profile)
+        return role_controller(args.socket, args.stamps, args.page_bytes, args.profile, args.session_bytes,
+                               args.look)
     if args.role == "relay":
         return role_relay(args.socket, args.stamps)
     if args.quick:
         args.rounds, args.prompts, args.loaded_seconds, args.fanout_rounds = 1, 100, 1.0, 1
         args.deltas, args.observers, args.idle, args.slowloris = 2000, 16, 50, 30
+        args.look_rounds = 2
         global DRAIN_WAIT
         DRAIN_WAIT = 2.0
 
@@ -905,7 +980,8 @@ def main() -> None:
         notes.append(f"RLIMIT_NOFILE hard limit {limit}: idle connections reduced from {args.idle} to {fit}")
         args.idle = fit
     tmp = tempfile.mkdtemp(prefix="mcbc-", dir="/tmp")  # 0700: a private socket directory
-    names = ("ctl.sock", "fan.sock", "floor.sock", "stamps-ctl", "stamps-fan", "stamps-floor")
+    names = ("ctl.sock", "fan.sock", "floor.sock", "stamps-ctl", "stamps-fan", "stamps-floor",
+             "fresh-look.sock", "free-look.sock", "stamps-fresh-look", "stamps-free-look")
     paths = {name.removesuffix(".sock"): os.path.join(tmp, name) for name in names}
     procs: list[Proc] = []
 
@@ -918,6 +994,7 @@ def main() -> None:
         return proc
 
     t_start = time.monotonic()
+    look: dict[str, Any] | None = None
     try:
         floor = Proc(me("relay", "--socket", paths["floor"], "--stamps", paths["stamps-floor"]))
         procs.append(floor)
@@ -933,6 +1010,18 @@ def main() -> None:
         procs.remove(fan_ctl)
         floor_final = floor.stop()
         procs.remove(floor)
+        if args.look_bytes:
+            sides: dict[str, Proc] = {}
+            for side in ("fresh", "free"):
+                sides[side] = Proc(me("controller", "--socket", paths[f"{side}-look"], "--stamps",
+                                      paths[f"stamps-{side}-look"], "--page-bytes", str(args.page_bytes),
+                                      "--session-bytes", str(args.look_bytes), "--look", side))
+                procs.append(sides[side])
+                sides[side].wait_ready()
+            look = measure_look(args, sides, paths, notes)
+            for proc in sides.values():
+                ctl_final.setdefault("look", []).append(proc.stop())
+                procs.remove(proc)
     finally:
         for p in procs:
             p.kill()
@@ -956,8 +1045,17 @@ def main() -> None:
         if bad:
             notes.append(f"{kind}: {len(bad)} run(s) where a reading observer lagged or missed deltas: "
                          f"{[(r['min_per_observer'], r['markers_on_readers'], r['incomplete']) for r in bad]}")
+    if look is not None:
+        rows.append(row("4 the look", f"client write -> engine stdin p50, {look['session_bytes'] / 1e6:.1f} MB session "
+                        "(floor: the look given)", "us", look["fresh"]["p50"], look["free"]["p50"], None, "report", None,
+                        look["free"]["p50_spread"]))
+        rows.append(row("4 the look", "the same p99", "us", look["fresh"]["p99"], look["free"]["p99"], None, "report",
+                        None, look["free"]["p99_spread"]))
+        rows.append(row("4 the look", "p50 the look adds (median of paired rounds)", "us", look["added_p50"], None,
+                        None, "< 200 us", look["added_p50"] < 200, None))
     report = {
         "rows": rows,
+        "look": look,
         "prompt_path": prompt,
         "fanout": fan,
         "controller_final": ctl_final,

@@ -23,9 +23,10 @@ and free its slot at once:
   ``s <stamp> N <first emit> <last write returned>``.
 - ``get_state``: a success response whose ``data.isStreaming`` says whether a streamed reply is running
   (answered on the reading thread, so a get_state written mid-stream is answered mid-stream, as Pi does).
-- with ``--session FILE``: a Pi session file the stub owns as Pi does (its header written at start; each
-  message appended at its ``message_end``, before the event: FACTS a6), and ``get_entries`` answered from
-  its own list of those entries, with ``since`` (the entries after the first with that id, or ``Entry not
+- with ``--session FILE``: a Pi session file the stub owns as Pi does (its header written at start, or, when
+  the file exists, its entries loaded as Pi loads a session; each message appended at its
+  ``message_end``, before the event: FACTS a6), and ``get_entries`` answered from its own list of those
+  entries, with ``since`` (the entries after the first with that id, or ``Entry not
   found``: rpc-mode.js 505-516): what the controller's drift check asks at every turn end.
 - any other command with an id: a bare success response; a line that is not a JSON object: ignored.
 
@@ -93,7 +94,7 @@ def _persist(message: dict[str, object]) -> None:
     if _session is None:
         return
     with _entries_lock:
-        eid = f"{len(_entries) + 1:08x}"
+        eid = f"s{len(_entries) + 1:07x}"  # never one of a resumed session's 8-hex ids
         parent = _entries[-1][0] if _entries else None
         raw = json.dumps({"type": "message", "id": eid, "parentId": parent, "timestamp": "2026-12-01T00:00:00.000Z",
                           "message": message}, separators=(",", ":")).encode()
@@ -169,10 +170,17 @@ def main(argv: list[str]) -> int:
     if len(argv) == 4:
         path = os.path.abspath(argv[3])
         project = path.rsplit("/.pi/state/", 1)[0]
-        _session = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        header = {"type": "session", "version": 3, "id": SESSION_ID, "timestamp": "2026-12-01T00:00:00.000Z",
-                  "cwd": project}
-        os.write(_session, json.dumps(header, separators=(",", ":")).encode() + b"\n")
+        if os.path.exists(path):  # a session to resume (the benchmark's long one): its entries are the list
+            with open(path, "rb") as f:
+                for raw in f.read().split(b"\n")[1:]:
+                    if raw:
+                        _entries.append((json.loads(raw)["id"], raw))
+            _session = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        else:
+            _session = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            header = {"type": "session", "version": 3, "id": SESSION_ID, "timestamp": "2026-12-01T00:00:00.000Z",
+                      "cwd": project}
+            os.write(_session, json.dumps(header, separators=(",", ":")).encode() + b"\n")
     threads: list[threading.Thread] = []
     messages = 0
     for raw in sys.stdin.buffer:

@@ -37,6 +37,7 @@ from mosaic.controller.core import (
     ReadPage,
     Refuse,
     Reply,
+    SessionStat,
     SetTimer,
     TimerFired,
 )
@@ -198,13 +199,14 @@ class Harness:
     def disconnect(self, conn: str) -> None:
         self.feed(Disconnected(conn))
 
-    def call(self, conn: str, method: str, **params: Any) -> Any:
-        """Call `method`; return its result dict, or ("refused", refusal) — or None when no answer yet."""
+    def call(self, conn: str, method: str, *, session: SessionStat | None = None, **params: Any) -> Any:
+        """Call `method`; return its result dict, or ("refused", refusal) — or None when no answer yet.
+        `session`: the shell's look at the session file that comes with a prompt (`Call.session`)."""
         if method != "observe":
             params.setdefault("incarnation", INCARNATION)
         self._rpc += 1
         rpc_id = self._rpc
-        self.feed(Call(conn, rpc_id, method, params))
+        self.feed(Call(conn, rpc_id, method, params, session))
         return self.clients[conn].replies.get(rpc_id)
 
     def observe(self, conn: str) -> dict[str, Any]:
@@ -221,9 +223,10 @@ class Harness:
         assert isinstance(result, dict), result
         return conn
 
-    def prompt(self, conn: str, text: str, crid: str | None = None, generation: int | None = None) -> Any:
+    def prompt(self, conn: str, text: str, crid: str | None = None, generation: int | None = None,
+               session: SessionStat | None = None) -> Any:
         self._crid += 1
-        return self.call(conn, "prompt", text=text, clientRequestId=crid or f"cr-{self._crid}",
+        return self.call(conn, "prompt", session=session, text=text, clientRequestId=crid or f"cr-{self._crid}",
                          generation=self.core.generation if generation is None else generation)
 
     def confirm(self, conn: str, operation: str = "force-stop") -> str:
@@ -263,6 +266,8 @@ def validate_note(method: str, params: Mapping[str, Any]) -> None:
         validate(params, "event")
     elif method == "record":
         validate(params)
+    elif method == "marker":  # the drift check's reconcile marker (README "Session drift")
+        assert set(params) == {"reason", "drift", "detail", "execution"}, params
     else:
         raise AssertionError(f"unexpected notification {method}")
 

@@ -12,8 +12,18 @@ from core_harness import INCARNATION, Harness, refused, run_end, run_start
 
 from mosaic.controller import Grants
 from mosaic.controller.access import AccessPolicy, Peer
-from mosaic.controller.core import CALL_GATE, PROMPT_ADMISSION
+from mosaic.controller.core import (
+    CALL_GATE,
+    DRIFT_START,
+    PROMPT_ADMISSION,
+    READ_SESSION,
+    SessionStat,
+    TimerFired,
+)
+from mosaic.controller.drift import DriftConfig, FileIdentity, SessionBytes
 from mosaic.controller.tables import TEXT_PREFIXES, check_text
+
+SID = "0199aaaa-1111-7000-8000-000000000001"
 
 
 def admitted(result: object) -> dict:
@@ -175,6 +185,22 @@ def _slot_held() -> Arranged:
     return h, send
 
 
+def _file_moved() -> Arranged:
+    # The takeover check verified the file (its header and Pi's startup append); then another writer
+    # renamed a copy over it: the prompt's look shows another inode (`_core_drift` rule 6, issue 27).
+    h, _ = _controlled(drift=DriftConfig(SID))
+    h.feed(TimerFired(DRIFT_START))
+    listed = [{"type": "model_change", "id": "31125ff3", "parentId": None, "timestamp": "2026-11-30T02:46:18.000Z",
+               "provider": "fakeprov", "modelId": "fake-model-1"}]
+    h.respond("get_entries", data={"entries": listed, "leafId": "31125ff3"})
+    data = b"".join(json.dumps(x, separators=(",", ":")).encode() + b"\n" for x in (
+        {"type": "session", "version": 3, "id": SID, "timestamp": "2026-11-30T02:46:17.936Z", "cwd": "/p"}, *listed))
+    h.finish_effect(h.effect(READ_SESSION)[-1], ok=True, file=SessionBytes(data, FileIdentity(1, 7, len(data))))
+    assert h.core.drift_verdict is not None and not h.core.drift_verdict.drift
+    look = SessionStat(FileIdentity(1, 8, len(data)))
+    return h, lambda text: h.prompt("c1", text, session=look)
+
+
 ADMISSION_CASES: dict[str, dict[str, Callable[[], Arranged]]] = {
     "admitted-connection": {"channel": _unadmitted},
     "hello-first": {"malformed": _hello_after_a_request},
@@ -190,6 +216,7 @@ ADMISSION_CASES: dict[str, dict[str, Callable[[], Arranged]]] = {
                        "fenced": lambda: _recovery_control(fences={"transport": "EPIPE"})},
     "slot": {"busy": _slot_held},
     "text": {"draft": _controlled, "text-policy": _controlled},
+    "session-file": {"session-drift": _file_moved},
 }
 
 
@@ -199,18 +226,19 @@ def test_rule1_the_admission_tables_in_order_each_check_refuses_with_its_code_an
     rows = [*CALL_GATE, *PROMPT_ADMISSION]
     assert [r.name for r in rows] == ["admitted-connection", "hello-first", "verified", "scope", "grant",
                                       "incarnation", "client-request-id", "dedup", "control", "open-admission",
-                                      "slot", "text"]
+                                      "slot", "text", "session-file"]
     assert list(ADMISSION_CASES) == [r.name for r in rows]
     assert [c for r in rows for c in r.codes] == [
         "channel", "malformed", "unsupported-capability", "scope", "capability", "stale-incarnation",
         "malformed", "conflicting-request", "generation",
-        "controller", "preflight", "session-drift", "fenced", "busy", "draft", "text-policy"]
+        "controller", "preflight", "session-drift", "fenced", "busy", "draft", "text-policy", "session-drift"]
     for row in rows:
         assert list(ADMISSION_CASES[row.name]) == list(row.codes), row.name
         for code, arrange in ADMISSION_CASES[row.name].items():
             h, send = arrange()
             before = bytes(h.engine_bytes)
-            text = "" if code == "draft" else SLASH  # every row before the text policy sees "/goal x"
+            # every row before the text policy sees "/goal x"; the row after it, text the policy passes
+            text = "" if code == "draft" else "hello" if row.name == "session-file" else SLASH
             refused(send(text), code)
             assert bytes(h.engine_bytes) == before, (row.name, code)  # refused: zero engine bytes
 

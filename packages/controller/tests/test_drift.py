@@ -17,6 +17,7 @@ import io
 import json
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,16 @@ from core_harness import (
 )
 
 from mosaic.controller import Bounds
-from mosaic.controller.core import DRIFT_READ_TIMER, DRIFT_START, READ_SESSION, EffectDone, Notify, TimerFired
+from mosaic.controller.core import (
+    DRIFT_READ_TIMER,
+    DRIFT_START,
+    READ_SESSION,
+    Call,
+    EffectDone,
+    Notify,
+    SessionStat,
+    TimerFired,
+)
 from mosaic.controller.drift import (
     DRIFT_REASONS,
     DriftConfig,
@@ -287,7 +297,9 @@ def test_an_in_place_rewrite_is_caught_by_the_incremental_check_prefix_changed()
 
 
 @pytest.mark.parametrize("raw", [b"42", b'"a string"', b"[]", b'{"hello":"world"}', b'{"type":"message","id":7}',
-                                 b'{"type":"session","id":"x"}', b"not json", b'{"type":"message","id":"\xff"}'])
+                                 b'{"type":"session","id":"x"}', b"not json", b'{"type":"message","id":"\xff"}',
+                                 b'{"type":"message","id":"d1","x":' + b"[" * 5000 + b"]" * 5000 + b"}",
+                                 b'{"type":"message","id":"d2","x":' + b"7" * 5000 + b"}"])
 def test_a_line_pi_would_load_as_an_entry_without_an_id_or_not_at_all_is_invalid(raw: bytes) -> None:
     # Pi takes any truthy JSON value as an entry and skips malformed lines (loader quirk 4); none of these
     # is one of this engine's appends (each is a JSON object with a string id and a type).
@@ -337,6 +349,13 @@ class DriftHarness(Harness):
     def __init__(self, **config: Any) -> None:
         config.setdefault("drift", DriftConfig(SID))
         super().__init__(**config)
+        self.looks = True  # a prompt comes with the shell's look at the file: unchanged since the last check
+
+    def feed(self, event: Any) -> Any:
+        if isinstance(event, Call) and event.method == "prompt" and event.session is None and self.looks:
+            verdict = self.core.drift_verdict
+            event = replace(event, session=SessionStat(verdict.seen if verdict is not None else None))
+        return super().feed(event)
 
     def _carry_out(self, action: Any) -> None:
         if isinstance(action, Notify) and action.method == "marker":
@@ -602,6 +621,98 @@ def test_a_core_without_the_drift_config_never_checks() -> None:
     assert h.written_types() == ["prompt", "get_state"] and h.core.admission_open
 
 
+# ------------------------------------------------- before the next prompt runs (`_core_drift` rule 6, issue 27)
+
+def _after_one_turn() -> tuple[DriftHarness, list[dict[str, Any]], SessionBytes]:
+    h = DriftHarness()
+    listed = started(h)
+    listed, disk = clean_turn(h, 1, listed)
+    h.looks = False  # every prompt from here on comes with the look the test gives it
+    return h, listed, disk
+
+
+def test_W10_the_prompt_path_unchanged_file_dispatches_in_the_same_call_with_no_check() -> None:
+    h, listed, disk = _after_one_turn()
+    written = len(h.written_types())
+    result = h.prompt("c1", "prompt 2", session=SessionStat(disk.identity))
+    assert isinstance(result, dict) and result["outcome"] == "admitted"
+    assert h.written_types()[written:] == ["prompt"] and h.core.drift_check is None
+
+
+@pytest.mark.parametrize(("look", "reason"), [("removed", "file-removed"), ("replaced", "file-replaced"),
+                                              ("shrank", "file-shrank")])
+def test_W10_the_file_removed_replaced_or_shrunk_before_the_prompt_refuses_it_session_drift_with_zero_bytes(
+        look: str, reason: str) -> None:
+    h, listed, disk = _after_one_turn()
+    seen = {"removed": None, "replaced": FileIdentity(1, disk.identity.ino + 1, disk.identity.size),
+            "shrank": FileIdentity(1, disk.identity.ino, disk.identity.size - 10)}[look]
+    sent = bytes(h.engine_bytes)
+    refused(h.prompt("c1", "prompt 2", session=SessionStat(seen)), "session-drift")
+    assert bytes(h.engine_bytes) == sent and h.core.slot is None and not h.core.requests.get("cr-2")
+    verdict = h.core.drift_verdict
+    assert verdict is not None and (verdict.drift, verdict.reason) == (True, reason)
+    assert not h.core.admission_open and h.core.binding_state == "uncertain"
+    for conn in ("c1", "c2"):
+        binding = h.binding(conn)
+        assert (binding["state"], binding["admission"]) == ("uncertain", "closed")
+        assert "session-drift" in binding["fences"]
+        (marker,) = h.markers(conn)
+        assert (marker["reason"], marker["drift"]) == ("session-drift", reason)
+    assert [e.kind for e in h.evidence if "drift" in e.kind] == ["session-drift"]
+    refused(h.prompt("c1", "prompt 3", session=SessionStat(disk.identity)), "session-drift")  # closed since
+
+
+def test_W10_a_second_writer_append_before_the_prompt_holds_it_for_the_check_which_refuses_it_session_drift() -> None:
+    h, listed, disk = _after_one_turn()
+    foreign = session_bytes([*listed, entry("f0000001", parent=listed[-1]["id"])])
+    sent = bytes(h.engine_bytes)
+    assert h.prompt("c1", "prompt 2", session=SessionStat(foreign.identity)) is None  # held for the check
+    assert h.checking() and h.last("get_entries")["since"] == listed[-1]["id"]  # the incremental check
+    assert h.prompt("c2", "another", session=SessionStat(foreign.identity)) is None  # held too (busy after)
+    h.check(listed, foreign)
+    verdict = h.core.drift_verdict
+    assert verdict is not None and (verdict.drift, verdict.reason) == (True, "unknown-id")
+    (first,) = [r for r in h.clients["c1"].replies.values() if isinstance(r, tuple)]
+    refused(first, "session-drift")
+    assert b'"type":"prompt"' not in bytes(h.engine_bytes)[len(sent):]  # the prompt never left the core
+    assert [e.kind for e in h.evidence if "drift" in e.kind] == [
+        "drift-check-before-prompt", "drift-check-full", "session-drift"]
+
+
+def test_a_file_grown_by_the_engines_own_entries_is_checked_and_then_the_prompt_runs() -> None:
+    # The engine appended its own entries since the last check (here: a thinking change an extension's
+    # command made, FACTS a7): the look says grown, the incremental check proves them the engine's, and the
+    # prompt is admitted, through admission again, in the call that ended the check.
+    h, listed, disk = _after_one_turn()
+    listed = [*listed, entry("s0000001", "thinking_level_change", listed[-1]["id"], thinkingLevel="high")]
+    grown = session_bytes(listed)
+    assert h.prompt("c1", "prompt 2", session=SessionStat(grown.identity)) is None
+    h.check(listed, grown)
+    (result,) = [r for rpc, r in h.clients["c1"].replies.items() if isinstance(r, dict) and "outcome" in r][-1:]
+    assert result["outcome"] == "admitted" and h.written_types()[-1] == "prompt"
+    assert h.core.drift_verdict is not None and not h.core.drift_verdict.drift and h.core.admission_open
+
+
+@pytest.mark.parametrize("look", [None, SessionStat(None, "PermissionError(13, 'Permission denied')")],
+                         ids=["no-look", "look-failed"])
+def test_a_prompt_with_no_look_waits_for_the_check_of_the_file(look: SessionStat | None) -> None:
+    h, listed, disk = _after_one_turn()
+    assert h.prompt("c1", "prompt 2", session=look) is None
+    h.check(listed, disk)
+    assert h.written_types()[-1] == "prompt" and h.core.admission_open
+
+
+def test_a_check_a_run_abandons_before_the_prompt_ran_refuses_it_busy() -> None:
+    h, listed, disk = _after_one_turn()
+    grown = session_bytes([*listed, entry("f0000001", parent=listed[-1]["id"])])
+    assert h.prompt("c1", "prompt 2", session=SessionStat(grown.identity)) is None
+    h.engine(*run_start("an extension's message"))  # a run nobody here started: the check is void
+    h.respond("get_entries", data={"entries": [], "leafId": listed[-1]["id"]})  # abandoned at its answer
+    (reply,) = [r for r in h.clients["c1"].replies.values() if isinstance(r, tuple)]
+    refused(reply, "busy")
+    assert h.written_types().count("prompt") == 1 and h.core.drift_check is None
+
+
 # ------------------------------------------------------------------ the whole controller, on the fake engine
 
 def finished(crid: str) -> Callable[[dict[str, Any]], bool]:
@@ -638,6 +749,10 @@ def spy_engine_writes(rig: FakeRig) -> list[str]:
 
 def test_W10_a_foreign_entry_appended_while_the_fake_engine_is_idle_is_session_drift_end_to_end(
         tmp_path: Path) -> None:
+    """A second writer appends between two prompts: the second prompt is refused `session-drift` before any
+    byte of it reaches the engine (issue 27: seen before the next prompt runs, beyond the brief's "at the
+    next idle check"). Its look found the file grown; the check it waited for ran incrementally, found ids
+    that are not the engine's and handed over to the full check, which names the reason."""
     async def main() -> None:
         async with fake_controller(tmp_path / "rig") as rig:
             observer = await validated_client(rig.socket_path)
@@ -652,16 +767,19 @@ def test_W10_a_foreign_entry_appended_while_the_fake_engine_is_idle_is_session_d
             with open(rig.session, "ab") as f:
                 f.write(line(entry("f0000001", parent=leaf)))
             writes = spy_engine_writes(rig)
-            await run_turn(client, auth, "t2", "Say hello again")  # the next idle check comes after it
+            reply = await client.call("prompt", **auth, clientRequestId="t2", text="Say hello again")
+            assert reply["error"]["data"]["refusal"]["code"] == "session-drift", reply
             for c in (client, observer):
                 marker = (await c.until(is_marker))["params"]
                 assert marker["drift"] == "unknown-id" and "f0000001" in marker["detail"]
                 binding = c.records("binding")[-1]
                 assert (binding["state"], binding["admission"]) == ("uncertain", "closed")
                 assert "session-drift" in binding["fences"]
-            # The turn, then the check: incremental first (since the last verified entry); the ids that
-            # follow are not the engine's, so it hands over to the full check, which names the reason.
-            assert writes == ["prompt", "get_state", "get_entries", "get_entries"]
+            # The check before the prompt: incremental first (since the last verified entry); the ids that
+            # follow are not the engine's, so it hands over to the full check, which names the reason. No
+            # prompt was written.
+            assert writes == ["get_entries", "get_entries"]
+            assert [r["clientRequest"] for r in client.records("request")] == ["t1"]
             # After the drift: the controller writes nothing to the engine or the file.
             on_disk = rig.session.read_bytes()
             reply = await client.call("prompt", **auth, clientRequestId="t3", text="after the drift")
@@ -669,12 +787,67 @@ def test_W10_a_foreign_entry_appended_while_the_fake_engine_is_idle_is_session_d
             reply = await client.call("interrupt", **auth)
             assert reply["error"]["data"]["refusal"]["code"] == "fenced"
             state_now = await asyncio.to_thread(lambda: rig.ctl.request("state")["state"])
-            assert state_now["messageCount"] == 4 and not state_now["isStreaming"]
-            assert writes == ["prompt", "get_state", "get_entries", "get_entries"] and not rig.core.link.in_flight
+            assert state_now["messageCount"] == 2 and not state_now["isStreaming"]
+            assert writes == ["get_entries", "get_entries"] and not rig.core.link.in_flight
             assert rig.session.read_bytes() == on_disk
-            assert [e.kind for e in rig.runtime.evidence if "drift" in e.kind] == ["drift-check-full", "session-drift"]
+            assert [e.kind for e in rig.runtime.evidence if "drift" in e.kind] == [
+                "drift-check-before-prompt", "drift-check-full", "session-drift"]
             await client.close()
             await observer.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("how", ["replaced", "truncated"])
+def test_W10_the_session_file_replaced_or_truncated_between_two_prompts_is_refused_at_the_second_prompt(
+        tmp_path: Path, how: str) -> None:
+    """The second writer renames a copy over the file, or cuts it short, between two prompts: the second
+    prompt's look (one stat, the runtime's) decides it alone: refused `session-drift`, no engine byte."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client = await validated_client(rig.socket_path)
+            auth = await client.control()
+            await run_turn(client, auth, "t1", "Say hello")
+            data = rig.session.read_bytes()
+            if how == "replaced":
+                copy = rig.session.with_name("copy.tmp")
+                copy.write_bytes(data)
+                os.replace(copy, rig.session)
+            else:
+                rig.session.write_bytes(data[:data.index(b"\n") + 1])
+            writes = spy_engine_writes(rig)
+            reply = await client.call("prompt", **auth, clientRequestId="t2", text="Say hello again")
+            assert reply["error"]["data"]["refusal"]["code"] == "session-drift", reply
+            marker = (await client.until(is_marker))["params"]
+            assert marker["drift"] == {"replaced": "file-replaced", "truncated": "file-shrank"}[how]
+            assert writes == [] and not rig.core.link.in_flight
+            binding = (await client.call("observe"))["result"]["binding"]
+            assert binding["admission"] == "closed" and "session-drift" in binding["fences"]
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_inputs_that_come_while_a_prompt_is_looked_at_wait_behind_it_in_order(tmp_path: Path) -> None:
+    """The runtime looks at the session file before it feeds a prompt (off the loop); what arrives
+    meanwhile waits behind the prompt, so the core sees the inputs in the order they came: a prompt and an
+    interrupt written in one chunk interrupt the prompt's turn, never refuse `no-turn` ahead of it."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", scenarios="mosaic.pi_rpc.testing:DEFAULT_SCENARIOS") as rig:
+            client = await validated_client(rig.socket_path)
+            auth = await client.control()
+            await run_turn(client, auth, "t1", "Say hello")
+            both = b"".join(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+                            + b"\n" for rid, method, params in (
+                (901, "prompt", {**auth, "clientRequestId": "t2", "text": "SLOW stream please"}),
+                (902, "interrupt", auth)))
+            client.writer.write(both)  # one write: the server reads both lines in one chunk
+            await client.writer.drain()
+            prompt, interrupt = await client.reply(901), await client.reply(902)
+            assert prompt.get("result", {}).get("outcome") == "admitted", prompt
+            assert interrupt.get("result", {}).get("stop", {}).get("kind") == "interrupt", interrupt
+            await client.until(stop_is("reconciled"))
+            await client.close()
 
     asyncio.run(main())
 

@@ -176,8 +176,10 @@ def test_disk_full_an_evidence_file_that_cannot_be_written_costs_its_lines_never
             await client.until(lambda n: receipt_is("finished")(n) and n["params"]["clientRequest"] == "t1")
             with open(rig.session, "ab") as f:  # another writer: the next check's evidence is a session-drift line
                 f.write(line(entry("f0000001", parent=None)))
-            await client.call("prompt", **auth, clientRequestId="t2", text="Say hello")
+            # The check before this prompt runs (issue 27) writes its evidence lines; the reply is its refusal.
+            rid = await client.send("prompt", **auth, clientRequestId="t2", text="Say hello")
             await arrives(client, lambda n: n.get("method") == "marker", "the drift marker after the lost line")
+            assert (await client.reply(rid))["error"]["data"]["refusal"]["code"] == "session-drift"
             assert [e.kind for e in rig.runtime.evidence][-1] == "session-drift" and rig.runtime.evidence_lost >= 1
             seen = len(client.events())
             await asyncio.get_running_loop().run_in_executor(

@@ -326,7 +326,7 @@ def test_H17_a_used_confirmation_is_refused_even_when_nothing_else_changed() -> 
 
 
 def test_K8_a_failed_load_check_hands_over_a_fenced_binding_prompts_refuse_preflight() -> None:
-    # The lifecycle's load check (get_state, get_tree after launch) failed: admission never opens, the
+    # The lifecycle's load check (get_state, get_entries since the recorded leaf) failed: admission never opens, the
     # engine stays claimed and contained; force stop is the way on (brief §6 "Pi resume", K8).
     h = Harness(state="uncertain", fences={"preflight": "the engine loaded leaf bbbb0002, not aaaa0001"})
     h.observe("c1")

@@ -102,6 +102,8 @@ def test_W19_a_new_session_file_absent_until_the_first_reply_is_no_drift_on_the_
 
 def test_W10_a_foreign_entry_appended_while_the_real_pi_is_idle_is_session_drift(
         tmp_path: Path, pi_dir: Path, model: ModelServer) -> None:
+    """Another writer appends between two prompts: the second prompt is refused `session-drift` before any
+    byte of it reaches the real Pi (issue 27: seen before the next prompt runs)."""
     async def main() -> None:
         async with real_controller(tmp_path / "rig", pi_dir, model.base_url) as rig:
             client = await validated_client(rig.socket_path)
@@ -125,22 +127,23 @@ def test_W10_a_foreign_entry_appended_while_the_real_pi_is_idle_is_session_drift
                 return command
 
             link.next_write = next_write  # type: ignore[method-assign]
-            await run_turn(client, auth, "t2", "Say hello again")  # the next idle check follows it
+            on_disk = rig.session.read_bytes()
+            reply = await client.call("prompt", **auth, clientRequestId="t2", text="Say hello again")
+            assert reply["error"]["data"]["refusal"]["code"] == "session-drift", reply
             marker = (await client.until(lambda n: n.get("method") == "marker"))["params"]
             assert marker["reason"] == "session-drift" and marker["drift"] == "unknown-id"
             binding = client.records("binding")[-1]
             assert (binding["state"], binding["admission"]) == ("uncertain", "closed")
             assert "session-drift" in binding["fences"]
-            # The check after t2: incremental first (since t1's last entry); the ids that follow are not the
-            # engine's, so the full check runs at once and names the reason.
-            checks = ["prompt", "get_state", "get_entries", "get_entries"]
+            # The check the prompt waited for: incremental first (since t1's last entry); the ids that follow
+            # are not the engine's, so the full check runs at once and names the reason. No prompt written.
+            checks = ["get_entries", "get_entries"]
             assert written == checks
-            on_disk = rig.session.read_bytes()
             reply = await client.call("prompt", **auth, clientRequestId="t3", text="after the drift")
             assert reply["error"]["data"]["refusal"]["code"] == "session-drift"
             assert written == checks and not link.in_flight
             assert rig.session.read_bytes() == on_disk
-            assert len(model.requests) == 2  # no third turn reached Pi
+            assert len(model.requests) == 1  # no second turn reached Pi
             await client.close()
 
     asyncio.run(main())

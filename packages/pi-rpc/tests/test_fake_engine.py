@@ -31,6 +31,10 @@ from mosaic.pi_rpc.testing import (
     prepare_fake_engine,
     prepare_tree,
 )
+from mosaic.pi_rpc.testing.fake_engine import GET_TREE_MAX_PATH
+from mosaic.pi_rpc.testing.sessions import session_lines
+
+SID = "0199dddd-4444-7000-8000-000000000004"
 
 ALREADY = "Agent is already processing. Specify streamingBehavior ('steer' or 'followUp') to queue the message."
 
@@ -433,3 +437,32 @@ def test_fake_accepts_only_the_sealed_arguments(tmp_path: Path) -> None:
                          capture_output=True, timeout=WAIT, check=False)
     assert out.returncode == 2 and b"unsupported argument" in out.stderr
     assert sys.executable and os.path.isabs(fake_engine_command()[0])
+
+
+# --------------------------------------------------------------------------------------------------------
+# 11, 12 at depth (issue 27): get_tree, get_entries and get_state of a long chain, as the pinned Pi answers
+# --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("nodes", [GET_TREE_MAX_PATH, GET_TREE_MAX_PATH + 1])
+def test_the_fake_answers_get_tree_up_to_pis_stack_limit_and_fails_past_it_as_pi_does(tmp_path: Path,
+                                                                                      nodes: int) -> None:
+    """A realistic session (pi-rpc's generator) of `nodes` entries in one chain: get_tree answers, nested
+    two levels per node, up to the limit measured on the pinned binary, and past it answers Pi's own
+    error (rpc-mode.js 627-639; the conformance goldens hold both sides at 800 and 3,000 messages);
+    get_entries since the leaf answers flat with leafId at any length; get_state names the session."""
+    seed = "".join(line + "\n" for line in session_lines(cwd="{cwd}", session_id=SID, entries=nodes))
+    leaf = json.loads(seed.rsplit("\n", 2)[-2])["id"]
+    run = FakeRun(tmp_path / "t", seed=seed, control=False)
+    try:
+        tree = run.ask("t", "get_tree")
+        after = run.ask("e", "get_entries", since=leaf)
+        state = run.ask("s", "get_state")
+    finally:
+        run.close()
+    if nodes <= GET_TREE_MAX_PATH:
+        assert tree["success"] is True and tree["tooDeep"]["bytes"] > len(seed) - 4096  # every entry, nested
+    else:
+        assert tree == {"id": "t", "type": "response", "command": "get_tree", "success": False,
+                        "error": "Maximum call stack size exceeded"}
+    assert after["data"] == {"entries": [], "leafId": leaf}
+    assert state["data"]["sessionId"] == SID and state["data"]["sessionFile"] == str(run.session)

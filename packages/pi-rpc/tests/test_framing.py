@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mosaic.pi_rpc.framing import FramingError, RecordDecoder, encode_record, js_json_dumps
+from mosaic.pi_rpc.framing import (
+    MAX_RECORD_DEPTH,
+    UNREADABLE_OUTPUT,
+    FramingError,
+    RecordDecoder,
+    decode_record,
+    encode_record,
+    js_json_dumps,
+)
 
 # Every code point str.splitlines() treats as a line end besides LF; none of them ends a record.
 SPLITLINES_ENDS = ["\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
@@ -138,3 +146,79 @@ def test_any_chunking_yields_the_encoded_records(texts: list[str], cuts: list[in
         k += 1
     assert [json.loads(r) for r in out] == records
     assert dec.close() is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# decode_record: one record, strictly (issue 27: a line the decoder cannot take is a named kind, never an
+# exception of another type)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _nest(levels: int) -> str:
+    return '{"a":' * (levels - 1) + "{}" + "}" * (levels - 1)
+
+
+def test_decode_record_reads_a_record_at_the_depth_limit_and_refuses_one_level_more() -> None:
+    assert decode_record(_nest(MAX_RECORD_DEPTH))["a"]
+    with pytest.raises(FramingError) as deeper:
+        decode_record(_nest(MAX_RECORD_DEPTH + 1))
+    assert deeper.value.kind == "too-deep"
+    arrays = '{"a":' + "[" * (MAX_RECORD_DEPTH - 1) + "]" * (MAX_RECORD_DEPTH - 1) + "}"
+    assert decode_record(arrays)
+    with pytest.raises(FramingError) as recursion:  # past the interpreter's own limit: RecursionError inside
+        decode_record(_nest(5000))
+    assert recursion.value.kind == "too-deep"
+    # Brackets inside strings are text: a flat record full of them is not deep.
+    assert decode_record(json.dumps({"text": "[" * 5000 + "{" * 5000}))["text"]
+
+
+CANNOT_TAKE = [
+    ('{"a":NaN}', "number-out-of-range"), ('{"a":Infinity}', "number-out-of-range"),
+    ('{"a":-Infinity}', "number-out-of-range"), ('{"a":1e400}', "number-out-of-range"),
+    ('{"a":-1.8e308}', "number-out-of-range"), ('{"a":2' + "0" * 308 + "}", "number-out-of-range"),
+    ('{"a":' + "9" * 4301 + "}", "number-out-of-range"),
+    ("", "not-json"), ("{", "not-json"), ('{"a":1} x', "not-json"), ("{'a':1}", "not-json"),
+    ("[]", "not-an-object"), ("null", "not-an-object"), ('"text"', "not-an-object"), ("42", "not-an-object"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), CANNOT_TAKE, ids=[f"{k}-{i}" for i, (_, k) in enumerate(CANNOT_TAKE)])
+def test_decode_record_names_the_kind_of_every_line_it_cannot_take(text: str, kind: str) -> None:
+    with pytest.raises(FramingError) as refused:
+        decode_record(text)
+    assert refused.value.kind == kind and kind in UNREADABLE_OUTPUT
+
+
+def test_decode_record_takes_every_number_json_stringify_writes() -> None:
+    # The largest finite double, the largest integer literal a double holds (a 309-digit 10**308), the
+    # smallest subnormal, -0, and integers past 2**53 as Node prints them.
+    text = ('{"max":1.7976931348623157e+308,"big":1' + "0" * 308 + ',"tiny":5e-324,"neg":-0,'
+            '"wide":12345678901234567000,"id":"x\\ud800"}')
+    value = decode_record(text)
+    assert value["max"] == 1.7976931348623157e308 and value["big"] == 10**308 and value["tiny"] == 5e-324
+    assert value["wide"] == 12345678901234567000
+
+
+def test_every_unreadable_kind_is_a_row_of_the_table() -> None:
+    import typing
+
+    from mosaic.pi_rpc.framing import UnreadableKind
+
+    assert set(typing.get_args(UnreadableKind)) == set(UNREADABLE_OUTPUT)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+                    | st.text(), lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(), kids, max_size=4),
+                    max_leaves=20))
+def test_js_json_dumps_writes_a_value_nested_past_the_recursion_limit_as_json_stringify_does(value: object) -> None:
+    # 3,000 arrays around any value: past Python's recursion limit, so written without recursion; the bytes
+    # are those of the shallow value inside the same brackets (the fake's get_tree of a long chain, issue 27).
+    deep: object = value
+    for _ in range(3000):
+        deep = [deep]
+    assert js_json_dumps(deep) == "[" * 3000 + js_json_dumps(value) + "]" * 3000
+    keyed: object = value
+    for _ in range(1500):
+        keyed = {"children": [keyed]}
+    assert js_json_dumps(keyed) == '{"children":[' * 1500 + js_json_dumps(value) + "]}" * 1500

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mosaic.pi_rpc import Command, EngineLink, LinkCore
-from mosaic.pi_rpc.framing import encode_record
+from mosaic.pi_rpc.framing import MAX_RECORD_DEPTH, UNREADABLE_OUTPUT, encode_record
 from mosaic.pi_rpc.link import (
     DEFAULT_MAX_QUEUED_EVENTS,
     CommandOutcome,
@@ -455,10 +455,35 @@ GARBAGE = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize(("first", "cap"), [(b"\xff\xfe not UTF-8\n", None), (b"[1, 2]\n", None),
-                                            (b"x" * 4096, 1024)], ids=["not-utf8", "not-an-object", "oversize"])
-def test_garbage_after_unreadable_output_logs_nothing_and_poisons_once(tmp_path: Path, first: bytes,
+def _nested(levels: int) -> bytes:
+    """A response-shaped record nesting `levels` containers (the record itself is the first)."""
+    return b'{"type":"response","data":' + b'[' * (levels - 1) + b']' * (levels - 1) + b"}\n"
+
+
+# Every kind of engine line the decoder cannot take (framing.UNREADABLE_OUTPUT), through the real link: the
+# command waiting for its answer has no bound, so only the poison can end its wait (never a timeout).
+UNDECODABLE = [
+    ("not-utf-8", b"\xff\xfe not UTF-8\n", None),
+    ("not-an-object", b"[1, 2]\n", None),
+    ("record-too-large", b"x" * 4096, 1024),
+    ("not-json", b'{"type":"response","id":"m1"} trailing\n', None),
+    ("not-json", b'{"type":"response",\n', None),
+    ("too-deep", _nested(3000), None),  # the decoder's RecursionError (Pi's get_tree of a long chain)
+    ("too-deep", _nested(MAX_RECORD_DEPTH + 1), None),  # decodable, one level past the cap
+    ("number-out-of-range", b'{"type":"response","data":1e400}\n', None),
+    ("number-out-of-range", b'{"type":"response","data":-Infinity}\n', None),
+    ("number-out-of-range", b'{"type":"response","data":NaN}\n', None),
+    ("number-out-of-range", b'{"type":"response","data":' + b"7" * 5000 + b"}\n", None),  # past the digit limit
+    ("number-out-of-range", b'{"type":"response","data":' + b"7" * 400 + b"}\n", None),  # past a double
+]
+
+
+@pytest.mark.parametrize(("kind", "first", "cap"), UNDECODABLE,
+                         ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(UNDECODABLE)])
+def test_garbage_after_unreadable_output_logs_nothing_and_poisons_once(tmp_path: Path, kind: str, first: bytes,
                                                                        cap: int | None) -> None:
+    """Issue 27: any line the decoder cannot take poisons the link at once with its named kind; no
+    exception escapes the read callback (the loop's exception handler sees nothing), no bound is waited."""
     script = tmp_path / "garbage.py"
     script.write_text(GARBAGE)
 
@@ -480,6 +505,9 @@ def test_garbage_after_unreadable_output_logs_nothing_and_poisons_once(tmp_path:
                 events.append(await next_read(link))
             assert sum(isinstance(e, Poisoned) for e in events) == 1
             assert pending.outcome is CommandOutcome.UNKNOWN and pending.unknown_reason == "output-unreadable"
+            (poisoned,) = [e for e in events if isinstance(e, Poisoned)]
+            assert link.core.unreadable == kind and poisoned.reason.startswith(f"engine output unreadable ({kind})")
+            assert kind in UNREADABLE_OUTPUT
         finally:
             await link.aclose()
         return errors

@@ -25,14 +25,17 @@ rules, numbered as the tests and the package README cite them, and where each on
 7b. Who may connect, and what they may do (seed README "Refusals"; `_access`): closed `channel` at connect
    (`_core_clients`), every call checked against the caller's grant first (`_core_admission`).
 8. Session drift (§2; on when `CoreConfig.drift` is set): `_core_drift` schedules the idle check, holds
-   client actions while it runs and acts on its verdict (`_drift` compares, pure).
+   client actions while it runs and acts on its verdict (`_drift` compares, pure); before a prompt runs it
+   compares the shell's look at the file with the last verified point, and holds the prompt for a check
+   when the file grew (issue 27; admission's last row, fed again through `_call` when the check ends).
 
 The shared state and its helpers (emit, refuse, record, evidence, the binding record, fences, uncertain,
 control checks) are `_core_state`. The rooms import downward only, in this order (a room calls one above
 it only through the core's dispatch, never by import):
 
     _effects, _state  <  _core_state  <  _core_chain, _core_drift  <  _core_engine  <  _core_events
-    _core_state  <  _core_admission, _core_clients;   _core_chain  <  _core_force;   all  <  _core
+    _core_state  <  _core_admission, _core_clients;   _core_drift  <  _core_admission;
+    _core_chain  <  _core_force;   all  <  _core
 """
 
 from __future__ import annotations
@@ -104,8 +107,18 @@ class ControllerCore:
         _core_chain.feed(s, "receive-ended")  # the interrupt's abort, decided now (H10)
         if s.config.drift is not None:
             _core_drift.step(s)
+            if s.resume is not None:  # a prompt held for the check that just ended (rule 8; `_core_drift` rule 6)
+                call, s.resume = s.resume, None
+                _call(s, call)
+                _core_drift.step(s)
         out, s.out = s.out, []
         return out
+
+    def wants_session_stat(self, call: Call) -> bool:
+        """True when the shell should look at the session file (`Call.session`, one stat) before it feeds
+        `call`: a prompt, with the drift check on (`_core_drift` rule 6). Without a look, the core reads the
+        file before the prompt runs."""
+        return call.method == "prompt" and self._s.config.drift is not None
 
     @property
     def admission_open(self) -> bool:

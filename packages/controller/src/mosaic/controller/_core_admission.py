@@ -14,7 +14,9 @@ The rules it keeps (the core's rules 1, 2 and 7b; `_core.py` lists the rooms):
    receipt, H12; other text is conflicting-request, H13); the request's generation (H1, H2), then the
    controlling connection (S5, H15); open admission (preflight K8, session-drift W10, fenced); the one
    pending slot, no run streaming and no drift check in flight (busy, H18, N13, the core's rule 8); the
-   text policy (draft, text-policy: `_tables.TEXT_PREFIXES`). Refused requests send zero engine bytes.
+   text policy (draft, text-policy: `_tables.TEXT_PREFIXES`); last, the session file is still the one the
+   last drift check verified (session-drift, or held for a check: `_core_drift` rule 6, issue 27).
+   Refused requests send zero engine bytes.
 2. Dispatch: the prompt goes to the engine through `LinkCore.send_prompt` in the same `receive` call,
    reserving the slot first (§1 "Pending dispatch slot"); nothing stands between the last check and the
    write. The slot is released only by reconciliation (`_core_engine`).
@@ -29,6 +31,7 @@ from functools import cached_property
 
 from mosaic.pi_rpc.link import LinkPoisoned
 
+from . import _core_drift
 from ._access import required_operations
 from ._core_state import CoreState, text_digest
 from ._io import Call, FlushEngine, Reply
@@ -177,10 +180,11 @@ def _admission_closed(s: CoreState, asked: Asked) -> bool:
 
 
 def _busy(s: CoreState, asked: Asked) -> bool:
-    if s.slot is None and not s.run.active and s.drift_check is None and s.link.can_send_prompt():
+    if s.slot is None and not s.run.active and s.drift_check is None and s.deferred is None \
+            and s.link.can_send_prompt():
         return False
     what = ("a prompt holds the dispatch slot" if s.slot is not None else "a run is streaming"
-            if s.run.active or s.drift_check is None else "the idle drift check is in flight")
+            if s.run.active or s.drift_check is None and s.deferred is None else "the idle drift check is in flight")
     s.refuse(asked.call, "busy", f"{what}; CHAT-03 has no broker queue, the text stays with the client")
     return True
 
@@ -191,6 +195,10 @@ def _text_refused(s: CoreState, asked: Asked) -> bool:
         return False
     s.refuse(asked.call, *problem)
     return True
+
+
+def _session_moved(s: CoreState, asked: Asked) -> bool:
+    return _core_drift.prompt_check(s, asked.call)
 
 
 CALL_GATE: tuple[AdmissionCheck, ...] = (
@@ -214,6 +222,8 @@ PROMPT_ADMISSION: tuple[AdmissionCheck, ...] = (
                    _admission_closed),
     AdmissionCheck("slot", ("busy",), "§1 pending slot; H18, N13; _core_drift (a check in flight)", _busy),
     AdmissionCheck("text", ("draft", "text-policy"), "§4: _tables.check_text, TEXT_PREFIXES", _text_refused),
+    AdmissionCheck("session-file", ("session-drift",), "issue 27: a second writer seen before the next prompt; "
+                   "_core_drift rule 6 (held for a check when the file grew)", _session_moved),
 )
 
 

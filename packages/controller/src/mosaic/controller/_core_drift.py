@@ -24,6 +24,15 @@ The rules it keeps (the core's rule 8; brief §2 "Session drift, not foreign-wri
    `completed`: no client has seen it before the check ends.
 5. A check that cannot finish (get_entries fails, times out or is malformed; the read fails or times out)
    leaves the binding uncertain with admission closed (W19): unknown is never "no drift".
+6. A second writer is seen before the next prompt runs (issue 27; `prompt_check`, the last row of
+   admission). The shell looks at the file (one stat, `Call.session`) before it feeds a prompt; the core
+   compares it with the last clean check's verified point (`_drift.stat_verdict`). The same: the prompt
+   runs in this call, as before. Removed, replaced or shrunk: drift, as rule 3, and the prompt is refused
+   `session-drift` with zero engine bytes. Grown, appeared, or not looked at: the prompt waits (`deferred`;
+   another prompt is busy) and the check runs now (incremental from the checkpoint); when it ends the
+   prompt goes through admission again, in full (`resume`): clean, it runs; drift, it is refused
+   `session-drift`; a check that could not finish, `fenced`; a check an engine event abandoned, admission
+   again with no look (busy while a run streams, else the check once more).
 """
 
 from __future__ import annotations
@@ -43,9 +52,10 @@ from ._drift import (
     check_appended,
     check_drift,
     engine_list,
+    stat_verdict,
 )
 from ._effects import READ_SESSION
-from ._io import Action, CancelTimer, EffectDone, FlushEngine, Notify, Reply, SetTimer
+from ._io import Action, Call, CancelTimer, EffectDone, FlushEngine, Notify, Reply, SessionStat, SetTimer
 from ._state import DriftCheck
 
 DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 1)
@@ -108,6 +118,38 @@ def _ask(s: CoreState, check: DriftCheck, since: Checkpoint | None) -> None:
     check.engine = None
     check.read_effect = None
     s.emit(FlushEngine())
+
+
+def prompt_check(s: CoreState, call: Call) -> bool:
+    """Rule 6, for a prompt every other admission check passed: False when the file is the verified point
+    (the prompt runs now); True when this answered it (refused: drift) or holds it for a check."""
+    if s.config.drift is None:
+        return False
+    stat = call.session
+    if stat is not None and stat.error is None:
+        decided = stat_verdict(stat.identity, verified=s.drift_seen, checkpoint=s.checkpoint)
+        if decided is True:
+            return False
+        if isinstance(decided, Verdict):
+            s.refuse(call, "session-drift", f"the session file moved under the engine before the prompt ran "
+                                            f"({decided.reason}: {decided.detail}); admission stays closed (W10)")
+            s.drift_verdict = decided
+            s.checkpoint = None
+            _found(s, DriftCheck(s.new_id("d"), s.now, None), decided)
+            return True
+    why = "no look at the file" if stat is None else stat.error or "the file grew or appeared"
+    s.evidence("drift-check-before-prompt", request=call.params.get("clientRequestId"), why=why)
+    s.deferred = call
+    s.drift_due = True  # starts at the end of this call: the engine is idle (admission just passed)
+    return True
+
+
+def _resume(s: CoreState, look: bool) -> None:
+    """The check a deferred prompt waited for ended: the prompt goes through admission again (`_core`
+    feeds `resume`), with the verified point as its look (`look`), or with none (an abandoned check)."""
+    call, s.deferred = s.deferred, None
+    if call is not None:
+        s.resume = replace(call, session=SessionStat(s.drift_seen) if look else None)
 
 
 def _unhold(s: CoreState) -> None:
@@ -175,9 +217,10 @@ def read_done(s: CoreState, done: EffectDone) -> None:
     if verdict.drift:
         s.checkpoint = None
         _found(s, check, verdict)
-        return
-    s.drift_seen = verdict.seen
-    s.checkpoint = verdict.checkpoint
+    else:
+        s.drift_seen = verdict.seen
+        s.checkpoint = verdict.checkpoint
+    _resume(s, look=True)
 
 
 def _unpersisted(s: CoreState) -> None:
@@ -224,6 +267,7 @@ def failed(s: CoreState, check: DriftCheck, detail: str) -> None:
     if s.binding_state != "stopping":
         s.uncertain("drift-check-failed", detail)
     s.broadcast_binding()
+    _resume(s, look=True)
 
 
 def _abandon(s: CoreState, check: DriftCheck) -> None:
@@ -232,6 +276,7 @@ def _abandon(s: CoreState, check: DriftCheck) -> None:
     _release(s)
     s.drift_due = True
     s.evidence("drift-check-abandoned", check=check.check_id)
+    _resume(s, look=False)
 
 
 def with_receipts(action: Action, fresh: Mapping[str, dict[str, Any]]) -> Action:

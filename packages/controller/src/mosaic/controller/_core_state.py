@@ -53,9 +53,9 @@ CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held duri
 RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats (and the settled requests kept in memory)
 # The engine link's record cap, derived from the reader's (no answer on the control path may be cut for its
 # size while the reader still accepts the session): get_entries holds every entry of the file, each the
-# bytes of its line (JSON.stringify both ways); get_tree (the load check) wraps each entry in
-# {"entry":...,"children":[...]}, 27 bytes more than a line of at least ~70 (type, id, parentId, timestamp);
-# agent_end holds one run's messages, all of them in the file. So twice the reader's cap, plus an envelope.
+# bytes of its line (JSON.stringify both ways); agent_end holds one run's messages, all of them in the file.
+# Twice the reader's cap, plus an envelope: room for both (the load check asks get_entries since the
+# recorded leaf, never get_tree, whose nesting grows with a chain: `_launch_checks` rule 4).
 ENGINE_RECORD_CAP = 2 * MAX_SESSION_FILE_BYTES + (4 << 20)
 
 
@@ -168,6 +168,9 @@ class CoreState:
         self.drift_seen: FileIdentity | None = None
         # The last clean check's (`_core_drift` rule 1: the next one goes on from it).
         self.checkpoint: Checkpoint | None = None
+        # A prompt held until the check it started ends, then fed through admission again (rule 6).
+        self.deferred: Call | None = None
+        self.resume: Call | None = None
 
     # ------------------------------------------------------------------------------------------ actions
 

@@ -64,6 +64,21 @@ D. its ids are the engine's answer, in order, all of it (then no id can repeat a
 So a turn end costs one read and one SHA-256 pass over the file (the floor of re-proving its bytes) and a
 decode of the turn's own lines, whatever the file's size; the full check runs at the start (the takeover
 check), where no checkpoint exists (no file yet), and after a check that could not decide incrementally.
+
+Before a prompt runs (`stat_verdict`, issue 27: a second writer seen before the next prompt, beyond the
+brief's "at the next idle check"). The shell looks at the file (its (dev, ino) and size, one stat) just
+before it feeds a prompt; the last clean check's verified point is the reference (the checkpoint's
+identity, or no file). While the engine is idle it writes nothing (Pi appends only during a run, FACTS (c)
+`_persist`, and every run ends with a check), so anything else than the verified point is another writer's:
+
+E. the same (dev, ino) and size (or no file, as verified): the prompt runs;
+F. no file where one was verified: `file-removed`; another (dev, ino): `file-replaced`; fewer bytes:
+   `file-shrank`: drift, decided here;
+G. more bytes, or a file where none was verified, or no look at all: `stat_verdict` decides nothing and the
+   core runs the check (incremental from the checkpoint, the full one without) before the prompt runs.
+
+Not caught here: a rewrite in place that keeps the inode and the size (the next check's `prefix-changed`
+catches it: a stat compares no content).
 """
 
 from __future__ import annotations
@@ -87,6 +102,7 @@ __all__ = [
     "check_drift",
     "engine_list",
     "session_bytes",
+    "stat_verdict",
 ]
 
 DRIFT_REASONS: Mapping[str, str] = {
@@ -223,7 +239,7 @@ def _object(raw: bytes) -> dict[str, Any] | None:
     """One line as a JSON object, or None (not UTF-8, not JSON, not an object)."""
     try:
         value = json.loads(raw.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, a number past the digit limit, nested too deep
         return None
     return value if isinstance(value, dict) else None
 
@@ -342,3 +358,28 @@ def check_appended(engine: EngineList, read: SessionBytes | None, *, checkpoint:
                      disk_ids[-1] if disk_ids else checkpoint.last_id)
     return Verdict(False, None, f"{n_disk} entries, the engine's own ({len(disk_ids)} new)", None, now, n_disk,
                    n_engine, nxt, True)
+
+
+def stat_verdict(stat: FileIdentity | None, *, verified: FileIdentity | None, checkpoint: Checkpoint | None) \
+        -> Verdict | bool:
+    """The prompt's look at the file against the last verified point (module rules E-G): True when it is
+    the verified point (the prompt runs), a drift `Verdict` (`file-removed`, `file-replaced`, `file-shrank`)
+    when it cannot be, False when only a check can decide (the file grew or appeared). `stat` is the
+    shell's look (None: no file), `verified` what the last clean check saw (None: no file), `checkpoint`
+    its starting point for the incremental check (the entry counts of a verdict). Never raises."""
+    entries = checkpoint.entries if checkpoint is not None else 0
+
+    def drift(reason: str, detail: str) -> Verdict:
+        return Verdict(True, reason, detail, None, stat, entries, entries)
+
+    if stat is None:
+        if verified is None:
+            return True
+        return drift("file-removed", f"inode {verified.ino} ({verified.size} bytes) was there at the last check")
+    if verified is None:
+        return False  # a file appeared: only the engine's first reply creates one (W19); the check decides
+    if (stat.dev, stat.ino) != (verified.dev, verified.ino):
+        return drift("file-replaced", f"inode {stat.ino} on device {stat.dev}, was {verified.ino} on {verified.dev}")
+    if stat.size < verified.size:
+        return drift("file-shrank", f"{stat.size} bytes, was {verified.size}")
+    return stat.size == verified.size

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mosaic.pi_rpc.link import LinkEvent
 
+from ._drift import FileIdentity
+
 if TYPE_CHECKING:
     from ._access import Peer
 
@@ -46,14 +48,27 @@ class Disconnected:
 
 
 @dataclass(frozen=True)
+class SessionStat:
+    """The session file as the shell looked at it just before it fed a prompt (`ControllerCore.wants_session_
+    stat`): its (dev, ino, size) (`identity`), None when there is no file; `error` when it could not be
+    looked at (the core then reads it before the prompt runs, and a read that fails is no evidence)."""
+
+    identity: FileIdentity | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Call:
     """A well-formed JSON-RPC request: a known method with params of the right types (the protocol layer
-    refused everything else before it got here). `params` is the validated params object."""
+    refused everything else before it got here). `params` is the validated params object. `session` is the
+    shell's look at the session file for a prompt (None: it took none; the core then checks the file before
+    the prompt runs, `_core_drift` rule 6)."""
 
     conn: ConnId
     rpc_id: RpcId
     method: str
     params: Mapping[str, Any]
+    session: SessionStat | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@
    `engine-pin-mismatch`, `session-drift`).
 4. K8: the engine shows this session file, its header ID and the recorded leaf before admission opens
    (`load_check`); Pi's own startup append (model and thinking entries chained from the recorded leaf,
-   FACTS (d)) is the engine's, not another leaf (`leaf_problem`).
+   FACTS (d)) is the engine's, not another leaf (`leaf_problem`). The leaf is proven with answers whose size
+   and depth do not grow with the session: `get_state`, and `get_entries since=<recorded leaf>` (flat, its
+   `leafId` and only the entries after the recorded leaf, docs/pi-0.85.1.md "get_entries and get_tree"),
+   never `get_tree`, which nests two levels per entry of a chain (Pi's own answer fails past about 2,047).
 5. An execution this controller did not run to its end reports every tool call the session file shows
    without a result as an uncertain effect (`effect_report`, brief §6 "Effects").
 """
@@ -39,6 +42,7 @@ __all__ = [
     "current_pins",
     "effect_report",
     "leaf_problem",
+    "leaf_query",
     "load_check",
     "loadable",
     "pins_dict",
@@ -147,16 +151,23 @@ def revalidate(store: ClaimStore, seat_key: SeatKey, session_key: SessionKey, re
     return now
 
 
+def leaf_query(recorded: str | None) -> dict[str, Any]:
+    """K8's `get_entries`: the entries after the recorded leaf (`since`: rpc-mode.js 505-516, the first
+    entry with that id) and Pi's `leafId`; every entry when nothing is recorded (a session with no entries:
+    only Pi's startup append can follow its header)."""
+    return {"type": "get_entries"} if recorded is None else {"type": "get_entries", "since": recorded}
+
+
 async def load_check(link: EngineLink, *, bound: float, session_file: str, identity: SessionIdentity,
                      step: Callable[[str], None]) -> str | None:
     """K8: before admission opens, the engine must show this session file, its header ID and the recorded
     leaf (brief §6 "Pi resume"), each query answered within `bound` seconds. Returns what differs, or
-    None. `step` is called after the first answer (a test seam)."""
+    None. `step` is called after the first answer (a test seam). Two flat answers, whatever the session's
+    length: `get_state` and `leaf_query` (module rule 4)."""
     try:
         state = await asyncio.wait_for(link.request({"type": "get_state"}), bound)
         step("first-get-state")
-        entries = await asyncio.wait_for(link.request({"type": "get_entries"}), bound)
-        tree = await asyncio.wait_for(link.request({"type": "get_tree"}), bound)
+        entries = await asyncio.wait_for(link.request(leaf_query(identity.leaf)), bound)
     except Exception as exc:  # noqa: BLE001 - no answer is no evidence: the check fails
         return f"the engine did not answer the load check: {exc!r}"
     data = (state.response or {}).get("data") or {}
@@ -164,23 +175,26 @@ async def load_check(link: EngineLink, *, bound: float, session_file: str, ident
         return f"the engine loaded session file {data.get('sessionFile')!r}, not {session_file!r}"
     if data.get("sessionId") != identity.header_id:
         return f"the engine's session ID is {data.get('sessionId')!r}, not the header's {identity.header_id!r}"
-    leaf = ((tree.response or {}).get("data") or {}).get("leafId")
-    listed = ((entries.response or {}).get("data") or {}).get("entries") or []
-    return leaf_problem(identity.leaf, leaf, listed)
+    answer = entries.response or {}
+    if answer.get("success") is not True:
+        # Pi's "Entry not found: <id>": the recorded leaf is not among the entries it loaded.
+        return (f"the engine's entries do not hold the recorded leaf {identity.leaf!r} "
+                f"({answer.get('error', 'no answer')})")
+    listed = answer.get("data")
+    if not isinstance(listed, Mapping) or not isinstance(listed.get("entries"), list):
+        return f"the engine's get_entries answer is not an entry list: {str(listed)[:200]}"
+    return leaf_problem(identity.leaf, listed.get("leafId"), listed["entries"])
 
 
-def leaf_problem(recorded: str | None, loaded: Any, entries: Sequence[Any]) -> str | None:
+def leaf_problem(recorded: str | None, loaded: Any, after: Sequence[Any]) -> str | None:
     """None when the engine's leaf is the recorded one, or the recorded one followed only by Pi's own
     startup append (model_change / thinking_level_change entries, each the child of the one before, the
-    first the child of the recorded leaf); else what differs (K8)."""
+    first the child of the recorded leaf); else what differs (K8). `after` is what the engine lists after
+    the recorded leaf (`leaf_query`'s answer: every entry when nothing is recorded)."""
     if loaded == recorded:
         return None
-    ids = [e.get("id") for e in entries if isinstance(e, Mapping)]
-    start = ids.index(recorded) + 1 if recorded in ids else (0 if recorded is None else None)
-    if start is None:
-        return f"the engine's entries do not hold the recorded leaf {recorded!r}"
     parent = recorded
-    for entry in entries[start:]:
+    for entry in after:
         if not isinstance(entry, Mapping) or entry.get("type") not in STARTUP_APPEND_TYPES \
                 or entry.get("parentId") != parent:
             return f"the engine loaded leaf {loaded!r}, not the recorded {recorded!r} (K8)"

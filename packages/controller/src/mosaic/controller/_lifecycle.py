@@ -18,8 +18,9 @@ Its `start()`:
    spawn marker, launches through the launcher with the recorded name, records the invocation ID, the
    engine identity and the cohort reference, and publishes active;
 4. runs the load check before admission opens (K8): `get_state` must name this session file and header
-   ID and `get_tree` the recorded leaf (Pi's own startup append of model and thinking entries, FACTS (d),
-   is the engine's and allowed); otherwise the binding is uncertain and prompts refuse `preflight`;
+   ID and `get_entries since=<recorded leaf>` the recorded leaf as Pi's `leafId` (Pi's own startup append
+   of model and thinking entries, FACTS (d), is the engine's and allowed): two flat answers at any length;
+   otherwise the binding is uncertain and prompts refuse `preflight`;
 5. serves the socket. The core's effects are carried out here: a force stop drives cgroup-cohort's stop
    machine, publishing each phase into the claim before its action, and releases the claim with the
    proof's digest when the proof says stopped; anything else leaves the claim uncertain. A generation taken

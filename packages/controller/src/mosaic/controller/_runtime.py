@@ -6,6 +6,13 @@ calls `feed` only from its own callbacks (its rule 4), the engine pump task from
 timers from `call_later`, and the results of work done off the loop (history pages, effects) are fed back
 with `call_soon_threadsafe`.
 
+A prompt, with the drift check on, waits for one look at the session file before the core sees it
+(`ControllerCore.wants_session_stat`; the core's `_core_drift` rule 6): the look (`session_stat`, a
+safe-open open and fstat) runs off the loop on a thread of its own, and every input that arrives meanwhile
+(calls, engine events, timers, effect results) waits behind the prompt, in order, so the core sees the
+inputs in the order they came, the prompt with its look attached (`Call.session`). It costs the prompt
+path one thread hop (README "Benchmarks", the prompt path).
+
 Blocking lower calls run off the loop in a small bounded pool (DESIGN "The controller's intended
 shape"): the reader's page reads, the drift check's session file reads (`session_reader`, for the core's
 `Effect("read-session")`; the core's rule 8) and any effect handler that blocks (claim fsyncs, a force
@@ -29,7 +36,8 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +51,7 @@ from ._drift import FileIdentity, SessionBytes
 from ._effects import READ_SESSION
 from ._io import (
     Action,
+    Call,
     CancelTimer,
     CloseConnection,
     ConnId,
@@ -58,13 +67,14 @@ from ._io import (
     Refuse,
     Reply,
     RpcId,
+    SessionStat,
     SetTimer,
     TimerFired,
 )
 from ._server import Placeholder, ServerLimits, SocketServer
 
 __all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "history_reader", "SessionFileReader", "SessionReader",
-           "no_cohort_effects"]
+           "SessionStatter", "no_cohort_effects"]
 
 logger = logging.getLogger("mosaic.controller.runtime")
 
@@ -73,6 +83,10 @@ PageReader = Callable[[str | None], Mapping[str, Any]]
 
 EffectHandler = Callable[[Effect], Awaitable[Mapping[str, Any]]]
 """Carries out one effect the core asked for and returns its result (fed back as `EffectDone`)."""
+
+SessionStatter = Callable[[], FileIdentity | None]
+"""Blocking: the session file's (dev, ino, size) as one look sees it now; None when there is no file. Raises
+when it cannot be looked at."""
 
 SessionReader = Callable[[int], SessionBytes | None]
 """Blocking: the session file read from the start, the bytes before the offset hashed and the rest kept
@@ -146,6 +160,19 @@ class SessionFileReader:
                     prefix = whole.hexdigest()
             return SessionBytes(b"".join(chunks), FileIdentity(f.dev, f.ino, total), offset, prefix, whole.hexdigest())
 
+    def identity(self) -> FileIdentity | None:
+        """A `SessionStatter`: the file opened as `__call__` opens it, its (dev, ino) and size (fstat), no
+        byte read; None when it does not exist. Raises what `__call__` raises."""
+        root = self._root
+        try:
+            opened = root.open_session_file(self.sessions_rel, self.name)
+        except SafeOpenRefusal as refusal:
+            if refusal.code == "unavailable" and self.name not in root.listdir(self.sessions_rel):
+                return None
+            raise
+        with opened as f:
+            return FileIdentity(f.dev, f.ino, os.fstat(f.fd).st_size)
+
     def close(self) -> None:
         self._root.close()
 
@@ -169,6 +196,7 @@ class ControllerRuntime:
         evidence_path: str | None = None,
         workers: int = 2,
         engine_hook: Callable[[list[LinkEvent]], None] | None = None,
+        session_stat: SessionStatter | None = None,
     ) -> None:
         if link is not None and link.core is not core.link:
             raise ValueError("the engine link must run over the core's own LinkCore (EngineLink(core=core.link))")
@@ -180,10 +208,16 @@ class ControllerRuntime:
                                    reach=core.config.access.reach(), standing=core.config.access.standing)
         self.page_reader = page_reader
         self.session_reader = session_reader
+        # A prompt's look at the session file (`SessionFileReader.identity` when the reader has one).
+        self.session_stat: SessionStatter | None = session_stat or getattr(session_reader, "identity", None)
         self.effects = effects
         self.evidence: deque[Evidence] = deque(maxlen=EVIDENCE_KEPT)
         self._evidence_path = evidence_path
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mosaic-controller")
+        # The prompt's look runs on a thread of its own: never behind a page or a drift read in the pool.
+        self._stat_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mosaic-controller-stat")
+        self._waiting: deque[Input] = deque()  # inputs that came while a prompt's look was taken
+        self._looking = False
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._placeholders: dict[tuple[ConnId, RpcId], Placeholder] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -229,13 +263,59 @@ class ControllerRuntime:
         if self.link is not None:
             await self.link.aclose()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._stat_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the one way in ------------------------------------------------------------------------------------
 
     def feed(self, event: Input) -> None:
-        """Give the core one input and carry out what it returns, in order (on the loop's thread)."""
+        """Give the core one input and carry out what it returns, in order (on the loop's thread). A prompt
+        the core wants looked at waits for its look (module docstring), and so does every input after it."""
         if self._closed:
             return
+        if self._looking:
+            self._waiting.append(event)
+            return
+        if isinstance(event, Call) and event.session is None and self.core.wants_session_stat(event):
+            self._look(event)
+            return
+        self._receive(event)
+
+    def _look(self, call: Call) -> None:
+        """Take the prompt's look at the session file on the look thread; `_looked` feeds the prompt with it
+        when it is back (a future's callback: no task between, the cheapest hop off the loop and back)."""
+        assert self._loop is not None
+        loop = self._loop
+        look = self.session_stat
+
+        def stat() -> SessionStat:
+            if look is None:
+                return SessionStat(None, "this controller has no session reader")
+            try:
+                return SessionStat(look())
+            except Exception as exc:  # noqa: BLE001 - a look that fails is no evidence: the core reads the file
+                return SessionStat(None, repr(exc))
+
+        def back(done: Future[SessionStat]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the controller is gone
+                loop.call_soon_threadsafe(self._looked, call, done)
+
+        self._looking = True
+        try:
+            self._stat_pool.submit(stat).add_done_callback(back)
+        except RuntimeError:  # the pool was shut down: closing
+            self._looking = False
+
+    def _looked(self, call: Call, done: Future[SessionStat]) -> None:
+        seen = done.result() if not done.cancelled() else SessionStat(None, "the look was cancelled")
+        self._looking = False
+        try:
+            if not self._closed:
+                self._receive(replace(call, session=seen))
+        finally:  # what waited behind the prompt goes on, in order, whatever carrying the prompt out raised
+            while self._waiting and not self._looking and not self._closed:
+                self.feed(self._waiting.popleft())
+
+    def _receive(self, event: Input) -> None:
         try:
             actions = self.core.receive(event, now=self.clock())
         except Exception:  # noqa: BLE001 - a bug in the core must not take the controller down

@@ -109,7 +109,7 @@ def read_session(place: SessionPlace) -> SessionIdentity:
     first, _, rest = data.partition(b"\n")
     try:
         header = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("type") != "session" or not isinstance(header.get("id"), str):
         raise ControlRefusal("configuration", f"{place.path} has no Pi session header on line 1 (the session key "
@@ -122,8 +122,8 @@ def read_session(place: SessionPlace) -> SessionIdentity:
             continue
         try:
             entry = json.loads(line)
-        except ValueError:
-            continue  # Pi skips a malformed line (session-manager.js 265-276)
+        except (ValueError, RecursionError):
+            continue  # Pi skips a malformed line (session-manager.js 265-276); a line nested too deep for Python too
         if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("type") != "session":
             leaf, leaf_type = entry["id"], entry.get("type") if isinstance(entry.get("type"), str) else None
             if entry.get("type") == "message":

@@ -1,5 +1,6 @@
 """The controller core, sans-io (brief §1, §3, §9; docs/design.md "The controller core"): one execution's
-`ControllerCore` fed `Input`s (`Connected`, `Call`, `EngineEvents`, `TimerFired`, `EffectDone`,
+`ControllerCore` fed `Input`s (`Connected`, `Call` (a prompt's with the shell's look at the session file,
+`SessionStat`), `EngineEvents`, `TimerFired`, `EffectDone`,
 `PageRead`, `Disconnected`) through `receive(input, now=)`, returning `Action`s (`Reply`, `Refuse`,
 `Notify`, `ReadPage`, `FlushEngine`, `SetTimer`, `CancelTimer`, `Effect`, `Evidence`,
 `CloseConnection`) for the shells to carry out. Its configuration (`CoreConfig`, `Bounds`), its ordered
@@ -44,6 +45,7 @@ from ._io import (
     Refuse,
     Reply,
     RpcId,
+    SessionStat,
     SetTimer,
     TimerFired,
 )
@@ -90,6 +92,7 @@ __all__ = [
     "Reply",
     "Request",
     "RpcId",
+    "SessionStat",
     "SetTimer",
     "StopStep",
     "TimerFired",

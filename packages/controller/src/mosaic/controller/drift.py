@@ -1,7 +1,8 @@
 """Session drift (brief §2 "Session drift, not foreign-writer attribution"): the engine's own entries
 (`engine_list`, `EngineList`) against the session file's bytes (`session_bytes`, `SessionBytes`), in full
 (`check_drift`) or from a checkpoint (`check_appended`, `Checkpoint`); the verdict (`Verdict`) and its
-reasons (`DRIFT_REASONS`, `PERSISTENCE_DRIFT`)."""
+reasons (`DRIFT_REASONS`, `PERSISTENCE_DRIFT`); a prompt's look at the file against the last verified point
+(`stat_verdict`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ._drift import (
     check_drift,
     engine_list,
     session_bytes,
+    stat_verdict,
 )
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "check_drift",
     "engine_list",
     "session_bytes",
+    "stat_verdict",
 ]
 
 

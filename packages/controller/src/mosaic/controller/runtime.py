@@ -1,6 +1,7 @@
 """The shell around the core (`ControllerRuntime`): the event loop that feeds the core its inputs (the
 socket, the engine link, timers, effects, page reads) and carries out its actions; the readers it is
-given (`history_reader`, `SessionFileReader`) and the effect handler seam (`EffectHandler`,
+given (`history_reader`, `SessionFileReader`; a prompt's look at the session file, `SessionStatter`) and the
+effect handler seam (`EffectHandler`,
 `no_cohort_effects`)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from ._runtime import (
     PageReader,
     SessionFileReader,
     SessionReader,
+    SessionStatter,
     history_reader,
     no_cohort_effects,
 )
@@ -21,6 +23,7 @@ __all__ = [
     "PageReader",
     "SessionFileReader",
     "SessionReader",
+    "SessionStatter",
     "history_reader",
     "no_cohort_effects",
 ]

@@ -10,7 +10,7 @@ The rules it keeps:
    * ``acknowledged``: the engine's response with this command's id was read (success or error);
    * ``unknown``: the write was partial, failed (EPIPE or any OSError), did not finish within the bound,
      the line was written but no response came within the bound, the engine's output ended before the
-     response, or the output stopped being readable (framing error). A write accepted by the pipe is not
+     response, or the output stopped being readable (rule 7). A write accepted by the pipe is not
      consumption, so ``written`` is never upgraded by time, only by a response.
 
    A command still queued behind the write that failed was never written at all: it ends
@@ -50,6 +50,15 @@ The rules it keeps:
    command), but they exist only from the poison on, after which nothing new is sent: the link's memory
    does not grow with the number of commands. Deadlines live in a heap with lazy deletion.
 
+7. **Unreadable output stops the link at once** (issue 27). Every record is decoded strictly
+   (:func:`mosaic.pi_rpc.framing.decode_record`): a record over the cap, bytes that are not UTF-8, text that is
+   not JSON, nesting deeper than :data:`mosaic.pi_rpc.framing.MAX_RECORD_DEPTH` (or a ``RecursionError``), a
+   number out of range, or JSON that is not an object. The first such record ends the reading: a
+   :class:`ProtocolViolation`, every command in flight ``unknown`` (``output-unreadable``), the poison, with
+   its kind in the reason (``engine output unreadable (<kind>): ...``) and in :attr:`LinkCore.unreadable`.
+   Never an exception out of :meth:`LinkCore.feed`, so never one out of a shell's read callback, and never
+   a wait for a bound: a caller awaiting a response learns at once.
+
 The outcome changes are one table, :data:`OUTCOME_TABLE` below: ``(outcome, input) -> (new outcome,
 unknown reason)``. The inputs (:class:`OutcomeInput`) are what the owner reports or the clock says: the
 write started, accepted whole, partial, failed; a response with the command's id; the bound passed; the
@@ -71,14 +80,20 @@ from __future__ import annotations
 
 import enum
 import heapq
-import json
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from mosaic.pi_rpc._framing import DEFAULT_MAX_RECORD_BYTES, FramingError, RecordDecoder, encode_record
+from mosaic.pi_rpc._framing import (
+    DEFAULT_MAX_RECORD_BYTES,
+    FramingError,
+    RecordDecoder,
+    UnreadableKind,
+    decode_record,
+    encode_record,
+)
 
 __all__ = [
     "DEFAULT_BOUND",
@@ -114,7 +129,7 @@ UnknownReason = Literal[
     "write-stalled",  # the bound passed before the pipe accepted the whole line
     "no-response",  # the whole line was accepted, no response within the bound
     "engine-output-ended",  # the engine's stdout reached EOF before the response
-    "output-unreadable",  # the engine's stdout broke framing (over the cap, not UTF-8, not JSON)
+    "output-unreadable",  # a record the link cannot read (`LinkCore.unreadable` names the kind: framing.UNREADABLE_OUTPUT)
 ]
 
 
@@ -140,7 +155,7 @@ class OutcomeInput(enum.Enum):
     # tick(): its bound passed; for the write in progress, also a passed bound of a command queued behind it
     BOUND_PASSED = "bound-passed"
     OUTPUT_ENDED = "output-ended"  # output_ended(): EOF on the engine's stdout
-    OUTPUT_UNREADABLE = "output-unreadable"  # a framing error or a record that is not a JSON object
+    OUTPUT_UNREADABLE = "output-unreadable"  # a record the link cannot read (framing.UNREADABLE_OUTPUT)
     POISON_DROPS_OUTBOX = "poison-drops-outbox"  # the link was poisoned (by another command or the output)
 
 
@@ -376,6 +391,7 @@ class LinkCore:
         self._agent_starts = 0
         self._open_prompt: Command | None = None
         self._poison: str | None = None
+        self._unreadable: UnreadableKind | None = None
         self._output_closed = False
 
     # -- state ------------------------------------------------------------------------------------------
@@ -384,6 +400,12 @@ class LinkCore:
     def poisoned(self) -> str | None:
         """Why the link is poisoned, or ``None``."""
         return self._poison
+
+    @property
+    def unreadable(self) -> UnreadableKind | None:
+        """The kind of engine output that stopped the reading (a key of
+        :data:`mosaic.pi_rpc.framing.UNREADABLE_OUTPUT`), or ``None``: the output is readable or ended."""
+        return self._unreadable
 
     @property
     def in_flight(self) -> tuple[Command, ...]:
@@ -522,7 +544,7 @@ class LinkCore:
         try:
             texts = self._decoder.feed(data)
         except FramingError as exc:
-            return self._output_broken(f"framing: {exc}")
+            return self._output_broken(exc.kind, f"framing: {exc}")
         events: list[LinkEvent] = []
         for text in texts:
             events += self._record(text)
@@ -551,14 +573,13 @@ class LinkCore:
         index = self._read_count
         self._read_count += 1
         try:
-            record = json.loads(text)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            # Pi's stdout is taken over (output-guard.js 38-56): every line is a JSON object. One that is
-            # not means the stream is not Pi's protocol any more.
-            return [ProtocolViolation(index, "engine output record is not a JSON object", None, text),
-                    *self._output_broken("a record that is not a JSON object")]
+            record = decode_record(text)
+        except FramingError as exc:
+            # Pi's stdout is taken over (output-guard.js 38-56): every line is a JSON object its
+            # JSON.stringify wrote. One the decoder cannot take (or that is not an object) means the stream
+            # is not Pi's protocol any more: the link stops reading at once, whatever the kind.
+            return [ProtocolViolation(index, f"engine output record is unreadable ({exc.kind}): {exc}", None, text),
+                    *self._output_broken(exc.kind, str(exc))]
         if record.get("type") != "response":
             if record.get("type") == "agent_start":
                 self._agent_starts += 1
@@ -720,9 +741,10 @@ class LinkCore:
             self._apply(self._outbox.popleft(), OutcomeInput.POISON_DROPS_OUTBOX)
         return [Poisoned(reason)]
 
-    def _output_broken(self, why: str) -> list[LinkEvent]:
+    def _output_broken(self, kind: UnreadableKind, why: str) -> list[LinkEvent]:
         self._output_closed = True
-        reason = f"engine output unreadable: {why}"
+        self._unreadable = kind
+        reason = f"engine output unreadable ({kind}): {why}"
         events: list[LinkEvent] = []
         for cmd in list(self._in_flight.values()):
             events += self._step(cmd, OutcomeInput.OUTPUT_UNREADABLE, poison=reason)

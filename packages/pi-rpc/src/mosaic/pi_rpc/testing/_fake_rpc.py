@@ -22,7 +22,7 @@ from mosaic.pi_rpc.testing._fake_runtime import Json, tick
 from mosaic.pi_rpc.testing._fake_session import ms_now
 from mosaic.pi_rpc.testing._jsjson import JsonParseError, js_json_parse
 
-__all__ = ["COMMANDS", "LLAMA_COMMAND", "RpcMode", "die"]
+__all__ = ["COMMANDS", "GET_TREE_MAX_PATH", "LLAMA_COMMAND", "RpcMode", "die", "longest_path"]
 
 # get_commands under the seal (FACTS.md (b): the built-in inline llama.cpp extension).
 LLAMA_COMMAND: Json = {
@@ -31,6 +31,14 @@ LLAMA_COMMAND: Json = {
     "source": "extension",
     "sourceInfo": {"path": "<inline:llama.cpp>", "source": "inline", "scope": "temporary", "origin": "top-level"},
 }
+
+# get_tree's answer nests two levels per node of a path (the node, its children). Pi's output() writes it
+# with JSON.stringify, which recurses and throws V8's "Maximum call stack size exceeded" past its stack limit;
+# the handler's catch answers that as an error (rpc-mode.js 517-520, 627-639). Measured on the pinned binary
+# (docs/pi-0.85.1.md "get_entries and get_tree"): a chain of 2,047 thinking-level nodes answers, 2,048
+# fail; of user messages 2,048 answer, 2,049 fail. The fake fails past 2,047 nodes on one path.
+GET_TREE_MAX_PATH = 2047
+STACK_OVERFLOW = "Maximum call stack size exceeded"
 
 # Pi commands the fake does not model (README "Known limits"): each answers an error naming itself.
 _PI_COMMANDS = frozenset({
@@ -59,6 +67,17 @@ def js_str(value: Any) -> str:
     if isinstance(value, (list, dict)):
         return "[object Object]" if isinstance(value, dict) else ",".join(js_str(v) for v in value)
     return js_json_dumps(value)
+
+
+def longest_path(tree: list[Json]) -> int:
+    """The most nodes on one root-to-leaf path of a ``getTree()`` answer (iterative: a chain is deep)."""
+    longest = 0
+    stack = [(node, 1) for node in tree]
+    while stack:
+        node, depth = stack.pop()
+        longest = max(longest, depth)
+        stack.extend((child, depth + 1) for child in node["children"])
+    return longest
 
 
 def success(cid: Any, command: str, data: Any = ...) -> Json:
@@ -216,7 +235,10 @@ class RpcMode:
 
     async def _get_tree(self, cid: Any, cmd: Json) -> Json | None:
         sm = self.session.sm
-        return success(cid, "get_tree", {"tree": sm.tree(), "leafId": sm.leaf_id})
+        tree = sm.tree()
+        if longest_path(tree) > GET_TREE_MAX_PATH:
+            raise RecursionError(STACK_OVERFLOW)  # handle_line answers it as Pi's catch does
+        return success(cid, "get_tree", {"tree": tree, "leafId": sm.leaf_id})
 
     async def _get_messages(self, cid: Any, cmd: Json) -> Json | None:
         return success(cid, "get_messages", {"messages": self.session.agent.messages})

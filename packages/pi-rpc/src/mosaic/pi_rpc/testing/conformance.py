@@ -22,8 +22,10 @@ The real binary's scripted model is :class:`~mosaic.pi_rpc.testing.model_server.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -55,6 +57,7 @@ __all__ = [
     "fake_engine",
     "load_golden",
     "normalize",
+    "parse_line",
     "prepare_tree",
     "real_engine",
     "record_goldens",
@@ -154,14 +157,17 @@ def ask(cid: str, ctype: str, **fields: Any) -> list[Step]:
 @dataclass(frozen=True)
 class Script:
     """A conformance script (one scenario of the suite, by ``name``): its ``steps``, the session file name,
-    an optional ``seed`` (the file's bytes before start, ``{cwd}`` replaced by the project path) and the
-    agent ``settings.json``."""
+    an optional ``seed`` (the file's bytes before start, ``{cwd}`` replaced by the project path; a callable
+    makes them when the script runs) and the agent ``settings.json``. ``digest_files``: session file states
+    are kept as their line count and the SHA-256 of their bytes (the scratch root written ``<scratch>``),
+    not line by line (a long seed)."""
 
     name: str
     steps: tuple[Step, ...]
     session: str = "s.jsonl"
-    seed: str | None = None  # session file content before start ({cwd} is replaced); None: no file
+    seed: str | Callable[[], str] | None = None  # session file content before start ({cwd} is replaced)
     settings: Mapping[str, Any] = field(default_factory=dict)
+    digest_files: bool = False
 
 
 def _seeded(*lines: Mapping[str, Any]) -> str:
@@ -193,6 +199,35 @@ NOTHINK = _seeded(
     {**_ASSIST, "timestamp": "2026-01-01T00:00:03.000Z",
      "message": {**_ASSIST["message"], "content": [{"type": "text", "text": "DUPLICATE-ID-LATER"}]}},
 ).rstrip("\n")
+
+def _chain_id(i: int) -> str:
+    return f"{i:08x}"
+
+
+def _chain(n: int) -> str:
+    """A session of ``n`` messages in one chain after the startup pair (user and assistant in turn, the
+    assistant's with ``usage``): the branch holds a thinking entry, so Pi appends nothing at start (FACTS
+    (d) J) and every id and timestamp of a ``get_tree`` answer is the seed's."""
+    lines: list[Mapping[str, Any]] = [_HEADER, _MC, _TLC]
+    parent = _TLC["id"]
+    for i in range(n):
+        source = _USER if i % 2 == 0 else _ASSIST
+        message = {**source["message"], "content": [{"type": "text", "text": f"turn {i}"}]}
+        lines.append({**source, "id": _chain_id(i), "parentId": parent, "message": message})
+        parent = _chain_id(i)
+    return _seeded(*lines)
+
+
+def _deep_chain(n: int, *, answers: bool) -> Script:
+    """get_tree on a chain of ``n`` messages: Pi answers it up to about 2,047 nodes on a path and fails past
+    (JSON.stringify's stack: docs/pi-0.85.1.md "get_entries and get_tree"); get_entries ``since`` answers
+    flat at any length, with ``leafId``; get_state is flat."""
+    name = "get-tree-of-a-long-chain" if answers else "get-tree-past-the-stack-limit"
+    return Script(name, (*ask("s", "get_state"), *ask("e", "get_entries", since=_chain_id(n - 1)),
+                         *ask("e3", "get_entries", since=_chain_id(n - 4)), *ask("t", "get_tree"),
+                         *ask("u", "get_entries", since="not-an-entry"), close(), exited()),
+                  seed=lambda: _chain(n), digest_files=True)
+
 
 _IDLE = (*ask("s0", "get_state"), *ask("c0", "get_commands"), *ask("e0", "get_entries"), *ask("t0", "get_tree"),
          *ask("q0", "clear_queue"), *ask("a0", "abort"))
@@ -285,12 +320,15 @@ CONFORMANCE: tuple[Script, ...] = (
                                   close(), exited(), snapshot("after")), seed=NOTHINK),
     Script("startup-resume", (*ask("r1", "get_state"), *ask("r2", "get_tree"), close(), exited(),
                                  snapshot("after")), seed=FLUSHED),
+    _deep_chain(800, answers=True),
+    _deep_chain(3000, answers=False),
 )
 """The conformance suite (the issue's list): idle queries, a text turn, a tool turn, slow stream + abort,
 steer/follow-up + clear + abort, follow-up + abort without clear, the pipelined-prompt window, bad JSON
 and unknown commands, prefixes and separators, RPC bash, auto-retry, EOF and SIGTERM mid-run, and the
 startup append on the session shapes of FACTS.md (d) (missing file K2, empty file twice K1, no thinking
-entry K3, resume J)."""
+entry K3, resume J), and get_tree / get_entries / get_state on a chain of 800 messages (get_tree answers,
+nested 1,600 levels) and of 3,000 (Pi's own get_tree fails past its stack limit)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -436,10 +474,34 @@ def _matches(rec: Any, match: Mapping[str, Any]) -> bool:
     return True
 
 
-def _file_state(path: Path) -> Any:
+_DEEP_HEAD = re.compile(r'\{"id":"((?:[^"\\]|\\.)*)","type":"response","command":"(\w+)","success":(true|false)')
+
+
+def parse_line(line: str) -> Any:
+    """One stdout line as a record. A line nested too deep for Python's decoder (Pi's get_tree of a long
+    chain, 1,600 levels and more) is kept as its response head and the SHA-256 and length of its bytes:
+    ``{"id", "type", "command", "success", "tooDeep": {"sha256", "bytes"}}``. Raises ``ValueError`` for a
+    line that is not JSON."""
+    try:
+        return json.loads(line)
+    except RecursionError:
+        raw = line.encode("utf-8", "surrogatepass")
+        head = _DEEP_HEAD.match(line)
+        record: dict[str, Any] = {} if head is None else {
+            "id": json.loads(f'"{head.group(1)}"'), "type": "response", "command": head.group(2),
+            "success": head.group(3) == "true"}
+        record["tooDeep"] = {"sha256": hashlib.sha256(raw).hexdigest(), "bytes": len(raw)}
+        return record
+
+
+def _file_state(path: Path, *, digest: bool = False, scratch: str = "") -> Any:
     if not path.exists():
         return {"exists": False}
     data = path.read_bytes()
+    if digest:
+        text = data.replace(scratch.encode(), b"<scratch>") if scratch else data
+        return {"exists": True, "ends_with_lf": data.endswith(b"\n"), "line_count": data.count(b"\n"),
+                "sha256": hashlib.sha256(text).hexdigest()}
     lines = data.split(b"\n")
     tail = lines.pop()
     parsed: list[Any] = []
@@ -464,7 +526,8 @@ def prepare_tree(root: Path, script: Script, base_url: str) -> tuple[Path, Path,
         (agent / "settings.json").write_text(json.dumps(script.settings))
     session = sessions / script.session
     if script.seed is not None:
-        session.write_text(script.seed.replace("{cwd}", str(proj)))
+        seed = script.seed() if callable(script.seed) else script.seed
+        session.write_text(seed.replace("{cwd}", str(proj)))
     return agent, proj, session
 
 
@@ -497,7 +560,7 @@ def run_script(script: Script, engine: Engine, scratch: str | os.PathLike[str], 
                         line = proc.lines[seen]
                         seen += 1
                         try:
-                            rec = json.loads(line)
+                            rec = parse_line(line)
                         except ValueError:
                             continue
                         if _matches(rec, step.match):
@@ -517,7 +580,7 @@ def run_script(script: Script, engine: Engine, scratch: str | os.PathLike[str], 
                 except subprocess.TimeoutExpired as exc:
                     raise ScriptError("engine did not exit in time") from exc
             elif step.kind == "file":
-                tr.files[step.label] = _file_state(session)
+                tr.files[step.label] = _file_state(session, digest=script.digest_files, scratch=str(root))
             elif step.kind == "launch":
                 if proc.p.poll() is None:
                     raise ScriptError("relaunch while the engine still runs")
@@ -533,10 +596,10 @@ def run_script(script: Script, engine: Engine, scratch: str | os.PathLike[str], 
             tr.stderr.append(proc.err.decode("utf-8", "replace"))
             with proc.cond:
                 tr.raw_lines.extend(proc.lines)
-    tr.files.setdefault("final", _file_state(session))
+    tr.files.setdefault("final", _file_state(session, digest=script.digest_files, scratch=str(root)))
     for line in tr.raw_lines:
         try:
-            tr.records.append(json.loads(line))
+            tr.records.append(parse_line(line))
         except ValueError:
             tr.records.append({"unparsed": line})
     return tr

@@ -10,7 +10,6 @@ on stdout records; it kills the process by its pid in :meth:`FakeRun.close`.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping
@@ -21,7 +20,7 @@ from typing import Any
 from mosaic.pi_rpc._framing import encode_record
 from mosaic.pi_rpc._seal import build_sealed_argv
 from mosaic.pi_rpc.testing._fake_control import FakeControl
-from mosaic.pi_rpc.testing.conformance import SCENARIOS_REF, EngineProcess, Script, prepare_tree
+from mosaic.pi_rpc.testing.conformance import SCENARIOS_REF, EngineProcess, Script, parse_line, prepare_tree
 
 __all__ = ["WAIT", "FakeEngineSetup", "FakeRun", "child_env", "fake_engine_command", "prepare_fake_engine"]
 
@@ -113,7 +112,7 @@ class FakeRun:
     @property
     def records(self) -> list[dict[str, Any]]:
         with self.proc.cond:
-            return [json.loads(line) for line in self.proc.lines]
+            return [parse_line(line) for line in self.proc.lines]
 
     def wait(self, timeout: float = WAIT, **match: Any) -> dict[str, Any]:
         """The next record (after the cursor) whose keys equal ``match``; moves the cursor past it."""
@@ -121,7 +120,7 @@ class FakeRun:
 
         def pred(n: int) -> bool:
             while self.cursor < n:
-                rec = json.loads(self.proc.lines[self.cursor])
+                rec = parse_line(self.proc.lines[self.cursor])
                 self.cursor += 1
                 if all((rec.get("assistantMessageEvent") or {}).get("delta") == v if k == "delta"
                        else rec.get(k) == v for k, v in match.items()):
