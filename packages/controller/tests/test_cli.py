@@ -184,6 +184,22 @@ def test_a_malformed_eligibility_id_is_one_line_before_anything_is_made(fixture_
     assert not (fixture_root.parent / "ctl").exists()
 
 
+@pytest.mark.parametrize(("given", "said"), [
+    (("--engine-uids", "61000:16"), "--engine-uids FIRST:COUNT and --engine-uid-state DIR go together"),
+    (("--engine-uid-state", "/x"), "--engine-uids FIRST:COUNT and --engine-uid-state DIR go together"),
+    (("--engine-uids", "61000", "--engine-uid-state", "/x"),
+     "--engine-uids '61000' is not FIRST:COUNT (two positive integers, e.g. 61000:1000)"),
+    (("--engine-uids", "0:16", "--engine-uid-state", "/x"),
+     "--engine-uids '0:16' is not FIRST:COUNT (two positive integers, e.g. 61000:1000)"),
+])
+def test_an_engine_uid_range_is_checked_in_one_line_before_anything_is_made(
+        fixture_root: Path, given: tuple[str, ...], said: str) -> None:
+    done = run(*serve_args(fixture_root), *given)
+    assert done.returncode == 1
+    assert one_line(done) == f"mosaic-controller: {said}"
+    assert not (fixture_root.parent / "ctl").exists()
+
+
 def test_the_console_script_and_python_m_run_the_public_cli_module() -> None:
     script = Path(sys.executable).parent / "mosaic-controller"
     assert "from mosaic.controller.cli import main" in script.read_text()

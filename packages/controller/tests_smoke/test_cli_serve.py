@@ -20,6 +20,7 @@ import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -166,6 +167,48 @@ def test_serve_a_fixture_session_answer_a_prompt_and_stop_with_a_proof_on_a_sign
     if parent is not None:
         assert not os.path.exists(parent)
         assert parent.startswith(find_cgroup2().mount_point + "/mosaic-controller-")
+
+
+def test_serve_with_an_engine_uid_range_runs_the_engine_as_its_own_uid_and_stops_it_with_a_proof(
+        world: Path, pi_dir: Path) -> None:
+    """`serve --engine-uids FIRST:COUNT --engine-uid-state DIR` (issue 28, an engine uid per execution, from
+    the command line): the engine runs as a uid from the range, the binding record and the claim name it,
+    the serving line says it, a prompt is answered (Pi's state handed to that uid), and Ctrl-C force stops it
+    with a proof."""
+    cli = [sys.executable, "-m", "mosaic.controller"]
+    made = subprocess.run([*cli, "fixture", str(world / "fx")], capture_output=True, text=True, timeout=WAIT)
+    assert made.returncode == 0, made
+    first, count = 64100, 8
+    state = world / "uids"
+    term = Terminal([*serve_line(world, pi_dir), "--engine-uids", f"{first}:{count}", "--engine-uid-state",
+                     str(state)], env={**os.environ, "LC_ALL": "C.UTF-8"})
+    sock = world / "ctl" / "controller.sock"
+    try:
+        uid = int(term.read_until(r"serving \S+: claim \S+ \(new\) in \S+ \(engine pid \d+, uid (\d+)\)").group(1))
+        assert first <= uid < first + count
+
+        async def prompt() -> tuple[dict[str, object], str]:
+            client = await ControllerClient.connect(str(sock))
+            try:
+                observed = await client.observe()
+                assert not observed.binding.get("fences"), json.dumps(observed.binding)
+                await client.takeover()
+                outcome = await client.prompt("Say hello", client_request_id="uid-1")
+                assert isinstance(outcome, Admitted), outcome
+                return dict(observed.binding), (await client.wait_settled("uid-1")).label
+            finally:
+                await client.aclose()
+
+        binding, label = asyncio.run(prompt())
+        assert binding["engineUid"] == uid and label == "finished (completed)"
+        code = term.end("SIGINT")
+    finally:
+        term.close()
+    assert code == 0, term.output
+    assert re.search(r"force stop \S+: stopped \(the cohort proof says every process ended\)", term.output)
+    assert "Traceback" not in term.output
+    assert pair_head(world) == (State.STOPPED, State.STOPPED)
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o700  # the allocator's leases are kept, private
 
 
 def serve_line(world: Path, pi_dir: Path) -> list[str]:

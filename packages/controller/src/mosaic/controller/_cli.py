@@ -5,6 +5,7 @@ mosaic.controller`).
     mosaic-controller serve --fixture-root DIR --session FILE --socket DIR/controller.sock --pi-dir PI
                             [--claim-root DIR] [--home DIR] [--grants FILE] [--scripted-model]
                             [--provider P --model M] [--eligibility ID]
+                            [--engine-uids FIRST:COUNT --engine-uid-state DIR]
     (every command also takes --debug and --log FILE)
 
 `fixture DIR` makes a fixture tree as the demo does (the engine's home and agent directories, a project
@@ -16,7 +17,12 @@ words), then `Controller.start()`: the live-session guard, the pin, the writer c
 cohort, the load check, and the socket. `--scripted-model` starts pi-rpc's scripted model on 127.0.0.1 and
 points the fixture's models.json at it (run it inside `python -m mosaic.pi_rpc.testing.netns --` so the
 engine can reach nothing else). `--grants FILE` lets other uids and gids connect and do what the file
-grants (the package README, "Who may connect"); without it only this uid can. It serves until SIGINT, SIGTERM or SIGHUP; then it force stops the
+grants (the package README, "Who may connect"); without it only this uid can. `--engine-uids FIRST:COUNT
+--engine-uid-state DIR` runs each execution's engine as a uid of its own from that range (in the engine
+account's group), allocated at the launch, recorded in the claim and the binding, and never given again
+while a cohort of it may live (the package README, "An engine uid per execution"); DIR is the allocator's
+private state directory (mode 0700), shared by every controller that allocates from the range; without them
+the engine runs as the one engine account. It serves until SIGINT, SIGTERM or SIGHUP; then it force stops the
 engine as a client would (takeover, confirmation, force stop) and, the stop proven, the claim is
 released, the cohort let go and everything it made removed. An engine a client already force stopped with
 a proof is not stopped again: serve says so in one line and exits 0. Signals that arrive while it starts
@@ -189,6 +195,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="run pi-rpc's scripted model on 127.0.0.1 and point the fixture's models.json at it")
     serve.add_argument("--provider", default="fakeprov", help="the engine's provider (default: fakeprov)")
     serve.add_argument("--model", default="fake-model-1", help="the engine's model (default: fake-model-1)")
+    serve.add_argument("--engine-uids", metavar="FIRST:COUNT",
+                       help="run each execution's engine as its own uid from this range (needs --engine-uid-state)")
+    serve.add_argument("--engine-uid-state", metavar="DIR",
+                       help="the engine uid allocator's private state directory (mode 0700; made when missing)")
     serve.add_argument("--eligibility", metavar="ID",
                        help="launch from this eligibility record (a client's recover issued it, and printed this "
                             "command with it)")
@@ -214,9 +224,12 @@ def make_fixture(args: argparse.Namespace) -> int:
         raise CliRefused(f"the engine account: {e}") from None
     root.parent.mkdir(parents=True, exist_ok=True)
     tree = FixtureTree(root)
-    tree.make((engine.uid, engine.gid))
+    # The engine group's to write (directories 2775, files 0664): engines of several uids in that group share
+    # it when serve runs each execution as its own uid (--engine-uids); the one engine account too.
+    tree.make((engine.uid, engine.gid), group_writable=True)
     tree.root.chmod(0o755)  # the engine account traverses it
-    say(f"fixture tree {root}: session {tree.session}, claim root {tree.claims} (owned by uid {engine.uid})")
+    say(f"fixture tree {root}: session {tree.session}, claim root {tree.claims} (owned by uid {engine.uid}, "
+        f"group {engine.gid})")
     say(f"serve it: {PROG} serve --fixture-root {root} --session {tree.session} --socket "
         f"<a private directory>/{SOCKET_NAME} --pi-dir <the pinned Pi> --scripted-model")
     return 0
@@ -271,6 +284,27 @@ def _paths(args: argparse.Namespace) -> dict[str, str]:
     home = args.home or pwd.getpwuid(os.getuid()).pw_dir
     return {"root": root, "session": session, "socket": sock, "pi_dir": pi_dir, "home": os.path.abspath(home),
             "claims": os.path.abspath(args.claim_root or os.path.join(root, "claims"))}
+
+
+def _engine_uid_range(args: argparse.Namespace) -> tuple[int, int] | None:
+    """`--engine-uids FIRST:COUNT` checked before anything is made (both options or neither)."""
+    if args.engine_uids is None and args.engine_uid_state is None:
+        return None
+    if args.engine_uids is None or args.engine_uid_state is None:
+        raise CliRefused("--engine-uids FIRST:COUNT and --engine-uid-state DIR go together")
+    first, sep, count = args.engine_uids.partition(":")
+    if not (sep and first.isdigit() and count.isdigit() and int(first) > 0 and int(count) > 0):
+        raise CliRefused(f"--engine-uids {args.engine_uids!r} is not FIRST:COUNT (two positive integers, "
+                         "e.g. 61000:1000)")
+    return int(first), int(count)
+
+
+def _engine_uid_state(path: str) -> str:
+    """The allocator's state directory, made 0700 when missing (kept: its leases outlive this serve)."""
+    path = os.path.abspath(path)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    return path
 
 
 def _socket_dir(path: str, made: _Made) -> str:
@@ -352,9 +386,11 @@ def relaunch_command(args: argparse.Namespace, paths: dict[str, str], eligibilit
     argv = [*program, "serve", "--fixture-root", paths["root"], "--session", paths["session"],
             "--socket", paths["socket"], "--pi-dir", paths["pi_dir"]]
     for flag, value in (("--claim-root", args.claim_root), ("--home", args.home), ("--grants", args.grants),
-                        ("--log", getattr(args, "log", None))):
+                        ("--engine-uid-state", args.engine_uid_state), ("--log", getattr(args, "log", None))):
         if value:
             argv += [flag, os.path.abspath(value)]
+    if args.engine_uids:
+        argv += ["--engine-uids", args.engine_uids]
     if args.scripted_model:
         argv.append("--scripted-model")
     if (args.provider, args.model) != ("fakeprov", "fake-model-1"):
@@ -376,6 +412,7 @@ async def serve(args: argparse.Namespace) -> int:
 
     from ._access import Grants  # noqa: PLC0415
     from ._eligibility import ELIGIBILITY_ID_RE  # noqa: PLC0415
+    from ._engine_uids import EngineUids  # noqa: PLC0415
     from ._lifecycle import Controller, EngineSpec, Placement  # noqa: PLC0415
     from .route import RouteUnavailable, choose_route, engine_can_read  # noqa: PLC0415
     from .testing import readable_install  # noqa: PLC0415
@@ -395,6 +432,7 @@ async def serve(args: argparse.Namespace) -> int:
         raise CliRefused(f"--eligibility {args.eligibility!r} is not an eligibility ID (elig- and 32 hex digits, "
                          "as the recover printed it)")
     grants = Grants.load(args.grants) if args.grants else None  # refused before anything is made
+    uid_range = _engine_uid_range(args)
     made = _Made()
     controller: Controller | None = None
     recovered: list[str] = []
@@ -430,13 +468,18 @@ async def serve(args: argparse.Namespace) -> int:
             models.write_text(json.dumps(models_json(made.model.base_url, provider=args.provider, model=args.model)))
             os.chown(models, engine.uid, engine.gid)
             say(f"scripted model at {made.model.base_url} (loopback); {models} points at it")
-        env = {"HOME": os.path.join(paths["root"], "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": agent}
+        home = os.path.join(paths["root"], "home")
+        env = {"HOME": home, "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": agent}
+        engine_uids = None
+        if uid_range is not None:
+            engine_uids = EngineUids(uid_range[0], uid_range[1], engine.gid, _engine_uid_state(args.engine_uid_state))
         controller = Controller(
             Placement(fixture_root=paths["root"], claim_root=paths["claims"], session_file=paths["session"],
                       socket_dir=socket_dir, home=paths["home"]),
-            EngineSpec(env=env, pi_dir=pi_dir, provider=args.provider, model=args.model),
+            EngineSpec(env=env, pi_dir=pi_dir, provider=args.provider, model=args.model,
+                       state_dirs=(agent, home) if engine_uids is not None else ()),
             made.route.launcher, verifier=FixtureVerifier(), manager=made.route.manager, grants=grants,
-            eligibility=args.eligibility, on_recovered=on_recovered)
+            eligibility=args.eligibility, on_recovered=on_recovered, engine_uids=engine_uids)
         try:
             await controller.start()
         except Refusal as e:
@@ -450,7 +493,8 @@ async def serve(args: argparse.Namespace) -> int:
         execution = controller.execution
         assert execution is not None
         ref = execution.ref
-        where = f"in {ref.unit} (engine pid {ref.engine.pid}, uid {engine.uid})" if ref is not None else \
+        uid = engine.uid if execution.claim.engine_uid is None else execution.claim.engine_uid
+        where = f"in {ref.unit} (engine pid {ref.engine.pid}, uid {uid})" if ref is not None else \
             "with no engine attached"
         say(f"serving {controller.socket_path}: claim {execution.claim.claim_id} ({controller.mode}) {where}; "
             "SIGINT, SIGTERM or SIGHUP force stops the engine and exits")
