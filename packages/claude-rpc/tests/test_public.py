@@ -19,8 +19,9 @@ import pytest
 import mosaic.claude_rpc
 
 PACKAGE = Path(mosaic.claude_rpc.__file__).parent
-TOP = ["pin", "install", "sources", "testing"]
-TESTING = ["model_server", "drive", "recordings", "trees", "netns", "smoke"]
+TOP = ["pin", "install", "sources", "seal", "link", "framing", "testing"]
+TESTING = ["model_server", "drive", "recordings", "trees", "netns", "smoke", "replay", "fake_engine", "fake_control",
+           "conformance"]
 PUBLIC = ["mosaic.claude_rpc", *(f"mosaic.claude_rpc.{m}" for m in TOP),
           *(f"mosaic.claude_rpc.testing.{m}" for m in TESTING)]
 

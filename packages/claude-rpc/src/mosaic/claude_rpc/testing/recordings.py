@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mosaic.claude_rpc.testing.drive import FAKE_KEY, STREAM_JSON_ARGS, WAIT, DriveError, StreamSession, claude_env
+from mosaic.claude_rpc.testing.drive import (
+    FAKE_KEY,
+    STREAM_JSON_ARGS,
+    WAIT,
+    DriveError,
+    StreamSession,
+    claude_env,
+)
 from mosaic.claude_rpc.testing.model_server import (
     DEFAULT_SCENARIOS,
     SLOW_DELTAS,
