@@ -366,6 +366,8 @@ class FakeClaude:
             rid = wire.new_uuid()
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             await self.ctl.point("permission", tool_id)
+            if turn.aborted:  # an interrupt landed before the request was written (a hold point's race only)
+                return None
             if self.eof:
                 future.set_result({"eof": True})
             else:

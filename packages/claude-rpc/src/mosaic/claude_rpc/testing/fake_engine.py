@@ -17,6 +17,10 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mosaic.claude_rpc.seal import SealedLaunch
 
 __all__ = ["FAKE_CONTROL_FLAG", "fake_engine_command", "fake_launch", "main"]
 
@@ -32,7 +36,7 @@ def fake_engine_command(control: str | None = None) -> list[str]:
 
 
 def fake_launch(scratch: str | os.PathLike[str], cwd: str | os.PathLike[str], *, session_id: str, resume: bool,
-                base_url: str, partial_messages: bool = False, control: str | None = None) -> object:
+                base_url: str, partial_messages: bool = False, control: str | None = None) -> SealedLaunch:
     """A :class:`mosaic.claude_rpc.seal.SealedLaunch` of the fake engine (not pinned) with the fake key."""
     from mosaic.claude_rpc.seal import seal_launch
     from mosaic.claude_rpc.testing.drive import FAKE_KEY
