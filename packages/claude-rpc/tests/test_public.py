@@ -19,7 +19,7 @@ import pytest
 import mosaic.claude_rpc
 
 PACKAGE = Path(mosaic.claude_rpc.__file__).parent
-TOP = ["pin", "install", "sources", "seal", "link", "framing", "testing"]
+TOP = ["pin", "install", "sources", "seal", "link", "framing", "resume", "testing"]
 TESTING = ["model_server", "drive", "recordings", "trees", "netns", "smoke", "replay", "fake_engine", "fake_control",
            "conformance"]
 PUBLIC = ["mosaic.claude_rpc", *(f"mosaic.claude_rpc.{m}" for m in TOP),

@@ -133,6 +133,11 @@ class FakeClaude:
 
     # -- output ------------------------------------------------------------------------------------------
 
+    async def say(self, record: JsonObject) -> None:
+        """Emit a user message of the conversation and write it to the transcript."""
+        self.transcript.entry("user", record["message"], entry_uuid=str(record["uuid"]))
+        await self.emit(record)
+
     async def emit(self, record: Mapping[str, Any]) -> None:
         kind = str(record.get("type"))
         sub = record.get("subtype")
@@ -266,6 +271,7 @@ class FakeClaude:
     async def run_turn(self, turn: Turn) -> JsonObject:
         cmd = turn.command
         self.history.append({"role": "user", "content": cmd.content})
+        self.transcript.close_interrupted()
         self.transcript.entry("user", {"role": "user", "content": cmd.content}, entry_uuid=cmd.uuid)
         system: list[str] = []
         denials: list[JsonObject] = []
@@ -275,7 +281,7 @@ class FakeClaude:
             if turn.aborted:
                 if partial is not None:
                     await self.emit(wire.assistant(message, partial, session=self.session, prompt=cmd.uuid, aborted=True))
-                await self.emit(wire.user_text(wire.INTERRUPTED, session=self.session))
+                await self.say(wire.user_text(wire.INTERRUPTED, session=self.session))
                 return self._result(turn, ok=False, stop=None, extra=1, terminal="aborted_streaming")
             self.history.append({"role": "assistant", "content": blocks})
             uses = [b for b in blocks if b.get("type") == "tool_use"]
@@ -290,10 +296,10 @@ class FakeClaude:
             for use in uses:
                 outcome = await self.use_tool(turn, use, denials)
                 if outcome is None:  # interrupted: the tool use is rejected
-                    await self.emit(wire.tool_result(str(use.get("id")), wire.REJECTED, is_error=True,
+                    await self.say(wire.tool_result(str(use.get("id")), wire.REJECTED, is_error=True,
                                                      session=self.session, result="User rejected tool use",
                                                      meta="user-rejected"))
-                    await self.emit(wire.user_text(wire.INTERRUPTED_FOR_TOOL, session=self.session))
+                    await self.say(wire.user_text(wire.INTERRUPTED_FOR_TOOL, session=self.session))
                     return self._result(turn, ok=False, stop="tool_use", extra=2, terminal="aborted_tools",
                                         denials=denials)
                 results.append(outcome)
@@ -399,19 +405,16 @@ class FakeClaude:
         record = wire.tool_result(tool_id, text or wire.NO_OUTPUT, is_error=proc.returncode != 0, session=self.session,
                                   result={"stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace"),
                                           "interrupted": False, "isImage": False, "noOutputExpected": not text})
-        await self.emit(record)
+        await self.say(record)
         return dict(record["message"]["content"][0])
 
     async def tool_error(self, tool_id: str, content: str, result: str, meta: str | None) -> JsonObject:
-        if meta is None:
-            record = wire.tool_result(tool_id, content, is_error=True, session=self.session, result=result)
-            record["message"]["content"][0] = {"type": "tool_result", "content": content, "is_error": True,
-                                               "tool_use_id": tool_id}
-        else:
-            record = wire.tool_result(tool_id, content, is_error=True, session=self.session, result=result, meta=meta)
-            record["message"]["content"][0] = {"type": "tool_result", "content": content, "is_error": True,
-                                               "tool_use_id": tool_id}
-        await self.emit(record)
+        """A tool result the engine makes without running the tool (a deny, a failed permission request); the
+        binary puts ``type`` first in these blocks."""
+        record = wire.tool_result(tool_id, content, is_error=True, session=self.session, result=result, meta=meta)
+        record["message"]["content"][0] = {"type": "tool_result", "content": content, "is_error": True,
+                                           "tool_use_id": tool_id}
+        await self.say(record)
         return dict(record["message"]["content"][0])
 
 

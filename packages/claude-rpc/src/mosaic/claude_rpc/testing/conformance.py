@@ -12,7 +12,8 @@ run is compared with another by :func:`differences`:
   (message uuids, timestamps, costs, its own request ids for ``can_use_tool``, the partial text of an
   interrupted stream) are left out;
 * the exit code;
-* the facts each maker returns (the scripted server's log, files created, the transcript's chaining).
+* the facts each maker returns (the scripted server's log, files created, the transcript's chaining), but
+  for a fake's run those in :data:`NOT_MODELLED`.
 
 ``nox -s claude-rpc`` holds the fake to the committed recordings (the real binary's, made by
 ``fixtures/make/claude_fixtures.py``); ``nox -s claude-smoke`` makes each recording again on the real binary
@@ -29,9 +30,12 @@ from typing import Any
 from mosaic.claude_rpc.testing.fake_engine import fake_engine_command
 from mosaic.claude_rpc.testing.recordings import RECORDINGS, Made, Recording, make_recording, redact
 
-__all__ = ["CONFORMANCE", "Run", "differences", "run_fake", "run_real", "signature"]
+__all__ = ["CONFORMANCE", "NOT_MODELLED", "Run", "differences", "run_fake", "run_real", "signature"]
 
 CONFORMANCE: tuple[Recording, ...] = tuple(r for r in RECORDINGS if r.sealed)
+# Facts the fake does not model, left out when a fake's run is compared: the whole transcript the binary
+# writes (attachments, queue operations, cost state); the fake writes only the entries a load check reads.
+NOT_MODELLED = frozenset({"transcript"})
 
 JsonObject = dict[str, Any]
 
@@ -114,8 +118,10 @@ class Run:
         return cls(records, int(row["exit_code"]), row["facts"])
 
 
-def differences(a: Run, b: Run, *, names: tuple[str, str] = ("a", "b")) -> list[str]:
-    """Every way run ``a`` differs from run ``b`` (``[]`` = they conform)."""
+def differences(a: Run, b: Run, *, names: tuple[str, str] = ("a", "b"),
+                ignore: frozenset[str] = frozenset()) -> list[str]:
+    """Every way run ``a`` differs from run ``b`` (``[]`` = they conform); ``ignore`` names facts left out
+    (:data:`NOT_MODELLED` when one run is the fake's)."""
     out: list[str] = []
     sa, sb = _by_direction(a.records), _by_direction(b.records)
     for direction in ("in", "out"):
@@ -125,7 +131,7 @@ def differences(a: Run, b: Run, *, names: tuple[str, str] = ("a", "b")) -> list[
             out.append(f"{direction} record {n}: {names[0]} {sa[direction][n:n + 2]} / {names[1]} {sb[direction][n:n + 2]}")
     if a.exit_code != b.exit_code:
         out.append(f"exit {names[0]} {a.exit_code} / {names[1]} {b.exit_code}")
-    for key in sorted(set(a.facts) | set(b.facts)):
+    for key in sorted((set(a.facts) | set(b.facts)) - ignore):
         if a.facts.get(key) != b.facts.get(key):
             out.append(f"fact {key}: {names[0]} {a.facts.get(key)!r} / {names[1]} {b.facts.get(key)!r}")
     return out

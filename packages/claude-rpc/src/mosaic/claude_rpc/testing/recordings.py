@@ -59,6 +59,7 @@ __all__ = [
     "fast_slow_scenarios",
     "lifecycle",
     "make_recording",
+    "reduced_transcript",
     "user_line",
     "png_square",
     "redact",
@@ -553,13 +554,39 @@ def _first_session(start: Callable[[Sequence[str]], StreamSession], srv: ModelSe
     return facts
 
 
+def reduced_transcript(before: Sequence[JsonObject], after: Sequence[JsonObject]) -> dict[str, Any]:
+    """The two reads of a transcript as the load check sees them: each line cut to ``type``, ``uuid``,
+    ``parentUuid``, ``sessionId``, ``leafUuid`` and (for assistant entries) the message's ``model`` and
+    ``content``, every uuid the binary made renamed ``<uuid:N>`` by first appearance (the link's own U1..U3 and
+    the session id kept), so the same run gives the same facts each time."""
+    names: dict[str, str] = {}
+    keep = {SESSION_UUID, U1, U2, U3}
+
+    def name(value: Any) -> Any:
+        if not isinstance(value, str) or value in keep:
+            return value
+        return names.setdefault(value, f"<uuid:{len(names)}>")
+
+    def cut(line: JsonObject) -> JsonObject:
+        out: JsonObject = {"type": line.get("type")}
+        for key in ("uuid", "parentUuid", "sessionId", "leafUuid"):
+            if key in line:
+                out[key] = name(line[key])
+        message = line.get("message")
+        if line.get("type") == "assistant" and isinstance(message, dict):
+            out["message"] = {"model": message.get("model"), "content": message.get("content")}
+        return out
+
+    return {"before": [cut(x) for x in before], "added": [cut(x) for x in after[len(before):]]}
+
+
 def _transcript(cwd: Path, config_dir: Path) -> list[JsonObject]:
     path = config_dir / "projects" / slug(str(cwd.resolve())) / f"{SESSION_UUID}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _s_resume(s: StreamSession, _srv: ModelServer, cwd: Path) -> dict[str, Any]:
-    from mosaic.claude_rpc.testing.trees import leaf_by_rule
+    from mosaic.claude_rpc._resume import leaf_by_rule
 
     config_dir = cwd.parent / "claude"
     before = _transcript(cwd, config_dir)
@@ -573,7 +600,41 @@ def _s_resume(s: StreamSession, _srv: ModelServer, cwd: Path) -> dict[str, Any]:
     return {"init_sessions_are_the_claimed_id": _init_sessions(s) == [SESSION_UUID],
             "new_user_entry_uuid_is_ours": [e.get("uuid") == U2 for e in added],
             "new_user_entry_parent_is_the_leaf_by_rule": [e.get("parentUuid") == leaf for e in added],
-            "lifecycle": lifecycle(s), "results": _results(s)}
+            "transcript": reduced_transcript(before, after), "lifecycle": lifecycle(s), "results": _results(s)}
+
+
+def _first_interrupted(start: Callable[[Sequence[str]], StreamSession], _srv: ModelServer,
+                       cwd: Path) -> dict[str, Any]:
+    """Before the recorded --resume: make the session with one turn that ends interrupted at a pending
+    permission (its leaf is then a user entry)."""
+    from mosaic.claude_rpc._seal import build_sealed_args
+
+    with start(build_sealed_args(session_id=SESSION_UUID, resume=False)) as first:
+        _initialize(first, "r1")
+        _ask(first, "BASH: touch pending-one", U1)
+        first.send(control_line("r2", {"subtype": "interrupt", "cancel_queued": True}))
+        first.wait(_is_lifecycle(U1, "cancelled"))
+        made = first.close()
+    return {"first_exit": made}
+
+
+def _s_resume_after_interrupt(s: StreamSession, _srv: ModelServer, cwd: Path) -> dict[str, Any]:
+    from mosaic.claude_rpc._resume import check_resumed
+
+    config_dir = cwd.parent / "claude"
+    before = _transcript(cwd, config_dir)
+    _initialize(s, "r1")
+    s.send(user_line("second turn", U2))
+    s.wait(_is_lifecycle(U2, "completed"))
+    after = _transcript(cwd, config_dir)
+    check = check_resumed(before, after, session_id=SESSION_UUID, message_uuid=U2)
+    closing = [e for e in after[len(before):] if e.get("uuid") in check.synthetic]
+    return {"init_sessions_are_the_claimed_id": _init_sessions(s) == [SESSION_UUID],
+            "resume_check": [check.ok, check.reason, len(check.synthetic)],
+            "synthetic_entries": [[e.get("type"), (e.get("message") or {}).get("model"),
+                                   (e.get("message") or {}).get("content")] for e in closing],
+            "synthetic_hangs_on_the_leaf": [e.get("parentUuid") == check.leaf for e in closing],
+            "transcript": reduced_transcript(before, after), "lifecycle": lifecycle(s), "results": _results(s)}
 
 
 RECORDINGS: tuple[Recording, ...] = (
@@ -619,6 +680,9 @@ RECORDINGS: tuple[Recording, ...] = (
               _s_partial, sealed=True, partial_messages=True),
     Recording("sealed-resume", "sealed; after a first launch (--session-id, one turn) and two that must fail, "
               "--resume of it; `second turn` (U2); EOF", _s_resume, sealed=True, resume=True, prepare=_first_session),
+    Recording("sealed-resume-after-interrupt", "sealed; after a first launch whose one turn ended interrupted at a "
+              "pending permission, --resume of it; `second turn` (U2); EOF", _s_resume_after_interrupt, sealed=True,
+              resume=True, prepare=_first_interrupted),
 )
 
 
