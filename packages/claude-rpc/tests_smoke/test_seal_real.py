@@ -12,8 +12,8 @@ in ``CLAUDE_CONFIG_DIR``. The settings allow ``Bash(touch *)`` and name a model 
   real, so the first test can fail;
 * the sealed argv without ``--setting-sources ""``: the planted skills and settings are back;
 * under ``strace``: the managed policy (``/etc/claude-code/managed-settings.json``) is probed whatever the
-  flags (why ``check_host`` refuses while it exists), and ``/etc/claude-code/CLAUDE.md`` only without
-  ``CLAUDE_CODE_DISABLE_CLAUDE_MDS``.
+  flags, and still there with ``CLAUDE_CODE_MANAGED_SETTINGS_PATH`` set elsewhere (why ``check_host``
+  refuses while it exists), and ``/etc/claude-code/CLAUDE.md`` only without ``CLAUDE_CODE_DISABLE_CLAUDE_MDS``.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def plant_config(config: Path) -> None:
 
 
 def turn(claude: ClaudeInstall, tmp_path: Path, *, args: list[str] | None = None, prefix: list[str] | None = None,
-         drop_switch: bool = False) -> dict[str, Any]:
+         drop_switch: bool = False, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Plant the tree, run one `BASH: touch planted` turn (denied if asked); what reached the model and init."""
     proj = tmp_path / "anc" / "proj"
     plant(tmp_path / "anc", "ANC")
@@ -85,6 +85,7 @@ def turn(claude: ClaudeInstall, tmp_path: Path, *, args: list[str] | None = None
         env = dict(launch.env)
         if drop_switch:
             del env["CLAUDE_CODE_DISABLE_CLAUDE_MDS"]
+        env.update(extra_env or {})
         argv = [*(prefix or []), *launch.command, *(launch.args if args is None else args)]
         with StreamSession(argv[0], argv[1:], env=env, cwd=proj) as s:
             s.control("r1", {"subtype": "initialize", "hooks": None})
@@ -141,11 +142,15 @@ def test_the_managed_policy_is_probed_whatever_the_flags_and_claude_md_only_with
         pytest.fail("strace is needed to show what the binary probes (apt-get install strace)")
     assert check_host() is None, "this machine has /etc/claude-code: the seal refuses every launch here"
     probes = {}
-    for name, drop in (("sealed", False), ("no-switch", True)):
+    elsewhere = {"CLAUDE_CODE_MANAGED_SETTINGS_PATH": str(tmp_path / "policy-elsewhere")}
+    for name, drop, extra in (("sealed", False, None), ("no-switch", True, None), ("path-env", False, elsewhere)):
         trace = tmp_path / f"{name}.trace"
         turn(claude, tmp_path / name, prefix=[strace, "-f", "-qq", "-e", "trace=%file", "-o", str(trace)],
-             drop_switch=drop)
-        probes[name] = set(re.findall(r'"(/etc/claude-code[^"]*)"', trace.read_text()))
+             drop_switch=drop, extra_env=extra)
+        text = trace.read_text()
+        probes[name] = set(re.findall(r'"(/etc/claude-code[^"]*)"', text))
+        if extra is not None:
+            assert "policy-elsewhere" not in text  # the variable does not move the policy on this build
     for name in probes:
         assert "/etc/claude-code/managed-settings.json" in probes[name], name
     assert "/etc/claude-code/CLAUDE.md" not in probes["sealed"]

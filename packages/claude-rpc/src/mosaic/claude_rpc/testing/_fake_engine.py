@@ -52,10 +52,11 @@ class Control:
         self._counts: collections.Counter[str] = collections.Counter()
         self._released: dict[str, asyncio.Event] = {}
         self._writer: asyncio.StreamWriter | None = None
+        self._task: asyncio.Task[None] | None = None  # referenced: the loop keeps tasks only weakly
 
     async def connect(self, path: str) -> None:
         reader, self._writer = await asyncio.open_unix_connection(path)
-        asyncio.get_running_loop().create_task(self._read(reader))
+        self._task = asyncio.get_running_loop().create_task(self._read(reader))
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         while line := await reader.readline():
@@ -432,11 +433,17 @@ async def serve(options: Options, control_path: str | None) -> int:
         return 1
     engine = FakeClaude(options, control)
     loop = asyncio.get_running_loop()
-    if options.base_url is not None:
-        loop.create_task(probe(options.base_url))
+    # Every task is referenced until it is awaited: the loop holds tasks only weakly.
+    hello = loop.create_task(probe(options.base_url)) if options.base_url is not None else None
     reader = asyncio.StreamReader(limit=1 << 26)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     stdin = loop.create_task(engine.read_stdin(reader))
     code = await engine.run()
     stdin.cancel()
+    for task in (stdin, hello):
+        if task is not None:
+            try:
+                await asyncio.wait_for(task, 5.0)
+            except (asyncio.CancelledError, TimeoutError, OSError):
+                pass
     return code
