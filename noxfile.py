@@ -172,8 +172,10 @@ def claude_smoke(session: nox.Session) -> None:
     .cache/claude-sources (npm, pip), then runs claude-rpc's tests_smoke in a loopback-only network namespace
     against the scripted Anthropic Messages server: the pin and L7 on the real binary, the isolation
     (strace: only the scripted server, writes only in scratch), every recording and transcript tree made
-    again and compared with the committed ones, the leaf rule proven by --resume (about 30 s with the
-    install cached). No model is called, no credential is read."""
+    again and compared with the committed ones (and the fake engine held to each sealed one), the leaf rule
+    proven by --resume, the seal on the binary (planted files kept out) and the Claude link driving the
+    sealed binary (about 50 s with the install cached; run it under the engine lock). No model is called, no
+    credential is read."""
     _install_package(session, "claude-rpc")
     session.install(f"{workspace.package_dir('claude-rpc')}[smoke]", "pip")  # pip: the Python SDK's sdist
     claude, sources = str(ROOT / ".cache" / "claude"), str(ROOT / ".cache" / "claude-sources")

@@ -141,13 +141,15 @@ def test_an_empty_directory_and_a_missing_one_report_not_installed(tmp_path: Pat
 
 
 def test_the_refusal_table_is_the_readmes_and_every_code_is_a_refusal_of_the_family() -> None:
-    assert dict(CODES) == {"engine-pin-mismatch": False}
+    assert dict(CODES) == {"engine-pin-mismatch": False, "unsealed-engine": False, "permission-unknown": False,
+                           "permission-answered": False, "permission-cancelled": False,
+                           "permission-resolved": False}
     readme = (REPO / "packages" / "claude-rpc" / "README.md").read_text()
     section = readme.split("## Refusals", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([a-z-]+)` \| (yes|no) \|", section, re.MULTILINE)
     assert {code: flag == "yes" for code, flag in rows} == dict(CODES)
     with pytest.raises(ValueError):
-        ClaudeRpcRefusal("unsealed-engine", "not this package's code")
+        ClaudeRpcRefusal("engine-crashed", "not this package's code")
 
 
 def test_the_pinned_constants_agree_with_the_pin_data() -> None:

@@ -1,6 +1,6 @@
 """The package's public face: a short top level, named public modules for the rest, one object per name.
 
-What a launcher needs (the install, the pin check, the path to launch, the refusal) is
+What a launcher needs (the install, the pin check, the sealed launch, the link, the refusal) is
 ``mosaic.claude_rpc.__all__``; everything else public is in a named module (README "API"). Every public
 module has ``__all__`` and a ``__dir__`` that lists exactly it, and every name in it resolves. A name two
 public modules export is the same object in both. Importing the package loads neither subprocess nor the
@@ -19,8 +19,9 @@ import pytest
 import mosaic.claude_rpc
 
 PACKAGE = Path(mosaic.claude_rpc.__file__).parent
-TOP = ["pin", "install", "sources", "testing"]
-TESTING = ["model_server", "drive", "recordings", "trees", "netns", "smoke"]
+TOP = ["pin", "install", "sources", "seal", "link", "framing", "resume", "testing"]
+TESTING = ["model_server", "drive", "recordings", "trees", "netns", "smoke", "replay", "fake_engine", "fake_control",
+           "conformance"]
 PUBLIC = ["mosaic.claude_rpc", *(f"mosaic.claude_rpc.{m}" for m in TOP),
           *(f"mosaic.claude_rpc.testing.{m}" for m in TESTING)]
 
@@ -46,7 +47,8 @@ def test_each_public_module_lists_what_it_exports_and_dir_says_exactly_that(name
 
 def test_the_top_level_is_short_and_says_what_a_launcher_needs() -> None:
     assert set(mosaic.claude_rpc.__all__) == {"ClaudeInstall", "ClaudeRpcRefusal", "check_binary", "check_pin",
-                                               "engine_binary", "ensure_claude"}
+                                               "engine_binary", "ensure_claude", "ClaudeEngineLink", "ClaudeLinkCore",
+                                               "SealedLaunch", "check_launch", "seal_launch"}
 
 
 def test_a_name_two_modules_export_is_one_object() -> None:

@@ -139,6 +139,8 @@ class StreamSession:
 
     def __init__(self, binary: str | os.PathLike[str], args: Sequence[str], *, env: Mapping[str, str],
                  cwd: str | os.PathLike[str]) -> None:
+        # ``binary`` is the program run (the pinned binary, or a fake engine's interpreter with its module in
+        # ``args``).
         self.records: list[JsonObject] = []
         self.out: list[JsonObject] = []
         self.stderr = bytearray()
@@ -198,6 +200,16 @@ class StreamSession:
         data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         with self._cond:
             self.records.append({"dir": "in", "msg": obj})
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send_together(self, objs: Sequence[JsonObject]) -> None:
+        """Write several objects, one line each, in ONE write (so the engine reads them in one chunk), and
+        record them in order."""
+        assert self.proc.stdin is not None
+        data = b"".join(json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for o in objs)
+        with self._cond:
+            self.records.extend({"dir": "in", "msg": o} for o in objs)
         self.proc.stdin.write(data)
         self.proc.stdin.flush()
 

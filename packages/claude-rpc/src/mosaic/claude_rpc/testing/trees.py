@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mosaic.claude_rpc._resume import leaf_by_rule
 from mosaic.claude_rpc.testing.drive import DriveError, PrintRun, claude_env, run_print
 from mosaic.claude_rpc.testing.model_server import ModelServer
 from mosaic.claude_rpc.testing.recordings import png_square, slug
@@ -70,18 +71,6 @@ _PRINT = ("--output-format", "stream-json", "--verbose")
 def entries(path: Path) -> list[JsonObject]:
     """The JSON lines of a transcript, in file order."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def leaf_by_rule(lines: Sequence[JsonObject]) -> tuple[str, str]:
-    """``(rule, uuid)``: ``("last-prompt", leafUuid of the last last-prompt line)``, else
-    ``("last-uuid-entry", uuid of the last line that has one)``. Timestamps play no part."""
-    prompts = [d for d in lines if d.get("type") == "last-prompt" and isinstance(d.get("leafUuid"), str)]
-    if prompts:
-        return "last-prompt", str(prompts[-1]["leafUuid"])
-    with_uuid = [d for d in lines if isinstance(d.get("uuid"), str)]
-    if not with_uuid:
-        raise ValueError("no entry has a uuid")
-    return "last-uuid-entry", str(with_uuid[-1]["uuid"])
 
 
 class TreeRun:
