@@ -304,9 +304,9 @@ class RecordingLauncher:
 
     def launch(self, unit: str, engine_argv: Sequence[str], *, env: Mapping[str, str] | None = None,
                cwd: str | None = None, stderr: int | None = None,
-               limits: EngineLimits | None = None) -> CohortHandle:
+               limits: EngineLimits | None = None, engine: Credentials | None = None) -> CohortHandle:
         self.stage.record(units=unit)
-        handle = self.inner.launch(unit, engine_argv, env=env, cwd=cwd, stderr=stderr, limits=limits)
+        handle = self.inner.launch(unit, engine_argv, env=env, cwd=cwd, stderr=stderr, limits=limits, engine=engine)
         self.stage.refs.append(handle.ref)
         self.stage.record(refs=handle.ref.to_dict())
         return handle

@@ -110,8 +110,23 @@ def say(text: str, *, exact: str = "", err: bool = False) -> None:
     on stdout, or stderr for a refusal or an error (`err`)."""
     from .plain import shorten  # noqa: PLC0415 - after argument parsing: --help and --version stay quick
 
-    with contextlib.suppress(OSError):  # a closed terminal is not an error
-        print(shorten(text) + exact, file=sys.stderr if err else sys.stdout, flush=True)
+    stream = sys.stderr if err else sys.stdout
+    try:
+        print(shorten(text) + exact, file=stream, flush=True)
+    except OSError:  # a closed terminal (EIO) or pipe is not an error: nothing more is shown on it
+        quiet(stream)
+
+
+def quiet(stream: Any) -> None:
+    """Point `stream`'s descriptor at /dev/null once its terminal or pipe is gone, so the lines still in its
+    buffer and every later one go nowhere instead of failing again (at exit, Python reports a failed flush
+    of stdout as status 120)."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)
 
 
 def tell(text: str, *, exact: str = "") -> None:

@@ -17,6 +17,7 @@ without importing prompt_toolkit or the controller package (the package README h
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -55,6 +56,23 @@ def _fail(text: str, code: int = EXIT_REFUSED) -> int:
     return code
 
 
+def _let_go_of_a_closed_terminal() -> None:
+    """The screen's last bytes (leaving the alternate screen) may still sit in stdout's buffer when the
+    terminal is gone (SIGHUP: writes fail EIO); point stdout at /dev/null then, so the flush at exit goes
+    nowhere instead of printing "Exception ignored ... Input/output error" on stderr."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, sys.stdout.fileno())
+            finally:
+                os.close(null)
+        except (OSError, ValueError):
+            pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the terminal; return the exit code (module docstring). Never raises but SystemExit from
     argparse (``--help``, ``--version``, a usage error)."""
@@ -79,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(run_terminal(args.socket, args.grant))
         except CannotAttach as exc:
             return _fail(str(exc))
+        finally:
+            _let_go_of_a_closed_terminal()
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as exc:  # noqa: BLE001 - a crash: one line, the traceback, its own exit code
