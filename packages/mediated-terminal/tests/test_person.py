@@ -52,6 +52,25 @@ def messages(tap: EngineTap, mark: int = 0) -> list[str]:
     return [json.loads(line)["message"] for line in tap.prompts(mark)]
 
 
+INTERRUPT_SENT = "interrupt sent: the controller clears Pi's queue, then aborts the turn"
+ESC_GRACE = 10  # seconds of the status's clock an Esc key has to interrupt before the test takes it as not
+
+
+def asked_to_interrupt(rows: list[str]) -> bool:
+    """Whether the frame shows the answer to an interrupt the terminal asked for (sent, or refused)."""
+    return any(INTERRUPT_SENT in row or "interrupt refused" in row for row in rows)
+
+
+def interrupted(rows: list[str]) -> bool:
+    """Whether the frame shows an interrupt asked for, or the held turn ("Say hello") ended."""
+    return asked_to_interrupt(rows) or any('prompt "Say hello": done' in row for row in rows)
+
+
+def exited(rows: list[str]) -> bool:
+    """Whether the terminal has exited (the harness's line after it)."""
+    return any("[terminal exited" in row for row in rows)
+
+
 def seconds(rows: list[str]) -> int | None:
     """The seconds the status says Pi has been answering, or None."""
     found = re.search(r"Pi is answering \S (\d+)s", status(rows))
@@ -137,8 +156,12 @@ def test_1_a_lone_trailing_esc_waits_for_the_next_chunk(tmp_path: Path) -> None:
             await term.chunk(b"ab\x1b")  # a read that ends in ESC: a paste marker split after its ESC
             begun = seconds(rows)
             assert begun is not None
-            # The status's own clock: two more seconds, far past prompt_toolkit's 0.5 s ESC flush.
-            await term.wait_for(lambda r: (seconds(r) or 0) >= begun + 2, "two seconds to pass")
+            # The status's own clock: two more seconds, far past prompt_toolkit's 0.5 s ESC flush; or the frame
+            # of an ESC taken for the Esc key (the interrupt, the run ended), which must not come.
+            rows = await term.wait_for(lambda r: (seconds(r) or 0) >= begun + 2 or interrupted(r),
+                                       "two seconds to pass, or an interrupt")
+            assert not interrupted(rows), "a trailing ESC was taken for the Esc key:\n" + "\n".join(rows)
+            assert (seconds(rows) or 0) >= begun + 2  # the run still streams, its clock two seconds on
             await term.chunk(b"[200~late paste\x1b[201~")
             rows = await term.wait_for(lambda r: "late paste" in composer(r)[0], "the late paste")
             assert composer(rows)[0] == "ablate paste"  # never "[200~late paste..." typed as text
@@ -156,7 +179,9 @@ def test_1_a_multi_line_paste_grows_the_composer_shows_its_first_line_and_counts
             mark = tap.mark()
             five = [f"line {i}" for i in range(1, 6)]
             await term.chunk(b"\x1b[200~" + "\r".join(five).encode() + b"\x1b[201~")  # a paste: one read
-            rows = await term.wait_for(lambda r: composer(r)[:5] == five, "the composer grown to the paste")
+            # Grown or not, the composer shows the paste's last line (where the cursor is) once it is in.
+            rows = await term.wait_for(lambda r: "line 5" in composer(r), "the paste in the composer")
+            assert composer(rows)[:5] == five, "the composer did not grow to the paste:\n" + "\n".join(rows)
             assert rows[label_row(rows)].strip() == "composer: 5 lines; Enter sends them, Ctrl-J adds a line"
             assert status(rows).startswith("You control this conversation")  # the rest moved up, whole
             assert tap.since(mark) == b""  # a paste never submits
@@ -188,13 +213,17 @@ def test_2_ctrl_c_during_an_answer_asks_once_then_quits_and_never_interrupts_it(
         async with scene(tmp_path / "rig") as (rig, tap, term):
             await held_turn(rig, term)
             mark = tap.mark()
+            question = "the answer keeps running in the engine; Ctrl-C again to leave (Esc or Ctrl-G interrupts it)"
             await term.keys("C-c")
-            rows = await term.wait_text("the answer keeps running in the engine; Ctrl-C again to leave (Esc or "
-                                        "Ctrl-G interrupts it)")
+            # The question, or what a wrong Ctrl-C does instead: the terminal gone, or the answer interrupted.
+            rows = await term.wait_for(lambda r: any(question in row for row in r) or exited(r) or interrupted(r)
+                                       or tap.since(mark) != b"", "the question, the exit or an interrupt")
+            assert any(question in row for row in rows), "Ctrl-C did not ask first:\n" + "\n".join(rows)
             assert "[terminal exited" not in "\n".join(rows)
             assert tap.since(mark) == b""  # no clear_queue, no abort
             await term.keys("C-c")
-            rows = await term.wait_text("[terminal exited")
+            rows = await term.wait_for(lambda r: exited(r) or interrupted(r) or tap.since(mark) != b"",
+                                       "the exit or an interrupt")
             assert "[terminal exited 0 ]" in "\n".join(rows)
             assert tap.since(mark) == b""  # no clear_queue, no abort
             assert (await ctl(rig, "state"))["isStreaming"] is True
@@ -209,10 +238,17 @@ def test_2_esc_read_alone_interrupts_a_running_answer_and_alt_enter_does_not(tmp
             await held_turn(rig, term)
             mark = tap.mark()
             await term.chunk(b"x\x1b\ry")  # Alt-Enter (ESC and CR in one read) between x and y: a newline
-            await term.wait_for(lambda r: composer(r)[:2] == ["x", "y"], "the newline")
+            rows = await term.wait_for(lambda r: composer(r)[:2] == ["x", "y"] and seconds(r) is not None,
+                                       "the newline")
             assert tap.since(mark) == b""  # not an interrupt
+            begun = seconds(rows)
+            assert begun is not None
             await term.chunk(b"\x1b")  # the Esc key: one ESC, alone in its read
-            rows = await term.wait_text("interrupt sent: the controller clears Pi's queue, then aborts the turn")
+            # The interrupt, or the run still streaming ESC_GRACE seconds on by the status's own clock (an Esc
+            # key left waiting for a next chunk: nothing else would ever show).
+            rows = await term.wait_for(lambda r: asked_to_interrupt(r) or (seconds(r) or 0) >= begun + ESC_GRACE,
+                                       "the interrupt, or the run going on", timeout=WAIT + ESC_GRACE)
+            assert any(INTERRUPT_SENT in row for row in rows), "the Esc key did not interrupt:\n" + "\n".join(rows)
             await term.wait_text('prompt "Say hello": done (interrupted)')
             kinds = [r["type"] for r in EngineTap.records(tap.since(mark))]
             assert kinds.index("clear_queue") < kinds.index("abort")  # R3-1, as Ctrl-G does
