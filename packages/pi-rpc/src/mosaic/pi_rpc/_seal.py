@@ -189,8 +189,8 @@ def check_seal(argv: Sequence[str], *, fixture_extension: bool = False) -> PiRpc
             if flag in seen:
                 return _refuse(f"{flag} appears twice (only the fixture extension may load, once)")
             seen.add(flag)
-            value = extra[i + 1] if i + 1 < len(extra) else ""
-            refusal = _fixture_file_refusal(value)
+            path = extra[i + 1] if i + 1 < len(extra) else ""
+            refusal = _fixture_file_refusal(path)
             if refusal is not None:
                 return refusal
             i += 2
