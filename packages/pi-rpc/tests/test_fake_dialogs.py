@@ -113,6 +113,9 @@ def test_P4_H8_at_a_timeout_nothing_is_written_and_an_answer_at_the_settle_is_ig
     assert run.types(mark) == ["s1"]  # neither the timeout nor the late answer wrote anything
     run.ctl.release("dialog-settled")
     assert tool_text(run.wait(type="tool_execution_end")) == "select answered undefined"
+    types = run.types()
+    between = types[types.index(request["id"]) + 1:types.index("tool_execution_end")]
+    assert between == ["s1"]  # from the request to the tool's end, only the get_state's answer
     assert settles(run) == [{"event": "dialog-settled", "id": request["id"], "method": "select", "how": "timeout"}]
     answer(run, request["id"], value="Allow once")  # and after the tool ended
     run.wait(type="agent_settled")

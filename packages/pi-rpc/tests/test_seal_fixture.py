@@ -64,27 +64,27 @@ def test_N24_the_fixture_option_is_off_by_default_and_the_fixture_alone_refuses_
     assert check_seal([*SEALED, "--model", "m", *FIXTURE, "--thinking", "off"], fixture_extension=True) is None
 
 
-@pytest.mark.parametrize(
-    ("argv", "why"),
-    [
-        ([*SEALED, "--extension", "/tmp/other-extension.js"], "another extension"),
-        ([*SEALED, "--extension", FIXTURE_EXTENSION_PATH + ".bak"], "a neighbour of the fixture"),
-        ([*SEALED, "--extension", os.path.dirname(FIXTURE_EXTENSION_PATH)], "the fixture's directory"),
-        ([*SEALED, "--extension", FIXTURE_EXTENSION_PATH.replace("/fixture_extension/", "/fixture_extension/./")],
-         "the fixture's path, not normalised"),
-        ([*SEALED, "--extension", os.path.relpath(FIXTURE_EXTENSION_PATH)], "the fixture's path, relative"),
-        ([*SEALED, "-e", FIXTURE_EXTENSION_PATH], "the short form"),
-        ([*SEALED, f"--extension={FIXTURE_EXTENSION_PATH}"], "the =value form"),
-        ([*SEALED, *FIXTURE, *FIXTURE], "the fixture twice"),
-        ([*SEALED, "--extension"], "no value"),
-        ([*SEALED_FLAGS, *FIXTURE, "--session", SESSION], "before --session"),
-        ([s for s in SEALED if s != "--no-extensions"] + FIXTURE, "--no-extensions dropped"),
-        ([*SEALED, *FIXTURE, "--extension", "/tmp/other-extension.js"], "the fixture and another one"),
-    ],
-)
-def test_N24_with_the_option_any_other_extension_refuses(argv: list[str], why: str) -> None:
+OTHER_EXTENSIONS = {
+    "another-extension": [*SEALED, "--extension", "/tmp/other-extension.js"],
+    "a-neighbour": [*SEALED, "--extension", FIXTURE_EXTENSION_PATH + ".bak"],
+    "the-directory": [*SEALED, "--extension", os.path.dirname(FIXTURE_EXTENSION_PATH)],
+    "not-normalised": [*SEALED, "--extension",
+                       FIXTURE_EXTENSION_PATH.replace("/fixture_extension/", "/fixture_extension/./")],
+    "relative": [*SEALED, "--extension", os.path.relpath(FIXTURE_EXTENSION_PATH, "/tmp")],
+    "short-form": [*SEALED, "-e", FIXTURE_EXTENSION_PATH],
+    "equals-form": [*SEALED, f"--extension={FIXTURE_EXTENSION_PATH}"],
+    "twice": [*SEALED, *FIXTURE, *FIXTURE],
+    "no-value": [*SEALED, "--extension"],
+    "before-session": [*SEALED_FLAGS, *FIXTURE, "--session", SESSION],
+    "no-extensions-dropped": [s for s in SEALED if s != "--no-extensions"] + FIXTURE,
+    "fixture-and-another": [*SEALED, *FIXTURE, "--extension", "/tmp/other-extension.js"],
+}
+
+
+@pytest.mark.parametrize("argv", list(OTHER_EXTENSIONS.values()), ids=list(OTHER_EXTENSIONS))
+def test_N24_with_the_option_any_other_extension_refuses(argv: list[str]) -> None:
     refusal = check_seal(argv, fixture_extension=True)
-    assert _code(refusal) == "unsealed-engine", why
+    assert _code(refusal) == "unsealed-engine"
     assert refusal is not None and refusal.reconcile is False
 
 

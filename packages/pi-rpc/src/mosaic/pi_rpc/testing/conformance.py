@@ -38,7 +38,7 @@ from typing import Any
 
 from mosaic.pi_rpc._framing import RecordDecoder, encode_record, js_json_dumps
 from mosaic.pi_rpc._seal import FIXTURE_EXTENSION_ENV, build_sealed_argv
-from mosaic.pi_rpc.testing._script import (
+from mosaic.pi_rpc.testing.script import (
     Script,
     ScriptError,
     Step,

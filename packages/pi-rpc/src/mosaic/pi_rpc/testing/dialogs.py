@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from mosaic.pi_rpc.testing._script import (
+from mosaic.pi_rpc.testing.script import (
     Script,
     answer,
     ask,

@@ -1,6 +1,7 @@
-"""The conformance suite's script language: :class:`Script` (a scenario's steps, its seed, its settings, whether
-the seat loads the fixture extension) and its :class:`Step` makers (write, wait for a record, answer the
-last dialog, close stdin, signal, wait for the exit, snapshot the session file, relaunch, pause).
+"""The conformance suite's script language, public so that a test can write its own scripts: :class:`Script`
+(a scenario's steps, its seed, its settings, whether the seat loads the fixture extension) and its
+:class:`Step` makers (write, wait for a record, answer the last dialog, close stdin, signal, wait for the
+exit, snapshot the session file, relaunch, pause).
 :func:`mosaic.pi_rpc.testing.conformance.run_script` runs a script against an engine.
 """
 
