@@ -9,9 +9,9 @@ from pathlib import Path
 from mosaic.pi_rpc import check_pin, sealed_engine_argv
 from mosaic.pi_rpc.seal import FIXTURE_EXTENSION_ENV, FIXTURE_EXTENSION_PATH, check_fixture_env
 from mosaic.pi_rpc.testing import Script, run_normalized
-from mosaic.pi_rpc.testing.script import answer, cmd, settled, wait
 from mosaic.pi_rpc.testing.conformance import Engine, real_engine
 from mosaic.pi_rpc.testing.dialogs import dialog_prompt
+from mosaic.pi_rpc.testing.script import answer, cmd, settled, wait
 
 
 def test_the_pin_with_the_fixture_accepts_the_install(pi_dir: Path) -> None:

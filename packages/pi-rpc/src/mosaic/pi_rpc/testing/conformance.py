@@ -38,6 +38,8 @@ from typing import Any
 
 from mosaic.pi_rpc._framing import RecordDecoder, encode_record, js_json_dumps
 from mosaic.pi_rpc._seal import FIXTURE_EXTENSION_ENV, build_sealed_argv
+from mosaic.pi_rpc.testing.dialogs import DIALOG_CONFORMANCE, DIALOG_METHODS
+from mosaic.pi_rpc.testing.model_server import DEFAULT_SCENARIOS, Scenario, StreamText, models_json
 from mosaic.pi_rpc.testing.script import (
     Script,
     ScriptError,
@@ -54,8 +56,6 @@ from mosaic.pi_rpc.testing.script import (
     snapshot,
     wait,
 )
-from mosaic.pi_rpc.testing.dialogs import DIALOG_CONFORMANCE, DIALOG_METHODS
-from mosaic.pi_rpc.testing.model_server import DEFAULT_SCENARIOS, Scenario, StreamText, models_json
 
 __all__ = [
     "CONFORMANCE",

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from mosaic.pi_rpc.testing.model_server import DIALOG_TOOL
 from mosaic.pi_rpc.testing.script import (
     Script,
     answer,
@@ -46,7 +47,6 @@ from mosaic.pi_rpc.testing.script import (
     snapshot,
     wait,
 )
-from mosaic.pi_rpc.testing.model_server import DIALOG_TOOL
 
 __all__ = [
     "DIALOG_CONFORMANCE",
