@@ -60,6 +60,7 @@ MismatchKind = Literal[
     "bundle-file-extra",  # a file under dist/bundle is not in the manifest
     "node-missing",  # the pinned node binary is absent or does not run
     "node-version",  # the pinned node binary prints another version
+    "fixture-loader-file",  # a file Pi loads to load an extension differs (checked for a fixture seat only)
 ]
 
 

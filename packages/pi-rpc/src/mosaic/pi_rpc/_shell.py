@@ -48,6 +48,7 @@ from typing import Any
 from mosaic.pi_rpc._framing import DEFAULT_MAX_RECORD_BYTES
 from mosaic.pi_rpc._link import (
     DEFAULT_BOUND,
+    UI_RESPONSE,
     Command,
     CommandOutcome,
     EngineEvent,
@@ -66,6 +67,11 @@ DEFAULT_MAX_QUEUED_EVENTS = 1024
 _READ_SIZE = 1 << 16
 _DEFAULT: Any = object()
 _SETTLED = (CommandOutcome.ACKNOWLEDGED, CommandOutcome.UNKNOWN, CommandOutcome.NOT_WRITTEN)
+
+
+def _answer_written(command: Command) -> bool:
+    """A dialog answer whose line the pipe took whole: its last outcome (rule 8 of the core)."""
+    return command.type == UI_RESPONSE and command.outcome is CommandOutcome.WRITTEN
 
 
 class OutcomeUnknownError(Exception):
@@ -202,6 +208,15 @@ class EngineLink:
         self.flush()
         return cmd
 
+    def send_ui_response(self, dialog_id: str, answer: Mapping[str, Any], *,
+                         bound: float | None = _DEFAULT) -> Command:
+        """Queue the answer to a dialog (:meth:`LinkCore.send_ui_response`) and start writing it; return its
+        Command at once. :meth:`outcome` returns it once ``written`` (Pi never answers it)."""
+        cmd = self.core.send_ui_response(dialog_id, answer, now=self._clock(),
+                                         **({} if bound is _DEFAULT else {"bound": bound}))
+        self.flush()
+        return cmd
+
     def flush(self) -> None:
         """Start writing whatever the core has queued, and bring the shell up to date with the core.
 
@@ -227,14 +242,15 @@ class EngineLink:
             self._arm_timer()
 
     async def outcome(self, command: Command) -> Command:
-        """Wait until ``command`` is acknowledged; return it. Raises :class:`OutcomeUnknownError` when its
-        outcome is unknown, :class:`~mosaic.pi_rpc.link.LinkPoisoned` when it was never written.
+        """Wait until ``command`` is acknowledged (a dialog answer: written); return it. Raises
+        :class:`OutcomeUnknownError` when its outcome is unknown, :class:`~mosaic.pi_rpc.link.LinkPoisoned`
+        when it was never written.
 
         Responses are read only while the event queue has room (module docstring, rule 1): someone must take
         events from :meth:`next_event`, or after ``max_queued_events`` of them this waits for a response the
         link does not read (and, by rule 2, no bound passes on it either)."""
         while True:
-            if command.outcome is CommandOutcome.ACKNOWLEDGED:
+            if command.outcome is CommandOutcome.ACKNOWLEDGED or _answer_written(command):
                 return command
             if command.outcome is CommandOutcome.UNKNOWN:
                 raise OutcomeUnknownError(command)
@@ -362,7 +378,7 @@ class EngineLink:
         # Only the commands someone awaits: the link keeps no history (a NOT_WRITTEN command is settled by
         # the poison without an event of its own).
         for seq, (cmd, fut) in list(self._waiters.items()):
-            if cmd.outcome in _SETTLED:
+            if cmd.outcome in _SETTLED or _answer_written(cmd):
                 del self._waiters[seq]
                 if not fut.done():
                     fut.set_result(cmd)

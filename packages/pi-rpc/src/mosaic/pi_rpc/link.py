@@ -8,7 +8,8 @@ A command (`Command`, id `m<seq>`) has a write outcome (`CommandOutcome`): `writ
 `TruncatedOutput`, `Poisoned` (their union is `LinkEvent`). The two prompt rules are API:
 `PromptNotAcknowledged` and `NotEvidence` (through `PromptStateEvidence`). `DEFAULT_BOUND` is a command's
 default bound, `DEFAULT_MAX_QUEUED_EVENTS` the shell's event queue bound; `OutcomeUnknownError` is the
-shell's `outcome()` when the outcome is unknown; `LinkUsageError` a programming error.
+shell's `outcome()` when the outcome is unknown; `LinkUsageError` a programming error. A dialog's answer
+(`UI_RESPONSE`, `send_ui_response`) is a line Pi never answers: `written` is its last outcome.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from ._link import (
     DEFAULT_BOUND,
     OUTCOME_TABLE,
+    UI_RESPONSE,
     Command,
     CommandOutcome,
     CommandWritten,
@@ -62,6 +64,7 @@ __all__ = [
     "PromptStateEvidence",
     "ProtocolViolation",
     "TruncatedOutput",
+    "UI_RESPONSE",
     "UnknownReason",
 ]
 

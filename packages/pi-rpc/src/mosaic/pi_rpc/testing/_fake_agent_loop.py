@@ -16,10 +16,12 @@ import os
 import subprocess
 from collections.abc import Awaitable, Callable
 
+from mosaic.pi_rpc._framing import js_json_dumps
+from mosaic.pi_rpc.testing._fake_dialogs import UNDEFINED, DialogUI, fixture_fields, fixture_tool_result
 from mosaic.pi_rpc.testing._fake_runtime import Control, Json, text_of
 from mosaic.pi_rpc.testing._fake_session import ms_now
 from mosaic.pi_rpc.testing._fake_stream import ActiveRun, ScriptedModel, empty_usage, stream_assistant
-from mosaic.pi_rpc.testing.model_server import Scenario
+from mosaic.pi_rpc.testing.model_server import DIALOG_TOOL, Scenario
 
 __all__ = ["AGENT_BUSY_PROMPT", "DEFAULT_MODEL", "Agent", "run_bash"]
 
@@ -60,6 +62,8 @@ class Agent:
         self.api_key: str | None = None
         self.thinking = "off"
         self.llm = ScriptedModel(scenarios)
+        # the fixture extension's dialogs, when the seal's fixture option loaded it (its tool exists then)
+        self.fixture_dialogs: DialogUI | None = None
         # control-channel scripting: the next run throws at its start (N11)
         self.throw_at_run_start: list[str] = []
 
@@ -188,34 +192,58 @@ class Agent:
     # -- tools (agent-loop.js executeToolCalls; the bash tool) ------------------------------------------
 
     async def execute_tools(self, calls: list[Json], run: ActiveRun) -> list[Json]:
-        finished: list[tuple[Json, str, bool]] = []
+        finished: list[tuple[Json, Json, bool]] = []
         for call in calls:
-            finished.append((call, *await self._execute(call)))
+            finished.append((call, *await self._execute(call, run)))
         results: list[Json] = []
-        for call, text, is_error in finished:
-            msg = {"role": "toolResult", "toolCallId": call["id"], "toolName": call["name"],
-                   "content": [{"type": "text", "text": text}], "isError": is_error, "timestamp": ms_now()}
+        for call, result, is_error in finished:
+            msg: Json = {"role": "toolResult", "toolCallId": call["id"], "toolName": call["name"],
+                         "content": result["content"]}
+            if "details" in result:
+                msg["details"] = result["details"]
+            msg.update({"isError": is_error, "timestamp": ms_now()})
             await self.process({"type": "message_start", "message": msg})
             await self.process({"type": "message_end", "message": msg})
             results.append(msg)
         return results
 
-    async def _execute(self, call: Json) -> tuple[str, bool]:
-        """One tool call's execution events; (result text, is error). Only ``bash`` exists (the seal)."""
+    async def _execute(self, call: Json, run: ActiveRun) -> tuple[Json, bool]:
+        """One tool call's execution events; (result, is error). ``bash`` exists (the seal), and the fixture
+        extension's dialog tool when the fixture is loaded; any other name is not found (agent-loop.js
+        prepareToolCall: an immediate error result, no update events)."""
         args = call.get("arguments", {})
         base = {"toolCallId": call["id"], "toolName": call["name"]}
         await self.process({"type": "tool_execution_start", **base, "args": args})
         await self.control.hit("tool", name=call["name"])
-        await self.process({"type": "tool_execution_update", **base, "args": args, "partialResult": {"content": []}})
-        if call["name"] == "bash" and isinstance(args.get("command"), str):
+        if call["name"] == DIALOG_TOOL and self.fixture_dialogs is not None:
+            result, is_error = await self._fixture_dialog(args, run)
+        elif call["name"] == "bash" and isinstance(args.get("command"), str):
+            await self.process({"type": "tool_execution_update", **base, "args": args,
+                                "partialResult": {"content": []}})
             output, code = await run_bash(args["command"], self.cwd)
             is_error = code != 0
             text = output if not is_error else f"{output}\n\nCommand exited with code {code}".lstrip("\n")
+            if not is_error:
+                await self.process({"type": "tool_execution_update", **base, "args": args,
+                                    "partialResult": {"content": [{"type": "text", "text": text}], "details": {}}})
+            result = {"content": [{"type": "text", "text": text}]}
         else:
-            text, is_error = f"Tool {call['name']} not found", True
-        if not is_error:
-            await self.process({"type": "tool_execution_update", **base, "args": args,
-                                "partialResult": {"content": [{"type": "text", "text": text}], "details": {}}})
-        await self.process({"type": "tool_execution_end", **base,
-                            "result": {"content": [{"type": "text", "text": text}]}, "isError": is_error})
-        return text, is_error
+            result, is_error = {"content": [{"type": "text", "text": f"Tool {call['name']} not found"}],
+                                "details": {}}, True
+        await self.process({"type": "tool_execution_end", **base, "result": result, "isError": is_error})
+        return result, is_error
+
+    async def _fixture_dialog(self, args: Json, run: ActiveRun) -> tuple[Json, bool]:
+        """The fixture extension's tool (dialogs.js ``execute``): one dialog, its value as the result text. The
+        arguments are the scripted model's (``kind``, an integer ``timeout``, ``abortable``); Pi's schema
+        errors for other shapes are not modelled (README "Known limits")."""
+        assert self.fixture_dialogs is not None
+        kind = args.get("kind")
+        fields = fixture_fields(kind) if isinstance(kind, str) else None
+        if fields is None or not isinstance(kind, str):
+            text = f"unknown dialog kind {js_json_dumps(kind) if kind is not None else 'undefined'}"
+            return {"content": [{"type": "text", "text": text}], "details": {}}, True
+        settled = await self.fixture_dialogs.dialog(
+            kind, fields, timeout=args.get("timeout", UNDEFINED),
+            signal=run.abort if args.get("abortable") else None)
+        return {"content": [{"type": "text", "text": fixture_tool_result(kind, settled)}], "details": {}}, False

@@ -24,7 +24,16 @@ Hold points (where the fake stops when armed; see the fake engine's module docst
 ``abort``           the ``abort`` command, before it aborts anything
 ``clear-queue``     the ``clear_queue`` command, before it clears (hold it to make a clear time out, N7)
 ``stdout``          the stdout writer, before it writes queued bytes (the file gets ahead of stdout)
+``dialog``          the fixture extension's tool is about to raise its dialog: nothing registered or written
+                    yet (detail: ``method``)
+``dialog-settled``  a dialog is no longer pending (``how``: ``answered``, ``timeout`` or ``aborted``) and its
+                    handler has not resumed; nothing was written for the settle, and a response arriving
+                    now is ignored (detail: ``id``, ``method``, ``how``)
 ==================  ====================================================================================
+
+Dialog notifications: ``{"event": "dialog-settled", "id", "method", "how", "value"?}`` when any dialog
+settles (``value`` absent for JavaScript's ``undefined``), before the ``dialog-settled`` hold point; the
+``dialog`` op's dialogs also report ``{"event": "dialog-answered", "id", "response"}``.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from typing import Any
 __all__ = ["HOLD_POINTS", "FakeControl", "Held"]
 
 HOLD_POINTS = ("preflight", "run-start", "user-message", "model-chunk", "tool", "settle", "abort", "clear-queue",
-               "stdout")
+               "stdout", "dialog", "dialog-settled")
 
 
 class Held(dict[str, Any]):

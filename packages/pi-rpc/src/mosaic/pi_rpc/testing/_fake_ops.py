@@ -13,11 +13,11 @@ message), ``dialog`` (an extension UI request with Pi's shapes). ``state`` repor
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 
 from mosaic.pi_rpc.testing._fake_agent_loop import AGENT_BUSY_PROMPT
+from mosaic.pi_rpc.testing._fake_dialogs import UNDEFINED
 from mosaic.pi_rpc.testing._fake_rpc import RpcMode
 from mosaic.pi_rpc.testing._fake_runtime import Json, tick
 
@@ -107,35 +107,28 @@ async def _throw_at_run_start(rpc: RpcMode, msg: Json) -> Json:
 
 
 async def _dialog(rpc: RpcMode, msg: Json) -> Json:
+    # An extension's dialog raised outside a turn, with Pi's shapes (rpc-mode.js 47-84, 174-192): the
+    # request's fields by method; an unknown method is written with its title alone. The test is told
+    # how it settled ("dialog-answered": the raw response, or {"timedOut": true} / {"aborted": true}).
     method = str(msg.get("method"))
-    did = str(uuid.uuid4())
-    req: Json = {"type": "extension_ui_request", "id": did, "method": method, "title": msg.get("title")}
-    if method == "select":
-        req["options"] = msg.get("options", [])
-    elif method == "confirm":
-        req["message"] = msg.get("message")
-    elif method == "input":
-        req["placeholder"] = msg.get("placeholder")
-    elif method == "editor":
-        req["prefill"] = msg.get("prefill")
-    if method != "editor" and msg.get("timeout") is not None:
-        req["timeout"] = msg.get("timeout")
-    answered: asyncio.Future[Json] = asyncio.get_running_loop().create_future()
-    rpc.pending_dialogs[did] = answered
+    fields: Json = {"title": msg.get("title")}
+    extra = {"select": "options", "confirm": "message", "input": "placeholder", "editor": "prefill"}.get(method)
+    if extra is not None:
+        fields[extra] = msg.get(extra, [] if extra == "options" else None)
+    timeout = msg["timeout"] if msg.get("timeout") is not None else UNDEFINED
     control = rpc.session.control
+    written: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
-    async def answer() -> None:
-        timeout = msg.get("timeout")
-        try:
-            resp = await asyncio.wait_for(answered, timeout / 1000 if timeout else None)
-        except TimeoutError:
-            resp = {"timedOut": True}
-            rpc.pending_dialogs.pop(did, None)
-        control.send({"event": "dialog-answered", "id": did, "response": resp})
+    async def run() -> None:
+        settled = await rpc.ui.dialog(method, fields, timeout=timeout, on_request=written.set_result, hold=False)
+        resp = settled.response if settled.response is not None else (
+            {"timedOut": True} if settled.how == "timeout" else {"aborted": True})
+        control.send({"event": "dialog-answered", "id": settled.id, "response": resp})
 
-    rpc.output(req)
-    asyncio.get_running_loop().create_task(answer())
-    return {"id": did}
+    task = asyncio.get_running_loop().create_task(run())
+    rpc.tasks.add(task)  # a reference until it ends (a collected pending task warns on stderr)
+    task.add_done_callback(rpc.tasks.discard)
+    return {"id": await written}
 
 
 OPS: Mapping[str, Callable[[RpcMode, Json], Awaitable[Json]]] = {

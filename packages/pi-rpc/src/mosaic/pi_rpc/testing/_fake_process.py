@@ -27,8 +27,11 @@ behaviour FACTS.md lists under "What a Python fake engine must mimic":
    after ``agent_settled``; queued steer/follow-up run after an abort unless cleared first.
 9. Queues: ``queue_update`` before the steer/follow_up/clear_queue response; removal by text on the user
    ``message_start``; ``pendingMessageCount``.
-10. Extension UI: ``notify`` from ``/llama``; dialogs only through the control channel's ``dialog`` op;
-    unknown ``extension_ui_response`` ids are ignored without output.
+10. Extension UI: ``notify`` from ``/llama``; dialogs (:mod:`._fake_dialogs`, rpc-mode.js 47-84, 174-192)
+    from the fixture extension's tool when the seal's fixture option loaded it (``--extension`` with the
+    fixture's path), and from the control channel's ``dialog`` op; a response settles its dialog once,
+    anything else (unknown, missing or settled id) is ignored without output; nothing is written at a
+    timeout or an abort.
 11-12. get_state / get_entries / get_tree / get_messages shapes (:mod:`._fake_session` for the tree).
 13. Persistence timing: entries are written synchronously when Pi writes them, before the event's stdout
     bytes (hold ``stdout`` to see the file ahead of stdout).
@@ -55,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mosaic.pi_rpc._framing import RecordDecoder, encode_record
+from mosaic.pi_rpc._seal import _fixture_file_refusal, check_fixture_env
 from mosaic.pi_rpc.testing._fake_agent_loop import Agent
 from mosaic.pi_rpc.testing._fake_agent_session import AgentSession
 from mosaic.pi_rpc.testing._fake_ops import run_op
@@ -66,7 +70,7 @@ from mosaic.pi_rpc.testing.model_server import DEFAULT_SCENARIOS, Scenario
 __all__ = ["FakeOptions", "Output", "parse_args", "run_fake_engine"]
 
 _PI_FLAGS = ("--no-extensions", "--no-prompt-templates", "--no-themes", "--no-context-files", "--no-skills")
-_VALUED = ("--session", "--model", "--provider", "--thinking", "--fake-control", "--fake-scenarios")
+_VALUED = ("--session", "--model", "--provider", "--thinking", "--fake-control", "--fake-scenarios", "--extension")
 
 
 @dataclass
@@ -81,11 +85,14 @@ class FakeOptions:
     scenarios: tuple[Scenario, ...] = DEFAULT_SCENARIOS
     flags: set[str] = field(default_factory=set)
     argv: list[str] = field(default_factory=list)
+    fixture_extension: bool = False
 
 
 def parse_args(argv: Sequence[str]) -> FakeOptions:
     """Pi's sealed arguments plus ``--fake-control PATH`` and ``--fake-scenarios MODULE:ATTR``. Anything
-    Pi would reject or the seal does not allow exits 2 (the fake is never started unsealed by tests)."""
+    Pi would reject or the seal does not allow exits 2 (the fake is never started unsealed by tests): an
+    ``--extension`` loads the fixture extension only when the seal's fixture rule passes for it (its exact
+    path and bytes) and the environment carries ``FIXTURE_EXTENSION_ENV``."""
     args = list(argv)
     opts: dict[str, Any] = {"flags": set(), "argv": list(argv)}
     i = 0
@@ -103,6 +110,10 @@ def parse_args(argv: Sequence[str]) -> FakeOptions:
         if a in _VALUED:
             if i + 1 >= len(args):
                 die(f"{a} needs a value", 2)
+            if a == "--extension":
+                refusal = _fixture_file_refusal(args[i + 1]) or check_fixture_env(os.environ)
+                if refusal is not None or "extension" in opts:
+                    die(f"the fake engine loads only the fixture extension, once: {refusal or 'a second one'}", 2)
             opts[a.lstrip("-").replace("fake-", "")] = args[i + 1]
             i += 2
             continue
@@ -116,7 +127,7 @@ def parse_args(argv: Sequence[str]) -> FakeOptions:
     control = opts.pop("control", None) or os.environ.get("MOSAIC_FAKE_PI_CONTROL")
     return FakeOptions(session=opts.pop("session"), model=opts.get("model"), provider=opts.get("provider"),
                        thinking=opts.get("thinking"), control=control, scenarios=scenarios,
-                       flags=opts["flags"], argv=opts["argv"])
+                       flags=opts["flags"], argv=opts["argv"], fixture_extension="extension" in opts)
 
 
 class Output:
@@ -197,6 +208,8 @@ async def _main(options: FakeOptions) -> None:
     session = AgentSession(sm, agent_dir, agent, control, model=options.model, provider=options.provider,
                            thinking=options.thinking)
     rpc = RpcMode(session)
+    if options.fixture_extension:
+        agent.fixture_dialogs = rpc.ui  # the extension's tool raises its dialogs through the RPC UI context
     if options.control:
         await control.connect(options.control, options.argv, functools.partial(run_op, rpc))
     session.startup()

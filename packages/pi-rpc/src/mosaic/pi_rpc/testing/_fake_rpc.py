@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from mosaic.pi_rpc._framing import js_json_dumps
 from mosaic.pi_rpc.testing._fake_agent_loop import run_bash
 from mosaic.pi_rpc.testing._fake_agent_session import AgentSession
+from mosaic.pi_rpc.testing._fake_dialogs import DialogUI
 from mosaic.pi_rpc.testing._fake_runtime import Json, tick
 from mosaic.pi_rpc.testing._fake_session import ms_now
 from mosaic.pi_rpc.testing._jsjson import JsonParseError, js_json_parse
@@ -101,12 +102,14 @@ def error(cid: Any, command: Any, message: str) -> Json:
 
 
 class RpcMode:
-    """runRpcMode over one session: the line handler and the command table. ``pending_dialogs`` are the
-    extension UI requests waiting for an ``extension_ui_response`` (control op ``dialog``)."""
+    """runRpcMode over one session: the line handler and the command table. ``ui`` is the extension UI
+    context's dialog half (the fixture extension's tool and the control op ``dialog`` raise dialogs there;
+    ``extension_ui_response`` lines settle them)."""
 
     def __init__(self, session: AgentSession) -> None:
         self.session = session
-        self.pending_dialogs: dict[str, asyncio.Future[Json]] = {}
+        self.ui = DialogUI(self.output, session.control)
+        self.tasks: set[asyncio.Task[None]] = set()
 
     def output(self, obj: Json) -> None:
         self.session.output(obj)
@@ -142,9 +145,7 @@ class RpcMode:
             out.flush_now()
             die("TypeError: Cannot read properties of null (reading 'id')")
         if isinstance(parsed, dict) and parsed.get("type") == "extension_ui_response":
-            fut = self.pending_dialogs.pop(str(parsed.get("id")), None)
-            if fut is not None and not fut.done():
-                fut.set_result(parsed)
+            self.ui.respond(parsed)  # rpc-mode.js 615-626: settles a pending dialog or is ignored; no output
             return
         try:
             response = await self.handle_command(parsed)

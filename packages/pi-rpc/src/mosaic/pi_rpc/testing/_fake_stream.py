@@ -28,9 +28,10 @@ from mosaic.pi_rpc.testing.model_server import (
     StreamToolCall,
 )
 
-__all__ = ["REQUEST_ABORTED", "ActiveRun", "ScriptedModel", "empty_usage", "stream_assistant"]
+__all__ = ["ABORTED_BEFORE_CALL", "REQUEST_ABORTED", "ActiveRun", "ScriptedModel", "empty_usage", "stream_assistant"]
 
 REQUEST_ABORTED = "Request was aborted"
+ABORTED_BEFORE_CALL = "This operation was aborted"
 
 Process = Callable[[Json], Awaitable[None]]
 
@@ -101,20 +102,26 @@ async def _unstreamed(process: Process, context: list[Json], out: Json) -> Json:
 async def stream_assistant(process: Process, control: Control, model: ScriptedModel, model_info: Json,
                            context: list[Json], run: ActiveRun) -> Json:
     """One assistant message for ``context``: its events through ``process``; the message is returned
-    (also appended to ``context``). ``stopReason`` is ``error`` for an HTTP error reply, ``aborted`` when
-    ``run`` was aborted before or during the stream, else the scenario's finish reason."""
+    (also appended to ``context``). ``stopReason`` is ``error`` for an HTTP error reply and for a call that
+    starts after ``run`` was aborted (no request is made), ``aborted`` when it is aborted during the stream,
+    else the scenario's finish reason."""
+    out = _assistant(model_info)
+    if run.abort.is_set():
+        # A model call that starts after the run's abort (the turn after a tool that returned late): no
+        # request reaches the server, and Pi ends the message as an error with the abort signal's reason
+        # (recorded: the conformance goldens dialog-interrupt-*).
+        # That message is built whole, errorMessage before timestamp (the key order recorded).
+        await tick()
+        timestamp = out.pop("timestamp")
+        out.update({"stopReason": "error", "errorMessage": ABORTED_BEFORE_CALL, "timestamp": timestamp})
+        return await _unstreamed(process, context, out)
     req, scenario = model.route(model.request(model_info, context))
     reply = scenario.respond(req)
-    out = _assistant(model_info)
     if isinstance(reply, HttpError):
         await tick()
         err = reply.body.get("error", reply.body) if isinstance(reply.body, dict) else reply.body
         out["stopReason"] = "error"
         out["errorMessage"] = f"{reply.status}: {js_json_dumps(err)}"
-        return await _unstreamed(process, context, out)
-    if run.abort.is_set():
-        out["stopReason"] = "aborted"
-        out["errorMessage"] = REQUEST_ABORTED
         return await _unstreamed(process, context, out)
     out["responseId"] = f"chatcmpl-fake-{req.index}"
     context.append(out)

@@ -37,8 +37,25 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.pi_rpc._framing import RecordDecoder, encode_record, js_json_dumps
-from mosaic.pi_rpc._seal import build_sealed_argv
+from mosaic.pi_rpc._seal import FIXTURE_EXTENSION_ENV, build_sealed_argv
+from mosaic.pi_rpc.testing.dialogs import DIALOG_CONFORMANCE, DIALOG_METHODS
 from mosaic.pi_rpc.testing.model_server import DEFAULT_SCENARIOS, Scenario, StreamText, models_json
+from mosaic.pi_rpc.testing.script import (
+    Script,
+    ScriptError,
+    Step,
+    ask,
+    close,
+    cmd,
+    exited,
+    kill,
+    relaunch,
+    reply,
+    send,
+    settled,
+    snapshot,
+    wait,
+)
 
 __all__ = [
     "CONFORMANCE",
@@ -80,94 +97,6 @@ SCENARIOS: tuple[Any, ...] = tuple(
 scenario aborts or ends after the first tick, so the second never arrives under any load)."""
 
 SCENARIOS_REF = "mosaic.pi_rpc.testing.conformance:SCENARIOS"
-
-
-class ScriptError(AssertionError):
-    """A script's step did not happen within its bound (or the engine misbehaved)."""
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Scenario steps
-# ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step. ``kind``: ``send`` (``data``: bytes written in one write), ``wait`` (``match``: every key
-    equal in the next matching record, ``count``: how many matches), ``close`` (EOF on stdin), ``signal``
-    (``sig``), ``exit`` (wait for the process), ``file`` (snapshot the session file as ``label``),
-    ``launch`` (restart the engine on the same tree: a second start, ``label`` names it)."""
-
-    kind: str
-    data: bytes = b""
-    match: Mapping[str, Any] = field(default_factory=dict)
-    count: int = 1
-    sig: int = 0
-    label: str = ""
-
-
-def send(*records: Mapping[str, Any] | bytes) -> Step:
-    """Write the records (or raw bytes) in one write."""
-    return Step("send", data=b"".join(r if isinstance(r, bytes) else encode_record(r) for r in records))
-
-
-def cmd(cid: str, ctype: str, **fields: Any) -> Step:
-    """Send one command and wait for its response."""
-    return Step("send", data=encode_record({"id": cid, "type": ctype, **fields}))
-
-
-def wait(count: int = 1, **match: Any) -> Step:
-    """Wait until ``count`` more records match every key (``delta`` matches the assistant event's)."""
-    return Step("wait", match=match, count=count)
-
-
-def reply(cid: str) -> Step:
-    return wait(id=cid, type="response")
-
-
-def settled() -> Step:
-    return wait(type="agent_settled")
-
-
-def close() -> Step:
-    return Step("close")
-
-
-def kill(sig: int) -> Step:
-    return Step("signal", sig=sig)
-
-
-def exited() -> Step:
-    return Step("exit")
-
-
-def snapshot(label: str) -> Step:
-    return Step("file", label=label)
-
-
-def relaunch(label: str) -> Step:
-    return Step("launch", label=label)
-
-
-def ask(cid: str, ctype: str, **fields: Any) -> list[Step]:
-    """A command and the wait for its response."""
-    return [cmd(cid, ctype, **fields), reply(cid)]
-
-
-@dataclass(frozen=True)
-class Script:
-    """A conformance script (one scenario of the suite, by ``name``): its ``steps``, the session file name,
-    an optional ``seed`` (the file's bytes before start, ``{cwd}`` replaced by the project path; a callable
-    makes them when the script runs) and the agent ``settings.json``. ``digest_files``: session file states
-    are kept as their line count and the SHA-256 of their bytes (the scratch root written ``<scratch>``),
-    not line by line (a long seed)."""
-
-    name: str
-    steps: tuple[Step, ...]
-    session: str = "s.jsonl"
-    seed: str | Callable[[], str] | None = None  # session file content before start ({cwd} is replaced)
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    digest_files: bool = False
 
 
 def _seeded(*lines: Mapping[str, Any]) -> str:
@@ -322,13 +251,16 @@ CONFORMANCE: tuple[Script, ...] = (
                                  snapshot("after")), seed=FLUSHED),
     _deep_chain(800, answers=True),
     _deep_chain(3000, answers=False),
+    *DIALOG_CONFORMANCE,
 )
 """The conformance suite (the issue's list): idle queries, a text turn, a tool turn, slow stream + abort,
 steer/follow-up + clear + abort, follow-up + abort without clear, the pipelined-prompt window, bad JSON
 and unknown commands, prefixes and separators, RPC bash, auto-retry, EOF and SIGTERM mid-run, and the
 startup append on the session shapes of FACTS.md (d) (missing file K2, empty file twice K1, no thinking
 entry K3, resume J), and get_tree / get_entries / get_state on a chain of 800 messages (get_tree answers,
-nested 1,600 levels) and of 3,000 (Pi's own get_tree fails past its stack limit)."""
+nested 1,600 levels) and of 3,000 (Pi's own get_tree fails past its stack limit); then the dialogs of the
+fixture extension (issue 33, :data:`mosaic.pi_rpc.testing.dialogs.DIALOG_CONFORMANCE`): each kind answered,
+cancelled, timed out, interrupted while pending, at stdin EOF, and a prompt while one is pending."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -539,23 +471,33 @@ def run_script(script: Script, engine: Engine, scratch: str | os.PathLike[str], 
     root = Path(scratch)
     agent, proj, session = prepare_tree(root, script, base_url)
     env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent),
-           **dict(engine.env)}
-    argv = [*engine.command, *build_sealed_argv(str(session), provider="fakeprov", model="fake-model-1"),
+           **(FIXTURE_EXTENSION_ENV if script.fixture_extension else {}), **dict(engine.env)}
+    argv = [*engine.command, *build_sealed_argv(str(session), provider="fakeprov", model="fake-model-1",
+                                                fixture_extension=script.fixture_extension),
             *engine.extra]
     tr = Transcript(script.name, engine.name, scratch=str(root), base_url=base_url)
     procs = [EngineProcess(argv, env, str(proj))]
     seen = 0
+    dialog_id: Any = None  # the id of the last dialog request a wait consumed
     try:
         for step in script.steps:
             proc = procs[-1]
             if step.kind == "send":
                 tr.writes.append(step.data)
                 proc.write(step.data)
+            elif step.kind == "answer":
+                if dialog_id is None:
+                    raise ScriptError("an answer before any dialog request was read")
+                data = encode_record({"type": "extension_ui_response", "id": dialog_id, **step.match})
+                tr.writes.append(data)
+                proc.write(data)
+            elif step.kind == "pause":
+                time.sleep(step.seconds)
             elif step.kind == "wait":
                 left = {"n": step.count}
 
                 def counting(n: int, proc: EngineProcess = proc, step: Step = step, left: dict[str, int] = left) -> bool:
-                    nonlocal seen
+                    nonlocal seen, dialog_id
                     while seen < n:
                         line = proc.lines[seen]
                         seen += 1
@@ -563,6 +505,9 @@ def run_script(script: Script, engine: Engine, scratch: str | os.PathLike[str], 
                             rec = parse_line(line)
                         except ValueError:
                             continue
+                        if isinstance(rec, dict) and rec.get("type") == "extension_ui_request" \
+                                and rec.get("method") in DIALOG_METHODS:
+                            dialog_id = rec.get("id")
                         if _matches(rec, step.match):
                             left["n"] -= 1
                             if left["n"] == 0:

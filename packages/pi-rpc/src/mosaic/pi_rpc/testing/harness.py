@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.pi_rpc._framing import encode_record
-from mosaic.pi_rpc._seal import build_sealed_argv
+from mosaic.pi_rpc._seal import FIXTURE_EXTENSION_ENV, build_sealed_argv
 from mosaic.pi_rpc.testing._fake_control import FakeControl
 from mosaic.pi_rpc.testing.conformance import SCENARIOS_REF, EngineProcess, Script, parse_line, prepare_tree
 
@@ -62,24 +62,27 @@ class FakeEngineSetup:
 
 
 def prepare_fake_engine(root: Path, *, seed: str | None = None, settings: Mapping[str, Any] | None = None,
-                        scenarios: str = SCENARIOS_REF, control: bool = True,
-                        session: str = "s.jsonl") -> FakeEngineSetup:
+                        scenarios: str = SCENARIOS_REF, control: bool = True, session: str = "s.jsonl",
+                        fixture_extension: bool = False) -> FakeEngineSetup:
     """Make a scratch tree under ``root`` (which must not hold one yet) and the fake's command line.
 
     ``seed`` is the session file's content before start (``{cwd}`` replaced by the project path; ``None``:
     no file); ``settings`` the agent ``settings.json``; ``scenarios`` the model's table as ``MODULE:ATTR``
-    (default: the conformance table, SLOW ticks 5 s apart). The model is ``fakeprov/fake-model-1``. Raises
-    ``FileExistsError`` when the tree exists.
+    (default: the conformance table, SLOW ticks 5 s apart). The model is ``fakeprov/fake-model-1``.
+    ``fixture_extension``: the seat loads the fixture extension (the seal's fixture option: ``--extension``
+    with its path, and ``FIXTURE_EXTENSION_ENV`` in the environment), so a ``DIALOG`` prompt raises a dialog
+    (:mod:`mosaic.pi_rpc.testing.dialogs`). Raises ``FileExistsError`` when the tree exists.
     """
     script = Script("adhoc", (), session=session, seed=seed, settings=settings or {})
     agent, proj, session_path = prepare_tree(root, script, "http://127.0.0.1:9/v1")
     ctl = FakeControl() if control else None
     argv = [*fake_engine_command(), *build_sealed_argv(str(session_path), provider="fakeprov",
-                                                       model="fake-model-1"),
+                                                       model="fake-model-1", fixture_extension=fixture_extension),
             "--fake-scenarios", scenarios]
     if ctl is not None:
         argv += ["--fake-control", ctl.path]
-    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent), **child_env()}
+    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent),
+           **(FIXTURE_EXTENSION_ENV if fixture_extension else {}), **child_env()}
     return FakeEngineSetup(argv, env, proj, session_path, agent, ctl)
 
 
@@ -87,9 +90,10 @@ class FakeRun:
     """One fake engine in ``root`` (a scratch tree), its stdout records, its control channel."""
 
     def __init__(self, root: Path, *, seed: str | None = None, settings: Mapping[str, Any] | None = None,
-                 scenarios: str = SCENARIOS_REF, control: bool = True, session: str = "s.jsonl") -> None:
+                 scenarios: str = SCENARIOS_REF, control: bool = True, session: str = "s.jsonl",
+                 fixture_extension: bool = False) -> None:
         setup = prepare_fake_engine(root, seed=seed, settings=settings, scenarios=scenarios, control=control,
-                                    session=session)
+                                    session=session, fixture_extension=fixture_extension)
         self.setup = setup
         self.agent, self.proj, self.session = setup.agent, setup.cwd, setup.session
         self.ctl = setup.ctl

@@ -25,6 +25,9 @@ keyword        reply
                it, bounded so that it always ends by itself
 ``FAILONCE``   HTTP 500 ``{"error": {"message": "scripted failure", "type": "server_error"}}`` the first time a
                given user text is seen, the plain reply on every later request with that text (Pi's retry)
+``DIALOG``     ``DIALOG <kind> [timeout=<ms>] [abortable]``: a call of the fixture extension's tool
+               ``mosaic_fixture_dialog`` with ``{"kind", "timeout"?, "abortable"?}`` (it raises one dialog);
+               once the request ends with the tool result, ``Tool result was: <result>.``
 ``THINK``      reasoning deltas (``reasoning_content``, which Pi stores as a ``thinking`` block), then text
 ``""``         the plain text ``Hello from the fake model.`` in three deltas
 =============  ==============================================================================================
@@ -51,6 +54,7 @@ from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_SCENARIOS",
+    "DIALOG_TOOL",
     "HttpError",
     "ModelServer",
     "RecordedRequest",
@@ -58,6 +62,7 @@ __all__ = [
     "Scenario",
     "StreamText",
     "StreamToolCall",
+    "dialog_arguments",
     "models_json",
 ]
 
@@ -228,6 +233,33 @@ def _toolcall(req: RecordedRequest) -> Reply:
     return StreamToolCall(f"call_fake_{req.index}", "bash", (arguments[:cut], arguments[cut:]))
 
 
+DIALOG_TOOL = "mosaic_fixture_dialog"
+"""The tool the fixture extension registers (``testing/fixture_extension/dialogs.js``)."""
+
+
+def dialog_arguments(text: str) -> dict[str, Any]:
+    """The fixture tool's arguments a ``DIALOG`` text asks for: the word after ``DIALOG`` is ``kind`` ("" when
+    none), ``timeout=<ms>`` (an integer) adds ``timeout``, the word ``abortable`` adds ``abortable: true``; in
+    that key order."""
+    words = text.split("DIALOG", 1)[-1].split()
+    args: dict[str, Any] = {"kind": words[0] if words else ""}
+    for word in words[1:]:
+        if word.startswith("timeout=") and word[8:].isdigit():
+            args["timeout"] = int(word[8:])
+    if "abortable" in words[1:]:
+        args["abortable"] = True
+    return args
+
+
+def _dialog(req: RecordedRequest) -> Reply:
+    tool_text = req.last_tool_text
+    if tool_text is not None:
+        return StreamText(("Tool result was: ", tool_text, "."))
+    arguments = json.dumps(dialog_arguments(req.last_user_text))
+    cut = len('{"kind": "')
+    return StreamToolCall(f"call_fake_{req.index}", DIALOG_TOOL, (arguments[:cut], arguments[cut:]))
+
+
 def _slow(_req: RecordedRequest) -> Reply:
     return StreamText(tuple(f"tick{i:02d} " for i in range(60)), interval=0.25)
 
@@ -247,6 +279,7 @@ DEFAULT_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("slow", "SLOW", _slow, "60 ticks 0.25 s apart, then stop (a driver aborts it)"),
     Scenario("failonce", "FAILONCE", _failonce, "HTTP 500 on the first request with this text, then text"),
     Scenario("think", "THINK", _think, "reasoning_content deltas, then text"),
+    Scenario("dialog", "DIALOG", _dialog, "the fixture extension's dialog tool, then quote its result"),
     Scenario("text", "", _plain, "the plain reply 'Hello from the fake model.'"),
 )
 """The default script, first match wins (see the module docstring for the table)."""
