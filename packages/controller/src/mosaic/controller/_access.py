@@ -49,7 +49,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 
-from ._io import ConnId
+from ._io import ConnId, Peer
 from ._refusal import ControlRefusal
 
 __all__ = [
@@ -99,21 +99,6 @@ was, as the kernel saw it, is the rest of the actor record (`actor_record`)."""
 MAX_PEER_GROUPS = 256  # SO_PEERGROUPS read into 1 KiB (CPython's getsockopt buffer cap): rule 3
 MAX_GRANTS_FILE_BYTES = 1 << 20
 _ID_MAX = 2**32 - 2  # (uid_t)-1 is "no id" to the kernel
-
-
-class Peer(NamedTuple):
-    """A connection's credentials as the kernel recorded them at connect(2) (rule 1). `groups` is None when
-    the supplementary groups were not read, or not in full (rule 3). A tuple: made at every accept."""
-
-    uid: int
-    gid: int
-    pid: int
-    groups: tuple[int, ...] | None = ()
-
-    @property
-    def ids(self) -> tuple[int, int, int]:
-        """(uid, gid, pid): what a record names."""
-        return (self.uid, self.gid, self.pid)
 
 
 def actor_record(ids: tuple[int, int, int], conn: ConnId) -> dict[str, Any]:

@@ -26,10 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._access import Peer
 from ._core_state import CoreState
 from ._effects import CLAIM_GENERATION
-from ._io import Call, CloseConnection, Connected, Disconnected, PageRead, ReadPage, Refuse, Reply
+from ._io import Call, CloseConnection, Connected, Disconnected, PageRead, Peer, ReadPage, Refuse, Reply
 from ._refusal import ControlRefusal
 from ._state import Conn
 

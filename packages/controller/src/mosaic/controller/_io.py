@@ -14,14 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from mosaic.pi_rpc.link import LinkEvent
 
 from ._drift import FileIdentity
-
-if TYPE_CHECKING:
-    from ._access import Peer
 
 ConnId = str
 RpcId = int | str
@@ -29,10 +26,27 @@ RpcId = int | str
 # ------------------------------------------------------------------------------------------------ inputs
 
 
+class Peer(NamedTuple):
+    """A connection's credentials as the kernel recorded them at connect(2) (`_access` rule 1). `groups` is
+    None when the supplementary groups were not read, or not in full (`_access` rule 3). A tuple: made at
+    every accept. The payload of `Connected`; `_access` decides on it."""
+
+    uid: int
+    gid: int
+    pid: int
+    groups: tuple[int, ...] | None = ()
+
+    @property
+    def ids(self) -> tuple[int, int, int]:
+        """(uid, gid, pid): what a record names."""
+        return (self.uid, self.gid, self.pid)
+
+
+
 @dataclass(frozen=True)
 class Connected:
     """A client connected. It starts as an observer (brief §1 "Every connection starts as an observer").
-    `peer` is what the kernel recorded at its connect(2) (`_access.Peer`, read once by the server at
+    `peer` is what the kernel recorded at its connect(2) (`Peer`, read once by the server at
     accept); None when it could not be read, which the core refuses `channel` like a peer with no grant."""
 
     conn: ConnId

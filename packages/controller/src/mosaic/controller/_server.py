@@ -88,8 +88,8 @@ import time
 import traceback
 from collections.abc import Callable
 
-from ._access import AccessPolicy, Peer
-from ._io import CloseConnection, ConnId, Input, Notify, Refuse, Reply, RpcId
+from ._access import AccessPolicy
+from ._io import CloseConnection, ConnId, Input, Notify, Peer, Refuse, Reply, RpcId
 from ._jsonrpc import encode_error, encode_notification, encode_result
 from ._methods import CLOSE_REASONS, INTERNAL_ERROR, REFUSED
 from ._server_connection import (

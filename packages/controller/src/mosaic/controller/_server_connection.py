@@ -12,8 +12,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Protocol
 
-from ._access import Peer
-from ._io import Connected, ConnId, Disconnected, Input, Refuse, Reply, RpcId
+from ._io import Connected, ConnId, Disconnected, Input, Peer, Refuse, Reply, RpcId
 from ._jsonrpc import RequestError, encode_error, encode_notification, encode_result, parse_line
 from ._methods import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG
 from ._server_limits import KiB, ServerLimits
