@@ -275,3 +275,92 @@ def test_N8_a_prompt_racing_an_extensions_run_through_the_controller_on_the_fake
             await client.close()
 
     asyncio.run(main())
+
+
+# ---------------------------------------------------------------- a bug in the core never costs an answer
+
+def _core_raising_on(rig: FakeRig, predicate: Any) -> list[Any]:
+    """Make the rig's core raise (a bug) on every input `predicate` picks; the inputs it raised on."""
+    core = rig.core
+    receive = core.receive
+    raised: list[Any] = []
+
+    def buggy(event: Any, *, now: float) -> Any:
+        if predicate(event):
+            raised.append(event)
+            raise ZeroDivisionError("core bug")
+        return receive(event, now=now)
+
+    core.receive = buggy  # type: ignore[method-assign]
+    return raised
+
+
+def test_a_call_the_core_raises_on_is_answered_internal_error_and_serving_goes_on(tmp_path: Path) -> None:
+    """README "Errors": -32603 is a controller bug, answered. The runtime catches the core's exception (it
+    must not take the controller down), so it answers the call itself: a prompt fed after its look at the
+    session file (never through the server's own catch) and a call the server fed directly, alike."""
+    from mosaic.controller.core import Call
+    from mosaic.controller.protocol import INTERNAL_ERROR
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client, auth = await control(rig)
+            raised = _core_raising_on(rig, lambda e: isinstance(e, Call) and e.method in ("prompt", "interrupt"))
+            reply = await client.call("prompt", **auth, clientRequestId="p", text="hello")
+            assert reply["error"]["code"] == INTERNAL_ERROR
+            assert [e.session is not None for e in raised] == [True]  # it was fed after its look
+            reply = await client.call("interrupt", **auth)
+            assert reply["error"]["code"] == INTERNAL_ERROR
+            assert rig.runtime.internal_errors == 2
+            assert "result" in await client.call("observe")  # serving goes on, in order
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_an_observe_whose_page_read_the_core_raises_on_is_answered_internal_error_not_held_forever(
+        tmp_path: Path) -> None:
+    """An observe's reply has its place held while the page is read off the loop; when the core raises on
+    the page read fed back, that place is filled with -32603 (else it would hold every later line to that
+    connection until it ends)."""
+    from mosaic.controller.core import PageRead
+    from mosaic.controller.protocol import INTERNAL_ERROR
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client = await validated_client(rig.socket_path)
+            raised = _core_raising_on(rig, lambda e: isinstance(e, PageRead))
+            first = await client.send("observe")
+            second = await client.send("ping")
+            assert (await client.reply(first))["error"]["code"] == INTERNAL_ERROR
+            assert (await client.reply(second))["result"] == {}
+            assert len(raised) == 1 and rig.runtime.internal_errors == 1
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_an_action_that_cannot_be_carried_out_costs_only_itself(tmp_path: Path) -> None:
+    """A core bug that returns an action the server refuses (a close reason outside CLOSE_REASONS): it is
+    logged and counted, and the actions after it are still carried out, so the call is still answered."""
+    from mosaic.controller.core import Call, CloseConnection
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client = await validated_client(rig.socket_path)
+            core = rig.core
+            receive = core.receive
+
+            def buggy(event: Any, *, now: float) -> Any:
+                actions = receive(event, now=now)
+                if isinstance(event, Call) and event.method == "observe":
+                    return [CloseConnection(event.conn, "no-such-reason"), *actions]
+                return actions
+
+            core.receive = buggy  # type: ignore[method-assign]
+            reply = await client.call("observe")
+            assert reply["result"]["incarnation"] == core.config.incarnation
+            assert rig.runtime.internal_errors == 1
+            await client.close()
+
+    asyncio.run(main())

@@ -316,16 +316,37 @@ class ControllerRuntime:
                 self.feed(self._waiting.popleft())
 
     def _receive(self, event: Input) -> None:
+        """The core decides on `event`; its actions are carried out in order. A bug never takes the
+        controller down, and never leaves a request unanswered (the server's rule 5: every request gets a
+        JSON answer): when the core raises on a call, or on the page read an observe waits for, that
+        request is answered -32603; an action that cannot be carried out is logged and the ones after it
+        still are."""
         try:
             actions = self.core.receive(event, now=self.clock())
         except Exception:  # noqa: BLE001 - a bug in the core must not take the controller down
             self.internal_errors += 1
             logger.exception("controller core failed on %s", type(event).__name__)
+            if isinstance(event, (Call, PageRead)):
+                self._internal_error(event.conn, event.rpc_id)
             return
         for action in actions:
-            self._carry_out(action)
+            try:
+                self._carry_out(action)
+            except Exception:  # noqa: BLE001 - one bad action must not cost the others (or a reply)
+                self.internal_errors += 1
+                logger.exception("carrying out %s failed", type(action).__name__)
+                if isinstance(action, (Reply, Refuse)):
+                    self._internal_error(action.conn, action.rpc_id)
         if self._waiters:
             self._wake_waiters()
+
+    def _internal_error(self, conn: ConnId, rpc_id: RpcId) -> None:
+        """Answer (conn, rpc_id) -32603: its place if one is held (an observe's page), else the server's."""
+        placeholder = self._placeholders.pop((conn, rpc_id), None)
+        if placeholder is not None and not placeholder.filled:
+            placeholder.fail()
+        else:
+            self.server.internal_error(conn, rpc_id)
 
     def _carry_out(self, action: Action) -> None:
         if isinstance(action, (Reply, Refuse)):

@@ -383,6 +383,14 @@ class SocketServer:
             raise TypeError(f"SocketServer.deliver() takes Reply, Refuse, Notify or CloseConnection, "
                             f"not {type(action).__name__}")
 
+    def internal_error(self, conn: ConnId, rpc_id: RpcId) -> None:
+        """Answer (conn, rpc_id) -32603: the core raised on it (rule 5), where `on_input` could not raise
+        (a prompt fed after its look, a page read fed back). Nothing when the request was answered, or the
+        connection is gone or closing."""
+        c = self._conns.get(conn)
+        if c is not None and c.closing is None and not c.lost:
+            c.internal_error(rpc_id)
+
     def reserve(self, conn: ConnId, rpc_id: RpcId) -> Placeholder:
         """Hold the place of the reply to (conn, rpc_id) in the connection's outbox; fill it later with
         `Placeholder.fill` or by delivering a `Reply`/`Refuse` for the same (conn, rpc_id). For a

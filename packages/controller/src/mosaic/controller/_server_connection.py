@@ -164,6 +164,16 @@ class Placeholder:
         if owner is not None and not self._dead:
             owner.fill(self, action)
 
+    def fail(self) -> None:
+        """Fill the placeholder with a -32603 internal error: computing its reply failed on a bug (the
+        request is answered all the same, server rule 5). Raises `RuntimeError` when already filled."""
+        if self._filled:
+            raise RuntimeError(f"placeholder for ({self._conn}, {self._rpc_id!r}) filled twice")
+        self._filled = True
+        owner = self._owner
+        if owner is not None and not self._dead:
+            owner.fill_data(self, self._rpc_id, encode_error(self._rpc_id, INTERNAL_ERROR, "internal error"))
+
 
 _Entry = _Item | _Marker | Placeholder
 
@@ -428,6 +438,17 @@ class ServerConnection(asyncio.Protocol):
         elif count == 1:
             del self.outstanding[rpc_id]
 
+    def internal_error(self, rpc_id: RpcId) -> None:
+        """Answer `rpc_id` -32603 (a bug in the core, server rule 5) unless it was answered: the oldest
+        placeholder reserved for it is filled with the error, else the error is queued while the request
+        is outstanding."""
+        waiting = self.reservations.get(rpc_id)
+        if waiting:
+            waiting[0].fail()
+        elif self.outstanding.get(rpc_id, 0) > 0:
+            self.resolve(rpc_id)
+            self.enqueue_reply(encode_error(rpc_id, INTERNAL_ERROR, "internal error"))
+
     def enqueue_reply(self, data: bytes) -> None:
         if self.closing is not None or self.lost or self.transport_closed:
             return
@@ -515,16 +536,23 @@ class ServerConnection(asyncio.Protocol):
         return placeholder
 
     def fill(self, placeholder: Placeholder, action: Reply | Refuse) -> None:
+        self.fill_data(placeholder, action.rpc_id, None, action)
+
+    def fill_data(self, placeholder: Placeholder, rpc_id: RpcId, data: bytes | None,
+                  action: Reply | Refuse | None = None) -> None:
+        """Fill `placeholder` with the line `data` (or `action`'s, encoded only when it will be sent)."""
         waiting = self.reservations.get(placeholder.rpc_id)
         if waiting is not None:
             with contextlib.suppress(ValueError):
                 waiting.remove(placeholder)
             if not waiting:
                 del self.reservations[placeholder.rpc_id]
-        self.resolve(action.rpc_id)
+        self.resolve(rpc_id)
         if self.closing is not None or self.lost or self.transport_closed:
             return
-        data = self.host.encode_answer(action)
+        if data is None:
+            assert action is not None
+            data = self.host.encode_answer(action)
         if not self.make_room_for_reply():
             return
         placeholder._data = data
