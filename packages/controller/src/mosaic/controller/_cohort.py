@@ -7,10 +7,10 @@ the adapter between them, over the real packages (tests_cohort/test_claim_cohort
 - `ClaimCohortProbe` answers `observe_unit` with the launcher's `presence` of the recorded unit name, and
   `boot_proof` from what the claim stored: the full `CohortRef` when the launcher's reference was
   recorded, else only the recorded unit name and host (a crash after the spawn marker, brief W20);
-- `run_force_stop` drives cgroup-cohort's public stop machine one action at a time and publishes the
-  current phase into the claim before each action (brief §6: "the stop ID, the answered confirmation and
-  the current phase go into the stopping revision before any signal"), so a restarted controller re-runs
-  the same stop from TERM (K10, K11);
+- `run_force_stop` runs cgroup-cohort's `force_stop` (the one stop loop) with a phase hook that publishes
+  each recorded phase into the claim before that phase's first action (brief §6: "the stop ID, the
+  answered confirmation and the current phase go into the stopping revision before any signal"), so a
+  restarted controller re-runs the same stop from TERM (K10, K11);
 - `stop_and_release` runs that stop and ends the claim as its proof says: released with the proof's
   digest when stopped, uncertain otherwise, and when a revision cannot be published (a full disk past the
   reserved room) uncertain with which key, why and how far the stop got;
@@ -34,9 +34,10 @@ from mosaic.cgroup_cohort import (
     UnlaunchedCohort,
     UserManager,
     build_boot_proof,
+    force_stop,
 )
-from mosaic.cgroup_cohort.proof import boot_time, build_cohort_proof
-from mosaic.cgroup_cohort.stop import Finish, StopOutcome, executor_for, machine_for
+from mosaic.cgroup_cohort.proof import boot_time
+from mosaic.cgroup_cohort.stop import StopExecutor, StopOutcome
 from mosaic.safe_open import HostIdentity
 from mosaic.writer_claim import Claim, ClaimWriteError, ProofKind, ProofRef, Revision, State, UnitObservation
 
@@ -139,40 +140,36 @@ def run_force_stop(
     freeze_timeout: float = 10.0,
     kill_timeout: float = 10.0,
     collect_timeout: float = 5.0,
+    executor: StopExecutor | None = None,
 ) -> StopRun:
-    """Run brief §6's force stop of `ref` for `claim`, publishing each phase before its action.
+    """Run brief §6's force stop of `ref` for `claim`, publishing each recorded phase before its action.
 
+    cgroup-cohort's `force_stop` runs the stop (the one loop); its phase hook publishes here: the machine's
+    phase as the claim records it (`RECORDED_PHASE`), into the stopping revision (`Claim.begin_stop`),
+    whenever that differs from the last one published, before the phase's first action; then `on_phase`.
     Blocking (the shim calls wait on the kernel): the controller's shell runs it off the event loop. The
-    first publication (phase "identity") is the stopping revision with the stop ID and confirmation,
-    before any signal. A restart calls this again with the same request on the adopted claim and
+    first publication ("term") is the stopping revision with the stop ID and confirmation, before any
+    signal; a publication that cannot be written raises (`ClaimWriteError`) with nothing of its phase
+    done. A restart calls this again with the same request on the adopted claim and
     `CohortRef.from_dict(claim.cohort)`: it re-checks identity and re-runs from TERM (K10, K11). A stopped
     outcome's proof is registered with `verifier` (when given) before it is returned; this function
-    never releases the claim (the caller does, with `cohort_proof_ref(proof)`).
+    never releases the claim (the caller does, with `cohort_proof_ref(proof)`). `executor`: what performs
+    the actions (cgroup-cohort's for `ref` when None).
     """
-    machine = machine_for(ref, request, grace=grace, freeze_timeout=freeze_timeout, kill_timeout=kill_timeout,
-                          collect_timeout=collect_timeout)
-    executor = executor_for(ref, manager=manager)
     published: list[str] = []
-    try:
-        while not isinstance(machine.action, Finish):
-            phase = RECORDED_PHASE.get(str(machine.phase), str(machine.phase))
-            if not published or published[-1] != phase:
-                claim.begin_stop(request.stop_id, confirmation=confirmation, phase=phase)
-                published.append(phase)
-                if on_phase is not None:
-                    on_phase(phase)
-            machine.feed(executor.perform(machine.action))
-    finally:
-        executor.close()
-    final = machine.action
-    assert isinstance(final, Finish)
-    outcome = final.outcome
-    proof = None
-    if outcome.state == "stopped":
-        proof = build_cohort_proof(ref, request, outcome)
-        if verifier is not None:
-            verifier.register(proof)
-    return StopRun(outcome, proof, tuple(published))
+
+    def publish(phase: str) -> None:
+        recorded = RECORDED_PHASE.get(phase, phase)
+        if not published or published[-1] != recorded:
+            claim.begin_stop(request.stop_id, confirmation=confirmation, phase=recorded)
+            published.append(recorded)
+            if on_phase is not None:
+                on_phase(recorded)
+
+    result = force_stop(ref, request, manager=manager, grace=grace, freeze_timeout=freeze_timeout,
+                        kill_timeout=kill_timeout, collect_timeout=collect_timeout, verifier=verifier,
+                        on_phase=publish, executor=executor)
+    return StopRun(result.outcome, result.proof, tuple(published))
 
 
 def stop_and_release(claim: Claim, ref: CohortRef, request: StopRequest, *, confirmation: str | None,
