@@ -50,7 +50,6 @@ from . import _core_admission, _core_chain, _core_clients, _core_drift, _core_ev
 from ._core_chain import SETTLE_TIMER
 from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
 from ._core_state import ENGINE_RECORD_CAP, Bounds, CoreConfig, CoreState, engine_link_core
-from ._drift import Verdict
 from ._effects import READ_SESSION
 from ._io import (
     Action,
@@ -66,6 +65,7 @@ from ._io import (
 )
 from ._methods import UNVERIFIED_METHODS
 from ._state import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
+from .engines._verdict import Verdict
 
 # The timer and effect names the shells and tests use, and the configuration, are importable from here too.
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",

@@ -84,7 +84,6 @@ from mosaic.writer_claim import (
 from ._access import AccessPolicy, Grants
 from ._cohort import ClaimCohortProbe, boot_stop_id, stop_and_release
 from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
-from ._drift import DriftConfig
 from ._eligibility import (
     EligibilityRecord,
     hold_record,
@@ -111,6 +110,7 @@ from ._refusal import ControlRefusal
 from ._runtime import ControllerRuntime, SessionFileReader, history_reader
 from ._server import ServerLimits, socket_state
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
+from .engines._verdict import DriftConfig
 
 __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
 

@@ -47,7 +47,6 @@ from mosaic.pi_rpc.link import LinkEvent
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES, SafeOpenRefusal, open_root
 
 from ._core import DRIFT_START, ControllerCore
-from ._drift import FileIdentity, SessionBytes
 from ._effects import READ_SESSION
 from ._io import (
     Action,
@@ -72,6 +71,7 @@ from ._io import (
     TimerFired,
 )
 from ._server import Placeholder, ServerLimits, SocketServer
+from .engines._verdict import FileIdentity, SessionBytes
 
 __all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "history_reader", "SessionFileReader", "SessionReader",
            "SessionStatter", "no_cohort_effects"]

@@ -41,7 +41,6 @@ from mosaic.pi_rpc.testing import (
 from ._access import AccessPolicy, Grants
 from ._core import ControllerCore, new_incarnation
 from ._core_state import Bounds, CoreConfig, engine_link_core
-from ._drift import DriftConfig
 from ._runtime import (
     ControllerRuntime,
     EffectHandler,
@@ -51,6 +50,7 @@ from ._runtime import (
     no_cohort_effects,
 )
 from ._server import ServerLimits
+from .engines._verdict import DriftConfig
 
 __all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",
            "FixtureTree", "SESSION_HEADER", "private_socket_dir", "readable_install", "readable_packages", "real_controller", "receipt_is", "session_reader", "stop_is"]
