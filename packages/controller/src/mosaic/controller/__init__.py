@@ -25,20 +25,20 @@ lifecycle or cgroup-cohort.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._access import Grants
-    from ._core_state import Bounds
     from ._engine_uids import EngineUids
     from ._lifecycle import Controller, EngineSpec, Hooks, Placement
     from ._refusal import ControlRefusal
     from ._server_limits import ServerLimits
+    from .core._access import Grants
+    from .core._state import Bounds
 
 _LAZY: dict[str, str] = {
-    "Bounds": "_core_state",
+    "Bounds": "core._state",
     "ControlRefusal": "_refusal",
     "Controller": "_lifecycle",
     "EngineSpec": "_lifecycle",
     "EngineUids": "_engine_uids",
-    "Grants": "_access",
+    "Grants": "core._access",
     "Hooks": "_lifecycle",
     "Placement": "_lifecycle",
     "ServerLimits": "_server_limits",

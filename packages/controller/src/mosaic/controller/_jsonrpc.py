@@ -50,7 +50,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ._io import Call, ConnId, RpcId
 from ._methods import (
     ENUMS,
     INVALID_PARAMS,
@@ -61,6 +60,7 @@ from ._methods import (
     RANGES,
     UNVERIFIED_METHODS,
 )
+from .core._io import Call, ConnId, RpcId
 
 __all__ = [
     "RequestError",

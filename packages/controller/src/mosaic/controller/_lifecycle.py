@@ -81,9 +81,7 @@ from mosaic.writer_claim import (
     State,
 )
 
-from ._access import AccessPolicy, Grants
 from ._cohort import ClaimCohortProbe, boot_stop_id, stop_and_release
-from ._core import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ._eligibility import (
     EligibilityRecord,
     hold_record,
@@ -95,7 +93,6 @@ from ._eligibility import (
 )
 from ._engine_uids import EngineUids, hand_over
 from ._guard import LiveRoots, LiveSessionGuard
-from ._io import Effect
 from ._launch_checks import (
     current_pins,
     effect_report,
@@ -110,6 +107,9 @@ from ._refusal import ControlRefusal
 from ._runtime import ControllerRuntime, SessionFileReader, history_reader
 from ._server import ServerLimits, socket_state
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
+from .core._access import AccessPolicy, Grants
+from .core._io import Effect
+from .core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
 from .engines._verdict import DriftConfig
 
 __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]

@@ -46,9 +46,9 @@ from mosaic.pi_rpc import EngineLink
 from mosaic.pi_rpc.link import LinkEvent
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES, SafeOpenRefusal, open_root
 
-from ._core import DRIFT_START, ControllerCore
-from ._effects import READ_SESSION
-from ._io import (
+from ._server import Placeholder, ServerLimits, SocketServer
+from .core._effects import READ_SESSION
+from .core._io import (
     Action,
     Call,
     CancelTimer,
@@ -70,7 +70,7 @@ from ._io import (
     SetTimer,
     TimerFired,
 )
-from ._server import Placeholder, ServerLimits, SocketServer
+from .core._receive import DRIFT_START, ControllerCore
 from .engines._verdict import FileIdentity, SessionBytes
 
 __all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "history_reader", "SessionFileReader", "SessionReader",

@@ -88,8 +88,6 @@ import time
 import traceback
 from collections.abc import Callable
 
-from ._access import AccessPolicy
-from ._io import CloseConnection, ConnId, Input, Notify, Peer, Refuse, Reply, RpcId
 from ._jsonrpc import encode_error, encode_notification, encode_result
 from ._methods import CLOSE_REASONS, INTERNAL_ERROR, REFUSED
 from ._server_connection import (
@@ -102,6 +100,8 @@ from ._server_connection import (
 )
 from ._server_limits import ServerLimits
 from ._server_socket import Listener, SocketPathError, read_peer, socket_state
+from .core._access import AccessPolicy
+from .core._io import CloseConnection, ConnId, Input, Notify, Peer, Refuse, Reply, RpcId
 
 __all__ = [
     "TRANSPORT_HIGH_WATER",

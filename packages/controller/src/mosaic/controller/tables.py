@@ -6,7 +6,7 @@ and the overlap signals (`OVERLAP_SIGNALS`)."""
 
 from __future__ import annotations
 
-from ._tables import (
+from .core._tables import (
     CHAT01_EVENT_TYPES,
     DIALOG,
     DIALOG_METHODS,

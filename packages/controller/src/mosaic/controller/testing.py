@@ -38,9 +38,6 @@ from mosaic.pi_rpc.testing import (
     prepare_tree,
 )
 
-from ._access import AccessPolicy, Grants
-from ._core import ControllerCore, new_incarnation
-from ._core_state import Bounds, CoreConfig, engine_link_core
 from ._runtime import (
     ControllerRuntime,
     EffectHandler,
@@ -50,6 +47,9 @@ from ._runtime import (
     no_cohort_effects,
 )
 from ._server import ServerLimits
+from .core._access import AccessPolicy, Grants
+from .core._receive import ControllerCore, new_incarnation
+from .core._state import Bounds, CoreConfig, engine_link_core
 from .engines._verdict import DriftConfig
 
 __all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",

@@ -49,8 +49,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 
+from .._refusal import ControlRefusal
 from ._io import ConnId, Peer
-from ._refusal import ControlRefusal
 
 __all__ = [
     "ACTOR_NAME",

@@ -26,11 +26,11 @@ from __future__ import annotations
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import NotEvidence
 
-from . import _core_chain, _core_drift
-from ._core_state import CoreState
+from . import _chain, _drift
 from ._io import FlushEngine
-from ._state import Slot
+from ._state import CoreState
 from ._tables import OVERLAP_SIGNALS
+from ._values import Slot
 
 
 def written(s: CoreState, command: Command) -> None:
@@ -49,9 +49,9 @@ def known(s: CoreState, command: Command) -> None:
     elif slot is not None and command is slot.probe:
         _probe_answered(s, slot)
     elif s.stop is not None and command is s.stop.pending:
-        _core_chain.answered(s, command)
+        _chain.answered(s, command)
     elif s.drift_check is not None and command is s.drift_check.command:
-        _core_drift.answered(s, s.drift_check, command)
+        _drift.answered(s, s.drift_check, command)
 
 
 def _prompt_answered(s: CoreState, slot: Slot) -> None:
@@ -80,7 +80,7 @@ def _prompt_answered(s: CoreState, slot: Slot) -> None:
     # get_state is evidence; the link enforces it in prompt_state).
     slot.probe = s.link.send({"type": "get_state"}, now=s.now, bound=s.bounds.probe)
     s.emit(FlushEngine())
-    _core_chain.feed(s, "slot-acked")  # N4: an ack after the chain's abort means a run
+    _chain.feed(s, "slot-acked")  # N4: an ack after the chain's abort means a run
 
 
 def _probe_answered(s: CoreState, slot: Slot) -> None:
@@ -109,7 +109,7 @@ def release_slot(s: CoreState) -> None:
     s.record(slot.request.receipt_record())
     s.retire(slot.request)
     s.drift_due = True  # `_core_drift` rule 1: the item is settled; an extension-handled input may have appended
-    _core_chain.feed(s, "slot-released")
+    _chain.feed(s, "slot-released")
     s.broadcast_binding()
 
 
@@ -121,7 +121,7 @@ def unknown_outcome(s: CoreState, command: Command) -> None:
         release_slot(s)
     check = s.drift_check
     if check is not None and command is check.command:
-        _core_drift.failed(s, check, f"get_entries: outcome unknown ({command.unknown_reason})")
+        _drift.failed(s, check, f"get_entries: outcome unknown ({command.unknown_reason})")
     # The link poisons itself; `Poisoned` follows and closes admission.
 
 
@@ -129,10 +129,10 @@ def poisoned(s: CoreState, reason: str) -> None:
     """The link poisoned itself: nothing is written to the engine again (rule 3)."""
     s.fence("transport", reason)
     if s.drift_check is not None:  # its get_entries may have been dropped from the outbox unwritten
-        _core_drift.failed(s, s.drift_check, f"the engine pipe is poisoned: {reason}")
-    stop = _core_chain.running(s)
+        _drift.failed(s, s.drift_check, f"the engine pipe is poisoned: {reason}")
+    stop = _chain.running(s)
     if stop is not None:
-        _core_chain.uncertain(s, stop, "transport-unknown", reason)
+        _chain.uncertain(s, stop, "transport-unknown", reason)
     if s.binding_state == "stopping":
         return  # a force stop is running: its result decides
     s.uncertain("transport-unknown", reason)
@@ -155,9 +155,9 @@ def overlap(s: CoreState, signal: str, detail: str) -> None:
         s.slot = None
         s.record(slot.request.receipt_record())
         s.retire(slot.request)
-    stop = _core_chain.running(s)
+    stop = _chain.running(s)
     if stop is not None:
-        _core_chain.uncertain(s, stop, "run-overlap", f"{signal}: {detail}")
+        _chain.uncertain(s, stop, "run-overlap", f"{signal}: {detail}")
     elif s.binding_state != "stopping":
         s.uncertain("run-overlap", f"{signal}: {detail}")
     s.broadcast_binding()

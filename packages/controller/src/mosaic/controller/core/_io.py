@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple
 
 from mosaic.pi_rpc.link import LinkEvent
 
-from .engines._verdict import FileIdentity
+from ..engines._verdict import FileIdentity
 
 ConnId = str
 RpcId = int | str

@@ -10,11 +10,9 @@ record whose receipt moves only along the table (`Request`, `IllegalTransition`)
 
 from __future__ import annotations
 
-from ._core import ControllerCore, new_incarnation
-from ._core_admission import CALL_GATE, PROMPT_ADMISSION, AdmissionCheck
-from ._core_chain import CHAIN_TRANSITIONS, SETTLE_TIMER
-from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
-from ._core_state import ENGINE_RECORD_CAP, Bounds, CoreConfig, engine_link_core
+from ._admission import CALL_GATE, PROMPT_ADMISSION, AdmissionCheck
+from ._chain import CHAIN_TRANSITIONS, SETTLE_TIMER
+from ._drift import DRIFT_READ_TIMER, DRIFT_START
 from ._effects import (
     CENSUS,
     CLAIM_GENERATION,
@@ -49,7 +47,9 @@ from ._io import (
     SetTimer,
     TimerFired,
 )
-from ._state import IllegalTransition, Request, StopStep
+from ._receive import ControllerCore, new_incarnation
+from ._state import ENGINE_RECORD_CAP, Bounds, CoreConfig, engine_link_core
+from ._values import IllegalTransition, Request, StopStep
 
 __all__ = [
     "CALL_GATE",

@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._core_state import CoreState
+from .._refusal import ControlRefusal
 from ._effects import CLAIM_GENERATION
 from ._io import Call, CloseConnection, Connected, Disconnected, PageRead, Peer, ReadPage, Refuse, Reply
-from ._refusal import ControlRefusal
-from ._state import Conn
+from ._state import CoreState
+from ._values import Conn
 
 
 def connect(s: CoreState, event: Connected) -> None:

@@ -46,10 +46,11 @@ from typing import Any
 
 from mosaic.pi_rpc import LinkCore
 
-from . import _core_admission, _core_chain, _core_clients, _core_drift, _core_events, _core_force
-from ._core_chain import SETTLE_TIMER
-from ._core_drift import DRIFT_READ_TIMER, DRIFT_START
-from ._core_state import ENGINE_RECORD_CAP, Bounds, CoreConfig, CoreState, engine_link_core
+from .._methods import UNVERIFIED_METHODS
+from ..engines._verdict import Verdict
+from . import _admission, _chain, _clients, _drift, _events, _force
+from ._chain import SETTLE_TIMER
+from ._drift import DRIFT_READ_TIMER, DRIFT_START
 from ._effects import READ_SESSION
 from ._io import (
     Action,
@@ -63,9 +64,8 @@ from ._io import (
     PageRead,
     TimerFired,
 )
-from ._methods import UNVERIFIED_METHODS
-from ._state import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
-from .engines._verdict import Verdict
+from ._state import ENGINE_RECORD_CAP, Bounds, CoreConfig, CoreState, engine_link_core
+from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
 
 # The timer and effect names the shells and tests use, and the configuration, are importable from here too.
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
@@ -91,26 +91,26 @@ class ControllerCore:
         if isinstance(event, Call):
             _call(s, event)
         elif isinstance(event, EngineEvents):
-            _core_events.engine_events(s, event)
+            _events.engine_events(s, event)
         elif isinstance(event, Connected):
-            _core_clients.connect(s, event)
+            _clients.connect(s, event)
         elif isinstance(event, Disconnected):
-            _core_clients.disconnected(s, event)
+            _clients.disconnected(s, event)
         elif isinstance(event, PageRead):
-            _core_clients.page_read(s, event)
+            _clients.page_read(s, event)
         elif isinstance(event, TimerFired):
             fired = _TIMERS.get(event.key)
             if fired is not None:
                 fired(s)
         elif isinstance(event, EffectDone):
-            _EFFECT_DONE.get(event.kind, _core_force.effect_done)(s, event)
-        _core_chain.feed(s, "receive-ended")  # the interrupt's abort, decided now (H10)
+            _EFFECT_DONE.get(event.kind, _force.effect_done)(s, event)
+        _chain.feed(s, "receive-ended")  # the interrupt's abort, decided now (H10)
         if s.config.drift is not None:
-            _core_drift.step(s)
+            _drift.step(s)
             if s.resume is not None:  # a prompt held for the check that just ended (rule 8; `_core_drift` rule 6)
                 call, s.resume = s.resume, None
                 _call(s, call)
-                _core_drift.step(s)
+                _drift.step(s)
         out, s.out = s.out, []
         return out
 
@@ -228,22 +228,22 @@ def _call(s: CoreState, call: Call) -> None:
     if handler is None and call.method not in UNVERIFIED_METHODS:  # the server validated it: a bug if not
         s.refuse(call, "controller", f"no handler for {call.method!r}")
         return
-    if _core_admission.gate(s, call) and handler is not None:  # the gate refuses every unverified method
+    if _admission.gate(s, call) and handler is not None:  # the gate refuses every unverified method
         handler(s, call)
 
 
 # Each method's room (the server validated the method and its params).
 _HANDLERS: dict[str, Callable[[CoreState, Call], None]] = {
-    "hello": _core_clients.hello,
-    "observe": _core_clients.observe,
-    "prompt": _core_admission.prompt,
-    "takeover": _core_clients.takeover,
-    "interrupt": _core_chain.interrupt,
-    "issue-confirmation": _core_force.issue_confirmation,
-    "answer-confirmation": _core_force.answer_confirmation,
-    "force-stop": _core_force.force_stop,
-    "acquire-recovery-control": _core_clients.acquire_recovery,
-    "recover": _core_force.recover,
+    "hello": _clients.hello,
+    "observe": _clients.observe,
+    "prompt": _admission.prompt,
+    "takeover": _clients.takeover,
+    "interrupt": _chain.interrupt,
+    "issue-confirmation": _force.issue_confirmation,
+    "answer-confirmation": _force.answer_confirmation,
+    "force-stop": _force.force_stop,
+    "acquire-recovery-control": _clients.acquire_recovery,
+    "recover": _force.recover,
 }
 
 
@@ -254,13 +254,13 @@ def new_incarnation() -> str:
 
 # The core's timers: each one's room decides (the shell fires a key the core set, or DRIFT_START once).
 _TIMERS: dict[str, Callable[[CoreState], None]] = {
-    DRIFT_START: _core_drift.start,
-    DRIFT_READ_TIMER: _core_drift.read_timed_out,
-    SETTLE_TIMER: _core_chain.settle_timed_out,
+    DRIFT_START: _drift.start,
+    DRIFT_READ_TIMER: _drift.read_timed_out,
+    SETTLE_TIMER: _chain.settle_timed_out,
 }
 
 # What each finished effect's kind goes to (`_effects.EFFECTS`); the others (force stop, census, recover,
-# claim publications) to `_core_force.effect_done`.
+# claim publications) to `_force.effect_done`.
 _EFFECT_DONE: dict[str, Callable[[CoreState, EffectDone], None]] = {
-    READ_SESSION: _core_drift.read_done,
+    READ_SESSION: _drift.read_done,
 }

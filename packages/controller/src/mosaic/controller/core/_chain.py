@@ -30,9 +30,9 @@ from typing import Any, Literal, get_args
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import CommandOutcome
 
-from ._core_state import CoreState, text_digest
 from ._io import Call, CancelTimer, FlushEngine, Reply, SetTimer
-from ._state import Clear, Stop, StopStep
+from ._state import CoreState, text_digest
+from ._values import Clear, Stop, StopStep
 
 SETTLE_TIMER = "stop-settle"
 

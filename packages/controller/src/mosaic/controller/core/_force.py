@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._core_chain import SETTLE_TIMER
-from ._core_state import CoreState
+from ._chain import SETTLE_TIMER
 from ._effects import CENSUS, FORCE_STOP, RECOVER
 from ._io import Call, CancelTimer, EffectDone, Refuse, Reply
-from ._state import Confirmation, Run, Slot
+from ._state import CoreState
+from ._values import Confirmation, Run, Slot
 
 # -------------------------------------------------------------------------------------- confirmations
 

@@ -43,12 +43,12 @@ from typing import Any
 
 from mosaic.pi_rpc import Command
 
-from ._core_state import CLIENT_ACTIONS, CoreState
+from ..engines._verdict import Checkpoint, SessionBytes, Verdict, stat_verdict
+from ..engines.pi._drift import PERSISTENCE_DRIFT, check_appended, check_drift, engine_list
 from ._effects import READ_SESSION
 from ._io import Action, Call, CancelTimer, EffectDone, FlushEngine, Notify, Reply, SessionStat, SetTimer
-from ._state import DriftCheck
-from .engines._verdict import Checkpoint, SessionBytes, Verdict, stat_verdict
-from .engines.pi._drift import PERSISTENCE_DRIFT, check_appended, check_drift, engine_list
+from ._state import CLIENT_ACTIONS, CoreState
+from ._values import DriftCheck
 
 DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 1)
 DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check

@@ -30,6 +30,8 @@ from typing import Any
 from mosaic.pi_rpc import LinkCore
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
+from .._refusal import ControlRefusal
+from ..engines._verdict import Checkpoint, DriftConfig, FileIdentity, Verdict
 from ._access import AccessPolicy, actor_record
 from ._effects import EFFECTS
 from ._io import (
@@ -45,9 +47,7 @@ from ._io import (
     Reply,
     RpcId,
 )
-from ._refusal import ControlRefusal
-from ._state import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop, StopKind
-from .engines._verdict import Checkpoint, DriftConfig, FileIdentity, Verdict
+from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop, StopKind
 
 CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held during a drift check (rule 3)
 RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats (and the settled requests kept in memory)

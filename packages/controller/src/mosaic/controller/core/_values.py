@@ -14,10 +14,10 @@ from typing import Any, Literal
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import CommandOutcome
 
+from ..engines._verdict import Checkpoint, EngineList
 from ._access import actor_record
 from ._io import ConnId, RpcId
 from ._tables import RECEIPT_TRANSITIONS, ReceiptState, SlotCase
-from .engines._verdict import Checkpoint, EngineList
 
 # unpersisted: the run ended, but the drift check after it found the engine's own entries torn or missing
 # in the session file (a full disk): the turn is not shown completed (the core's rule 8).

@@ -31,13 +31,13 @@ from functools import cached_property
 
 from mosaic.pi_rpc.link import LinkPoisoned
 
-from . import _core_drift
+from .._methods import UNVERIFIED_METHODS
+from . import _drift
 from ._access import required_operations
-from ._core_state import CoreState, text_digest
 from ._io import Call, FlushEngine, Reply
-from ._methods import UNVERIFIED_METHODS
-from ._state import Request, Slot
+from ._state import CoreState, text_digest
 from ._tables import check_text
+from ._values import Request, Slot
 
 CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
@@ -198,7 +198,7 @@ def _text_refused(s: CoreState, asked: Asked) -> bool:
 
 
 def _session_moved(s: CoreState, asked: Asked) -> bool:
-    return _core_drift.prompt_check(s, asked.call)
+    return _drift.prompt_check(s, asked.call)
 
 
 CALL_GATE: tuple[AdmissionCheck, ...] = (

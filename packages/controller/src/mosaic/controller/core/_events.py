@@ -15,7 +15,7 @@ The rules it keeps (the core's rules 6 and 7a; brief §3, §9; seed README "Over
    interrupted; reconciliation releases the slot, never agent_start: mutant 15). N11 on the wire Pi
    writes: an ack, then agent_settled with no agent_start (the run threw before it began:
    agent-session.js 780-785) is failed, reason ack-without-start; so is a run with no user message.
-4. The overlap signals read from events (`_core_engine.overlap` decides what they do): O1 an agent_start
+4. The overlap signals read from events (`_answers.overlap` decides what they do): O1 an agent_start
    inside a run's turn; O3 an agent_settled inside a turn (the losing prompt's finally, FACTS Part 2 F);
    O4 an aborted assistant message with no abort of the controller's outstanding (N9); O5 input queued
    between the interrupt's clear and its abort (H10); O6 a run event with no run active.
@@ -41,11 +41,11 @@ from mosaic.pi_rpc.link import (
     TruncatedOutput,
 )
 
-from . import _core_chain, _core_engine
-from ._core_state import CoreState
+from . import _answers, _chain
 from ._io import EngineEvents, Notify
-from ._state import Run
+from ._state import CoreState
 from ._tables import DIALOG, INTERNAL, classify_native
+from ._values import Run
 
 # The run grammar's events (FACTS "What a Python fake engine must mimic" 6): read while no run is active
 # they are O6. agent_settled is judged in `_agent_settled` (an ack without a start explains it: N11).
@@ -65,13 +65,13 @@ def engine_events(s: CoreState, batch: EngineEvents) -> None:
         if isinstance(event, EngineEvent):
             _native(s, event)
         elif isinstance(event, OutcomeKnown):
-            _core_engine.known(s, event.command)
+            _answers.known(s, event.command)
         elif isinstance(event, CommandWritten):
-            _core_engine.written(s, event.command)
+            _answers.written(s, event.command)
         elif isinstance(event, OutcomeUnknown):
-            _core_engine.unknown_outcome(s, event.command)
+            _answers.unknown_outcome(s, event.command)
         elif isinstance(event, Poisoned):
-            _core_engine.poisoned(s, event.reason)
+            _answers.poisoned(s, event.reason)
         elif isinstance(event, LateResponse):
             s.evidence("late-response", command=event.command.id, type=event.command.type)
         elif isinstance(event, ProtocolViolation):
@@ -95,7 +95,7 @@ def _native(s: CoreState, event: EngineEvent) -> None:
         s.broadcast_binding()
         return
     if kind in _RUN_EVENTS and not s.run.active and kind != "agent_settled":
-        _core_engine.overlap(s, "O6", f"{kind} with no run active")
+        _answers.overlap(s, "O6", f"{kind} with no run active")
     if kind == "agent_start":
         _agent_start(s)
     elif kind == "agent_end":
@@ -121,7 +121,7 @@ def _native(s: CoreState, event: EngineEvent) -> None:
 def _agent_start(s: CoreState) -> None:
     if s.run.active:
         if s.run.in_turn:
-            _core_engine.overlap(s, "O1", "an agent_start inside a run's turn")
+            _answers.overlap(s, "O1", "an agent_start inside a run's turn")
         # Otherwise a continuation inside the same run (retry, queued follow-up: FACTS conformance 7).
         s.run.in_turn = True
         return
@@ -152,7 +152,7 @@ def _agent_settled(s: CoreState) -> None:
     slot = s.slot
     if run.active and run.in_turn:
         # O3: a settle inside a turn is not this run's: the losing prompt's finally (FACTS Part 2 F).
-        _core_engine.overlap(s, "O3", "an agent_settled inside a run's turn")
+        _answers.overlap(s, "O3", "an agent_settled inside a run's turn")
         return
     s.drift_due = True  # `_core_drift` rule 1: check when next idle (brief §2 "after agent_settled")
     if not run.active:
@@ -160,9 +160,9 @@ def _agent_settled(s: CoreState) -> None:
             # N11 as Pi writes it: the ack, then agent_settled and no agent_start: the run threw before
             # it began (its finally settles, agent-session.js 780-785); no user message can be on disk.
             slot.request.move("failed", s.now, reason="ack-without-start")
-            _core_engine.release_slot(s)
+            _answers.release_slot(s)
         else:
-            _core_engine.overlap(s, "O6", "an agent_settled with no run active")
+            _answers.overlap(s, "O6", "an agent_settled with no run active")
         return
     s.run = Run(message_seq=run.message_seq)
     if run.ours and slot is not None:
@@ -173,7 +173,7 @@ def _agent_settled(s: CoreState) -> None:
         elif request.receipt == "acknowledged":
             # A run that started and settled with no user message_start: it threw before the message.
             request.move("failed", s.now, reason="ack-without-start")
-        _core_engine.release_slot(s)  # reconciliation, never agent_start (mutant 15)
+        _answers.release_slot(s)  # reconciliation, never agent_start (mutant 15)
     else:
         s.broadcast_binding()
 
@@ -185,19 +185,19 @@ def _message_end(s: CoreState, record: Mapping[str, Any]) -> None:
     if message.get("stopReason") != "aborted":
         return
     stop = s.stop
-    if stop is not None and stop.state == "stopping" and _core_chain.abort_written(s, stop):
+    if stop is not None and stop.state == "stopping" and _chain.abort_written(s, stop):
         return  # the abort of this stop's chain (or of the interrupt it superseded)
     # O4: an aborted run with no abort of ours outstanding is never a stop link (lead decision 34, N9).
-    _core_engine.overlap(s, "O4", "an aborted assistant message with no abort of the controller's outstanding")
+    _answers.overlap(s, "O4", "an aborted assistant message with no abort of the controller's outstanding")
 
 
 def _queue_update(s: CoreState, record: Mapping[str, Any]) -> None:
     queued = [q for q in (record.get("steering"), record.get("followUp")) if isinstance(q, list) and q]
     if not queued:
         return
-    stop = _core_chain.running(s)
+    stop = _chain.running(s)
     if stop is not None and stop.step == "abort-due":
-        _core_engine.overlap(s, "O5", "external input was queued between the interrupt's clear and its abort")
+        _answers.overlap(s, "O5", "external input was queued between the interrupt's clear and its abort")
 
 
 def _client_event(s: CoreState, event_type: str, record: Mapping[str, Any]) -> None:
