@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from ._engine_uids import EngineUids
     from ._lifecycle import Controller, EngineSpec, Hooks, Placement
     from ._refusal import ControlRefusal
-    from ._server_limits import ServerLimits
     from .core._access import Grants
     from .core._state import Bounds
+    from .server._limits import ServerLimits
 
 _LAZY: dict[str, str] = {
     "Bounds": "core._state",
@@ -41,7 +41,7 @@ _LAZY: dict[str, str] = {
     "Grants": "core._access",
     "Hooks": "_lifecycle",
     "Placement": "_lifecycle",
-    "ServerLimits": "_server_limits",
+    "ServerLimits": "server._limits",
 }
 
 __all__ = [

@@ -104,13 +104,13 @@ from ._launch_checks import (
     sealed_argv,
 )
 from ._refusal import ControlRefusal
-from ._runtime import ControllerRuntime, SessionFileReader, history_reader
-from ._server import ServerLimits, socket_state
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
 from .core._access import AccessPolicy, Grants
 from .core._io import Effect
 from .core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
 from .engines._verdict import DriftConfig
+from .server._runtime import ControllerRuntime, SessionFileReader, history_reader
+from .server._socket_server import ServerLimits, socket_state
 
 __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
 

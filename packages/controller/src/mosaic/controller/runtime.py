@@ -6,7 +6,7 @@ effect handler seam (`EffectHandler`,
 
 from __future__ import annotations
 
-from ._runtime import (
+from .server._runtime import (
     ControllerRuntime,
     EffectHandler,
     PageReader,

@@ -5,16 +5,16 @@ at the top of `_server.py`."""
 
 from __future__ import annotations
 
-from ._server import SocketServer
-from ._server_connection import (
+from ._connection import (
     TRANSPORT_HIGH_WATER,
     TRANSPORT_LOW_WATER,
     WRITE_BATCH,
     ConnectionStats,
     Placeholder,
 )
-from ._server_limits import ServerLimits
-from ._server_socket import SocketPathError, read_peer, socket_state
+from ._limits import ServerLimits
+from ._socket import SocketPathError, read_peer, socket_state
+from ._socket_server import SocketServer
 
 __all__ = [
     "TRANSPORT_HIGH_WATER",

@@ -46,9 +46,8 @@ from mosaic.pi_rpc import EngineLink
 from mosaic.pi_rpc.link import LinkEvent
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES, SafeOpenRefusal, open_root
 
-from ._server import Placeholder, ServerLimits, SocketServer
-from .core._effects import READ_SESSION
-from .core._io import (
+from ..core._effects import READ_SESSION
+from ..core._io import (
     Action,
     Call,
     CancelTimer,
@@ -70,8 +69,9 @@ from .core._io import (
     SetTimer,
     TimerFired,
 )
-from .core._receive import DRIFT_START, ControllerCore
-from .engines._verdict import FileIdentity, SessionBytes
+from ..core._receive import DRIFT_START, ControllerCore
+from ..engines._verdict import FileIdentity, SessionBytes
+from ._socket_server import Placeholder, ServerLimits, SocketServer
 
 __all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "history_reader", "SessionFileReader", "SessionReader",
            "SessionStatter", "no_cohort_effects"]

@@ -12,10 +12,10 @@ import contextlib
 from dataclasses import dataclass
 from typing import Protocol
 
+from .._methods import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG
+from ..core._io import Connected, ConnId, Disconnected, Input, Peer, Refuse, Reply, RpcId
 from ._jsonrpc import RequestError, encode_error, encode_notification, encode_result, parse_line
-from ._methods import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG
-from ._server_limits import KiB, ServerLimits
-from .core._io import Connected, ConnId, Disconnected, Input, Peer, Refuse, Reply, RpcId
+from ._limits import KiB, ServerLimits
 
 __all__ = [
     "TRANSPORT_HIGH_WATER",

@@ -27,9 +27,9 @@ import socket
 import stat
 import struct
 
-from ._socket_gate import GateError, close_gate, is_leftover_gate, open_gate
-from .core._access import MAX_PEER_GROUPS
-from .core._io import Peer
+from ..core._access import MAX_PEER_GROUPS
+from ..core._io import Peer
+from ._gate import GateError, close_gate, is_leftover_gate, open_gate
 
 __all__ = ["Listener", "SocketPathError", "read_peer", "socket_state"]
 

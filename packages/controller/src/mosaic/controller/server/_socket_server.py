@@ -88,9 +88,10 @@ import time
 import traceback
 from collections.abc import Callable
 
-from ._jsonrpc import encode_error, encode_notification, encode_result
-from ._methods import CLOSE_REASONS, INTERNAL_ERROR, REFUSED
-from ._server_connection import (
+from .._methods import CLOSE_REASONS, INTERNAL_ERROR, REFUSED
+from ..core._access import AccessPolicy
+from ..core._io import CloseConnection, ConnId, Input, Notify, Peer, Refuse, Reply, RpcId
+from ._connection import (
     TRANSPORT_HIGH_WATER,
     TRANSPORT_LOW_WATER,
     WRITE_BATCH,
@@ -98,10 +99,9 @@ from ._server_connection import (
     Placeholder,
     ServerConnection,
 )
-from ._server_limits import ServerLimits
-from ._server_socket import Listener, SocketPathError, read_peer, socket_state
-from .core._access import AccessPolicy
-from .core._io import CloseConnection, ConnId, Input, Notify, Peer, Refuse, Reply, RpcId
+from ._jsonrpc import encode_error, encode_notification, encode_result
+from ._limits import ServerLimits
+from ._socket import Listener, SocketPathError, read_peer, socket_state
 
 __all__ = [
     "TRANSPORT_HIGH_WATER",

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ._methods import (
+from .._methods import (
     ENUMS,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -60,7 +60,7 @@ from ._methods import (
     RANGES,
     UNVERIFIED_METHODS,
 )
-from .core._io import Call, ConnId, RpcId
+from ..core._io import Call, ConnId, RpcId
 
 __all__ = [
     "RequestError",
