@@ -25,22 +25,22 @@ lifecycle or cgroup-cohort.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._engine_uids import EngineUids
-    from ._lifecycle import Controller, EngineSpec, Hooks, Placement
     from ._refusal import ControlRefusal
     from .core._access import Grants
     from .core._state import Bounds
+    from .lifecycle._engine_uids import EngineUids
+    from .lifecycle._launching import Controller, EngineSpec, Hooks, Placement
     from .server._limits import ServerLimits
 
 _LAZY: dict[str, str] = {
     "Bounds": "core._state",
     "ControlRefusal": "_refusal",
-    "Controller": "_lifecycle",
-    "EngineSpec": "_lifecycle",
-    "EngineUids": "_engine_uids",
+    "Controller": "lifecycle._launching",
+    "EngineSpec": "lifecycle._launching",
+    "EngineUids": "lifecycle._engine_uids",
     "Grants": "core._access",
-    "Hooks": "_lifecycle",
-    "Placement": "_lifecycle",
+    "Hooks": "lifecycle._launching",
+    "Placement": "lifecycle._launching",
     "ServerLimits": "server._limits",
 }
 

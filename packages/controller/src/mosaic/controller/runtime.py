@@ -6,11 +6,11 @@ effect handler seam (`EffectHandler`,
 
 from __future__ import annotations
 
+from .lifecycle._session_reader import SessionFileReader
 from .server._runtime import (
     ControllerRuntime,
     EffectHandler,
     PageReader,
-    SessionFileReader,
     SessionReader,
     SessionStatter,
     history_reader,

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -44,7 +43,6 @@ from typing import Any
 from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
 from mosaic.pi_rpc import EngineLink
 from mosaic.pi_rpc.link import LinkEvent
-from mosaic.safe_open import MAX_SESSION_FILE_BYTES, SafeOpenRefusal, open_root
 
 from ..core._effects import READ_SESSION
 from ..core._io import (
@@ -73,8 +71,8 @@ from ..core._receive import DRIFT_START, ControllerCore
 from ..engines._verdict import FileIdentity, SessionBytes
 from ._socket_server import Placeholder, ServerLimits, SocketServer
 
-__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "history_reader", "SessionFileReader", "SessionReader",
-           "SessionStatter", "no_cohort_effects"]
+__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "SessionReader", "SessionStatter", "history_reader",
+           "no_cohort_effects"]
 
 logger = logging.getLogger("mosaic.controller.runtime")
 
@@ -106,75 +104,6 @@ async def no_cohort_effects(effect: Effect) -> Mapping[str, Any]:
         return {"refusal": {"code": "stop-proof", "reconcile": False,
                             "message": "no lifecycle is attached to this controller: nothing to recover"}}
     return {"ok": True}
-
-
-class SessionFileReader:
-    """A `SessionReader` that opens the session file read-only through safe-open (brief §2 "No writes to
-    sessions", W11): the project root is resolved once and held as a directory fd; each call opens
-    `<sessions_rel>/<name>` beneath it with openat2 (or the walk) and no symlinks, `O_RDONLY | O_NOFOLLOW |
-    O_NONBLOCK | O_CLOEXEC`, the fd's (dev, ino) equal to its lstat, then reads it to EOF in 1 MiB blocks,
-    hashing every byte (SHA-256) and keeping only those from `offset` on (`SessionBytes`): what the
-    incremental drift check needs costs one pass over the file and memory for the new bytes only.
-
-    Returns None when the file does not exist (Pi creates a new session's file at its first assistant
-    message: W19). Raises `SafeOpenRefusal` for anything else safe-open refuses (a symlink or a FIFO
-    swapped in, a missing sessions directory, a file over 256 MiB, also while it is read) and OSError for
-    a read that fails. Construction raises what `open_root` raises. `close()` releases the root fd."""
-
-    def __init__(self, project: str | os.PathLike[str], sessions_rel: str, name: str) -> None:
-        self.sessions_rel = sessions_rel
-        self.name = name
-        self._root = open_root(project)
-
-    def __call__(self, offset: int = 0) -> SessionBytes | None:
-        root = self._root
-        try:
-            opened = root.open_session_file(self.sessions_rel, self.name)
-        except SafeOpenRefusal as refusal:
-            # Absent, not unavailable, only when the directory is there and the name is not in it.
-            if refusal.code == "unavailable" and self.name not in root.listdir(self.sessions_rel):
-                return None
-            raise
-        with opened as f:
-            chunks: list[bytes] = []
-            total = 0
-            whole = hashlib.sha256()
-            prefix: str | None = whole.hexdigest() if offset == 0 else None
-            while chunk := os.read(f.fd, 1 << 20):
-                if total > MAX_SESSION_FILE_BYTES - len(chunk):
-                    raise SafeOpenRefusal("too-large", f"{self.name} grew past 256 MiB while it was read")
-                start = total
-                total += len(chunk)
-                if total <= offset:
-                    whole.update(chunk)
-                elif start >= offset:
-                    whole.update(chunk)
-                    chunks.append(chunk)
-                else:  # the block holds the offset: hash up to it, note the prefix's digest, keep the rest
-                    cut = offset - start
-                    whole.update(chunk[:cut])
-                    prefix = whole.hexdigest()
-                    whole.update(chunk[cut:])
-                    chunks.append(chunk[cut:])
-                if total == offset:
-                    prefix = whole.hexdigest()
-            return SessionBytes(b"".join(chunks), FileIdentity(f.dev, f.ino, total), offset, prefix, whole.hexdigest())
-
-    def identity(self) -> FileIdentity | None:
-        """A `SessionStatter`: the file opened as `__call__` opens it, its (dev, ino) and size (fstat), no
-        byte read; None when it does not exist. Raises what `__call__` raises."""
-        root = self._root
-        try:
-            opened = root.open_session_file(self.sessions_rel, self.name)
-        except SafeOpenRefusal as refusal:
-            if refusal.code == "unavailable" and self.name not in root.listdir(self.sessions_rel):
-                return None
-            raise
-        with opened as f:
-            return FileIdentity(f.dev, f.ino, os.fstat(f.fd).st_size)
-
-    def close(self) -> None:
-        self._root.close()
 
 
 class ControllerRuntime:

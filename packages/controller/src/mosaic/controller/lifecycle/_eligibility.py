@@ -37,7 +37,7 @@ from typing import Any
 
 from mosaic.safe_open import canonical_json, sha256_digest
 
-from ._refusal import ControlRefusal
+from .._refusal import ControlRefusal
 
 __all__ = [
     "RECORD_DIR",

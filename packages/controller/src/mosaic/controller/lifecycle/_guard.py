@@ -70,7 +70,7 @@ import stat
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from ._refusal import ControlRefusal
+from .._refusal import ControlRefusal
 
 StrPath: TypeAlias = "str | os.PathLike[str]"
 

@@ -81,6 +81,24 @@ from mosaic.writer_claim import (
     State,
 )
 
+from .._refusal import ControlRefusal
+from .._session import SessionIdentity, SessionPlace, read_session, session_place
+from ..core._access import AccessPolicy, Grants
+from ..core._io import Effect
+from ..core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
+from ..engines._verdict import DriftConfig
+from ..server._runtime import ControllerRuntime, history_reader
+from ..server._socket_server import ServerLimits, socket_state
+from ._checks import (
+    current_pins,
+    effect_report,
+    load_check,
+    loadable,
+    pins_dict,
+    refused,
+    revalidate,
+    sealed_argv,
+)
 from ._cohort import ClaimCohortProbe, boot_stop_id, stop_and_release
 from ._eligibility import (
     EligibilityRecord,
@@ -93,24 +111,7 @@ from ._eligibility import (
 )
 from ._engine_uids import EngineUids, hand_over
 from ._guard import LiveRoots, LiveSessionGuard
-from ._launch_checks import (
-    current_pins,
-    effect_report,
-    load_check,
-    loadable,
-    pins_dict,
-    refused,
-    revalidate,
-    sealed_argv,
-)
-from ._refusal import ControlRefusal
-from ._session import SessionIdentity, SessionPlace, read_session, session_place
-from .core._access import AccessPolicy, Grants
-from .core._io import Effect
-from .core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
-from .engines._verdict import DriftConfig
-from .server._runtime import ControllerRuntime, SessionFileReader, history_reader
-from .server._socket_server import ServerLimits, socket_state
+from ._session_reader import SessionFileReader
 
 __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
 

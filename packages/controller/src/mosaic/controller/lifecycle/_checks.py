@@ -33,9 +33,9 @@ from mosaic.pi_rpc.seal import BUNDLE_MANIFEST_SHA256
 from mosaic.safe_open import Refusal, canonical_json, sha256_digest
 from mosaic.writer_claim import ClaimStore, Pins, SeatKey, SessionKey, State
 
+from .._refusal import ControlRefusal
+from .._session import SessionIdentity, SessionPlace, read_session
 from ._eligibility import EligibilityRecord
-from ._refusal import ControlRefusal
-from ._session import SessionIdentity, SessionPlace, read_session
 
 __all__ = [
     "STARTUP_APPEND_TYPES",

@@ -7,6 +7,7 @@ single-use steps), and where the writer claim meets the cohort (`ClaimCohortProb
 
 from __future__ import annotations
 
+from .._session import SessionIdentity, SessionPlace, read_session, session_place
 from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop, stop_and_release
 from ._eligibility import (
     RECORD_DIR,
@@ -20,8 +21,7 @@ from ._eligibility import (
 )
 from ._engine_uids import EngineUids, Lease, claim_over, hand_over, live_uids
 from ._guard import RULES, LiveRoots, LiveSessionGuard
-from ._lifecycle import Controller, EngineSpec, Hooks, Placement
-from ._session import SessionIdentity, SessionPlace, read_session, session_place
+from ._launching import Controller, EngineSpec, Hooks, Placement
 
 __all__ = [
     "RECORD_DIR",

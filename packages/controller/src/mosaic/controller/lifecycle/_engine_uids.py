@@ -61,7 +61,7 @@ from typing import Any
 from mosaic.safe_open import Refusal, current_host
 from mosaic.writer_claim import Claim, ClaimStore, SeatKey, SessionKey, State
 
-from ._refusal import ControlRefusal
+from .._refusal import ControlRefusal
 
 __all__ = ["LEASE_SUFFIX", "EngineUids", "Lease", "claim_over", "hand_over", "live_uids"]
 
