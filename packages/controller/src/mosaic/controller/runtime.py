@@ -6,6 +6,7 @@ effect handler seam (`EffectHandler`,
 
 from __future__ import annotations
 
+from .engines.pi._history import history_reader
 from .lifecycle._session_reader import SessionFileReader
 from .server._runtime import (
     ControllerRuntime,
@@ -13,7 +14,6 @@ from .server._runtime import (
     PageReader,
     SessionReader,
     SessionStatter,
-    history_reader,
     no_cohort_effects,
 )
 

@@ -42,8 +42,9 @@ from .core._access import AccessPolicy, Grants
 from .core._receive import ControllerCore, new_incarnation
 from .core._state import Bounds, CoreConfig, engine_link_core
 from .engines._verdict import DriftConfig
+from .engines.pi._history import history_reader
 from .lifecycle._session_reader import SessionFileReader
-from .server._runtime import ControllerRuntime, EffectHandler, PageReader, history_reader, no_cohort_effects
+from .server._runtime import ControllerRuntime, EffectHandler, PageReader, no_cohort_effects
 from .server._socket_server import ServerLimits
 
 __all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",

@@ -26,10 +26,10 @@ from __future__ import annotations
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import NotEvidence
 
+from ..engines.pi._tables import OVERLAP_SIGNALS
 from . import _chain, _drift
 from ._io import FlushEngine
 from ._state import CoreState
-from ._tables import OVERLAP_SIGNALS
 from ._values import Slot
 
 

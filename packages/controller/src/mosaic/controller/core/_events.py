@@ -41,10 +41,10 @@ from mosaic.pi_rpc.link import (
     TruncatedOutput,
 )
 
+from ..engines.pi._tables import DIALOG, INTERNAL, classify_native
 from . import _answers, _chain
 from ._io import EngineEvents, Notify
 from ._state import CoreState
-from ._tables import DIALOG, INTERNAL, classify_native
 from ._values import Run
 
 # The run grammar's events (FACTS "What a Python fake engine must mimic" 6): read while no run is active

@@ -55,7 +55,7 @@ RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats (and the settl
 # size while the reader still accepts the session): get_entries holds every entry of the file, each the
 # bytes of its line (JSON.stringify both ways); agent_end holds one run's messages, all of them in the file.
 # Twice the reader's cap, plus an envelope: room for both (the load check asks get_entries since the
-# recorded leaf, never get_tree, whose nesting grows with a chain: `_launch_checks` rule 4).
+# recorded leaf, never get_tree, whose nesting grows with a chain: `engines/pi/_launch` rule 3).
 ENGINE_RECORD_CAP = 2 * MAX_SESSION_FILE_BYTES + (4 << 20)
 
 

@@ -7,7 +7,7 @@ single-use steps), and where the writer claim meets the cohort (`ClaimCohortProb
 
 from __future__ import annotations
 
-from .._session import SessionIdentity, SessionPlace, read_session, session_place
+from ..engines.pi._session import SessionIdentity, SessionPlace, read_session, session_place
 from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop, stop_and_release
 from ._eligibility import (
     RECORD_DIR,

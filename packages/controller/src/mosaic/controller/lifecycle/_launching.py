@@ -26,7 +26,7 @@ Its `start()`:
    proof's digest when the proof says stopped; anything else leaves the claim uncertain. A generation taken
    after that (a client's recovery control, to recover) is not published: stopped is the claim's last step.
 
-The checks of steps 1, 3 (a recover's record) and 4 are `_launch_checks`' functions; the stop of step 5
+The checks of steps 1 and 4 are `engines/pi/_launch`'s functions, a recover's record's (step 3) `_checks`'; the stop of step 5
 and what it leaves in the claim is `_cohort.stop_and_release`.
 
 Disconnect, agent_settled, EOF, SIGTERM, idle and an abort acknowledgement never release a claim (§2
@@ -82,23 +82,16 @@ from mosaic.writer_claim import (
 )
 
 from .._refusal import ControlRefusal
-from .._session import SessionIdentity, SessionPlace, read_session, session_place
 from ..core._access import AccessPolicy, Grants
 from ..core._io import Effect
 from ..core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ..engines._verdict import DriftConfig
-from ..server._runtime import ControllerRuntime, history_reader
+from ..engines.pi._history import history_reader
+from ..engines.pi._launch import current_pins, load_check, loadable, sealed_argv
+from ..engines.pi._session import SessionIdentity, SessionPlace, read_session, session_place
+from ..server._runtime import ControllerRuntime
 from ..server._socket_server import ServerLimits, socket_state
-from ._checks import (
-    current_pins,
-    effect_report,
-    load_check,
-    loadable,
-    pins_dict,
-    refused,
-    revalidate,
-    sealed_argv,
-)
+from ._checks import effect_report, pins_dict, refused, revalidate
 from ._cohort import ClaimCohortProbe, boot_stop_id, stop_and_release
 from ._eligibility import (
     EligibilityRecord,

@@ -22,7 +22,7 @@ from mosaic.pi_format import MAIN_BRANCH, FormatRefusal
 from mosaic.pi_format import parse as parse_session
 from mosaic.safe_open import open_root
 
-from ._refusal import ControlRefusal
+from ..._refusal import ControlRefusal
 
 __all__ = ["SessionIdentity", "SessionPlace", "read_session", "session_place"]
 
