@@ -306,13 +306,13 @@ def test_a_call_the_core_raises_on_is_answered_internal_error_and_serving_goes_o
         async with fake_controller(tmp_path / "rig") as rig:
             client, auth = await control(rig)
             raised = _core_raising_on(rig, lambda e: isinstance(e, Call) and e.method in ("prompt", "interrupt"))
-            reply = await client.call("prompt", **auth, clientRequestId="p", text="hello")
-            assert reply["error"]["code"] == INTERNAL_ERROR
-            assert [e.session is not None for e in raised] == [True]  # it was fed after its look
-            reply = await client.call("interrupt", **auth)
-            assert reply["error"]["code"] == INTERNAL_ERROR
+            for method, params in (("prompt", {"clientRequestId": "p", "text": "hello"}), ("interrupt", {})):
+                rid = await client.send(method, **auth, **params)
+                later = await client.send("observe")  # the core takes it after the call: its reply comes after
+                assert "result" in await client.reply(later)  # serving goes on, in order
+                assert client.replies.get(rid, {}).get("error", {}).get("code") == INTERNAL_ERROR, method
+            assert [e.session is not None for e in raised] == [True, False]  # the prompt was fed after its look
             assert rig.runtime.internal_errors == 2
-            assert "result" in await client.call("observe")  # serving goes on, in order
             await client.close()
 
     asyncio.run(main())
@@ -331,9 +331,12 @@ def test_an_observe_whose_page_read_the_core_raises_on_is_answered_internal_erro
             client = await validated_client(rig.socket_path)
             raised = _core_raising_on(rig, lambda e: isinstance(e, PageRead))
             first = await client.send("observe")
-            second = await client.send("ping")
+            second = await client.send("ping")  # queued behind the observe's held place
+            waiting = asyncio.ensure_future(client.reply(second))
+            done, _ = await asyncio.wait({waiting}, timeout=WAIT / 3)  # the runtime answers at once: a wide margin
+            assert done, "the observe's place was never filled: nothing after it reached the client"
+            assert (await waiting)["result"] == {}
             assert (await client.reply(first))["error"]["code"] == INTERNAL_ERROR
-            assert (await client.reply(second))["result"] == {}
             assert len(raised) == 1 and rig.runtime.internal_errors == 1
             await client.close()
 
@@ -359,8 +362,38 @@ def test_an_action_that_cannot_be_carried_out_costs_only_itself(tmp_path: Path) 
 
             core.receive = buggy  # type: ignore[method-assign]
             reply = await client.call("observe")
+            assert "result" in reply, reply
             assert reply["result"]["incarnation"] == core.config.incarnation
             assert rig.runtime.internal_errors == 1
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_a_recover_whose_runner_raised_is_refused_eligibility_never_answered_as_a_result(tmp_path: Path) -> None:
+    """A recover's reply waits for its effect. When what runs it raised (a bug), the core is given the row's
+    failure answer (`EFFECTS[...].failed`): the client reads a refusal, never a result that looks issued."""
+    proof = {"members": [{"pid": 4242, "startTime": 1, "death": "reaped:signal 9", "deathTime": 2}],
+             "membershipComplete": True, "verification": {"digest": "sha256:" + "ab" * 32}}
+
+    async def effects(effect: Any) -> dict[str, Any]:
+        if effect.kind == "force-stop":
+            return {"state": "stopped", "proof": proof}
+        if effect.kind == "recover":
+            raise OSError(5, "Input/output error")
+        return {"ok": True}
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", effects=effects) as rig:
+            client = await RawClient.connect(rig.socket_path)  # the scripted proof is no schema's cohortProof
+            auth = await client.control()
+            await client.force_stop(auth)
+            assert (await client.stop_outcome())["state"] == "stopped"
+            cid = await client.confirm("recover", auth)
+            reply = await client.call("recover", incarnation=auth["incarnation"], confirmation=cid)
+            assert "result" not in reply
+            refusal = reply["error"]["data"]["refusal"]
+            assert refusal["code"] == "eligibility" and "Input/output error" in refusal["message"]
             await client.close()
 
     asyncio.run(main())

@@ -13,17 +13,14 @@ from __future__ import annotations
 from ._admission import CALL_GATE, PROMPT_ADMISSION, AdmissionCheck
 from ._chain import CHAIN_TRANSITIONS, SETTLE_TIMER
 from ._drift import DRIFT_READ_TIMER, DRIFT_START
-from ._effects import (
+from ._effects import EFFECTS, EffectKind, EffectPorts, effect_failed
+from ._io import (
     CENSUS,
     CLAIM_GENERATION,
     CLAIM_UNCERTAIN,
-    EFFECTS,
     FORCE_STOP,
     READ_SESSION,
     RECOVER,
-    EffectKind,
-)
-from ._io import (
     Action,
     Call,
     CancelTimer,
@@ -33,6 +30,7 @@ from ._io import (
     Disconnected,
     Effect,
     EffectDone,
+    EffectName,
     EngineEvents,
     Evidence,
     FlushEngine,
@@ -80,6 +78,8 @@ __all__ = [
     "Effect",
     "EffectDone",
     "EffectKind",
+    "EffectName",
+    "EffectPorts",
     "EngineEvents",
     "Evidence",
     "FlushEngine",
@@ -96,6 +96,7 @@ __all__ = [
     "SetTimer",
     "StopStep",
     "TimerFired",
+    "effect_failed",
     "engine_link_core",
     "new_incarnation",
 ]

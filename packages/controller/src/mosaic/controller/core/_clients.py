@@ -27,8 +27,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._refusal import ControlRefusal
-from ._effects import CLAIM_GENERATION
-from ._io import Call, CloseConnection, Connected, Disconnected, PageRead, Peer, ReadPage, Refuse, Reply
+from ._io import (
+    CLAIM_GENERATION,
+    Call,
+    CloseConnection,
+    Connected,
+    Disconnected,
+    PageRead,
+    Peer,
+    ReadPage,
+    Refuse,
+    Reply,
+)
 from ._state import CoreState
 from ._values import Conn
 

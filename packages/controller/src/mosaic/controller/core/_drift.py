@@ -45,8 +45,18 @@ from mosaic.pi_rpc import Command
 
 from ..engines._verdict import Checkpoint, SessionBytes, Verdict, stat_verdict
 from ..engines.pi._drift import PERSISTENCE_DRIFT, check_appended, check_drift, engine_list
-from ._effects import READ_SESSION
-from ._io import Action, Call, CancelTimer, EffectDone, FlushEngine, Notify, Reply, SessionStat, SetTimer
+from ._io import (
+    READ_SESSION,
+    Action,
+    Call,
+    CancelTimer,
+    EffectDone,
+    FlushEngine,
+    Notify,
+    Reply,
+    SessionStat,
+    SetTimer,
+)
 from ._state import CLIENT_ACTIONS, CoreState
 from ._values import DriftCheck
 

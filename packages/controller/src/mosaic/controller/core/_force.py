@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._chain import SETTLE_TIMER
-from ._effects import CENSUS, FORCE_STOP, RECOVER
-from ._io import Call, CancelTimer, EffectDone, Refuse, Reply
+from ._io import CENSUS, FORCE_STOP, RECOVER, Call, CancelTimer, EffectDone, Refuse, Reply
 from ._state import CoreState
 from ._values import Confirmation, Run, Slot
 
@@ -48,7 +47,8 @@ def issue_confirmation(s: CoreState, call: Call) -> None:
     _confirm(s, call, None)
 
 
-def _census_done(s: CoreState, done: EffectDone) -> None:
+def census_done(s: CoreState, done: EffectDone) -> None:
+    """A census is back: the confirmation it waited for is issued with its count (rule 1)."""
     call = s.pending_census.pop(done.effect_id, None)
     if call is None:
         return
@@ -174,14 +174,8 @@ def recover(s: CoreState, call: Call) -> None:
 
 # ---------------------------------------------------------------------------------- effect results
 
-def effect_done(s: CoreState, done: EffectDone) -> None:
-    """The result of a force stop, a census, a recover or a claim publication (rules 3 and 4)."""
-    if done.kind == FORCE_STOP:
-        _force_stop_done(s, done)
-        return
-    if done.kind == CENSUS:
-        _census_done(s, done)
-        return
+def recover_done(s: CoreState, done: EffectDone) -> None:
+    """A recover is back: its reply, waiting since the call, is the result, or the refusal it holds (rule 4)."""
     waiting = s.pending_effects.pop(done.effect_id, None)
     if waiting is not None:
         conn, rpc_id = waiting
@@ -190,12 +184,18 @@ def effect_done(s: CoreState, done: EffectDone) -> None:
             s.emit(Refuse(conn, rpc_id, dict(refusal)))
         else:
             s.emit(Reply(conn, rpc_id, dict(done.result)))
-    if done.result.get("ok") is False and done.kind.startswith("claim-"):
+
+
+def claim_published(s: CoreState, done: EffectDone) -> None:
+    """A claim publication is back (a generation, or uncertain): one that failed makes the binding
+    uncertain (rule 4, claim-publication)."""
+    if done.result.get("ok") is False:
         s.uncertain("claim-publication", str(done.result.get("error", "the claim could not be written")))
         s.broadcast_binding()
 
 
-def _force_stop_done(s: CoreState, done: EffectDone) -> None:
+def force_stop_done(s: CoreState, done: EffectDone) -> None:
+    """A force stop is back: the binding stopped with its proof, or uncertain (rule 3)."""
     stop = next((x for x in s.stops if x.stop_id == done.effect_id), None)
     if stop is None or stop.kind != "force-stop":
         return

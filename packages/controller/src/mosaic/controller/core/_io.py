@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from mosaic.pi_rpc.link import LinkEvent
 
@@ -22,6 +22,17 @@ from ..engines._verdict import FileIdentity
 
 ConnId = str
 RpcId = int | str
+
+# The effects the core asks for, by name (`Effect.kind`): each is one row of `_effects.EFFECTS`, which says
+# who asks for it, what its payload and result hold, the core's handler of its result and what runs it.
+EffectName = Literal["census", "read-session", "force-stop", "recover", "claim-generation", "claim-uncertain"]
+CENSUS: EffectName = "census"
+READ_SESSION: EffectName = "read-session"
+FORCE_STOP: EffectName = "force-stop"
+RECOVER: EffectName = "recover"
+CLAIM_GENERATION: EffectName = "claim-generation"
+CLAIM_UNCERTAIN: EffectName = "claim-uncertain"
+EFFECT_NAMES: frozenset[str] = frozenset(get_args(EffectName))
 
 # ------------------------------------------------------------------------------------------------ inputs
 
@@ -104,7 +115,8 @@ class TimerFired:
 @dataclass(frozen=True)
 class EffectDone:
     """An effect the core asked for (`Effect`) finished. `result` is effect-specific (`_effects.EFFECTS` says
-    what each kind holds)."""
+    what each kind holds). A kind that is no row of `EFFECTS` is evidence (`unknown-effect`) and changes
+    nothing."""
 
     effect_id: str
     kind: str
@@ -189,7 +201,7 @@ class Effect:
     what; its end comes back as `EffectDone(effect_id, kind, result)`. Kinds: see `_effects.EFFECTS`."""
 
     effect_id: str
-    kind: str
+    kind: EffectName
     payload: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -51,7 +51,7 @@ from ..engines._verdict import Verdict
 from . import _admission, _chain, _clients, _drift, _events, _force
 from ._chain import SETTLE_TIMER
 from ._drift import DRIFT_READ_TIMER, DRIFT_START
-from ._effects import READ_SESSION
+from ._effects import EFFECTS
 from ._io import (
     Action,
     Call,
@@ -68,7 +68,7 @@ from ._state import ENGINE_RECORD_CAP, Bounds, CoreConfig, CoreState, engine_lin
 from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
 
 # The timer and effect names the shells and tests use, and the configuration, are importable from here too.
-__all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "READ_SESSION", "SETTLE_TIMER", "Bounds",
+__all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "SETTLE_TIMER", "Bounds",
            "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
 
 
@@ -103,7 +103,11 @@ class ControllerCore:
             if fired is not None:
                 fired(s)
         elif isinstance(event, EffectDone):
-            _EFFECT_DONE.get(event.kind, _force.effect_done)(s, event)
+            row = EFFECTS.get(event.kind)
+            if row is None:  # no shell sends one: evidence, nothing changes (`_effects` rule 1)
+                s.evidence("unknown-effect", effect=event.effect_id, effectKind=str(event.kind))
+            else:
+                row.done(s, event)
         _chain.feed(s, "receive-ended")  # the interrupt's abort, decided now (H10)
         if s.config.drift is not None:
             _drift.step(s)
@@ -257,10 +261,4 @@ _TIMERS: dict[str, Callable[[CoreState], None]] = {
     DRIFT_START: _drift.start,
     DRIFT_READ_TIMER: _drift.read_timed_out,
     SETTLE_TIMER: _chain.settle_timed_out,
-}
-
-# What each finished effect's kind goes to (`_effects.EFFECTS`); the others (force stop, census, recover,
-# claim publications) to `_force.effect_done`.
-_EFFECT_DONE: dict[str, Callable[[CoreState, EffectDone], None]] = {
-    READ_SESSION: _drift.read_done,
 }

@@ -33,13 +33,15 @@ from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 from .._refusal import ControlRefusal
 from ..engines._verdict import Checkpoint, DriftConfig, FileIdentity, Verdict
 from ._access import AccessPolicy, actor_record
-from ._effects import EFFECTS
 from ._io import (
+    CLAIM_UNCERTAIN,
+    EFFECT_NAMES,
     Action,
     Call,
     CloseConnection,
     ConnId,
     Effect,
+    EffectName,
     Evidence,
     Notify,
     ReadPage,
@@ -184,10 +186,10 @@ class CoreState:
             return
         self.out.append(action)
 
-    def ask(self, kind: str, payload: Mapping[str, Any], *, effect_id: str | None = None) -> str:
+    def ask(self, kind: EffectName, payload: Mapping[str, Any], *, effect_id: str | None = None) -> str:
         """Emit the effect `kind` (a row of `EFFECTS`, rule 7) under `effect_id` (a fresh `e` id by
         default); return its id."""
-        assert kind in EFFECTS, kind
+        assert kind in EFFECT_NAMES, kind
         effect = effect_id if effect_id is not None else self.new_id("e")
         self.emit(Effect(effect, kind, payload))
         return effect
@@ -258,7 +260,7 @@ class CoreState:
         if self.binding_state != "uncertain":
             self.binding_state = "uncertain"
             self.context += 1
-            self.ask("claim-uncertain", {"reason": reason, "detail": detail})
+            self.ask(CLAIM_UNCERTAIN, {"reason": reason, "detail": detail})
         self.fence("uncertain", reason)
 
     # --------------------------------------------------------------------- control, stops and receipts

@@ -22,6 +22,7 @@ from ._eligibility import (
 from ._engine_uids import EngineUids, Lease, claim_over, hand_over, live_uids
 from ._guard import RULES, LiveRoots, LiveSessionGuard
 from ._launching import Controller, EngineSpec, Hooks, Placement
+from ._ports import Execution, LifecyclePorts
 
 __all__ = [
     "RECORD_DIR",
@@ -31,7 +32,9 @@ __all__ = [
     "EligibilityRecord",
     "EngineSpec",
     "EngineUids",
+    "Execution",
     "Hooks",
+    "LifecyclePorts",
     "LiveRoots",
     "Lease",
     "LiveSessionGuard",

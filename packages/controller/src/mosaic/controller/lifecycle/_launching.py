@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 from mosaic.cgroup_cohort import (
-    CohortHandle,
     CohortRef,
     Credentials,
     EngineLimits,
@@ -60,7 +59,6 @@ from mosaic.cgroup_cohort import (
     release_cohort,
 )
 from mosaic.cgroup_cohort.limits import held_to_dict
-from mosaic.cgroup_cohort.stop import Census, census
 from mosaic.chat_pages import conversation_id
 from mosaic.pi_rpc import EngineLink, LinkCore
 from mosaic.pi_rpc.link import LinkEvent
@@ -83,7 +81,6 @@ from mosaic.writer_claim import (
 
 from .._refusal import ControlRefusal
 from ..core._access import AccessPolicy, Grants
-from ..core._io import Effect
 from ..core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
 from ..engines._verdict import DriftConfig
 from ..engines.pi._history import history_reader
@@ -104,6 +101,7 @@ from ._eligibility import (
 )
 from ._engine_uids import EngineUids, hand_over
 from ._guard import LiveRoots, LiveSessionGuard
+from ._ports import Execution, LifecyclePorts
 from ._session_reader import SessionFileReader
 
 __all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
@@ -149,16 +147,6 @@ class EngineSpec:
     # (`EngineUids`), what an earlier execution's uid owns in them is handed to each new one before its
     # launch (systemd's StateDirectory=); each must be inside the fixture root (the guard checks them).
     state_dirs: tuple[str, ...] = ()
-
-
-@dataclass
-class _Execution:
-    """One launched engine: its claim, its cohort, its link."""
-
-    claim: Claim
-    ref: CohortRef | None
-    link: EngineLink | None
-    handle: CohortHandle | None = None
 
 
 @dataclass
@@ -241,11 +229,12 @@ class Controller:
         self.seat_key = SeatKey(self.place.seat, self.place.project, placement.workspace or self.place.project)
         self.session_key = SessionKey("pi", self.identity.header_id)
         self.store: ClaimStore | None = None
-        self.execution: _Execution | None = None
+        self.execution: Execution | None = None
         self.runtime: ControllerRuntime | None = None
         self.mode = "new"
         # Every claim publication, one at a time and in the order the core asked: a Claim (and its store) is
-        # not thread-safe, and two steps racing would make the second lose its link() to the first.
+        # not thread-safe, and two steps racing would make the second lose its link() to the first
+        # (`LifecyclePorts` takes it for the effects whose row says so).
         self._claim_lock = asyncio.Lock()
         self._session_reader: SessionFileReader | None = None
         self._letting_go: list[asyncio.Future[bool]] = []  # release_cohort of proven stops, under way
@@ -356,7 +345,7 @@ class Controller:
         core_link = engine_link_core(self.bounds)
         wfd, rfd = handle.take_stdio()
         link = EngineLink(wfd, rfd, core=core_link, clock=self.clock)
-        self.execution = _Execution(claim, ref, link, handle)
+        self.execution = Execution(claim, ref, link, handle)
         # The load check's queries are read-only and admission opens only after both are done, so they go out
         # now: the engine boots while active is published (two fsynced writes off its critical path).
         check = asyncio.ensure_future(load_check(link, bound=self.bounds.command, session_file=self.session_real,
@@ -638,7 +627,7 @@ class Controller:
             # A crash after the launch, before the reference was recorded (W13): find the live cohort by the
             # recorded unit name (its shim answers there); the stop machine checks its identity again.
             ref = await loop.run_in_executor(None, self.launcher.rediscover, claim.unit_name)
-        self.execution = _Execution(claim, ref, None)
+        self.execution = Execution(claim, ref, None)
         stop = claim.head("seat").stop
         # The dead controller's open tool calls are gone with its memory; the file still shows them.
         self.inherited += (effect_report(self.place, claim.claim_id, stop.stop_id if stop is not None else None),)
@@ -680,7 +669,7 @@ class Controller:
         self._session_reader = SessionFileReader(self.place.project, self.place.sessions_rel, self.place.name)
         _cid, pages = history_reader(Path(self.place.project), Path(self.place.path), seat=self.place.seat)
         self.runtime = ControllerRuntime(core, link, self.socket_path, page_reader=pages,
-                                         effects=self._effect, limits=self.limits, clock=self.clock,
+                                         effects=LifecyclePorts(self), limits=self.limits, clock=self.clock,
                                          evidence_path=self.evidence_path, session_reader=self._session_reader,
                                          engine_hook=self.hooks.on_engine_events)
         await self.runtime.start()
@@ -701,56 +690,6 @@ class Controller:
             self._session_reader.close()
 
     # ----------------------------------------------------------------------------------------- effects
-
-    async def _effect(self, effect: Effect) -> Mapping[str, Any]:
-        if effect.kind == "census":  # a read of the cohort, no claim write: never waits behind a stop's lock
-            return await self._census()
-        async with self._claim_lock:
-            return await self._effect_locked(effect)
-
-    async def _census(self) -> Mapping[str, Any]:
-        """The cohort's size now, for a force-stop confirmation's summary (cgroup-cohort `census`)."""
-        execution = self.execution
-        ref = execution.ref if execution is not None else None
-        if ref is None or self.runtime is None:
-            return {"members": None, "complete": False, "detail": "no cohort reference is recorded"}
-        counted: Census = await self.runtime.run_blocking(lambda: census(ref))
-        return counted.to_dict()
-
-    async def _effect_locked(self, effect: Effect) -> Mapping[str, Any]:
-        execution = self.execution
-        assert execution is not None and self.runtime is not None
-        claim = execution.claim
-        if effect.kind == "claim-generation":
-            if claim.state is State.STOPPED:
-                # Released with its stop's proof: stopped is the claim's last step, so a generation taken after
-                # it (a client's recovery control or takeover, to recover) has nothing left to fence there.
-                return {"ok": True, "published": False}
-            generation = int(effect.payload["generation"])
-            try:
-                await self.runtime.run_blocking(lambda: claim.set_generation(generation))
-            except ClaimWriteError as exc:  # which key and why, to the core (no traceback)
-                return {"ok": False, "error": str(exc)}
-            return {"ok": True}
-        if effect.kind == "claim-uncertain":
-            if claim.state not in (State.UNCERTAIN, State.STOPPED, State.STOPPING):
-                try:
-                    await self.runtime.run_blocking(claim.mark_uncertain)
-                except ClaimWriteError as exc:
-                    return {"ok": False, "error": str(exc)}
-            return {"ok": True}
-        if effect.kind == "force-stop":
-            return await self._run_stop(str(effect.payload["stop"]), effect.payload.get("confirmation"))
-        if effect.kind == "recover":
-            payload = effect.payload
-            result = dict(await self.runtime.run_blocking(lambda: self._recover(payload)))
-            issued = result.get("eligibility")
-            if self.on_recovered is not None and isinstance(issued, Mapping):
-                hint = self.on_recovered(EligibilityRecord.from_dict(issued))
-                if hint:
-                    result["next"] = hint  # how this controller's launcher launches from the record
-            return result
-        return {"ok": False, "error": f"no handler for effect {effect.kind}"}
 
     async def _run_stop(self, stop_id: str, confirmation: Any) -> Mapping[str, Any]:
         """Brief §6 "Force stop" on the recorded cohort, publishing each phase into the claim before its

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import errno
 import json
 import logging
@@ -42,7 +43,7 @@ from typing import Any
 from mosaic.pi_rpc import EngineLink
 from mosaic.pi_rpc.link import LinkEvent
 
-from ..core._effects import READ_SESSION
+from ..core._effects import EFFECTS, EffectKind, EffectPorts
 from ..core._io import (
     Action,
     Call,
@@ -69,7 +70,8 @@ from ..core._receive import DRIFT_START, ControllerCore
 from ..engines._verdict import FileIdentity, SessionBytes
 from ._socket_server import Placeholder, ServerLimits, SocketServer
 
-__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "SessionReader", "SessionStatter", "no_cohort_effects"]
+__all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "SessionReader", "SessionStatter", "no_cohort_effects",
+           "ports_from_handler"]
 
 logger = logging.getLogger("mosaic.controller.runtime")
 
@@ -93,14 +95,41 @@ EVIDENCE_KEPT = 10_000  # evidence lines kept in memory (all of them go to the e
 
 
 async def no_cohort_effects(effect: Effect) -> Mapping[str, Any]:
-    """The effects of a controller with no lifecycle attached (`fake_controller`): claim publications are
-    no-ops (there is no claim), and a force stop cannot prove anything: it ends uncertain, saying why."""
-    if effect.kind == "force-stop":
-        return {"state": "uncertain", "reason": "no-cohort", "detail": "no cohort is attached to this controller"}
-    if effect.kind == "recover":
-        return {"refusal": {"code": "stop-proof", "reconcile": False,
-                            "message": "no lifecycle is attached to this controller: nothing to recover"}}
-    return {"ok": True}
+    """The effects of a controller with no lifecycle attached (`fake_controller`), each its row's `unattached`
+    answer (`EFFECTS`): claim publications are no-ops (there is no claim), a census counts nobody, a force
+    stop cannot prove anything (it ends uncertain, saying why) and a recover is refused `stop-proof`."""
+    return copy.deepcopy(dict(EFFECTS[effect.kind].unattached))
+
+
+class _HandlerPorts:
+    """`EffectPorts` over one `EffectHandler`: every port calls it."""
+
+    def __init__(self, handler: EffectHandler) -> None:
+        self.handler = handler
+
+    async def census(self, effect: Effect) -> Mapping[str, Any]:
+        return await self.handler(effect)
+
+    async def read_session(self, effect: Effect) -> Mapping[str, Any]:
+        return await self.handler(effect)
+
+    async def force_stop(self, effect: Effect) -> Mapping[str, Any]:
+        return await self.handler(effect)
+
+    async def recover(self, effect: Effect) -> Mapping[str, Any]:
+        return await self.handler(effect)
+
+    async def publish_generation(self, effect: Effect) -> Mapping[str, Any]:
+        return await self.handler(effect)
+
+    async def mark_uncertain(self, effect: Effect) -> Mapping[str, Any]:
+        return await self.handler(effect)
+
+
+def ports_from_handler(handler: EffectHandler) -> EffectPorts:
+    """The `EffectPorts` of one handler function (every effect kind goes to it): what a test or a rig gives
+    the runtime in place of a lifecycle's ports."""
+    return _HandlerPorts(handler)
 
 
 class ControllerRuntime:
@@ -116,7 +145,7 @@ class ControllerRuntime:
         *,
         page_reader: PageReader | None = None,
         session_reader: SessionReader | None = None,
-        effects: EffectHandler = no_cohort_effects,
+        effects: EffectPorts | EffectHandler = no_cohort_effects,
         limits: ServerLimits | None = None,
         clock: Callable[[], float] = time.time,
         evidence_path: str | None = None,
@@ -136,7 +165,9 @@ class ControllerRuntime:
         self.session_reader = session_reader
         # A prompt's look at the session file (`SessionFileReader.identity` when the reader has one).
         self.session_stat: SessionStatter | None = session_stat or getattr(session_reader, "identity", None)
-        self.effects = effects
+        # What runs the core's effects but the session file's read (the runtime's own port): the lifecycle's
+        # ports, or a handler every effect goes to (`ports_from_handler`).
+        self.effects: EffectPorts = _HandlerPorts(effects) if callable(effects) else effects
         self.evidence: deque[Evidence] = deque(maxlen=EVIDENCE_KEPT)
         self._evidence_path = evidence_path
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mosaic-controller")
@@ -294,10 +325,10 @@ class ControllerRuntime:
                 handle.cancel()
         elif isinstance(action, ReadPage):
             self._read_page(action)
-        elif isinstance(action, Effect) and action.kind == READ_SESSION:
-            self._read_session(action)
         elif isinstance(action, Effect):
-            self._start(self._effect(action))
+            row = EFFECTS[action.kind]  # the core asks only for its rows' kinds
+            ports: Any = self if row.runs_in == "runtime" else self.effects
+            self._start(self._effect(action, row, getattr(ports, row.port)))
         elif isinstance(action, Evidence):
             self._record_evidence(action)
 
@@ -352,9 +383,9 @@ class ControllerRuntime:
 
         self._start(run())
 
-    def _read_session(self, effect: Effect) -> None:
-        """The drift check's file read (core rule 8), off the loop; fed back as EffectDone with
-        {"ok": True, "file": SessionBytes | None} or {"ok": False, "error": ...}."""
+    async def read_session(self, effect: Effect) -> Mapping[str, Any]:
+        """The runtime's own port (`EffectPorts.read_session`): the drift check's file read (core rule 8), off
+        the loop in the pool: {"ok": True, "file": SessionBytes | None} or {"ok": False, "error": ...}."""
         reader = self.session_reader
 
         def read() -> Mapping[str, Any]:
@@ -365,12 +396,9 @@ class ControllerRuntime:
             except Exception as exc:  # noqa: BLE001 - unreadable is reported (the check is uncertain), never a crash
                 return {"ok": False, "error": repr(exc)}
 
-        async def run() -> None:
-            assert self._loop is not None
-            result = await self._loop.run_in_executor(self._pool, read)
-            self.feed(EffectDone(effect.effect_id, effect.kind, result))
-
-        self._start(run())
+        assert self._loop is not None
+        result: Mapping[str, Any] = await self._loop.run_in_executor(self._pool, read)
+        return result
 
     async def wait_core(self, predicate: Callable[[ControllerCore], bool], timeout: float) -> None:
         """Return once `predicate(core)` holds, checked now and after each input the core takes; raises
@@ -392,13 +420,15 @@ class ControllerRuntime:
             if not future.done() and predicate(self.core):
                 future.set_result(None)
 
-    async def _effect(self, effect: Effect) -> None:
+    async def _effect(self, effect: Effect, row: EffectKind,
+                      port: Callable[[Effect], Awaitable[Mapping[str, Any]]]) -> None:
+        """Run one effect on its row's port; its result, or its row's `failed` answer when the port raised
+        (never success: `_effects` rule 2), goes back to the core."""
         try:
-            result = await self.effects(effect)
+            result = await port(effect)
         except Exception as exc:  # noqa: BLE001 - an effect that fails is reported to the core as failed
             logger.exception("effect %s failed", effect.kind)
-            result = {"ok": False, "state": "uncertain", "reason": "effect-failed", "error": repr(exc),
-                      "detail": f"{type(exc).__name__}: {exc}"}
+            result = row.failed(exc)
         self.feed(EffectDone(effect.effect_id, effect.kind, result))
 
     def run_blocking(self, fn: Callable[[], Any]) -> Awaitable[Any]:
