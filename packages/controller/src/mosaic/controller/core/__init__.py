@@ -46,7 +46,7 @@ from ._io import (
     TimerFired,
 )
 from ._receive import ControllerCore, new_incarnation
-from ._state import ENGINE_RECORD_CAP, Bounds, CoreConfig, engine_link_core
+from ._state import ENGINE_RECORD_CAP, FIELD_OWNERS, Bounds, CoreConfig, engine_link_core
 from ._values import IllegalTransition, Request, StopStep
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "DRIFT_START",
     "EFFECTS",
     "ENGINE_RECORD_CAP",
+    "FIELD_OWNERS",
     "FORCE_STOP",
     "PROMPT_ADMISSION",
     "READ_SESSION",

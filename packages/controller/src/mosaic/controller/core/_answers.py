@@ -27,7 +27,7 @@ from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import NotEvidence
 
 from ..engines.pi._tables import OVERLAP_SIGNALS
-from . import _chain, _drift
+from . import _binding, _chain, _drift, _slot
 from ._io import FlushEngine
 from ._state import CoreState
 from ._values import Slot
@@ -107,7 +107,7 @@ def release_slot(s: CoreState) -> None:
     assert slot is not None
     s.slot = None
     s.record(slot.request.receipt_record())
-    s.retire(slot.request)
+    _slot.retire(s, slot.request)
     s.drift_due = True  # `_core_drift` rule 1: the item is settled; an extension-handled input may have appended
     _chain.feed(s, "slot-released")
     s.broadcast_binding()
@@ -127,7 +127,7 @@ def unknown_outcome(s: CoreState, command: Command) -> None:
 
 def poisoned(s: CoreState, reason: str) -> None:
     """The link poisoned itself: nothing is written to the engine again (rule 3)."""
-    s.fence("transport", reason)
+    _binding.fence(s, "transport", reason)
     if s.drift_check is not None:  # its get_entries may have been dropped from the outbox unwritten
         _drift.failed(s, s.drift_check, f"the engine pipe is poisoned: {reason}")
     stop = _chain.running(s)
@@ -135,7 +135,7 @@ def poisoned(s: CoreState, reason: str) -> None:
         _chain.uncertain(s, stop, "transport-unknown", reason)
     if s.binding_state == "stopping":
         return  # a force stop is running: its result decides
-    s.uncertain("transport-unknown", reason)
+    _binding.uncertain(s, "transport-unknown", reason)
     s.broadcast_binding()
 
 
@@ -148,16 +148,16 @@ def overlap(s: CoreState, signal: str, detail: str) -> None:
     s.evidence("run-overlap", signal=signal, detail=detail)
     if s.binding_state == "stopped":
         return  # the execution ended with a proof: late output of the stopped engine changes nothing
-    s.fence("overlap", signal)
+    _binding.fence(s, "overlap", signal)
     slot = s.slot
     if slot is not None and not slot.request.settled:
         slot.request.move("delivery-unknown", s.now, reason="run-overlap")
         s.slot = None
         s.record(slot.request.receipt_record())
-        s.retire(slot.request)
+        _slot.retire(s, slot.request)
     stop = _chain.running(s)
     if stop is not None:
         _chain.uncertain(s, stop, "run-overlap", f"{signal}: {detail}")
     elif s.binding_state != "stopping":
-        s.uncertain("run-overlap", f"{signal}: {detail}")
+        _binding.uncertain(s, "run-overlap", f"{signal}: {detail}")
     s.broadcast_binding()

@@ -30,6 +30,7 @@ from typing import Any, Literal, get_args
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import CommandOutcome
 
+from . import _binding
 from ._io import Call, CancelTimer, FlushEngine, Reply, SetTimer
 from ._state import CoreState, text_digest
 from ._values import Clear, Stop, StopStep
@@ -63,8 +64,8 @@ def interrupt(s: CoreState, call: Call) -> None:
         s.slot.fenced_at = stop.slot_case
     s.stop = stop
     s.stops.append(stop)
-    s.context += 1
-    s.fence("interrupt", stop.stop_id)  # rule 1: admission closes first
+    _binding.bump_context(s)
+    _binding.fence(s, "interrupt", stop.stop_id)  # rule 1: admission closes first
     s.emit(Reply(call.conn, call.rpc_id, {"stop": stop.record()}))
     s.record(stop.record())
     s.broadcast_binding()
@@ -124,7 +125,7 @@ def uncertain(s: CoreState, stop: Stop, reason: str, detail: str, *, native_queu
     stop.step = "done"
     s.stop = None
     s.emit(CancelTimer(SETTLE_TIMER))
-    s.uncertain(reason, detail)  # admission stays closed; force stop is the way on
+    _binding.uncertain(s, reason, detail)  # admission stays closed; force stop is the way on
     s.record(stop.turn_proof())
     s.record(stop.record())
     s.broadcast_binding()
@@ -282,8 +283,8 @@ def _reconciled(s: CoreState, stop: Stop) -> None:
     stop.ended_at = s.now
     stop.step = "done"
     s.stop = None
-    s.context += 1
-    s.fences.pop("interrupt", None)  # admission reopens under current control (rule 5)
+    _binding.bump_context(s)
+    _binding.lift(s, "interrupt")  # admission reopens under current control (rule 5)
     s.emit(CancelTimer(SETTLE_TIMER))
     s.record(stop.turn_proof())
     s.record(stop.record())

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._refusal import ControlRefusal
+from . import _binding
 from ._io import (
     CLAIM_GENERATION,
     Call,
@@ -50,7 +51,7 @@ def connect(s: CoreState, event: Connected) -> None:
     if admitted is None or peer is None:
         # Not held by a drift check (`_core_drift` rule 2): nothing was ever sent to this connection to keep
         # in order, and it must not stay open meanwhile, its requests read.
-        s.out.append(CloseConnection(event.conn, "channel"))
+        s.emit_unheld(CloseConnection(event.conn, "channel"))
         s.evidence("channel-refused", connection=event.conn,
                        peer=None if peer is None else {"uid": peer.uid, "gid": peer.gid, "pid": peer.pid})
         return
@@ -82,7 +83,7 @@ def disconnected(s: CoreState, event: Disconnected) -> None:
     """Rule 2: the connection is gone; control stays where it was."""
     # H11: control stays with the disconnected connection until someone takes over explicitly.
     if s.connections.pop(event.conn, None) is not None:
-        s.subs = None
+        s.subscriptions_changed()
         s.broadcast_binding()
 
 
@@ -97,7 +98,7 @@ def observe(s: CoreState, call: Call) -> None:
         conn.subscribed_from = s.sequence + 1
         conn.seq_at_subscribe = s.sequence
         conn.quiet_at_subscribe = _quiet(s)
-        s.subs = None
+        s.subscriptions_changed()
     cursor = call.params.get("cursor")
     # Each read has its own cut: a re-observe on a subscribed connection (a client reconciling at a
     # seam, E4) reports the seam of this read, not of the first one. A limit is advisory (seed "Observe").
@@ -194,7 +195,7 @@ def _take_control(s: CoreState, call: Call, how: str) -> None:
     s.generation += 1
     s.controller = call.conn
     s.controller_ids = s.connections[call.conn].ids
-    s.context += 1
+    _binding.bump_context(s)
     s.ask(CLAIM_GENERATION, {"generation": s.generation})
     s.emit(Reply(call.conn, call.rpc_id, {"generation": s.generation, "how": how, "previous": previous,
                                               "connection": s.connection_record(call.conn)}))

@@ -45,6 +45,7 @@ from mosaic.pi_rpc import Command
 
 from ..engines._verdict import Checkpoint, SessionBytes, Verdict, stat_verdict
 from ..engines.pi._drift import PERSISTENCE_DRIFT, check_appended, check_drift, engine_list
+from . import _binding
 from ._io import (
     READ_SESSION,
     Action,
@@ -57,7 +58,7 @@ from ._io import (
     SessionStat,
     SetTimer,
 )
-from ._state import CLIENT_ACTIONS, CoreState
+from ._state import CoreState
 from ._values import DriftCheck
 
 DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 1)
@@ -93,12 +94,10 @@ def step(s: CoreState) -> None:
     if s.drift_check is not None:
         return  # held; `_release` lets them go when it ends
     if not (s.drift_due and _idle(s)):
-        _unhold(s)
+        s.unhold()
         return
     # Hold what this call has for clients (the turn's last records) and everything until the check ends.
-    held = [a for a in s.out if isinstance(a, CLIENT_ACTIONS)]
-    s.out = [a for a in s.out if not isinstance(a, CLIENT_ACTIONS)]
-    s.held = [*(s.held or []), *held]
+    s.hold()
     if s.link.in_flight:
         return  # the core's own command (the slot's probe): the check starts when it is answered
     s.drift_due = False
@@ -154,16 +153,10 @@ def _resume(s: CoreState, look: bool) -> None:
         s.resume = replace(call, session=SessionStat(s.drift_seen) if look else None)
 
 
-def _unhold(s: CoreState) -> None:
-    held, s.held = s.held, None
-    if held:
-        s.out.extend(held)
-
-
 def _release(s: CoreState) -> None:
     """The check ended: the held client actions go out, in their order, before anything it adds."""
     s.drift_check = None
-    _unhold(s)
+    s.unhold()
 
 
 def answered(s: CoreState, check: DriftCheck, command: Command) -> None:
@@ -236,10 +229,10 @@ def _unpersisted(s: CoreState) -> None:
     fresh: dict[str, dict[str, Any]] = {}
     for request in s.requests.values():
         if request.request_id in ids and request.receipt == "finished":
-            request.turn_state = "unpersisted"
+            request.mark_unpersisted()
             fresh[request.request_id] = request.receipt_record()
     if fresh:
-        s.held = [with_receipts(action, fresh) for action in held]
+        s.rewrite_held(lambda action: with_receipts(action, fresh))
 
 
 def _found(s: CoreState, check: DriftCheck, verdict: Verdict) -> None:
@@ -247,9 +240,9 @@ def _found(s: CoreState, check: DriftCheck, verdict: Verdict) -> None:
     every subscriber), evidence keeps the verdict. Nothing is written to the engine or the file."""
     detail = f"{verdict.reason}: {verdict.detail}"
     s.evidence("session-drift", check=check.check_id, **verdict.to_evidence())
-    s.fence("session-drift", detail)
+    _binding.fence(s, "session-drift", detail)
     if s.binding_state != "stopping":  # a force stop running decides the binding (as for a poison)
-        s.uncertain("session-drift", detail)
+        _binding.uncertain(s, "session-drift", detail)
     s.broadcast_binding()
     subs = s.subscribers()
     if subs:
@@ -265,9 +258,9 @@ def failed(s: CoreState, check: DriftCheck, detail: str) -> None:
     if check.read_effect is not None:
         s.emit(CancelTimer(DRIFT_READ_TIMER))
     s.evidence("drift-check-failed", check=check.check_id, detail=detail)
-    s.fence("drift-check", detail)
+    _binding.fence(s, "drift-check", detail)
     if s.binding_state != "stopping":
-        s.uncertain("drift-check-failed", detail)
+        _binding.uncertain(s, "drift-check-failed", detail)
     s.broadcast_binding()
     _resume(s, look=True)
 

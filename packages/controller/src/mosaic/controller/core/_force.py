@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import _binding, _slot
 from ._chain import SETTLE_TIMER
 from ._io import CENSUS, FORCE_STOP, RECOVER, Call, CancelTimer, EffectDone, Refuse, Reply
 from ._state import CoreState
@@ -144,9 +145,9 @@ def force_stop(s: CoreState, call: Call) -> None:
         s.record(running.record())
     s.stop = stop
     s.stops.append(stop)
-    s.binding_state = "stopping"
-    s.context += 1
-    s.fence("force-stop", stop.stop_id)
+    _binding.stopping(s)
+    _binding.bump_context(s)
+    _binding.fence(s, "force-stop", stop.stop_id)
     s.ask(FORCE_STOP, {"stop": stop.stop_id, "confirmation": conf.confirmation_id, "execution": s.execution,
                        "conversation": s.config.conversation, "openTools": dict(s.run.open_tools)},
           effect_id=stop.stop_id)
@@ -190,7 +191,7 @@ def claim_published(s: CoreState, done: EffectDone) -> None:
     """A claim publication is back (a generation, or uncertain): one that failed makes the binding
     uncertain (rule 4, claim-publication)."""
     if done.result.get("ok") is False:
-        s.uncertain("claim-publication", str(done.result.get("error", "the claim could not be written")))
+        _binding.uncertain(s, "claim-publication", str(done.result.get("error", "the claim could not be written")))
         s.broadcast_binding()
 
 
@@ -205,7 +206,7 @@ def force_stop_done(s: CoreState, done: EffectDone) -> None:
     stop.step = "done"
     if s.stop is stop:
         s.stop = None
-    s.context += 1
+    _binding.bump_context(s)
     open_tools = {**stop.open_tools, **s.run.open_tools}  # open when the stop began, or at its end (K5)
     slot = s.slot
     if slot is not None and not slot.request.settled:
@@ -213,14 +214,12 @@ def force_stop_done(s: CoreState, done: EffectDone) -> None:
     s.run = Run(message_seq=s.run.message_seq)
     if state == "stopped":
         stop.state = "stopped"
-        s.binding_state = "stopped"
     else:
         stop.state = "uncertain"
         stop.reason = str(done.result.get("reason", "uncertain"))
         if isinstance(done.result.get("detail"), str):
             stop.detail = done.result["detail"]  # what could not be done, and why (a key not written: ENOSPC)
-        s.binding_state = "uncertain"
-        s.fence("uncertain", stop.reason)
+    _binding.stop_ended(s, state == "stopped", stop.reason or "")
     # K5: a tool call open at the stop is an uncertain effect; killing is never rollback.
     s.record({"type": "effectReport", "stop": stop.stop_id, "execution": s.execution,
               "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in open_tools.items()],
@@ -241,4 +240,4 @@ def _settle_at_stop(s: CoreState, slot: Slot) -> None:
         request.move("delivery-unknown", s.now, reason="transport-unknown")
     s.slot = None
     s.record(request.receipt_record())
-    s.retire(request)
+    _slot.retire(s, request)

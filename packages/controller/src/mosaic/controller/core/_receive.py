@@ -86,8 +86,7 @@ class ControllerCore:
         """Decide on one input; return the actions to carry out, in order. Never raises for bad client
         input or engine output (those are refusals, evidence or state); an exception is a bug."""
         s = self._s
-        s.now = now
-        s.out = []
+        s.begin(now)
         if isinstance(event, Call):
             _call(s, event)
         elif isinstance(event, EngineEvents):
@@ -115,8 +114,7 @@ class ControllerCore:
                 call, s.resume = s.resume, None
                 _call(s, call)
                 _drift.step(s)
-        out, s.out = s.out, []
-        return out
+        return s.take_out()
 
     def wants_session_stat(self, call: Call) -> bool:
         """True when the shell should look at the session file (`Call.session`, one stat) before it feeds

@@ -17,14 +17,16 @@ functions that take it; none holds state of its own. It keeps these rules:
    only what an exact retry needs (H12, H13), as a tuple of atoms (`retire`).
 6. A stop's approval disposition is uncertain once the execution showed a dialog (seed "Approval").
 7. The effects it asks for are rows of `_effects.EFFECTS` (`ask` refuses any other kind: a bug).
+8. Each field has one owner, the room that writes it (`FIELD_OWNERS`); `CoreState` stays the one record.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from mosaic.pi_rpc import LinkCore
@@ -34,7 +36,6 @@ from .._refusal import ControlRefusal
 from ..engines._verdict import Checkpoint, DriftConfig, FileIdentity, Verdict
 from ._access import AccessPolicy, actor_record
 from ._io import (
-    CLAIM_UNCERTAIN,
     EFFECT_NAMES,
     Action,
     Call,
@@ -122,6 +123,24 @@ def text_digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+# Who writes each field of `CoreState` (rule 8): the room that owns it assigns it, mutates its container and
+# changes its values' attributes; every other room reads it, or asks the owner (a function of the owner's
+# room, or a method of the value). `_state` is the record's own helpers: the outbox and its hold, ids, the
+# subscriber cache, the clock of one `receive`, and what construction sets once.
+FIELD_OWNERS: Mapping[str, str] = MappingProxyType({
+    **dict.fromkeys(("config", "bounds", "link", "execution", "ids", "out", "held", "subs", "now"), "_state"),
+    **dict.fromkeys(("generation", "controller", "controller_ids", "connections"), "_clients"),
+    **dict.fromkeys(("binding_state", "fences", "context"), "_binding"),
+    **dict.fromkeys(("slot", "requests", "settled", "retired"), "_slot"),
+    **dict.fromkeys(("run", "sequence", "unknown_native", "late_events", "dialogs"), "_events"),
+    **dict.fromkeys(("stop", "stops"), "_chain"),
+    **dict.fromkeys(("confirmations", "pending_effects", "pending_census"), "_force"),
+    "overlaps": "_answers",
+    **dict.fromkeys(("drift_check", "drift_verdict", "drift_due", "drift_seen", "checkpoint", "deferred", "resume"),
+                    "_drift"),
+})
+
+
 class CoreState:
     """One execution's controller state and the helpers the rooms share. Not thread-safe (one event loop
     owns the core that owns it)."""
@@ -176,6 +195,16 @@ class CoreState:
 
     # ------------------------------------------------------------------------------------------ actions
 
+    def begin(self, now: float) -> None:
+        """A `receive` call begins at `now`, with nothing to carry out yet."""
+        self.now = now
+        self.out = []
+
+    def take_out(self) -> list[Action]:
+        """What this `receive` call has for the shells, in order; the outbox is empty after."""
+        out, self.out = self.out, []
+        return out
+
     def new_id(self, prefix: str) -> str:
         self.ids += 1
         return f"{prefix}{self.ids}"
@@ -185,6 +214,29 @@ class CoreState:
             self.held.append(action)  # rule 3: a drift check is in flight
             return
         self.out.append(action)
+
+    def emit_unheld(self, action: Action) -> None:
+        """Emit `action` past a drift check's hold: only for a connection nothing was ever sent to (a peer
+        closed at connect), which must not stay open meanwhile."""
+        self.out.append(action)
+
+    def hold(self) -> None:
+        """Rule 3: from now until `unhold`, client actions are held, in order, those this call already has
+        included (a drift check is about to run)."""
+        held = [a for a in self.out if isinstance(a, CLIENT_ACTIONS)]
+        self.out = [a for a in self.out if not isinstance(a, CLIENT_ACTIONS)]
+        self.held = [*(self.held or []), *held]
+
+    def unhold(self) -> None:
+        """The held client actions go out, in their order, before anything emitted after this."""
+        held, self.held = self.held, None
+        if held:
+            self.out.extend(held)
+
+    def rewrite_held(self, rewrite: Callable[[Action], Action]) -> None:
+        """Rebuild each held action (a drift check rewriting the receipts it holds back)."""
+        if self.held is not None:
+            self.held = [rewrite(action) for action in self.held]
 
     def ask(self, kind: EffectName, payload: Mapping[str, Any], *, effect_id: str | None = None) -> str:
         """Emit the effect `kind` (a row of `EFFECTS`, rule 7) under `effect_id` (a fresh `e` id by
@@ -196,6 +248,10 @@ class CoreState:
 
     def refuse(self, call: Call, code: str, message: str) -> None:
         self.emit(Refuse(call.conn, call.rpc_id, ControlRefusal(code, message).to_dict()))
+
+    def subscriptions_changed(self) -> None:
+        """A connection subscribed, or one that was is gone: `subscribers` counts them again."""
+        self.subs = None
 
     def subscribers(self) -> tuple[ConnId, ...]:
         """The subscribed connections, in subscription order (kept, not recomputed per record: a
@@ -250,19 +306,6 @@ class CoreState:
     def broadcast_binding(self) -> None:
         self.record(self.binding_record())
 
-    def fence(self, reason: str, detail: str) -> None:
-        self.fences[reason] = detail
-
-    def uncertain(self, reason: str, detail: str) -> None:
-        """The binding goes uncertain and admission stays closed; only force stop moves it on (rule 2)."""
-        if self.binding_state in ("stopped",):
-            return
-        if self.binding_state != "uncertain":
-            self.binding_state = "uncertain"
-            self.context += 1
-            self.ask(CLAIM_UNCERTAIN, {"reason": reason, "detail": detail})
-        self.fence("uncertain", reason)
-
     # --------------------------------------------------------------------- control, stops and receipts
 
     def is_controller(self, call: Call) -> bool:
@@ -286,15 +329,3 @@ class CoreState:
         if self.dialogs:
             stop.approval = "uncertain"
         return stop
-
-    def retire(self, request: Request) -> None:
-        """`request` settled: it stays among the last RECENT_RECEIPTS settled (what observe repeats); the
-        oldest beyond them moves to the exact-retry index, where nothing scans it (an exact retry gets its
-        receipt for the rest of the incarnation, H12) as a tuple of its fields: a few hundred bytes, and
-        atoms only, so the cyclic collector stops tracking it and a full collection never walks the index."""
-        self.settled.append(request.client_request_id)
-        while len(self.settled) > RECENT_RECEIPTS:
-            crid = self.settled.popleft()
-            old = self.requests.pop(crid, None)
-            if old is not None:
-                self.retired[crid] = old.fields()

@@ -78,6 +78,12 @@ class Request:
         if turn_state is not None:
             self.turn_state = turn_state
 
+    def mark_unpersisted(self) -> None:
+        """The drift check after its turn found the engine's own entries torn or missing (the core's rule 8):
+        a finished receipt's turn reads `unpersisted`, never `completed`. Only a finished receipt has a turn."""
+        if self.receipt == "finished":
+            self.turn_state = "unpersisted"
+
     @property
     def settled(self) -> bool:
         return self.receipt in ("finished", "failed", "delivery-unknown")
