@@ -32,12 +32,12 @@ from functools import cached_property
 from mosaic.pi_rpc.link import LinkPoisoned
 
 from .._methods import UNVERIFIED_METHODS
-from . import _drift
+from . import _drift, _slot
 from ._access import required_operations
 from ._io import Call, FlushEngine, Reply
 from ._state import CoreState, text_digest
 from ._tables import check_text
-from ._values import Request, Slot
+from ._values import Request
 
 CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
@@ -258,8 +258,7 @@ def _dispatch(s: CoreState, asked: Asked) -> None:
     except LinkPoisoned as exc:  # admission checked it; a bug if this happens
         s.refuse(call, "fenced", f"the engine pipe is poisoned: {exc.reason}")
         return
-    s.requests[crid] = request
-    s.slot = Slot(request, command)
+    _slot.reserve(s, request, command)
     s.emit(Reply(call.conn, call.rpc_id, {"outcome": "admitted", "clientRequest": {
         "type": "clientRequest", "clientRequest": crid, "actor": request.actor, "conversation": request.conversation,
         "operation": "prompt", "textDigest": digest, "textBytes": request.text_bytes},

@@ -4,7 +4,7 @@ the overlap signals.
 The rules it keeps (the core's rules 2, 3 and 7a; `_tables.SLOT_TABLE`, `RECEIPT_TRANSITIONS`,
 `OVERLAP_SIGNALS`):
 
-1. The slot is released only by reconciliation (`release_slot`): an error response (failed, the native
+1. The slot is released only by reconciliation (`_slot.reconcile`, the one release path): an error response (failed, the native
    error kept: N3, N8); an ack then agent_settled (finished, or failed ack-without-start, N11:
    `_core_events`); an ack then a get_state written after the ack showing no run and no agent_start between
    (delivery-unknown handled-without-run, N5; FACTS a5: only such a get_state is evidence); an unknown write
@@ -29,6 +29,7 @@ from mosaic.pi_rpc.link import NotEvidence
 from ..engines.pi._tables import OVERLAP_SIGNALS
 from . import _binding, _chain, _drift, _slot
 from ._io import FlushEngine
+from ._slot import Settle
 from ._state import CoreState
 from ._values import Slot
 
@@ -37,8 +38,7 @@ def written(s: CoreState, command: Command) -> None:
     """The prompt's line was written whole: its receipt reads dispatched."""
     slot = s.slot
     if slot is not None and command is slot.prompt and slot.request.receipt == "admitted":
-        slot.request.move("dispatched", s.now)
-        s.record(slot.request.receipt_record())
+        _slot.advance(s, "dispatched")
 
 
 def known(s: CoreState, command: Command) -> None:
@@ -56,14 +56,12 @@ def known(s: CoreState, command: Command) -> None:
 
 def _prompt_answered(s: CoreState, slot: Slot) -> None:
     response = slot.prompt.response or {}
-    request = slot.request
     if response.get("success") is not True:
         # An error before preflight passed (rpc-mode.js 314-318): failed, native error kept (N3, N8).
-        request.move("failed", s.now, native_error=str(response.get("error", "error response")))
-        release_slot(s)
+        _slot.reconcile(s, Settle("error-response", "failed",
+                                  native_error=str(response.get("error", "error response"))))
         return
-    request.move("acknowledged", s.now)
-    s.record(request.receipt_record())
+    _slot.advance(s, "acknowledged")
     if s.run.active and not slot.run_started:
         # O2: acked while a run it did not start is active (that run began before the ack): Pi acked it
         # in the other prompt's preflight window, and it can never run (FACTS a5, Part 2 F).
@@ -73,12 +71,11 @@ def _prompt_answered(s: CoreState, slot: Slot) -> None:
         # The pipe was poisoned before this ack was read (H19: a command stuck in the outbox past its
         # bound): nothing is written again, so whether a run starts can never be asked. The receipt
         # ends outcome unknown, never "unsent" (found by the random-interleavings test).
-        request.move("delivery-unknown", s.now, reason="transport-unknown")
-        release_slot(s)
+        _slot.reconcile(s, Settle("ack-after-poison", "delivery-unknown", reason="transport-unknown"))
         return
     # Is there a run? Ask with a get_state written after the ack was read (FACTS a5: only such a
     # get_state is evidence; the link enforces it in prompt_state).
-    slot.probe = s.link.send({"type": "get_state"}, now=s.now, bound=s.bounds.probe)
+    _slot.probe_sent(s, s.link.send({"type": "get_state"}, now=s.now, bound=s.bounds.probe))
     s.emit(FlushEngine())
     _chain.feed(s, "slot-acked")  # N4: an ack after the chain's abort means a run
 
@@ -96,29 +93,14 @@ def _probe_answered(s: CoreState, slot: Slot) -> None:
     if evidence.is_streaming or evidence.agent_start_between:
         return
     # N5: acked, no run, none started: extension-handled input. Never "unsent", never resent.
-    slot.request.move("delivery-unknown", s.now, reason="handled-without-run")
-    release_slot(s)
-
-
-def release_slot(s: CoreState) -> None:
-    """Reconciliation settled the slot's item (SLOT_TABLE): free the slot, and let a stop chain that
-    was waiting on it go on (`_core_chain` rule 5: the slot must be settled before reconciled)."""
-    slot = s.slot
-    assert slot is not None
-    s.slot = None
-    s.record(slot.request.receipt_record())
-    _slot.retire(s, slot.request)
-    s.drift_due = True  # `_core_drift` rule 1: the item is settled; an extension-handled input may have appended
-    _chain.feed(s, "slot-released")
-    s.broadcast_binding()
+    _slot.reconcile(s, Settle("handled-without-run", "delivery-unknown", reason="handled-without-run"))
 
 
 def unknown_outcome(s: CoreState, command: Command) -> None:
     """A command's write outcome is unknown (rule 1: the slot settles; the drift check fails)."""
     slot = s.slot
     if slot is not None and command is slot.prompt:
-        slot.request.move("delivery-unknown", s.now, reason="transport-unknown")
-        release_slot(s)
+        _slot.reconcile(s, Settle("write-unknown", "delivery-unknown", reason="transport-unknown"))
     check = s.drift_check
     if check is not None and command is check.command:
         _drift.failed(s, check, f"get_entries: outcome unknown ({command.unknown_reason})")
@@ -130,9 +112,7 @@ def poisoned(s: CoreState, reason: str) -> None:
     _binding.fence(s, "transport", reason)
     if s.drift_check is not None:  # its get_entries may have been dropped from the outbox unwritten
         _drift.failed(s, s.drift_check, f"the engine pipe is poisoned: {reason}")
-    stop = _chain.running(s)
-    if stop is not None:
-        _chain.uncertain(s, stop, "transport-unknown", reason)
+    _chain.feed(s, "poisoned", reason)  # a running interrupt ends uncertain (its row)
     if s.binding_state == "stopping":
         return  # a force stop is running: its result decides
     _binding.uncertain(s, "transport-unknown", reason)
@@ -149,15 +129,13 @@ def overlap(s: CoreState, signal: str, detail: str) -> None:
     if s.binding_state == "stopped":
         return  # the execution ended with a proof: late output of the stopped engine changes nothing
     _binding.fence(s, "overlap", signal)
+    interrupted = _chain.running(s) is not None
     slot = s.slot
     if slot is not None and not slot.request.settled:
-        slot.request.move("delivery-unknown", s.now, reason="run-overlap")
-        s.slot = None
-        s.record(slot.request.receipt_record())
-        _slot.retire(s, slot.request)
-    stop = _chain.running(s)
-    if stop is not None:
-        _chain.uncertain(s, stop, "run-overlap", f"{signal}: {detail}")
-    elif s.binding_state != "stopping":
+        # Released, then a running interrupt ends uncertain (run-overlap) by its row.
+        _slot.release(s, Settle("overlap", "delivery-unknown", reason="run-overlap"), then="overlap")
+    else:
+        _chain.feed(s, "overlap")
+    if not interrupted and s.binding_state != "stopping":
         _binding.uncertain(s, "run-overlap", f"{signal}: {detail}")
     s.broadcast_binding()

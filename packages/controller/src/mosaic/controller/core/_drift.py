@@ -70,6 +70,24 @@ def start(s: CoreState) -> None:
     s.drift_due = True
 
 
+def due(s: CoreState) -> None:
+    """A check is due at the next idle moment (rule 1): an agent_settled, or the slot released (its item
+    settled; an extension-handled input may have appended)."""
+    s.drift_due = True
+
+
+def engine_busy(s: CoreState) -> None:
+    """An engine event arrived: the engine is not idle, so a check in flight can prove nothing (rule 2)."""
+    if s.drift_check is not None:
+        s.drift_check.dirty = True
+
+
+def take_resume(s: CoreState) -> Call | None:
+    """The prompt a check that just ended held (rule 6), to go through admission again; None when none."""
+    call, s.resume = s.resume, None
+    return call
+
+
 def read_timed_out(s: CoreState) -> None:
     """`DRIFT_READ_TIMER`: the session file read did not finish within its bound (rule 5)."""
     check = s.drift_check

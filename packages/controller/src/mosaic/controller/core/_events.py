@@ -42,8 +42,9 @@ from mosaic.pi_rpc.link import (
 )
 
 from ..engines.pi._tables import DIALOG, INTERNAL, classify_native
-from . import _answers, _chain
+from . import _answers, _chain, _drift, _slot
 from ._io import EngineEvents, Notify
+from ._slot import Settle
 from ._state import CoreState
 from ._values import Run
 
@@ -81,8 +82,7 @@ def engine_events(s: CoreState, batch: EngineEvents) -> None:
 
 
 def _native(s: CoreState, event: EngineEvent) -> None:
-    if s.drift_check is not None:
-        s.drift_check.dirty = True  # rule 6: the engine is not idle; this check can prove nothing
+    _drift.engine_busy(s)  # rule 6: the engine is not idle; a check in flight can prove nothing
     record = event.record
     mapped = classify_native(record)
     kind = event.type
@@ -118,6 +118,12 @@ def _native(s: CoreState, event: EngineEvent) -> None:
         _agent_settled(s)
 
 
+def reset_run(s: CoreState) -> None:
+    """The engine's run is over whatever the stream showed (a force stop's end): no run, its messages still
+    numbered on (`message_seq`)."""
+    s.run = Run(message_seq=s.run.message_seq)
+
+
 def _agent_start(s: CoreState) -> None:
     if s.run.active:
         if s.run.in_turn:
@@ -132,7 +138,7 @@ def _agent_start(s: CoreState) -> None:
     ours = slot is not None and slot.prompt.succeeded and not slot.run_started
     s.run = Run(active=True, ours=ours, in_turn=True, message_seq=s.run.message_seq)
     if ours and slot is not None:
-        slot.run_started = True
+        _slot.run_started(s)
     s.broadcast_binding()
 
 
@@ -141,10 +147,7 @@ def _message_start(s: CoreState, record: Mapping[str, Any]) -> None:
     role = message.get("role") if isinstance(message, Mapping) else None
     slot = s.slot
     if role == "user" and s.run.ours and slot is not None and not slot.user_started:
-        slot.user_started = True
-        if slot.request.receipt == "acknowledged":
-            slot.request.move("working", s.now)
-            s.record(slot.request.receipt_record())
+        _slot.user_started(s)
 
 
 def _agent_settled(s: CoreState) -> None:
@@ -154,26 +157,26 @@ def _agent_settled(s: CoreState) -> None:
         # O3: a settle inside a turn is not this run's: the losing prompt's finally (FACTS Part 2 F).
         _answers.overlap(s, "O3", "an agent_settled inside a run's turn")
         return
-    s.drift_due = True  # `_core_drift` rule 1: check when next idle (brief §2 "after agent_settled")
+    _drift.due(s)  # `_core_drift` rule 1: check when next idle (brief §2 "after agent_settled")
     if not run.active:
         if slot is not None and slot.prompt.succeeded and not slot.run_started:
             # N11 as Pi writes it: the ack, then agent_settled and no agent_start: the run threw before
             # it began (its finally settles, agent-session.js 780-785); no user message can be on disk.
-            slot.request.move("failed", s.now, reason="ack-without-start")
-            _answers.release_slot(s)
+            _slot.reconcile(s, Settle("ack-without-start", "failed", reason="ack-without-start"))
         else:
             _answers.overlap(s, "O6", "an agent_settled with no run active")
         return
     s.run = Run(message_seq=run.message_seq)
     if run.ours and slot is not None:
         request = slot.request
+        settle = Settle("run-settled", None)
         if slot.user_started:
             if request.receipt == "working":
-                request.move("finished", s.now, turn_state="interrupted" if run.aborted else "completed")
+                settle = Settle("run-settled", "finished", turn_state="interrupted" if run.aborted else "completed")
         elif request.receipt == "acknowledged":
             # A run that started and settled with no user message_start: it threw before the message.
-            request.move("failed", s.now, reason="ack-without-start")
-        _answers.release_slot(s)  # reconciliation, never agent_start (mutant 15)
+            settle = Settle("ack-without-start", "failed", reason="ack-without-start")
+        _slot.reconcile(s, settle)  # reconciliation, never agent_start (mutant 15)
     else:
         s.broadcast_binding()
 
@@ -249,8 +252,7 @@ def _payload(s: CoreState, event_type: str, record: Mapping[str, Any]) -> dict[s
 def _dialog(s: CoreState, record: Mapping[str, Any]) -> None:
     # P3 (and I2 not built): a native dialog is shown disabled with a reason, never answered.
     s.dialogs += 1
-    for stop in s.stops:  # seed "Approval": once a dialog was seen, every stop says so
-        stop.approval = "uncertain"
+    _chain.approval_uncertain(s)  # seed "Approval": once a dialog was seen, every stop says so
     decision: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": str(record.get("id", s.new_id("d"))),
                                 "method": record.get("method"), "title": record.get("title"),
                                 "options": record.get("options"), "state": "disabled",

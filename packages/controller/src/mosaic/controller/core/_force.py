@@ -25,11 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import _binding, _slot
-from ._chain import SETTLE_TIMER
-from ._io import CENSUS, FORCE_STOP, RECOVER, Call, CancelTimer, EffectDone, Refuse, Reply
+from . import _binding, _chain, _events, _slot
+from ._io import CENSUS, FORCE_STOP, RECOVER, Call, EffectDone, Refuse, Reply
 from ._state import CoreState
-from ._values import Confirmation, Run, Slot
+from ._values import Confirmation
 
 # -------------------------------------------------------------------------------------- confirmations
 
@@ -131,20 +130,7 @@ def force_stop(s: CoreState, call: Call) -> None:
     conf = _use_confirmation(s, call, "force-stop")
     if conf is None:
         return
-    stop = s.new_stop("force-stop", call.conn, confirmation=conf.confirmation_id, step="requested")
-    # K5: a tool call open when the stop began is an uncertain effect, whatever the engine reports
-    # before it exits (Pi's RPC mode handles SIGTERM and may end the tool first).
-    stop.open_tools = dict(s.run.open_tools)
-    running = s.stop
-    if running is not None and running.state == "stopping":  # H10: force stop supersedes the interrupt
-        running.state = "superseded"
-        running.superseded_by = stop.stop_id
-        running.ended_at = s.now
-        stop.supersedes = running.stop_id
-        s.emit(CancelTimer(SETTLE_TIMER))
-        s.record(running.record())
-    s.stop = stop
-    s.stops.append(stop)
+    stop = _chain.start_force_stop(s, call, conf)  # H10: a running interrupt ends superseded
     _binding.stopping(s)
     _binding.bump_context(s)
     _binding.fence(s, "force-stop", stop.stop_id)
@@ -197,29 +183,18 @@ def claim_published(s: CoreState, done: EffectDone) -> None:
 
 def force_stop_done(s: CoreState, done: EffectDone) -> None:
     """A force stop is back: the binding stopped with its proof, or uncertain (rule 3)."""
-    stop = next((x for x in s.stops if x.stop_id == done.effect_id), None)
-    if stop is None or stop.kind != "force-stop":
+    stop = s.stop
+    if stop is None or stop.kind != "force-stop" or stop.stop_id != done.effect_id:
         return
     state = done.result.get("state")
-    stop.outcome = dict(done.result)
-    stop.ended_at = s.now
-    stop.step = "done"
-    if s.stop is stop:
-        s.stop = None
+    _chain.feed(s, "stop-done", done.result)  # the stop ends, stopped or uncertain (its row)
     _binding.bump_context(s)
     open_tools = {**stop.open_tools, **s.run.open_tools}  # open when the stop began, or at its end (K5)
     slot = s.slot
     if slot is not None and not slot.request.settled:
-        _settle_at_stop(s, slot)
-    s.run = Run(message_seq=s.run.message_seq)
-    if state == "stopped":
-        stop.state = "stopped"
-    else:
-        stop.state = "uncertain"
-        stop.reason = str(done.result.get("reason", "uncertain"))
-        if isinstance(done.result.get("detail"), str):
-            stop.detail = done.result["detail"]  # what could not be done, and why (a key not written: ENOSPC)
-    _binding.stop_ended(s, state == "stopped", stop.reason or "")
+        _slot.release(s, _slot.at_stop(slot.request))
+    _events.reset_run(s)
+    _binding.stop_ended(s, stop.state == "stopped", stop.reason or "")
     # K5: a tool call open at the stop is an uncertain effect; killing is never rollback.
     s.record({"type": "effectReport", "stop": stop.stop_id, "execution": s.execution,
               "effects": [{"toolCallId": k, "toolName": v, "state": "uncertain"} for k, v in open_tools.items()],
@@ -230,14 +205,3 @@ def force_stop_done(s: CoreState, done: EffectDone) -> None:
         s.record({"type": "cohortProof", "stop": stop.stop_id, "proof": dict(proof)})
     s.record(stop.record())
     s.broadcast_binding()
-
-
-def _settle_at_stop(s: CoreState, slot: Slot) -> None:
-    request = slot.request
-    if request.receipt == "working":
-        request.move("finished", s.now, turn_state="unknown")
-    elif request.receipt in ("admitted", "dispatched", "acknowledged"):
-        request.move("delivery-unknown", s.now, reason="transport-unknown")
-    s.slot = None
-    s.record(request.receipt_record())
-    _slot.retire(s, request)

@@ -50,7 +50,7 @@ from ._io import (
     Reply,
     RpcId,
 )
-from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop, StopKind
+from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
 
 CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held during a drift check (rule 3)
 RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats (and the settled requests kept in memory)
@@ -321,11 +321,3 @@ class CoreState:
             self.refuse(call, "controller", "this connection is not the controller")
             return False
         return True
-
-    def new_stop(self, kind: StopKind, conn: ConnId, **fields: Any) -> Stop:
-        """A stop chain, its approval disposition from the execution's dialog evidence (rule 6)."""
-        stop = Stop(self.new_id("s"), kind, self.execution, conn, self.now, **fields)
-        stop.actor = self.connections[conn].ids
-        if self.dialogs:
-            stop.approval = "uncertain"
-        return stop

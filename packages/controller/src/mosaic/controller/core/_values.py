@@ -158,6 +158,10 @@ class Run:
     message_seq: int = 0  # numbers the messages of this execution for the client's delta correlation
     current_message: str | None = None
 
+    def mark_aborted(self) -> None:
+        """An abort of a stop chain was written while this run was active: its turn ends interrupted."""
+        self.aborted = True
+
 
 @dataclass
 class Clear:
