@@ -323,8 +323,9 @@ ALIASES = {"slot": "slot", "stop": "stop", "running": "stop", "check": "drift_ch
            "conf": "confirmations", "conn": "connections", "request": "requests", "held": "held"}
 MUTATORS = {"append", "pop", "popleft", "clear", "update", "extend", "setdefault", "remove", "insert", "discard",
             "add"}
-# Writes still made outside their owner (room, field), each removed by the step that gives the owner its API.
-KNOWN_STRAYS: set[tuple[str, str]] = {("_admission", "connections"), ("_receive", "resume")}
+# Writes still made outside their owner (room, field), each removed by the step that gives the owner its API:
+# none are left.
+KNOWN_STRAYS: set[tuple[str, str]] = set()
 
 
 def _field_of(node: ast.AST, state_name: str) -> str | None:
@@ -384,3 +385,16 @@ def test_each_core_state_field_is_written_only_by_its_owner() -> None:
     assert strays == []
     stale = sorted(KNOWN_STRAYS - {(room, field) for room, field, _ in found if FIELD_OWNERS[field] != room})
     assert stale == []  # a stray that is gone leaves the list
+
+
+def test_the_slot_is_freed_in_one_place_its_release() -> None:
+    """Every way the slot settles goes through `_slot.release` (the one release path): no other function of
+    the core frees it."""
+    frees = []
+    for path in sorted(CORE.glob("_*.py")):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef):
+                frees += [(path.stem, fn.name) for node in ast.walk(fn) if isinstance(node, ast.Assign)
+                          and isinstance(node.value, ast.Constant) and node.value.value is None
+                          and any(isinstance(t, ast.Attribute) and t.attr == "slot" for t in node.targets)]
+    assert frees == [("_slot", "release")]

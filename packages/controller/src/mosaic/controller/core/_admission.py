@@ -1,6 +1,6 @@
 """The core's admission room: the gate every call passes, then a prompt's admission and its dispatch.
 
-The rules it keeps (the core's rules 1, 2 and 7b; `_core.py` lists the rooms):
+The rules it keeps (the core's rules 1, 2 and 7b; `_receive.py` lists the rooms):
 
 1. Admission is an ordered table, walked top to bottom, and the first check that answers ends it; a test
    walks the same tables. Every call first passes `CALL_GATE`: an admitted connection (`channel`, rule 7b:
@@ -14,12 +14,12 @@ The rules it keeps (the core's rules 1, 2 and 7b; `_core.py` lists the rooms):
    receipt, H12; other text is conflicting-request, H13); the request's generation (H1, H2), then the
    controlling connection (S5, H15); open admission (preflight K8, session-drift W10, fenced); the one
    pending slot, no run streaming and no drift check in flight (busy, H18, N13, the core's rule 8); the
-   text policy (draft, text-policy: `_tables.TEXT_PREFIXES`); last, the session file is still the one the
-   last drift check verified (session-drift, or held for a check: `_core_drift` rule 6, issue 27).
+   text policy (draft, text-policy: `engines/pi/_tables.TEXT_PREFIXES`); last, the session file is still the one the
+   last drift check verified (session-drift, or held for a check: `core/_drift` rule 6, issue 27).
    Refused requests send zero engine bytes.
 2. Dispatch: the prompt goes to the engine through `LinkCore.send_prompt` in the same `receive` call,
    reserving the slot first (§1 "Pending dispatch slot"); nothing stands between the last check and the
-   write. The slot is released only by reconciliation (`_core_engine`).
+   write. The slot is released only by reconciliation (`_answers`).
 """
 
 from __future__ import annotations
@@ -85,8 +85,7 @@ def served(s: CoreState, call: Call) -> str | None:
 
 def _hello_not_first(s: CoreState, asked: Asked) -> bool:
     call = asked.call
-    conn = s.connections[call.conn]
-    started, conn.started = conn.started, True
+    started = s.connections[call.conn].begin()
     if call.method == "hello" and started:
         s.refuse(call, "malformed", "hello must be the connection's first request (seed README \"Refusals\": "
                                     "a message other than hello first); this connection went on without one")
@@ -220,10 +219,10 @@ PROMPT_ADMISSION: tuple[AdmissionCheck, ...] = (
                    _not_in_control),
     AdmissionCheck("open-admission", ("preflight", "session-drift", "fenced"), "K8, W10, §1 fences",
                    _admission_closed),
-    AdmissionCheck("slot", ("busy",), "§1 pending slot; H18, N13; _core_drift (a check in flight)", _busy),
-    AdmissionCheck("text", ("draft", "text-policy"), "§4: _tables.check_text, TEXT_PREFIXES", _text_refused),
+    AdmissionCheck("slot", ("busy",), "§1 pending slot; H18, N13; core/_drift (a check in flight)", _busy),
+    AdmissionCheck("text", ("draft", "text-policy"), "§4: core/_tables.check_text, engines/pi/_tables.TEXT_PREFIXES", _text_refused),
     AdmissionCheck("session-file", ("session-drift",), "issue 27: a second writer seen before the next prompt; "
-                   "_core_drift rule 6 (held for a check when the file grew)", _session_moved),
+                   "core/_drift rule 6 (held for a check when the file grew)", _session_moved),
 )
 
 

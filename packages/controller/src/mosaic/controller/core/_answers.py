@@ -1,24 +1,24 @@
 """The core's engine room: what the engine's answers make of the dispatch slot, the poisoned pipe, and
 the overlap signals.
 
-The rules it keeps (the core's rules 2, 3 and 7a; `_tables.SLOT_TABLE`, `RECEIPT_TRANSITIONS`,
+The rules it keeps (the core's rules 2, 3 and 7a; `core/_tables.SLOT_TABLE`, `RECEIPT_TRANSITIONS`,
 `OVERLAP_SIGNALS`):
 
 1. The slot is released only by reconciliation (`_slot.reconcile`, the one release path): an error response (failed, the native
    error kept: N3, N8); an ack then agent_settled (finished, or failed ack-without-start, N11:
-   `_core_events`); an ack then a get_state written after the ack showing no run and no agent_start between
+   `_events`); an ack then a get_state written after the ack showing no run and no agent_start between
    (delivery-unknown handled-without-run, N5; FACTS a5: only such a get_state is evidence); an unknown write
    outcome (delivery-unknown transport-unknown: the pipe is poisoned, admission closes, the binding is
    uncertain; §1, H19). A released slot lets a stop chain waiting on it go on, and makes a drift check due.
-2. Receipts move only along `_tables.RECEIPT_TRANSITIONS` (`Request.move` raises otherwise); never to
+2. Receipts move only along `core/_tables.RECEIPT_TRANSITIONS` (`Request.move` raises otherwise); never to
    "unsent". An ack read after the pipe was poisoned ends delivery-unknown: nothing is written again.
 3. A poisoned pipe fences admission (`transport`), fails a drift check in flight, ends a running interrupt
    uncertain and makes the binding uncertain, unless a force stop is running (its result decides).
-4. Each signal of `_tables.OVERLAP_SIGNALS` (O1-O6; `overlap`) closes admission (fence `overlap`), makes the
+4. Each signal of `engines/pi/_tables.OVERLAP_SIGNALS` (O1-O6; `overlap`) closes admission (fence `overlap`), makes the
    binding uncertain and settles the slot's receipt delivery-unknown, reason run-overlap; a running
    interrupt ends uncertain (run-overlap) and writes no further abort. Nothing is written to the engine. A
    stopped execution's late output changes nothing. O2 is read here (an ack while another run is active);
-   the others in `_core_events`.
+   the others in `_events`.
 """
 
 from __future__ import annotations

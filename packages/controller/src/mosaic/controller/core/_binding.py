@@ -1,7 +1,7 @@
 """The core's binding room: the binding's state, its fences and the stop context. Every change to them goes
 through here (`_state.FIELD_OWNERS`: `binding_state`, `fences`, `context`).
 
-The rules it keeps (the core's rules 2 and 5; `_state` rules 1 and 2):
+The rules it keeps (the core's rules 4, 5 and 9; `_state` rule 1):
 
 1. Admission is open only while the binding is active and no fence stands (`CoreState.admission_open`); a
    fence is a reason with its detail, so every closed admission says why. One fence lifts: `interrupt`,

@@ -49,7 +49,7 @@ def connect(s: CoreState, event: Connected) -> None:
     peer = event.peer
     admitted = s.config.access.admit(peer, s.config.conversation)
     if admitted is None or peer is None:
-        # Not held by a drift check (`_core_drift` rule 2): nothing was ever sent to this connection to keep
+        # Not held by a drift check (`core/_drift` rule 2): nothing was ever sent to this connection to keep
         # in order, and it must not stay open meanwhile, its requests read.
         s.emit_unheld(CloseConnection(event.conn, "channel"))
         s.evidence("channel-refused", connection=event.conn,

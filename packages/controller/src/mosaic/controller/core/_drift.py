@@ -1,5 +1,5 @@
 """The core's drift room: when the idle session drift check runs, what it holds back meanwhile, and what
-its verdict does (the comparison itself is `_drift`, pure).
+its verdict does (the comparison itself is the engine's: Pi's is `engines/pi/_drift`, pure).
 
 The rules it keeps (the core's rule 8; brief §2 "Session drift, not foreign-writer attribution"; on when
 `CoreConfig.drift` is set):
@@ -8,8 +8,8 @@ The rules it keeps (the core's rule 8; brief §2 "Session drift, not foreign-wri
    flight on the link) after an agent_settled or a slot's release, and once when the shell starts serving
    (`TimerFired(DRIFT_START)`: the takeover check, a baseline inode and size), the core sends get_entries
    (bounded), then asks the shell to read the session file (the `read-session` effect, bounded by
-   `DRIFT_READ_TIMER`), then compares them (`_drift.check_drift`, or `check_appended` from the last clean
-   check's checkpoint; where that cannot decide, the full check).
+   `DRIFT_READ_TIMER`), then compares them (`engines/pi/_drift.check_drift`, or `check_appended` from the
+   last clean check's checkpoint; where that cannot decide, the full check).
 2. While a check is in flight a prompt refuses busy (an engine append during it would make a false
    drift), and every client action (replies, refusals, notifications, page reads) is held, in order,
    until the check ends: a turn's last records (run-settled, the finished receipt, a reconciled stop, the
@@ -19,14 +19,14 @@ The rules it keeps (the core's rule 8; brief §2 "Session drift, not foreign-wri
    session-drift), every subscriber gets a `marker` {"reason": "session-drift", ...} and evidence records
    the verdict; nothing is written to the engine or the file.
 4. Where the drift says the file does not hold the engine's own entries whole and in order
-   (`_drift.PERSISTENCE_DRIFT`: partial-line, invalid-line, not-prefix, disk-behind: what a full disk
+   (`engines/pi/_drift.PERSISTENCE_DRIFT`: partial-line, invalid-line, not-prefix, disk-behind: what a full disk
    leaves), the turn whose finished receipt the check held reads turnState `unpersisted`, never
    `completed`: no client has seen it before the check ends.
 5. A check that cannot finish (get_entries fails, times out or is malformed; the read fails or times out)
    leaves the binding uncertain with admission closed (W19): unknown is never "no drift".
 6. A second writer is seen before the next prompt runs (issue 27; `prompt_check`, the last row of
    admission). The shell looks at the file (one stat, `Call.session`) before it feeds a prompt; the core
-   compares it with the last clean check's verified point (`_drift.stat_verdict`). The same: the prompt
+   compares it with the last clean check's verified point (`engines/_verdict.stat_verdict`). The same: the prompt
    runs in this call, as before. Removed, replaced or shrunk: drift, as rule 3, and the prompt is refused
    `session-drift` with zero engine bytes. Grown, appeared, or not looked at: the prompt waits (`deferred`;
    another prompt is busy) and the check runs now (incremental from the checkpoint); when it ends the
@@ -164,7 +164,7 @@ def prompt_check(s: CoreState, call: Call) -> bool:
 
 
 def _resume(s: CoreState, look: bool) -> None:
-    """The check a deferred prompt waited for ended: the prompt goes through admission again (`_core`
+    """The check a deferred prompt waited for ended: the prompt goes through admission again (`_receive`
     feeds `resume`), with the verified point as its look (`look`), or with none (an abandoned check)."""
     call, s.deferred = s.deferred, None
     if call is not None:

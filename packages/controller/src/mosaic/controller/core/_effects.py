@@ -94,7 +94,7 @@ EFFECTS: Mapping[str, EffectKind] = MappingProxyType({row.kind: row for row in (
                "lifecycle", _force.census_done, "census", False,
                # unattached: the summary's members is null (no cohort is counted)
                {"ok": True}),
-    EffectKind(READ_SESSION, "the drift check (`_drift`, the core's rule 8): the session file after get_entries",
+    EffectKind(READ_SESSION, "the drift check (`core/_drift`, the core's rule 8): the session file after get_entries",
                '{"check": str, "from": int (the byte offset the incremental check reads from)}',
                '{"ok": True, "file": SessionBytes | None (no file)} or {"ok": False, "error": str}',
                "runtime", _drift.read_done, "read_session", False,

@@ -2,11 +2,11 @@
 
 The rules it keeps (the core's rules 6 and 7a; brief §3, §9; seed README "Overlap", "Run order"):
 
-1. Native events map through `_tables.EVENT_MAP` to CHAT-01 events carrying the execution and a
+1. Native events map through `engines/pi/_tables.EVENT_MAP` to CHAT-01 events carrying the execution and a
    per-execution sequence, sent to the subscribers at or before that sequence; agent_settled is
    run-settled, never termination; an unknown native event is counted in evidence with its type and byte
    count (C-4 interim) and shown as no event; events of another execution are dropped and counted (H14).
-   Replay is unavailable: observe returns the seam and the client reconciles at it (E4, `_core_clients`).
+   Replay is unavailable: observe returns the seam and the client reconciles at it (E4, `_clients`).
 2. Attribution by order (brief §3 "Seal and attribution"): the slot's run is the one whose agent_start
    follows the slot's ack with no overlap signal between (Pi writes the ack before the run's events,
    FACTS a5); a run that starts before the ack is another's, and its events carry no request (E3).
@@ -21,7 +21,7 @@ The rules it keeps (the core's rules 6 and 7a; brief §3, §9; seed README "Over
    between the interrupt's clear and its abort (H10); O6 a run event with no run active.
 5. A native dialog (P3) is shown disabled with a reason, never answered; once one was seen every stop's
    approval disposition is uncertain (seed "Approval").
-6. Any engine event during a drift check makes it void (`_core_drift` rule 2).
+6. Any engine event during a drift check makes it void (`core/_drift` rule 2).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _RUN_EVENTS = frozenset({"turn_start", "turn_end", "message_start", "message_upd
 
 
 def engine_events(s: CoreState, batch: EngineEvents) -> None:
-    """What the engine link produced, in read order: events here, answers and poison in `_core_engine`."""
+    """What the engine link produced, in read order: events here, answers and poison in `_answers`."""
     if batch.execution != s.execution:
         # H14: late stdout of an old engine: dropped by execution incarnation, counted, never rendered.
         s.late_events += len(batch.events)
@@ -157,7 +157,7 @@ def _agent_settled(s: CoreState) -> None:
         # O3: a settle inside a turn is not this run's: the losing prompt's finally (FACTS Part 2 F).
         _answers.overlap(s, "O3", "an agent_settled inside a run's turn")
         return
-    _drift.due(s)  # `_core_drift` rule 1: check when next idle (brief §2 "after agent_settled")
+    _drift.due(s)  # `core/_drift` rule 1: check when next idle (brief §2 "after agent_settled")
     if not run.active:
         if slot is not None and slot.prompt.succeeded and not slot.run_started:
             # N11 as Pi writes it: the ack, then agent_settled and no agent_start: the run threw before

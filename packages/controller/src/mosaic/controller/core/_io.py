@@ -1,6 +1,6 @@
 """The core's inputs and actions: the only way anything reaches the controller core or leaves it.
 
-The core (`_core.ControllerCore`) is sans-io (DESIGN.md principle 1; h11 is the model): the shells turn
+The core (`_receive.ControllerCore`) is sans-io (DESIGN.md principle 1; h11 is the model): the shells turn
 bytes, timers and finished effects into the inputs below and call `core.receive(input, now=...)`; the core
 returns actions, and the shells carry them out in order. "Under one dispatch lock" (brief §1) is "inside
 one `receive` call".
@@ -87,7 +87,7 @@ class Call:
     """A well-formed JSON-RPC request: a known method with params of the right types (the protocol layer
     refused everything else before it got here). `params` is the validated params object. `session` is the
     shell's look at the session file for a prompt (None: it took none; the core then checks the file before
-    the prompt runs, `_core_drift` rule 6)."""
+    the prompt runs, `core/_drift` rule 6)."""
 
     conn: ConnId
     rpc_id: RpcId

@@ -6,36 +6,41 @@ shape"; h11 is the model). It owns pi-rpc's `LinkCore`, so "under one dispatch l
 the rooms are modules of functions that take that state, each opening with the rules it keeps. The
 rules, numbered as the tests and the package README cite them, and where each one lives:
 
-1. Admission, in order (§1, seed README "Refusals"): `_core_admission`, two tables walked by the core
+1. Admission, in order (§1, seed README "Refusals"): `_admission`, two tables walked by the core
    and by a test: the gate every call passes (channel, capability, stale-incarnation), then a prompt's
    (malformed id, dedup H12/H13, generation, controller, preflight/session-drift/fenced, busy, the text
    policy). Refused requests send zero engine bytes.
-2. Dispatch: the slot is reserved and the prompt written in the same call (`_core_admission`); the slot is
-   released only by reconciliation (`_core_engine`, `_tables.SLOT_TABLE`).
-3. Receipts move only along `_tables.RECEIPT_TRANSITIONS`; never to "unsent" (`_state.Request.move`).
-4. R3-1 (§3), the interrupt's stop chain: `_core_chain`, a step and a transition table checked at import.
-5. Force stop, confirmations (H17), recover and the effects' results: `_core_force` (the effect kinds:
-   `_effects.EFFECTS`).
-6. Events (§3, §9): the native map, attribution by order, the run's settle, dialogs: `_core_events`.
+2. Dispatch: the slot is reserved and the prompt written in the same call (`_admission`, `_slot.reserve`);
+   the slot is released in one place, by reconciliation (`_slot.release`; `_answers`, `_events` and
+   `_force` say how it settled; `core/_tables.SLOT_TABLE`).
+3. Receipts move only along `core/_tables.RECEIPT_TRANSITIONS`; never to "unsent" (`_values.Request.move`).
+4. R3-1 (§3), the interrupt's stop chain: `_chain`, a step and a transition table checked at import; every
+   stop is written there, and every way a chain ends is a row of its table.
+5. Force stop, confirmations (H17), recover and the effects' results: `_force` (the effect kinds:
+   `_effects.EFFECTS`, one table every dispatch site reads).
+6. Events (§3, §9): the native map, attribution by order, the run's settle, dialogs: `_events`.
 7. Disconnect never releases control or a claim (H11); observe and its seam (E4), takeover and
-   recovery control: `_core_clients`.
+   recovery control: `_clients`.
 7a. Attribution by order and the overlap signals (seed README "Overlap", "Run order"): read in
-   `_core_events`, acted on in `_core_engine.overlap`; the abort decided at the end of the call that read
-   its clear's answer (H10: `_core_chain`'s `receive-ended`).
+   `_events`, acted on in `_answers.overlap`; the abort decided at the end of the call that read
+   its clear's answer (H10: `_chain`'s `receive-ended`).
 7b. Who may connect, and what they may do (seed README "Refusals"; `_access`): closed `channel` at connect
-   (`_core_clients`), every call checked against the caller's grant first (`_core_admission`).
-8. Session drift (§2; on when `CoreConfig.drift` is set): `_core_drift` schedules the idle check, holds
-   client actions while it runs and acts on its verdict (`_drift` compares, pure); before a prompt runs it
-   compares the shell's look at the file with the last verified point, and holds the prompt for a check
-   when the file grew (issue 27; admission's last row, fed again through `_call` when the check ends).
+   (`_clients`), every call checked against the caller's grant first (`_admission`).
+8. Session drift (§2; on when `CoreConfig.drift` is set): `core/_drift` schedules the idle check, holds
+   client actions while it runs and acts on its verdict (the engine's compare decides, pure: Pi's is
+   `engines/pi/_drift`); before a prompt runs it compares the shell's look at the file with the last
+   verified point, and holds the prompt for a check when the file grew (issue 27; admission's last row,
+   fed again through `_call` when the check ends).
+9. The binding's state, its fences and the stop context change only in `_binding` (uncertain is one-way).
 
-The shared state and its helpers (emit, refuse, record, evidence, the binding record, fences, uncertain,
-control checks) are `_core_state`. The rooms import downward only, in this order (a room calls one above
-it only through the core's dispatch, never by import):
+The shared state is one record, `_state.CoreState`, with its own helpers (the outbox and its hold, refuse,
+record, evidence, the binding record, control checks, `ask` for an effect); each of its fields is written
+only by its owner room (`_state.FIELD_OWNERS`, checked by a test). The values it holds are `_values`. The
+rooms import downward only, in this order (a room calls one above it only through the core's dispatch,
+never by import):
 
-    _effects, _state  <  _core_state  <  _core_chain, _core_drift  <  _core_engine  <  _core_events
-    _core_state  <  _core_admission, _core_clients;   _core_drift  <  _core_admission;
-    _core_chain  <  _core_force;   all  <  _core
+    _io, _values, _tables  <  _state  <  _binding  <  _drift  <  _chain  <  _slot  <  _answers  <  _events
+      <  _admission, _clients, _force  <  _effects  <  _receive
 """
 
 from __future__ import annotations
@@ -110,15 +115,15 @@ class ControllerCore:
         _chain.feed(s, "receive-ended")  # the interrupt's abort, decided now (H10)
         if s.config.drift is not None:
             _drift.step(s)
-            if s.resume is not None:  # a prompt held for the check that just ended (rule 8; `_core_drift` rule 6)
-                call, s.resume = s.resume, None
+            call = _drift.take_resume(s)
+            if call is not None:  # a prompt held for the check that just ended (rule 8; `core/_drift` rule 6)
                 _call(s, call)
                 _drift.step(s)
         return s.take_out()
 
     def wants_session_stat(self, call: Call) -> bool:
         """True when the shell should look at the session file (`Call.session`, one stat) before it feeds
-        `call`: a prompt, with the drift check on (`_core_drift` rule 6). Without a look, the core reads the
+        `call`: a prompt, with the drift check on (`core/_drift` rule 6). Without a look, the core reads the
         file before the prompt runs."""
         return call.method == "prompt" and self._s.config.drift is not None
 

@@ -4,12 +4,12 @@ FIELD_OWNERS`: `slot`, `requests`, `settled`, `retired`).
 The rules it keeps (the core's rules 2 and 3; brief §1 "Pending dispatch slot"):
 
 1. The slot is reserved before the prompt is written, in the same `receive` call (`reserve`); it holds one
-   request, whose receipt moves only along `_tables.RECEIPT_TRANSITIONS` (`advance`, `Request.move`).
+   request, whose receipt moves only along `core/_tables.RECEIPT_TRANSITIONS` (`advance`, `Request.move`).
 2. The slot is released in one place (`release`), however it settles (`Settle`: an error response, an ack
    read after the pipe was poisoned, an ack with no run, an unknown write, an ack then a settle with no
    start, the run's settle, an overlap signal, a force stop): its receipt moves to where that settle
    ends it, the slot is freed, the receipt goes to the subscribers, the request retires, a drift check is
-   due (the item settled; an extension-handled input may have appended: `_drift` rule 1) and the running
+   due (the item settled; an extension-handled input may have appended: `core/_drift` rule 1) and the running
    chain is told (`slot-released`, or the overlap that ended it). Reconciliation (`reconcile`) then
    broadcasts the binding; an overlap and a force stop broadcast it once at their end.
 3. A settled request stays among the last RECENT_RECEIPTS settled (what observe repeats); older ones keep
@@ -109,7 +109,7 @@ def release(s: CoreState, settle: Settle, *, then: ChainEvent = "slot-released")
 
 
 def reconcile(s: CoreState, settle: Settle) -> None:
-    """Reconciliation settled the slot's item (`_tables.SLOT_TABLE`): released, then the binding goes out."""
+    """Reconciliation settled the slot's item (`core/_tables.SLOT_TABLE`): released, then the binding goes out."""
     release(s, settle)
     s.broadcast_binding()
 

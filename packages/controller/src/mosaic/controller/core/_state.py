@@ -1,23 +1,17 @@
-"""The controller core's shared state and the small helpers every room uses (`_core.py` lists the rooms).
+"""The controller core's one record, `CoreState`, and the helpers every room uses (`_receive` lists the rooms).
 
 `CoreState` is one execution's state: control (generation, controller), connections, the binding, the
 fences, the slot, the run, the stop chains, requests and receipts, confirmations, the event sequence,
-evidence counters and the drift check's state. The rooms (`_core_admission`, `_core_chain`, ...) are
-functions that take it; none holds state of its own. It keeps these rules:
+evidence counters and the drift check's state. The rooms (`_admission`, `_chain`, ...) are functions that
+take it; none holds state of its own. It keeps these rules:
 
-1. Admission is open only while the binding is active and no fence stands (`admission_open`); a fence is
-   a reason with its detail, so every closed admission says why.
-2. `uncertain` is one-way: the binding goes uncertain, admission stays closed, the claim is asked to say
-   so (the `claim-uncertain` effect, once), and only a force stop moves it on (§1, §3). A stopped binding
-   stays stopped.
+1. Admission is open only while the binding is active and no fence stands (`admission_open`; `_binding`
+   rule 1 says who changes them).
+2. Control is checked generation first, then the controlling connection (seed "Refusals" order).
 3. Client actions (replies, refusals, notifications, page reads, closes: `CLIENT_ACTIONS`) go out through
-   `emit`, which holds them, in order, while a drift check is in flight (`held`, `_core_drift` rule 2).
-4. Control is checked generation first, then the controlling connection (seed "Refusals" order).
-5. A settled request stays among the last RECENT_RECEIPTS settled (what observe repeats); older ones keep
-   only what an exact retry needs (H12, H13), as a tuple of atoms (`retire`).
-6. A stop's approval disposition is uncertain once the execution showed a dialog (seed "Approval").
-7. The effects it asks for are rows of `_effects.EFFECTS` (`ask` refuses any other kind: a bug).
-8. Each field has one owner, the room that writes it (`FIELD_OWNERS`); `CoreState` stays the one record.
+   `emit`, which holds them, in order, while a drift check is in flight (`held`, `core/_drift` rule 2).
+4. The effects it asks for are rows of `_effects.EFFECTS` (`ask` refuses any other kind: a bug).
+5. Each field has one owner, the room that writes it (`FIELD_OWNERS`); `CoreState` stays the one record.
 """
 
 from __future__ import annotations
@@ -68,12 +62,12 @@ class Bounds:
 
     command: float = 30.0  # default response bound of an engine command (LinkCore)
     prompt_ack: float = 60.0  # a prompt's preflight (extension handlers run before the ack)
-    clear: float = 10.0  # clear_queue: past it the outcome is unknown (`_core_chain` rule 2: no abort)
+    clear: float = 10.0  # clear_queue: past it the outcome is unknown (`_chain` rule 2: no abort)
     probe: float = 10.0  # the get_state written after an ack
     settle: float = 30.0  # abort -> the run settled; past it the stop is uncertain (K9)
     confirmation_ttl: float = 300.0
-    max_cycles: int = 3  # `_core_chain` rules 4 and 5: clear/abort cycles
-    drift: float = 10.0  # the drift check's get_entries, and then its file read (`_core_drift` rule 5; W19)
+    max_cycles: int = 3  # `_chain` rules 4 and 5: clear/abort cycles
+    drift: float = 10.0  # the drift check's get_entries, and then its file read (`core/_drift` rule 5; W19)
 
 
 @dataclass(frozen=True)
@@ -95,7 +89,7 @@ class CoreConfig:
     # opens), an orphan found at restart (W6: uncertain, no engine to write to), a stop to continue.
     state: BindingState = "active"
     fences: Mapping[str, str] = field(default_factory=dict)
-    # The idle drift check (`_core_drift`): None turns it off (a core with no session file to compare).
+    # The idle drift check (`core/_drift`): None turns it off (a core with no session file to compare).
     drift: DriftConfig | None = None
     # What the lifecycle's restart found of earlier executions on this pair (W7: the effectReport of tool
     # calls a reboot or a crash left open, uncertain): every observe reports them.
@@ -123,7 +117,7 @@ def text_digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-# Who writes each field of `CoreState` (rule 8): the room that owns it assigns it, mutates its container and
+# Who writes each field of `CoreState` (rule 5): the room that owns it assigns it, mutates its container and
 # changes its values' attributes; every other room reads it, or asks the owner (a function of the owner's
 # room, or a method of the value). `_state` is the record's own helpers: the outbox and its hold, ids, the
 # subscriber cache, the clock of one `receive`, and what construction sets once.
@@ -180,16 +174,16 @@ class CoreState:
         self.out: list[Action] = []
         self.subs: tuple[ConnId, ...] | None = ()
         self.now = now
-        # `_core_drift`: the drift check in flight, whether one is due, what the last clean check saw of the
+        # `core/_drift`: the drift check in flight, whether one is due, what the last clean check saw of the
         # file, and the client actions held while it runs (None: not holding).
         self.drift_check: DriftCheck | None = None
         self.held: list[Action] | None = None
         self.drift_verdict: Verdict | None = None  # the last check's verdict (None: it could not finish)
         self.drift_due = False
         self.drift_seen: FileIdentity | None = None
-        # The last clean check's (`_core_drift` rule 1: the next one goes on from it).
+        # The last clean check's (`core/_drift` rule 1: the next one goes on from it).
         self.checkpoint: Checkpoint | None = None
-        # A prompt held until the check it started ends, then fed through admission again (rule 6).
+        # A prompt held until the check it started ends, then fed through admission again (`core/_drift` rule 6).
         self.deferred: Call | None = None
         self.resume: Call | None = None
 
@@ -239,7 +233,7 @@ class CoreState:
             self.held = [rewrite(action) for action in self.held]
 
     def ask(self, kind: EffectName, payload: Mapping[str, Any], *, effect_id: str | None = None) -> str:
-        """Emit the effect `kind` (a row of `EFFECTS`, rule 7) under `effect_id` (a fresh `e` id by
+        """Emit the effect `kind` (a row of `EFFECTS`, rule 4) under `effect_id` (a fresh `e` id by
         default); return its id."""
         assert kind in EFFECT_NAMES, kind
         effect = effect_id if effect_id is not None else self.new_id("e")
@@ -312,7 +306,7 @@ class CoreState:
         return self.controller is not None and call.conn == self.controller
 
     def check_control(self, call: Call, generation: int) -> bool:
-        """Generation, then controlling connection (rule 4). False when refused."""
+        """Generation, then controlling connection (rule 2). False when refused."""
         if generation != self.generation:
             # Mutant 1 removes this recheck: a stale generation from the controlling connection slips by.
             self.refuse(call, "generation", f"generation {generation} is not the current {self.generation}")

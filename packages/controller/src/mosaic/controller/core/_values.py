@@ -1,6 +1,6 @@
 """The controller core's state values: requests and their receipts, the pending slot, the run, stops,
 confirmations, connections and the drift check in flight. Plain mutable dataclasses owned by one
-`ControllerCore` (through its `_core_state.CoreState`); no I/O.
+`ControllerCore` (through its `_state.CoreState`); no I/O.
 
 Each value knows its CHAT-01 record (`to_record`), so what a client sees is built in one place per
 record type (schemas/chat-01-control.schema.json validates every one of them in the tests).
@@ -26,8 +26,9 @@ BindingState = Literal["active", "stopping", "uncertain", "stopped"]
 StopKind = Literal["interrupt", "force-stop"]
 StopState = Literal["stopping", "reconciled", "uncertain", "stopped", "superseded"]
 # Where a stop chain stands: one name, "step", in the code (the stop record's wire field keeps the schema's
-# name, "phase"). An interrupt starts at "start" and moves along `_core_chain.CHAIN_TRANSITIONS`; a force
-# stop is "requested" until its effect is done. Every chain ends at "done".
+# name, "phase"). An interrupt starts at "start" and moves along `_chain.CHAIN_TRANSITIONS`; a force
+# stop is "requested" until its effect is done. A chain that ends ends at "done", but for an interrupt a
+# force stop superseded: its record keeps the step it stood in (its state "superseded", `_chain` rule 6).
 StopStep = Literal["start", "clear", "abort-due", "abort", "preflight-wait", "probe-wait", "post-clear",
                    "slot-wait", "requested", "done"]
 
@@ -131,7 +132,6 @@ class Slot:
     probe: Command | None = None  # get_state written after the ack was read (handled-without-run check)
     run_started: bool = False  # an agent_start read after the ack, while this slot was held
     user_started: bool = False  # the first user message_start of that run
-    fenced_at: SlotCase | None = None  # the slot's case when a fence landed
 
     def case(self) -> SlotCase:
         """Where the slot stands now, as a row of SLOT_TABLE (the row a fence landing now would use). The
@@ -277,6 +277,11 @@ class Conn:
     quiet_at_subscribe: bool = False
     reads: dict[RpcId, tuple[str | None, int, bool, bool]] = field(default_factory=dict)
     # observe calls awaiting their page: (cursor, the sequence at the call, quiet at the call, a limit given)
+
+    def begin(self) -> bool:
+        """The connection makes a request: whether it had made one before (a hello after one is refused)."""
+        started, self.started = self.started, True
+        return started
 
 
 @dataclass(eq=False)

@@ -1,7 +1,7 @@
 """The controller's socket server: the asyncio shell that moves JSON-RPC lines between clients and the core
 (`SocketServer`), its bounds (`ServerLimits`), where its socket may live (`SocketPathError`, `socket_state`),
 who connected (`read_peer`), and what a connection holds (`ConnectionStats`, `Placeholder`). The rules are
-at the top of `_server.py`."""
+at the top of `_socket_server.py`."""
 
 from __future__ import annotations
 

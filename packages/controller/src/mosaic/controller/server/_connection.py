@@ -1,5 +1,5 @@
 """One client of the controller's socket: its read buffer, its outbox and its ending (rules 2, 3, 5 and 6
-of `_server.py`, and the memory bounds there). A connection knows nothing of the other connections or of
+of `_socket_server.py`, and the memory bounds there). A connection knows nothing of the other connections or of
 the core: it reaches both only through its `ConnectionHost` (the `SocketServer`), whose few methods are
 named below.
 """

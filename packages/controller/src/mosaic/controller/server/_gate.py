@@ -4,7 +4,7 @@ The controller's own check (`_access`: SO_PEERCRED at accept, then the grant) de
 this gate decides who can connect(2) in the first place, so that a uid no grant names never gets a
 connection (no connection slot, no byte parsed) and the controller is the second line, not the only one.
 Connecting to a Unix socket needs search (x) on every directory of its path and write on the socket
-(unix(7)). The socket directory is private to the owner (0700, `_server`'s rule 1); with grants, the server
+(unix(7)). The socket directory is private to the owner (0700, `_socket_server`'s rule 1); with grants, the server
 gives it and the socket POSIX access ACLs (acl(5)) naming exactly the granted uids and gids:
 
 - the directory: the owner rwx, each granted uid and gid ``--x`` (search only: they cannot list it, create,

@@ -37,7 +37,7 @@ The rules this file keeps (brief §1 "Controller and transport"; JSON-RPC 2.0; `
    written as a ``\\udXXX`` escape (what ``JSON.stringify`` does), so the bytes are always valid UTF-8.
    Any `Mapping` is written as an object (the core hands out read-only mappings); a value JSON cannot
    carry (NaN, a set, bytes) raises ``ValueError``/``TypeError``: that is a bug in the
-   caller, and the server turns it into -32603 for the request (see `_server`).
+   caller, and the server turns it into -32603 for the request (see `_socket_server`).
 """
 
 from __future__ import annotations

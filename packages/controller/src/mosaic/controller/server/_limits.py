@@ -1,4 +1,4 @@
-"""The bounds that keep one controller alive under any set of clients (`_server.py`'s memory and deadline
+"""The bounds that keep one controller alive under any set of clients (`_socket_server.py`'s memory and deadline
 rules): connections, backlog, line, outbox, deadlines. Every field is checked at construction."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ timers from `call_later`, and the results of work done off the loop (history pag
 with `call_soon_threadsafe`.
 
 A prompt, with the drift check on, waits for one look at the session file before the core sees it
-(`ControllerCore.wants_session_stat`; the core's `_core_drift` rule 6): the look (`session_stat`, a
+(`ControllerCore.wants_session_stat`; the core's `core/_drift` rule 6): the look (`session_stat`, a
 safe-open open and fstat) runs off the loop on a thread of its own, and every input that arrives meanwhile
 (calls, engine events, timers, effect results) waits behind the prompt, in order, so the core sees the
 inputs in the order they came, the prompt with its look attached (`Call.session`). It costs the prompt

@@ -1,5 +1,5 @@
 """The controller's listening socket: where it may live, how it is bound, what is at a socket path, and who
-connected (rules 1 and 7 of `_server.py`).
+connected (rules 1 and 7 of `_socket_server.py`).
 
 1. The socket lives in a private directory: a directory (not a symlink), owned by this uid, mode exactly
    0700 (or the gate a controller that did not close left: 0710, an ACL of search only, which is reset to
@@ -11,7 +11,7 @@ connected (rules 1 and 7 of `_server.py`).
    removed and the bind tried once more; a socket something accepts on refuses "live" (`socket_state`).
    `Listener.close` unlinks only the socket file this listener created (same inode).
 3. With `reach` (the granted uids and gids) the socket and its directory get ACLs that let exactly those
-   reach the socket (`_socket_gate`), set after bind and before listen; the directory goes back to 0700
+   reach the socket (`_gate`), set after bind and before listen; the directory goes back to 0700
    at close.
 4. The peer's credentials are read once, right after accept(2) (`read_peer`: SO_PEERCRED, and
    SO_PEERGROUPS when a gid is granted).

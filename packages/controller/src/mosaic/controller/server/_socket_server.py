@@ -11,7 +11,7 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
 1. The socket lives in a private directory (a directory owned by this uid, mode 0700), checked through an
    fd and bound through the same fd; an existing path is refused, never unlinked, but a socket nobody
    accepts on (a crashed controller's); `aclose` unlinks only the socket file this server created. The
-   rules and their reasons are `_server_socket`'s (`Listener`, `socket_state`, `SocketPathError`).
+   rules and their reasons are `_socket`'s (`Listener`, `socket_state`, `SocketPathError`).
 2. One message per LF-terminated line, split on LF only (U+2028/U+2029 are ordinary bytes). Requests of
    one connection are validated and handed to ``on_input`` one at a time, in the order read; ``ping`` is
    answered here (result ``{}``) and never reaches ``on_input``.
@@ -40,7 +40,7 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    and SO_PEERGROUPS when ``reach`` names a gid) and passed in ``Connected(conn, peer)``; the core decides
    (`_access`) and closes a peer no grant names (`CloseConnection` "channel") before any of its bytes are
    read. With ``reach`` (the granted uids and gids) the socket and its directory get ACLs that let exactly
-   those reach the socket (`_socket_gate`), set after bind and before listen, and the directory goes back
+   those reach the socket (`_gate`), set after bind and before listen, and the directory goes back
    to 0700 at `aclose`.
 
 8. The connection bound is shared (issue 28 item 2): each uid other than the owner holds at most its share
@@ -49,10 +49,10 @@ The rules this file keeps (brief §1 "Controller and transport", "Clients connec
    policy's), so a neighbour's connections can never lock the owner out of its own controller. A peer past
    what it may take reads ``closing`` "too-many-connections" with a message naming the share or reserve.
 
-Each connection is a `_server_connection.ServerConnection`: its buffers, outbox and ending (rules 2, 3, 5,
+Each connection is a `_connection.ServerConnection`: its buffers, outbox and ending (rules 2, 3, 5,
 6 and the bounds below). It reaches this server only through `ConnectionHost`: the loop and clock, whether a
 new connection may be served and its name, the tables of connections, the core, the answer encoder and the
-bug log. The bounds themselves are `_server_limits.ServerLimits`.
+bug log. The bounds themselves are `_limits.ServerLimits`.
 
 Memory per connection is bounded (and `ConnectionStats` reports the peaks):
 
