@@ -22,9 +22,28 @@ from ._eligibility import (
 from ._engine_uids import EngineUids, Lease, claim_over, hand_over, live_uids
 from ._guard import RULES, LiveRoots, LiveSessionGuard
 from ._launching import Controller, EngineSpec, Hooks, Placement
-from ._ports import Execution, LifecyclePorts
+from ._ports import (
+    POOL_WORKERS,
+    CgroupCohort,
+    ClaimsPort,
+    CohortPort,
+    Execution,
+    LifecyclePorts,
+    Pool,
+    WriterClaims,
+)
+from ._steps import LAUNCH_POINTS, START_STEPS, STOP_POINTS
 
 __all__ = [
+    "LAUNCH_POINTS",
+    "POOL_WORKERS",
+    "START_STEPS",
+    "STOP_POINTS",
+    "CgroupCohort",
+    "ClaimsPort",
+    "CohortPort",
+    "Pool",
+    "WriterClaims",
     "RECORD_DIR",
     "RULES",
     "ClaimCohortProbe",

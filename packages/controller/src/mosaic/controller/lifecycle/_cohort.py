@@ -173,16 +173,17 @@ def run_force_stop(
 
 
 def stop_and_release(claim: Claim, ref: CohortRef, request: StopRequest, *, confirmation: str | None,
-                     manager: UserManager | None, verifier: FixtureVerifier | None, grace: float,
-                     on_phase: Callable[[str], None] | None) -> dict[str, Any]:
+                     verifier: FixtureVerifier | None, grace: float, on_phase: Callable[[str], None] | None,
+                     manager: UserManager | None = None, executor: StopExecutor | None = None) -> dict[str, Any]:
     """Brief §6 "Force stop" on the recorded cohort (`run_force_stop`), then the claim as the proof says:
     stopped (released by the proof's digest) only when the cohort proof says so; otherwise the claim stays
     held, uncertain. Blocking. Returns the stop's result for the core: ``state`` "stopped" (with
-    ``proofDigest``, ``members``, ``published``, ``proof``) or "uncertain" (with ``reason``, ``detail``)."""
+    ``proofDigest``, ``members``, ``published``, ``proof``) or "uncertain" (with ``reason``, ``detail``).
+    `executor` performs the stop's actions (cgroup-cohort's for `ref` and `manager` when None)."""
     stop_id = request.stop_id
     try:
         run = run_force_stop(claim, ref, request, confirmation=confirmation, manager=manager, verifier=verifier,
-                             grace=grace, on_phase=on_phase)
+                             grace=grace, on_phase=on_phase, executor=executor)
     except ClaimWriteError as exc:
         return unwritten(claim, exc, stop_reach(claim))
     if run.outcome.state == "stopped" and run.proof is not None:

@@ -152,6 +152,7 @@ class ControllerRuntime:
         workers: int = 2,
         engine_hook: Callable[[list[LinkEvent]], None] | None = None,
         session_stat: SessionStatter | None = None,
+        pool: ThreadPoolExecutor | None = None,
     ) -> None:
         if link is not None and link.core is not core.link:
             raise ValueError("the engine link must run over the core's own LinkCore (EngineLink(core=core.link))")
@@ -170,7 +171,9 @@ class ControllerRuntime:
         self.effects: EffectPorts = _HandlerPorts(effects) if callable(effects) else effects
         self.evidence: deque[Evidence] = deque(maxlen=EVIDENCE_KEPT)
         self._evidence_path = evidence_path
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mosaic-controller")
+        # Blocking work off the loop: the pool given (the lifecycle's one pool, which it shuts down), or its own.
+        self._own_pool = pool is None
+        self._pool = pool or ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mosaic-controller")
         # The prompt's look runs on a thread of its own: never behind a page or a drift read in the pool.
         self._stat_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mosaic-controller-stat")
         self._waiting: deque[Input] = deque()  # inputs that came while a prompt's look was taken
@@ -219,7 +222,8 @@ class ControllerRuntime:
         await self.server.aclose()
         if self.link is not None:
             await self.link.aclose()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._own_pool:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self._stat_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the one way in ------------------------------------------------------------------------------------
