@@ -514,3 +514,85 @@ def test_pgroup_with_unreadable_host_is_unavailable_and_silent(ref_factory, requ
     done = m.feed(IdentityObserved(ObservedIdentity(None)))
     assert isinstance(done, Finish)
     assert (done.outcome.reason, done.outcome.signalled) == ("identity-unavailable", False)
+
+
+# ----------------------------------------------------------------------- force_stop's hooks: on_phase
+
+
+class _Scripted:
+    """A `StopExecutor` that answers each action with the next scripted event, logging what it was asked."""
+
+    def __init__(self, log: list[str], events: list[object]) -> None:
+        self.log, self.events = log, list(events)
+
+    def perform(self, action: object) -> object:
+        self.log.append(f"perform {type(action).__name__}")
+        return self.events.pop(0)
+
+    def close(self) -> None:
+        self.log.append("close")
+
+
+def _clean_run(ref: CohortRef, identity: ObservedIdentity) -> list[object]:
+    return [IdentityObserved(identity), TermSent((M1, M2)), GraceEnded(populated=True), Frozen(True),
+            Enumerated((M1, M2), stable=True), FrozenRechecked(True), Killed(populated0=True, at=1000.5),
+            Reaped(tuple(Death(m, 1000.6, "reaped", signal=9) for m in (M1, M2)))]
+
+
+@pytest.mark.parametrize("kind", ["scope", "direct"])
+def test_force_stop_reports_each_phase_once_before_its_first_action_and_before_on_action(
+        kind, ref_factory, identity_factory, request_):
+    """The seam a controller publishes phases through (brief §6: each phase is recorded before any signal
+    of it): `on_phase` once per phase change, before that phase's first action and before `on_action`."""
+    from mosaic.cgroup_cohort import force_stop
+
+    ref = ref_factory(kind)
+    log: list[str] = []
+    result = force_stop(ref, request_, executor=_Scripted(log, _clean_run(ref, identity_factory(ref))),
+                        on_phase=lambda phase: log.append(f"phase {phase}"),
+                        on_action=lambda machine, action: log.append(f"action {type(action).__name__}"))
+    assert result.outcome.state == "stopped" and result.proof is not None
+    assert log == ["phase identity", "action CheckIdentity", "perform CheckIdentity",
+                   "phase term", "action SendTerm", "perform SendTerm",
+                   "phase grace", "action AwaitGrace", "perform AwaitGrace",
+                   "phase freeze", "action Freeze", "perform Freeze",
+                   "phase enumerate", "action Enumerate", "perform Enumerate",
+                   "phase recheck", "action RecheckFrozen", "perform RecheckFrozen",
+                   "phase kill", "action Kill", "perform Kill",
+                   "phase collect", "action Collect", "perform Collect", "close"]
+
+
+def test_force_stop_reports_the_phase_an_on_action_hook_moved_the_machine_to_before_performing_it(
+        ref_factory, identity_factory, request_):
+    from mosaic.cgroup_cohort import force_stop
+
+    ref = ref_factory("direct")
+    identity = identity_factory(ref)
+    log: list[str] = []
+
+    def land(machine: StopMachine, action: object) -> None:  # the identity observed from outside
+        log.append(f"action {type(action).__name__}")
+        if isinstance(action, CheckIdentity):
+            machine.feed(IdentityObserved(identity))
+
+    result = force_stop(ref, request_, executor=_Scripted(log, _clean_run(ref, identity)[1:]),
+                        on_phase=lambda phase: log.append(f"phase {phase}"), on_action=land)
+    assert result.outcome.state == "stopped"
+    assert log[:5] == ["phase identity", "action CheckIdentity", "phase term", "action SendTerm", "perform SendTerm"]
+
+
+def test_a_raise_from_on_phase_closes_the_executor_and_propagates_with_nothing_of_that_phase_performed(
+        ref_factory, identity_factory, request_):
+    from mosaic.cgroup_cohort import force_stop
+
+    ref = ref_factory("direct")
+    log: list[str] = []
+
+    def publish(phase: str) -> None:
+        if phase == "term":
+            raise OSError(28, "No space left on device")
+        log.append(f"phase {phase}")
+
+    with pytest.raises(OSError):
+        force_stop(ref, request_, executor=_Scripted(log, _clean_run(ref, identity_factory(ref))), on_phase=publish)
+    assert log == ["phase identity", "perform CheckIdentity", "close"]  # no SendTerm: nothing signalled

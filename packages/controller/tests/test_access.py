@@ -380,7 +380,7 @@ def test_grants_on_a_file_system_without_acls_refuse_to_serve_and_leave_nothing(
 
     async def main() -> None:
         with socket_dir() as d:
-            monkeypatch.setattr("mosaic.controller._socket_gate.os.setxattr", no_acls)
+            monkeypatch.setattr("mosaic.controller.server._gate.os.setxattr", no_acls)
             with pytest.raises(SocketPathError) as info:
                 await SocketServer(d.sock, lambda e: None, reach=((65534,), ())).start()
             assert info.value.reason == "no-acl"

@@ -461,3 +461,103 @@ def test_the_overlap_table_walked_row_by_row_is_the_seeds_O1_to_O6_as_the_readme
             break
         listed.append(text.strip("|").split("|")[0].strip())
     assert listed == walked
+
+
+# ------------------------------------------------------------------- rule 8: the chain's rows, walked
+
+def test_rule8_every_chain_row_names_where_it_leads_and_every_ending_is_a_row() -> None:
+    """h11's form: each (step, event) row names the steps its handler may leave the stop in; the settle bound,
+    an overlap and a poisoned pipe end any waiting step (done), a superseding force stop keeps the step it
+    stood in, a force stop's result ends it; from every waiting step, done can be reached."""
+    from typing import get_args
+
+    from mosaic.controller.core import CHAIN_TRANSITIONS, StopStep
+
+    steps = set(get_args(StopStep))
+    waiting = {st for st, _ in CHAIN_TRANSITIONS if st != "requested"}
+    assert waiting == {"clear", "abort-due", "abort", "preflight-wait", "probe-wait", "post-clear", "slot-wait"}
+    for (step, event), row in CHAIN_TRANSITIONS.items():
+        assert row.leads_to and row.leads_to <= steps, (step, event)
+    for step in waiting:
+        for ending in ("settle-timeout", "overlap", "poisoned"):
+            assert CHAIN_TRANSITIONS[step, ending].leads_to == {"done"}, (step, ending)
+        assert CHAIN_TRANSITIONS[step, "superseded"].leads_to == {step}
+    assert CHAIN_TRANSITIONS["requested", "stop-done"].leads_to == {"done"}
+    onward = {st: set().union(*(row.leads_to for (s, ev), row in CHAIN_TRANSITIONS.items() if s == st
+                                and ev not in ("settle-timeout", "overlap", "poisoned", "superseded")))
+              for st in waiting}
+    for start in waiting:
+        seen, todo = set(), [start]
+        while todo:
+            st = todo.pop()
+            if st not in seen:
+                seen.add(st)
+                todo.extend(onward.get(st, ()))
+        assert "done" in seen, start
+
+
+def _at(step: str) -> Harness:
+    """A harness whose interrupt waits in `step`."""
+    h = Harness()
+    h.controller()
+    if step in ("clear", "abort", "post-clear"):
+        external_run(h)
+        interrupt(h)
+        if step != "clear":
+            h.respond("clear_queue", data=queues())
+        if step == "post-clear":
+            aborted(h)
+            h.respond("abort")
+    elif step == "preflight-wait":
+        h.prompt("c1", "hello")  # written, no answer yet
+        interrupt(h)
+        h.respond("clear_queue", data=queues())
+        h.respond("abort")  # Pi was still in preflight: idle, answered at once
+    elif step == "probe-wait":
+        h.prompt("c1", "hello")
+        h.respond("prompt")  # its probe (get_state) is in flight
+        interrupt(h)
+        h.respond("clear_queue", data=queues())
+        h.respond("abort")
+    assert h.core.stop is not None and h.core.stop.step == step, (step, h.core.stop)
+    return h
+
+
+STEPS = ("clear", "abort", "post-clear", "preflight-wait", "probe-wait")
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_rule8_an_overlap_ends_the_interrupt_in_any_step_uncertain_with_no_further_write(step: str) -> None:
+    h = _at(step)
+    written = h.written_types()
+    if h.core.run.active:
+        h.engine({"type": "agent_start"})  # O1: inside the run's turn
+    else:
+        h.engine({"type": "turn_start"})  # O6: a run event with no run active
+    final = stop_records(h)[-1]
+    assert (final["state"], final["phase"], final["reason"]) == ("uncertain", "done", "run-overlap")
+    assert h.core.stop is None and h.written_types() == written and not h.core.admission_open
+
+
+@pytest.mark.parametrize("step", ("clear", "post-clear", "probe-wait"))
+def test_rule8_a_poisoned_pipe_ends_the_interrupt_in_any_step_uncertain(step: str) -> None:
+    h = _at(step)
+    h.advance(max(h.core.bounds.clear, h.core.bounds.probe) + 1)  # its command waits past its bound: poisoned
+    assert h.core.link.poisoned is not None
+    final = stop_records(h)[-1]
+    assert (final["state"], final["phase"], final["reason"]) == ("uncertain", "done", "transport-unknown")
+    assert h.core.stop is None and h.core.binding_state == "uncertain"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_rule8_a_force_stop_supersedes_the_interrupt_in_any_step_whose_record_keeps_its_phase(step: str) -> None:
+    h = _at(step)
+    interrupted = h.core.stop
+    assert interrupted is not None
+    cid = h.confirm("c1")
+    reply = h.call("c1", "force-stop", confirmation=cid)
+    assert isinstance(reply, dict), reply
+    superseded = [r for r in stop_records(h) if r["stop"] == interrupted.stop_id][-1]
+    assert (superseded["state"], superseded["phase"]) == ("superseded", step)
+    assert superseded["supersededBy"] == reply["stop"]["stop"] == h.core.stop.stop_id
+    assert reply["stop"]["supersedes"] == interrupted.stop_id and h.core.stop.step == "requested"

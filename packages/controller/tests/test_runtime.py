@@ -275,3 +275,125 @@ def test_N8_a_prompt_racing_an_extensions_run_through_the_controller_on_the_fake
             await client.close()
 
     asyncio.run(main())
+
+
+# ---------------------------------------------------------------- a bug in the core never costs an answer
+
+def _core_raising_on(rig: FakeRig, predicate: Any) -> list[Any]:
+    """Make the rig's core raise (a bug) on every input `predicate` picks; the inputs it raised on."""
+    core = rig.core
+    receive = core.receive
+    raised: list[Any] = []
+
+    def buggy(event: Any, *, now: float) -> Any:
+        if predicate(event):
+            raised.append(event)
+            raise ZeroDivisionError("core bug")
+        return receive(event, now=now)
+
+    core.receive = buggy  # type: ignore[method-assign]
+    return raised
+
+
+def test_a_call_the_core_raises_on_is_answered_internal_error_and_serving_goes_on(tmp_path: Path) -> None:
+    """README "Errors": -32603 is a controller bug, answered. The runtime catches the core's exception (it
+    must not take the controller down), so it answers the call itself: a prompt fed after its look at the
+    session file (never through the server's own catch) and a call the server fed directly, alike."""
+    from mosaic.controller.core import Call
+    from mosaic.controller.protocol import INTERNAL_ERROR
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client, auth = await control(rig)
+            raised = _core_raising_on(rig, lambda e: isinstance(e, Call) and e.method in ("prompt", "interrupt"))
+            for method, params in (("prompt", {"clientRequestId": "p", "text": "hello"}), ("interrupt", {})):
+                rid = await client.send(method, **auth, **params)
+                later = await client.send("observe")  # the core takes it after the call: its reply comes after
+                assert "result" in await client.reply(later)  # serving goes on, in order
+                assert client.replies.get(rid, {}).get("error", {}).get("code") == INTERNAL_ERROR, method
+            assert [e.session is not None for e in raised] == [True, False]  # the prompt was fed after its look
+            assert rig.runtime.internal_errors == 2
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_an_observe_whose_page_read_the_core_raises_on_is_answered_internal_error_not_held_forever(
+        tmp_path: Path) -> None:
+    """An observe's reply has its place held while the page is read off the loop; when the core raises on
+    the page read fed back, that place is filled with -32603 (else it would hold every later line to that
+    connection until it ends)."""
+    from mosaic.controller.core import PageRead
+    from mosaic.controller.protocol import INTERNAL_ERROR
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client = await validated_client(rig.socket_path)
+            raised = _core_raising_on(rig, lambda e: isinstance(e, PageRead))
+            first = await client.send("observe")
+            second = await client.send("ping")  # queued behind the observe's held place
+            waiting = asyncio.ensure_future(client.reply(second))
+            done, _ = await asyncio.wait({waiting}, timeout=WAIT / 3)  # the runtime answers at once: a wide margin
+            assert done, "the observe's place was never filled: nothing after it reached the client"
+            assert (await waiting)["result"] == {}
+            assert (await client.reply(first))["error"]["code"] == INTERNAL_ERROR
+            assert len(raised) == 1 and rig.runtime.internal_errors == 1
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_an_action_that_cannot_be_carried_out_costs_only_itself(tmp_path: Path) -> None:
+    """A core bug that returns an action the server refuses (a close reason outside CLOSE_REASONS): it is
+    logged and counted, and the actions after it are still carried out, so the call is still answered."""
+    from mosaic.controller.core import Call, CloseConnection
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client = await validated_client(rig.socket_path)
+            core = rig.core
+            receive = core.receive
+
+            def buggy(event: Any, *, now: float) -> Any:
+                actions = receive(event, now=now)
+                if isinstance(event, Call) and event.method == "observe":
+                    return [CloseConnection(event.conn, "no-such-reason"), *actions]
+                return actions
+
+            core.receive = buggy  # type: ignore[method-assign]
+            reply = await client.call("observe")
+            assert "result" in reply, reply
+            assert reply["result"]["incarnation"] == core.config.incarnation
+            assert rig.runtime.internal_errors == 1
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_a_recover_whose_runner_raised_is_refused_eligibility_never_answered_as_a_result(tmp_path: Path) -> None:
+    """A recover's reply waits for its effect. When what runs it raised (a bug), the core is given the row's
+    failure answer (`EFFECTS[...].failed`): the client reads a refusal, never a result that looks issued."""
+    proof = {"members": [{"pid": 4242, "startTime": 1, "death": "reaped:signal 9", "deathTime": 2}],
+             "membershipComplete": True, "verification": {"digest": "sha256:" + "ab" * 32}}
+
+    async def effects(effect: Any) -> dict[str, Any]:
+        if effect.kind == "force-stop":
+            return {"state": "stopped", "proof": proof}
+        if effect.kind == "recover":
+            raise OSError(5, "Input/output error")
+        return {"ok": True}
+
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", effects=effects) as rig:
+            client = await RawClient.connect(rig.socket_path)  # the scripted proof is no schema's cohortProof
+            auth = await client.control()
+            await client.force_stop(auth)
+            assert (await client.stop_outcome())["state"] == "stopped"
+            cid = await client.confirm("recover", auth)
+            reply = await client.call("recover", incarnation=auth["incarnation"], confirmation=cid)
+            assert "result" not in reply
+            refusal = reply["error"]["data"]["refusal"]
+            assert refusal["code"] == "eligibility" and "Input/output error" in refusal["message"]
+            await client.close()
+
+    asyncio.run(main())

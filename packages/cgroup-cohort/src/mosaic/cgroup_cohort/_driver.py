@@ -5,10 +5,11 @@ shim (or, for the process-group fallback, to the kernel through pidfds) and turn
 observe into an ``Unavailable``/``IdentityUnavailable`` event, never into a value and never into an
 exception.
 
-A controller drives a stop itself: build the machine (``machine_for``) and the executor
-(``executor_for``), then repeatedly read ``machine.action``, publish ``machine.phase`` into its claim,
-``event = executor.perform(action)`` (blocking: run it in a thread) and ``machine.feed(event)``, until the
-action is a ``Finish``; then ``executor.close()``. ``force_stop`` is that loop.
+The stop loop: build the machine (``machine_for``) and the executor (``executor_for``), then repeatedly
+read ``machine.action``, ``event = executor.perform(action)`` (blocking: run it in a thread) and
+``machine.feed(event)``, until the action is a ``Finish``; then ``executor.close()``. ``force_stop`` is that
+loop, written once: a controller that publishes each phase into its claim before the phase's first action
+passes ``on_phase``; a test that lands an event at an exact step passes ``on_action``.
 """
 
 from __future__ import annotations
@@ -307,6 +308,8 @@ def force_stop(
     collect_timeout: float = 5.0,
     verifier: FixtureVerifier | None = None,
     on_action: Hook | None = None,
+    on_phase: Callable[[str], None] | None = None,
+    executor: StopExecutor | None = None,
 ) -> StopResult:
     """Run the brief's force-stop sequence for ``ref`` (seeds/003 §6 "Force stop") and return its result.
 
@@ -316,22 +319,34 @@ def force_stop(
     with ``verifier`` when one is given (the trusted party here is the caller that ran the stop). Anything
     unobservable ends ``uncertain``; nothing raises for it.
 
-    ``on_action(machine, action)`` is called before each action is performed: the seam tests use to inject
-    events at an exact step (a controller that publishes phases drives the machine itself). A restart
-    (K10, K11) calls ``force_stop`` again with the same reference and request: it re-checks identity and
-    re-runs from TERM; nothing from the interrupted run is carried over.
+    ``on_phase(phase)`` is called with the machine's phase (``machine.phase``) whenever it differs from the
+    last one reported, before the first action of that phase is performed and before ``on_action``: the
+    seam a controller publishes each phase into its claim through (brief §6: the phase is recorded before
+    any signal of it). ``on_action(machine, action)`` is called before each action is performed: the seam
+    tests use to inject events at an exact step (when it moves the machine to another phase, that phase is
+    reported before anything of it is performed). A raise from either hook ends the loop there: the
+    executor is closed and the exception propagates. ``executor`` performs the actions
+    (``executor_for(ref, manager=manager)`` when None: a test passes a scripted one). A restart (K10, K11)
+    calls ``force_stop`` again with the same reference and request: it re-checks identity and re-runs from
+    TERM; nothing from the interrupted run is carried over.
     """
     machine = machine_for(ref, request, grace=grace, freeze_timeout=freeze_timeout, kill_timeout=kill_timeout,
                           collect_timeout=collect_timeout)
-    executor = executor_for(ref, manager=manager)
+    executor = executor if executor is not None else executor_for(ref, manager=manager)
+    reported: str | None = None
     try:
         action = machine.action
         while not isinstance(action, Finish):
+            if on_phase is not None and machine.phase != reported:
+                reported = machine.phase
+                on_phase(reported)
             if on_action is not None:
                 on_action(machine, action)
                 action = machine.action  # the hook may have fed events
                 if isinstance(action, Finish):
                     break
+                if on_phase is not None and machine.phase != reported:
+                    continue  # the hook moved the machine on: its new phase is reported first
             action = machine.feed(executor.perform(action))
     finally:
         executor.close()

@@ -25,23 +25,23 @@ lifecycle or cgroup-cohort.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._access import Grants
-    from ._core_state import Bounds
-    from ._engine_uids import EngineUids
-    from ._lifecycle import Controller, EngineSpec, Hooks, Placement
     from ._refusal import ControlRefusal
-    from ._server_limits import ServerLimits
+    from .core._access import Grants
+    from .core._state import Bounds
+    from .lifecycle._engine_uids import EngineUids
+    from .lifecycle._launching import Controller, EngineSpec, Hooks, Placement
+    from .server._limits import ServerLimits
 
 _LAZY: dict[str, str] = {
-    "Bounds": "_core_state",
+    "Bounds": "core._state",
     "ControlRefusal": "_refusal",
-    "Controller": "_lifecycle",
-    "EngineSpec": "_lifecycle",
-    "EngineUids": "_engine_uids",
-    "Grants": "_access",
-    "Hooks": "_lifecycle",
-    "Placement": "_lifecycle",
-    "ServerLimits": "_server_limits",
+    "Controller": "lifecycle._launching",
+    "EngineSpec": "lifecycle._launching",
+    "EngineUids": "lifecycle._engine_uids",
+    "Grants": "core._access",
+    "Hooks": "lifecycle._launching",
+    "Placement": "lifecycle._launching",
+    "ServerLimits": "server._limits",
 }
 
 __all__ = [

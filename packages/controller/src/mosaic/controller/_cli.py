@@ -74,8 +74,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported where serve needs them, so --help and --version stay quick
-    from ._eligibility import EligibilityRecord
-    from ._lifecycle import Controller
+    from .lifecycle._eligibility import EligibilityRecord
+    from .lifecycle._launching import Controller
 
 __all__ = ["main"]
 
@@ -425,10 +425,10 @@ async def serve(args: argparse.Namespace) -> int:
     from mosaic.pi_rpc.testing import ModelServer, models_json  # noqa: PLC0415
     from mosaic.safe_open import Refusal  # noqa: PLC0415
 
-    from ._access import Grants  # noqa: PLC0415
-    from ._eligibility import ELIGIBILITY_ID_RE  # noqa: PLC0415
-    from ._engine_uids import EngineUids  # noqa: PLC0415
-    from ._lifecycle import Controller, EngineSpec, Placement  # noqa: PLC0415
+    from .core._access import Grants  # noqa: PLC0415
+    from .lifecycle._eligibility import ELIGIBILITY_ID_RE  # noqa: PLC0415
+    from .lifecycle._engine_uids import EngineUids  # noqa: PLC0415
+    from .lifecycle._launching import Controller, EngineSpec, Placement  # noqa: PLC0415
     from .route import RouteUnavailable, choose_route, engine_can_read  # noqa: PLC0415
     from .testing import readable_install  # noqa: PLC0415
 

@@ -5,7 +5,7 @@ and for its hello (`AccessPolicy`, `Peer`, `Admission`) and the actor a record n
 
 from __future__ import annotations
 
-from ._access import (
+from .core._access import (
     ACTOR_NAME,
     GRANT_ID,
     MAX_GRANTS_FILE_BYTES,

@@ -6,21 +6,17 @@ reasons (`DRIFT_REASONS`, `PERSISTENCE_DRIFT`); a prompt's look at the file agai
 
 from __future__ import annotations
 
-from ._drift import (
-    DRIFT_REASONS,
-    PERSISTENCE_DRIFT,
+from .engines._verdict import (
     Checkpoint,
     DriftConfig,
     EngineList,
     FileIdentity,
     SessionBytes,
     Verdict,
-    check_appended,
-    check_drift,
-    engine_list,
     session_bytes,
     stat_verdict,
 )
+from .engines.pi._drift import DRIFT_REASONS, PERSISTENCE_DRIFT, check_appended, check_drift, engine_list
 
 __all__ = [
     "DRIFT_REASONS",

@@ -6,14 +6,6 @@ an answer or a notification out (`encode_result`, `encode_error`, `encode_notifi
 
 from __future__ import annotations
 
-from ._jsonrpc import (
-    ParsedRequest,
-    RequestError,
-    encode_error,
-    encode_notification,
-    encode_result,
-    parse_line,
-)
 from ._methods import (
     CLOSE_REASONS,
     ENUMS,
@@ -29,6 +21,14 @@ from ._methods import (
     RANGES,
     REFUSED,
     UNVERIFIED_METHODS,
+)
+from .server._jsonrpc import (
+    ParsedRequest,
+    RequestError,
+    encode_error,
+    encode_notification,
+    encode_result,
+    parse_line,
 )
 
 __all__ = [

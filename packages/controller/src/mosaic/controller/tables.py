@@ -6,28 +6,30 @@ and the overlap signals (`OVERLAP_SIGNALS`)."""
 
 from __future__ import annotations
 
-from ._tables import (
+from .core._tables import (
     CHAT01_EVENT_TYPES,
-    DIALOG,
-    DIALOG_METHODS,
-    EVENT_MAP,
-    INTERNAL,
     MAX_TEXT_CHARS,
-    MESSAGE_UPDATE_MAP,
-    OVERLAP_SIGNALS,
     RECEIPT_STATES,
     RECEIPT_TRANSITIONS,
     SLOT_TABLE,
     TERMINAL_RECEIPT_STATES,
+    SlotRow,
+    check_text,
+    receipt_move_allowed,
+    utf16_units,
+)
+from .engines.pi._tables import (
+    DIALOG,
+    DIALOG_METHODS,
+    EVENT_MAP,
+    INTERNAL,
+    MESSAGE_UPDATE_MAP,
+    OVERLAP_SIGNALS,
     TEXT_PREFIXES,
     UI_NOTICE_METHODS,
     OverlapSignal,
     Prefix,
-    SlotRow,
-    check_text,
     classify_native,
-    receipt_move_allowed,
-    utf16_units,
 )
 
 __all__ = [

@@ -38,19 +38,14 @@ from mosaic.pi_rpc.testing import (
     prepare_tree,
 )
 
-from ._access import AccessPolicy, Grants
-from ._core import ControllerCore, new_incarnation
-from ._core_state import Bounds, CoreConfig, engine_link_core
-from ._drift import DriftConfig
-from ._runtime import (
-    ControllerRuntime,
-    EffectHandler,
-    PageReader,
-    SessionFileReader,
-    history_reader,
-    no_cohort_effects,
-)
-from ._server import ServerLimits
+from .core._access import AccessPolicy, Grants
+from .core._receive import ControllerCore, new_incarnation
+from .core._state import Bounds, CoreConfig, engine_link_core
+from .engines._verdict import DriftConfig
+from .engines.pi._history import history_reader
+from .lifecycle._session_reader import SessionFileReader
+from .server._runtime import ControllerRuntime, EffectHandler, PageReader, no_cohort_effects
+from .server._socket_server import ServerLimits
 
 __all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",
            "FixtureTree", "SESSION_HEADER", "private_socket_dir", "readable_install", "readable_packages", "real_controller", "receipt_is", "session_reader", "stop_is"]
