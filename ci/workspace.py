@@ -75,6 +75,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     "mediated-terminal": {"controller"},
 }
 
+# ci/layers.py rule 7: the import circles between files not broken yet, per package, each by its files (module
+# names inside the package, e.g. "_claim"; "core._io" in a folder). Issue 31 breaks them; an entry whose
+# circle is gone is a violation, so this only shrinks.
+KNOWN_CIRCLES: dict[str, list[frozenset[str]]] = {
+    "pi-format": [frozenset({"_lines", "_model", "_render", "_runs", "_tree"})],
+    "claude-format": [frozenset({"_model", "_render", "_tree"})],
+    "writer-claim": [frozenset({"_claim", "_store"})],
+    "cgroup-cohort": [frozenset({"_shim", "_shim_ops"})],
+    "controller": [frozenset({"_access", "_io"})],
+}
+
 ISSUE = {
     "safe-open": 2,
     "pi-format": 2,
