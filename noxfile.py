@@ -83,6 +83,8 @@ def lint(session: nox.Session) -> None:
     # killers' files exist (issue 31: code that moves takes its mutants along; no test runs here).
     session.run("python", "ci/mutants.py", "--apply-only")
     session.run("python", "ci/layers.py")
+    # Every numbered rule a comment, docstring or README points at is one its module defines (issue 31).
+    session.run("python", "ci/rules.py")
     # The layers check itself is tested: a cross-package private import, an undeclared package (issue 9).
     session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "ci/tests")
     # The committed fixtures still match fixtures/MANIFEST.json (no Pi, no network needed).

@@ -1,6 +1,6 @@
 """Unreadable lines as runs, and the line notices built from them on demand.
 
-Rule 6 (README): every unreadable line is reported at its file position on every branch. A run of
+README rule 6: every unreadable line is reported at its file position on every branch. A run of
 consecutive unreadable lines (blank, not JSON, ...) is ONE notice (`x.line-<first line>`, with the last line
 in `through`), never one object per line: a file of blank lines would otherwise cost hundreds of bytes per
 byte. The runs are three flat arrays (first line, count, reason), and the notice items are made
