@@ -22,7 +22,12 @@ our own. It fails when:
    at the top, under `if TYPE_CHECKING:` and inside a function, and importing a module inside a folder
    from outside that folder also imports the folder's `__init__.py` (Python runs it first), so a circle
    closed through a facade counts too. `workspace.KNOWN_CIRCLES` names the circles not broken yet, each
-   by its files; a known circle that is gone is a violation too, so the list only shrinks.
+   by its files; a known circle that is gone is a violation too, so the list only shrinks;
+8. a private module of a package with folder rows (`workspace.FOLDERS`) imports a module of its package
+   from a folder its row does not list, or another Mosaic package its row does not list
+   (`workspace.FOLDER_PACKAGES`), or lies in a folder with no row (issue 31: the controller's core, server,
+   client, lifecycle and engine adapters). `workspace.KNOWN_FOLDER_EXCEPTIONS` names the crossings not
+   removed yet, each with why; one that no longer crosses is a violation too.
 
 Exit status 0 when all hold, 1 with one line per violation otherwise.
 """
@@ -312,6 +317,70 @@ def _rel(path: pathlib.Path) -> pathlib.Path | str:
         return path
 
 
+def folder_of(module: str, rows: dict[str, set[str]]) -> str | None:
+    """The row of a module named inside its package ("core._state", "_refusal", "engines.pi._wire"): the
+    longest row that is its folder or a folder above it; row "" holds only the top-level files. None: no row."""
+    folder = "/".join(module.split(".")[:-1])
+    while folder:
+        if folder in rows:
+            return folder
+        folder = folder.rpartition("/")[0]
+    return "" if "." not in module and "" in rows else None
+
+
+def check_folders(src: pathlib.Path, rows: dict[str, set[str]], packages: dict[str, set[str]] | None = None,
+                  exceptions: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """Violations of rule 8 in one package's source (the directory holding `mosaic/<pkg>/`): `rows` is its
+    `workspace.FOLDERS` entry, `packages` its `FOLDER_PACKAGES` entry (Mosaic package names, e.g.
+    "pi-rpc"), `exceptions` its `KNOWN_FOLDER_EXCEPTIONS` entry."""
+    packages = packages or {}
+    exceptions = exceptions or {}
+    modules, edges = package_graph(src)
+    by_module = {workspace.module_name(n): n for n in workspace.PACKAGES}
+    problems: list[str] = []
+    used: set[tuple[str, str]] = set()
+    for name, path in modules.items():
+        short = _short(name)
+        if path.name == "__init__.py" or not short:
+            continue
+        row = folder_of(short, rows)
+        if row is None:
+            problems.append(f"{_rel(path)}: folder {'/'.join(short.split('.')[:-1])} has no row in "
+                            f"workspace.FOLDERS: say what it may import")
+            continue
+        allowed = rows[row]
+        for e in edges.get(name, []):
+            if e.via is not None:
+                continue  # the folder's __init__, run on the way to e.via: judged by e.via's own edge
+            target = _short(e.target)
+            # A folder's __init__ (`from ..engines import Seam`) is in that folder's row.
+            inside = f"{target}.__init__" if modules[e.target].name == "__init__.py" and target else target
+            target_row = folder_of(inside, rows) if target else ""
+            if target_row == row or "*" in allowed or target_row in allowed:
+                continue
+            if (short, target) in exceptions:
+                used.add((short, target))
+                continue
+            where = "no row" if target_row is None else (target_row or "top level")
+            problems.append(f"{_rel(path)}:{e.line}: {row or 'a top-level file'} imports {target or 'the package'}"
+                            f" ({where}), which its row in workspace.FOLDERS does not list "
+                            f"({', '.join(sorted(allowed)) or 'nothing'})")
+        if row in packages:
+            for imp in mosaic_imports(path.read_text(encoding="utf-8"), str(path)):
+                other = by_module.get(imp.package)
+                if other is None or imp.package == name.split(".")[1]:
+                    continue  # no such package (rule 2's), or its own package: an edge judged above
+                if other not in packages[row]:
+                    problems.append(f"{_rel(path)}:{imp.line}: {row or 'a top-level file'} imports "
+                                    f"mosaic.{imp.package}, which workspace.FOLDER_PACKAGES does not list for it "
+                                    f"({', '.join(sorted(packages[row])) or 'none'})")
+    for (importer, imported), why in sorted(exceptions.items()):
+        if (importer, imported) not in used:
+            problems.append(f"{_rel(src)}: workspace.KNOWN_FOLDER_EXCEPTIONS lists {importer} -> {imported} "
+                            f"({why}), which no longer crosses a row: remove the entry")
+    return problems
+
+
 def check() -> list[str]:
     problems: list[str] = []
     for name in workspace.PACKAGES:
@@ -322,6 +391,9 @@ def check() -> list[str]:
             problems.append(f"{name}: declares mosaic-{dep}, which is not a package of this repository")
         src = workspace.package_dir(name) / "src"
         problems += check_circles(src, workspace.KNOWN_CIRCLES.get(name, ()))
+        if name in workspace.FOLDERS:
+            problems += check_folders(src, workspace.FOLDERS[name], workspace.FOLDER_PACKAGES.get(name),
+                                      workspace.KNOWN_FOLDER_EXCEPTIONS.get(name))
         for path in _package_files(name):
             source = path.read_text(encoding="utf-8")
             problems += check_imports(name, path, source)
@@ -341,7 +413,7 @@ def main() -> int:
         return 1
     print(f"layers: {len(workspace.PACKAGES)} packages checked against docs/design.md, their public surfaces, "
           f"the size bounds ({MAX_MODULE_LINES} lines a module; {MAX_CLASS_METHODS} methods, "
-          f"{MAX_CLASS_LINES} lines a class) and import circles between files, no violation")
+          f"{MAX_CLASS_LINES} lines a class), import circles between files and the folders' rows, no violation")
     return 0
 
 

@@ -181,3 +181,86 @@ def test_rule7_a_known_circle_passes_and_one_that_is_gone_must_leave_the_list(tm
 
 def test_rule7_every_known_circle_is_one_of_a_package_of_the_repository() -> None:
     assert set(workspace.KNOWN_CIRCLES) <= set(workspace.PACKAGES)
+
+
+ROWS = {
+    "engines": set(),  # the seam: nothing of the package
+    "engines/pi": {"engines"},  # an adapter: the seam only
+    "core": {"engines"},
+    "server": {"core", "engines"},
+    "": {"*"},  # top-level files: facades, the command
+}
+
+
+def _folders(tmp_path: pathlib.Path, extra: dict[str, str]) -> pathlib.Path:
+    return _src(tmp_path, {
+        "core/__init__.py": "from ._x import X\n",
+        "core/_x.py": "from ..engines._seam import Seam\nX = 1\n",
+        "engines/__init__.py": "from ._seam import Seam\n",
+        "engines/_seam.py": "Seam = 1\n",
+        "engines/pi/__init__.py": "from ._wire import Wire\n",
+        "engines/pi/_wire.py": "from .._seam import Seam\nfrom mosaic.pi_rpc import LinkCore\nWire = 1\n",
+        "server/__init__.py": "",
+        "server/_s.py": "from ..core._x import X\nfrom ..engines import Seam\n",
+        "lifecycle/_l.py": "L = 1\n",
+        "_cli.py": "from .server._s import X\nfrom .lifecycle._l import L\n",
+        **extra,
+    })
+
+
+def test_rule8_imports_along_the_rows_pass(tmp_path: pathlib.Path) -> None:
+    src = _folders(tmp_path, {})
+    rows = {**ROWS, "lifecycle": {"*"}}
+    assert layers.check_folders(src, rows, {"engines/pi": {"pi-rpc"}, "core": set()}) == []
+
+
+@pytest.mark.parametrize("extra,says", [
+    ({"core/_y.py": "from ..lifecycle._l import L\n"}, "core imports lifecycle._l (lifecycle), which its row"),
+    ({"core/_y.py": "from ..engines.pi._wire import Wire\n"}, "core imports engines.pi._wire (engines/pi)"),
+    ({"engines/_seam.py": "from .pi import _wire\n"}, "engines imports engines.pi._wire (engines/pi)"),
+    ({"core/_y.py": "def f() -> None:\n    from ..server import _s\n"}, "core imports server._s (server)"),
+    ({"core/_y.py": "from mosaic.demo.lifecycle._l import L\n"}, "core imports lifecycle._l"),
+    ({"core/_y.py": "from mosaic.chat_pages import Reader\n"}, "core imports mosaic.chat_pages, which "
+                                                               "workspace.FOLDER_PACKAGES does not list for it"),
+    ({"tools/_t.py": "T = 1\n"}, "folder tools has no row in workspace.FOLDERS"),
+])
+def test_rule8_an_import_across_the_rows_is_a_violation(tmp_path: pathlib.Path, extra: dict[str, str],
+                                                        says: str) -> None:
+    """Issue 31: the core is sans-io and sees only the engine seam, never an adapter, a shell or the lifecycle;
+    the seam imports no adapter."""
+    src = _folders(tmp_path, extra)
+    problems = layers.check_folders(src, {**ROWS, "lifecycle": {"*"}}, {"core": {"pi-rpc"}})
+    assert len(problems) == 1 and says in problems[0], problems
+
+
+def test_rule8_a_known_exception_passes_until_it_no_longer_crosses(tmp_path: pathlib.Path) -> None:
+    src = _folders(tmp_path, {"core/_y.py": "from .._refusal import R\n", "_refusal.py": "R = 1\n"})
+    rows = {**ROWS, "lifecycle": {"*"}}
+    why = "the refusal moves to controller-client (S14)"
+    assert len(layers.check_folders(src, rows)) == 1
+    assert layers.check_folders(src, rows, exceptions={("core._y", "_refusal"): why}) == []
+    (src / "mosaic" / "demo" / "core" / "_y.py").write_text("Y = 1\n")
+    problems = layers.check_folders(src, rows, exceptions={("core._y", "_refusal"): why})
+    assert problems == [f"{src}: workspace.KNOWN_FOLDER_EXCEPTIONS lists core._y -> _refusal ({why}), which no "
+                        f"longer crosses a row: remove the entry"], problems
+
+
+def test_rule8_a_folder_below_a_row_is_that_rows_and_the_top_level_is_row_empty() -> None:
+    rows = {"core": set(), "engines": set(), "": {"*"}}
+    assert layers.folder_of("core.rooms._a", rows) == "core"
+    assert layers.folder_of("_cli", rows) == ""
+    assert layers.folder_of("tools._t", rows) is None
+    assert layers.folder_of("_cli", {"core": set()}) is None
+
+
+def test_rule8_the_tables_name_packages_and_rows_of_the_repository() -> None:
+    """Every package in the folder tables is a package; each FOLDER_PACKAGES row and each exception's module
+    is in a row of FOLDERS; the packages a row lists are packages its package may import."""
+    assert set(workspace.FOLDERS) <= set(workspace.PACKAGES)
+    for pkg, rows in workspace.FOLDER_PACKAGES.items():
+        assert set(rows) <= set(workspace.FOLDERS[pkg]), pkg
+        for row, allowed in rows.items():
+            assert allowed <= workspace.MAY_IMPORT[pkg], (pkg, row)
+    for pkg, crossings in workspace.KNOWN_FOLDER_EXCEPTIONS.items():
+        for importer, _ in crossings:
+            assert layers.folder_of(importer, workspace.FOLDERS[pkg]) is not None, (pkg, importer)
