@@ -81,7 +81,6 @@ MAY_IMPORT: dict[str, set[str]] = {
 KNOWN_CIRCLES: dict[str, list[frozenset[str]]] = {
     "pi-format": [frozenset({"_lines", "_model", "_render", "_runs", "_tree"})],
     "claude-format": [frozenset({"_model", "_render", "_tree"})],
-    "writer-claim": [frozenset({"_claim", "_store"})],
     "cgroup-cohort": [frozenset({"_shim", "_shim_ops"})],
     "controller": [frozenset({"_access", "_io"})],
 }
@@ -89,9 +88,9 @@ KNOWN_CIRCLES: dict[str, list[frozenset[str]]] = {
 # ci/layers.py rule 8: the folders of a package's source and what each may import (issue 31). A package with a
 # row has every private module of its source in a folder that has a row (a folder under one with a row is
 # that row's; the top-level files are row ""); a private module may import, of its own package, only the
-# modules of its own row and of the rows listed for it ("*": any), and of the other Mosaic packages only those
-# in FOLDER_PACKAGES[package][row] when the row is there (else what the package declares: `ci/layers.py` rule 2). An
-# `__init__.py` is exempt: a folder's facade re-exports its own modules. Folders are paths inside the package
+# modules of its own row and of the rows listed for it ("*": any), and of the other Mosaic packages only
+# those in FOLDER_PACKAGES[package][row] when the row is there (else what the package declares:
+# `ci/layers.py` rule 2). An `__init__.py` is exempt: a folder's facade re-exports its own modules. Folders are paths inside the package
 # ("engines/pi"). The controller's rows come with its folders (issue 31: core, server, client, lifecycle,
 # engines/pi); until then it has none and the rule checks nothing of it.
 FOLDERS: dict[str, dict[str, set[str]]] = {}
