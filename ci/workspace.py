@@ -81,7 +81,6 @@ MAY_IMPORT: dict[str, set[str]] = {
 KNOWN_CIRCLES: dict[str, list[frozenset[str]]] = {
     "pi-format": [frozenset({"_lines", "_model", "_render", "_runs", "_tree"})],
     "claude-format": [frozenset({"_model", "_render", "_tree"})],
-    "cgroup-cohort": [frozenset({"_shim", "_shim_ops"})],
     "controller": [frozenset({"_access", "_io"})],
 }
 

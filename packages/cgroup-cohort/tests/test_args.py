@@ -110,7 +110,7 @@ def test_the_shims_start_imports_nothing_it_does_not_need_before_the_engine(tmp_
     loaded = _boot_modules(SHIM_CODE, "mosaic.cgroup_cohort._shim", tmp_path)
     ours = {m for m in loaded if m.startswith("mosaic.")}
     assert ours == {"mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in (
-        "cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim"))}
+        "cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim", "_shim_state"))}
     assert not loaded & HEAVY, loaded & HEAVY
     assert "cffi" not in loaded and "pycparser" not in loaded  # _ffi_abi: the backend only
 

@@ -7,7 +7,8 @@ its exec (``Startup``).
 """
 
 from ._boot import SHIM_CODE, SHIM_ROOTS, shim_args, shim_boot
-from ._shim import Startup, main, parse_args
+from ._shim import main, parse_args
+from ._shim_state import Startup
 
 __all__ = ["SHIM_CODE", "SHIM_ROOTS", "Startup", "main", "parse_args", "shim_args", "shim_boot"]
 
