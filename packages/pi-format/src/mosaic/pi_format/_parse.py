@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._ids import MAIN_BRANCH, NOTICE_PREFIX
+from ._line_notices import LineNotices
 from ._lines import Index, _exact, decode_lines
 from ._model import FormatRefusal, Header, Item, Notice, Parsed
 from ._render import describe
-from ._runs import LineNotices, Runs
+from ._runs import Runs
 from ._tree import HAS_CHILD, BranchMap, EntryMap, Forest, build, place
 
 #: Session versions this parser reads. Version 3 is what 0.85.1 writes (newSession, session-manager.js

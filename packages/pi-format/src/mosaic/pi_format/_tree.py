@@ -34,10 +34,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._ids import BRANCH_PREFIX, HASH_PREFIX, MAIN_BRANCH, NATIVE_PREFIX, safe_id
+from ._line_notices import LineNotices
 from ._lines import PBAD, PEND, SHOWS, Index
 from ._model import LINES_CAP, Branch, Entry, Item
 from ._render import describe, notice_item, render_entry
-from ._runs import LineNotices
 
 if TYPE_CHECKING:
     from ._runs import Runs
