@@ -27,7 +27,10 @@ our own. It fails when:
    from a folder its row does not list, or another Mosaic package its row does not list
    (`workspace.FOLDER_PACKAGES`), or lies in a folder with no row (issue 31: the controller's core, server,
    client, lifecycle and engine adapters). `workspace.KNOWN_FOLDER_EXCEPTIONS` names the crossings not
-   removed yet, each with why; one that no longer crosses is a violation too.
+   removed yet, each with why; one that no longer crosses is a violation too;
+9. a package with a name budget (`workspace.PUBLIC_BUDGET`) has a public module whose `__all__` is not kept
+   from its private modules' `__all__`, promises more names than its budget, or has a README whose "Public
+   names" table differs from its modules (issue 31; `ci/facades.py` holds the check and says how).
 
 Exit status 0 when all hold, 1 with one line per violation otherwise.
 """
@@ -40,6 +43,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import facades
 import workspace
 
 MAX_MODULE_LINES = 800
@@ -401,6 +405,7 @@ def check() -> list[str]:
                 problems += check_sizes(path, source)
     for path in _outside_files():
         problems += check_imports(None, path, path.read_text(encoding="utf-8"))
+    problems += facades.check()
     return problems
 
 
@@ -413,7 +418,8 @@ def main() -> int:
         return 1
     print(f"layers: {len(workspace.PACKAGES)} packages checked against docs/design.md, their public surfaces, "
           f"the size bounds ({MAX_MODULE_LINES} lines a module; {MAX_CLASS_METHODS} methods, "
-          f"{MAX_CLASS_LINES} lines a class), import circles between files and the folders' rows, no violation")
+          f"{MAX_CLASS_LINES} lines a class), import circles between files, the folders' rows and the public "
+          f"names of {len(workspace.PUBLIC_BUDGET)} budgeted packages, no violation")
     return 0
 
 

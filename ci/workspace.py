@@ -97,6 +97,18 @@ FOLDER_PACKAGES: dict[str, dict[str, set[str]]] = {}
 # exception that is no longer needed is a violation, so this only shrinks; empty when issue 31 is done.
 KNOWN_FOLDER_EXCEPTIONS: dict[str, dict[tuple[str, str], str]] = {}
 
+# ci/layers.py rule 9 (ci/facades.py): the most names each package promises in its public modules (issue 31),
+# and its one unstable module (what only its own tests and reviewers use, with no compatibility promise),
+# which the budget does not count. Raising a budget is a reviewed one-line change here. A package without
+# a budget is not checked yet: the controller and the terminal (their files move in issue 31) and claude-rpc
+# (its engine side lands from issue 32 first).
+PUBLIC_BUDGET: dict[str, int] = {
+    "safe-open": 28,
+}
+UNSTABLE: dict[str, str] = {
+    "safe-open": "internals",
+}
+
 ISSUE = {
     "safe-open": 2,
     "pi-format": 2,
