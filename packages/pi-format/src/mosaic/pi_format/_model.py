@@ -26,6 +26,28 @@ from ._refusal import FormatRefusal as FormatRefusal
 if TYPE_CHECKING:
     from ._runs import Runs
 
+# What mosaic.pi_format.model offers (it star-imports this list).
+__all__ = [
+    "NOTICE_CODES",
+    "Block",
+    "Branch",
+    "CommandBlock",
+    "Entry",
+    "Header",
+    "ImageBlock",
+    "Item",
+    "ItemKind",
+    "Json",
+    "Notice",
+    "NoticeCode",
+    "Parsed",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "UnavailableBlock",
+    "UnsupportedBlock",
+]
+
 #: A JSON value as json.loads returns it (strings may hold lone surrogates from \\udXXX escapes).
 Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 

@@ -27,6 +27,8 @@ from ._render import describe
 from ._runs import Runs
 from ._tree import HAS_CHILD, BranchMap, EntryMap, Forest, build, place
 
+__all__ = ["parse", "parse_appended"]
+
 #: Session versions this parser reads. Version 3 is what 0.85.1 writes (newSession, session-manager.js
 #: 645-670); version 2 has the same tree and differs only in a renamed role, which shows as unknown-role.
 SUPPORTED_VERSIONS = (2, 3)

@@ -19,6 +19,9 @@ use these:
 
 Each switch changes module state for the whole process while its block runs: use it from one thread, in a
 test. Importing this module loads the parser (and msgspec).
+
+These are for this package's tests and its reviewers, with no compatibility promise: any release may change
+or drop a switch (they are not counted in the package's public names).
 """
 
 from __future__ import annotations
