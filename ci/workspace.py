@@ -105,6 +105,7 @@ KNOWN_FOLDER_EXCEPTIONS: dict[str, dict[tuple[str, str], str]] = {}
 PUBLIC_BUDGET: dict[str, int] = {
     "safe-open": 28,
     "pi-format": 27,
+    "claude-format": 25,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",

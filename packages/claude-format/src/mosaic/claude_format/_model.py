@@ -21,6 +21,25 @@ import msgspec
 if TYPE_CHECKING:
     from ._runs import Runs
 
+# What mosaic.claude_format.model offers (it star-imports this list).
+__all__ = [
+    "NOTICE_CODES",
+    "Block",
+    "Branch",
+    "ImageBlock",
+    "Item",
+    "ItemKind",
+    "Json",
+    "Notice",
+    "NoticeCode",
+    "Parsed",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "UnavailableBlock",
+    "UnsupportedBlock",
+]
+
 #: A JSON value as json.loads returns it (strings may hold lone surrogates from \\udXXX escapes).
 Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 
