@@ -106,10 +106,12 @@ PUBLIC_BUDGET: dict[str, int] = {
     "safe-open": 28,
     "pi-format": 27,
     "claude-format": 25,
+    "chat-pages": 49,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",
     "pi-format": "testing",
+    "chat-pages": "testing",
 }
 
 ISSUE = {
