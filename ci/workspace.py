@@ -107,11 +107,13 @@ PUBLIC_BUDGET: dict[str, int] = {
     "pi-format": 27,
     "claude-format": 25,
     "chat-pages": 49,
+    "writer-claim": 36,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",
     "pi-format": "testing",
     "chat-pages": "testing",
+    "writer-claim": "internals",
 }
 
 ISSUE = {
