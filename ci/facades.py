@@ -4,7 +4,8 @@ a budget of promised names, and the README's one table of them (issue 31; `ci/la
 A public module is any module of a package's source with no `_` component after the package's name. For each
 package of `workspace.PUBLIC_BUDGET`, this check fails when:
 
-1. a public module has no literal `__all__` (a list or tuple of strings, possibly grown by `__all__ += _x.__all__`
+1. a public module (a script, run as a program with no `__all__` and no `__dir__`, is no module) has no
+   literal `__all__` (a list or tuple of strings, possibly grown by `__all__ += _x.__all__`
    or `__all__ += [...]`), no `__dir__`, or lists a name it does not bind;
 2. a **facade** (a public module that defines nothing but `__dir__`, and, for a lazy top level, `__getattr__`
    and its `_LAZY` table) lists other than exactly what it imports: the `__all__` of each private module it
@@ -56,6 +57,7 @@ class Module:
     type_checking: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (module, its name)
     has_dir: bool = False
     docstring: str = ""
+    script: bool = False  # run as a program (`if __name__ == "__main__":`) with no `__all__`: not a module
 
     @property
     def public(self) -> bool:
@@ -97,6 +99,10 @@ def read_module(name: str, path: pathlib.Path, package: str) -> Module:
     base = own if path.name == "__init__.py" else own[:-1]
     modules_here = _modules_of(path, package)
     for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'",
+                                                                   '__name__ == "__main__"'):
+            mod.script = True
+            continue
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for sub in node.body:
                 if isinstance(sub, ast.ImportFrom):
@@ -130,6 +136,7 @@ def read_module(name: str, path: pathlib.Path, package: str) -> Module:
                             for k, v in lazy.items()}
             else:
                 mod.defined.update(names)
+    mod.script = mod.script and mod.all_names is None and not mod.has_dir
     return mod
 
 
@@ -206,7 +213,7 @@ def check_package(package: str, readme: str | None = None) -> list[str]:
         return other is not None and name in (exports(other, modules) or [])
 
     for mod in modules.values():
-        if not mod.public:
+        if not mod.public or mod.script:
             continue
         listed = exports(mod, modules)
         if mod.all_problem or listed is None:
@@ -276,7 +283,7 @@ def table(package: str, modules: dict[str, Module] | None = None) -> dict[str, t
     top = f"mosaic.{workspace.module_name(package)}"
     rows: dict[str, tuple[list[str], str]] = {}
     for mod in modules.values():
-        if mod.public:
+        if mod.public and not mod.script:
             names = exports(mod, modules) or []
             rows[f"{top}.{mod.name}" if mod.name else top] = (
                 sorted(names), "unstable" if mod.name == workspace.UNSTABLE.get(package) else "promised")
@@ -334,7 +341,7 @@ def promised_count(package: str) -> int:
     modules = read_package(package)
     names: set[str] = set()
     for mod in modules.values():
-        if mod.public and mod.name != unstable:
+        if mod.public and not mod.script and mod.name != unstable:
             names |= set(exports(mod, modules) or [])
     return len(names)
 

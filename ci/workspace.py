@@ -108,12 +108,14 @@ PUBLIC_BUDGET: dict[str, int] = {
     "claude-format": 25,
     "chat-pages": 49,
     "writer-claim": 36,
+    "cgroup-cohort": 121,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",
     "pi-format": "testing",
     "chat-pages": "testing",
     "writer-claim": "internals",
+    "cgroup-cohort": "internals",
 }
 
 ISSUE = {

@@ -22,9 +22,18 @@ import mosaic.cgroup_cohort
 import mosaic.safe_open
 from mosaic.cgroup_cohort import CohortRefusal, Credentials, EngineLimits, ScopeLauncher, UserManager
 from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
+from mosaic.cgroup_cohort.internals import (
+    EXPIRED,
+    HELPER_CODE,
+    HELPER_ROOT,
+    SHIM_CODE,
+    SHIM_ROOTS,
+    Startup,
+    parse_args,
+    shim_args,
+    shim_boot,
+)
 from mosaic.cgroup_cohort.limits import LimitHeld, held_to_dict
-from mosaic.cgroup_cohort.shim import SHIM_CODE, SHIM_ROOTS, Startup, parse_args, shim_args, shim_boot
-from mosaic.cgroup_cohort.spawn_helper import EXPIRED, HELPER_CODE, HELPER_ROOT
 
 BOOT = len(shim_boot(None))
 
