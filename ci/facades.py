@@ -74,6 +74,7 @@ class Module:
 
 def _resolve(base: list[str], level: int, module: str | None, package: str) -> str | None:
     """A `from` import's module, dotted inside the package, or None when it is outside the package."""
+    package = workspace.module_name(package)
     if level == 0:
         if module is None or not (module == f"mosaic.{package}" or module.startswith(f"mosaic.{package}.")):
             return None

@@ -109,6 +109,7 @@ PUBLIC_BUDGET: dict[str, int] = {
     "chat-pages": 49,
     "writer-claim": 36,
     "cgroup-cohort": 121,
+    "pi-rpc": 114,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",
@@ -116,6 +117,7 @@ UNSTABLE: dict[str, str] = {
     "chat-pages": "testing",
     "writer-claim": "internals",
     "cgroup-cohort": "internals",
+    "pi-rpc": "internals",
 }
 
 ISSUE = {
