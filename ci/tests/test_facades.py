@@ -71,6 +71,22 @@ def test_rule9_a_facade_that_is_not_its_imports_or_not_its_private_modules_list_
     assert len(problems) == 1 and says in problems[0], problems
 
 
+def test_rule9_a_facade_may_name_its_own_package_absolutely(pkg: pathlib.Path) -> None:
+    (pkg / "a.py").write_text('"""F."""\nfrom mosaic.pi_rpc._a import A, B\n\n__all__ = ["A", "B"]' + DIR)
+    assert facades.check_package("pi-rpc") == []
+    (pkg / "a.py").write_text('"""F."""\nfrom mosaic.pi_rpc._a import A, C\n\n__all__ = ["A", "C"]' + DIR)
+    problems = [p for p in facades.check_package("pi-rpc") if "README" not in p]
+    assert len(problems) == 1 and "re-exports C from _a, whose __all__ does not list it" in problems[0], problems
+
+
+def test_rule9_a_script_is_no_module_but_a_module_without_a_list_is_named(pkg: pathlib.Path) -> None:
+    (pkg / "tree.py").write_text('"""Run me."""\nimport sys\n\nif __name__ == "__main__":\n    sys.exit(0)\n')
+    assert facades.check_package("pi-rpc") == []
+    (pkg / "tree.py").write_text('"""Import me."""\nX = 1\n')
+    problems = facades.check_package("pi-rpc")
+    assert any("mosaic.pi_rpc.tree: no literal __all__" in p for p in problems), problems
+
+
 def test_rule9_a_module_with_code_may_import_for_itself_but_binds_what_it_lists(pkg: pathlib.Path) -> None:
     (pkg / "tool.py").write_text('"""Code."""\nfrom ._a import C\n\n__all__ = ["run"]\n\ndef run() -> int:\n'
                                  '    return C\n' + DIR)
