@@ -87,9 +87,9 @@ KNOWN_CIRCLES: dict[str, list[frozenset[str]]] = {
 # that row's; the top-level files are row ""); a private module may import, of its own package, only the
 # modules of its own row and of the rows listed for it ("*": any), and of the other Mosaic packages only
 # those in FOLDER_PACKAGES[package][row] when the row is there (else what the package declares:
-# `ci/layers.py` rule 2). An `__init__.py` is exempt: a folder's facade re-exports its own modules. Folders are paths inside the package
-# ("engines/pi"). The controller's rows come with its folders (issue 31: core, server, client, lifecycle,
-# engines/pi); until then it has none and the rule checks nothing of it.
+# `ci/layers.py` rule 2). An `__init__.py` is exempt: a folder's facade re-exports its own modules. Folders
+# are paths inside the package ("engines/pi"). The controller's rows come with its folders (issue 31: core,
+# server, client, lifecycle, engines/pi); until then it has none and the rule checks nothing of it.
 FOLDERS: dict[str, dict[str, set[str]]] = {}
 FOLDER_PACKAGES: dict[str, dict[str, set[str]]] = {}
 # Imports that still cross a folder's row while the files move: package -> (importing module, imported module),
