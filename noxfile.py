@@ -75,11 +75,16 @@ for _name in workspace.PACKAGES:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff, mypy --strict for every package, the layers contract of DESIGN.md and the public-surface rule
-    (with their own tests), the fixture manifest."""
+    (with their own tests), every mutant's patch still applying at its place, the fixture manifest."""
     session.install("ruff==0.17.6", "mypy==2.4.1", "cffi>=1.17", "msgspec>=0.19", "prompt_toolkit>=3.0.50", "pytest>=8", "hypothesis>=6.100",
                     "jsonschema>=4.20", "types-jsonschema", "packaging>=24")  # packaging: ci/buildcheck.py
     session.run("ruff", "check", "packages", "ci", "mutants", "noxfile.py")
+    # Every mutant still has its place: each patch applies (--dry-run, --fuzz=0) on a scratch copy and its
+    # killers' files exist (issue 31: code that moves takes its mutants along; no test runs here).
+    session.run("python", "ci/mutants.py", "--apply-only")
     session.run("python", "ci/layers.py")
+    # Every numbered rule a comment, docstring or README points at is one its module defines (issue 31).
+    session.run("python", "ci/rules.py")
     # The layers check itself is tested: a cross-package private import, an undeclared package (issue 9).
     session.run("python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "ci/tests")
     # The committed fixtures still match fixtures/MANIFEST.json (no Pi, no network needed).

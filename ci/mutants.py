@@ -32,7 +32,13 @@ else a uv on PATH, else the venv module and pip: `venv_commands`). Then:
 4. the patch is reverted before the next mutant.
 
 It prints a table (mutant, package, brief, killed by, result, time) and a count of each result, and exits 1
-unless every mutant was killed. `python ci/mutants.py STEM...` runs only the named mutants; `--jobs N`
+unless every mutant was killed.
+
+`python ci/mutants.py --apply-only [STEM...]` runs no test: it proves every patch still has its place, on one
+scratch copy of the tree (no venv is made): each header parses, each file its `killed-by:` names exists, and
+each patch applies there with `--dry-run` (the same `--fuzz=0`: its context exactly as in the tree). It is
+what a commit that moves code runs before the full pass (`nox -s lint` runs it); it exits 1 naming every
+patch that lost its place. `python ci/mutants.py STEM...` runs only the named mutants; `--jobs N`
 (default: the CPU count, at most 2) runs the mutants of the unit suites on N scratch copies side by side, each copy patched by one
 mutant at a time. The mutants whose killers are in a cohort suite (`tests_cohort`: real cgroups, a systemd
 sandbox) run after them, one at a time, so that two labs never share the machine's cgroup tree at once.
@@ -317,7 +323,42 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
     return outcomes
 
 
+def place_problems(scratch: Scratch, mutant: Mutant) -> list[str]:
+    """Why `mutant` has lost its place in the scratch tree: a killer's test file that does not exist, a patch
+    that does not apply with `--dry-run --fuzz=0`. Empty when it still has it; nothing is changed."""
+    problems: list[str] = []
+    pkg_dir = scratch.tree / "packages" / mutant.package
+    for killer in mutant.killed_by:
+        test_file = killer.split("::", 1)[0]
+        if not (pkg_dir / test_file).is_file():
+            problems.append(f"killed-by names {test_file}, which is not a file of {mutant.package}")
+    dry = scratch.patch(mutant, dry=True)
+    if dry.returncode != 0:
+        problems.append("does not apply: " + " / ".join(_tail(dry, 6).splitlines()))
+    return problems
+
+
+def apply_only(paths: list[pathlib.Path]) -> int:
+    """`--apply-only`: every patch dry-run on one scratch copy, its killers' files looked up; no test runs."""
+    mutants = [parse(p) for p in paths]
+    scratch = Scratch()
+    bad = 0
+    try:
+        for m in mutants:
+            problems = place_problems(scratch, m)
+            for problem in problems:
+                print(f"mutant {m.stem} ({m.package}): {problem}", flush=True)
+            bad += bool(problems)
+    finally:
+        scratch.remove()
+    print(f"mutants --apply-only: {len(mutants) - bad} of {len(mutants)} patches apply at their place "
+          f"(--dry-run --fuzz=0) and name existing test files; {bad} do not")
+    return 1 if bad else 0
+
+
 def main(argv: list[str]) -> int:
+    apply = "--apply-only" in argv
+    argv = [a for a in argv if a != "--apply-only"]
     jobs, argv = _jobs(argv)
     paths = sorted(MUTANTS_DIR.glob("*.patch"))
     if argv:
@@ -330,6 +371,8 @@ def main(argv: list[str]) -> int:
     if not paths:
         print("mutants: no mutant files in mutants/ (nothing was checked, which is a failure)")
         return 1
+    if apply:
+        return apply_only(paths)
     mutants = [parse(p) for p in paths]
     jobs = min(jobs, max(1, sum(1 for m in mutants if m.suite not in SERIAL_SUITES)))
     scratches = [Scratch() for _ in range(jobs)]

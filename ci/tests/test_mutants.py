@@ -217,3 +217,51 @@ def test_nox_s_mutants_runs_with_only_the_system_directories_on_path(tmp_path: p
     assert done.returncode == 0, out
     assert "FileNotFoundError" not in out
     assert "mutants: 1 killed" in out and "Session mutants was successful" in out, out
+
+
+def _synthetic_scratch(tmp_path: pathlib.Path) -> mutants.Scratch:
+    """A Scratch over a made-up tree (no copy of the repository, no venv): one package with one source file
+    and one test file."""
+    scratch = object.__new__(mutants.Scratch)
+    scratch.dir = tmp_path
+    scratch.tree = tmp_path / "tree"
+    src = scratch.tree / "packages" / "pi-rpc" / "src" / "m.py"
+    src.parent.mkdir(parents=True)
+    src.write_text("def f(x):\n    if x:\n        return 1\n    return 2\n")
+    tests = scratch.tree / "packages" / "pi-rpc" / "tests"
+    tests.mkdir()
+    (tests / "test_m.py").write_text("def test_f():\n    pass\n")
+    scratch.venvs = {}
+    return scratch
+
+
+def _patch_file(tmp_path: pathlib.Path, name: str, context: str, *, killer: str = "tests/test_m.py::test_f") -> pathlib.Path:
+    p = tmp_path / f"{name}.patch"
+    p.write_text(f"# mutant: x\n# brief: -\n# package: pi-rpc\n# killed-by: {killer}\n"
+                 "--- a/packages/pi-rpc/src/m.py\n+++ b/packages/pi-rpc/src/m.py\n"
+                 f"@@ -1,4 +1,4 @@\n def f(x):\n-    if x:\n+    if not x:\n {context}\n     return 2\n")
+    return p
+
+
+def test_apply_only_accepts_a_patch_at_its_place_and_changes_nothing(tmp_path: pathlib.Path) -> None:
+    scratch = _synthetic_scratch(tmp_path)
+    before = (scratch.tree / "packages/pi-rpc/src/m.py").read_text()
+    m = mutants.parse(_patch_file(tmp_path, "good", "        return 1"))
+    assert mutants.place_problems(scratch, m) == []
+    assert (scratch.tree / "packages/pi-rpc/src/m.py").read_text() == before  # a dry run
+
+
+def test_apply_only_names_a_patch_whose_context_moved_and_a_killer_file_that_is_gone(tmp_path: pathlib.Path) -> None:
+    """Issue 31 (S1a): when code moves, a patch whose context no longer matches (`--fuzz=0`) or whose killer's
+    file was renamed is named before any test runs."""
+    scratch = _synthetic_scratch(tmp_path)
+    moved = mutants.parse(_patch_file(tmp_path, "moved", "        return 10"))
+    problems = mutants.place_problems(scratch, moved)
+    assert len(problems) == 1 and problems[0].startswith("does not apply"), problems
+    gone = mutants.parse(_patch_file(tmp_path, "gone", "        return 1", killer="tests/test_gone.py::test_f"))
+    problems = mutants.place_problems(scratch, gone)
+    assert problems == ["killed-by names tests/test_gone.py, which is not a file of pi-rpc"], problems
+
+
+def test_apply_only_is_chosen_by_its_flag_and_still_checks_the_names_given() -> None:
+    assert mutants.main(["--apply-only", "no-such-mutant"]) == 2

@@ -52,12 +52,19 @@ from mosaic.cgroup_cohort import (
     StopRequest,
     force_stop,
 )
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 
 # The floor is the kernel interface driven by hand with the package's own primitives (no shim, no
 # machine): measuring against those mechanisms (public in .bindings, .cgroupfs, .spawn_helper) is the point.
-from mosaic.cgroup_cohort.bindings import set_child_subreaper, spawn
-from mosaic.cgroup_cohort.cgroupfs import O_DIR, find_cgroup2, remove_tree, wait_events, write_value
-from mosaic.cgroup_cohort.spawn_helper import spawn_in_helper
+from mosaic.cgroup_cohort.internals import (
+    O_DIR,
+    remove_tree,
+    set_child_subreaper,
+    spawn,
+    spawn_in_helper,
+    wait_events,
+    write_value,
+)
 from mosaic.cgroup_cohort.stop import AwaitGrace
 from mosaic.cgroup_cohort.testing import stage_tree
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account

@@ -22,9 +22,18 @@ import mosaic.cgroup_cohort
 import mosaic.safe_open
 from mosaic.cgroup_cohort import CohortRefusal, Credentials, EngineLimits, ScopeLauncher, UserManager
 from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
+from mosaic.cgroup_cohort.internals import (
+    EXPIRED,
+    HELPER_CODE,
+    HELPER_ROOT,
+    SHIM_CODE,
+    SHIM_ROOTS,
+    Startup,
+    parse_args,
+    shim_args,
+    shim_boot,
+)
 from mosaic.cgroup_cohort.limits import LimitHeld, held_to_dict
-from mosaic.cgroup_cohort.shim import SHIM_CODE, SHIM_ROOTS, Startup, parse_args, shim_args, shim_boot
-from mosaic.cgroup_cohort.spawn_helper import EXPIRED, HELPER_CODE, HELPER_ROOT
 
 BOOT = len(shim_boot(None))
 
@@ -110,7 +119,7 @@ def test_the_shims_start_imports_nothing_it_does_not_need_before_the_engine(tmp_
     loaded = _boot_modules(SHIM_CODE, "mosaic.cgroup_cohort._shim", tmp_path)
     ours = {m for m in loaded if m.startswith("mosaic.")}
     assert ours == {"mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in (
-        "cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim"))}
+        "cgroupfs", "_evidence", "_ffi", "_ffi_abi", "_limits", "_proc", "_record", "_shim", "_shim_state"))}
     assert not loaded & HEAVY, loaded & HEAVY
     assert "cffi" not in loaded and "pycparser" not in loaded  # _ffi_abi: the backend only
 

@@ -20,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
-# The cffi bindings (mosaic.cgroup_cohort.bindings) are the mechanism under everything; testing them is the point.
-from mosaic.cgroup_cohort import Credentials, bindings
-from mosaic.cgroup_cohort.bindings import (
+# The cffi bindings (in mosaic.cgroup_cohort.internals) are the mechanism under everything; testing them is the point.
+from mosaic.cgroup_cohort import Credentials
+from mosaic.cgroup_cohort import internals as bindings
+from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
+from mosaic.cgroup_cohort.internals import (
     CLONE_NEWUSER,
     clone_child,
     file_handle_id,
@@ -34,7 +36,6 @@ from mosaic.cgroup_cohort.bindings import (
     thread_count,
     unshare,
 )
-from mosaic.cgroup_cohort.cgroupfs import Cgroup2Mount
 
 
 def _run_in_child(body) -> int:

@@ -85,7 +85,7 @@ def test_pgroup_presence_is_always_unavailable():
 def test_direct_presence_lookup_never_reads_an_error_as_absent(tmp_path):
     """The direct route's lookup (``launchers.dir_presence``, tested here without a cgroup; the real-kernel suite
     runs the public presence on a real cgroup2 tree)."""
-    from mosaic.cgroup_cohort.launchers import dir_presence
+    from mosaic.cgroup_cohort.internals import dir_presence
 
     parent = tmp_path / "parent"
     parent.mkdir()
@@ -271,7 +271,7 @@ def test_pgroup_launch_whose_exec_fails_is_launch_failed_and_leaves_nothing():
 def test_the_spawn_helper_hands_the_child_to_the_caller_and_is_gone():
     """The spawn helper itself (``spawn_helper.spawn_in_helper``): the child the helper clone3s is the caller's (CLONE_PARENT), with a
     pidfd; the helper has exited and was reaped; a broken interpreter is an error, not a hang."""
-    from mosaic.cgroup_cohort.spawn_helper import spawn_in_helper
+    from mosaic.cgroup_cohort.internals import spawn_in_helper
 
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     child = spawn_in_helper(sys.executable, ["/bin/sh", "-c", "echo $PPID; cat /proc/self/status"],

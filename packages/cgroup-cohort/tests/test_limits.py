@@ -16,20 +16,15 @@ import pytest
 
 from mosaic.cgroup_cohort import EngineLimits
 from mosaic.cgroup_cohort import cgroupfs as cg
+from mosaic.cgroup_cohort.internals import LIMITS, apply_cgroup, decide, default_data, rlimits_of, settle
 from mosaic.cgroup_cohort.limits import (
     DEFAULT_ADDRESS_SPACE,
     DEFAULT_DATA,
     DEFAULT_MEMORY,
     DEFAULT_PIDS,
-    LIMITS,
     LimitHeld,
-    apply_cgroup,
-    decide,
-    default_data,
     held_from_dict,
     held_to_dict,
-    rlimits_of,
-    settle,
 )
 
 GiB = 1 << 30

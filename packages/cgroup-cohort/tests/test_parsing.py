@@ -11,10 +11,9 @@ import os
 
 import pytest
 
-from mosaic.cgroup_cohort.cgroupfs import (
-    EvidenceUnavailable,
+from mosaic.cgroup_cohort.cgroupfs import EvidenceUnavailable, find_cgroup2
+from mosaic.cgroup_cohort.internals import (
     enumerate_members,
-    find_cgroup2,
     has_feature,
     parse_events,
     parse_mountinfo,

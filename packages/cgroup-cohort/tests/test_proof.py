@@ -16,7 +16,8 @@ from mosaic.cgroup_cohort import (
     UnlaunchedCohort,
     build_boot_proof,
 )
-from mosaic.cgroup_cohort.proof import build_cohort_proof, classify_host, proof_digest, proof_json_schema
+from mosaic.cgroup_cohort.internals import classify_host, proof_digest
+from mosaic.cgroup_cohort.proof import build_cohort_proof, proof_json_schema
 from mosaic.cgroup_cohort.stop import (
     Death,
     Enumerated,

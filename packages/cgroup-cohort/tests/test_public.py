@@ -20,7 +20,7 @@ import mosaic.cgroup_cohort
 PACKAGE = Path(mosaic.cgroup_cohort.__file__).parent
 HERE = Path(__file__).resolve().parent
 PUBLIC = ["mosaic.cgroup_cohort", *(f"mosaic.cgroup_cohort.{m}" for m in (
-    "bindings", "cgroupfs", "launchers", "limits", "proof", "reference", "shim", "spawn_helper", "stop",
+    "cgroupfs", "internals", "launchers", "limits", "proof", "reference", "shim", "stop",
     "testing", "testing.account"))]
 
 

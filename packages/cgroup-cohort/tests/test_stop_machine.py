@@ -468,7 +468,7 @@ TABLES = [("scope", STOP_TRANSITIONS, STOP_ORDER), ("direct", STOP_TRANSITIONS, 
 @pytest.mark.parametrize(("kind", "table", "order"), TABLES)
 def test_every_row_of_the_table_runs_its_handler(kind, table, order, ref_factory, identity_factory):
     """Each (phase, event type) row calls exactly the handler it names, which moves the machine on (or, for
-    an acknowledgement, records it and keeps the pending action: rule 3)."""
+    an acknowledgement, records it and keeps the pending action: `_stop` rule 3)."""
     assert {phase for phase, _ in table} == set(order)  # every live phase has rows, "done" has none
     for (phase, event_type), handler in table.items():
         m = _machine_at(kind, phase, ref_factory, identity_factory)
@@ -489,7 +489,7 @@ def test_every_row_of_the_table_runs_its_handler(kind, table, order, ref_factory
 @pytest.mark.parametrize(("kind", "table", "order"), TABLES)
 def test_an_event_with_no_row_leaves_the_pending_action_unchanged(kind, table, order, ref_factory,
                                                                   identity_factory):
-    """Rule 9: an event that has no row for the current phase changes nothing at all."""
+    """`_stop` rule 9: an event that has no row for the current phase changes nothing at all."""
     unmatched = 0
     for phase in order:
         for event_type in EVENT_TYPES:

@@ -1,6 +1,6 @@
 """Each binding and each cgroup2 primitive against the real kernel (root, a scratch cgroup per test).
 
-The cffi bindings (``mosaic.cgroup_cohort.bindings``) and the cgroup2 primitives (``.cgroupfs``) are the
+The cffi bindings and the cgroup2 primitives (``mosaic.cgroup_cohort.internals``) are the
 mechanisms the shim and the executors stand on; testing them against the real kernel is the point here.
 """
 
@@ -16,18 +16,21 @@ from collections.abc import Iterator
 import pytest
 
 from mosaic.cgroup_cohort import Credentials
-from mosaic.cgroup_cohort.bindings import CLONE_NEWCGROUP, clone_child, file_handle_id, spawn, unshare
-from mosaic.cgroup_cohort.cgroupfs import (
+from mosaic.cgroup_cohort.cgroupfs import EvidenceUnavailable, find_cgroup2
+from mosaic.cgroup_cohort.internals import (
+    CLONE_NEWCGROUP,
     O_DIR,
-    EvidenceUnavailable,
     cgroup_id,
     cgroup_of,
+    clone_child,
     enumerate_members,
-    find_cgroup2,
+    file_handle_id,
     has_feature,
     read_events,
     remove_tree,
+    spawn,
     start_time,
+    unshare,
     wait_events,
     wait_tree,
     write_value,

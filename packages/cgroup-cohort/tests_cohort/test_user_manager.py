@@ -84,7 +84,7 @@ def test_vendored_shim_boots_under_the_system_python(vendored_shim, tmp_path):
     parser still answers but the rest of the shim cannot start (so this would catch a vendoring that
     forgot it)."""
     # The boot line (mosaic.cgroup_cohort.shim): checking it boots is the point here.
-    from mosaic.cgroup_cohort.shim import SHIM_CODE, shim_boot  # noqa: PLC0415
+    from mosaic.cgroup_cohort.internals import SHIM_CODE, shim_boot  # noqa: PLC0415
 
     def boot(root: str, *args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
         argv = shim_boot(root) if code is None else ["-I", "-c", code, root]
@@ -105,8 +105,8 @@ def test_vendored_shim_boots_under_the_system_python(vendored_shim, tmp_path):
 def _helper(root: str, request: dict, cwd: str) -> tuple[int, str, str]:
     """The spawn helper booted from ``root`` on /usr/bin/python3 as the launchers boot it, given ``request``
     on its socket; (exit status, report, stderr)."""
-    # The helper's boot line (mosaic.cgroup_cohort.spawn_helper): checking it boots is the point here.
-    from mosaic.cgroup_cohort.spawn_helper import HELPER_CODE  # noqa: PLC0415
+    # The helper's boot line (mosaic.cgroup_cohort.internals): checking it boots is the point here.
+    from mosaic.cgroup_cohort.internals import HELPER_CODE  # noqa: PLC0415
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     proc = subprocess.Popen(["/usr/bin/python3", "-I", "-c", HELPER_CODE, root, "30", "shim"],
@@ -128,8 +128,8 @@ def test_vendored_copy_boots_the_spawn_helper_under_the_system_python(vendored_s
     the bindings and cffi's ``_cffi_backend``, the shim's start): booted from it on /usr/bin/python3, the
     helper spawns for real, handing this process its child, and every module it loads beyond the standard
     library comes from the copy (not, say, the system's own ``_cffi_backend``)."""
-    # The helper's boot line (mosaic.cgroup_cohort.spawn_helper): checking it boots is the point here.
-    from mosaic.cgroup_cohort.spawn_helper import HELPER_CODE  # noqa: PLC0415
+    # The helper's boot line (mosaic.cgroup_cohort.internals): checking it boots is the point here.
+    from mosaic.cgroup_cohort.internals import HELPER_CODE  # noqa: PLC0415
 
     code, out, err = _helper(vendored_shim, {"argv": ["/bin/true"], "env": {}}, str(tmp_path))
     assert code == 0, err

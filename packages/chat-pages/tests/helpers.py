@@ -56,9 +56,8 @@ from mosaic.chat_pages.sources import (
     CLAUDE_HARNESS,
     Roots,
     claude_conversation_id,
-    receipts_rel,
-    sessions_rel,
 )
+from mosaic.chat_pages.testing import receipts_rel, sessions_rel
 from mosaic.safe_open import is_session_name
 from mosaic.safe_open.testing import OpenWatch
 

@@ -26,8 +26,8 @@ from helpers import VALIDATE, World, as_nobody, entry, header, open_to_all, writ
 from http_client import get, raw, request, socket_address, uvicorn_serving
 
 from mosaic.chat_pages import ReaderServer, asgi_app, serve
-from mosaic.chat_pages.guard import loopback_hosts, split_token
 from mosaic.chat_pages.server import REFUSAL_STATUS, ReaderGuard
+from mosaic.chat_pages.testing import loopback_hosts, split_token
 
 #: What a browser sends when the user opens a URL by hand (typed, pasted, a bookmark).
 BROWSER = [("User-Agent", "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"),

@@ -27,7 +27,7 @@ from http_client import Response, get, uvicorn_serving
 from mosaic.chat_pages import ReaderServer, asgi_app
 
 # The lanes are the mechanism under test; their occupancy is the event the tests wait on.
-from mosaic.chat_pages.server import Lanes, lane_of
+from mosaic.chat_pages.testing import Lanes, lane_of
 
 #: The hostile file: 3.8 MiB of malformed lines (two bytes each, ~1.99 million lines).
 HOSTILE_BYTES = int(3.8 * 2**20)

@@ -26,12 +26,16 @@ from mosaic.chat_pages.parts import (
     MAX_STRING_UNITS,
     dump_bytes,
     dumps,
+)
+from mosaic.chat_pages.testing import (
     encoded_parts,
     fragments,
+    general_parts_path,
+    json_encodes,
+    part_encodes,
     part_from_json,
     sized_parts,
 )
-from mosaic.chat_pages.testing import general_parts_path, json_encodes, part_encodes
 
 REFUSED_HEADERS = {
     "cwd-dotdot.jsonl", "cwd-missing.jsonl", "cwd-outside.jsonl", "cwd-relative.jsonl", "empty.jsonl",

@@ -125,7 +125,7 @@ def test_F14_the_stat_shortcut_applies_only_to_a_clean_unchanged_file(world: Wor
     stat's ctime is older than the verification by more than RACY_NS; otherwise every next hashes."""
     # This test is about the shortcut's mechanism (how often it hashes), which no result shows, so it
     # reads the threshold it straddles, RACY_NS, from the reader's module.
-    from mosaic.chat_pages.reader import RACY_NS
+    from mosaic.chat_pages.testing import RACY_NS
 
     root, cid, p = _session(world, 350)
     ctime = p.stat().st_ctime_ns
@@ -155,7 +155,7 @@ def test_F14_an_open_of_an_unchanged_file_reuses_its_snapshot_and_a_changed_one_
     """Every branch opened in turn is one read of the file. An open whose file still has the clean
     stat identity that verified a cached snapshot takes that snapshot without reading or hashing the file (the
     shortcut's own rule); a racy stat, an append or an in-place rewrite with mtime restored is read again."""
-    from mosaic.chat_pages.reader import RACY_NS  # the threshold the shortcut straddles
+    from mosaic.chat_pages.testing import RACY_NS  # the threshold the shortcut straddles
 
     root, cid, p = _session(world, 120)
     ctime = p.stat().st_ctime_ns

@@ -14,7 +14,7 @@ from mosaic.chat_pages import RepositorySpec, SeatRegistration, conversation_id,
 
 # samePath is private (roots_from_specs applies it to registrations): F2 tests the rule itself as well as
 # through the registrations.
-from mosaic.chat_pages.sources import same_path
+from mosaic.chat_pages.testing import same_path
 
 
 def _reg(project: Path, seat: str = "alpha", harness: str = "pi", started: str = "2026-11-30T08:00:00.000Z",

@@ -3,10 +3,10 @@
 Pi 0.85.1's loader (session-manager.js): `_buildIndex` (686-707) sets `byId` for every entry in file order,
 so where an id repeats the later entry wins, and the leaf is the last entry; `getBranch(fromId)` (958-970)
 walks `byId.get(parentId)` up from the leaf while the parentId is truthy and names an entry, then reverses.
-`pi_get_branch` below is that walk over the lines the parser takes as entries (rule 2). The parser's own
-rules (rules 2-8) must give, for every leaf, a branch whose entries are exactly that path: the columnar
+`pi_get_branch` below is that walk over the lines the parser takes as entries (README rule 2). The parser's own
+rules (README rules 2-8) must give, for every leaf, a branch whose entries are exactly that path: the columnar
 index stores the tree in arrays, and must not change what it is. Pi never returns from a loop (FACTS.md
-quirk 6), so a leaf whose walk loops is left out (rule 8 cuts it; `test_rules.py` covers that).
+quirk 6), so a leaf whose walk loops is left out (README rule 8 cuts it; `test_rules.py` covers that).
 
 The compact form of the id table (`_idtable`, used for files of tiny entries) is forced here on the same
 generated files and fixtures, and must give the same result as the sparse form, `parse_appended` included.

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mosaic.pi_rpc import EngineLink
+from mosaic.pi_rpc.internals import GET_TREE_MAX_PATH
 from mosaic.pi_rpc.link import CommandOutcome, EngineEvent, OutcomeUnknownError
 from mosaic.pi_rpc.seal import build_sealed_argv
 from mosaic.pi_rpc.testing import (
@@ -31,7 +32,6 @@ from mosaic.pi_rpc.testing import (
     prepare_fake_engine,
     prepare_tree,
 )
-from mosaic.pi_rpc.testing.fake_engine import GET_TREE_MAX_PATH
 from mosaic.pi_rpc.testing.sessions import session_lines
 
 SID = "0199dddd-4444-7000-8000-000000000004"

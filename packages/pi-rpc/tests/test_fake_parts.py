@@ -10,7 +10,7 @@ import pytest
 
 # Two mechanisms of the fake engine that no caller uses directly (V8's JSON.parse messages, the session
 # manager's tree and id shapes), made public in its module so these tests can pin them.
-from mosaic.pi_rpc.testing.fake_engine import JsonParseError, SessionFile, iso_now, js_json_parse, uuidv7
+from mosaic.pi_rpc.internals import JsonParseError, SessionFile, iso_now, js_json_parse, uuidv7
 
 V8 = json.loads((Path(__file__).parent / "data" / "v8_json_parse.json").read_text())
 

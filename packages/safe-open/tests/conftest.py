@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from mosaic.safe_open import Root, open_root
-from mosaic.safe_open.root import openat2_available, openat2_status
+from mosaic.safe_open.internals import openat2_available, openat2_status
 
 SESSIONS = ".pi/state/seat/sessions"
 NAME = "s.jsonl"

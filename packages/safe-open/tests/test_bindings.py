@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mosaic.safe_open import kernel
+from mosaic.safe_open import internals as kernel
 
 
 def test_the_committed_abi_module_is_what_the_declarations_generate() -> None:

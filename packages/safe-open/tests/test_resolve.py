@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mosaic.safe_open import Root, SafeOpenRefusal, kernel, open_root
-from mosaic.safe_open.kernel import RESOLVE_FLAGS
-from mosaic.safe_open.root import openat2_available
+from mosaic.safe_open import Root, SafeOpenRefusal, open_root
+from mosaic.safe_open import internals as kernel
+from mosaic.safe_open.internals import RESOLVE_FLAGS, openat2_available
 from mosaic.safe_open.testing import OpenWatch, openat2_unavailable
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from mosaic.safe_open import ProcessRef
 from mosaic.writer_claim import Binding, Claim, ClaimStore, Pins, ProofKind, ProofRef, SeatKey, SessionKey
-from mosaic.writer_claim.codec import encode_revision
+from mosaic.writer_claim.internals import encode_revision
 
 SEAT = SeatKey("bench-seat", "/bench/project", "main")
 SESSION = SessionKey("pi", "01a22a58-944f-7072-a9ab-f808835fc6a2")

@@ -40,8 +40,8 @@ from mosaic.writer_claim import (
     State,
     UnitObservation,
 )
-from mosaic.writer_claim.codec import encode_revision
-from mosaic.writer_claim.model import Owner, ProcessIdentity, Writer, unit_name_for
+from mosaic.writer_claim.internals import encode_revision, unit_name_for
+from mosaic.writer_claim.model import Owner, ProcessIdentity, Writer
 from mosaic.writer_claim.store import Barrier
 
 

@@ -26,8 +26,15 @@ from hypothesis import strategies as st
 
 from mosaic.safe_open import HostIdentity
 from mosaic.writer_claim import Outcome, ProofKind, ProofRef, Revision, State, UnitObservation
-from mosaic.writer_claim.model import Eligibility, Owner, StopInfo, Writer, unit_name_for
-from mosaic.writer_claim.rules import KeyObservation, PairObservation, Unreadable, classify, refusal_for
+from mosaic.writer_claim.internals import (
+    KeyObservation,
+    PairObservation,
+    Unreadable,
+    classify,
+    refusal_for,
+    unit_name_for,
+)
+from mosaic.writer_claim.model import Eligibility, Owner, StopInfo, Writer
 
 CLAIMS = ["claim-" + "a" * 32, "claim-" + "b" * 32]
 ELIGIBILITY_IDS = {CLAIMS[0]: "recover-a", CLAIMS[1]: "recover-b"}

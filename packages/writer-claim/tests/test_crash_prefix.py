@@ -60,7 +60,7 @@ from claim_helpers import (
 
 # The point of this test is the store's own file-system calls, which it records by swapping the `os` the
 # store's modules use (README "Persistence model").
-from mosaic.writer_claim.testing import store_os
+from mosaic.writer_claim.internals import store_os
 
 
 @dataclass(frozen=True)

@@ -66,11 +66,10 @@ from mosaic.writer_claim import (
     SessionKey,
     State,
 )
-from mosaic.writer_claim.codec import FORMAT, FORMAT_ELIGIBILITY
-from mosaic.writer_claim.model import Eligibility, unit_name_for
 
 # The transition rule itself is private; it is checked here directly as well as through the store.
-from mosaic.writer_claim.rules import check_owner_transition
+from mosaic.writer_claim.internals import FORMAT, FORMAT_ELIGIBILITY, check_owner_transition, unit_name_for
+from mosaic.writer_claim.model import Eligibility
 from mosaic.writer_claim.store import Barrier
 
 

@@ -27,7 +27,7 @@ from claim_helpers import (
 )
 
 from mosaic.writer_claim import RESERVE_REVISIONS, Claim, ClaimStore, ClaimWriteError, State
-from mosaic.writer_claim.store import reserve_name
+from mosaic.writer_claim.internals import reserve_name
 
 
 @pytest.fixture

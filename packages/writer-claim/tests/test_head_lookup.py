@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from mosaic.writer_claim import ClaimStore, State
 
 # The counter wraps the `os` of the store's modules: the point is the store's own file-system calls.
-from mosaic.writer_claim.testing import store_os
+from mosaic.writer_claim.internals import store_os
 
 
 class CountingOS:

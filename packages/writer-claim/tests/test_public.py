@@ -16,7 +16,7 @@ import pytest
 import mosaic.writer_claim
 
 PACKAGE = Path(mosaic.writer_claim.__file__).parent
-PUBLIC = ["mosaic.writer_claim", *(f"mosaic.writer_claim.{m}" for m in ("cli", "codec", "model", "rules", "store", "testing"))]
+PUBLIC = ["mosaic.writer_claim", *(f"mosaic.writer_claim.{m}" for m in ("cli", "internals", "model", "store"))]
 
 
 def test_the_public_modules_are_every_module_without_an_underscore() -> None:

@@ -51,7 +51,7 @@ from mosaic.writer_claim import (
     SessionKey,
     State,
 )
-from mosaic.writer_claim.codec import (
+from mosaic.writer_claim.internals import (
     FORMAT,
     FORMAT_ELIGIBILITY,
     FORMAT_ENGINE_UID,
@@ -59,9 +59,11 @@ from mosaic.writer_claim.codec import (
     RecordError,
     decode_revision,
     encode_revision,
+    revision_name,
     revision_to_json,
+    unit_name_for,
 )
-from mosaic.writer_claim.model import MAX_COHORT_BYTES, Eligibility, StopInfo, revision_name, unit_name_for
+from mosaic.writer_claim.model import MAX_COHORT_BYTES, Eligibility, StopInfo
 
 README = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3]) / "packages/writer-claim/README.md"
 

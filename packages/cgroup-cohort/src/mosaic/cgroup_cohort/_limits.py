@@ -50,22 +50,19 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+# What mosaic.cgroup_cohort.limits offers (it star-imports this list); the mechanism (the decision table,
+# the shim's writer, the rlimits, the host's memory) is mosaic.cgroup_cohort.internals'.
 __all__ = [
-    "CGROUP_FORM",
-    "CPU_PERIOD",
-    "LIMITS",
-    "RLIMIT_FORM",
+    "DEFAULT_ADDRESS_SPACE",
+    "DEFAULT_CORE",
+    "DEFAULT_CPUS",
+    "DEFAULT_DATA",
+    "DEFAULT_MEMORY",
+    "DEFAULT_PIDS",
     "EngineLimits",
     "LimitHeld",
-    "apply_cgroup",
-    "decide",
-    "default_data",
-    "hard_limits",
-    "host_memory",
     "held_from_dict",
     "held_to_dict",
-    "rlimits_of",
-    "settle",
 ]
 
 GiB = 1 << 30

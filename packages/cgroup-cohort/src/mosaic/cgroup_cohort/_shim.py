@@ -29,7 +29,8 @@ What it does, in order:
    root or the shim's own uid): hello, events, members, term, freeze, kill, deaths, release.
 
 Steps 1-6, up to the engine's birth, are this module (``start``); the rest is ``_shim_ops.Shim``, imported
-only once the engine runs. Every millisecond before the engine's birth delays the engine (README "Threads":
+only once the engine runs. What the start hands to the rest (``Startup``) and its failure (``ShimError``)
+are ``_shim_state``'s, which both import. Every millisecond before the engine's birth delays the engine (README "Threads":
 what a launch costs), so this module imports the standard library, ``_ffi`` (``_cffi_backend``),
 ``cgroupfs``, ``_evidence``, ``_limits`` and ``_proc``, and nothing that is not needed before the engine starts
 (mosaic.safe_open, socket, selectors, subprocess; a scope shim imports ``subprocess`` for the one
@@ -72,8 +73,9 @@ from ._ffi import (
     set_no_new_privs,
     spawn,
 )
-from ._limits import EngineLimits, held_from_dict, held_to_dict, rlimits_of, settle
+from ._limits import EngineLimits, held_to_dict, rlimits_of, settle
 from ._proc import cgroup_of
+from ._shim_state import ShimError, Startup
 
 # Annotations only (strings here): typing alone would add ~2 ms to the shim's start.
 TYPE_CHECKING = False
@@ -81,13 +83,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Startup", "main", "start", "start_and_exec", "warm"]
+__all__ = ["main", "start", "start_and_exec", "warm"]
 
 DELEGATED_FILES = ("cgroup.procs", "cgroup.threads", "cgroup.subtree_control")
-
-
-class ShimError(Exception):
-    """Startup failed; the message goes to the status descriptor and stderr, exit status 3."""
 
 
 def _ignore_stop_signals() -> None:
@@ -212,63 +210,6 @@ def run_canary(
     if held:
         method = "nsdelegate" if any(res == "ENOENT" for _, res in attempts) else "engine-uid"
     return {"held": held, "method": method, "attempts": [list(a) for a in attempts]}
-
-
-class Startup:
-    """What the shim's start leaves to the rest of its life (``_shim_ops.Shim``): the cgroup2 mount, the
-    unit's cgroup and the two it made (held as O_DIRECTORY descriptors), the canary's verdict and the engine
-    it started. Filled in as the start goes, so that a start that fails can still kill what it has already
-    put in engine/."""
-
-    def __init__(self) -> None:
-        self.mount: cg.Cgroup2Mount | None = None
-        self.own = ""  # the unit's cgroup path as this shim sees it (from /proc/self/cgroup)
-        self.unit_path = ""
-        self.invocation: str | None = None
-        self.env_invocation: str | None = None
-        self.unit_fd = -1
-        self.sup_fd = -1
-        self.engine_fd = -1
-        self.engine_path = ""
-        self.engine_rel = ""
-        self.creds: Credentials | None = None
-        self.userns = False
-        self.features: list[str] = []
-        self.containment: dict[str, Any] = {}
-        self.limits: dict[str, Any] = {}  # _limits.held_to_dict: where each limit holds
-        self.engine_pid = -1
-
-    def to_json(self) -> str:
-        """This state for ``--resume``: the exec'd rest of the shim holds the same descriptors (inheritable
-        by then) and the same child."""
-        mount, creds = self.mount, self.creds
-        assert mount is not None
-        return json.dumps({
-            "mount": [mount.mount_point, mount.nsdelegate, mount.super_options], "own": self.own,
-            "unitPath": self.unit_path, "invocation": self.invocation, "envInvocation": self.env_invocation,
-            "fds": [self.unit_fd, self.sup_fd, self.engine_fd], "enginePath": self.engine_path,
-            "engineRel": self.engine_rel, "userns": self.userns, "features": self.features,
-            "creds": None if creds is None else [creds.uid, creds.gid, creds.groups],
-            "containment": self.containment, "limits": self.limits, "enginePid": self.engine_pid,
-        })
-
-    @classmethod
-    def from_json(cls, text: str) -> Startup:
-        """The state ``to_json`` wrote before the exec. Raises ValueError (or KeyError, TypeError) for
-        anything else."""
-        d = json.loads(text)
-        s = cls()
-        s.mount = cg.Cgroup2Mount(str(d["mount"][0]), bool(d["mount"][1]), str(d["mount"][2]))
-        s.own, s.unit_path = str(d["own"]), str(d["unitPath"])
-        s.invocation, s.env_invocation = d["invocation"], d["envInvocation"]
-        s.unit_fd, s.sup_fd, s.engine_fd = (int(fd) for fd in d["fds"])
-        s.engine_path, s.engine_rel = str(d["enginePath"]), str(d["engineRel"])
-        s.userns, s.features, s.containment = bool(d["userns"]), list(d["features"]), dict(d["containment"])
-        c = d["creds"]
-        s.creds = None if c is None else Credentials(int(c[0]), int(c[1]), None if c[2] is None else tuple(c[2]))
-        s.limits = held_to_dict(held_from_dict(d["limits"]))
-        s.engine_pid = int(d["enginePid"])
-        return s
 
 
 def _manager_invocation_id(systemctl: str, unit: str) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 # The shim's import graph: the standard library, cffi (through _ffi), this package's cgroupfs, _errors,
-# _evidence, _ffi, _proc and _shim, and mosaic.safe_open (the one reading of the machine id, the boot id and
+# _evidence, _ffi, _proc, _shim and _shim_state, and mosaic.safe_open (the one reading of the machine id, the boot id and
 # /proc/<pid>/stat). safe_open loads no cffi at import. The launchers put both packages' roots on the shim's
 # path (_boot.SHIM_ROOTS); a vendored shim_path must hold both (README "The shim").
 from mosaic.safe_open.identity import boot_id, machine_id, read_stat
@@ -31,7 +31,7 @@ from . import cgroupfs as cg
 from ._evidence import EvidenceUnavailable
 from ._ffi import pidfd_open, pidfd_send_signal
 from ._proc import cgroup_of, start_time
-from ._shim import ShimError, Startup
+from ._shim_state import ShimError, Startup
 
 __all__ = ["Shim"]
 

@@ -1,8 +1,10 @@
 """The cgroup2 filesystem: finding the mount, reading cgroup.events, enumerating, freezing, killing.
 
-The kernel as the cohort reads it, public because a caller may look at a cohort for itself: the shim, the
-executors and the limits' writer call exactly these (through this module, so a test can record them), and
-the few /proc readers a stop relies on are here too (a process's cgroup and start time, from ``_proc``).
+The kernel as the cohort reads it: the shim, the executors and the limits' writer call exactly these
+(through this module, so a test can record them), and the few /proc readers a stop relies on are here too
+(a process's cgroup and start time, from ``_proc``). A caller needs only where the mount is
+(``find_cgroup2``, a ``Cgroup2Mount``); the readers are shown to this package's tests by
+``mosaic.cgroup_cohort.internals``.
 A reader that cannot read raises ``EvidenceUnavailable`` (a reason and a detail), never an empty answer.
 The shim's start imports this module before the engine runs: nothing beyond the standard library and the
 bindings (README "Threads": what a launch costs).
@@ -30,31 +32,13 @@ from collections.abc import Callable, Iterator
 
 from ._evidence import EvidenceUnavailable
 from ._ffi import file_handle_id
-from ._proc import cgroup_of, clock_ticks, parse_proc_cgroup, start_time
+from ._proc import start_time
 from ._record import Record
 
-__all__ = [
-    "O_DIR",
-    "CgroupEvents",
-    "Cgroup2Mount",
-    "EvidenceUnavailable",
-    "MountEntry",
-    "cgroup_id",
-    "cgroup_of",
-    "clock_ticks",
-    "enumerate_members",
-    "find_cgroup2",
-    "has_feature",
-    "parse_events",
-    "parse_mountinfo",
-    "parse_proc_cgroup",
-    "read_events",
-    "remove_tree",
-    "start_time",
-    "wait_events",
-    "wait_tree",
-    "write_value",
-]
+# What a caller needs: where the mount is, and the one failure every reader raises. The readers themselves
+# are the cohort's own (the shim, the executors, the limits' writer); this package's tests reach them
+# through mosaic.cgroup_cohort.internals.
+__all__ = ["Cgroup2Mount", "EvidenceUnavailable", "find_cgroup2"]
 
 
 def __dir__() -> list[str]:

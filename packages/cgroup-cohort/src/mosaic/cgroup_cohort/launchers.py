@@ -6,13 +6,12 @@ delegated parent, no systemd; ``find_cgroup2`` says where the mount is) and ``Pg
 process-group fallback, whose stop never proves). ``launch(unit, argv, ...)`` returns a ``CohortHandle``:
 the engine's stdio (``take_stdio``, once) and the reference to record (``handle.ref``).
 ``presence(unit)`` answers a restart's question (``Presence``), ``rediscover(unit)`` rebuilds a live
-cohort's reference, ``release_cohort(ref)`` lets a recorded cohort's shim go. ``dir_presence`` is the
-direct launcher's lookup on any directory. README "The launcher shape and presence", "Threads".
+cohort's reference, ``release_cohort(ref)`` lets a recorded cohort's shim go. README "The launcher shape and presence", "Threads".
 """
 
 from typing import TYPE_CHECKING
 
-from ._direct import DirectCgroupLauncher, dir_presence
+from ._direct import DirectCgroupLauncher
 from ._ffi import Credentials
 from ._launcher import CohortHandle, Launcher, Presence, release_cohort
 from ._model import LauncherKind
@@ -30,7 +29,6 @@ __all__ = [
     "Presence",
     "ScopeLauncher",
     "UserManager",
-    "dir_presence",
     "find_cgroup2",
     "release_cohort",
 ]

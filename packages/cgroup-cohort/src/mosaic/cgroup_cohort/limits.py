@@ -1,59 +1,19 @@
-"""The engine's limits: what a launch sets (``EngineLimits``) and where each one holds (``LimitHeld``).
+"""The engine's limits: what a launch sets (``EngineLimits``, with its defaults ``DEFAULT_PIDS``,
+``DEFAULT_MEMORY``, ``DEFAULT_CPUS``, ``DEFAULT_DATA``, ``DEFAULT_ADDRESS_SPACE``, ``DEFAULT_CORE``) and where
+each one holds (``LimitHeld``).
 
-``launch(..., limits=EngineLimits(...))`` asks for them; ``handle.limits`` says, per limit in ``LIMITS``,
-whether a cgroup file, an rlimit or nothing holds it (``held_to_dict`` is its JSON form, the controller's
-binding record); ``default_data`` sizes the per-process memory default from the host's memory
-(``host_memory``). The mechanism is public too: the pure decision table (``decide``), the shim's one writer
-(``apply_cgroup``, ``settle``) and the rlimits an engine's child sets (``rlimits_of``). README "Limits".
+``launch(..., limits=EngineLimits(...))`` asks for them; ``handle.limits`` says, per limit, whether a cgroup
+file, an rlimit or nothing holds it (``held_to_dict`` is its JSON form, the controller's binding record;
+``held_from_dict`` reads it back). README "Limits".
 """
 
-from ._limits import (
-    CGROUP_FORM,
-    CPU_PERIOD,
-    DEFAULT_ADDRESS_SPACE,
-    DEFAULT_CORE,
-    DEFAULT_CPUS,
-    DEFAULT_DATA,
-    DEFAULT_MEMORY,
-    DEFAULT_PIDS,
-    LIMITS,
-    RLIMIT_FORM,
-    EngineLimits,
-    LimitHeld,
-    apply_cgroup,
-    decide,
-    default_data,
-    hard_limits,
-    held_from_dict,
-    held_to_dict,
-    host_memory,
-    rlimits_of,
-    settle,
-)
+from __future__ import annotations
 
-__all__ = [
-    "CGROUP_FORM",
-    "CPU_PERIOD",
-    "DEFAULT_ADDRESS_SPACE",
-    "DEFAULT_CORE",
-    "DEFAULT_CPUS",
-    "DEFAULT_DATA",
-    "DEFAULT_MEMORY",
-    "DEFAULT_PIDS",
-    "LIMITS",
-    "RLIMIT_FORM",
-    "EngineLimits",
-    "LimitHeld",
-    "apply_cgroup",
-    "decide",
-    "default_data",
-    "hard_limits",
-    "host_memory",
-    "held_from_dict",
-    "held_to_dict",
-    "rlimits_of",
-    "settle",
-]
+from . import _limits
+from ._limits import *  # noqa: F403
+
+__all__: list[str] = []
+__all__ += _limits.__all__
 
 
 def __dir__() -> list[str]:

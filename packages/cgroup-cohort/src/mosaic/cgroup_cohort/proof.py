@@ -1,9 +1,8 @@
 """Proofs: the cohortProof a stop builds, the boot proof a claim from an earlier boot gets, and their check.
 
 ``build_cohort_proof`` (from a ``stopped`` outcome), ``build_boot_proof`` (from a reference or an
-unlaunched cohort, with ``boot_time()``), ``classify_host`` (same boot, earlier boot or foreign host),
-``proof_digest`` (the ``sha256:<64 hex>`` a claim stores), ``FixtureVerifier`` (the trusted digest
-registry) and the proofs' JSON Schema (``PROOF_SCHEMA``, ``proof_json_schema``). README "The proof".
+unlaunched cohort, with ``boot_time()``), ``FixtureVerifier`` (the trusted digest registry, of kind
+``VERIFIER_KIND``) and the proofs' JSON Schema (``PROOF_SCHEMA``, ``proof_json_schema``). README "The proof".
 """
 
 from ._proc import boot_time
@@ -11,11 +10,8 @@ from ._proof import (
     PROOF_SCHEMA,
     VERIFIER_KIND,
     FixtureVerifier,
-    HostRelation,
     build_boot_proof,
     build_cohort_proof,
-    classify_host,
-    proof_digest,
     proof_json_schema,
 )
 
@@ -23,12 +19,9 @@ __all__ = [
     "PROOF_SCHEMA",
     "VERIFIER_KIND",
     "FixtureVerifier",
-    "HostRelation",
     "boot_time",
     "build_boot_proof",
     "build_cohort_proof",
-    "classify_host",
-    "proof_digest",
     "proof_json_schema",
 ]
 

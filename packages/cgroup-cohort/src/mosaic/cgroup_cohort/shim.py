@@ -1,15 +1,13 @@
-"""The supervisor shim: its entry point (``python -m mosaic.cgroup_cohort.shim --help``) and its command line.
+"""The supervisor shim's entry point: ``python -m mosaic.cgroup_cohort.shim --help``.
 
-The launchers start it, nothing else should (README "The shim"). What they start it with is public: the
-boot line (``shim_boot``: ``-I -c SHIM_CODE <roots>``, the roots ``SHIM_ROOTS`` by default), the options
-(``shim_args``) and their reading (``parse_args``), and the state the direct route's shim carries across
-its exec (``Startup``).
+The launchers start it, nothing else should (README "The shim"); how they start it (the boot line, the
+options, the state the direct route's shim carries across its exec) is the package's own, shown to its
+tests by ``mosaic.cgroup_cohort.internals``.
 """
 
-from ._boot import SHIM_CODE, SHIM_ROOTS, shim_args, shim_boot
-from ._shim import Startup, main, parse_args
+from ._shim import main
 
-__all__ = ["SHIM_CODE", "SHIM_ROOTS", "Startup", "main", "parse_args", "shim_args", "shim_boot"]
+__all__ = ["main"]
 
 
 def __dir__() -> list[str]:

@@ -10,10 +10,10 @@ cursors, follow, and the two GET routes.
 open and next return {"ok": True, "page", "cursor", "follow", "view"} or {"ok": False, "refusal": {"code",
 "reconcile", "message"}}. Nothing here writes a file. What a consumer needs is here (`__all__`); the rest is
 in named public modules: `mosaic.chat_pages.reader` (the reader and its bounds), `.sources` (specs,
-registrations, roots, conversation ids), `.parts` (the page limits, parts, fragments, JSON), `.server`
-(the routes, the server, the ASGI app, their bounds), `.guard` (who may ask the routes), `.cli` (the
-`mosaic-read` command line; also `python -m mosaic.chat_pages`) and `.testing` (switches for tests). See
-the package README for every rule.
+registrations, roots, conversation ids), `.parts` (the page limits, JSON), `.server` (the routes, the
+server, the ASGI app, their bounds), `.guard` (who may ask the routes), `.cli` (the `mosaic-read` command
+line; also `python -m mosaic.chat_pages`) and `.testing` (for this package's tests: switches and
+machinery, with no compatibility promise). See the package README for every rule.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # what mypy and readers see; at run time each name is importe
 
 # Where each public name lives: `import mosaic.chat_pages` imports none of them, so the reader, the server,
 # asyncio and pi-format load only when a name is first used (PEP 562), and a command's --help stays fast.
-_HOME: dict[str, str] = {
+_LAZY: dict[str, str] = {
     "asgi_app": "_asgi",
     "dumps": "_jsonout",
     "Reader": "_reader",
@@ -61,7 +61,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)

@@ -25,6 +25,9 @@ from ._lanes import CATALOGUE_WORKERS, WORKERS, Lanes, lane_of
 from ._reader import Reader
 from ._server import SECURITY_HEADERS, answer
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["ReaderGuard", "asgi_app"]
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]

@@ -31,6 +31,9 @@ if TYPE_CHECKING:  # imported where a command needs them, so `mosaic-read --help
     from ._reader import Reader
     from ._sources import Roots
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["EXIT_CODES", "TOKEN_ENV", "main"]
+
 PROG = "mosaic-read"
 DISTRIBUTION = "mosaic-chat-pages"
 

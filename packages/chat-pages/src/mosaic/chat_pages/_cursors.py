@@ -18,6 +18,9 @@ from typing import Any
 from ._jsonout import iso_time
 from ._refusal import ReaderRefusal
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["CURSOR_CAP", "CURSOR_TTL_SECONDS", "HISTORY", "LOCAL_OPERATOR"]
+
 #: The only actor on the unauthenticated loopback route, and the only purpose (seed "API").
 LOCAL_OPERATOR = "local-operator"
 HISTORY = "history"

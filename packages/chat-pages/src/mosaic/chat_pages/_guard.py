@@ -44,6 +44,9 @@ from urllib.parse import unquote_plus
 from ._http import REFUSAL_STATUS
 from ._refusal import ReaderRefusal
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["MIN_TOKEN_LENGTH", "TOKEN_PARAM", "Guard", "Verdict", "new_token"]
+
 #: The query parameter that carries the token (removed from the target before routing).
 TOKEN_PARAM = "token"
 #: Bytes of randomness in a generated token (`secrets.token_urlsafe`: 43 URL-safe characters).

@@ -22,6 +22,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._reader import Reader
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["REFUSAL_STATUS", "route"]
+
 #: One HTTP status per refusal code. A test checks this table against ReaderRefusal.CODES and against
 #: every refusal code the package's source can produce.
 REFUSAL_STATUS: Mapping[str, int] = MappingProxyType(

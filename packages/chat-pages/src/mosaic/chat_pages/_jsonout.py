@@ -15,6 +15,9 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["dump_bytes", "dumps"]
+
 _LONE = re.compile("[\ud800-\udfff]")
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

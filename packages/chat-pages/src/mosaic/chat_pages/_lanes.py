@@ -29,6 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["CATALOGUE_WORKERS", "WORKERS"]
+
 T = TypeVar("T")
 
 #: Worker threads for conversation calls (open, next), shared by all conversations, one each at most.

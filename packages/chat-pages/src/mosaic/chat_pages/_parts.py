@@ -34,6 +34,16 @@ if TYPE_CHECKING:
 
 from ._jsonout import dump_bytes, dumps, json_size, utf16_units, value_text
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = [
+    "MAX_BLOCKS_PER_PART",
+    "MAX_FRAGMENT_JSON",
+    "MAX_PAGE_BYTES",
+    "MAX_PART_BYTES",
+    "MAX_PARTS_PER_PAGE",
+    "MAX_STRING_UNITS",
+]
+
 MAX_PARTS_PER_PAGE = 100
 MAX_PAGE_BYTES = 8 * 1024 * 1024
 MAX_BLOCKS_PER_PART = 64

@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 
     from ._snapshots import Branch, Parsed
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["Reader", "create_reader"]
+
 _CURSOR_PLACEHOLDER = "c-" + "0" * 32
 #: view lists at most this many branches (plus the default branch) and this many unreadable line ranges.
 VIEW_BRANCHES = 100

@@ -14,6 +14,9 @@ from typing import ClassVar
 
 from mosaic.safe_open import Refusal
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["ReaderRefusal"]
+
 
 class ReaderRefusal(Refusal):
     """Why the reader refused a call. `CODES` is the seed README's refusal table (code -> reconcile).

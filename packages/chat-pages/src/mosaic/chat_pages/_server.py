@@ -29,6 +29,18 @@ from ._jsonout import dump_bytes
 from ._lanes import CATALOGUE_WORKERS, WORKERS, Lanes, lane_of
 from ._reader import Reader
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = [
+    "BACKLOG",
+    "HEADER_TIMEOUT",
+    "IDLE_TIMEOUT",
+    "MAX_CONNECTIONS",
+    "MAX_HEAD",
+    "WRITE_TIMEOUT",
+    "ReaderServer",
+    "serve",
+]
+
 _log = logging.getLogger(__name__)
 
 BACKLOG = 1024

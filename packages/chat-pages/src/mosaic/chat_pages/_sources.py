@@ -25,6 +25,22 @@ from datetime import datetime
 
 from ._refusal import ReaderRefusal
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = [
+    "CLAUDE_HARNESS",
+    "PI_HARNESS",
+    "ClaudeRoot",
+    "RefusedSpec",
+    "RepositorySpec",
+    "Roots",
+    "SeatRegistration",
+    "SessionRoot",
+    "UnsupportedRoot",
+    "claude_conversation_id",
+    "conversation_id",
+    "roots_from_specs",
+]
+
 #: The harness name of a Pi seat (seed "Sources", D2).
 PI_HARNESS = "pi"
 #: The harness name of a Claude Code seat: what its registration says (seed "Sources": "This is Rocko's case

@@ -1,5 +1,8 @@
-"""Test switches for mechanisms no result shows: which path made a part, where parts and results are
-serialized, and the server's head timeout.
+"""For this package's tests and its reviewers, with no compatibility promise (any release may change or drop
+a name here; the package's promised names are its other public modules'): the switches for mechanisms no
+result shows, and the machinery only the tests walk.
+
+The switches: which path made a part, where parts and results are serialized, and the server's head timeout.
 
 - `general_parts_path()`: inside the block every item takes the general path to its parts (the one-step
   path for short items is off), so a test can hold the two paths to the same output;
@@ -11,6 +14,17 @@ serialized, and the server's head timeout.
   drops need not wait 10 s.
 
 Each changes module state for the whole process while its block runs: use it from one thread, in a test.
+
+The machinery: how an item becomes parts and a long string fragments (`fragments(text)`: never inside a
+surrogate pair; `sized_parts(item)` and `encoded_parts(item)`: an item's parts with their serialized sizes
+or bytes; `part_from_json(raw)`: a kept part read back); the lanes reader calls run on (`Lanes`, and
+`lane_of(target)`, the conversation a target asks for); `RACY_NS`, how much older than a verification a
+file's ctime must be for the re-verification shortcut to skip hashing the pinned prefix again (git's
+racily-clean rule; README "Snapshots, epochs, cursors"); the guard's `loopback_hosts(address, port)` (the
+Hosts it accepts) and `split_token(target)` (the target without its token); a seat's `sessions_rel(seat)`
+and `receipts_rel(seat)` below its project root and `same_path(a, b)` (the samePath rule registrations are
+matched by: both absolute and equal after `os.path.realpath`; a missing path compares as written); and
+`SERVE_SWITCH_INTERVAL`, the GIL hand-over interval `mosaic-read serve` sets for its process.
 """
 
 from __future__ import annotations
@@ -20,8 +34,32 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import _jsonout, _parts, _server
+from ._cli import SERVE_SWITCH_INTERVAL
+from ._guard import loopback_hosts, split_token
+from ._lanes import Lanes, lane_of
+from ._parts import encoded_parts, fragments, part_from_json, sized_parts
+from ._snapshots import RACY_NS
+from ._sources import receipts_rel, same_path, sessions_rel
 
-__all__ = ["general_parts_path", "header_timeout", "json_encodes", "part_encodes"]
+__all__ = [
+    "RACY_NS",
+    "SERVE_SWITCH_INTERVAL",
+    "Lanes",
+    "encoded_parts",
+    "fragments",
+    "general_parts_path",
+    "header_timeout",
+    "json_encodes",
+    "lane_of",
+    "loopback_hosts",
+    "part_encodes",
+    "part_from_json",
+    "receipts_rel",
+    "same_path",
+    "sessions_rel",
+    "sized_parts",
+    "split_token",
+]
 
 
 @contextlib.contextmanager

@@ -35,6 +35,9 @@ import msgspec
 
 from ._runs import BLANK, NOT_JSON, NOT_OBJECT, NOT_UTF8, Runs
 
+# What the top level loads from here on first use; the rest is the parser's.
+__all__ = ["META_TYPES", "PINNED_VERSION", "first_entry_end"]
+
 #: The version every entry must carry (B1 part 5: any other version refuses unsupported-harness).
 PINNED_VERSION = "2.1.283"
 

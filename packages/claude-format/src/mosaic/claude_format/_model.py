@@ -4,7 +4,8 @@ Items, their blocks and notices are frozen msgspec Structs with `gc=False` (they
 so the cyclic collector never tracks them), with the same fields and the same `to_json()` shapes as
 pi-format's: the reader (chat-pages) turns both into the one CHAT-01 vocabulary of
 schemas/chat-01.schema.json. `Branch` and `Parsed` are views over the shared tree (`_tree.Forest`): a
-branch's items are rendered from their lines when asked for, never kept.
+branch's items are rendered from their lines when asked for, never kept. The tree is built from this
+module's values, so they type it by `ForestView` (what they ask of it) and import nothing above them.
 """
 
 from __future__ import annotations
@@ -13,13 +14,31 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, TypeAlias
 
 import msgspec
 
 if TYPE_CHECKING:
     from ._runs import Runs
-    from ._tree import Forest
+
+# What mosaic.claude_format.model offers (it star-imports this list).
+__all__ = [
+    "NOTICE_CODES",
+    "Block",
+    "Branch",
+    "ImageBlock",
+    "Item",
+    "ItemKind",
+    "Json",
+    "Notice",
+    "NoticeCode",
+    "Parsed",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "UnavailableBlock",
+    "UnsupportedBlock",
+]
 
 #: A JSON value as json.loads returns it (strings may hold lone surrogates from \\udXXX escapes).
 Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
@@ -160,6 +179,19 @@ class Item(msgspec.Struct, frozen=True, gc=False):
                 "notice": None if self.notice is None else self.notice.to_json()}
 
 
+class ForestView(Protocol):
+    """What a `Branch` and a `Parsed` ask of the shared tree they are views over (`_tree.Forest`)."""
+
+    def item_id(self, e: int) -> str: ...
+
+    def path(self, leaf: int) -> tuple[int, ...]: ...
+
+    def walk(self, path: tuple[int, ...], start: int, stop: int,
+             marks: dict[int, tuple[int, int, int, int]]) -> Iterator[int]: ...
+
+    def render(self, ref: int) -> Item: ...
+
+
 @dataclass(frozen=True, eq=False)
 class Branch:
     """A root-to-leaf history. `item_count` is known without rendering; `items_from` renders a slice.
@@ -176,7 +208,7 @@ class Branch:
     fork_point: str | None
     item_count: int
     sidechain: bool
-    _forest: Forest = field(repr=False)
+    _forest: ForestView = field(repr=False)
     _leaf_index: int = field(repr=False)
 
     @cached_property
@@ -246,7 +278,7 @@ class Parsed:
     def render(self, ref: int) -> Item:
         """The item a ref of this result names (`Branch.refs_from`), rendered from its line now. Raises
         ValueError for a ref that names no item of this result."""
-        forest: Forest = self._state.forest  # type: ignore[attr-defined]
+        forest: ForestView = self._state.forest  # type: ignore[attr-defined]
         return forest.render(ref)
 
     def unreadable_run_count(self) -> int:

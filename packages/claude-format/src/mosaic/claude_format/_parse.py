@@ -20,6 +20,8 @@ from ._refusal import TranscriptRefusal
 from ._render import describe, duplicate_notice
 from ._tree import Forest
 
+__all__ = ["parse", "parse_appended"]
+
 RealPath = Callable[[str], str]
 
 

@@ -8,6 +8,8 @@ from typing import ClassVar
 
 from mosaic.safe_open import Refusal
 
+__all__ = ["TranscriptRefusal"]
+
 
 class TranscriptRefusal(Refusal):
     """Why bytes are not a Claude Code transcript this reader shows: a `code` from `CODES`, its

@@ -7,9 +7,11 @@ notice ids live in two namespaces, and `main` is the first non-sidechain root's 
 
 from __future__ import annotations
 
-from ._ids import CHAT01_ID_PATTERN, MAIN_BRANCH, is_chat01_id, safe_id
+from . import _ids
+from ._ids import *  # noqa: F403
 
-__all__ = ["CHAT01_ID_PATTERN", "MAIN_BRANCH", "is_chat01_id", "safe_id"]
+__all__: list[str] = []
+__all__ += _ids.__all__
 
 
 def __dir__() -> list[str]:

@@ -13,6 +13,9 @@ from __future__ import annotations
 import hashlib
 import re
 
+# What mosaic.pi_format.ids offers (it star-imports this list); the prefixes and native_id stay here.
+__all__ = ["CHAT01_ID_PATTERN", "MAIN_BRANCH", "is_chat01_id", "safe_id"]
+
 #: This project's reconstruction of the CHAT-01 id pattern (ECMA/Python syntax, anchored).
 CHAT01_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 

@@ -1,7 +1,8 @@
 """IdTable: a sequence of strings (raw ids), position by position, and the latest position of each.
 
 The parse needs, for every valid entry line, its raw id by position (for its item id and branch name) and
-the latest position of an id (to resolve a parentId and to see a repeated id: rule 3, the later entry wins).
+the latest position of an id (to resolve a parentId and to see a repeated id: README rule 3, the later
+entry wins).
 A Python dict of str -> int costs about 150 bytes per id (the dict slot, the str, the int), which is
 nothing beside an entry of a normal session (1-2 KB) but three times a tiny entry's line: a file of a
 million 53-byte labels would cost 20x its size. So the table has two forms, chosen by density:

@@ -337,8 +337,9 @@ def _judge(data: bytes, view: memoryview, pos: int, stop: int, refused: BaseExce
 
 def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadable: Runs) -> int:
     """Index the lines of data[pos:end] (`end` just after an LF), the first being file line `line`: valid
-    entry lines become records of `ix` (data becomes its next buffer), the others unreadable lines (rule 6),
-    each run of consecutive ones added to `unreadable` once. Returns the number of the line after the last.
+    entry lines become records of `ix` (data becomes its next buffer), the others unreadable lines (README
+    rule 6), each run of consecutive ones added to `unreadable` once. Returns the number of the line after
+    the last.
     """
     ix.seg_first.append(len(ix.flags))
     ix.bufs.append(data)

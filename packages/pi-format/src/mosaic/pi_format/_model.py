@@ -13,11 +13,11 @@ constant of each block type).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, TypeAlias
 
 import msgspec
 
@@ -25,7 +25,28 @@ from ._refusal import FormatRefusal as FormatRefusal
 
 if TYPE_CHECKING:
     from ._runs import Runs
-    from ._tree import Forest
+
+# What mosaic.pi_format.model offers (it star-imports this list).
+__all__ = [
+    "NOTICE_CODES",
+    "Block",
+    "Branch",
+    "CommandBlock",
+    "Entry",
+    "Header",
+    "ImageBlock",
+    "Item",
+    "ItemKind",
+    "Json",
+    "Notice",
+    "NoticeCode",
+    "Parsed",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "UnavailableBlock",
+    "UnsupportedBlock",
+]
 
 #: A JSON value as json.loads returns it (strings may hold lone surrogates from \\udXXX escapes).
 Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
@@ -214,6 +235,22 @@ class Header:
     parent_session: str | None
 
 
+class ForestView(Protocol):
+    """What an `Entry` and a `Branch` ask of the shared tree they belong to (`_tree.Forest`, which is built
+    from this module's values: typing it here keeps the model below the tree)."""
+
+    def entry_item(self, w: int) -> Item | None: ...
+
+    def render(self, ref: int) -> Item: ...
+
+    def walk(self, path: Sequence[int], start: int, stop: int,
+             marks: dict[int, tuple[int, int, int]] | None = None) -> list[int]: ...
+
+    def path(self, leaf: int) -> array[int]: ...
+
+    def path_ids(self, leaf: int) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True, eq=False)
 class Entry:
     """One entry of the tree (the winner where an id repeats).
@@ -232,7 +269,7 @@ class Entry:
     parent: str | None
     raw_parent_id: Json
     branch: str
-    _forest: Forest = field(repr=False)
+    _forest: ForestView = field(repr=False)
     _index: int = field(repr=False)
 
     @property
@@ -256,7 +293,7 @@ class Branch:
     parent_branch: str | None
     fork_point: str | None
     item_count: int
-    _forest: Forest = field(repr=False)
+    _forest: ForestView = field(repr=False)
     _leaf_index: int = field(repr=False)
 
     @cached_property

@@ -3,7 +3,7 @@
 The rules are the seed README's "Parser" section, corrected by FACTS.md (c): the default leaf is the last
 valid entry in file order (session-manager.js _buildIndex 686-707), where an id repeats the later entry wins
 (byId, 694), and parentSession is never opened. The README of this package states each rule with the
-decision taken where the seed is silent; "rule N" below is the Nth item of its "Rules" list.
+decision taken where the seed is silent; "README rule N" below is the Nth item of its "Rules" list.
 
 The pipeline: the header (`_read_header`, `_check_cwd`), then every other line decoded once into the line
 index (`_lines.decode_lines`: records as columns, unreadable lines as runs), then the tree (`_tree`): in one
@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._ids import MAIN_BRANCH, NOTICE_PREFIX
+from ._line_notices import LineNotices
 from ._lines import Index, _exact, decode_lines
 from ._model import FormatRefusal, Header, Item, Notice, Parsed
 from ._render import describe
-from ._runs import LineNotices, Runs
+from ._runs import Runs
 from ._tree import HAS_CHILD, BranchMap, EntryMap, Forest, build, place
+
+__all__ = ["parse", "parse_appended"]
 
 #: Session versions this parser reads. Version 3 is what 0.85.1 writes (newSession, session-manager.js
 #: 645-670); version 2 has the same tree and differs only in a renamed role, which shows as unknown-role.
@@ -111,7 +114,7 @@ def _assemble(header: Header, ix: Index, unreadable: Runs, incomplete: bool, lin
     forked: Item | None = None
     global_notices: list[Notice] = []
     if header.parent_session is not None:
-        # Rule 9: parentSession is a global notice and also the first item (line 1) of every branch.
+        # README rule 9: parentSession is a global notice and also the first item (line 1) of every branch.
         forked_notice = Notice(
             id=NOTICE_PREFIX + "forked",
             code="forked-from-earlier-session",
@@ -137,7 +140,7 @@ def _assemble(header: Header, ix: Index, unreadable: Runs, incomplete: bool, lin
 
 
 def _duplicate_notices(ix: Index, superseded: list[int], global_notices: list[Notice]) -> None:
-    """Rule 3: one global `duplicate-id` notice per record a later record with its id replaced."""
+    """README rule 3: one global `duplicate-id` notice per record a later record with its id replaced."""
     ids = ix.ids
     for r in superseded:
         line = ix.line[r]
@@ -155,7 +158,7 @@ def _duplicate_notices(ix: Index, superseded: list[int], global_notices: list[No
 
 def _result(header: Header, forest: Forest, notices: tuple[Notice, ...], superseded: tuple[int, ...],
             incomplete: bool, line_count: int, extends: bool, branches: BranchMap | None) -> Parsed:
-    """Rule 4: the result, whose default leaf is the last valid entry in file order (FACTS.md (c),
+    """README rule 4: the result, whose default leaf is the last valid entry in file order (FACTS.md (c),
     _buildIndex) and whose default branch is the branch holding it. The last entry is always a winner,
     since the last occurrence of every id wins. Global notices are sorted by line, then id."""
     n = forest.n

@@ -8,6 +8,8 @@ from typing import ClassVar
 
 from mosaic.safe_open import Refusal
 
+__all__ = ["FormatRefusal"]
+
 
 class FormatRefusal(Refusal):
     """Why bytes are not a session this reader shows: a `code` from `CODES`, its `reconcile` flag and a

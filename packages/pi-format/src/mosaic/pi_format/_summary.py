@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ._model import FormatRefusal, Json, Parsed
 
+__all__ = ["summary"]
+
 
 def summary(result: Parsed | FormatRefusal) -> dict[str, Json]:
     """Branches with item counts, the default branch and leaf, notices and flags (no item content).

@@ -1,10 +1,11 @@
 """The shared tree behind every branch, as flat arrays, and the walk that lays out a branch's items.
 
 The entries of the tree are the *winners*: the records of the line index (`_lines.Index`) minus those whose
-id a later record repeats (rule 3). Winner w has a parent (`parent[w]`, -1 for a root), a flags byte, the
-number of items on the path from its root to it (`count[w]`), its file line and the rank of the branch whose
-own segment holds it (`branch[w]`); branch rank b starts at winner `bstart[b]` and ends at `bleaf[b]` (rank 0
-is main). All of them are arrays or bytearrays: no Python object per entry, whatever the file's shape.
+id a later record repeats (README rule 3). Winner w has a parent (`parent[w]`, -1 for a root), a flags
+byte, the number of items on the path from its root to it (`count[w]`), its file line and the rank of the
+branch whose own segment holds it (`branch[w]`); branch rank b starts at winner `bstart[b]` and ends at
+`bleaf[b]` (rank 0 is main). All of them are arrays or bytearrays: no Python object per entry, whatever
+the file's shape.
 
 A branch's items are the segments of the winners on its root-to-leaf path (each contributes its in-place
 notice, if any, then its item, if shown), merged with the file's line notices (malformed lines, and the
@@ -33,10 +34,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._ids import BRANCH_PREFIX, HASH_PREFIX, MAIN_BRANCH, NATIVE_PREFIX, safe_id
+from ._line_notices import LineNotices
 from ._lines import PBAD, PEND, SHOWS, Index
 from ._model import LINES_CAP, Branch, Entry, Item
 from ._render import describe, notice_item, render_entry
-from ._runs import LineNotices
 
 if TYPE_CHECKING:
     from ._runs import Runs
@@ -285,7 +286,7 @@ def _stopped(out: list[int], marks: dict[int, tuple[int, int, int]] | None, pos:
 
 
 def gap_notice(pid: Any, safe: str, nsid: str, line: int, unreadable: Runs) -> Item:
-    """The missing-parent notice of the entry at `line` whose parentId is `pid` (rule 7)."""
+    """The missing-parent notice of the entry at `line` whose parentId is `pid` (README rule 7)."""
     run = unreadable.run_ending_at(line - 1)
     # The lines listed are the LINES_CAP nearest the orphan; the message states the whole run.
     nearby = [] if run is None else list(range(max(run[0], line - LINES_CAP), line))
@@ -325,10 +326,10 @@ class _Loops:
 
 
 def place(forest: Forest, r0: int) -> dict[int, list[int]]:
-    """Add records r0.. of the forest's index as winners, in file order (rule 5: the earliest child continues
-    its parent's branch; each later child and each root starts one). Every parent must precede its child
-    and every id be new (the index's `dups` and `late` are 0 for these records). Returns, for each branch
-    that existed before and grew at its leaf, the winners appended to it."""
+    """Add records r0.. of the forest's index as winners, in file order (README rule 5: the earliest child
+    continues its parent's branch; each later child and each root starts one). Every parent must precede
+    its child and every id be new (the index's `dups` and `late` are 0 for these records). Returns, for
+    each branch that existed before and grew at its leaf, the winners appended to it."""
     ix = forest.ix
     grown: dict[int, list[int]] = {}
     n_old_branches = len(forest.bstart)
@@ -379,7 +380,7 @@ def place(forest: Forest, r0: int) -> dict[int, list[int]]:
 
 def build(ix: Index, line_notices: LineNotices) -> tuple[Forest, list[int]]:
     """The tree of the index's records in the general case (duplicates, late parents, loops): each rule a
-    linear pass over arrays. Returns the forest and the superseded records (rule 3), in file order."""
+    linear pass over arrays. Returns the forest and the superseded records (README rule 3), in file order."""
     forest = Forest(ix, line_notices)
     superseded = _winners(forest)
     _link_parents(forest)
@@ -390,8 +391,8 @@ def build(ix: Index, line_notices: LineNotices) -> tuple[Forest, list[int]]:
 
 
 def _winners(forest: Forest) -> list[int]:
-    """Rule 3: where an id repeats, the later entry wins (Pi's byId, session-manager.js 694). The winners
-    get their own arrays; returns the superseded records."""
+    """README rule 3: where an id repeats, the later entry wins (Pi's byId, session-manager.js 694). The
+    winners get their own arrays; returns the superseded records."""
     ix = forest.ix
     tc = ix.tc
     n_rec = len(ix)
@@ -422,12 +423,12 @@ def _winners(forest: Forest) -> list[int]:
 
 
 def _link_parents(forest: Forest) -> None:
-    """Rules 2 and 7: each winner's parent, or a gap when its parent is missing.
+    """README rules 2 and 7: each winner's parent, or a gap when its parent is missing.
 
     A parentId null or absent makes a root (FACTS.md loader quirk 4). A string parentId names the winner of
-    that id (children of an earlier occurrence hang below the later one, rule 3); one that names no entry,
-    or that is neither a string nor null, is a missing parent: the entry becomes a root with a gap notice,
-    never joined to the entries before it (seed "Parser")."""
+    that id (children of an earlier occurrence hang below the later one, README rule 3); one that names no
+    entry, or that is neither a string nor null, is a missing parent: the entry becomes a root with a gap
+    notice, never joined to the entries before it (seed "Parser")."""
     ix = forest.ix
     ids = ix.ids
     rec2win = forest.rec2win
@@ -461,7 +462,7 @@ def forest_size(forest: Forest) -> int:
 
 
 def _cut_loops(forest: Forest) -> None:
-    """Rule 8: cut every loop of parent links once, at its member earliest in the file.
+    """README rule 8: cut every loop of parent links once, at its member earliest in the file.
 
     Pi's getBranch walks a loop forever (FACTS.md quirk 6). The cut member becomes a root with a loop notice
     listing the loop's members. Parent links form a functional graph, so one pass with three colours finds
@@ -493,7 +494,8 @@ def _cut_loops(forest: Forest) -> None:
 
 
 def _first_children(forest: Forest) -> array[int]:
-    """Rule 5: each winner's first child in file order (the one that continues its branch), -1 for none."""
+    """README rule 5: each winner's first child in file order (the one that continues its branch), -1 for
+    none."""
     parent, flags = forest.parent, forest.flags
     n = forest_size(forest)
     first = array(forest.ix.tc, [-1]) * n
@@ -538,9 +540,9 @@ def _order(forest: Forest) -> Iterator[int] | range:
 
 
 def _name_entries(forest: Forest, first: array[int], order: Iterator[int] | range) -> None:
-    """Rule 5: branch ranks and item counts. The first root's branch is main (rank 0) whatever kind of root
-    it is; each later root and each later child at a fork starts a branch, ranked in file order of the
-    entries that start them; the earliest child continues its parent's branch. `order` has every parent
+    """README rule 5: branch ranks and item counts. The first root's branch is main (rank 0) whatever kind
+    of root it is; each later root and each later child at a fork starts a branch, ranked in file order of
+    the entries that start them; the earliest child continues its parent's branch. `order` has every parent
     before its children."""
     parent, flags = forest.parent, forest.flags
     n = forest_size(forest)

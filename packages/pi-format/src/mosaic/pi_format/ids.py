@@ -9,9 +9,11 @@ project's reconstruction of the CHAT-01 pattern, which the reader's JSON schema 
 
 from __future__ import annotations
 
-from ._ids import CHAT01_ID_PATTERN, MAIN_BRANCH, is_chat01_id, safe_id
+from . import _ids
+from ._ids import *  # noqa: F403
 
-__all__ = ["CHAT01_ID_PATTERN", "MAIN_BRANCH", "is_chat01_id", "safe_id"]
+__all__: list[str] = []
+__all__ += _ids.__all__
 
 
 def __dir__() -> list[str]:

@@ -10,47 +10,11 @@ is frozen. Importing this module loads msgspec.
 
 from __future__ import annotations
 
-from ._model import (
-    NOTICE_CODES,
-    Block,
-    Branch,
-    CommandBlock,
-    Entry,
-    Header,
-    ImageBlock,
-    Item,
-    ItemKind,
-    Json,
-    Notice,
-    NoticeCode,
-    Parsed,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    UnavailableBlock,
-    UnsupportedBlock,
-)
+from . import _model
+from ._model import *  # noqa: F403
 
-__all__ = [
-    "NOTICE_CODES",
-    "Block",
-    "Branch",
-    "CommandBlock",
-    "Entry",
-    "Header",
-    "ImageBlock",
-    "Item",
-    "ItemKind",
-    "Json",
-    "Notice",
-    "NoticeCode",
-    "Parsed",
-    "TextBlock",
-    "ThinkingBlock",
-    "ToolCallBlock",
-    "UnavailableBlock",
-    "UnsupportedBlock",
-]
+__all__: list[str] = []
+__all__ += _model.__all__
 
 
 def __dir__() -> list[str]:

@@ -19,6 +19,9 @@ use these:
 
 Each switch changes module state for the whole process while its block runs: use it from one thread, in a
 test. Importing this module loads the parser (and msgspec).
+
+These are for this package's tests and its reviewers, with no compatibility promise: any release may change
+or drop a switch (they are not counted in the package's public names).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, cast
 
 import msgspec
 
@@ -153,7 +156,7 @@ class EntryReads(bytearray):
 def count_entry_reads(branch: Branch) -> EntryReads:
     """Count, from now on, every look a walk of `branch`'s result (any of its branches) takes at an entry of
     the shared tree; returns the counter. It stays in place for the life of the result."""
-    forest = branch._forest
+    forest = cast(_tree.Forest, branch._forest)  # the one kind of tree a parse makes
     counter = EntryReads(forest.flags)
     forest.flags = counter
     return counter

@@ -26,6 +26,23 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+# What mosaic.pi_rpc.install offers (it star-imports this list).
+__all__ = [
+    "NODE_PACKAGE",
+    "NODE_VERSION",
+    "PI_INTEGRITY",
+    "PI_PACKAGE",
+    "PI_VERSION",
+    "PiInstall",
+    "PiInstallError",
+    "PinMismatch",
+    "bundle_manifest",
+    "ensure_pi",
+    "install_pi",
+    "pin_data",
+    "verify_pi",
+]
+
 PI_PACKAGE = "@earendil-works/pi-coding-agent"
 PI_VERSION = "0.85.1"
 # FACTS.md §0: the integrity of Pi itself, from the installing lockfile (npm view ... dist.integrity agrees).

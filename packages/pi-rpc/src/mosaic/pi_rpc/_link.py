@@ -28,12 +28,14 @@ The rules it keeps:
    610), or a second response for an acknowledged command, means a line the engine read was not a line
    the link wrote whole: it poisons the link.
 
-4. **The two prompt rules are the API** (FACTS.md a5 and Part 2 F). (a) :meth:`LinkCore.send_prompt`
-   raises :class:`PromptNotAcknowledged` while an earlier prompt has no response yet: a prompt pipelined
-   behind an un-acked prompt can be acked and never run (the preflight window). (b) A ``get_state`` reply
-   is evidence about a prompt only through :meth:`LinkCore.prompt_state`, which raises
-   :class:`NotEvidence` unless that ``get_state`` was written after the prompt's ack was read: a
-   ``get_state`` read during the preflight window says ``isStreaming: false`` while the run starts.
+4. **The two prompt rules are the API** (FACTS.md a5 and Part 2 F):
+
+   4a. :meth:`LinkCore.send_prompt` raises :class:`PromptNotAcknowledged` while an earlier prompt has no
+       response yet: a prompt pipelined behind an un-acked prompt can be acked and never run (the
+       preflight window).
+   4b. A ``get_state`` reply is evidence about a prompt only through :meth:`LinkCore.prompt_state`, which
+       raises :class:`NotEvidence` unless that ``get_state`` was written after the prompt's ack was read:
+       a ``get_state`` read during the preflight window says ``isStreaming: false`` while the run starts.
 
 5. **Bounds.** A command's bound runs from the moment it was queued; when it passes without a response
    (whether the write finished or not) the outcome is ``unknown`` (reason ``no-response`` or

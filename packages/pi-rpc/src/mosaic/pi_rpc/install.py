@@ -7,37 +7,11 @@ when the install matches); `PiInstall` names an install's parts, `PiInstallError
 
 from __future__ import annotations
 
-from ._install import (
-    NODE_PACKAGE,
-    NODE_VERSION,
-    PI_INTEGRITY,
-    PI_PACKAGE,
-    PI_VERSION,
-    PiInstall,
-    PiInstallError,
-    PinMismatch,
-    bundle_manifest,
-    ensure_pi,
-    install_pi,
-    pin_data,
-    verify_pi,
-)
+from . import _install
+from ._install import *  # noqa: F403
 
-__all__ = [
-    "NODE_PACKAGE",
-    "NODE_VERSION",
-    "PI_INTEGRITY",
-    "PI_PACKAGE",
-    "PI_VERSION",
-    "PiInstall",
-    "PiInstallError",
-    "PinMismatch",
-    "bundle_manifest",
-    "ensure_pi",
-    "install_pi",
-    "pin_data",
-    "verify_pi",
-]
+__all__: list[str] = []
+__all__ += _install.__all__
 
 
 def __dir__() -> list[str]:

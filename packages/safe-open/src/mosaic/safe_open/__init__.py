@@ -8,15 +8,16 @@ refusal shares, and the identities every layer shares (a host, a process, a dige
         with root.open_session_file(".pi/state/alpha/sessions", names[0]) as f:
             data = os.read(f.fd, f.size)                         # or SafeOpenRefusal: code, reconcile, message
 
-What a consumer needs is here (`__all__`); the rest is in three public modules:
+What a consumer needs is here (`__all__`); the rest of what the package promises is in two public modules:
 
-- `mosaic.safe_open.root`: the resolution behind `open_root` (its `method` types, the kernel probe);
+- `mosaic.safe_open.root`: the resolution behind `open_root` (its `method` types);
 - `mosaic.safe_open.identity`: every part of the shared identities (the `/proc/<pid>/stat` parser, the
-  machine and boot ID readers, their paths);
-- `mosaic.safe_open.kernel`: the openat2 binding itself, its flags and its declarations;
+  machine and boot ID readers);
 
 and `mosaic.safe_open.testing` (`OpenWatch`: proof with inotify that a file was never opened) and
 `mosaic.safe_open.abi_build` (the generator of a cffi out-of-line ABI module, shared with cgroup-cohort).
+`mosaic.safe_open.internals` (the openat2 binding, its flags and the kernel probe) is for this package's
+tests and its reviewers, with no compatibility promise.
 
 Importing this package loads only the refusal base: the identities and the root-opening names load their
 modules on first use (PEP 562), so a package that needs only the refusal base pays for nothing else, and one

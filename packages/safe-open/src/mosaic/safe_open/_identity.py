@@ -26,11 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# What mosaic.safe_open.identity offers (it star-imports this list); the paths read and PF_EXITING stay here.
 __all__ = [
-    "BOOT_ID_PATH",
     "DIGEST_RE",
-    "MACHINE_ID_PATH",
-    "PF_EXITING",
     "HostIdentity",
     "ProcStat",
     "ProcessRef",

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+__all__ = ["Refusal", "SafeOpenRefusal"]
+
 
 class Refusal(Exception):
     """A refusal: a `code` from the class's `CODES` table, a `reconcile` flag and a human `message`.

@@ -28,6 +28,10 @@ from typing import Literal, Self
 from ._kernel import RESOLVE_FLAGS, openat2, openat2_probe
 from ._refusal import SafeOpenRefusal
 
+# What mosaic.safe_open.root offers (it star-imports this list); the kernel probe's answers
+# (`openat2_available`, `openat2_status`) are mosaic.safe_open.internals'.
+__all__ = ["MAX_SESSION_FILE_BYTES", "Method", "OpenedFile", "ResolvedMethod", "Root", "is_session_name", "open_root"]
+
 Method = Literal["auto", "openat2", "walk"]
 ResolvedMethod = Literal["openat2", "walk"]
 

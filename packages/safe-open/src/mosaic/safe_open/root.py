@@ -3,8 +3,7 @@
 `open_root(path, *, method="auto")` holds the root as a directory fd; every path beneath it is resolved
 from that fd with openat2(2) (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
 RESOLVE_NO_XDEV`) or, where the kernel lacks openat2, a `dir_fd` walk with an fstat check of every
-component (`method`: `Method`, and `ResolvedMethod` for what runs). `openat2_available()` and
-`openat2_status()` report the once-per-process kernel probe that "auto" follows. Refusals are
+component (`method`: `Method`, and `ResolvedMethod` for what runs). Refusals are
 `mosaic.safe_open.SafeOpenRefusal`.
 
 Importing this module loads the cffi bindings (`_cffi_backend` and the committed ABI module; no parser).
@@ -12,29 +11,11 @@ Importing this module loads the cffi bindings (`_cffi_backend` and the committed
 
 from __future__ import annotations
 
-from ._root import (
-    MAX_SESSION_FILE_BYTES,
-    Method,
-    OpenedFile,
-    ResolvedMethod,
-    Root,
-    is_session_name,
-    open_root,
-    openat2_available,
-    openat2_status,
-)
+from . import _root
+from ._root import *  # noqa: F403
 
-__all__ = [
-    "MAX_SESSION_FILE_BYTES",
-    "Method",
-    "OpenedFile",
-    "ResolvedMethod",
-    "Root",
-    "is_session_name",
-    "open_root",
-    "openat2_available",
-    "openat2_status",
-]
+__all__: list[str] = []
+__all__ += _root.__all__
 
 
 def __dir__() -> list[str]:

@@ -1,14 +1,15 @@
 """A claim this process owns (`Claim`): its lifecycle steps, each published on both keys in the brief's
 order (§2 "Lifecycle": the seat key, then the session key; released in the reverse order). `ClaimStore`
 makes claims (acquire, adopt, take over) and publishes for them; a claim only decides what its next
-revision is.
+revision is. What a claim needs of its store is `ClaimPublisher`, so this module imports nothing of the
+store's (the store imports it).
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from mosaic.safe_open import ProcessRef
 
@@ -20,6 +21,7 @@ from ._model import (
     MAX_COHORT_BYTES,
     Eligibility,
     KeyKind,
+    ProcessIdentity,
     ProofRef,
     Revision,
     SeatKey,
@@ -33,10 +35,31 @@ from ._model import (
 )
 from ._refusal import ClaimRefusal
 
-if TYPE_CHECKING:  # the store makes claims; a claim publishes through the store that made it
-    from ._store import ClaimStore
-
 __all__ = ["Claim"]
+
+
+class ClaimPublisher(Protocol):
+    """What a claim uses of the store that made it (a `ClaimStore`): the process and incarnation it writes
+    as, its clock, the fork check, the crash-point hook, the publication of one revision and the reserve
+    files. The store makes claims; a claim publishes through the store that made it."""
+
+    @property
+    def process(self) -> ProcessIdentity: ...
+
+    @property
+    def incarnation(self) -> str: ...
+
+    @property
+    def _clock(self) -> Callable[[], float]: ...
+
+    def _check_process(self) -> None: ...
+
+    def _hook(self, point: str, step: str, key: str, claim_id: str | None, *, name: str | None = None,
+              source: str | None = None, data: bytes | None = None) -> None: ...
+
+    def _publish_one(self, rev: Revision, step: str) -> bool: ...
+
+    def _reserve(self, dirname: str, claim_id: str, size: int, count: int) -> None: ...
 
 
 class Claim:
@@ -52,7 +75,7 @@ class Claim:
     exit or a signal change nothing on disk (§2 "What never releases a claim").
     """
 
-    def __init__(self, store: ClaimStore, seat_head: Revision, session_head: Revision) -> None:
+    def __init__(self, store: ClaimPublisher, seat_head: Revision, session_head: Revision) -> None:
         self._store = store
         self._heads: dict[KeyKind, Revision] = {"seat": seat_head, "session": session_head}
 

@@ -44,7 +44,8 @@ if TYPE_CHECKING:  # imported where a command needs them, so --help and --versio
     from ._model import KeyKind
     from ._store import ClaimStore
 
-__all__ = ["main"]
+# What mosaic.writer_claim.cli offers (it star-imports this list).
+__all__ = ["EXIT_CRASH", "EXIT_INTERRUPTED", "EXIT_OUTPUT_CLOSED", "EXIT_REFUSED", "EXIT_USAGE", "main"]
 
 PROG = "mosaic-claims"
 EXIT_REFUSED = 1

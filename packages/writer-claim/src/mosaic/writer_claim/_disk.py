@@ -27,6 +27,9 @@ from ._codec import MAX_REVISION_BYTES, RecordError, decode_revision, encode_rev
 from ._core import Unreadable
 from ._model import KeyKind, Revision, revision_name
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["BARRIER_POINTS", "Barrier", "BarrierHook", "ClaimWriteError", "RESERVE_REVISIONS"]
+
 # Barrier points, in the order one publication passes them. "between-keys" comes after the first key of
 # a two-key step is complete and before the second begins (W5: "and between the two keys").
 BARRIER_POINTS = (

@@ -15,6 +15,9 @@ from mosaic.safe_open import read_stat
 
 from ._model import Owner, ProcessIdentity
 
+# What the public modules show of this module; the rest is the package's own.
+__all__ = ["ProcLiveness"]
+
 
 def pid_namespace() -> str:
     """This process's pid namespace, as /proc/self/ns/pid names it (`pid:[inode]`). Raises OSError when

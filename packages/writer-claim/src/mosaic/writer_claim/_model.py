@@ -25,6 +25,28 @@ from typing import Literal, TypeAlias
 
 from mosaic.safe_open import DIGEST_RE, HostIdentity, ProcessRef, canonical_json, sha256_digest
 
+# What mosaic.writer_claim.model offers (it star-imports this list): the record's values and their parts.
+__all__ = [
+    "Binding",
+    "Eligibility",
+    "JSON",
+    "KeyKind",
+    "MAX_COHORT_BYTES",
+    "Outcome",
+    "Owner",
+    "Pins",
+    "ProcessIdentity",
+    "ProofKind",
+    "ProofRef",
+    "Revision",
+    "SeatKey",
+    "SessionKey",
+    "State",
+    "StopInfo",
+    "UnitObservation",
+    "Writer",
+]
+
 # A claim ID is minted at acquisition (§2 "Keys and claim ID": "A claim ID, random and minted at
 # acquisition"): 128 random bits, so two contenders never mint the same one.
 CLAIM_ID_RE = re.compile(r"^claim-[0-9a-f]{32}$")

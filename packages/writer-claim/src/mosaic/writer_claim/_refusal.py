@@ -9,6 +9,8 @@ from typing import ClassVar
 
 from mosaic.safe_open import Refusal
 
+__all__ = ["ClaimRefusal"]
+
 
 class ClaimRefusal(Refusal):
     """Why the claim store refused to acquire, adopt, take over or publish.

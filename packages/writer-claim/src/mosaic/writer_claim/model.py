@@ -1,54 +1,15 @@
 """The writer claim's record, as values: a revision and what it holds (brief §2 "Writer-claim record (D1)",
-"Fields"), the two keys, the states and outcomes, and the names on disk."""
+"Fields"), the two keys, the states and outcomes.
+"""
 
 from __future__ import annotations
 
-from ._model import (
-    JSON,
-    MAX_COHORT_BYTES,
-    Binding,
-    Eligibility,
-    KeyKind,
-    Outcome,
-    Owner,
-    Pins,
-    ProcessIdentity,
-    ProofKind,
-    ProofRef,
-    Revision,
-    SeatKey,
-    SessionKey,
-    State,
-    StopInfo,
-    UnitObservation,
-    Writer,
-    revision_name,
-    unit_name_for,
-)
+from . import _model
+from ._model import *  # noqa: F403
 
-__all__ = [
-    "JSON",
-    "MAX_COHORT_BYTES",
-    "Binding",
-    "Eligibility",
-    "KeyKind",
-    "Outcome",
-    "Owner",
-    "Pins",
-    "ProcessIdentity",
-    "ProofKind",
-    "ProofRef",
-    "Revision",
-    "SeatKey",
-    "SessionKey",
-    "State",
-    "StopInfo",
-    "UnitObservation",
-    "Writer",
-    "revision_name",
-    "unit_name_for",
-]
+__all__: list[str] = []
+__all__ += _model.__all__
 
 
 def __dir__() -> list[str]:
-    return list(__all__)
+    return sorted(__all__)

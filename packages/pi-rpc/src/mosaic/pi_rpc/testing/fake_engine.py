@@ -8,23 +8,17 @@ for the hold points). It takes Pi's sealed arguments (``--mode rpc --no-extensio
 model's scenario table (default: the scripted model server's ``DEFAULT_SCENARIOS``). It needs
 ``PI_CODING_AGENT_DIR`` and reads ``models.json``/``settings.json`` there, as Pi does.
 
-Two of its parts are public for the tests that hold them to Pi: `js_json_parse` and `JsonParseError`
-(V8's ``JSON.parse`` and its exact error messages, recorded from Node 22.23.5) and `SessionFile`, `iso_now`
-and `uuidv7` (the session manager's file, tree and ids), and `GET_TREE_MAX_PATH` (the most nodes on one path
-whose ``get_tree`` answer the fake writes; past it, Pi's ``Maximum call stack size exceeded``).
+The parts the tests hold to Pi one by one (V8's ``JSON.parse``, the session manager's file, tree and ids,
+the ``get_tree`` depth limit) are shown to this package's tests by ``mosaic.pi_rpc.internals``.
 """
 
 from __future__ import annotations
 
 from mosaic.pi_rpc.testing._fake_control import HOLD_POINTS, FakeControl, Held
 from mosaic.pi_rpc.testing._fake_process import FakeOptions, parse_args, run_fake_engine
-from mosaic.pi_rpc.testing._fake_rpc import GET_TREE_MAX_PATH
-from mosaic.pi_rpc.testing._fake_session import SessionFile, iso_now, uuidv7
-from mosaic.pi_rpc.testing._jsjson import JsonParseError, js_json_parse
 from mosaic.pi_rpc.testing.harness import fake_engine_command
 
-__all__ = ["GET_TREE_MAX_PATH", "HOLD_POINTS", "FakeControl", "FakeOptions", "Held", "JsonParseError", "SessionFile",
-           "fake_engine_command", "iso_now", "js_json_parse", "parse_args", "run_fake_engine", "uuidv7"]
+__all__ = ["HOLD_POINTS", "FakeControl", "FakeOptions", "Held", "fake_engine_command", "parse_args", "run_fake_engine"]
 
 
 def __dir__() -> list[str]:

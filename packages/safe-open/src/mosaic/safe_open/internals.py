@@ -1,5 +1,8 @@
-"""The openat2(2) binding `open_root` stands on, for callers that check it against the kernel.
+"""What safe-open's own tests check against the kernel, and reviewers read: no compatibility promise (any
+release may change or drop a name here; a caller uses `mosaic.safe_open` and its promised modules).
 
+The openat2(2) binding `open_root` stands on, and the kernel probe that `method="auto"` follows
+(`openat2_available()`, `openat2_status()`: its answer, asked once per process).
 `openat2(dir_fd, path, flags, resolve, mode=0)` is the raw system call (a new fd, or `OSError` with the
 kernel's errno; EINTR retried, ENOSYS passed on), `openat2_probe()` the once-per-process question "does
 this kernel answer it" with what the probe saw. The resolve flags are include/uapi/linux/openat2.h's;
@@ -27,6 +30,7 @@ from ._kernel import (
     openat2,
     openat2_probe,
 )
+from ._root import openat2_available, openat2_status
 
 ffi: Any = _kernel._ffi
 SIZEOF_OPEN_HOW: int = _kernel._SIZEOF_OPEN_HOW
@@ -41,7 +45,9 @@ __all__ = [
     "SIZEOF_OPEN_HOW",
     "ffi",
     "openat2",
+    "openat2_available",
     "openat2_probe",
+    "openat2_status",
     "render_abi",
 ]
 
