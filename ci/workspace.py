@@ -78,9 +78,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 # ci/layers.py rule 7: the import circles between files not broken yet, per package, each by its files (module
 # names inside the package, e.g. "_claim"; "core._io" in a folder). Issue 31 breaks them; an entry whose
 # circle is gone is a violation, so this only shrinks.
-KNOWN_CIRCLES: dict[str, list[frozenset[str]]] = {
-    "controller": [frozenset({"_access", "_io"})],
-}
+KNOWN_CIRCLES: dict[str, list[frozenset[str]]] = {}
 
 # ci/layers.py rule 8: the folders of a package's source and what each may import (issue 31). A package with a
 # row has every private module of its source in a folder that has a row (a folder under one with a row is
@@ -107,9 +105,12 @@ PUBLIC_BUDGET: dict[str, int] = {
     "pi-format": 27,
     "claude-format": 25,
     "chat-pages": 49,
-    "writer-claim": 36,
+    "writer-claim": 37,  # + PairObservation: what ClaimStore.observe returns, the controller reads it
     "cgroup-cohort": 121,
-    "pi-rpc": 114,
+    # 114 after issue 31's cut, plus issue 33's engine side of Pi's dialogs: the link's answer
+    # (UI_RESPONSE), the seal's one fixture entry (five names), and the dialog conformance scripts' steps
+    # and cues (testing.script, testing.dialogs: what the controller's dialog suite drives a seat with).
+    "pi-rpc": 139,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",

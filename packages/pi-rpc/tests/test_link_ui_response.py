@@ -1,4 +1,4 @@
-"""A dialog's answer through the link (issue 33; rule 8 of the core): ``send_ui_response`` writes
+"""A dialog's answer through the link (issue 33; rule 8 of _link.py): ``send_ui_response`` writes
 ``{"type": "extension_ui_response", "id": <the dialog's id>, ...}`` under the write rules, and ``written`` is
 its last outcome, since Pi never answers it (rpc-mode.js 614-626). The engine side of P1 ("one
 extension_ui_response with the exact ID and value"): the core, then the shell against the fake engine with

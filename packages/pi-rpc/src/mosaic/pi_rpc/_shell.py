@@ -70,7 +70,7 @@ _SETTLED = (CommandOutcome.ACKNOWLEDGED, CommandOutcome.UNKNOWN, CommandOutcome.
 
 
 def _answer_written(command: Command) -> bool:
-    """A dialog answer whose line the pipe took whole: its last outcome (rule 8 of the core)."""
+    """A dialog answer whose line the pipe took whole: its last outcome (rule 8 of _link.py)."""
     return command.type == UI_RESPONSE and command.outcome is CommandOutcome.WRITTEN
 
 

@@ -43,7 +43,7 @@ from ._model import (
     UnitObservation,
 )
 from ._refusal import ClaimRefusal
-from ._store import ClaimStore, CohortProbe, RestartReport
+from ._store import ClaimStore, CohortProbe, PairObservation, RestartReport
 
 __all__ = [
     "RESERVE_REVISIONS",
@@ -55,6 +55,7 @@ __all__ = [
     "ClaimWriteError",
     "CohortProbe",
     "Outcome",
+    "PairObservation",
     "Pins",
     "ProofKind",
     "ProofRef",

@@ -106,7 +106,7 @@ from ._model import (
 from ._refusal import ClaimRefusal
 
 # What the public modules show of this module; the rest is the package's own.
-__all__ = ["ClaimStore", "CohortProbe", "OwnerLiveness", "RestartReport"]
+__all__ = ["ClaimStore", "CohortProbe", "OwnerLiveness", "PairObservation", "RestartReport"]
 
 # A lost link() is re-read and re-decided. Each loss means another writer made progress, so this bound is
 # only a guard against a pathological livelock; past it the call refuses instead of spinning.

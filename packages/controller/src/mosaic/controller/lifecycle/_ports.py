@@ -49,13 +49,13 @@ from mosaic.writer_claim import (
     ClaimStore,
     ClaimWriteError,
     CohortProbe,
+    PairObservation,
     ProofRef,
     RestartReport,
     SeatKey,
     SessionKey,
     State,
 )
-from mosaic.writer_claim.rules import PairObservation
 
 from ..core._effects import EFFECTS
 from ..core._io import CENSUS, CLAIM_GENERATION, CLAIM_UNCERTAIN, FORCE_STOP, RECOVER, Effect, EffectName
