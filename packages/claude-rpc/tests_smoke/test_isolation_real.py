@@ -26,7 +26,26 @@ from mosaic.claude_rpc.testing.drive import FAKE_KEY, claude_env, run_print
 
 WRITE_CALLS = {"mkdir", "mkdirat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat",
                "symlink", "symlinkat", "chmod", "fchmodat", "truncate", "utimensat", "creat", "rmdir"}
-LINE = re.compile(r'^\d+\s+(\w+)\((?:AT_FDCWD|-?\d+), "([^"]*)"(.*)$')
+# A file call's first path, with or without a directory fd. With `strace -y` a directory fd prints its path
+# (`openat(23</x/y>, "probe", ...)`): a relative path is resolved against it, or against the binary's cwd for
+# AT_FDCWD or a call without one (no chdir happens: asserted below).
+LINE = re.compile(r'^\d+\s+(\w+)\((?:(AT_FDCWD|-?\d+(?:<[^>]*>)?), )?"([^"]*)"(.*)$')
+# The second path of a rename or a link (`renameat2(AT_FDCWD, "a.tmp", AT_FDCWD, "a", 0)`, `rename("a", "b")`).
+SECOND = re.compile(r'^, (?:(AT_FDCWD|-?\d+(?:<[^>]*>)?), )?"([^"]*)"')
+TWO_PATHS = {"rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat"}
+DIRFD = re.compile(r"-?\d+<([^>]*)>")
+
+
+def _placed(dirfd: str | None, path: str, cwd: Path, line: str) -> str:
+    """The absolute path a traced call named: as written, or joined to its directory fd's path or the cwd."""
+    if path.startswith("/"):
+        return os.path.normpath(path)
+    if dirfd is None or dirfd == "AT_FDCWD":
+        return os.path.normpath(os.path.join(cwd, path))
+    d = DIRFD.fullmatch(dirfd)
+    if d is None:
+        pytest.fail(f"a relative path on a directory fd strace could not name: {line}")
+    return os.path.normpath(os.path.join(d.group(1), path))
 
 
 def test_a_turn_in_the_namespace_reaches_only_the_scripted_server_and_writes_only_in_scratch(
@@ -44,7 +63,7 @@ def test_a_turn_in_the_namespace_reaches_only_the_scripted_server_and_writes_onl
                             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}
         done = run_print(claude.binary, ["-p", "netns hello", "--output-format", "stream-json", "--verbose"],
                          env=env, cwd=scratch / "proj",
-                         prefix=[strace, "-f", "-qq", "-e", "trace=%file,%network", "-o", str(trace)])
+                         prefix=[strace, "-f", "-qq", "-y", "-e", "trace=%file,%network", "-o", str(trace)])
         assert done.returncode == 0 and done.of_type("result")[-1]["result"] == "Reply to: netns hello"
         init = done.of_type("system", "init")[0]
         assert init["analytics_disabled"] is True and init["product_feedback_disabled"] is True
@@ -57,19 +76,28 @@ def test_a_turn_in_the_namespace_reaches_only_the_scripted_server_and_writes_onl
     assert inet and all(f"sin_port=htons({port}), sin_addr=inet_addr(\"127.0.0.1\")" in a for a in inet), inet
     families = set(re.findall(r"sa_family=(AF_\w+)", text))
     assert families <= {"AF_INET", "AF_UNIX"}, families
-    unix = re.findall(r'(\w+)\(\d+, \{sa_family=AF_UNIX, sun_path="([^"]*)"', text)
+    unix = re.findall(r'(\w+)\(\d+(?:<[^>]*>)?, \{sa_family=AF_UNIX, sun_path="([^"]*)"', text)
     assert unix and all(call == "bind" and path.startswith(env["CLAUDE_CODE_TMPDIR"] + "/") for call, path in unix)
     home = os.environ.get("HOME", "")
     written: list[str] = []
+    moved = re.findall(r"^\d+\s+f?chdir\(.*$", text, flags=re.M)
+    assert moved == [], f"the binary changed its directory (its relative paths could not be placed): {moved}"
     for line in text.splitlines():
         m = LINE.match(line)
         if not m:
             continue
-        call, path, rest = m.groups()
-        if home not in ("", "/") and (path == home or path.startswith(home.rstrip("/") + "/")):
-            pytest.fail(f"the binary touched this process's HOME: {line}")
-        if call in WRITE_CALLS or re.search(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC", rest):
-            written.append(path)
+        call, dirfd, path, rest = m.groups()
+        # A symlink's first path is what the link says, not a place written.
+        paths = [] if call in ("symlink", "symlinkat") else [(dirfd, path)]
+        second = SECOND.match(rest) if call in TWO_PATHS else None
+        if second is not None:
+            paths.append(second.groups())
+        for fd, name in paths:
+            full = _placed(fd, name, scratch / "proj", line)
+            if home not in ("", "/") and (full == home or full.startswith(home.rstrip("/") + "/")):
+                pytest.fail(f"the binary touched this process's HOME: {line}")
+            if call in WRITE_CALLS or re.search(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC", rest):
+                written.append(full)
     outside = [p for p in written if not p.startswith(str(scratch) + "/") and p != "/dev/null"]
     assert written and outside == [], outside
     transcripts = list((scratch / "claude" / "projects").rglob("*.jsonl"))
