@@ -204,3 +204,21 @@ def test_the_docs_point_only_inside_the_repository_and_their_links_resolve(doc: 
     broken = [target for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
               if not target.startswith(("http://", "https://")) and not (path.parent / target).exists()]
     assert not broken, f"{doc}: links to nothing: {broken}"
+
+
+def test_every_changelog_section_says_something_and_no_issue_has_two_sections() -> None:
+    """Each package's CHANGELOG.md: one section per issue, none empty (a merge once left issue 29's
+    controller section a bare heading)."""
+    problems: list[str] = []
+    for path in sorted(PACKAGES.glob("*/CHANGELOG.md")):
+        sections = re.split(r"^(## .*)$", path.read_text(encoding="utf-8"), flags=re.M)
+        seen: list[str] = []
+        for heading, body in zip(sections[1::2], sections[2::2], strict=True):
+            if not body.strip():
+                problems.append(f"{path.relative_to(REPO)}: '{heading}' is empty")
+            issue = re.match(r"## Issue (\d+)[:\s]", heading + " ")
+            if issue and not re.search(r"(measured again|, part|\(part)", heading):
+                if issue.group(1) in seen:
+                    problems.append(f"{path.relative_to(REPO)}: issue {issue.group(1)} has two sections")
+                seen.append(issue.group(1))
+    assert problems == []
