@@ -101,7 +101,7 @@ KNOWN_FOLDER_EXCEPTIONS: dict[str, dict[tuple[str, str], str]] = {}
 # a budget is not checked yet: the controller and the terminal (their files move in issue 31) and claude-rpc
 # (its engine side lands from issue 32 first).
 PUBLIC_BUDGET: dict[str, int] = {
-    "safe-open": 28,
+    "safe-open": 30,  # + mosaic.safe_open.ids (safe_id, HASH_PREFIX): the client and the reader share it
     "pi-format": 27,
     "claude-format": 25,
     "chat-pages": 49,
