@@ -13,9 +13,9 @@ kernel's in tests_cohort/): each suite's named tests run on their own (its own r
 killed only when every suite kills it.
 
 the pass works in one scratch copy of the tree (never in the checkout), with one virtualenv per package
-holding an *editable* install of that package and its declared Mosaic packages from the scratch copy, so
-a patch applied to the scratch sources is what the tests import (made with the tool venv's uv by its path,
-else a uv on PATH, else the venv module and pip: `venv_commands`). Then:
+holding an *editable* install of that package and the Mosaic packages it and its tests declare from the
+scratch copy, so a patch applied to the scratch sources is what the tests import (made with the tool venv's
+uv by its path, else a uv on PATH, else the venv module and pip: `venv_commands`). Then:
 
 1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing;
    checked once per package for all its named tests together);
@@ -207,7 +207,7 @@ class Scratch:
                 raise SystemExit(f"{' '.join(make[:3])} failed for {package}:\n{out.stderr}")
             pkgs = self.tree / "packages"
             args: list[str] = []
-            for dep in workspace.closure(package):
+            for dep in workspace.closure(package, tests=True):  # what its tests declare too (the terminal's)
                 spec = str(pkgs / dep) + ("[test]" if dep == package else "")
                 args += ["-e", spec]
             out = _run([*install, *args])

@@ -55,6 +55,7 @@ PACKAGES = [
     "cgroup-cohort",
     "pi-rpc",
     "claude-rpc",
+    "controller-client",
     "controller",
     "mediated-terminal",
 ]
@@ -71,7 +72,16 @@ MAY_IMPORT: dict[str, set[str]] = {
     "cgroup-cohort": {"safe-open"},
     "pi-rpc": {"safe-open"},
     "claude-rpc": {"safe-open"},
-    "controller": {"safe-open", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort", "pi-rpc"},
+    "controller-client": {"safe-open"},
+    "controller": {"safe-open", "controller-client", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort",
+                   "pi-rpc"},
+    "mediated-terminal": {"controller-client"},
+}
+
+# What a package's tests (tests/, tests_*/, bench/) may import besides MAY_IMPORT, declared in its
+# [project.optional-dependencies].test (ci/layers.py rules 1 and 2): the terminal's source reaches only the
+# client, its tests drive a real controller on the fake engine (`mosaic.controller.testing`).
+MAY_IMPORT_IN_TESTS: dict[str, set[str]] = {
     "mediated-terminal": {"controller"},
 }
 
@@ -111,6 +121,9 @@ PUBLIC_BUDGET: dict[str, int] = {
     # (UI_RESPONSE), the seal's one fixture entry (five names), and the dialog conformance scripts' steps
     # and cues (testing.script, testing.dialogs: what the controller's dialog suite drives a seat with).
     "pi-rpc": 139,
+    # The client installed alone (issue 31): the client library, the protocol table it shares with the
+    # controller's server, and the controller's refusal; one module, nothing unstable.
+    "controller-client": 49,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",
@@ -130,6 +143,7 @@ ISSUE = {
     "cgroup-cohort": 5,
     "pi-rpc": 6,
     "claude-rpc": 30,
+    "controller-client": 31,
     "controller": 10,
     "mediated-terminal": 12,
 }
@@ -158,8 +172,19 @@ def declared_mosaic_deps(name: str) -> set[str]:
     return out
 
 
-def closure(name: str) -> list[str]:
-    """`name` and every Mosaic package it needs, transitively, bottom first."""
+def declared_test_deps(name: str) -> set[str]:
+    """The Mosaic packages `name` declares in [project.optional-dependencies].test (by package name)."""
+    out: set[str] = set()
+    for req in pyproject(name)["project"].get("optional-dependencies", {}).get("test", []):
+        m = re.match(r"\s*mosaic-([a-z-]+)", req)
+        if m:
+            out.add(m.group(1))
+    return out
+
+
+def closure(name: str, *, tests: bool = False) -> list[str]:
+    """`name` and every Mosaic package it needs, transitively, bottom first; with `tests`, also what its
+    tests declare (and what those need)."""
     seen: list[str] = []
 
     def visit(n: str) -> None:
@@ -168,6 +193,9 @@ def closure(name: str) -> list[str]:
         if n not in seen:
             seen.append(n)
 
+    if tests:
+        for d in sorted(declared_test_deps(name)):
+            visit(d)
     visit(name)
     return seen
 

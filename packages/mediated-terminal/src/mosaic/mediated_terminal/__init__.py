@@ -1,4 +1,4 @@
-"""mosaic.mediated_terminal: the mediated terminal, a thin view over `mosaic.controller.client`.
+"""mosaic.mediated_terminal: the mediated terminal, a thin view over `mosaic.controller_client`.
 
     mosaic-terminal --socket /run/ctl/controller.sock          # or: python -m mosaic.mediated_terminal
     code = asyncio.run(run_terminal("/run/ctl/controller.sock")) # the same, from Python

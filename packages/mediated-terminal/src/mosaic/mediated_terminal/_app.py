@@ -65,7 +65,7 @@ from prompt_toolkit.styles import Style
 from prompt_toolkit.utils import get_cwidth
 from prompt_toolkit.widgets import Frame
 
-from mosaic.controller.client import HistoryItem, LiveMessage, ToolRun, TranscriptItem
+from mosaic.controller_client import HistoryItem, LiveMessage, ToolRun, TranscriptItem
 
 from ._inert import inert
 from ._model import Note, TerminalModel

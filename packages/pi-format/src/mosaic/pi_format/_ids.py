@@ -14,7 +14,8 @@ import re
 
 # `safe_id` and `HASH_PREFIX` are safe-open's (`mosaic.safe_open.ids`, one object): the controller's client
 # matches tool calls by the same function without depending on this package (issue 31).
-from mosaic.safe_open.ids import HASH_PREFIX, safe_id
+from mosaic.safe_open.ids import HASH_PREFIX as HASH_PREFIX
+from mosaic.safe_open.ids import safe_id
 
 # What mosaic.pi_format.ids offers (it star-imports this list); the prefixes and native_id stay here.
 __all__ = ["CHAT01_ID_PATTERN", "MAIN_BRANCH", "is_chat01_id", "safe_id"]
