@@ -108,8 +108,8 @@ KNOWN_FOLDER_EXCEPTIONS: dict[str, dict[tuple[str, str], str]] = {}
 # ci/layers.py rule 9 (ci/facades.py): the most names each package promises in its public modules (issue 31),
 # and its one unstable module (what only its own tests and reviewers use, with no compatibility promise),
 # which the budget does not count. Raising a budget is a reviewed one-line change here. A package without
-# a budget is not checked yet: the controller and the terminal (their files move in issue 31) and claude-rpc
-# (its engine side lands from issue 32 first).
+# a budget is not checked yet: the controller (its files move in issue 31) and claude-rpc (its engine side
+# lands from issue 32 first).
 PUBLIC_BUDGET: dict[str, int] = {
     "safe-open": 30,  # + mosaic.safe_open.ids (safe_id, HASH_PREFIX): the client and the reader share it
     "pi-format": 27,
@@ -124,6 +124,8 @@ PUBLIC_BUDGET: dict[str, int] = {
     # The client installed alone (issue 31): the client library, the protocol table it shares with the
     # controller's server, and the controller's refusal; one module, nothing unstable.
     "controller-client": 49,
+    # The terminal (issue 31): its screen's tuning constants and input wrapper are private now.
+    "mediated-terminal": 42,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",

@@ -82,8 +82,7 @@ from ._render import (
 )
 from ._view import ReadingView, Row
 
-__all__ = ["COMPOSER_ROWS", "ESC_WAIT", "KEYS", "NOTES_ROWS", "STYLE", "BufferComposer", "LoneEscape", "TerminalApp",
-           "run_terminal"]
+__all__ = ["KEYS", "STYLE", "TerminalApp", "run_terminal"]
 
 logger = logging.getLogger("mosaic.mediated_terminal")
 

@@ -36,15 +36,12 @@ from mosaic.controller_client import (
 from ._inert import inert, inert_spans
 
 __all__ = [
-    "INCARNATION_SHOWN",
-    "SPINNER",
     "Fragments",
     "confirmation_lines",
     "details_line",
     "dialog_line",
     "header_line",
     "item_fragments",
-    "item_key",
     "item_lines",
     "plain",
     "receipt_words",
@@ -53,6 +50,7 @@ __all__ = [
     "stop_words",
     "styled",
     "transcript_lines",
+    "transcript_rows",
     "wrap",
 ]
 
