@@ -108,8 +108,7 @@ KNOWN_FOLDER_EXCEPTIONS: dict[str, dict[tuple[str, str], str]] = {}
 # ci/layers.py rule 9 (ci/facades.py): the most names each package promises in its public modules (issue 31),
 # and its one unstable module (what only its own tests and reviewers use, with no compatibility promise),
 # which the budget does not count. Raising a budget is a reviewed one-line change here. A package without
-# a budget is not checked yet: the controller (its files move in issue 31) and claude-rpc (its engine side
-# lands from issue 32 first).
+# a budget is not checked yet: the controller (its files move in issue 31).
 PUBLIC_BUDGET: dict[str, int] = {
     "safe-open": 30,  # + mosaic.safe_open.ids (safe_id, HASH_PREFIX): the client and the reader share it
     "pi-format": 27,
@@ -126,6 +125,9 @@ PUBLIC_BUDGET: dict[str, int] = {
     "controller-client": 49,
     # The terminal (issue 31): its screen's tuning constants and input wrapper are private now.
     "mediated-terminal": 42,
+    # Every name of the Claude engine side as it stands (issue 31); the promised/unstable cut comes with the
+    # controller's Claude adapter (issue 32), which shows what another package needs.
+    "claude-rpc": 176,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",
