@@ -201,6 +201,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("writer-claim", "bench/bench_claim.py", ["--cycles", "100"]),
     ("cgroup-cohort", "bench/bench_stop.py", ["--repeats", "3"]),
     ("pi-rpc", "bench/bench_link.py", []),
+    ("controller-client", "bench/bench_import.py", []),
     ("controller", "bench/bench_import.py", []),
     ("controller", "bench/bench_server.py", []),
     ("controller", "bench/bench_controller.py", []),
