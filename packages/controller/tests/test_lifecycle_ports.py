@@ -53,7 +53,7 @@ class Lab:
 
     def controller(self, *, point: str | None = None, stop_point: str | None = None,
                    on_step: Callable[[str], None] | None = None, barrier: Any = None,
-                   eligibility: str | None = None, **options: Any) -> Controller:
+                   eligibility: str | None = None, model: str = "fake-model-1", **options: Any) -> Controller:
         owner = self.liveness.runner()
         crash = crash_at(point) if point is not None else None
 
@@ -73,7 +73,7 @@ class Lab:
                     self.crashes.append(name)
                 stop_crash(name)
 
-        spec = EngineSpec(env=self.tree.engine_env(), command=FAKE, provider="fakeprov", model="fake-model-1")
+        spec = EngineSpec(env=self.tree.engine_env(), command=FAKE, provider="fakeprov", model=model)
         controller = Controller(Placement(**self.tree.placement(self.socket_dir)), spec, None,
                                 verifier=self.verifier, cohort=self.cohort, claims_owner=owner, stop_grace=0.2,
                                 hooks=Hooks(on_launch_step=step, barrier=barrier, on_stop_phase=stop_phase),
@@ -687,6 +687,81 @@ def test_disconnect_idle_engine_eof_and_stopping_to_serve_never_release_the_clai
             await first.aclose()  # the controller stops serving (what its SIGTERM does)
             unreleased("stopping to serve")
             assert unit in lab.cohort.units and not any(e.startswith("let go") for e in lab.cohort.log)
+
+    asyncio.run(main())
+
+
+# ------------------------------------------------------------------------------------ K17, K18, W9
+
+def test_K17_two_launcher_calls_with_one_record_make_one_engine(tmp_path: Path) -> None:
+    """Two runners in one process race on one eligibility record: exactly one launches (one engine, under the
+    record's claim), the other is refused `eligibility`, naming the record as consumed by the other launch."""
+    async def main() -> None:
+        async with lab_at(tmp_path) as lab:
+            first, record = await recovered(lab)
+            await first.aclose()
+            before = [e for e in lab.cohort.log if e.startswith("launch ")]
+            a, b = lab.controller(eligibility=record["id"]), lab.controller(eligibility=record["id"])
+            outs = await asyncio.gather(a.start(), b.start(), return_exceptions=True)
+            refused = [o for o in outs if isinstance(o, BaseException)]
+            assert len(refused) == 1 and isinstance(refused[0], Refusal), outs
+            assert refused[0].code == "eligibility", refused[0].to_dict()
+            assert any(words in refused[0].message for words in ("held by a launch", "already used by a launch",
+                                                                  "taken")), refused[0].message
+            winner = a if outs[0] is None else b
+            assert winner.mode == "recovered" and winner.execution is not None
+            assert winner.execution.claim.claim_id == record["claim_id"]
+            launches = [e for e in lab.cohort.log if e.startswith("launch ")][len(before):]
+            assert launches == [f"launch cohort-{record['claim_id']}.scope"]  # one engine
+            seat, _session = lab.heads(winner)
+            assert seat.state is State.ACTIVE and seat.claim_id == record["claim_id"]
+
+    asyncio.run(main())
+
+
+def test_K18_the_leaf_moves_after_eligibility_launch_refused_and_the_reservation_stays_until_released(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        async with lab_at(tmp_path) as lab:
+            first, record = await recovered(lab)
+            await first.aclose()
+            before = lab.heads(first)
+            with open(lab.tree.session, "a") as f:  # another writer appends after eligibility
+                f.write(json.dumps({"type": "custom", "customType": "foreign", "data": {}, "id": "f0f0f0f0",
+                                    "parentId": record["leaf"], "timestamp": "2026-12-01T00:00:01.000Z"}) + "\n")
+            launch = lab.controller(eligibility=record["id"])
+            with pytest.raises(Refusal) as refused:
+                await launch.start()
+            assert refused.value.code == "target", refused.value.to_dict()
+            assert lab.heads(first) == before  # the reservation stays, untouched
+            assert lab.records() == [f"{record['id']}.json"]  # not held: nothing was launched
+            plain = lab.controller()
+            with pytest.raises(Refusal) as held:
+                await plain.start()
+            assert held.value.code == "already-active", held.value.to_dict()
+            released = lab.controller()
+            await released.release_reservation(record["id"])  # with a proof: the claim never spawned
+            for head in lab.heads(released):
+                assert head.state is State.STOPPED and head.proof.kind is ProofKind.NO_UNIT
+                assert head.claim_id == record["claim_id"]
+
+    asyncio.run(main())
+
+
+def test_W9_a_launch_from_a_record_with_another_sealed_argv_is_refused_and_the_claim_is_unchanged(
+        tmp_path: Path) -> None:
+    """Another model is another sealed argv, another argv digest than the stopped launch's: refused
+    `engine-pin-mismatch` before anything is touched."""
+    async def main() -> None:
+        async with lab_at(tmp_path) as lab:
+            first, record = await recovered(lab)
+            await first.aclose()
+            before = lab.heads(first)
+            other = lab.controller(eligibility=record["id"], model="fake-model-2")
+            with pytest.raises(Refusal) as refused:
+                await other.start()
+            assert refused.value.code == "engine-pin-mismatch", refused.value.to_dict()
+            assert lab.heads(first) == before and lab.records() == [f"{record['id']}.json"]
 
     asyncio.run(main())
 
