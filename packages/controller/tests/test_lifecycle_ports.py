@@ -53,7 +53,8 @@ class Lab:
 
     def controller(self, *, point: str | None = None, stop_point: str | None = None,
                    on_step: Callable[[str], None] | None = None, barrier: Any = None,
-                   eligibility: str | None = None, model: str = "fake-model-1", **options: Any) -> Controller:
+                   eligibility: str | None = None, model: str = "fake-model-1", pin_tree: str | None = None,
+                   **options: Any) -> Controller:
         owner = self.liveness.runner()
         crash = crash_at(point) if point is not None else None
 
@@ -73,7 +74,8 @@ class Lab:
                     self.crashes.append(name)
                 stop_crash(name)
 
-        spec = EngineSpec(env=self.tree.engine_env(), command=FAKE, provider="fakeprov", model=model)
+        spec = EngineSpec(env=self.tree.engine_env(), command=FAKE, provider="fakeprov", model=model,
+                          pin_tree=pin_tree)
         controller = Controller(Placement(**self.tree.placement(self.socket_dir)), spec, None,
                                 verifier=self.verifier, cohort=self.cohort, claims_owner=owner, stop_grace=0.2,
                                 hooks=Hooks(on_launch_step=step, barrier=barrier, on_stop_phase=stop_phase),
@@ -687,6 +689,41 @@ def test_disconnect_idle_engine_eof_and_stopping_to_serve_never_release_the_clai
             await first.aclose()  # the controller stops serving (what its SIGTERM does)
             unreleased("stopping to serve")
             assert unit in lab.cohort.units and not any(e.startswith("let go") for e in lab.cohort.log)
+
+    asyncio.run(main())
+
+
+def test_K6_recover_without_proof_without_confirmation_or_with_changed_pins_is_refused(tmp_path: Path) -> None:
+    """Recover before a proven stop is `stop-proof`; with the confirmation declined, `confirmation`; after the
+    engine's install tree changed since the launch, `engine-pin-mismatch`. Nothing is reserved by any."""
+    async def main() -> None:
+        async with lab_at(tmp_path) as lab:
+            tree = tmp_path / "engine-tree"
+            tree.mkdir()
+            (tree / "engine.py").write_text("# the engine's install, pinned at the launch\n")
+            first = lab.controller(pin_tree=str(tree))
+            await first.start()
+            client = await RawClient.connect(first.socket_path)
+            auth = await client.control()
+
+            async def recover(*, answer: bool = True) -> dict[str, Any]:
+                cid = await client.confirm("recover", auth, answer=answer)
+                return await client.call("recover", incarnation=auth["incarnation"], confirmation=cid)
+
+            def code(reply: dict[str, Any]) -> str:
+                assert "error" in reply, reply
+                return str(reply["error"]["data"]["refusal"]["code"])
+
+            assert code(await recover()) == "stop-proof"
+            await client.force_stop(auth)
+            assert (await client.stop_outcome())["state"] == "stopped"
+            assert code(await recover(answer=False)) == "confirmation"
+            (tree / "changed.py").write_text("# the engine's install changed after the launch\n")
+            assert code(await recover()) == "engine-pin-mismatch"
+            await client.close()
+            for head in lab.heads(first):
+                assert head.state is State.STOPPED and head.proof.kind is ProofKind.COHORT
+            assert lab.records() == []
 
     asyncio.run(main())
 

@@ -32,6 +32,7 @@ async def recover(c: RawClient, *, answer: bool = True, auth: dict[str, Any] | N
 
 
 def code(reply: dict[str, Any]) -> str:
+    assert "error" in reply, reply  # answered, not refused: an assertion (the mutation pass counts only those)
     return str(reply["error"]["data"]["refusal"]["code"])
 
 
