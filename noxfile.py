@@ -37,8 +37,8 @@ nox.options.sessions = [*workspace.PACKAGES, "lint", "mutants"]
 
 
 def _install_package(session: nox.Session, name: str) -> None:
-    """Install `name` with its test extra and the Mosaic packages it declares, from sibling paths."""
-    paths = [str(workspace.package_dir(dep)) for dep in workspace.closure(name) if dep != name]
+    """Install `name` with its test extra and the Mosaic packages it and its tests declare, from sibling paths."""
+    paths = [str(workspace.package_dir(dep)) for dep in workspace.closure(name, tests=True) if dep != name]
     session.install(*paths, f"{workspace.package_dir(name)}[test]")
 
 
@@ -201,6 +201,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("writer-claim", "bench/bench_claim.py", ["--cycles", "100"]),
     ("cgroup-cohort", "bench/bench_stop.py", ["--repeats", "3"]),
     ("pi-rpc", "bench/bench_link.py", []),
+    ("controller-client", "bench/bench_import.py", []),
     ("controller", "bench/bench_import.py", []),
     ("controller", "bench/bench_server.py", []),
     ("controller", "bench/bench_controller.py", []),

@@ -3,10 +3,12 @@
 import-linter cannot see a PEP 420 namespace split over one distribution per package, so this is a small check of
 our own. It fails when:
 
-1. a package declares a Mosaic dependency that docs/design.md's "may import" column does not allow;
+1. a package declares a Mosaic dependency that docs/design.md's "may import" column does not allow, or a
+   test dependency (its `test` extra) that neither that column nor `workspace.MAY_IMPORT_IN_TESTS` allows;
 2. any module of a package (src, tests, tests_*, bench: every .py under packages/<pkg>/) imports
    `mosaic.<other>` that the package does not declare (tests count: a test that imports an undeclared
-   package would pass here and fail for a user);
+   package would pass here and fail for a user); its tests, tests_* and bench may also import what its
+   `test` extra declares, its source never (the terminal's source reaches the client, never the controller);
 3. the package imports itself through a dependency cycle (implied by 1, since the table is acyclic);
 4. a file outside package <pkg> (another package, ci/, fixtures/, noxfile.py) imports a private part of
    it: `mosaic.<pkg>._x` (any dotted component after the package that starts with `_`, at any depth,
@@ -111,6 +113,8 @@ def check_imports(owner: str | None, path: pathlib.Path, source: str) -> list[st
     package, e.g. ci/)."""
     by_module = {workspace.module_name(n): n for n in workspace.PACKAGES}
     declared = workspace.declared_mosaic_deps(owner) if owner is not None else None
+    if owner is not None and declared is not None and (_is_test(owner, path) or _is_bench(owner, path)):
+        declared = declared | workspace.declared_test_deps(owner)
     try:
         rel: pathlib.Path | str = path.relative_to(workspace.ROOT)
     except ValueError:
@@ -132,6 +136,14 @@ def check_imports(owner: str | None, path: pathlib.Path, source: str) -> list[st
             problems.append(f"{rel}:{imp.line}: a test imports {private}, a private part of its own package "
                             f"(tests import what a user can: export it, or test through what is exported)")
     return problems
+
+
+def _is_bench(owner: str, path: pathlib.Path) -> bool:
+    """Whether `path` is one of package `owner`'s benchmarks (bench/ directly under the package)."""
+    try:
+        return path.relative_to(workspace.package_dir(owner)).parts[0] == "bench"
+    except (ValueError, IndexError):
+        return False
 
 
 def _is_test(owner: str | None, path: pathlib.Path) -> bool:
@@ -391,6 +403,10 @@ def check() -> list[str]:
         declared = workspace.declared_mosaic_deps(name)
         for dep in sorted(declared - workspace.MAY_IMPORT[name]):
             problems.append(f"{name}: declares mosaic-{dep}, which docs/design.md does not let it import")
+        for dep in sorted(workspace.declared_test_deps(name) - workspace.MAY_IMPORT[name]
+                          - workspace.MAY_IMPORT_IN_TESTS.get(name, set())):
+            problems.append(f"{name}: its tests declare mosaic-{dep}, which neither docs/design.md nor "
+                            f"workspace.MAY_IMPORT_IN_TESTS lets them import")
         for dep in sorted(declared - set(workspace.PACKAGES)):
             problems.append(f"{name}: declares mosaic-{dep}, which is not a package of this repository")
         src = workspace.package_dir(name) / "src"

@@ -8,10 +8,14 @@ For each mutant file (a header, then a unified diff relative to the repository r
     # killed-by: tests/test_x.py::test_name[, more]     (relative to packages/<package>/)
     # signal: builtins.TimeoutError                     (optional: an exception that counts as a kill)
 
+A mutant's killers may be in more than one suite of its package (a fast killer in tests/ beside the
+kernel's in tests_cohort/): each suite's named tests run on their own (its own rootdir), and the mutant is
+killed only when every suite kills it.
+
 the pass works in one scratch copy of the tree (never in the checkout), with one virtualenv per package
-holding an *editable* install of that package and its declared Mosaic packages from the scratch copy, so
-a patch applied to the scratch sources is what the tests import (made with the tool venv's uv by its path,
-else a uv on PATH, else the venv module and pip: `venv_commands`). Then:
+holding an *editable* install of that package and the Mosaic packages it and its tests declare from the
+scratch copy, so a patch applied to the scratch sources is what the tests import (made with the tool venv's
+uv by its path, else a uv on PATH, else the venv module and pip: `venv_commands`). Then:
 
 1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing;
    checked once per package for all its named tests together);
@@ -81,17 +85,27 @@ class Mutant:
         return self.path.stem
 
     @property
-    def suite(self) -> str:
-        return suite_of(self.killed_by)
+    def suites(self) -> list[str]:
+        return suites_of(self.killed_by)
+
+    def killers_in(self, suite: str) -> list[str]:
+        return [k for k in self.killed_by if suite_of(k) == suite]
+
+    @property
+    def serial(self) -> bool:
+        return any(s in SERIAL_SUITES for s in self.suites)
 
 
-def suite_of(killers: list[str]) -> str:
-    """The package's test directory the killers are in (tests, tests_cohort, ...): one per pytest run, as its
-    rootdir (tests_cohort/ brings its own conftest and plugins)."""
-    suites = sorted({pathlib.PurePosixPath(k).parts[0] for k in killers})
-    if len(suites) != 1:
-        raise SystemExit(f"killers of one mutant must come from one suite, not {suites}")
-    return suites[0]
+def suite_of(killer: str) -> str:
+    """The package's test directory a killer is in (tests, tests_cohort, ...): one pytest run per suite, with
+    the suite as its rootdir (tests_cohort/ brings its own conftest and plugins)."""
+    return pathlib.PurePosixPath(killer).parts[0]
+
+
+def suites_of(killers: list[str]) -> list[str]:
+    """The suites a mutant's killers are in. A mutant may name killers in several (a fast one in tests/ beside
+    the kernel's in tests_cohort/): it is killed only when each suite's named tests kill it."""
+    return sorted({suite_of(k) for k in killers})
 
 
 @dataclasses.dataclass
@@ -193,7 +207,7 @@ class Scratch:
                 raise SystemExit(f"{' '.join(make[:3])} failed for {package}:\n{out.stderr}")
             pkgs = self.tree / "packages"
             args: list[str] = []
-            for dep in workspace.closure(package):
+            for dep in workspace.closure(package, tests=True):  # what its tests declare too (the terminal's)
                 spec = str(pkgs / dep) + ("[test]" if dep == package else "")
                 args += ["-e", spec]
             out = _run([*install, *args])
@@ -214,7 +228,7 @@ class Scratch:
         # crash never hides another's assertion.
         first = ["-x"] if signals_file is None else []
         cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-p", "mutant_signal", *first, "-q",
-               "--import-mode=importlib", "--rootdir", str(pkg_dir / suite_of(killed_by)), *ids]
+               "--import-mode=importlib", "--rootdir", str(pkg_dir / suite_of(killed_by[0])), *ids]
         try:
             return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
@@ -238,37 +252,47 @@ def _tail(proc: subprocess.CompletedProcess[str], n: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
-def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: bool) -> Outcome:
+def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: dict[str, bool]) -> Outcome:
     start = time.monotonic()
-    if not baseline_ok:
-        base = scratch.pytest(mutant.package, mutant.killed_by)
-        if base.returncode != 0:
-            return Outcome("ERROR", "named test does not pass on the unpatched tree:\n" + _tail(base),
-                           time.monotonic() - start)
+    for suite in mutant.suites:
+        if not baseline_ok[suite]:
+            base = scratch.pytest(mutant.package, mutant.killers_in(suite))
+            if base.returncode != 0:
+                return Outcome("ERROR", "named test does not pass on the unpatched tree:\n" + _tail(base),
+                               time.monotonic() - start)
     dry = scratch.patch(mutant, dry=True)
     if dry.returncode != 0:
         return Outcome("ERROR", "patch does not apply:\n" + _tail(dry), time.monotonic() - start)
     applied = scratch.patch(mutant)
     if applied.returncode != 0:
         return Outcome("ERROR", "patch failed:\n" + _tail(applied), time.monotonic() - start)
-    signals_file = scratch.dir / f"signals-{mutant.stem}.jsonl"
+    runs: list[tuple[str, pathlib.Path, subprocess.CompletedProcess[str]]] = []
     try:
-        mutated = scratch.pytest(mutant.package, mutant.killed_by, signals_file)
+        for suite in mutant.suites:
+            signals_file = scratch.dir / f"signals-{mutant.stem}-{suite}.jsonl"
+            runs.append((suite, signals_file, scratch.pytest(mutant.package, mutant.killers_in(suite), signals_file)))
     finally:
         undone = scratch.patch(mutant, reverse=True)
         if undone.returncode != 0:
             raise SystemExit(f"could not revert {mutant.path.name}; scratch tree left at {scratch.tree}")
     took = time.monotonic() - start
-    if mutated.returncode == 1:
-        result, detail = classify(signals_file, mutant.signals)
-        if result == "killed":
-            return Outcome("killed", detail, took)
-        return Outcome(result, f"{result.lower()}, not killed: {detail}\n{_tail(mutated)}", took)
-    if mutated.returncode == TIMED_OUT:
-        return Outcome("HUNG", f"hung, not killed: the named tests ran past {TEST_TIMEOUT_S}s", took)
-    if mutated.returncode == 0:
-        return Outcome("SURVIVED", "the named tests pass with the mutation applied", took)
-    return Outcome("ERROR", f"pytest exit {mutated.returncode} (not a test failure):\n" + _tail(mutated), took)
+    details: list[str] = []
+    for suite, signals_file, mutated in runs:  # killed only when every suite's named tests killed it
+        where = f"{suite}: " if len(runs) > 1 else ""
+        if mutated.returncode == 1:
+            result, detail = classify(signals_file, mutant.signals)
+            if result != "killed":
+                return Outcome(result, f"{where}{result.lower()}, not killed: {detail}\n{_tail(mutated)}", took)
+            if detail:
+                details.append(f"{where}{detail}")
+        elif mutated.returncode == TIMED_OUT:
+            return Outcome("HUNG", f"{where}hung, not killed: the named tests ran past {TEST_TIMEOUT_S}s", took)
+        elif mutated.returncode == 0:
+            return Outcome("SURVIVED", f"{where}the named tests pass with the mutation applied", took)
+        else:
+            return Outcome("ERROR", f"{where}pytest exit {mutated.returncode} (not a test failure):\n"
+                           + _tail(mutated), took)
+    return Outcome("killed", "; ".join(details), took)
 
 
 SERIAL_SUITES = ("tests_cohort",)  # suites that bring up a cohort lab: never two at once
@@ -287,7 +311,7 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
     report = threading.Lock()  # one worker's line at a time
 
     def one(scratch: Scratch, m: Mutant) -> None:
-        out = run_one(scratch, m, baseline[m.package, m.suite])
+        out = run_one(scratch, m, {s: baseline[m.package, s] for s in m.suites})
         with report:
             outcomes[m.stem] = out
             print(f"mutant {m.stem} ({m.package}): {out.result} in {out.seconds:.1f}s"
@@ -295,7 +319,7 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
 
     work: queue.SimpleQueue[Mutant] = queue.SimpleQueue()
     for m in mutants:
-        if m.suite not in SERIAL_SUITES:
+        if not m.serial:
             work.put(m)
     failures: list[BaseException] = []
 
@@ -318,7 +342,7 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
     if failures:
         raise failures[0]
     for m in mutants:
-        if m.suite in SERIAL_SUITES:
+        if m.serial:
             one(scratches[0], m)
     return outcomes
 
@@ -374,7 +398,7 @@ def main(argv: list[str]) -> int:
     if apply:
         return apply_only(paths)
     mutants = [parse(p) for p in paths]
-    jobs = min(jobs, max(1, sum(1 for m in mutants if m.suite not in SERIAL_SUITES)))
+    jobs = min(jobs, max(1, sum(1 for m in mutants if not m.serial)))
     scratches = [Scratch() for _ in range(jobs)]
     scratch = scratches[0]
     rows: list[tuple[Mutant, Outcome]] = []
@@ -385,8 +409,8 @@ def main(argv: list[str]) -> int:
         # Baseline once per package: every named test passes on the unpatched copy. Only when that
         # fails are the mutants of that package checked one by one, to name the test that fails anyway.
         baseline: dict[tuple[str, str], bool] = {}
-        for pkg, suite in sorted({(m.package, m.suite) for m in mutants}):
-            killers = sorted({k for m in mutants if (m.package, m.suite) == (pkg, suite) for k in m.killed_by})
+        for pkg, suite in sorted({(m.package, s) for m in mutants for s in m.suites}):
+            killers = sorted({k for m in mutants if m.package == pkg for k in m.killers_in(suite)})
             print(f"baseline {pkg} {suite}: {len(killers)} named test(s) on the unpatched tree ...", flush=True)
             proc = scratch.pytest(pkg, killers)
             baseline[pkg, suite] = proc.returncode == 0

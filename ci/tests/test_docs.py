@@ -37,9 +37,10 @@ REQUIRED_IDS = {
 ID_RE = re.compile(r"[WGNSHKEPLFO]\d{1,2}")
 TEST_PATH_RE = re.compile(r"`([a-z-]+/tests\w*/[\w/]+\.py)`?")
 NOT_BUILT_RE = re.compile(r"^not built: \S.{10,}")
-# Packages that raise refusals; mediated-terminal has none of its own (it shows the controller's).
+# Packages that hold a refusal code table; mediated-terminal has none of its own (it shows the controller's), and
+# the controller raises `ControlRefusal`, whose table is mosaic-controller-client's (issue 31).
 PACKAGES_WITH_REFUSALS = {"safe-open", "pi-format", "claude-format", "chat-pages", "writer-claim", "cgroup-cohort",
-                          "pi-rpc", "controller"}
+                          "pi-rpc", "controller-client"}
 
 
 def sections(text: str) -> dict[str, str]:

@@ -264,3 +264,30 @@ def test_rule8_the_tables_name_packages_and_rows_of_the_repository() -> None:
     for pkg, crossings in workspace.KNOWN_FOLDER_EXCEPTIONS.items():
         for importer, _ in crossings:
             assert layers.folder_of(importer, workspace.FOLDERS[pkg]) is not None, (pkg, importer)
+
+
+# Issue 31: the terminal's source reaches only the client package; its tests drive a real controller, which
+# its `test` extra declares (workspace.MAY_IMPORT_IN_TESTS), and which its source may never import.
+TERMINAL = workspace.package_dir("mediated-terminal")
+
+
+def test_rule2_a_packages_tests_may_import_what_its_test_extra_declares_its_source_never() -> None:
+    source = "from mosaic.controller.testing import fake_controller\n"
+    assert "controller" in workspace.declared_test_deps("mediated-terminal")
+    assert layers.check_imports("mediated-terminal", TERMINAL / "tests" / "test_x.py", source) == []
+    assert layers.check_imports("mediated-terminal", TERMINAL / "bench" / "bench_x.py", source) == []
+    problems = layers.check_imports("mediated-terminal", TERMINAL / "src" / "mosaic" / "mediated_terminal" / "_x.py",
+                                    source)
+    assert len(problems) == 1 and "does not declare mosaic-controller" in problems[0], problems
+    client = "from mosaic.controller_client import ControllerClient\n"
+    assert layers.check_imports("mediated-terminal", TERMINAL / "src" / "mosaic" / "mediated_terminal" / "_x.py",
+                                client) == []
+
+
+def test_the_closure_with_tests_holds_what_the_tests_declare() -> None:
+    assert "controller" not in workspace.closure("mediated-terminal")
+    assert workspace.closure("mediated-terminal")[-1] == "mediated-terminal"
+    with_tests = workspace.closure("mediated-terminal", tests=True)
+    assert {"controller", "controller-client", "safe-open"} <= set(with_tests)
+    assert with_tests.index("controller-client") < with_tests.index("controller")  # bottom first
+    assert workspace.closure("controller-client") == ["safe-open", "controller-client"]

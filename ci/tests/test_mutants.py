@@ -148,6 +148,17 @@ def test_the_cohort_suites_mutants_run_one_at_a_time() -> None:
     assert "tests_cohort" in mutants.SERIAL_SUITES
 
 
+def test_a_mutant_may_name_killers_in_two_suites_each_run_on_its_own_and_one_in_the_cohort_suite_runs_alone(
+        ) -> None:
+    """Issue 31: a fast killer in tests/ beside the kernel's in tests_cohort/. Each suite's killers run in one
+    pytest of their own (the suite is its rootdir); one kernel killer makes the mutant serial."""
+    m = mutants.Mutant(pathlib.Path("x.patch"), "w", "-", "controller",
+                       ["tests_cohort/test_a.py::test_k", "tests/test_b.py::test_f", "tests/test_c.py::test_g"])
+    assert m.suites == ["tests", "tests_cohort"] and m.serial
+    assert m.killers_in("tests") == ["tests/test_b.py::test_f", "tests/test_c.py::test_g"]
+    assert not mutants.Mutant(pathlib.Path("y.patch"), "w", "-", "controller", ["tests/test_b.py::t"]).serial
+
+
 # Issue 26, item 1: the pass makes its venvs with the tool venv's uv by its path (nox puts only the session's
 # venv on PATH, and ci/bootstrap's uv lives in .cache/tools/venv), or with the venv module and pip where there
 # is no uv at all; never `uv` by bare name. Each run below has only the system directories on PATH.

@@ -77,12 +77,26 @@ def test_importing_the_package_loads_none_of_its_modules() -> None:
 
 def test_the_client_library_loads_none_of_the_server_side() -> None:
     # A terminal imports the client; it must not pay for (or depend on) the core, the server, the lifecycle,
-    # the cohort, the claim or the engine link. What it loads: its own modules, the method and refusal
-    # tables it shares with the server, and the two refusal bases below it.
+    # the cohort, the claim or the engine link. Through this facade it loads the facade, the client package
+    # (mosaic-controller-client: its own modules, the method and refusal tables it shares with the server)
+    # and safe-open's refusal base and ids below it.
     loaded = _mosaic_modules_after("mosaic.controller.client")
-    allowed = ("mosaic.controller", "mosaic.controller.client", "mosaic.controller._methods",
-               "mosaic.controller._refusal", "mosaic.pi_format", "mosaic.pi_format._ids",
-               "mosaic.pi_format._refusal", "mosaic.safe_open", "mosaic.safe_open._refusal")
-    stray = [m for m in loaded if m not in allowed and not m.startswith("mosaic.controller._client")]
+    allowed = ("mosaic.controller", "mosaic.controller.client", "mosaic.safe_open", "mosaic.safe_open._refusal",
+               "mosaic.safe_open.ids", "mosaic.safe_open._ids")
+    stray = [m for m in loaded if m not in allowed and not m.startswith("mosaic.controller_client")]
     assert stray == [], stray
-    assert "mosaic.controller._client_transcript" in loaded  # the probe sees the client's own modules
+    assert "mosaic.controller_client._transcript" in loaded  # the probe sees the client's own modules
+
+
+def test_the_client_facade_the_protocol_and_the_refusal_are_the_client_packages_objects() -> None:
+    """Issue 31: the client is its own distribution; what the controller shows of it is the same objects, so
+    a client catches exactly what the server raises and validates exactly what it sends."""
+    import mosaic.controller_client as client_package  # noqa: PLC0415
+
+    facade = importlib.import_module("mosaic.controller.client")
+    protocol = importlib.import_module("mosaic.controller.protocol")
+    for name in facade.__all__:
+        assert getattr(facade, name) is getattr(client_package, name), name
+    for name in set(protocol.__all__) & set(client_package.__all__):
+        assert getattr(protocol, name) is getattr(client_package, name), name
+    assert mosaic.controller.ControlRefusal is client_package.ControlRefusal

@@ -12,9 +12,9 @@ from typing import Any
 from term_harness import WAIT, run
 
 from mosaic.controller import Grants
-from mosaic.controller.client import Admitted, Refused
 from mosaic.controller.core import Effect
 from mosaic.controller.testing import FakeRig, RawClient, fake_controller, no_cohort_effects
+from mosaic.controller_client import Admitted, Refused
 from mosaic.mediated_terminal import TerminalModel
 from mosaic.mediated_terminal.model import NOT_CONTROLLER, CannotAttach
 from mosaic.mediated_terminal.testing import EngineTap

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mosaic.controller.client import (
+from mosaic.controller_client import (
     Block,
     ClientRefusal,
     HistoryItem,

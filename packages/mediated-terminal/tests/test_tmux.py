@@ -38,8 +38,8 @@ from term_harness import (
     with_details,
 )
 
-from mosaic.controller.client import ControllerClient, LiveMessage, Transcript
 from mosaic.controller.testing import fake_controller
+from mosaic.controller_client import ControllerClient, LiveMessage, Transcript
 from mosaic.mediated_terminal.render import transcript_rows
 from mosaic.mediated_terminal.testing import EngineTap, tmux_terminal
 

@@ -574,3 +574,12 @@ def test_notice_ids_are_stable_while_the_file_grows() -> None:
     grown = ok(parse(session(*lines)))
     assert first.branches["b.c"].item_ids == ("x.line-3", "x.gap-c", "n.c")
     assert grown.branches["b.c"].item_ids[:3] == first.branches["b.c"].item_ids
+
+
+def test_safe_id_is_safe_opens_one_function() -> None:
+    """Issue 31: the reader and the controller's client (which depends on safe-open alone) name a tool call by
+    one function, so a live call and its history item always agree."""
+    import mosaic.pi_format.ids as ids  # noqa: PLC0415
+    import mosaic.safe_open.ids as bottom  # noqa: PLC0415
+
+    assert safe_id is bottom.safe_id and ids.safe_id is bottom.safe_id

@@ -29,6 +29,31 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+__all__ = [
+    "BINARY_SHA256",
+    "BINARY_SIZE",
+    "CLAUDE_INTEGRITY",
+    "CLAUDE_PACKAGE",
+    "CLAUDE_VERSION",
+    "NATIVE_INTEGRITY",
+    "NATIVE_PACKAGE",
+    "NPM_CI_ARGS",
+    "VERSION_LINE",
+    "ClaudeInstall",
+    "ClaudeInstallError",
+    "PinMismatch",
+    "binary_version",
+    "ensure_claude",
+    "install_claude",
+    "installed_files",
+    "make_quiet_dirs",
+    "pin_data",
+    "quiet_env",
+    "sha256_file",
+    "sources_manifest",
+    "verify_claude",
+]
+
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 NATIVE_PACKAGE = "@anthropic-ai/claude-code-linux-x64"
 CLAUDE_VERSION = "2.1.283"

@@ -5,25 +5,11 @@ poisoned by the first line it cannot take), `decode_line`, `Undecodable` and its
 
 from __future__ import annotations
 
-from ._jsonl import (
-    DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_LINE_BYTES,
-    LineDecoder,
-    Undecodable,
-    UndecodableReason,
-    decode_line,
-    encode_line,
-)
+from . import _jsonl
+from ._jsonl import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_MAX_DEPTH",
-    "DEFAULT_MAX_LINE_BYTES",
-    "LineDecoder",
-    "Undecodable",
-    "UndecodableReason",
-    "decode_line",
-    "encode_line",
-]
+__all__: list[str] = []
+__all__ += _jsonl.__all__
 
 
 def __dir__() -> list[str]:

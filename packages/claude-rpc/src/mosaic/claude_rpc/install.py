@@ -9,55 +9,11 @@ names an install's parts, `ClaudeInstallError` is a failed install. `pin_data()`
 
 from __future__ import annotations
 
-from ._install import (
-    BINARY_SHA256,
-    BINARY_SIZE,
-    CLAUDE_INTEGRITY,
-    CLAUDE_PACKAGE,
-    CLAUDE_VERSION,
-    NATIVE_INTEGRITY,
-    NATIVE_PACKAGE,
-    NPM_CI_ARGS,
-    VERSION_LINE,
-    ClaudeInstall,
-    ClaudeInstallError,
-    PinMismatch,
-    binary_version,
-    ensure_claude,
-    install_claude,
-    installed_files,
-    make_quiet_dirs,
-    pin_data,
-    quiet_env,
-    sha256_file,
-    sources_manifest,
-    verify_claude,
-)
+from . import _install
+from ._install import *  # noqa: F403
 
-__all__ = [
-    "BINARY_SHA256",
-    "BINARY_SIZE",
-    "CLAUDE_INTEGRITY",
-    "CLAUDE_PACKAGE",
-    "CLAUDE_VERSION",
-    "NATIVE_INTEGRITY",
-    "NATIVE_PACKAGE",
-    "NPM_CI_ARGS",
-    "VERSION_LINE",
-    "ClaudeInstall",
-    "ClaudeInstallError",
-    "PinMismatch",
-    "binary_version",
-    "ensure_claude",
-    "install_claude",
-    "installed_files",
-    "make_quiet_dirs",
-    "pin_data",
-    "quiet_env",
-    "sha256_file",
-    "sources_manifest",
-    "verify_claude",
-]
+__all__: list[str] = []
+__all__ += _install.__all__
 
 
 def __dir__() -> list[str]:

@@ -12,91 +12,15 @@ link's constants; `OutcomeUnknownError` is the shell's `outcome()` when the outc
 
 from __future__ import annotations
 
-from ._link import DEFAULT_BOUND, DEFAULT_PERMISSION_HISTORY, KNOWN_TYPES, NARROW_MODES, ClaudeLinkCore
-from ._link_model import (
-    OUTCOME_TABLE,
-    Acknowledged,
-    EngineRequest,
-    InitInfo,
-    InterruptEvidence,
-    InterruptSettled,
-    Lifecycle,
-    LinkEvent,
-    LinkPoisoned,
-    LinkUsageError,
-    Outcome,
-    OutcomeInput,
-    OutcomeUnknown,
-    Outgoing,
-    OutKind,
-    PermissionAsked,
-    PermissionCancelled,
-    PermissionRequest,
-    PermissionResolved,
-    PermissionState,
-    Poisoned,
-    ProtocolViolation,
-    RanAfterInterrupt,
-    ResultInfo,
-    SessionMismatch,
-    StatusChanged,
-    StreamEvent,
-    SystemEvent,
-    TruncatedOutput,
-    TurnFinished,
-    TurnMessage,
-    TurnStarted,
-    UnknownReason,
-    UnknownRecord,
-    Written,
-)
-from ._shell import DEFAULT_MAX_QUEUED_EVENTS, ClaudeEngineLink, OutcomeUnknownError
+from . import _link, _link_model, _shell
+from ._link import *  # noqa: F403
+from ._link_model import *  # noqa: F403
+from ._shell import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_BOUND",
-    "DEFAULT_MAX_QUEUED_EVENTS",
-    "DEFAULT_PERMISSION_HISTORY",
-    "KNOWN_TYPES",
-    "NARROW_MODES",
-    "OUTCOME_TABLE",
-    "Acknowledged",
-    "ClaudeEngineLink",
-    "ClaudeLinkCore",
-    "EngineRequest",
-    "InitInfo",
-    "InterruptEvidence",
-    "InterruptSettled",
-    "Lifecycle",
-    "LinkEvent",
-    "LinkPoisoned",
-    "LinkUsageError",
-    "OutKind",
-    "Outcome",
-    "OutcomeInput",
-    "OutcomeUnknown",
-    "OutcomeUnknownError",
-    "Outgoing",
-    "PermissionAsked",
-    "PermissionCancelled",
-    "PermissionRequest",
-    "PermissionResolved",
-    "PermissionState",
-    "Poisoned",
-    "ProtocolViolation",
-    "RanAfterInterrupt",
-    "ResultInfo",
-    "SessionMismatch",
-    "StatusChanged",
-    "StreamEvent",
-    "SystemEvent",
-    "TruncatedOutput",
-    "TurnFinished",
-    "TurnMessage",
-    "TurnStarted",
-    "UnknownReason",
-    "UnknownRecord",
-    "Written",
-]
+__all__: list[str] = []
+__all__ += _link.__all__
+__all__ += _link_model.__all__
+__all__ += _shell.__all__
 
 
 def __dir__() -> list[str]:

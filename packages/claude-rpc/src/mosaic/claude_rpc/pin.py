@@ -6,20 +6,15 @@ refusal table, `ClaudeRpcRefusal` its class; `BINARY_SHA256` and `VERSION_LINE` 
 
 from __future__ import annotations
 
+from . import _pin, _refusal
 from ._install import BINARY_SHA256, VERSION_LINE
-from ._pin import check_binary, check_pin, engine_binary, pin_mismatches
-from ._refusal import CODES, ClaudeRpcRefusal
+from ._pin import *  # noqa: F403
+from ._refusal import *  # noqa: F403
 
-__all__ = [
-    "BINARY_SHA256",
-    "CODES",
-    "VERSION_LINE",
-    "ClaudeRpcRefusal",
-    "check_binary",
-    "check_pin",
-    "engine_binary",
-    "pin_mismatches",
-]
+__all__: list[str] = []
+__all__ += _pin.__all__
+__all__ += _refusal.__all__
+__all__ += ["BINARY_SHA256", "VERSION_LINE"]
 
 
 def __dir__() -> list[str]:

@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
-from ._resume import SYNTHETIC_MODEL, ResumeCheck, check_resumed, leaf_by_rule
+from . import _resume
+from ._resume import *  # noqa: F403
 
-__all__ = ["SYNTHETIC_MODEL", "ResumeCheck", "check_resumed", "leaf_by_rule"]
+__all__: list[str] = []
+__all__ += _resume.__all__
 
 
 def __dir__() -> list[str]:

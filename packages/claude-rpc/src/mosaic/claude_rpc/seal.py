@@ -8,45 +8,11 @@ return `None` or the `unsealed-engine` refusal; `build_sealed_args(...)`, `seale
 
 from __future__ import annotations
 
-from ._seal import (
-    EMPTY_MCP_CONFIG,
-    MANAGED_POLICY_DIR,
-    OPTIONAL_ENV,
-    OPTIONAL_FLAGS,
-    REQUIRED_ENV,
-    SEALED_FLAGS,
-    SESSION_FLAGS,
-    SWITCHES,
-    SealedLaunch,
-    build_sealed_args,
-    check_env,
-    check_host,
-    check_launch,
-    check_seal,
-    is_session_uuid,
-    seal_launch,
-    sealed_env,
-)
+from . import _seal
+from ._seal import *  # noqa: F403
 
-__all__ = [
-    "EMPTY_MCP_CONFIG",
-    "MANAGED_POLICY_DIR",
-    "OPTIONAL_ENV",
-    "OPTIONAL_FLAGS",
-    "REQUIRED_ENV",
-    "SEALED_FLAGS",
-    "SESSION_FLAGS",
-    "SWITCHES",
-    "SealedLaunch",
-    "build_sealed_args",
-    "check_env",
-    "check_host",
-    "check_launch",
-    "check_seal",
-    "is_session_uuid",
-    "seal_launch",
-    "sealed_env",
-]
+__all__: list[str] = []
+__all__ += _seal.__all__
 
 
 def __dir__() -> list[str]:

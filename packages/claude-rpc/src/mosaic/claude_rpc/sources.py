@@ -6,17 +6,13 @@ entries; `sources_manifest()` is `pin/sources.json`.
 
 from __future__ import annotations
 
+from . import _sources
 from ._install import sources_manifest
-from ._sources import SourceMismatch, SourcesError, archive_sources, fetch_sources, verify_fetched_sources
+from ._sources import *  # noqa: F403
 
-__all__ = [
-    "SourceMismatch",
-    "SourcesError",
-    "archive_sources",
-    "fetch_sources",
-    "sources_manifest",
-    "verify_fetched_sources",
-]
+__all__: list[str] = []
+__all__ += _sources.__all__
+__all__ += ["sources_manifest"]
 
 
 def __dir__() -> list[str]:

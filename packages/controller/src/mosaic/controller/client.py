@@ -1,9 +1,11 @@
-"""`mosaic.controller.client`: the only way a terminal (or any other client) talks to a controller.
+"""`mosaic.controller.client`: the client library as the controller's own users have reached it. The library
+is its own distribution, `mosaic-controller-client` (`mosaic.controller_client`, issue 31), which depends on
+safe-open alone: a terminal or a board depends on that; these are its objects, re-exported.
 
 `ControllerClient` holds one connection to a controller's Unix socket (JSON-RPC 2.0, one message per LF
 line) and mirrors the protocol's methods; `Transcript` is the view a terminal renders: the history page,
 then the live stream, with the seam rules of the seed README ("The seam"). The rules each keeps are at
-the top of `_client.py` and `_client_transcript.py`.
+the top of `mosaic.controller_client`'s `_client.py` and `_transcript.py`.
 
 Failures come in three kinds: refusals (`RemoteRefusal`, `ClientRefusal`; both subclass
 `mosaic.safe_open.Refusal`, so ``except Refusal`` catches every Mosaic refusal), `RemoteProtocolError` (a
@@ -23,40 +25,36 @@ unknown). `ControllerClient.prompt` returns all of its outcomes as values: `Admi
         case AdmissionUnknown(): ...                   # shown as "outcome unknown"; never resent
 """
 
-from ._client import (
+from mosaic.controller_client import (
     DEFAULT_PING_INTERVAL,
     DEFAULT_QUEUE_SIZE,
     MAX_LINE_BYTES,
     AdmissionUnknown,
     Admitted,
+    Block,
+    ClientRefusal,
+    ClientStateError,
+    ConnectionLost,
     ControllerClient,
     Duplicate,
     ForceStopStarted,
+    HistoryItem,
     HistoryRead,
+    HistoryUnavailable,
+    LiveMessage,
     Notification,
     Observed,
     PromptOutcome,
+    ReconcileMarker,
     Reconnected,
     Refused,
+    RemoteProtocolError,
+    RemoteRefusal,
     RequestState,
     Seam,
     SentRequest,
     Subscription,
     SubscriptionClosed,
-)
-from ._client_errors import (
-    ClientRefusal,
-    ClientStateError,
-    ConnectionLost,
-    RemoteProtocolError,
-    RemoteRefusal,
-)
-from ._client_transcript import (
-    Block,
-    HistoryItem,
-    HistoryUnavailable,
-    LiveMessage,
-    ReconcileMarker,
     ToolRun,
     Transcript,
     TranscriptItem,

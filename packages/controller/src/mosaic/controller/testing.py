@@ -38,6 +38,7 @@ from mosaic.pi_rpc.testing import (
     prepare_tree,
 )
 
+from ._memory import Crash, Liveness, MemoryCohort, MemoryExecutor, World, crash_at
 from .core._access import AccessPolicy, Grants
 from .core._receive import ControllerCore, new_incarnation
 from .core._state import Bounds, CoreConfig, engine_link_core
@@ -47,8 +48,10 @@ from .lifecycle._session_reader import SessionFileReader
 from .server._runtime import ControllerRuntime, EffectHandler, PageReader, no_cohort_effects
 from .server._socket_server import ServerLimits
 
-__all__ = ["FakeRig", "RawClient", "engine_session_id", "event_is", "fake_controller", "history_reader",
-           "FixtureTree", "SESSION_HEADER", "private_socket_dir", "readable_install", "readable_packages", "real_controller", "receipt_is", "session_reader", "stop_is"]
+__all__ = ["SESSION_HEADER", "Crash", "FakeRig", "FixtureTree", "Liveness", "MemoryCohort", "MemoryExecutor", "RawClient",
+           "World", "crash_at", "engine_session_id", "event_is", "fake_controller", "history_reader",
+           "private_socket_dir", "readable_install", "readable_packages", "real_controller", "receipt_is",
+           "session_reader", "stop_is"]
 
 SEAT = "seat"
 WAIT = 30.0

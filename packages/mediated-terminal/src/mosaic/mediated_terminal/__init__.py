@@ -1,4 +1,4 @@
-"""mosaic.mediated_terminal: the mediated terminal, a thin view over `mosaic.controller.client`.
+"""mosaic.mediated_terminal: the mediated terminal, a thin view over `mosaic.controller_client`.
 
     mosaic-terminal --socket /run/ctl/controller.sock          # or: python -m mosaic.mediated_terminal
     code = asyncio.run(run_terminal("/run/ctl/controller.sock")) # the same, from Python
@@ -27,13 +27,13 @@ if TYPE_CHECKING:
     from ._inert import inert
     from ._model import TerminalModel
 
-_WHERE = {"TerminalApp": "_app", "run_terminal": "_app", "inert": "_inert", "TerminalModel": "_model"}
+_LAZY = {"TerminalApp": "_app", "run_terminal": "_app", "inert": "_inert", "TerminalModel": "_model"}
 
 __all__ = ["TerminalApp", "TerminalModel", "__version__", "inert", "run_terminal"]
 
 
 def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -65,7 +65,7 @@ from prompt_toolkit.styles import Style
 from prompt_toolkit.utils import get_cwidth
 from prompt_toolkit.widgets import Frame
 
-from mosaic.controller.client import HistoryItem, LiveMessage, ToolRun, TranscriptItem
+from mosaic.controller_client import HistoryItem, LiveMessage, ToolRun, TranscriptItem
 
 from ._inert import inert
 from ._model import Note, TerminalModel
@@ -82,8 +82,7 @@ from ._render import (
 )
 from ._view import ReadingView, Row
 
-__all__ = ["COMPOSER_ROWS", "ESC_WAIT", "KEYS", "NOTES_ROWS", "STYLE", "BufferComposer", "LoneEscape", "TerminalApp",
-           "run_terminal"]
+__all__ = ["KEYS", "STYLE", "TerminalApp", "run_terminal"]
 
 logger = logging.getLogger("mosaic.mediated_terminal")
 

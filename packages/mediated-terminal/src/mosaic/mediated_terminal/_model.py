@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from mosaic.controller.client import (
+from mosaic.controller_client import (
     AdmissionUnknown,
     ClientRefusal,
     ClientStateError,

@@ -8,7 +8,7 @@ escape from the same characters typed. ``plain`` drops the styles (what a text c
 shows).
 
 The transcript (`item_fragments`, `transcript_rows`) is a view over
-`mosaic.controller.client.Transcript.items`; this module adds no rule of its own about the seam, only
+`mosaic.controller_client.Transcript.items`; this module adds no rule of its own about the seam, only
 words, styles and wrapping: `wrap` breaks a line at the last space that fits the width (a word longer than
 the width is cut), never between a character and a zero-width one that joins it, and indents continuation
 rows by two cells, so lines wrap at the window's width instead of being cut at its edge.
@@ -22,7 +22,7 @@ from typing import Any
 
 from prompt_toolkit.utils import get_cwidth
 
-from mosaic.controller.client import (
+from mosaic.controller_client import (
     HistoryItem,
     HistoryUnavailable,
     LiveMessage,
@@ -36,15 +36,12 @@ from mosaic.controller.client import (
 from ._inert import inert, inert_spans
 
 __all__ = [
-    "INCARNATION_SHOWN",
-    "SPINNER",
     "Fragments",
     "confirmation_lines",
     "details_line",
     "dialog_line",
     "header_line",
     "item_fragments",
-    "item_key",
     "item_lines",
     "plain",
     "receipt_words",
@@ -53,6 +50,7 @@ __all__ = [
     "stop_words",
     "styled",
     "transcript_lines",
+    "transcript_rows",
     "wrap",
 ]
 

@@ -6,9 +6,11 @@ a signal n ends it with 128 + n. Importing this module imports neither prompt_to
 
 from __future__ import annotations
 
-from ._cli import EXIT_CRASH, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, main
+from . import _cli
+from ._cli import *  # noqa: F403
 
-__all__ = ["EXIT_CRASH", "EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "main"]
+__all__: list[str] = []
+__all__ += _cli.__all__
 
 
 def __dir__() -> list[str]:

@@ -7,10 +7,13 @@ with its `Row`s (the reading position: anchored by name, never moved by rows arr
 
 from __future__ import annotations
 
-from ._model import NOT_CONTROLLER, CannotAttach, Composer, Note, TerminalModel
-from ._view import ReadingView, Row
+from . import _model, _view
+from ._model import *  # noqa: F403
+from ._view import *  # noqa: F403
 
-__all__ = ["NOT_CONTROLLER", "CannotAttach", "Composer", "Note", "ReadingView", "Row", "TerminalModel"]
+__all__: list[str] = []
+__all__ += _model.__all__
+__all__ += _view.__all__
 
 
 def __dir__() -> list[str]:

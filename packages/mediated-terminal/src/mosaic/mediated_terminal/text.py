@@ -7,9 +7,11 @@ original exactly); `is_hazard(char)` says whether a character is escaped. Pure, 
 
 from __future__ import annotations
 
-from ._inert import PASSING, inert, inert_spans, is_hazard
+from . import _inert
+from ._inert import *  # noqa: F403
 
-__all__ = ["PASSING", "inert", "inert_spans", "is_hazard"]
+__all__: list[str] = []
+__all__ += _inert.__all__
 
 
 def __dir__() -> list[str]:

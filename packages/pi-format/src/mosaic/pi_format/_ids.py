@@ -10,8 +10,12 @@ reader's JSON schema (schemas/) uses the same pattern.
 
 from __future__ import annotations
 
-import hashlib
 import re
+
+# `safe_id` and `HASH_PREFIX` are safe-open's (`mosaic.safe_open.ids`, one object): the controller's client
+# matches tool calls by the same function without depending on this package (issue 31).
+from mosaic.safe_open.ids import HASH_PREFIX as HASH_PREFIX
+from mosaic.safe_open.ids import safe_id
 
 # What mosaic.pi_format.ids offers (it star-imports this list); the prefixes and native_id stay here.
 __all__ = ["CHAT01_ID_PATTERN", "MAIN_BRANCH", "is_chat01_id", "safe_id"]
@@ -20,15 +24,6 @@ __all__ = ["CHAT01_ID_PATTERN", "MAIN_BRANCH", "is_chat01_id", "safe_id"]
 CHAT01_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
 _CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-
-# A raw id is kept verbatim only when it fits the pattern with room to spare: every id this package builds
-# from it (n.<id>, b.<id>, x.gap-<id>, ...) adds at most 30 characters and must still fit the 128-character
-# pattern. So the verbatim limit is 96 characters; longer ids are hashed like ids outside the pattern.
-_VERBATIM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,95}")
-
-#: Prefix of a hashed id. A raw id that itself starts with it is hashed too, so a verbatim id can never
-#: equal the hash of another id.
-HASH_PREFIX = "h-"
 
 NATIVE_PREFIX = "n."
 NOTICE_PREFIX = "x."
@@ -39,19 +34,6 @@ MAIN_BRANCH = "main"
 def is_chat01_id(value: str) -> bool:
     """True when `value` matches CHAT01_ID_PATTERN (the whole string; a trailing newline does not match)."""
     return _CHAT01_ID.fullmatch(value) is not None
-
-
-def safe_id(raw: str) -> str:
-    """The raw id itself when it is a short CHAT-01 id, else `h-` plus 40 hex of its SHA-256.
-
-    Distinct raw ids give distinct results (verbatim ids never start with `h-`; hashes are SHA-256, cut
-    to 160 bits). Lone surrogates (from `\\udXXX` escapes in the file) are hashed with surrogatepass, so
-    no input raises.
-    """
-    if not raw.startswith(HASH_PREFIX) and _VERBATIM.fullmatch(raw) is not None:
-        return raw
-    digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
-    return HASH_PREFIX + digest[:40]
 
 
 def native_id(raw: str) -> str:

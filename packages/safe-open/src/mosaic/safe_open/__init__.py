@@ -13,6 +13,8 @@ What a consumer needs is here (`__all__`); the rest of what the package promises
 - `mosaic.safe_open.root`: the resolution behind `open_root` (its `method` types);
 - `mosaic.safe_open.identity`: every part of the shared identities (the `/proc/<pid>/stat` parser, the
   machine and boot ID readers);
+- `mosaic.safe_open.ids`: `safe_id`, a raw id made safe to show (the reader's and the controller client's
+  one function: hashlib and re only);
 
 and `mosaic.safe_open.testing` (`OpenWatch`: proof with inotify that a file was never opened) and
 `mosaic.safe_open.abi_build` (the generator of a cffi out-of-line ABI module, shared with cgroup-cohort).

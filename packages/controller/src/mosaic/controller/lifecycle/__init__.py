@@ -25,6 +25,7 @@ from ._launching import Controller, EngineSpec, Hooks, Placement
 from ._ports import (
     POOL_WORKERS,
     CgroupCohort,
+    ClaimsOwner,
     ClaimsPort,
     CohortPort,
     Execution,
@@ -40,6 +41,7 @@ __all__ = [
     "START_STEPS",
     "STOP_POINTS",
     "CgroupCohort",
+    "ClaimsOwner",
     "ClaimsPort",
     "CohortPort",
     "Pool",

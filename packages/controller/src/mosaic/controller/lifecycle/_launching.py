@@ -88,6 +88,7 @@ from ._guard import LiveRoots, LiveSessionGuard
 from ._placement import Hooks, Placement
 from ._ports import (
     CgroupCohort,
+    ClaimsOwner,
     ClaimsPort,
     CohortPort,
     Execution,
@@ -130,6 +131,7 @@ class Controller(Recovering):
         engine_uids: EngineUids | None = None,
         cohort: CohortPort | None = None,
         pool: Pool | None = None,
+        claims_owner: ClaimsOwner | None = None,
     ) -> None:
         """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
         place and header, the pin and the seal, the grants (who besides this uid may connect and do what:
@@ -141,6 +143,8 @@ class Controller(Recovering):
         The engine's cohort is `launcher`'s (cgroup-cohort's, with `manager` for a scope), or `cohort`, a
         `CohortPort` given instead (a test's in-memory one: `mosaic.controller.testing.MemoryCohort`).
         `pool` runs every blocking call of the lifecycle and of its runtime (`Pool()` by default).
+        `claims_owner`: who its claims name as their owner, and how an owner's liveness is told (this
+        process and /proc by default; a test's runners in one process).
 
         `on_recovered(record)` is called on the event loop when a client's recover has written its
         eligibility record (nothing is launched here: brief §6 "Recover"); what it returns, if anything,
@@ -184,7 +188,7 @@ class Controller(Recovering):
         self.session_key = SessionKey("pi", self.identity.header_id)
         self.pool = pool if pool is not None else Pool()
         self.claims: ClaimsPort = WriterClaims(self.claim_root_real, self.seat_key, self.session_key,
-                                               pool=self.pool, barrier=self.hooks.barrier)
+                                               pool=self.pool, barrier=self.hooks.barrier, owner=claims_owner)
         self.execution: Execution | None = None
         self.runtime: ControllerRuntime | None = None
         self.mode = "new"

@@ -29,7 +29,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from mosaic.cgroup_cohort import (
     CohortHandle,
@@ -56,14 +56,16 @@ from mosaic.writer_claim import (
     SessionKey,
     State,
 )
+from mosaic.writer_claim.model import ProcessIdentity
+from mosaic.writer_claim.store import OwnerLiveness
 
 from ..core._effects import EFFECTS
 from ..core._io import CENSUS, CLAIM_GENERATION, CLAIM_UNCERTAIN, FORCE_STOP, RECOVER, Effect, EffectName
 from ..server._runtime import ControllerRuntime
 from ._eligibility import EligibilityRecord, record_state, settle_record
 
-__all__ = ["POOL_WORKERS", "CgroupCohort", "ClaimsPort", "CohortPort", "Execution", "LifecyclePorts", "Pool",
-           "WriterClaims"]
+__all__ = ["POOL_WORKERS", "CgroupCohort", "ClaimsOwner", "ClaimsPort", "CohortPort", "Execution", "LifecyclePorts",
+           "Pool", "WriterClaims"]
 
 T = TypeVar("T")
 
@@ -109,14 +111,24 @@ class ClaimsPort(Protocol):
     async def settle_record(self, record_id: str, *, passed: bool) -> None: ...
 
 
+class ClaimsOwner(NamedTuple):
+    """Who a controller's claims name as their owner (writer-claim's `process`), and how the owner check
+    tells whether an owner lives (`liveness`): this process and /proc by default; a test's runners, many in
+    one process (`mosaic.controller.testing.Liveness`)."""
+
+    process: ProcessIdentity
+    liveness: OwnerLiveness
+
+
 class WriterClaims:
     """The claims port over writer-claim's `ClaimStore` on `claim_root` for one pair, on `pool`."""
 
     def __init__(self, claim_root: str, seat: SeatKey, session: SessionKey, *, pool: Pool,
-                 barrier: BarrierHook | None = None) -> None:
+                 barrier: BarrierHook | None = None, owner: ClaimsOwner | None = None) -> None:
         self.claim_root, self.seat, self.session = claim_root, seat, session
         self._pool = pool
         self._barrier = barrier
+        self._owner = owner
         self._store: ClaimStore | None = None
 
     @property
@@ -129,8 +141,12 @@ class WriterClaims:
         return self.store.incarnation
 
     async def open(self) -> None:
-        root, barrier = self.claim_root, self._barrier
-        self._store = await self._pool.run(lambda: ClaimStore(root, barrier=barrier))
+        root, barrier, owner = self.claim_root, self._barrier, self._owner
+        if owner is None:
+            self._store = await self._pool.run(lambda: ClaimStore(root, barrier=barrier))
+        else:
+            self._store = await self._pool.run(lambda: ClaimStore(root, barrier=barrier, process=owner.process,
+                                                                  liveness=owner.liveness))
 
     async def restart(self, probe: CohortProbe) -> RestartReport:
         store = self.store

@@ -36,13 +36,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mosaic.pi_format import safe_id
 from mosaic.safe_open import Refusal
+from mosaic.safe_open.ids import safe_id
 
 from ._client import ControllerClient
-from ._client_errors import ClientStateError, RemoteProtocolError
-from ._client_subscription import DEFAULT_QUEUE_SIZE, _Changes
-from ._client_values import HistoryRead, Notification, Observed, Seam
+from ._errors import ClientStateError, RemoteProtocolError
+from ._subscription import DEFAULT_QUEUE_SIZE, _Changes
+from ._values import HistoryRead, Notification, Observed, Seam
 
 __all__ = [
     "Block",
@@ -54,9 +54,10 @@ __all__ = [
     "Transcript",
     "TranscriptItem",
     "TranscriptStatus",
+    "history_items",
 ]
 
-logger = logging.getLogger("mosaic.controller.transcript")
+logger = logging.getLogger("mosaic.controller_client.transcript")
 
 SEEN_KEPT = 4096
 """Events remembered (by sequence) to tell an identical repeat from a conflicting one (E3)."""

@@ -8,8 +8,8 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from ._client_errors import ClientStateError
-from ._client_values import Notification
+from ._errors import ClientStateError
+from ._values import Notification
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Subscription", "SubscriptionClosed"]
 
@@ -63,7 +63,7 @@ class _Lag:
 
 
 class Subscription:
-    """Notifications for one subscriber, in arrival order, bounded (module rule 6).
+    """Notifications for one subscriber, in arrival order, bounded (`_client` rule 6).
 
     At most `maxsize` server events and records wait; past that each one is dropped and counted in a
     ``lagging`` marker (origin "client") placed where the first was lost. Everything else (the server's

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from mosaic.safe_open import Refusal
 
-from ._methods import ERROR_CODES
+from ._protocol import ERROR_CODES
 from ._refusal import ControlRefusal
 
 __all__ = ["ClientRefusal", "ClientStateError", "ConnectionLost", "RemoteRefusal", "RemoteProtocolError"]

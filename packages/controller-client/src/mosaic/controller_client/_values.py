@@ -1,4 +1,4 @@
-"""The client library's values (`mosaic.controller.client`): what `observe` and `read_history` return, a
+"""The client library's values (`mosaic.controller_client`): what `observe` and `read_history` return, a
 notification, the requests this client sent (`SentRequest`, following their receipts) and what `prompt`
 returns (`Admitted`, `Duplicate`, `Refused`, `AdmissionUnknown`). Plain data; the connection that fills them
 is `_client.py`'s."""
@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from mosaic.safe_open import Refusal
 
-from ._client_errors import RemoteProtocolError
+from ._errors import RemoteProtocolError
 
 __all__ = ["Admitted", "Duplicate", "ForceStopStarted", "HistoryRead", "Notification", "Observed", "AdmissionUnknown",
            "PromptOutcome", "Reconnected", "Refused", "RequestState", "Seam", "SentRequest", "UnknownReason",

@@ -1,7 +1,7 @@
 """What the client library knows, learned from the lines its connections read: the incarnation token,
 generation, role and binding; the prompts it sent and their receipts; the stops it saw; and the
 subscribers every notification is fanned out to. `ControllerClient` owns one and reads it; its
-connections (`_client_wire.WireConnection`) feed it, one line at a time and before the next line is read
+connections (`_wire.WireConnection`) feed it, one line at a time and before the next line is read
 (rule 1 of `_client.py`), through the `WireHost` interface this class implements.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._client_errors import ClientStateError, RemoteProtocolError
-from ._client_subscription import Subscription, _Changes
-from ._client_values import Notification, Observed, SentRequest, parse_observed
-from ._client_wire import Pending, WireConnection
+from ._errors import ClientStateError, RemoteProtocolError
+from ._subscription import Subscription, _Changes
+from ._values import Notification, Observed, SentRequest, parse_observed
+from ._wire import Pending, WireConnection
 
 
 class ClientState:
@@ -65,7 +65,7 @@ class ClientState:
     # -- lines in -------------------------------------------------------------------------------------
 
     def on_result(self, conn: WireConnection, pending: Pending, result: Any) -> Any:
-        """Apply a result to the client's state now, in stream order (module rule 1); return what the
+        """Apply a result to the client's state now, in stream order (`_client` rule 1); return what the
         waiting call returns. Raises RemoteProtocolError for a result of the wrong shape."""
         if pending.method == "observe":
             return self._on_observed(conn, result)
@@ -116,7 +116,7 @@ class ClientState:
         return observed
 
     def _incarnation_changed(self, old: str) -> None:
-        """The controller restarted (module rule 5): everything unsettled under `old` is outcome-unknown
+        """The controller restarted (`_client` rule 5): everything unsettled under `old` is outcome-unknown
         for good. Nothing is resubmitted."""
         for entry in self.requests.values():
             if entry.incarnation == old and entry.state in ("sending", "pending", "outcome-unknown"):

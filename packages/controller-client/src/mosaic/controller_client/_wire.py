@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._client_errors import ClientRefusal, ConnectionLost, RemoteProtocolError, RemoteRefusal
-from ._client_values import SentRequest
-from ._methods import INTERNAL_ERROR, REFUSED
+from ._errors import ClientRefusal, ConnectionLost, RemoteProtocolError, RemoteRefusal
+from ._protocol import INTERNAL_ERROR, REFUSED
+from ._values import SentRequest
 
-logger = logging.getLogger("mosaic.controller.client")
+logger = logging.getLogger("mosaic.controller_client")
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """Longest line the client reads. A reply holds at most one history page (8 MiB, chat-pages

@@ -1,6 +1,7 @@
 """The client library's values without a controller: the refusal types, a subscriber's bounded queue and
 its lagging markers, receipts that only move forward, history pages joined into items, and the
-programming errors. The flows against a real controller are in test_client.py.
+programming errors. The flows against a real controller are in the controller's tests/test_client.py
+(they need the controller's fake-engine rig: `mosaic.controller.testing.fake_controller`).
 
 `SentRequest._apply_receipt` and `ControllerClient._state.fanout` are private; they are used here where the
 mechanism is the point (what a receipt may overwrite; what a subscriber receives when it falls behind).
@@ -14,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from mosaic.controller import ControlRefusal
-from mosaic.controller.client import (
+from mosaic.controller_client import (
     ClientRefusal,
     ClientStateError,
     ControllerClient,
+    ControlRefusal,
     Notification,
     RemoteProtocolError,
     RemoteRefusal,

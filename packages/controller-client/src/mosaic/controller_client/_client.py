@@ -29,7 +29,7 @@ The rules this file keeps (brief §1, §3, §9; seed README "Mediated control"):
    `RemoteRefusal` ``channel`` with the controller's message, never `ConnectionLost`.
 8. A client made with a `grant` says the seed's ``hello`` naming it as the first request of each of its
    connections (the first and every reconnect), before anything else: the connection may then do what
-   that grant allows, never more (`mosaic.controller.access` rule 6). A refused hello (``grant``) closes
+   that grant allows, never more (the controller's README, "Who may connect"). A refused hello (``grant``) closes
    nothing: `connect` and `reconnect` raise it and the client stays as it was told.
 9. Drafts are client-local (seed "Observe"): each prompt carries a draft id (the caller's, or its client
    request id) and a draft revision (the caller's, or 1); the library keeps no draft state.
@@ -42,16 +42,17 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from ._client_errors import (
+from ._errors import (
     ClientRefusal,
     ClientStateError,
     ConnectionLost,
     RemoteProtocolError,
     RemoteRefusal,
 )
-from ._client_state import ClientState
-from ._client_subscription import DEFAULT_QUEUE_SIZE, Subscription, SubscriptionClosed
-from ._client_values import (
+from ._protocol import INTERNAL_ERROR
+from ._state import ClientState
+from ._subscription import DEFAULT_QUEUE_SIZE, Subscription, SubscriptionClosed
+from ._values import (
     AdmissionUnknown,
     Admitted,
     Duplicate,
@@ -66,8 +67,7 @@ from ._client_values import (
     Seam,
     SentRequest,
 )
-from ._client_wire import MAX_LINE_BYTES, WireConnection
-from ._methods import INTERNAL_ERROR
+from ._wire import MAX_LINE_BYTES, WireConnection
 
 __all__ = [
     "DEFAULT_PING_INTERVAL",
@@ -91,7 +91,7 @@ __all__ = [
     "SubscriptionClosed",
 ]
 
-logger = logging.getLogger("mosaic.controller.client")
+logger = logging.getLogger("mosaic.controller_client")
 
 DEFAULT_PING_INTERVAL = 60.0
 """Seconds between pings: five per idle bound (the server closes a connection quiet for 300 s)."""
