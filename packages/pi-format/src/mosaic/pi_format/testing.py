@@ -9,6 +9,7 @@ use these:
 - `exact_only()`: every line through the exact decoder, at parse time and at render time, with no quick
   verdict on a line msgspec refuses (the parser as it was before the index: the reference);
 - `exact_decodes()`: the texts the exact decoder reads inside the block;
+- `head_decodes()`: the lines the head decoder (msgspec, four fields) reads inside the block;
 - `compact_form()` and `sparse_form()`: every parse inside the block in that id-table form from its first
   record; `id_table_form(parsed)` says which form a result's table is in;
 - `rendered_lines()`: the file lines of the entries rendered inside the block;
@@ -47,6 +48,7 @@ __all__ = [
     "count_entry_reads",
     "exact_decodes",
     "exact_only",
+    "head_decodes",
     "id_table_form",
     "long_digit_runs",
     "rendered_lines",
@@ -94,6 +96,24 @@ def exact_decodes() -> Iterator[list[str]]:
         yield calls
     finally:
         _lines.DECODER = real
+
+
+@contextlib.contextmanager
+def head_decodes() -> Iterator[list[bytes]]:
+    """Yield a list that collects every line (its bytes) the head decoder reads at parse time inside the
+    block: a line judged by its bytes alone is not among them."""
+    calls: list[bytes] = []
+    real = _lines._FAST
+
+    def counting(raw: Any) -> Any:
+        calls.append(bytes(raw))
+        return real(raw)
+
+    _lines._FAST = counting
+    try:
+        yield calls
+    finally:
+        _lines._FAST = real
 
 
 @contextlib.contextmanager
