@@ -283,6 +283,7 @@ _LINE_BYTES = st.sampled_from([b"{", b"}", b"[", b"]", b'"', b"x", b"1", b"-", b
 @SETTINGS
 @given(st.lists(st.lists(_LINE_BYTES, max_size=8).map(b"".join), min_size=1, max_size=12))
 @example([b"{x}", b"{", b"{}", b"{ }", b"{x} ", b"x", b"\x0c", b"{\r", b'{"id":"a"}\r'])
+@example([b"x", b"]", b"", b"x", b" x", b"x", b"1", b"x"])
 def test_short_lines_judged_by_their_bytes_read_as_the_exact_decoder_reads_them(lines: list[bytes]) -> None:
     check(HEAD + b"".join(x + b"\n" for x in lines), PROJECT)
 

@@ -84,6 +84,34 @@ _NOT_JSON_RUN = re.compile(
     rb"|\{[ \t\r]*[^\n \t\r\"}][^\n]*|\{[^\n]*+(?<![} \t\r]))\n)+")
 
 
+# Each byte's class at the start of a line: "b" for a byte the first alternative of `_NOT_JSON_RUN` judges
+# (no JSON value starts with it, str.strip() keeps it), "G" for any other, LF kept. A run of lines each
+# starting with a "b" byte ends at the first LF followed by "G" or by LF (`_bad_start_run`).
+_STARTS = bytes(b"b"[0] if re.fullmatch(rb"[!#-,./:-Z\\\]-`a-eg-mo-su-z|}~\x00-\x08\x0e-\x1b\x7f]", bytes([c])) else
+                10 if c == 10 else b"G"[0] for c in range(256))
+
+
+def _bad_start_run(data: bytes, pos: int, end: int) -> int:
+    """Where the run of lines from `pos` (a line start inside data[pos:end], `end` just after an LF) that
+    each start with a byte no JSON value starts ends: the start of the first other line. The class of each
+    byte is found by `bytes.translate` over a window that doubles until it holds the run's end, so the cost
+    is linear in the run (a run of two-byte lines costs no Python step per line)."""
+    window = 64
+    while True:
+        stop = min(end, pos + window)
+        classes = data[pos:stop].translate(_STARTS)
+        if classes[0] != 98:  # "b"
+            return pos
+        good = classes.find(b"\nG")
+        empty = classes.find(b"\n\n")
+        found = [x for x in (good, empty) if x >= 0]
+        if found:
+            return pos + min(found) + 1
+        if stop == end:
+            return end
+        window *= 2
+
+
 class _Head(msgspec.Struct, gc=False):
     """The four fields of an entry the index needs; every other key is skipped, unbuilt."""
 
@@ -408,9 +436,13 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
                 # hostile files of short garbage lines cost no decode and no exception per line. Tried where
                 # a line does not open an object, or right after an unreadable line (a valid line costs no
                 # look).
-                bad = _NOT_JSON_RUN.match(data, pos, block_end)
-                if bad is not None:
-                    n = data.count(b"\n", pos, bad.end())
+                if _STARTS[data[pos]] == 98:  # "b": lines judged by their first byte, a run by classes
+                    run_end = _bad_start_run(data, pos, block_end)
+                else:
+                    bad = _NOT_JSON_RUN.match(data, pos, block_end)
+                    run_end = pos if bad is None else bad.end()
+                if run_end > pos:
+                    n = data.count(b"\n", pos, run_end)
                     if run_n and run_first + run_n == line:
                         run_n += n
                         if "not JSON" not in run_why:
@@ -420,7 +452,7 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
                             unreadable.add_run(run_first, run_n, run_why)
                         run_first, run_n, run_why = line, n, "not JSON"
                     line += n
-                    pos = bad.end()
+                    pos = run_end
                     continue
             while next_suspect < pos:
                 k += 1
