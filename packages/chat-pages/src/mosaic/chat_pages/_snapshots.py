@@ -20,7 +20,7 @@ import heapq
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     Parsed = mosaic.pi_format.model.Parsed | mosaic.claude_format.model.Parsed
     Branch = mosaic.pi_format.model.Branch | mosaic.claude_format.model.Branch
 
-from ._parts import encoded_parts, item_key, part_from_json
+from ._parts import encoded_from, encoded_parts, item_key, raws_of
 from ._refusal import ReaderRefusal
 
 #: Seed "Costs": a parse cache and a branch-entries cache, two snapshots each.
@@ -297,22 +297,22 @@ class Snap:
             return kept[0]
         return item_key(self.parsed.render(ref))
 
-    def parts_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], list[tuple[dict[str, Any], bytes]]]:
+    def parts_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[tuple[dict[str, Any], bytes]]]:
         """A function from an item index of `branch` to that item's parts with their JSON bytes, each made
         and serialized once while it is kept (the bytes size the page and are the page's serialization); a
         kept item is read back from its bytes, never rendered again. It puts each item's follow-digest key
         in `keys` (by index), so the page that asked digests its items without rendering them again."""
-        def get(i: int) -> list[tuple[dict[str, Any], bytes]]:
+        def get(i: int) -> Sequence[tuple[dict[str, Any], bytes]]:
             ref = self.ref_at(branch, i)
             kept = self.parts.get(ref)
             if kept is None:
                 item = self.parsed.render(ref)
                 got = encoded_parts(item)
                 keys[i] = key = item_key(item)
-                self.parts.put(ref, key, tuple(raw for _, raw in got))
+                self.parts.put(ref, key, raws_of(got))
                 return got
             keys[i] = kept[0]
-            return [(part_from_json(raw), raw) for raw in kept[1]]
+            return encoded_from(kept[1])
 
         return get
 
