@@ -145,7 +145,8 @@ def _split_field(
     frags = _sized_fragments(value)
     last = len(frags) - 1
     for j, (start, end, size) in enumerate(frags):
-        piece = {"kind": "fragment", "block": block, "field": wire_field, "fragment": j, "more": j < last, "value": ""}
+        piece: dict[str, Any] = {"kind": "fragment", "block": block, "field": wire_field, "fragment": j, "more": j < last,
+                                 "value": ""}
         sizes[id(piece)] = json_size(piece) - 2 + size  # the empty value's "" replaced by the fragment's JSON
         piece["value"] = _Cut(value, start, end)
         pieces.append(piece)
