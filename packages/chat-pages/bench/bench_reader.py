@@ -12,7 +12,8 @@ also checked against the reader's branches, so the two did the same work), timed
 memory growth in a fresh Node process. When Node or the install is missing the run says so loudly and no
 ratio to Pi is made. Other anchors: the file itself (memory), one SHA-256 pass over the prefix plus
 json.loads of the appended line (a follow: the seed's hash), the reader's median page (the walk),
-`python -c pass` (imports), a file of valid lines (the cost of a malformed line).
+`python -c pass` (imports), a file of valid lines (the cost of a malformed line), json.loads of one 20 MB
+line and a valid file as large as 3.8 MiB of short malformed lines (issue 34's hostile shapes).
 
 The timed pairs alternate, reader then anchor, round after round, so drift in a shared machine's load hits
 both alike; the medians and the spread of the per-round ratios are reported. A figure is given for the
@@ -571,6 +572,118 @@ def line_costs(n: int, rounds: int) -> list[tuple[float, float]]:
     return out
 
 
+#: The hostile shapes of issue 34: one long line (a user message of this many bytes of text) and a file of
+#: short malformed lines of this size (two bytes each), each against its anchor.
+LONG_LINE_BYTES = 20_000_000
+HOSTILE_BYTES = int(3.8 * 2**20)
+_ASCII_VOCAB = ["the", "file", "reader", "branch", "cursor", "page", "snapshot", "session", "tool", "path/to/x.py"]
+
+
+def _one_file(project: Path, lines: list[bytes]) -> str:
+    d = project / ".pi/state/alpha/sessions"
+    d.mkdir(parents=True, exist_ok=True)
+    head = json.dumps({"type": "session", "version": 3, "id": "01a22bb8-0000-7000-8000-0000000hostile",
+                       "timestamp": "2026-01-01T00:00:00.000Z", "cwd": os.path.realpath(project)}).encode()
+    (d / "bench.jsonl").write_bytes(b"\n".join([head, *lines]) + b"\n")
+    return "bench.jsonl"
+
+
+def _long_text(ascii_only: bool, size: int) -> str:
+    rng = random.Random(11)
+    if ascii_only:
+        words: list[str] = []
+        n = 0
+        while n < size:
+            w = rng.choice(_ASCII_VOCAB)
+            words.append(w)
+            n += len(w) + 1
+        return " ".join(words)
+    pool = [_words(rng, 4000) for _ in range(50)]
+    out: list[str] = []
+    n = 0
+    while n < size:
+        t = rng.choice(pool)
+        out.append(t)
+        n += len(t.encode()) + 1
+    return " ".join(out)
+
+
+def long_line_files(tmp: str) -> dict[str, tuple[Path, str, bytes]]:
+    """One session per text shape, its second line a user message of about LONG_LINE_BYTES of text: ASCII
+    words, and the benchmark's mixed text (2- and 4-byte characters, escapes). Returns shape -> (project,
+    file name, the line's bytes)."""
+    out = {}
+    for shape, ascii_only in (("ASCII", True), ("mixed", False)):
+        project = Path(tmp) / f"long-{shape}"
+        line = json.dumps({"type": "message", "id": "a1", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+                           "message": {"role": "user", "content": [{"type": "text", "text": _long_text(ascii_only, LONG_LINE_BYTES)}],
+                                       "timestamp": 1}}, ensure_ascii=False, separators=(",", ":")).encode()
+        out[shape] = (project, _one_file(project, [line]), line)
+    return out
+
+
+def open_child(project: str, name: str) -> None:
+    """Child mode: the first page with a fresh reader, serialized: its time and peak RSS growth."""
+    from mosaic.chat_pages.parts import dump_bytes
+
+    r, cid = _reader(Path(project), name)
+    _warm_imports()
+    base = reset_peak()
+    t = time.perf_counter()
+    res = r.open(conversation=cid)
+    dump_bytes(res)
+    took = time.perf_counter() - t
+    assert res["ok"], res
+    print(json.dumps({"t": took, "growth": vm_bytes("VmHWM") - base}))
+
+
+def long_line(tmp: str, rounds: int) -> dict[str, Any]:
+    """Per text shape: the first page of the long line (a fresh reader in a fresh process, serialized)
+    against json.loads of the line, alternating; and its peak memory growth against the file."""
+    out: dict[str, Any] = {}
+    for shape, (project, name, line) in long_line_files(tmp).items():
+        size = (project / ".pi/state/alpha/sessions" / name).stat().st_size
+        pairs = []
+        growth = []
+        for _ in range(rounds):
+            got = _child("--open-child", project, name)
+            t = time.perf_counter()
+            json.loads(line)
+            pairs.append((got["t"], time.perf_counter() - t))
+            growth.append(got["growth"])
+        out[shape] = {"file": size, "pairs": pairs, "growth": statistics.median(growth)}
+    return out
+
+
+def hostile_open(tmp: str, rounds: int) -> dict[str, Any]:
+    """The first page of HOSTILE_BYTES of short malformed lines (`x`, about two million) against the first
+    page of a valid file of the same size (200-character user messages in a chain), each with a fresh
+    reader, alternating."""
+    bad_project = Path(tmp) / "hostile-bad"
+    bad = _one_file(bad_project, [b"x"] * (HOSTILE_BYTES // 2))
+    good_project = Path(tmp) / "hostile-good"
+    lines, size, i = [], 0, 0
+    while size < HOSTILE_BYTES:
+        line = json.dumps({"type": "message", "id": f"e{i}", "parentId": f"e{i - 1}" if i else None,
+                           "timestamp": "2026-01-01T00:00:01.000Z",
+                           "message": {"role": "user", "content": f"message {i} " + "word " * 40}}).encode()
+        lines.append(line)
+        size += len(line) + 1
+        i += 1
+    good = _one_file(good_project, lines)
+    pairs = []
+    for _ in range(rounds):
+        times = []
+        for project, name in ((bad_project, bad), (good_project, good)):
+            r, cid = _reader(project, name)
+            t = time.perf_counter()
+            res = r.open(conversation=cid)
+            times.append(time.perf_counter() - t)
+            assert res["ok"], res
+        pairs.append((times[0], times[1]))
+    return {"bytes": HOSTILE_BYTES, "pairs": pairs}
+
+
 def import_times(repeat: int = 7) -> dict[str, float | str]:
     """Median wall time of `python -c pass`, `python -c "import mosaic.chat_pages"` and `mosaic-read --help`."""
     # Bytecode may be written: an installed package has its .pyc files (pip compiles them at install), and
@@ -657,6 +770,8 @@ def measure(rounds: int, big_rounds: int, cap: bool) -> dict[str, Any]:
         big = _session(tmp, "big", BIG_BYTES, True, 5)
         report["100MB"] = measure_file(install, *big, big_rounds, ("memory",), False)
         report["lineCosts"] = line_costs(30_000, 3)
+        report["longLine"] = long_line(tmp, rounds)
+        report["hostileOpen"] = hostile_open(tmp, rounds)
         if cap:
             for label in ("small", "big"):
                 for f in (Path(tmp) / label).rglob("*.jsonl"):
@@ -799,6 +914,21 @@ def table(report: dict[str, Any]) -> list[str]:
                f"{statistics.median(a for a, _ in lc) * 1e6:.2f} µs a line | "
                f"{statistics.median(b for _, b in lc) * 1e6:.2f} µs a line | {_ratios([(b, a) for a, b in lc])} | <= 1x | "
                f"{_yes(statistics.median(b / a for a, b in lc) <= 1.0)} |")
+    for shape, row in report["longLine"].items():
+        pairs = row["pairs"]
+        t = statistics.median(a for a, _ in pairs)
+        met = statistics.median(a / b for a, b in pairs) <= 2 and row["growth"] <= 1.5 * row["file"]
+        out.append(f"| one {row['file'] / 1e6:.1f} MB line ({shape} text), first page serialized (fresh reader, fresh "
+                   f"process) / its peak memory growth, {len(pairs)} rounds | json.loads of the line "
+                   f"{_ms(statistics.median(b for _, b in pairs))} / the file {row['file'] / 1e6:.1f} MB | {_ms(t)} / "
+                   f"{row['growth'] / 1e6:,.0f} MB | {_ratios(pairs)} / {row['growth'] / row['file']:.2f}x the file | "
+                   f"<= 2x / <= 1.5x | {_yes(met)} |")
+    ho = report["hostileOpen"]
+    out.append(f"| {ho['bytes'] / 2**20:.1f} MiB of short malformed lines (`x`), first page (fresh reader), "
+               f"{len(ho['pairs'])} rounds | a valid file of the same size "
+               f"{_ms(statistics.median(b for _, b in ho['pairs']))} | "
+               f"{_ms(statistics.median(a for a, _ in ho['pairs']))} | {_ratios(ho['pairs'])} | <= 1.5x | "
+               f"{_yes(statistics.median(a / b for a, b in ho['pairs']) <= 1.5)} |")
     imp = report["imports"]
     helps = f"{_ms(imp['help'])}" if isinstance(imp["help"], float) else str(imp["help"])
     ok = imp["import"] <= 0.04 and (not isinstance(imp["help"], float) or imp["help"] <= 0.04)
@@ -814,20 +944,25 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--every-child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--open-child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--cap", action="store_true",
                     help="also the first page's memory at 256 MiB (a 267 MB file: about 8 s more)")
     ap.add_argument("--quick", action="store_true", help="a short run that proves the benchmark still runs (CI); its figures are not the README's")
     args = ap.parse_args()
     if args.quick:  # a twentieth of each file: every measurement runs, none of its figures is the README's
-        global TARGET_BYTES, BIG_BYTES
+        global TARGET_BYTES, BIG_BYTES, LONG_LINE_BYTES, HOSTILE_BYTES
         args.rounds = 1
         args.big_rounds = 1
         TARGET_BYTES, BIG_BYTES = TARGET_BYTES // 20, BIG_BYTES // 20
+        LONG_LINE_BYTES, HOSTILE_BYTES = LONG_LINE_BYTES // 20, HOSTILE_BYTES // 20
     if args.memory_child:
         memory_child(*args.memory_child)
         return 0
     if args.every_child:
         every_child(*args.every_child)
+        return 0
+    if args.open_child:
+        open_child(*args.open_child)
         return 0
     t0 = time.perf_counter()
     load = os.getloadavg()[0]

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mosaic.pi_format import FormatRefusal, Parsed, parse, parse_appended
-from mosaic.pi_format.testing import UTF8_BLOCK, exact_decodes, exact_only, long_digit_runs
+from mosaic.pi_format.testing import UTF8_BLOCK, exact_decodes, exact_only, head_decodes, long_digit_runs
 
 SETTINGS = settings(deadline=None, database=None, print_blob=True, max_examples=300,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -256,6 +256,36 @@ def test_a_malformed_line_is_classified_without_the_exact_decoder() -> None:
     assert isinstance(got, Parsed) and list(got.unreadable_runs()) == [(2, 8), (11, 1)]
     message = got.branches["main"].items[0].notice.message  # type: ignore[union-attr]
     assert message == "lines 2-9 (8 lines) are unreadable (not JSON; blank) and skipped"
+
+
+def test_a_run_of_malformed_lines_is_judged_by_its_bytes_with_no_decode_per_line() -> None:
+    # Issue 34: 3.8 MiB of short garbage lines cost a decode and an exception per line. A line that cannot
+    # start a JSON value, an object whose first byte inside is no key, and a torn object are judged by their
+    # bytes, a run of them in one step: the head decoder reads the first line of a run that opens with a
+    # brace (the run starts there) and no other; the notices are the exact decoder's.
+    shapes = {"x": b"x", "{x}": b"{x}", "torn": b'{"type":"message","id":"a"', "]": b" ]", "NaN": b"NaN"}
+    for name, bad in shapes.items():
+        data = HEAD + (bad + b"\n") * 20_000 + b'{"type":"message","id":"a","parentId":null}\n'
+        with head_decodes() as calls:
+            got = parse(data, project=PROJECT)
+        assert isinstance(got, Parsed) and list(got.unreadable_runs()) == [(2, 20_000)], name
+        assert len(calls) <= 2, (name, len(calls))  # the run's first line at most, and the entry
+        assert observe(got) == observe(reference(data, PROJECT)), name
+
+
+# Short lines of the bytes the quick verdict looks at (brackets, quotes, whitespace str.strip() strips and
+# JSON does not, a non-ASCII space, a CR): whatever the index judges by bytes, the exact decoder judges alike.
+_LINE_BYTES = st.sampled_from([b"{", b"}", b"[", b"]", b'"', b"x", b"1", b"-", b"t", b"n", b":", b",", b" ",
+                               b"\t", b"\r", b"\x0c", b"\x1c", b"\x00", b"\xc2\xa0", b"\xff", b'"a":1',
+                               b'"id":"a"', b'"type":"message"'])
+
+
+@SETTINGS
+@given(st.lists(st.lists(_LINE_BYTES, max_size=8).map(b"".join), min_size=1, max_size=12))
+@example([b"{x}", b"{", b"{}", b"{ }", b"{x} ", b"x", b"\x0c", b"{\r", b'{"id":"a"}\r'])
+@example([b"x", b"]", b"", b"x", b" x", b"x", b"1", b"x"])
+def test_short_lines_judged_by_their_bytes_read_as_the_exact_decoder_reads_them(lines: list[bytes]) -> None:
+    check(HEAD + b"".join(x + b"\n" for x in lines), PROJECT)
 
 
 def test_a_line_msgspec_refuses_for_a_surrogate_escape_is_read_by_the_exact_decoder() -> None:

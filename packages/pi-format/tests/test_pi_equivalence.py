@@ -27,7 +27,14 @@ from test_properties import SETTINGS, line_ends, pi_like_lines
 # The compact id table is a mechanism no public value shows: mosaic.pi_format.testing switches a parse
 # into either form and says which form a result's table is in.
 from mosaic.pi_format import parse, parse_appended, safe_id
-from mosaic.pi_format.testing import EXACT_DECODER, compact_form, id_table_form, sparse_form
+from mosaic.pi_format.testing import (
+    EXACT_DECODER,
+    compact_form,
+    id_table_form,
+    id_table_widths,
+    narrow_id_table,
+    sparse_form,
+)
 
 
 def pi_get_branch(data: bytes) -> tuple[str | None, dict[str, list[str] | None]]:
@@ -140,3 +147,23 @@ def test_a_dense_file_switches_to_the_compact_form_and_reads_the_same() -> None:
     assert list(parsed.branches) == ["main", "b.fork", "b.t4999"]
     assert parsed.branches["b.fork"].entry_ids[-2:] == ("n.t10", "n.fork")
     assert parsed.superseded_lines == (5001,)
+
+
+def test_the_compact_table_widens_its_items_past_their_limits_and_reads_the_same() -> None:
+    # Issue 34: the compact table holds 4-byte items (ends, the hashes' low 32 bits, slots) and widens the
+    # ends and the slots to 8 bytes past 4 GiB of id bytes and 2**31 positions. Those limits are lowered
+    # here so the widening runs, in the middle of a parse and across a continuation: the result is the one
+    # the narrow table gives, and the table's arrays did widen.
+    lines = [{"type": "label", "id": f"t{i}", "parentId": f"t{i - 1}" if i else None} for i in range(3000)]
+    lines += [{"type": "label", "id": "fork", "parentId": "t10"}, {"type": "label", "id": "t2999", "parentId": "t10"}]
+    data = session(*lines)
+    cut = line_ends(data)[1500]
+    narrow = canon(ok(parse(data)))
+    assert id_table_widths(ok(parse(data))) == ("I", "I", "i")
+    with compact_form(), narrow_id_table(1024, 5000):
+        wide = ok(parse(data))
+        assert id_table_widths(wide) == ("Q", "I", "q")
+        assert canon(wide) == narrow
+        first = ok(parse(data[:cut]))
+        assert canon(parse_appended(first, data[cut:])) == narrow
+    assert check_against_pi(data) == len(wide.branches) == 3

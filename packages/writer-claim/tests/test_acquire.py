@@ -170,6 +170,31 @@ def test_acquire_when_the_seat_head_changes_but_stays_free_retries(claim_root: P
     assert c.head("seat").number == 6 and c.head("session").number == 6
 
 
+@pytest.mark.parametrize("same", [True, False], ids=["same-bytes", "altered"])
+def test_W16_a_head_this_store_published_and_then_altered_in_place_is_read_again_and_holds_the_key(
+        claim_root: Path, same: bool) -> None:
+    """W16 for the store that published the head itself (issue 34: a store no longer decodes a head whose
+    bytes are exactly those it published there): its own stopped head, rewritten in place at the same
+    number, is decoded and checked again when its bytes differ (altered: unsafe-replacement, nothing
+    written), and is its own revision when they are the same bytes (a new file with them: acquisition
+    goes on at the next number)."""
+    store = make_store(claim_root, pid=2000)
+    run_lifecycle(store, lambda c, s: None)  # both chains end stopped at r5, published by this store
+    number, good = raw_chain(claim_root, SESSION.dirname)[-1]
+    path = claim_root / SESSION.dirname / f"r{number:010d}.json"
+    path.unlink()
+    write_raw(claim_root, SESSION.dirname, number, good if same else good.replace(b'"revision":5', b'"revision":4'))
+    before = tree_bytes(claim_root)
+    if same:
+        c = store.acquire(SEAT, SESSION, BINDING)
+        assert c.head("session").number == number + 1
+        return
+    with pytest.raises(ClaimRefusal) as e:
+        store.acquire(SEAT, SESSION, BINDING)
+    assert e.value.code == "unsafe-replacement" and "does not parse" in e.value.message
+    assert tree_bytes(claim_root) == before, "a refused acquisition wrote something"
+
+
 @pytest.mark.parametrize(
     "damage",
     ["empty", "truncated", "not-json", "extra-field", "wrong-number", "other-key", "not-canonical", "directory",

@@ -57,7 +57,12 @@ def dump_bytes(value: Any) -> bytes:
 
 def _plain(value: Any) -> bytes:
     text = _ENCODER.encode(value)
-    return (_LONE.sub(_escape, text) if _LONE.search(text) else text).encode("utf-8")
+    try:
+        # Encoding fails exactly when the text holds a lone surrogate (Python's UTF-8 codec refuses one):
+        # only then is it searched and escaped (a search of a long text costs more than its encoding).
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE.sub(_escape, text).encode("utf-8")
 
 
 def _key(key: str) -> bytes:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
     import mosaic.claude_format.model
@@ -61,7 +61,24 @@ def fits(text: str, max_json: int = MAX_FRAGMENT_JSON) -> bool:
     """Whether `text` may stay one string: at most 262,144 UTF-16 units and `max_json` bytes of JSON."""
     if len(text) * 6 + 2 <= max_json and len(text) * 2 <= MAX_STRING_UNITS:
         return True  # fast path: no character can take more than 6 bytes of JSON or 2 units
-    return utf16_units(text) <= MAX_STRING_UNITS and json_size(text) <= max_json
+    if len(text) > MAX_STRING_UNITS or len(text) + 2 > max_json:
+        return False  # every character takes at least 1 unit and 1 byte of JSON: no encoding of a long text
+    return utf16_units(text) <= MAX_STRING_UNITS and _json_len(text) <= max_json
+
+
+def _json_len(text: str) -> int:
+    """`json_size(text)` for a string: msgspec writes a string's JSON with the same escapes as `dump_bytes`
+    (several times faster than the json module's encoder on a long one); a lone surrogate, which msgspec
+    refuses to encode, is measured by `json_size`."""
+    global _MSGSPEC_ENCODE
+    if _MSGSPEC_ENCODE is None:
+        import msgspec  # loaded on first use (importing this package stays cheap)
+
+        _MSGSPEC_ENCODE = msgspec.json.encode
+    try:
+        return len(_MSGSPEC_ENCODE(text))
+    except UnicodeEncodeError:
+        return json_size(text)
 
 
 def fragments(text: str) -> list[str]:
@@ -70,21 +87,27 @@ def fragments(text: str) -> list[str]:
     Cuts fall between code points, so an astral character (a surrogate pair in UTF-16) is never cut.
     Nothing is dropped: "".join(fragments(t)) == t. An empty string is one empty fragment.
     """
-    out: list[str] = []
+    return [text[start:end] for start, end, _ in _sized_fragments(text)]
+
+
+def _sized_fragments(text: str) -> list[tuple[int, int, int]]:
+    """`fragments(text)` as (start, end, the length of its JSON) of each fragment in `text` (the JSON
+    measured once; the fragment's text is made when its part is encoded)."""
+    out: list[tuple[int, int, int]] = []
     start, n = 0, len(text)
     while start < n:
         end = min(n, start + MAX_STRING_UNITS)
         units = utf16_units(text[start:end])
         if units > MAX_STRING_UNITS:
             end, units = _cut_at_limit(text, end, units)
-        size = json_size(text[start:end])
+        size = _json_len(text[start:end])
         while size > MAX_FRAGMENT_JSON:
             length = end - start
             end = start + max(1, min(length - 1, length * (MAX_FRAGMENT_JSON - 8) // size))
-            size = json_size(text[start:end])
-        out.append(text[start:end])
+            size = _json_len(text[start:end])
+        out.append((start, end, size))
         start = end
-    return out or [""]
+    return out or [(0, 0, 2)]
 
 
 def _cut_at_limit(text: str, end: int, units: int) -> tuple[int, int]:
@@ -109,19 +132,44 @@ def _cut_at_limit(text: str, end: int, units: int) -> tuple[int, int]:
 
 
 def _split_field(
-    holder: dict[str, Any], key: str, wire_field: str, block: int | None, max_json: int, pieces: list[dict[str, Any]]
+    holder: dict[str, Any], key: str, wire_field: str, block: int | None, max_json: int, pieces: list[dict[str, Any]],
+    sizes: dict[int, int],
 ) -> bool:
+    """Move `holder[key]` into fragment pieces (appended to `pieces`) when it does not fit inline; each
+    piece's JSON size goes in `sizes` by its id (the fragment's JSON was measured once, in
+    `_sized_fragments`: the piece is not encoded again to size it)."""
     value = holder.get(key)
     if not isinstance(value, str) or fits(value, max_json):
         return False
     holder[key] = None
-    frags = fragments(value)
+    frags = _sized_fragments(value)
     last = len(frags) - 1
-    for j, frag in enumerate(frags):
-        pieces.append(
-            {"kind": "fragment", "block": block, "field": wire_field, "fragment": j, "more": j < last, "value": frag}
-        )
+    for j, (start, end, size) in enumerate(frags):
+        piece: dict[str, Any] = {"kind": "fragment", "block": block, "field": wire_field, "fragment": j, "more": j < last,
+                                 "value": ""}
+        sizes[id(piece)] = json_size(piece) - 2 + size  # the empty value's "" replaced by the fragment's JSON
+        piece["value"] = _Cut(value, start, end)
+        pieces.append(piece)
     return True
+
+
+class _Cut:
+    """A fragment's place in its string, made into text only when its part is encoded (`_text_of`): the
+    fragments of a long string never all exist as text at once beside it."""
+
+    __slots__ = ("text", "start", "end")
+
+    def __init__(self, text: str, start: int, end: int) -> None:
+        self.text, self.start, self.end = text, start, end
+
+
+def _text_of(part: dict[str, Any]) -> dict[str, Any]:
+    """`part` with each fragment's `_Cut` made into its text (in place)."""
+    for b in part["blocks"]:
+        cut = b.get("value")
+        if type(cut) is _Cut:
+            b["value"] = cut.text[cut.start:cut.end]
+    return part
 
 
 class PageParts(list[dict[str, Any]]):
@@ -197,7 +245,7 @@ def sized_parts(item: Item) -> list[tuple[dict[str, Any], int]]:
     return [(part, len(raw)) for part, raw in encoded_parts(item)]
 
 
-def encoded_parts(item: Item) -> list[tuple[dict[str, Any], bytes]]:
+def encoded_parts(item: Item) -> Sequence[tuple[dict[str, Any], bytes]]:
     """`item_parts(item)` with each part's JSON bytes (`dump_bytes(part)`), each part serialized once."""
     fast = _single_part(item)
     if fast is not None:
@@ -211,11 +259,12 @@ def encoded_parts(item: Item) -> list[tuple[dict[str, Any], bytes]]:
         "notice": d["notice"],
     }
     continued: list[str] = []
-    if _split_field(head, "timestamp", "timestamp", None, INLINE_FIELD_JSON, pieces):
+    sizes: dict[int, int] = {}
+    if _split_field(head, "timestamp", "timestamp", None, INLINE_FIELD_JSON, pieces, sizes):
         continued.append("timestamp")
     attrs: dict[str, Any] = head["attrs"]
     for key in list(attrs):
-        if _split_field(attrs, key, "attrs." + key, None, INLINE_FIELD_JSON, pieces):
+        if _split_field(attrs, key, "attrs." + key, None, INLINE_FIELD_JSON, pieces, sizes):
             continued.append("attrs." + key)
     if continued:
         head["continued"] = continued
@@ -231,13 +280,16 @@ def encoded_parts(item: Item) -> list[tuple[dict[str, Any], bytes]]:
             key
             for key in list(b)
             if key not in ("kind", "block")
-            and _split_field(b, key, key, i, MAX_FRAGMENT_JSON if key in _BODY_FIELDS else INLINE_FIELD_JSON, mine)
+            and _split_field(b, key, key, i, MAX_FRAGMENT_JSON if key in _BODY_FIELDS else INLINE_FIELD_JSON, mine,
+                             sizes)
         ]
         if cont:
             b["continued"] = cont
         pieces.append(b)
         pieces.extend(mine)
-    return _pack(d["id"], d["kind"], d["line"], head, pieces)  # type: ignore[arg-type]
+        del mine  # _pack lets go of each piece once its part is encoded: nothing else may hold one
+    del d, blocks
+    return _pack(item.id, item.kind, item.line, head, pieces, sizes)
 
 
 _SHORT = min(INLINE_FIELD_JSON, MAX_STRING_UNITS) // 6 - 2  # any string this short fits inline anywhere
@@ -304,34 +356,83 @@ def _encode(part: dict[str, Any]) -> bytes:
 
 
 def _pack(
-    item_id: str, kind: str, line: int, head: dict[str, Any], pieces: list[dict[str, Any]]
-) -> list[tuple[dict[str, Any], bytes]]:
-    """Group pieces into parts of at most 64 blocks and 4 MiB of JSON; each part with its JSON bytes."""
-    parts: list[tuple[dict[str, Any], int]] = []
+    item_id: str, kind: str, line: int, head: dict[str, Any], pieces: list[dict[str, Any]], sizes: dict[int, int]
+) -> Sequence[tuple[dict[str, Any], bytes]]:
+    """Group pieces into parts of at most 64 blocks and 4 MiB of JSON; each part with its JSON bytes.
+
+    Each part is serialized once, as soon as it is complete (the sizes come from its pieces: a fragment's
+    from `sizes`, measured when it was cut). An item of several parts is returned as `_EncodedParts`:
+    its parts' bytes, each part's dict read back from them when a page takes it, so a long string is held
+    as its JSON bytes, not as the fragments' text as well (issue 34: one 20 MB line)."""
+    raws: list[bytes] = []
 
     def new_part() -> dict[str, Any]:
-        part: dict[str, Any] = {"item": item_id, "index": len(parts), "last": False, "kind": kind, "line": line}
-        if not parts:
+        part: dict[str, Any] = {"item": item_id, "index": len(raws), "last": False, "kind": kind, "line": line}
+        if not raws:
             part.update(head)
         part["blocks"] = []
         return part
 
     current = new_part()
     size = json_size(current)  # "last": false is the longer of the two spellings
-    for piece in pieces:
-        psize = json_size(piece)
+    for n, piece in enumerate(pieces):
+        psize = sizes.get(id(piece))
+        if psize is None:
+            psize = json_size(piece)
         grow = psize + (1 if current["blocks"] else 0)
         if current["blocks"] and (len(current["blocks"]) >= MAX_BLOCKS_PER_PART or size + grow > MAX_PART_BYTES):
-            parts.append((current, size))
+            raws.append(_encode(_text_of(current)))
             current = new_part()
             size = json_size(current)
             grow = psize
         current["blocks"].append(piece)
+        pieces[n] = _DONE  # the part holds it now; dropped with the part once encoded
         size += grow
     current["last"] = True
-    parts.append((current, size - 1))  # "last":true is one byte shorter than "last":false
-    # Each part is serialized once, now that it is complete (the sizes above come from its pieces).
-    return [(part, _encode(part)) for part, _ in parts]
+    raws.append(_encode(_text_of(current)))
+    if len(raws) == 1:
+        return [(current, raws[0])]
+    return _EncodedParts(raws)
+
+
+_DONE: dict[str, Any] = {}
+
+
+def encoded_from(raws: Sequence[bytes]) -> Sequence[tuple[dict[str, Any], bytes]]:
+    """Parts kept as their JSON bytes, as `encoded_parts` gives them: each part read back when asked for."""
+    return _EncodedParts(list(raws))
+
+
+def raws_of(parts: Sequence[tuple[dict[str, Any], bytes]]) -> tuple[bytes, ...]:
+    """The JSON bytes of `parts` (from `encoded_parts`), without reading any part back."""
+    if isinstance(parts, _EncodedParts):
+        return tuple(parts.raws)
+    return tuple(raw for _, raw in parts)
+
+
+class _EncodedParts(Sequence[tuple[dict[str, Any], bytes]]):
+    """The parts of one item as their JSON bytes; item k is (the part read back from its bytes, the
+    bytes), made when it is asked for (a page reads only the parts it takes)."""
+
+    __slots__ = ("raws",)
+
+    def __init__(self, raws: list[bytes]) -> None:
+        self.raws = raws
+
+    def __len__(self) -> int:
+        return len(self.raws)
+
+    @overload
+    def __getitem__(self, k: int) -> tuple[dict[str, Any], bytes]: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[tuple[dict[str, Any], bytes]]: ...
+    def __getitem__(self, k: int | slice) -> Any:
+        if isinstance(k, slice):
+            return [(part_from_json(raw), raw) for raw in self.raws[k]]
+        raw = self.raws[k]
+        return (part_from_json(raw), raw)
+
+
 
 
 def paginate(

@@ -11,9 +11,11 @@ million 53-byte labels would cost 20x its size. So the table has two forms, chos
   of the id strs by position (the same str objects as the dict's keys). Fastest: one dict operation.
 - **compact** (`compact()`, called by the line index once the records are dense): no object per id. The
   ids' UTF-8 bytes (surrogatepass, so lone surrogates round-trip) in one bytearray with an array of their
-  ends, each id's `hash()` in an array, and an open-addressing table of positions (linear probing, load
-  at most 1/2). About 30 bytes plus the id's length per id; a lookup is a few array reads in Python and a
-  bytes comparison for the id itself, so a hash collision never merges two ids.
+  ends, the low 32 bits of each id's `hash()` in an array, and an open-addressing table of positions
+  (linear probing, load at most 1/2). Each array holds 4-byte items while its values fit (widened to 8
+  bytes past 2**31 ids or 4 GiB of id bytes): about 17-25 bytes plus the id's length per id (issue 34:
+  8-byte items cost 33-41). A lookup is a few array reads in Python and a bytes comparison for the id
+  itself, so a hash collision (of the full hash or of its low bits) never merges two ids.
 
 Both forms answer the same: `add`, `get`, `string`, `latest_flags`. Positions are never removed.
 """
@@ -27,6 +29,11 @@ from array import array
 DENSE_BYTES = 192
 
 _EMPTY = -1
+_LOW32 = 0xFFFFFFFF
+#: The largest table size whose positions 4-byte slots hold, and the most id bytes 4-byte ends hold; past
+#: them the arrays widen to 8-byte items (read at call time: tests lower them to run the widening).
+_MAX_SLOT = (1 << 31) - 1
+_MAX_END = _LOW32
 
 
 class IdTable:
@@ -40,9 +47,9 @@ class IdTable:
         self.map: dict[str, int] | None = {}
         self.raw: list[str] | None = []
         self._blob = bytearray()
-        self._ends = array("q")
-        self._hash = array("q")
-        self._slots = array("q")
+        self._ends = array("I")  # widened to "Q" past 4 GiB of id bytes
+        self._hash = array("I")  # the low 32 bits of each id's hash()
+        self._slots = array("i")  # widened to "q" past 2**31 positions
         self._mask = 0
 
     def __len__(self) -> int:
@@ -58,9 +65,9 @@ class IdTable:
         other.map = None if self.map is None else self.map.copy()
         other.raw = None if self.raw is None else self.raw.copy()
         other._blob = bytearray(self._blob)
-        other._ends = array("q", self._ends)
-        other._hash = array("q", self._hash)
-        other._slots = array("q", self._slots)
+        other._ends = array(self._ends.typecode, self._ends)
+        other._hash = array(self._hash.typecode, self._hash)
+        other._slots = array(self._slots.typecode, self._slots)
         other._mask = self._mask
         return other
 
@@ -85,7 +92,7 @@ class IdTable:
         if size <= len(self._slots):
             return
         old = self._slots
-        self._slots = array("q", [_EMPTY]) * size
+        self._slots = array("i" if size <= _MAX_SLOT else "q", [_EMPTY]) * size
         self._mask = size - 1
         mask = self._mask
         slots = self._slots
@@ -98,8 +105,8 @@ class IdTable:
                 slots[s] = j
 
     def _find(self, enc: bytes, h: int) -> tuple[int, int]:
-        """(slot, latest position) of the string whose UTF-8 is `enc` and hash `h`; position -1 when absent
-        (the slot is then the empty one it would take)."""
+        """(slot, latest position) of the string whose UTF-8 is `enc` and hash `h` (its low 32 bits, as
+        the table keeps them); position -1 when absent (the slot is then the empty one it would take)."""
         mask = self._mask
         slots = self._slots
         hashes = self._hash
@@ -118,12 +125,14 @@ class IdTable:
 
     def _append(self, value: str) -> int:
         enc = value.encode("utf-8", "surrogatepass")
-        h = hash(value)
+        h = hash(value) & _LOW32
         pos = len(self._ends)
         if 2 * (pos + 1) > len(self._slots):
             self._grow_to(pos + 1)
         s, prev = self._find(enc, h)
         self._blob += enc
+        if len(self._blob) > _MAX_END and self._ends.typecode == "I":
+            self._ends = array("Q", self._ends)
         self._ends.append(len(self._blob))
         self._hash.append(h)
         self._slots[s] = pos  # the latest position of this string
@@ -149,7 +158,7 @@ class IdTable:
             return m.get(value, _EMPTY)
         if not self._ends:
             return _EMPTY
-        return self._find(value.encode("utf-8", "surrogatepass"), hash(value))[1]
+        return self._find(value.encode("utf-8", "surrogatepass"), hash(value) & _LOW32)[1]
 
     def string(self, pos: int) -> str:
         """The string at `pos` (0 <= pos < len)."""

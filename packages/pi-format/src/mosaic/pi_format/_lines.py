@@ -72,6 +72,44 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 # What str.strip() strips among ASCII (Py_UNICODE_ISSPACE): the blank-line test of a malformed line.
 _ASCII_SPACE = re.compile(rb"[\t\n\x0b\x0c\r\x1c-\x1f ]*")
 _JSON_SPACE = re.compile(rb"[ \t\r\n]*")
+# A run of lines each of which no JSON decoder reads, told by its bytes alone (no decode, no exception): a
+# line whose first byte after JSON whitespace can start no JSON value and is no character str.strip()
+# strips (so it is "not JSON", never "blank"), a line that opens an object whose next byte after
+# whitespace is neither a key's quote nor its closing brace, or a line that opens an object and ends in a
+# byte that is neither its closing brace nor whitespace (torn). Only ASCII is looked at, with no
+# backtracking (a possessive scan, then one byte); a line this does not match goes through the decoders
+# as before. `tests/test_index_equivalence.py` holds it to the exact decoder.
+_NOT_JSON_RUN = re.compile(
+    rb"(?:[ \t\r]*(?:[!#-,./:-Z\\\]-`a-eg-mo-su-z|}~\x00-\x08\x0e-\x1b\x7f][^\n]*"
+    rb"|\{[ \t\r]*[^\n \t\r\"}][^\n]*|\{[^\n]*+(?<![} \t\r]))\n)+")
+
+
+# Each byte's class at the start of a line: "b" for a byte the first alternative of `_NOT_JSON_RUN` judges
+# (no JSON value starts with it, str.strip() keeps it), "G" for any other, LF kept. A run of lines each
+# starting with a "b" byte ends at the first LF followed by "G" or by LF (`_bad_start_run`).
+_STARTS = bytes(b"b"[0] if re.fullmatch(rb"[!#-,./:-Z\\\]-`a-eg-mo-su-z|}~\x00-\x08\x0e-\x1b\x7f]", bytes([c])) else
+                10 if c == 10 else b"G"[0] for c in range(256))
+
+
+def _bad_start_run(data: bytes, pos: int, end: int) -> int:
+    """Where the run of lines from `pos` (a line start inside data[pos:end], `end` just after an LF) that
+    each start with a byte no JSON value starts ends: the start of the first other line. The class of each
+    byte is found by `bytes.translate` over a window that doubles until it holds the run's end, so the cost
+    is linear in the run (a run of two-byte lines costs no Python step per line)."""
+    window = 64
+    while True:
+        stop = min(end, pos + window)
+        classes = data[pos:stop].translate(_STARTS)
+        if classes[0] != 98:  # "b"
+            return pos
+        good = classes.find(b"\nG")
+        empty = classes.find(b"\n\n")
+        found = [x for x in (good, empty) if x >= 0]
+        if found:
+            return pos + min(found) + 1
+        if stop == end:
+            return end
+        window *= 2
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -393,6 +431,29 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
                 if block_end <= pos:
                     block_end = nl + 1  # one line longer than a block: check it alone
                 utf8_ok = _utf8(view, pos, block_end)
+            if _QUICK and utf8_ok and (data[pos] != 0x7B or (run_n and run_first + run_n == line)):
+                # A run of lines judged by their bytes (`_NOT_JSON_RUN`) in one step, within the checked block:
+                # hostile files of short garbage lines cost no decode and no exception per line. Tried where
+                # a line does not open an object, or right after an unreadable line (a valid line costs no
+                # look).
+                if _STARTS[data[pos]] == 98:  # "b": lines judged by their first byte, a run by classes
+                    run_end = _bad_start_run(data, pos, block_end)
+                else:
+                    bad = _NOT_JSON_RUN.match(data, pos, block_end)
+                    run_end = pos if bad is None else bad.end()
+                if run_end > pos:
+                    n = data.count(b"\n", pos, run_end)
+                    if run_n and run_first + run_n == line:
+                        run_n += n
+                        if "not JSON" not in run_why:
+                            run_why += "; not JSON"
+                    else:
+                        if run_n:
+                            unreadable.add_run(run_first, run_n, run_why)
+                        run_first, run_n, run_why = line, n, "not JSON"
+                    line += n
+                    pos = run_end
+                    continue
             while next_suspect < pos:
                 k += 1
                 next_suspect = suspects[k] if k < ns else end

@@ -9,8 +9,11 @@ use these:
 - `exact_only()`: every line through the exact decoder, at parse time and at render time, with no quick
   verdict on a line msgspec refuses (the parser as it was before the index: the reference);
 - `exact_decodes()`: the texts the exact decoder reads inside the block;
+- `head_decodes()`: the lines the head decoder (msgspec, four fields) reads inside the block;
 - `compact_form()` and `sparse_form()`: every parse inside the block in that id-table form from its first
-  record; `id_table_form(parsed)` says which form a result's table is in;
+  record; `id_table_form(parsed)` says which form a result's table is in; `narrow_id_table(max_slots,
+  max_bytes)`: the compact table's arrays widen to 8-byte items past these (not 2**31 and 4 GiB), and
+  `id_table_widths(parsed)` says the typecodes (ends, hashes, slots) of a result's compact table;
 - `rendered_lines()`: the file lines of the entries rendered inside the block;
 - `count_entry_reads(branch)`: from then on, how many times any walk of the branch's result looks at an
   entry of the shared tree (what a page costs, counted rather than timed);
@@ -33,7 +36,7 @@ from typing import Any, Literal, NoReturn, cast
 
 import msgspec
 
-from . import _lines, _tree
+from . import _idtable, _lines, _tree
 from ._lines import DECODER as EXACT_DECODER
 from ._lines import UTF8_BLOCK
 from ._lines import _long_digit_runs as long_digit_runs
@@ -47,8 +50,11 @@ __all__ = [
     "count_entry_reads",
     "exact_decodes",
     "exact_only",
+    "head_decodes",
     "id_table_form",
+    "id_table_widths",
     "long_digit_runs",
+    "narrow_id_table",
     "rendered_lines",
     "sparse_form",
 ]
@@ -97,6 +103,24 @@ def exact_decodes() -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
+def head_decodes() -> Iterator[list[bytes]]:
+    """Yield a list that collects every line (its bytes) the head decoder reads at parse time inside the
+    block: a line judged by its bytes alone is not among them."""
+    calls: list[bytes] = []
+    real = _lines._FAST
+
+    def counting(raw: Any) -> Any:
+        calls.append(bytes(raw))
+        return real(raw)
+
+    _lines._FAST = counting
+    try:
+        yield calls
+    finally:
+        _lines._FAST = real
+
+
+@contextlib.contextmanager
 def compact_form() -> Iterator[None]:
     """Every parse inside the block keeps its raw ids in the compact table from its first record."""
     saved = _LINES["_CHECK_EVERY"], _LINES["DENSE_BYTES"]
@@ -116,6 +140,24 @@ def sparse_form() -> Iterator[None]:
         yield
     finally:
         _LINES["DENSE_BYTES"] = saved
+
+
+@contextlib.contextmanager
+def narrow_id_table(max_slots: int, max_bytes: int) -> Iterator[None]:
+    """Inside the block the compact id table widens its slots to 8-byte items past a table of `max_slots`
+    and its ends past `max_bytes` of id bytes (the limits of 4-byte items, lowered so a test reaches them)."""
+    saved = _idtable._MAX_SLOT, _idtable._MAX_END
+    _idtable._MAX_SLOT, _idtable._MAX_END = max_slots, max_bytes
+    try:
+        yield
+    finally:
+        _idtable._MAX_SLOT, _idtable._MAX_END = saved
+
+
+def id_table_widths(parsed: Parsed) -> tuple[str, str, str]:
+    """The typecodes of the compact id table behind `parsed`: (ends, hashes, slots)."""
+    ids = parsed._state.forest.ix.ids  # type: ignore[attr-defined]
+    return ids._ends.typecode, ids._hash.typecode, ids._slots.typecode
 
 
 def id_table_form(parsed: Parsed) -> Literal["compact", "sparse"]:

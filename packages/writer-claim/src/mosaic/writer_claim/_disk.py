@@ -123,9 +123,9 @@ class LostLink(Exception):
     """link() found the revision name taken: another writer published first."""
 
 
-def publish(fd: int, rev: Revision, step: str, hook: Hook) -> None:
+def publish(fd: int, rev: Revision, step: str, hook: Hook) -> bytes:
     """Publish `rev` at its number in the key directory `fd` (module rule 1), calling `hook` after each
-    step; raise `LostLink` when the name is taken."""
+    step; return the bytes published, or raise `LostLink` when the name is taken."""
     data = encode_revision(rev)
     key = rev.dirname
     target = revision_name(rev.number)
@@ -150,6 +150,7 @@ def publish(fd: int, rev: Revision, step: str, hook: Hook) -> None:
     # directory; a crash before that leaves a .tmp- file that no reader looks at.
     os.unlink(temp, dir_fd=fd)
     hook("temp-unlinked", step, key, rev.claim_id, name=temp)
+    return data
 
 def _write_temp(fd: int, rev: Revision, step: str, data: bytes, hook: Hook) -> str:
     """The revision's bytes in a new temporary file, fsynced; its name. On failure the file is gone."""
@@ -222,9 +223,13 @@ def make_reserves(fd: int, claim_id: str, size: int, count: int) -> None:
         os.close(rfd)
 
 
-def read_revision(fd: int, key: KeyKind, dirname: str, number: int) -> Revision | Unreadable:
+def read_revision(fd: int, key: KeyKind, dirname: str, number: int,
+                  known: tuple[bytes, Revision] | None = None) -> Revision | Unreadable:
     """Revision `number` of the key directory `fd`, or why it cannot be read (never raises for what it
-    finds: an unreadable head is a finding, W16)."""
+    finds: an unreadable head is a finding, W16). `known` is (bytes, revision) a store published at this
+    place: when the file's bytes are exactly those, that revision is what decoding them gives (the
+    canonical encoding of a checked revision), so it is returned without decoding them again; any other
+    bytes are decoded and checked."""
     name = revision_name(number)
     try:
         rfd = os.open(name, READ_FLAGS, dir_fd=fd)
@@ -247,6 +252,8 @@ def read_revision(fd: int, key: KeyKind, dirname: str, number: int) -> Revision 
         return Unreadable(number, f"cannot read {name}: {os.strerror(e.errno or 0)}")
     finally:
         os.close(rfd)
+    if known is not None and data == known[0]:
+        return known[1]
     try:
         return decode_revision(data, key=key, dirname=dirname, number=number)
     except RecordError as e:

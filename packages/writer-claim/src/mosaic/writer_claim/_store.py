@@ -231,6 +231,9 @@ class ClaimStore:
         # key directory name -> the highest revision number this store has seen exist there: where the
         # next head lookup starts (verified before use, never trusted).
         self._seen: dict[str, int] = {}
+        # key directory name -> (number, bytes, revision) of the last revision this store published there:
+        # a head read back with exactly those bytes is that revision, not decoded again (`read_revision`).
+        self._published: dict[str, tuple[int, bytes, Revision]] = {}
         # Claims this store made reserves for (`Claim.reserve_space`): their reserves are removed when they
         # stop. A restart's stopped revision removes a dead owner's too; no other step looks for any.
         self._reserved: set[str] = set()
@@ -302,7 +305,9 @@ class ClaimStore:
         top = self._head_number(fd, dirname)
         if not top:
             return KeyObservation(key, dirname, 0, None)
-        return KeyObservation(key, dirname, top, read_revision(fd, key, dirname, top))
+        mine = self._published.get(dirname)
+        known = (mine[1], mine[2]) if mine is not None and mine[0] == top else None
+        return KeyObservation(key, dirname, top, read_revision(fd, key, dirname, top, known))
 
     def _saw(self, dirname: str, number: int) -> None:
         if number > self._seen.get(dirname, 0):
@@ -370,11 +375,12 @@ class ClaimStore:
             with self._key_dir(rev.dirname, create=True, claim_id=rev.claim_id, step=step) as fd:
                 assert fd is not None
                 try:
-                    publish(fd, rev, step, self._hook)
+                    data = publish(fd, rev, step, self._hook)
                 except LostLink:
                     self._saw(rev.dirname, rev.number)  # another writer's revision is there
                     return False
                 self._saw(rev.dirname, rev.number)
+                self._published[rev.dirname] = (rev.number, data, rev)
                 if rev.state is State.STOPPED and (rev.claim_id in self._reserved or step == "restart"):
                     drop_reserves(fd, rev.claim_id)  # the claim is over on this key: its room goes back
                 return True
