@@ -588,6 +588,9 @@ def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
     sys.setswitchinterval(SERVE_SWITCH_INTERVAL)  # this process is the server (see SERVE_SWITCH_INTERVAL)
     stop = _OneShotStop()
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    # Only this thread takes the stop signals: the server's threads, started while they are blocked here,
+    # keep them blocked (a thread inherits its creator's mask); this thread lets them in once it waits.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         try:
             try:
@@ -599,6 +602,7 @@ def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
                                                 f"{(e.strerror or str(e)).lower()}") from None
             try:
                 server.start()
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
                 out.write(json.dumps({"serving": server.url, "tokenFile": made or args.token_file,
                                       "browserUrl": server.token_url}) + "\n")
                 out.flush()
@@ -610,9 +614,17 @@ def _serve(reader: Reader, args: argparse.Namespace, out: TextIO) -> int:
             name = "SIGINT" if isinstance(e, KeyboardInterrupt) else str(e)
             _fail(EXIT_OK, f"stopped serving ({name})")  # the normal end of serve: status 0
     finally:
-        if not stop.fired:  # stopped by a signal: the later ones stay ignored while the process ends
+        if stop.fired:
+            # Stopped by a signal: the later ones stay ignored while the process ends (a Python handler would
+            # be reset to the default one when the interpreter finalizes). Safe only now: every thread blocks
+            # them, so none is caught between the C handler and this handler (CPython then prints "Signal N
+            # ignored due to race condition"), and the pending ones are discarded.
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+        else:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if made is not None:
             os.unlink(made)
     return EXIT_OK
@@ -623,9 +635,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class _OneShotStop:
-    """serve's handler of STOP_SIGNALS: the first one raises `_Stop` and ignores all of them from then on;
-    a later one already pending when the first was handled (delivered before the ignore took effect) does
-    nothing. Either way the close the first began runs to its end."""
+    """serve's handler of STOP_SIGNALS: the first one raises `_Stop` and blocks all of them from then on
+    (serve ignores them once the server is closed); a later one already caught when the first was handled
+    (delivered before the block took effect) does nothing. Either way the close the first began runs to its
+    end. The handler is never swapped for SIG_IGN while a signal may be in flight: CPython reports a caught
+    signal whose handler became SIG_IGN as an unraisable OSError on stderr."""
 
     def __init__(self) -> None:
         self.fired = False
@@ -634,6 +648,5 @@ class _OneShotStop:
         if self.fired:
             return
         self.fired = True
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         raise _Stop(signal.Signals(signum).name)
