@@ -28,15 +28,16 @@ if TYPE_CHECKING:
     from ._refusal import ControlRefusal
     from .core._access import Grants
     from .core._state import Bounds
+    from .engines.pi._spec import EngineSpec
     from .lifecycle._engine_uids import EngineUids
-    from .lifecycle._launching import Controller, EngineSpec, Hooks, Placement
+    from .lifecycle._launching import Controller, Hooks, Placement
     from .server._limits import ServerLimits
 
 _LAZY: dict[str, str] = {
     "Bounds": "core._state",
     "ControlRefusal": "_refusal",
     "Controller": "lifecycle._launching",
-    "EngineSpec": "lifecycle._launching",
+    "EngineSpec": "engines.pi._spec",
     "EngineUids": "lifecycle._engine_uids",
     "Grants": "core._access",
     "Hooks": "lifecycle._launching",

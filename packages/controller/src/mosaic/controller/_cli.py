@@ -426,9 +426,10 @@ async def serve(args: argparse.Namespace) -> int:
     from mosaic.safe_open import Refusal  # noqa: PLC0415
 
     from .core._access import Grants  # noqa: PLC0415
+    from .engines.pi._spec import EngineSpec  # noqa: PLC0415
     from .lifecycle._eligibility import ELIGIBILITY_ID_RE  # noqa: PLC0415
     from .lifecycle._engine_uids import EngineUids  # noqa: PLC0415
-    from .lifecycle._launching import Controller, EngineSpec, Placement  # noqa: PLC0415
+    from .lifecycle._launching import Controller, Placement  # noqa: PLC0415
     from .route import RouteUnavailable, choose_route, engine_can_read  # noqa: PLC0415
     from .testing import readable_install  # noqa: PLC0415
 

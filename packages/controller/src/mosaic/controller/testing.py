@@ -43,6 +43,7 @@ from .core._receive import ControllerCore, new_incarnation
 from .core._state import Bounds, CoreConfig, engine_link_core
 from .engines._verdict import DriftConfig
 from .engines.pi._history import history_reader
+from .engines.pi._wire import PI_RULES
 from .lifecycle._session_reader import SessionFileReader
 from .server._runtime import ControllerRuntime, EffectHandler, PageReader, no_cohort_effects
 from .server._socket_server import ServerLimits
@@ -344,7 +345,7 @@ async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link
     check ended; the runtime and the session reader are closed afterwards (the link is the caller's)."""
     drift = DriftConfig(session_id=await engine_session_id(link))
     core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
-                                     incarnation=incarnation or new_incarnation(), bounds=bounds, drift=drift,
+                                     incarnation=incarnation or new_incarnation(), engine=PI_RULES, bounds=bounds, drift=drift,
                                      access=AccessPolicy(grants=grants or Grants())),
                           now=time.time(), link=link_core)
     reader = session_reader(setup.cwd, setup.session)

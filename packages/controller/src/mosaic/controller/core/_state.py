@@ -27,6 +27,7 @@ from mosaic.pi_rpc import LinkCore
 from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
 from .._refusal import ControlRefusal
+from ..engines._seam import EngineRules
 from ..engines._verdict import Checkpoint, DriftConfig, FileIdentity, Verdict
 from ._access import AccessPolicy, actor_record
 from ._io import (
@@ -78,6 +79,9 @@ class CoreConfig:
     execution: str  # the execution incarnation: every event carries it (§3 "Events")
     binding: str
     incarnation: str  # the controller incarnation token (§1), minted at each controller start
+    # The engine's rules (the seam's `EngineRules`: Pi's are `engines.pi.PI_RULES`): every command the core
+    # writes to its engine and every record it reads goes through them; the core names no engine's wire.
+    engine: EngineRules = field(kw_only=True)
     actor: str = "local-operator"
     generation: int = 1
     unit: str | None = None  # the cohort's unit name, for the force-stop confirmation's summary

@@ -8,6 +8,7 @@ single-use steps), and where the writer claim meets the cohort (`ClaimCohortProb
 from __future__ import annotations
 
 from ..engines.pi._session import SessionIdentity, SessionPlace, read_session, session_place
+from ..engines.pi._spec import EngineSpec
 from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop, stop_and_release
 from ._eligibility import (
     RECORD_DIR,
@@ -21,7 +22,7 @@ from ._eligibility import (
 )
 from ._engine_uids import EngineUids, Lease, claim_over, hand_over, live_uids
 from ._guard import RULES, LiveRoots, LiveSessionGuard
-from ._launching import Controller, EngineSpec, Hooks, Placement
+from ._launching import Controller, Hooks, Placement
 from ._ports import (
     POOL_WORKERS,
     CgroupCohort,

@@ -35,6 +35,7 @@ from ._tables import (
     Prefix,
     classify_native,
 )
+from ._wire import PI_RULES, PiRules
 
 __all__ = [
     "DIALOG",
@@ -45,11 +46,13 @@ __all__ = [
     "LATER_LINE_SLASH_INTERPRETED",
     "MESSAGE_UPDATE_MAP",
     "OVERLAP_SIGNALS",
+    "PI_RULES",
     "PERSISTENCE_DRIFT",
     "STARTUP_APPEND_TYPES",
     "TEXT_PREFIXES",
     "UI_NOTICE_METHODS",
     "OverlapSignal",
+    "PiRules",
     "Prefix",
     "SessionIdentity",
     "SessionPlace",

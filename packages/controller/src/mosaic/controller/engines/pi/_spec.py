@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from mosaic.cgroup_cohort import EngineLimits
 
+from ._adapter import PiEngine
+
 __all__ = ["EngineSpec"]
 
 
@@ -31,3 +33,7 @@ class EngineSpec:
     # (`EngineUids`), what an earlier execution's uid owns in them is handed to each new one before its
     # launch (systemd's StateDirectory=); each must be inside the fixture root (the guard checks them).
     state_dirs: tuple[str, ...] = ()
+
+    def engine(self) -> PiEngine:
+        """The engine this spec describes, as the lifecycle uses it (the seam's `EngineFactory`)."""
+        return PiEngine(self, env=self.env, limits=self.limits, state_dirs=self.state_dirs)
