@@ -158,11 +158,14 @@ def answered(s: CoreState, command: Command) -> None:
 
 def abort_written(s: CoreState, stop: Stop) -> bool:
     """An abort of this stop's chain (or of the interrupt it superseded) was written: an aborted message
-    is then the chain's doing, not an overlap (O4)."""
-    if stop.aborts:
+    is then the chain's doing, not an overlap (O4). For an engine whose clear also aborts
+    (`EngineRules.clear_aborts`), a clear written is an abort written."""
+    def wrote(x: Stop) -> bool:
+        return x.aborts > 0 or (s.config.engine.clear_aborts and (bool(x.clears) or x.pending is not None))
+    if wrote(stop):
         return True
     superseded = next((x for x in s.stops if x.stop_id == stop.supersedes), None)
-    return superseded is not None and superseded.aborts > 0
+    return superseded is not None and wrote(superseded)
 
 
 def end_uncertain(s: CoreState, stop: Stop, reason: str, detail: str, *, native_queue: str = "unknown") -> None:
@@ -189,6 +192,8 @@ def _send_clear(s: CoreState, stop: Stop, step: StopStep) -> None:
         end_uncertain(s, stop, "transport-unknown", s.link.poisoned)
         return
     stop.step = step
+    if s.config.engine.clear_aborts and s.run.active:
+        s.run.mark_aborted()  # the clear ends the run too: its turn is interrupted
     stop.pending = s.config.engine.send_clear(s.link, now=s.now, bound=s.bounds.clear)
     s.emit(FlushEngine())
 

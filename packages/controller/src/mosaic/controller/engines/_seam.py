@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the lifecycle's types: named in `Engine`'s signatures only
     from mosaic.writer_claim import Pins
 
 __all__ = ["Answer", "Cleared", "DialogAsk", "Engine", "EngineFactory", "EngineRules", "OverlapSignal", "PageReader",
-           "Reading", "SessionPlace", "SessionRead", "Wire"]
+           "Place", "Reading", "SessionRead", "Wire"]
 
 PageReader = Callable[[str | None], Mapping[str, Any]]  # a cursor (None: the first page) -> one history page
 
@@ -114,6 +114,11 @@ class EngineRules(Protocol):
     def overlap_signals(self) -> Mapping[str, OverlapSignal]: ...
     @property
     def persistence_drift(self) -> frozenset[str]: ...  # drift reasons that mean "the engine's own writes are torn"
+    @property
+    def clear_aborts(self) -> bool:
+        """True when the clear also aborts the run (one interrupt request: Claude's `interrupt`); Pi's
+        `clear_queue` does not (False): its abort is a second command. The run is then aborted from the
+        clear on, and its aborted message is the chain's, never O4."""
 
     def text_problem(self, text: str) -> tuple[str, str] | None:
         """None when the engine would take `text` as plain text; else (`text-policy`, message)."""
@@ -126,7 +131,8 @@ class EngineRules(Protocol):
         """True: a run is going or started since the ack; False: none (N5); a str: not evidence, why."""
     def send_clear(self, wire: Wire, *, now: float, bound: float) -> Command: ...
     def clear_answer(self, command: Command) -> Cleared: ...
-    def send_abort(self, wire: Wire, *, now: float) -> Command: ...
+    def send_abort(self, wire: Wire, *, now: float) -> Command:
+        """The abort, answered once the engine is idle (the core bounds the wait with its settle timer)."""
     def abort_answer(self, command: Command) -> Answer: ...
     def send_entries(self, wire: Wire, since: str | None, *, now: float, bound: float) -> Command: ...
     def entries_answer(self, command: Command) -> EngineList | Answer:
@@ -138,7 +144,7 @@ class EngineRules(Protocol):
     def read(self, record: Mapping[str, Any]) -> Reading: ...
 
 
-class SessionPlace(Protocol):
+class Place(Protocol):
     """Where an engine's session file is (Pi: `<project>/.pi/state/<seat>/sessions/<name>`): the project, the
     seat, the file's name and its directory relative to the project, its path."""
 
@@ -184,11 +190,11 @@ class Engine(Protocol):
     @property
     def state_dirs(self) -> tuple[str, ...]: ...  # handed to each execution's uid before its launch
 
-    def place(self, session_path: str) -> SessionPlace:
+    def place(self, session_path: str) -> Place:
         """Where the session file (its real path) is; refuses `configuration` for a path the engine cannot use."""
-    def read(self, place: SessionPlace) -> SessionRead:
+    def read(self, place: Place) -> SessionRead:
         """Read the session file (blocking); refuses `configuration` for one with no header."""
-    def conversation(self, place: SessionPlace) -> str: ...  # the conversation id clients see
+    def conversation(self, place: Place) -> str: ...  # the conversation id clients see
     def argv(self, session_path: str) -> list[str]:
         """The sealed argv (refuses an unpinned or unsealed engine: `engine-pin-mismatch`, `unsealed-engine`)."""
     def pins(self, argv: Sequence[str]) -> Pins: ...  # the binary and argv pins as they are now
@@ -199,7 +205,7 @@ class Engine(Protocol):
         """K8, after spawn and before admission opens: the engine shows this file, its header and the recorded
         leaf; what differs, or None."""
     def drift(self, identity: SessionRead) -> DriftConfig: ...  # the core's drift check for this session
-    def history(self, place: SessionPlace) -> tuple[str, PageReader]: ...  # observe's history pages
+    def history(self, place: Place) -> tuple[str, PageReader]: ...  # observe's history pages
 
 
 class EngineFactory(Protocol):

@@ -17,14 +17,14 @@ from mosaic.safe_open import Refusal
 from mosaic.writer_claim import ClaimStore, Pins, SeatKey, SessionKey, State
 
 from .._refusal import ControlRefusal
-from ..engines._seam import Engine, SessionPlace, SessionRead
+from ..engines._seam import Engine, Place, SessionRead
 from ._eligibility import EligibilityRecord
 
 __all__ = ["effect_report", "pins_dict", "refused", "revalidate"]
 
 
 def revalidate(store: ClaimStore, seat_key: SeatKey, session_key: SessionKey, record: EligibilityRecord, *,
-               engine: Engine, place: SessionPlace, session_file: str, header_id: str, conversation: str,
+               engine: Engine, place: Place, session_file: str, header_id: str, conversation: str,
                pins: Pins) -> SessionRead:
     """Launch's checks of a record against the claim, this launcher's pins and the session as it is now
     (brief §6 "Recover": "It revalidates the record against the claim and the current leaf"). Returns the
@@ -63,7 +63,7 @@ def revalidate(store: ClaimStore, seat_key: SeatKey, session_key: SessionKey, re
     return now
 
 
-def effect_report(engine: Engine, place: SessionPlace, execution: str, stop: str | None) -> Mapping[str, Any]:
+def effect_report(engine: Engine, place: Place, execution: str, stop: str | None) -> Mapping[str, Any]:
     """The effectReport of an execution this controller did not run to its end (a boot proof stopped it,
     W7; or its controller died, W6, K10): every tool call the session file shows without a result is an
     uncertain effect; network uncertain; killing is never rollback (brief §6 "Effects")."""

@@ -71,7 +71,7 @@ from mosaic.writer_claim import (
 from .._refusal import ControlRefusal
 from ..core._access import AccessPolicy, Grants
 from ..core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
-from ..engines._seam import Engine, EngineFactory, SessionPlace, SessionRead
+from ..engines._seam import Engine, EngineFactory, Place, SessionRead
 from ..server._runtime import ControllerRuntime
 from ..server._socket_server import ServerLimits, socket_state
 from ._checks import effect_report
@@ -166,7 +166,7 @@ class Controller(Recovering):
             data_root=placement.data_root, registrations=placement.registrations))
         self.session_real = self.guard.check(placement.session_file, what="session file")
         self.claim_root_real = self.guard.check(placement.claim_root, what="claim root")
-        self.place: SessionPlace = self.engine.place(self.session_real)
+        self.place: Place = self.engine.place(self.session_real)
         self.identity: SessionRead = self.engine.read(self.place)
         # The engine's state directories, handed to each allocated uid before its launch: never a live one.
         for state_dir in self.engine.state_dirs:

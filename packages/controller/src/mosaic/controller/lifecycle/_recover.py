@@ -39,7 +39,7 @@ from mosaic.writer_claim import (
 
 from .._refusal import ControlRefusal
 from ..core._receive import Bounds, ControllerCore
-from ..engines._seam import Engine, SessionPlace, SessionRead
+from ..engines._seam import Engine, Place, SessionRead
 from ..server._runtime import ControllerRuntime
 from ._checks import pins_dict, refused, revalidate
 from ._eligibility import (
@@ -73,7 +73,7 @@ class Recovering:
     recovered: EligibilityRecord | None
     eligibility: str | None
     identity: SessionRead
-    place: SessionPlace
+    place: Place
     session_real: str
     claim_root_real: str
     conversation: str

@@ -13,10 +13,9 @@ from mosaic.chat_pages import conversation_id
 from mosaic.pi_rpc import EngineLink
 from mosaic.writer_claim import Pins
 
-from .._seam import EngineRules, SessionRead
-from .._seam import SessionPlace as Place
+from .._seam import EngineRules, PageReader, Place, SessionRead
 from .._verdict import DriftConfig
-from ._history import PageReader, history_reader
+from ._history import history_reader
 from ._launch import EngineDescription, current_pins, load_check, loadable, sealed_argv
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
 from ._wire import PI_RULES

@@ -44,6 +44,7 @@ class PiRules:
     name = "Pi"
     overlap_signals: Mapping[str, OverlapSignal] = OVERLAP_SIGNALS
     persistence_drift: frozenset[str] = PERSISTENCE_DRIFT
+    clear_aborts = False  # clear_queue leaves the run going; `abort` is its own command (rule 3)
 
     def text_problem(self, text: str) -> tuple[str, str] | None:
         return prefix_problem(text)
