@@ -1,4 +1,4 @@
-"""The live-session guard through `Controller` (brief §2 "Location and live-session guard"; G1-G3): at
+"""The live-session guard through `LaunchingController` (brief §2 "Location and live-session guard"; G1-G3): at
 construction (G1, and G2's symlinked live path), at bind when `start()` begins, and again right before the
 spawn (G3: a fixture path swapped for a live one after construction). Each call site has a mutant that
 removes it (mutants/controller--guard-*.patch); the tests below kill them, each by what a refused
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from mosaic.cgroup_cohort import FixtureVerifier
-from mosaic.controller import Controller, EngineSpec, Hooks, Placement
+from mosaic.controller import Hooks, LaunchingController, PiSpec, Placement
 from mosaic.controller.testing import SESSION_HEADER, FixtureTree
 from mosaic.safe_open import Refusal
 
@@ -63,12 +63,12 @@ def live_dir(tree: FixtureTree) -> Path:
 
 
 def controller(tree: FixtureTree, tmp_path: Path, launcher: NeverLaunch | None = None,
-               hooks: Hooks | None = None, **placement: Any) -> Controller:
+               hooks: Hooks | None = None, **placement: Any) -> LaunchingController:
     sock = tmp_path / "sock"
     sock.mkdir(mode=0o700, exist_ok=True)
-    return Controller(Placement(**{**tree.placement(str(sock)), **placement}),
-                      EngineSpec(env=tree.engine_env(), command=FAKE), launcher or NeverLaunch(),  # type: ignore[arg-type]
-                      verifier=FixtureVerifier(), hooks=hooks)
+    return LaunchingController(Placement(**{**tree.placement(str(sock)), **placement}),
+                               PiSpec(env=tree.engine_env(), command=FAKE), launcher or NeverLaunch(),  # type: ignore[arg-type]
+                               verifier=FixtureVerifier(), hooks=hooks)
 
 
 def refused_live(call: Any) -> Refusal:

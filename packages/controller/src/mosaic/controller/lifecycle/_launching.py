@@ -1,7 +1,7 @@
 """The lifecycle: a controller that launches its engine under a writer claim, in a cohort, and stops it
 with a proof (brief §2 as the controller uses the claim, §6).
 
-`Controller` is built from constructor arguments only (§2 "Location and live-session guard": no
+`LaunchingController` is built from constructor arguments only (§2 "Location and live-session guard": no
 production default): the fixture root, the claim root, the session file, the socket directory, the
 engine (the pinned Pi, or a test hook command such as the fake engine) and a cgroup-cohort `Launcher` (or a
 `CohortPort`).
@@ -94,14 +94,14 @@ from ._recover import Recovering
 from ._session_reader import SessionFileReader
 from ._steps import START_STEPS, StartStep
 
-__all__ = ["Controller", "Hooks", "Placement"]
+__all__ = ["LaunchingController", "Hooks", "Placement"]
 
 logger = logging.getLogger("mosaic.controller.lifecycle")
 
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 
-class Controller(Recovering):
+class LaunchingController(Recovering):
     """One controller process for one execution (see the module docstring)."""
 
     def __init__(
@@ -534,7 +534,7 @@ class Controller(Recovering):
         return result
 
     # the start steps, each handing on to the next (`_steps.START_STEPS`)
-    _STEPS: Mapping[StartStep, Callable[[Controller], Awaitable[StartStep]]] = {
+    _STEPS: Mapping[StartStep, Callable[[LaunchingController], Awaitable[StartStep]]] = {
         "bind": _bind, "socket": _check_socket, "open-claims": _open_claims,
         "use-eligibility": Recovering._launch_eligible, "classify": _classify, "launch-new": _launch_new,
         "take-over-held": _take_over_held, "spawn": _spawn, "continue-stop": _continue_stop,

@@ -1,4 +1,4 @@
-"""How to run the Pi engine (`EngineSpec`): the pinned Pi or a test command, sealed, with its environment,
+"""How to run the Pi engine (`PiSpec`): the pinned Pi or a test command, sealed, with its environment,
 limits and state directories."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from mosaic.cgroup_cohort import EngineLimits
 
 from ._adapter import PiEngine
 
-__all__ = ["EngineSpec"]
+__all__ = ["PiSpec"]
 
 
 @dataclass(frozen=True)
-class EngineSpec:
+class PiSpec:
     """How to run the engine, sealed: the pinned Pi in `pi_dir` (the pin is checked before spawn), or a
     test hook `command` (`[program, *pre_args]`: the fake engine; not the pinned engine, so not
     pin-checked, its pre-arguments still are). `env` is exactly the engine's environment. `limits` are the
