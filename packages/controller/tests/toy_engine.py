@@ -54,6 +54,9 @@ class ToyRules:
     persistence_drift: frozenset[str] = frozenset({"disk-behind"})
     clear_aborts = True
 
+    def new_wire(self, *, command_bound: float) -> LinkCore:
+        return LinkCore(default_bound=command_bound, max_record_bytes=1 << 20)
+
     def text_problem(self, text: str) -> tuple[str, str] | None:
         if text.startswith("#"):
             return ("text-policy", "text starting with '#' is a toy directive, so it is not sent")

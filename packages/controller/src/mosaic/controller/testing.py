@@ -40,7 +40,7 @@ from mosaic.pi_rpc.testing import (
 
 from .core._access import AccessPolicy, Grants
 from .core._receive import ControllerCore, new_incarnation
-from .core._state import Bounds, CoreConfig, engine_link_core
+from .core._state import Bounds, CoreConfig
 from .engines._verdict import DriftConfig
 from .engines.pi._history import history_reader
 from .engines.pi._wire import PI_RULES
@@ -387,7 +387,7 @@ async def fake_controller(
     link: EngineLink | None = None
     try:
         cid, page_reader = history_reader(setup.cwd, setup.session, seat=SEAT)
-        link_core = engine_link_core(bounds)
+        link_core = PI_RULES.new_wire(command_bound=bounds.command)
         link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd), core=link_core, clock=time.time)
         assert setup.ctl is not None
         await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
@@ -422,7 +422,7 @@ async def real_controller(
     setup = FakeEngineSetup(argv, env, proj, session, agent, None)
     cid, page_reader = history_reader(proj, session, seat=SEAT)
     bounds = bounds or Bounds()
-    link_core = engine_link_core(bounds)
+    link_core = PI_RULES.new_wire(command_bound=bounds.command)
     link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=link_core, clock=time.time)
     try:
         async with _serve(setup, cid, page_reader, link, link_core, execution=execution, bounds=bounds,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mosaic.pi_rpc import Command, EngineLink, LinkCore
+from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
 from ._verdict import Checkpoint, DriftConfig, EngineList, FileIdentity, SessionBytes, Verdict
 
@@ -31,10 +32,18 @@ if TYPE_CHECKING:  # the lifecycle's types: named in `Engine`'s signatures only
     from mosaic.cgroup_cohort import EngineLimits
     from mosaic.writer_claim import Pins
 
-__all__ = ["Answer", "Cleared", "DialogAsk", "Engine", "EngineFactory", "EngineRules", "OverlapSignal", "PageReader",
+__all__ = ["ENGINE_RECORD_CAP", "Answer", "Cleared", "DialogAsk", "Engine", "EngineFactory", "EngineRules", "OverlapSignal", "PageReader",
            "Place", "Reading", "SessionRead", "Wire"]
 
 PageReader = Callable[[str | None], Mapping[str, Any]]  # a cursor (None: the first page) -> one history page
+
+# The largest record an engine's wire takes, derived from the session reader's cap (no answer on the control
+# path may be cut for its size while the reader still accepts the session): an entries answer holds every
+# entry of the file, each the bytes of its line; a run's end may hold all of its messages, all in the file.
+# Twice the reader's cap, plus an envelope: room for both (Pi: get_entries, agent_end; its load check asks
+# get_entries since the recorded leaf, never get_tree, whose nesting grows with a chain:
+# `engines/pi/_launch` rule 3).
+ENGINE_RECORD_CAP = 2 * MAX_SESSION_FILE_BYTES + (4 << 20)
 
 # The core's engine link: pi-rpc's LinkCore (commands correlated by id, outcomes, poison, bounds). A second
 # engine speaking JSON lines with id-correlated responses uses it as it is (the toy engine of the tests
@@ -120,6 +129,9 @@ class EngineRules(Protocol):
         `clear_queue` does not (False): its abort is a second command. The run is then aborted from the
         clear on, and its aborted message is the chain's, never O4."""
 
+    def new_wire(self, *, command_bound: float) -> Wire:
+        """The link core one execution's engine is driven through (`command_bound`: a command's default
+        response bound); the core's, and the shell's `EngineLink` over it."""
     def text_problem(self, text: str) -> tuple[str, str] | None:
         """None when the engine would take `text` as plain text; else (`text-policy`, message)."""
     def send_prompt(self, wire: Wire, text: str, *, now: float, bound: float) -> Command: ...

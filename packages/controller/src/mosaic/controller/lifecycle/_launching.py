@@ -70,7 +70,7 @@ from mosaic.writer_claim import (
 
 from .._refusal import ControlRefusal
 from ..core._access import AccessPolicy, Grants
-from ..core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
+from ..core._receive import Bounds, ControllerCore, CoreConfig
 from ..engines._seam import Engine, EngineFactory, Place, SessionRead
 from ..server._runtime import ControllerRuntime
 from ..server._socket_server import ServerLimits, socket_state
@@ -304,7 +304,7 @@ class LaunchingController(Recovering):
                               cwd=self.place.project, limits=self.engine.limits, engine=engine)
         self._step("launched")
         ref = handle.ref
-        core_link = engine_link_core(self.bounds)
+        core_link = self.engine.rules.new_wire(command_bound=self.bounds.command)
         wfd, rfd = handle.take_stdio()
         link = EngineLink(wfd, rfd, core=core_link, clock=self.clock)
         self.execution = Execution(claim, ref, link, handle)

@@ -22,7 +22,7 @@ from typing import Any
 from mosaic.pi_rpc import Command, LinkCore
 from mosaic.pi_rpc.link import NotEvidence
 
-from .._seam import Answer, Cleared, OverlapSignal, Reading
+from .._seam import ENGINE_RECORD_CAP, Answer, Cleared, OverlapSignal, Reading
 from .._verdict import Checkpoint, EngineList, FileIdentity, SessionBytes, Verdict
 from . import _read
 from ._drift import PERSISTENCE_DRIFT, check_appended, check_drift, engine_list
@@ -45,6 +45,9 @@ class PiRules:
     overlap_signals: Mapping[str, OverlapSignal] = OVERLAP_SIGNALS
     persistence_drift: frozenset[str] = PERSISTENCE_DRIFT
     clear_aborts = False  # clear_queue leaves the run going; `abort` is its own command (rule 3)
+
+    def new_wire(self, *, command_bound: float) -> LinkCore:
+        return LinkCore(default_bound=command_bound, max_record_bytes=ENGINE_RECORD_CAP)
 
     def text_problem(self, text: str) -> tuple[str, str] | None:
         return prefix_problem(text)
