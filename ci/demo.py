@@ -82,7 +82,7 @@ from mosaic.cgroup_cohort.testing import remove_cgroup
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.chat_pages import conversation_id
 from mosaic.chat_pages.sources import claude_conversation_id
-from mosaic.controller import Controller, EngineSpec, Placement
+from mosaic.controller import LaunchingController, PiSpec, Placement
 from mosaic.controller.client import (
     Admitted,
     ControllerClient,
@@ -402,7 +402,7 @@ def receipts_of(seat: Seat, request_id: str | None) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., Controller], FixtureTree, Credentials]]:
+async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., LaunchingController], FixtureTree, Credentials]]:
     """The pinned Pi checked, the engine account, the cohort route, the scripted model on loopback and a
     fixture tree; yields a maker of controllers over them (`eligibility` for the recovered launch)."""
     pi_dir = os.environ.get("MOSAIC_PI_DIR") or str(REPO / ".cache" / "pi")
@@ -432,10 +432,10 @@ async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., Controller], 
             f"scripted model at {model.base_url} (loopback only)")
 
         def controller(eligibility: str | None = None, *, socket_dir: str | None = None,
-                       on_recovered: Callable[[EligibilityRecord], str | None] | None = None) -> Controller:
-            return Controller(
+                       on_recovered: Callable[[EligibilityRecord], str | None] | None = None) -> LaunchingController:
+            return LaunchingController(
                 Placement(**tree.placement(socket_dir or stage.socket_dir())),
-                EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
+                PiSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
                 launcher, verifier=FixtureVerifier(), manager=route.manager, stop_grace=2.0, eligibility=eligibility,
                 on_recovered=on_recovered)
 
@@ -463,7 +463,7 @@ async def run_demo(stage: Stage, facts: dict[str, Any]) -> None:
     await hold("done")
 
 
-async def steps_1_to_5(first: Controller, controller: Callable[..., Controller], stage: Stage,
+async def steps_1_to_5(first: LaunchingController, controller: Callable[..., LaunchingController], stage: Stage,
                        tree: FixtureTree, facts: dict[str, Any]) -> None:
     heading(1, "two clients attach; A takes control; a prompt streams its answer (with a tool call) to both")
     await hold("step-1")
@@ -766,7 +766,7 @@ def refused_lines(step: str, refusal: Refusal, why: str) -> list[str]:
     return lines
 
 
-def closed_because(controller: Controller | None) -> str:
+def closed_because(controller: LaunchingController | None) -> str:
     """Why the controller's admission is closed, in its own words (each fence and its detail), or ""."""
     runtime = controller.runtime if controller is not None else None
     if runtime is None:

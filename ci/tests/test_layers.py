@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import shutil
 import sys
 
 import pytest
@@ -291,3 +292,29 @@ def test_the_closure_with_tests_holds_what_the_tests_declare() -> None:
     assert {"controller", "controller-client", "safe-open"} <= set(with_tests)
     assert with_tests.index("controller-client") < with_tests.index("controller")  # bottom first
     assert workspace.closure("controller-client") == ["safe-open", "controller-client"]
+
+@pytest.mark.parametrize("module,line,says", [
+    ("core/_answers.py", "from ..engines.pi._wire import PI_RULES\n", "core imports engines.pi._wire (engines/pi)"),
+    ("core/_events.py", "from ..lifecycle import _launching\n", "core imports lifecycle._launching (lifecycle)"),
+    ("lifecycle/_launching.py", "from ..engines.pi._session import read_session\n",
+     "lifecycle imports engines.pi._session (engines/pi)"),
+    ("engines/_seam.py", "from ..core import _state\n", "engines imports core._state (core)"),
+    ("engines/pi/_wire.py", "from ...core._state import Bounds\n", "engines/pi imports core._state (core)"),
+    ("core/_drift.py", "from mosaic.pi_format import parse\n", "core imports mosaic.pi_format, which"),
+])
+def test_rule8_the_controllers_rows_keep_the_core_on_the_seam_and_the_lifecycle_off_the_adapter(
+        tmp_path: pathlib.Path, module: str, line: str, says: str) -> None:
+    """Issue 31 S11: the controller as it is passes its rows; one import of an adapter from the core, of the
+    lifecycle from the core, of an adapter from the lifecycle, of the core from the seam or an adapter, or of
+    Pi's file format from the core is one violation, named."""
+    real = workspace.package_dir("controller") / "src"
+    rows = workspace.FOLDERS["controller"]
+    packages = workspace.FOLDER_PACKAGES["controller"]
+    exceptions = workspace.KNOWN_FOLDER_EXCEPTIONS.get("controller", {})
+    assert layers.check_folders(real, rows, packages, exceptions) == []
+    copy = tmp_path / "src"
+    shutil.copytree(real, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "mosaic" / "controller" / module
+    target.write_text(line + target.read_text(encoding="utf-8"), encoding="utf-8")
+    problems = layers.check_folders(copy, rows, packages, exceptions)
+    assert len(problems) == 1 and says in problems[0], problems

@@ -13,7 +13,7 @@ from mosaic.controller import ControlRefusal
 
 
 def controller(state: str, fences: dict[str, str]) -> Any:
-    """A stand-in with what `closed_because` reads of a Controller: its runtime's core."""
+    """A stand-in with what `closed_because` reads of a LaunchingController: its runtime's core."""
     return SimpleNamespace(runtime=SimpleNamespace(core=SimpleNamespace(binding_state=state, fences=fences)))
 
 

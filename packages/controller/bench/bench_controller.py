@@ -188,6 +188,7 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
         new_incarnation,
     )
     from mosaic.controller.drift import DriftConfig
+    from mosaic.controller.engines.pi import PI_RULES
     from mosaic.controller.runtime import ControllerRuntime, SessionFileReader
     from mosaic.controller.server import ServerLimits
     from mosaic.pi_rpc import EngineLink
@@ -216,7 +217,7 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
         # The drift check on, as deployed: the stub keeps a Pi session file and answers get_entries.
         session = session_for(path, session_bytes)
         core = ControllerCore(CoreConfig(conversation="bench", execution="exec-1", binding="binding-exec-1",
-                                         incarnation=new_incarnation(), bounds=Bounds(),
+                                         incarnation=new_incarnation(), engine=PI_RULES, bounds=Bounds(),
                                          drift=DriftConfig(STUB_SESSION_ID)), now=time.time())
         link = await EngineLink.spawn(stub_argv(stamps, session), env={"PATH": "/usr/bin:/bin"},
                                       cwd=os.path.dirname(path), core=core.link, clock=time.time)

@@ -12,7 +12,7 @@ alike, and times each whole process from the outside (start to exit):
 - `client`: `from mosaic.controller.client import ControllerClient`;
 - `client + transcript`: `from mosaic.controller.client import ControllerClient, Transcript` (what a
   terminal imports);
-- `controller`: `from mosaic.controller import Controller` (the server side: core, server, lifecycle).
+- `controller`: `from mosaic.controller import LaunchingController` (the server side: core, server, lifecycle).
 
 It reports the medians, each one's cost over the floor and its ratio to it, and the client's cost over
 `import asyncio`. Nothing is asserted: these are figures for the README.
@@ -34,7 +34,7 @@ COMMANDS = {
     "package": "import mosaic.controller",
     "client": "from mosaic.controller.client import ControllerClient",
     "client + transcript": "from mosaic.controller.client import ControllerClient, Transcript",
-    "controller": "from mosaic.controller import Controller",
+    "controller": "from mosaic.controller import LaunchingController",
 }
 
 

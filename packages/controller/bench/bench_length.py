@@ -12,7 +12,7 @@ Every session is written at run time by pi-rpc's generator (`mosaic.pi_rpc.testi
 entries in one chain, assistant messages with usage, tool calls and results, thinking-level and model
 changes, a compaction near the end) into a scratch tree, and removed with it. Per length, each round:
 
-1. start-up: `Controller.start()` (restart classification, the claim, the launch in a cgroup, K8's load
+1. start-up: `LaunchingController.start()` (restart classification, the claim, the launch in a cgroup, K8's load
    check) until a client's first `observe` is answered (the core holds it until the takeover drift check,
    which reads every entry and every line, has ended): the moment a client can take control. Also shown:
    the engine's own part, from the launch to its first `get_state` answer (Pi reading the file).
@@ -45,7 +45,7 @@ from typing import Any
 import bench_lifecycle  # this directory: the engine account, the install copy, the cgroup parent, the launcher
 
 from mosaic.cgroup_cohort import FixtureVerifier, release_cohort
-from mosaic.controller import Controller, Hooks, Placement
+from mosaic.controller import Hooks, LaunchingController, Placement
 from mosaic.controller.testing import FixtureTree, RawClient, receipt_is
 from mosaic.pi_rpc.link import EngineEvent
 from mosaic.pi_rpc.testing import ModelServer
@@ -80,8 +80,8 @@ async def one_round(bench: bench_lifecycle.Bench, model_url: str, length: dict[s
             settled.append(time.monotonic())
 
     hooks = Hooks(on_launch_step=lambda name: marks.setdefault(name, time.monotonic()), on_engine_events=on_events)
-    controller = Controller(Placement(**tree.placement(socket_dir)), bench.spec(tree), bench.launcher,
-                            verifier=FixtureVerifier(), stop_grace=bench.args.grace, hooks=hooks)
+    controller = LaunchingController(Placement(**tree.placement(socket_dir)), bench.spec(tree), bench.launcher,
+                                     verifier=FixtureVerifier(), stop_grace=bench.args.grace, hooks=hooks)
     ref = None
     try:
         t0 = time.monotonic()

@@ -10,7 +10,7 @@ controller the engine runs as the engine account (`cohorttest`: cgroup-cohort `t
 cohort must, from a hard-linked copy of the install it can read (`readable_install`); the floor's direct
 spawn runs the same copy as this process's uid.
 
-1. Launch: a `Controller` on a fresh claim root and session, from the claim reservation (the "acquiring"
+1. Launch: a `LaunchingController` on a fresh claim root and session, from the claim reservation (the "acquiring"
    step: before `acquire`) to the engine answering its first ``get_state`` (the load check's first
    request), through the direct-cgroup launcher; also the whole ``start()`` (restart classification, the
    rest of the load check, the socket up). Floor: the same sealed argv spawned directly (a plain child,
@@ -54,7 +54,7 @@ from mosaic.cgroup_cohort import (
 )
 from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing.account import engine_account
-from mosaic.controller import Controller, EngineSpec, Hooks, Placement
+from mosaic.controller import Hooks, LaunchingController, PiSpec, Placement
 from mosaic.controller.lifecycle import ClaimCohortProbe
 from mosaic.controller.testing import FixtureTree, RawClient, readable_install, readable_packages
 from mosaic.pi_rpc import EngineLink, LinkCore, sealed_engine_argv
@@ -97,10 +97,10 @@ class Bench:
         self.launcher = DirectCgroupLauncher(self.parent, self.sockets, engine=self.creds)
         self.engine_name = "pinned Pi 0.85.1 (sealed)" if self.pi_dir else "pi-rpc fake engine (no MOSAIC_PI_DIR)"
 
-    def spec(self, tree: FixtureTree) -> EngineSpec:
+    def spec(self, tree: FixtureTree) -> PiSpec:
         extra = {} if self.pi_dir else {"PYTHONPATH": self.install}
         command = None if self.pi_dir else ("/usr/bin/python3", "-m", "mosaic.pi_rpc.testing.fake_engine")
-        return EngineSpec(env=tree.engine_env(**extra), pi_dir=self.install if self.pi_dir else None, command=command,
+        return PiSpec(env=tree.engine_env(**extra), pi_dir=self.install if self.pi_dir else None, command=command,
                           provider="fakeprov", model="fake-model-1")
 
     def argv(self, tree: FixtureTree) -> list[str]:
@@ -115,7 +115,7 @@ class Bench:
         socket_dir = tempfile.mkdtemp(prefix="c-", dir=self.sockets)
         marks: dict[str, float] = {}
         hooks = Hooks(on_launch_step=lambda name: marks.setdefault(name, time.monotonic()))
-        controller = Controller(
+        controller = LaunchingController(
             Placement(**tree.placement(socket_dir)),
             self.spec(tree), self.launcher, verifier=FixtureVerifier(), stop_grace=self.args.grace, hooks=hooks)
         t0 = time.monotonic()

@@ -54,6 +54,7 @@ from mosaic.controller.core import (
     ReadPage,
 )
 from mosaic.controller.drift import DriftConfig
+from mosaic.controller.engines.pi import PI_RULES
 from mosaic.controller.runtime import SessionFileReader
 
 SID = "01a22bb8-0000-7000-8000-00000000ben1"
@@ -144,7 +145,7 @@ class Driver:
     def __init__(self, session: Session | None, *, incremental: bool = True) -> None:
         drift = DriftConfig(SID, incremental=incremental) if session is not None else None
         self.core = ControllerCore(CoreConfig(conversation="pi-bench", execution=EXECUTION, binding="b1",
-                                              incarnation=INCARNATION, drift=drift), now=time.time())
+                                              incarnation=INCARNATION, engine=PI_RULES, drift=drift), now=time.time())
         self.session = session
         self.reader = (SessionFileReader(session.project, ".pi/state/seat/sessions", "s.jsonl")
                        if session is not None else None)

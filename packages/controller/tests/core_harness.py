@@ -41,6 +41,7 @@ from mosaic.controller.core import (
     SetTimer,
     TimerFired,
 )
+from mosaic.controller.engines.pi import PI_RULES
 from mosaic.controller.testing import RawClient
 from mosaic.pi_rpc.framing import encode_record as encode_engine_record
 
@@ -86,6 +87,7 @@ class Harness:
         config.setdefault("execution", EXECUTION)
         config.setdefault("binding", "binding-1")
         config.setdefault("incarnation", INCARNATION)
+        config.setdefault("engine", PI_RULES)
         self.now = 1000.0
         self.core = ControllerCore(CoreConfig(**config), now=self.now)
         self.clients: dict[str, Client] = {}

@@ -36,6 +36,7 @@ from mosaic.controller.core import (
     EffectPorts,
     EngineEvents,
 )
+from mosaic.controller.engines.pi import PI_RULES
 from mosaic.controller.lifecycle import LifecyclePorts
 from mosaic.controller.runtime import ControllerRuntime, no_cohort_effects, ports_from_handler
 
@@ -371,7 +372,7 @@ def writes() -> set[tuple[str, str, str]]:
 
 
 def test_every_core_state_field_has_an_owner() -> None:
-    core = ControllerCore(CoreConfig(conversation="c", execution="e", binding="b", incarnation="i"), now=0.0)
+    core = ControllerCore(CoreConfig(conversation="c", execution="e", binding="b", incarnation="i", engine=PI_RULES), now=0.0)
     fields = set(vars(core._s))
     assert set(FIELD_OWNERS) == fields
     assert set(FIELD_OWNERS.values()) <= {path.stem for path in CORE.glob("_*.py")}

@@ -1,4 +1,4 @@
-"""The live-session guard through `Controller` (brief §2 "Location and live-session guard"; G1-G3): at
+"""The live-session guard through `LaunchingController` (brief §2 "Location and live-session guard"; G1-G3): at
 construction (G1, and G2's symlinked live path), at bind when `start()` begins, and again right before the
 spawn (G3: a fixture path swapped for a live one after construction). Each call site has a mutant that
 removes it (mutants/controller--guard-*.patch); the tests below kill them, each by what a refused
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from mosaic.cgroup_cohort import FixtureVerifier
-from mosaic.controller import Controller, EngineSpec, Hooks, Placement
+from mosaic.controller import Hooks, LaunchingController, PiSpec, Placement
 from mosaic.controller.testing import SESSION_HEADER, FixtureTree
 from mosaic.safe_open import Refusal
 
@@ -63,12 +63,12 @@ def live_dir(tree: FixtureTree) -> Path:
 
 
 def controller(tree: FixtureTree, tmp_path: Path, launcher: NeverLaunch | None = None,
-               hooks: Hooks | None = None, **placement: Any) -> Controller:
+               hooks: Hooks | None = None, **placement: Any) -> LaunchingController:
     sock = tmp_path / "sock"
     sock.mkdir(mode=0o700, exist_ok=True)
-    return Controller(Placement(**{**tree.placement(str(sock)), **placement}),
-                      EngineSpec(env=tree.engine_env(), command=FAKE), launcher or NeverLaunch(),  # type: ignore[arg-type]
-                      verifier=FixtureVerifier(), hooks=hooks)
+    return LaunchingController(Placement(**{**tree.placement(str(sock)), **placement}),
+                               PiSpec(env=tree.engine_env(), command=FAKE), launcher or NeverLaunch(),  # type: ignore[arg-type]
+                               verifier=FixtureVerifier(), hooks=hooks)
 
 
 def refused_live(call: Any) -> Refusal:
@@ -84,20 +84,20 @@ def tree_files(path: Path) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ construction
 
-def test_G1_through_Controller_a_registered_session_file_is_refused_at_construction(
+def test_G1_through_LaunchingController_a_registered_session_file_is_refused_at_construction(
         tree: FixtureTree, tmp_path: Path) -> None:
     refused_live(lambda: controller(tree, tmp_path, registrations=(str(tree.session.parent),)))
     assert os.listdir(tree.claims) == []
 
 
-def test_G1_through_Controller_a_registered_claim_root_is_refused_at_construction(
+def test_G1_through_LaunchingController_a_registered_claim_root_is_refused_at_construction(
         tree: FixtureTree, tmp_path: Path) -> None:
     refusal = refused_live(lambda: controller(tree, tmp_path, registrations=(str(tree.claims),)))
     assert "claim root" in refusal.message
     assert os.listdir(tree.claims) == []
 
 
-def test_G2_through_Controller_a_fixture_symlink_to_a_live_session_is_refused_at_construction(
+def test_G2_through_LaunchingController_a_fixture_symlink_to_a_live_session_is_refused_at_construction(
         tree: FixtureTree, tmp_path: Path) -> None:
     live = live_session(tree)
     tree.session.unlink()
@@ -109,7 +109,7 @@ def test_G2_through_Controller_a_fixture_symlink_to_a_live_session_is_refused_at
 # ------------------------------------------------------------------------------------- bind at start()
 
 @pytest.mark.parametrize("what", ["session", "claim-root"])
-def test_G3_through_Controller_a_path_swapped_after_construction_is_refused_at_start_before_any_claim(
+def test_G3_through_LaunchingController_a_path_swapped_after_construction_is_refused_at_start_before_any_claim(
         tree: FixtureTree, tmp_path: Path, what: str) -> None:
     launcher = NeverLaunch()
     c = controller(tree, tmp_path, launcher)
@@ -134,7 +134,7 @@ def test_G3_through_Controller_a_path_swapped_after_construction_is_refused_at_s
 
 
 @pytest.mark.parametrize("what", ["session", "claim-root"])
-def test_G3_through_Controller_a_path_swapped_after_the_reservation_is_refused_before_the_spawn(
+def test_G3_through_LaunchingController_a_path_swapped_after_the_reservation_is_refused_before_the_spawn(
         tree: FixtureTree, tmp_path: Path, what: str) -> None:
     live = live_session(tree) if what == "session" else None
     target = live_dir(tree) if what == "claim-root" else None

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from mosaic.cgroup_cohort import FixtureVerifier
-from mosaic.controller import Controller, EngineSpec, Placement
+from mosaic.controller import LaunchingController, PiSpec, Placement
 from mosaic.controller.testing import FixtureTree
 from mosaic.safe_open import Refusal
 from mosaic.writer_claim import ClaimStore
@@ -46,10 +46,10 @@ def tree(tmp_path: Path) -> FixtureTree:
     return t
 
 
-def refused(tree: FixtureTree, tmp_path: Path, spec: EngineSpec) -> Refusal:
+def refused(tree: FixtureTree, tmp_path: Path, spec: PiSpec) -> Refusal:
     with pytest.raises(Refusal) as caught:
-        Controller(Placement(**tree.placement(str(tmp_path / "sock"))), spec, NeverLaunch(),  # type: ignore[arg-type]
-                   verifier=FixtureVerifier())
+        LaunchingController(Placement(**tree.placement(str(tmp_path / "sock"))), spec, NeverLaunch(),  # type: ignore[arg-type]
+                            verifier=FixtureVerifier())
     assert os.listdir(tree.claims) == []  # nothing reserved, no spawn marker: nothing was claimed
     return caught.value
 
@@ -59,7 +59,7 @@ def test_a_pi_dir_that_is_not_the_pinned_install_is_engine_pin_mismatch_before_a
     fake_install = tmp_path / "pi"
     (fake_install / "node_modules" / "@earendil-works" / "pi-coding-agent").mkdir(parents=True)
     (fake_install / "package.json").write_text('{"dependencies": {}}\n')
-    refusal = refused(tree, tmp_path, EngineSpec(env=tree.engine_env(), pi_dir=str(fake_install)))
+    refusal = refused(tree, tmp_path, PiSpec(env=tree.engine_env(), pi_dir=str(fake_install)))
     assert refusal.code == "engine-pin-mismatch", refusal.to_dict()
 
 
@@ -72,7 +72,7 @@ def test_a_pi_dir_that_is_not_the_pinned_install_is_engine_pin_mismatch_before_a
 ], ids=["extension", "no-session", "model-flag", "provider-at-file", "thinking-flag"])
 def test_an_engine_outside_the_seal_is_unsealed_engine_before_any_claim(
         tree: FixtureTree, tmp_path: Path, spec: dict[str, Any]) -> None:
-    refusal = refused(tree, tmp_path, EngineSpec(env=tree.engine_env(), **spec))
+    refusal = refused(tree, tmp_path, PiSpec(env=tree.engine_env(), **spec))
     assert refusal.code == "unsealed-engine", refusal.to_dict()
 
 
@@ -83,9 +83,9 @@ def test_a_start_on_a_pair_a_live_controller_holds_uncertain_refuses_already_act
     owner check says owner-alive, yet the refusal raised was the pair's state-based one, unsafe-replacement,
     which sends an operator to repair a claim that is fine. A live owner is a live start: already-active,
     whatever the state, with nothing published and nothing launched."""
-    spec = EngineSpec(env=tree.engine_env(), command=FAKE)
-    controller = Controller(Placement(**tree.placement(str(tmp_path / "sock"))), spec, NeverLaunch(),  # type: ignore[arg-type]
-                            verifier=FixtureVerifier())
+    spec = PiSpec(env=tree.engine_env(), command=FAKE)
+    controller = LaunchingController(Placement(**tree.placement(str(tmp_path / "sock"))), spec, NeverLaunch(),  # type: ignore[arg-type]
+                                     verifier=FixtureVerifier())
     # The winner: another store in a live process (this one), holding the pair uncertain as an adopted orphan.
     winner = ClaimStore(str(tree.claims)).acquire(controller.seat_key, controller.session_key, controller._binding())
     winner.mark_spawn()
@@ -104,5 +104,5 @@ def test_an_engine_state_directory_outside_the_fixture_root_is_refused_at_constr
     its launch; one outside the fixture root, or under a live location (~/.pi here: the operator's home), is
     refused `live-session-refused` before anything is claimed."""
     for outside in (str(tmp_path), str(tree.root / "operator-home" / ".pi" / "agent")):
-        refusal = refused(tree, tmp_path, EngineSpec(env=tree.engine_env(), command=FAKE, state_dirs=(outside,)))
+        refusal = refused(tree, tmp_path, PiSpec(env=tree.engine_env(), command=FAKE, state_dirs=(outside,)))
         assert refusal.code == "live-session-refused" and "engine state directory" in refusal.message, refusal.to_dict()

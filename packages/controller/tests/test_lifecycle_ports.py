@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from mosaic.cgroup_cohort import FixtureVerifier
-from mosaic.controller import Controller, EngineSpec, EngineUids, Hooks, Placement
+from mosaic.controller import EngineUids, Hooks, LaunchingController, PiSpec, Placement
 from mosaic.controller.lifecycle import LAUNCH_POINTS, STOP_POINTS
 from mosaic.controller.testing import Crash, FixtureTree, Liveness, MemoryCohort, RawClient, crash_at
 from mosaic.safe_open import Refusal, current_host
@@ -48,13 +48,13 @@ class Lab:
         self.verifier = FixtureVerifier()
         self.socket_dir = tempfile.mkdtemp(prefix="mcm-", dir="/tmp")
         os.chmod(self.socket_dir, 0o700)
-        self.controllers: list[Controller] = []
+        self.controllers: list[LaunchingController] = []
         self.owners: dict[int, Any] = {}
 
     def controller(self, *, point: str | None = None, stop_point: str | None = None,
                    on_step: Callable[[str], None] | None = None, barrier: Any = None,
                    eligibility: str | None = None, model: str = "fake-model-1", pin_tree: str | None = None,
-                   **options: Any) -> Controller:
+                   **options: Any) -> LaunchingController:
         owner = self.liveness.runner()
         crash = crash_at(point) if point is not None else None
 
@@ -74,9 +74,9 @@ class Lab:
                     self.crashes.append(name)
                 stop_crash(name)
 
-        spec = EngineSpec(env=self.tree.engine_env(), command=FAKE, provider="fakeprov", model=model,
+        spec = PiSpec(env=self.tree.engine_env(), command=FAKE, provider="fakeprov", model=model,
                           pin_tree=pin_tree)
-        controller = Controller(Placement(**self.tree.placement(self.socket_dir)), spec, None,
+        controller = LaunchingController(Placement(**self.tree.placement(self.socket_dir)), spec, None,
                                 verifier=self.verifier, cohort=self.cohort, claims_owner=owner, stop_grace=0.2,
                                 hooks=Hooks(on_launch_step=step, barrier=barrier, on_stop_phase=stop_phase),
                                 eligibility=eligibility, **options)
@@ -84,7 +84,7 @@ class Lab:
         self.owners[id(controller)] = owner
         return controller
 
-    async def crashed(self, controller: Controller) -> None:
+    async def crashed(self, controller: LaunchingController) -> None:
         """What the runner's SIGKILL leaves: its process gone (its claims' owner is dead), its engine link
         closed; its engine, cohort and claim as they are."""
         self.liveness.crashed(self.owners[id(controller)])
@@ -94,7 +94,7 @@ class Lab:
             await controller.execution.link.aclose()
         controller.pool.shutdown()
 
-    def heads(self, controller: Controller) -> tuple[Any, Any]:
+    def heads(self, controller: LaunchingController) -> tuple[Any, Any]:
         pair = ClaimStore(str(self.tree.claims)).observe(controller.seat_key, controller.session_key)
         return pair.seat.revision, pair.session.revision
 
@@ -128,14 +128,14 @@ async def until(condition: Callable[[], bool], what: str = "the condition") -> N
     raise AssertionError(f"{what} never held")
 
 
-async def start_crashing(lab: Lab, controller: Controller, point: str) -> None:
+async def start_crashing(lab: Lab, controller: LaunchingController, point: str) -> None:
     with pytest.raises(Crash) as crashed:
         await controller.start()
     assert crashed.value.args == (point,)
     await lab.crashed(controller)
 
 
-async def stop_proven(controller: Controller, *, recovery: bool = False) -> tuple[RawClient, dict[str, Any]]:
+async def stop_proven(controller: LaunchingController, *, recovery: bool = False) -> tuple[RawClient, dict[str, Any]]:
     """A client of `controller` takes control (recovery control when admission is closed) and force stops;
     the stop record it reads in the end."""
     client = await RawClient.connect(controller.socket_path)
@@ -149,7 +149,7 @@ async def stop_proven(controller: Controller, *, recovery: bool = False) -> tupl
     return client, {**auth, "final": await client.stop_outcome()}
 
 
-async def recovered(lab: Lab) -> tuple[Controller, dict[str, Any]]:
+async def recovered(lab: Lab) -> tuple[LaunchingController, dict[str, Any]]:
     """A first controller, a force stop with a proof, a recover: the controller (still serving) and the
     eligibility record."""
     first = lab.controller()
@@ -612,7 +612,7 @@ def rewrite_claims(lab: Lab, old: str, new: str) -> None:
                 path.write_text(text.replace(old, new))
 
 
-async def rebooted(lab: Lab, controller: Controller) -> None:
+async def rebooted(lab: Lab, controller: LaunchingController) -> None:
     """The machine went down under a running controller: the runner gone, its cohort with it."""
     await lab.crashed(controller)
     assert controller.execution is not None and controller.execution.ref is not None

@@ -4,7 +4,7 @@ recorded leaf), never `get_tree`, whose answer nests two levels per entry of a c
 fails past its stack limit. K8's meaning is unchanged: the engine loaded the recorded file and leaf, Pi's
 own startup append allowed; anything else fences `preflight` with the reason.
 
-A `Controller` launches pi-rpc's fake engine (held to the real Pi by the conformance suite, get_tree at
+A `LaunchingController` launches pi-rpc's fake engine (held to the real Pi by the conformance suite, get_tree at
 depth included) through the process-group launcher (no cgroup, no root); the commands the load check
 wrote and their answers are read from the link's events (`Hooks.on_engine_events`). The engine is killed
 by its recorded pid at the end."""
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from mosaic.cgroup_cohort import FixtureVerifier, PgroupLauncher
-from mosaic.controller import Controller, EngineSpec, Hooks, Placement
+from mosaic.controller import Hooks, LaunchingController, PiSpec, Placement
 from mosaic.controller.testing import SESSION_HEADER, FixtureTree, RawClient, private_socket_dir
 from mosaic.pi_rpc.link import CommandWritten, OutcomeKnown
 from mosaic.pi_rpc.testing import child_env
@@ -62,8 +62,8 @@ class Launched:
                 elif isinstance(event, OutcomeKnown) and event.command.response is not None:
                     self.answers[event.command.id] = dict(event.command.response)
 
-        self.controller = Controller(
-            Placement(**tree.placement(sockets)), EngineSpec(env=tree.engine_env(**child_env()), command=FAKE),
+        self.controller = LaunchingController(
+            Placement(**tree.placement(sockets)), PiSpec(env=tree.engine_env(**child_env()), command=FAKE),
             PgroupLauncher(), verifier=FixtureVerifier(), hooks=Hooks(on_engine_events=seen))
 
     def answer(self, ctype: str) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def test_each_public_module_lists_what_it_exports_and_dir_says_exactly_that(name
 def test_the_top_level_is_short_and_says_what_runs_a_controller() -> None:
     top = set(mosaic.controller.__all__)
     assert len(top) <= 10
-    assert {"Controller", "Placement", "EngineSpec", "Grants", "ControlRefusal"} <= top
+    assert {"LaunchingController", "Placement", "PiSpec", "Grants", "ControlRefusal"} <= top
 
 
 def test_a_name_two_modules_export_is_one_object() -> None:

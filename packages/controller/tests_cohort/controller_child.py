@@ -5,7 +5,7 @@ With `eligibility` it is the launcher's call (launch under a recover's eligibili
 `{"released": digest}`. `append_at` appends a line to the session file at a launch step. `engine_uids`
 ({first, count, gid, state_dir}) gives each launch its own engine uid (`EngineUids`).
 
-Run as `python controller_child.py '<json>'`. It builds a `Controller` (lifecycle) from the arguments,
+Run as `python controller_child.py '<json>'`. It builds a `LaunchingController` (lifecycle) from the arguments,
 starts it, prints one JSON line `{"ready": socket_path, "claimId", "mode", "unit"}` (or `{"refused":
 {code, ...}}` and exit 3), then serves until SIGTERM. `die_at` names a launch step ("reserved",
 "spawn-marker", "launched", "active"; with `eligibility` also "revalidated", "held", "taken-over",
@@ -33,7 +33,7 @@ from mosaic.cgroup_cohort import (
     ScopeLauncher,
     UserManager,
 )
-from mosaic.controller import Bounds, Controller, EngineSpec, EngineUids, Hooks, Placement
+from mosaic.controller import Bounds, EngineUids, Hooks, LaunchingController, PiSpec, Placement
 from mosaic.pi_rpc.link import CommandWritten
 from mosaic.safe_open import Refusal
 
@@ -80,9 +80,9 @@ async def main(args: dict[str, Any]) -> int:
             with open(args["placement"]["session_file"], "a") as f:
                 f.write(append["line"] + "\n")
         hook(name)
-    controller = Controller(
+    controller = LaunchingController(
         Placement(**args["placement"]),
-        EngineSpec(env=args["engine_env"], command=tuple(args["engine_command"]), provider="fakeprov",
+        PiSpec(env=args["engine_env"], command=tuple(args["engine_command"]), provider="fakeprov",
                    model=args.get("model", "fake-model-1"), pin_tree=args.get("pin_tree"),
                    limits=EngineLimits.from_dict(args["limits"]) if args.get("limits") else None),
         launcher, verifier=FixtureVerifier(), manager=manager, stop_grace=args.get("grace", 0.3),

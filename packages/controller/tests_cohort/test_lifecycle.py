@@ -56,7 +56,7 @@ async def force_stop(c: RawClient, auth: dict[str, Any] | None = None) -> dict[s
 
 
 def _binding_limits_hold(binding: dict[str, Any], ref: CohortRef, world: World) -> None:
-    """The binding record says where each limit the EngineSpec asked holds (schema-valid), and the
+    """The binding record says where each limit the PiSpec asked holds (schema-valid), and the
     engine's cgroup or its rlimits show exactly that: the cgroup where the unit's parent enables the
     controller, else the rlimit (cpu: none)."""
     schema = json.loads((Path(os.environ["MOSAIC_REPO"]) / "schemas" / "chat-01-control.schema.json").read_text())
@@ -79,7 +79,7 @@ def _binding_limits_hold(binding: dict[str, Any], ref: CohortRef, world: World) 
     assert held["data"]["value"] == LIMITS["data"] and rows["Max data size"] == [str(LIMITS["data"])] * 2
 
 
-# Not the defaults, so the test sees that the EngineSpec's limits are the ones that reach the engine.
+# Not the defaults, so the test sees that the PiSpec's limits are the ones that reach the engine.
 LIMITS = {"pids": 700, "memory": 1 << 30, "addressSpace": 9 << 30, "cpu": 0.5, "core": 0, "data": 2 << 30}
 
 

@@ -1,5 +1,5 @@
 """The lifecycle on the real Pi 0.85.1 (the real sealed Pi talking to the scripted model
-server in the loopback-only namespace): a `Controller` launches the pinned Pi under a writer claim in a
+server in the loopback-only namespace): a `LaunchingController` launches the pinned Pi under a writer claim in a
 direct cgroup, the load check passes on the real binary's own startup append, a turn runs, a force stop
 proves the stop and releases both keys with the proof's digest, recover reserves, and the launcher's call
 resumes the same session with the real Pi loading the recorded leaf (K7, W8, K8's check on the real
@@ -37,7 +37,7 @@ from mosaic.cgroup_cohort import (
 )
 from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
-from mosaic.controller import Controller, EngineSpec, Placement
+from mosaic.controller import LaunchingController, PiSpec, Placement
 from mosaic.controller.testing import FixtureTree, RawClient, readable_install, receipt_is
 from mosaic.pi_rpc.testing import ModelServer
 from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
@@ -84,7 +84,7 @@ def test_K7_W8_launch_stop_recover_and_resume_on_the_real_pi(scratch: Path, pi_d
     `os.homedir()` only without it; it never asks for a passwd entry): the second appends to the session the
     first wrote, through the group (a tree executions share is the engine group's), and reads the credential
     store the first created 0600 in the agent dir (`auth.json`), which its launch handed over to its uid
-    (`EngineSpec.state_dirs`, as systemd's StateDirectory=; without it Pi failed the turn, EACCES)."""
+    (`PiSpec.state_dirs`, as systemd's StateDirectory=; without it Pi failed the turn, EACCES)."""
     from mosaic.controller import EngineUids
 
     tree = FixtureTree(scratch / "fx")
@@ -101,11 +101,11 @@ def test_K7_W8_launch_stop_recover_and_resume_on_the_real_pi(scratch: Path, pi_d
     env = tree.engine_env()
     refs = []
 
-    def controller(eligibility: str | None = None) -> Controller:
+    def controller(eligibility: str | None = None) -> LaunchingController:
         socket_dir = tempfile.mkdtemp(prefix="c-", dir=sockets)
-        return Controller(
+        return LaunchingController(
             Placement(**tree.placement(socket_dir)),
-            EngineSpec(env=env, pi_dir=str(installed), provider="fakeprov", model="fake-model-1",
+            PiSpec(env=env, pi_dir=str(installed), provider="fakeprov", model="fake-model-1",
                        state_dirs=(str(tree.root / "agent"), str(tree.root / "home"))),
             launcher, verifier=FixtureVerifier(), stop_grace=2.0, eligibility=eligibility, engine_uids=allocator)
 
@@ -231,9 +231,9 @@ def test_K5_a_tool_call_open_when_the_force_stop_began_is_an_uncertain_effect_ev
         tree.make((engine_uid.uid, engine_uid.gid), model_url=model_url)
         tree.root.chmod(0o755)
         socket_dir = tempfile.mkdtemp(prefix="c-", dir=sockets)
-        controller = Controller(
+        controller = LaunchingController(
             Placement(**tree.placement(socket_dir)),
-            EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
+            PiSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
             launcher, verifier=FixtureVerifier(), stop_grace=2.0)
         await controller.start()
         assert controller.execution is not None and controller.execution.ref is not None
@@ -349,7 +349,7 @@ def test_a_fork_storm_in_one_conversation_and_another_conversations_bash_tool_on
 
     async def arm(name: str, uids: EngineUids | None, model_url: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        controllers: list[Controller] = []
+        controllers: list[LaunchingController] = []
         clients: list[RawClient] = []
         try:
             for side in ("a", "b"):
@@ -357,9 +357,9 @@ def test_a_fork_storm_in_one_conversation_and_another_conversations_bash_tool_on
                 tree.make((engine_uid.uid, engine_uid.gid), model_url=model_url, group_writable=True)
                 tree.root.chmod(0o755)
                 socket_dir = tempfile.mkdtemp(prefix="c-", dir=sockets)
-                controller = Controller(
+                controller = LaunchingController(
                     Placement(**tree.placement(socket_dir)),
-                    EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov",
+                    PiSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov",
                                model="fake-model-1", limits=EngineLimits(pids=STORM_PIDS)),
                     launcher, verifier=FixtureVerifier(), stop_grace=2.0, engine_uids=uids)
                 await controller.start()

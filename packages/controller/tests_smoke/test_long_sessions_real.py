@@ -1,4 +1,4 @@
-"""The controller on real-length sessions, on the real Pi 0.85.1 (issue 27): a `Controller` takes a session
+"""The controller on real-length sessions, on the real Pi 0.85.1 (issue 27): a `LaunchingController` takes a session
 of 800, 3,000 or 11,265 entries (pi-rpc's `testing.sessions` generator, written at test time into a scratch
 tree: realistic entries, one chain, assistant messages with `usage`, tool calls, a compaction) or the
 session the real Pi wrote itself over 300+ turns (the committed fixture `long-tools.jsonl`), launches the
@@ -38,7 +38,7 @@ import pytest
 from mosaic.cgroup_cohort import Credentials, DirectCgroupLauncher, FixtureVerifier, release_cohort
 from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
-from mosaic.controller import Controller, EngineSpec, Placement
+from mosaic.controller import LaunchingController, PiSpec, Placement
 from mosaic.controller.testing import FixtureTree, RawClient, event_is, readable_install, receipt_is, stop_is
 from mosaic.pi_rpc.testing import ModelServer
 from mosaic.pi_rpc.testing.sessions import session_lines
@@ -121,14 +121,14 @@ def test_K8_K7_N1_W10_take_control_of_a_long_session_prompt_interrupt_force_stop
     refs = []
     timings: dict[str, float] = {}
 
-    def controller(eligibility: str | None = None) -> Controller:
+    def controller(eligibility: str | None = None) -> LaunchingController:
         socket_dir = tempfile.mkdtemp(prefix="c-", dir=sockets)
-        return Controller(
+        return LaunchingController(
             Placement(**tree.placement(socket_dir)),
-            EngineSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
+            PiSpec(env=tree.engine_env(), pi_dir=str(installed), provider="fakeprov", model="fake-model-1"),
             launcher, verifier=FixtureVerifier(), stop_grace=2.0, eligibility=eligibility)
 
-    async def start(c: Controller, label: str) -> None:
+    async def start(c: LaunchingController, label: str) -> None:
         t0 = time.monotonic()
         await c.start()
         timings[label] = time.monotonic() - t0

@@ -1,11 +1,11 @@
 """mosaic.controller: one controller per execution of a headless Pi engine, and the clients that observe,
 prompt, take control, interrupt, force stop with a proof and recover (brief §1-§6, §9).
 
-    from mosaic.controller import Controller, EngineSpec, Placement
+    from mosaic.controller import LaunchingController, PiSpec, Placement
 
-    controller = Controller(Placement(fixture_root=root, claim_root=claims, session_file=session,
-                                      socket_dir=private_dir, home=home),
-                            EngineSpec(env=env, pi_dir=pi_dir), launcher, verifier=verifier)
+    controller = LaunchingController(Placement(fixture_root=root, claim_root=claims, session_file=session,
+                                               socket_dir=private_dir, home=home),
+                                     PiSpec(env=env, pi_dir=pi_dir), launcher, verifier=verifier)
     await controller.start()     # claim, launch in a cohort, load check, serve the socket
     ...                          # clients: mosaic.controller.client.ControllerClient
     await controller.aclose()    # stop serving; the engine, its cohort and its claim stay
@@ -28,15 +28,16 @@ if TYPE_CHECKING:
     from ._refusal import ControlRefusal
     from .core._access import Grants
     from .core._state import Bounds
+    from .engines.pi._spec import PiSpec
     from .lifecycle._engine_uids import EngineUids
-    from .lifecycle._launching import Controller, EngineSpec, Hooks, Placement
+    from .lifecycle._launching import Hooks, LaunchingController, Placement
     from .server._limits import ServerLimits
 
 _LAZY: dict[str, str] = {
     "Bounds": "core._state",
     "ControlRefusal": "_refusal",
-    "Controller": "lifecycle._launching",
-    "EngineSpec": "lifecycle._launching",
+    "LaunchingController": "lifecycle._launching",
+    "PiSpec": "engines.pi._spec",
     "EngineUids": "lifecycle._engine_uids",
     "Grants": "core._access",
     "Hooks": "lifecycle._launching",
@@ -47,8 +48,8 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "Bounds",
     "ControlRefusal",
-    "Controller",
-    "EngineSpec",
+    "LaunchingController",
+    "PiSpec",
     "EngineUids",
     "Grants",
     "Hooks",

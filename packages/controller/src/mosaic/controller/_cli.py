@@ -13,7 +13,7 @@ with one session file, the claim root; owned by the engine account) and prints t
 
 `serve` starts a controller as the demo does: the engine account (`cohorttest`, or MOSAIC_ENGINE_USER), the
 cohort route (a systemd scope where a user manager answers, else a direct cgroup; printed, in plain
-words), then `Controller.start()`: the live-session guard, the pin, the writer claim, the launch in the
+words), then `LaunchingController.start()`: the live-session guard, the pin, the writer claim, the launch in the
 cohort, the load check, and the socket. `--scripted-model` starts pi-rpc's scripted model on 127.0.0.1 and
 points the fixture's models.json at it (run it inside `python -m mosaic.pi_rpc.testing.netns --` so the
 engine can reach nothing else). `--grants FILE` lets other uids and gids connect and do what the file
@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # imported where serve needs them, so --help and --version stay quick
     from .lifecycle._eligibility import EligibilityRecord
-    from .lifecycle._launching import Controller
+    from .lifecycle._launching import LaunchingController
 
 __all__ = ["main"]
 
@@ -341,7 +341,7 @@ def _socket_dir(path: str, made: _Made) -> str:
     return directory
 
 
-def proven_stop(controller: Controller) -> str | None:
+def proven_stop(controller: LaunchingController) -> str | None:
     """What to say when the engine's claim is already stopped with a proof (a client's force stop, or a stop
     this controller continued), from the claim the lifecycle published; None otherwise."""
     from mosaic.writer_claim import State  # noqa: PLC0415
@@ -356,7 +356,7 @@ def proven_stop(controller: Controller) -> str | None:
             "ended, nothing is left to stop")
 
 
-async def _stop_engine(controller: Controller) -> tuple[bool, str]:
+async def _stop_engine(controller: LaunchingController) -> tuple[bool, str]:
     """Force stop the engine as a client does: take control (or recovery control), a confirmation, the
     force stop, its end. A client's force stop still running is waited for; an engine already proven
     stopped is not stopped again (its claim is released with the proof: nothing is left to publish).
@@ -426,9 +426,10 @@ async def serve(args: argparse.Namespace) -> int:
     from mosaic.safe_open import Refusal  # noqa: PLC0415
 
     from .core._access import Grants  # noqa: PLC0415
+    from .engines.pi._spec import PiSpec  # noqa: PLC0415
     from .lifecycle._eligibility import ELIGIBILITY_ID_RE  # noqa: PLC0415
     from .lifecycle._engine_uids import EngineUids  # noqa: PLC0415
-    from .lifecycle._launching import Controller, EngineSpec, Placement  # noqa: PLC0415
+    from .lifecycle._launching import LaunchingController, Placement  # noqa: PLC0415
     from .route import RouteUnavailable, choose_route, engine_can_read  # noqa: PLC0415
     from .testing import readable_install  # noqa: PLC0415
 
@@ -449,7 +450,7 @@ async def serve(args: argparse.Namespace) -> int:
     grants = Grants.load(args.grants) if args.grants else None  # refused before anything is made
     uid_range = _engine_uid_range(args)
     made = _Made()
-    controller: Controller | None = None
+    controller: LaunchingController | None = None
     recovered: list[str] = []
 
     def on_recovered(record: EligibilityRecord) -> str:
@@ -488,10 +489,10 @@ async def serve(args: argparse.Namespace) -> int:
         engine_uids = None
         if uid_range is not None:
             engine_uids = EngineUids(uid_range[0], uid_range[1], engine.gid, _engine_uid_state(args.engine_uid_state))
-        controller = Controller(
+        controller = LaunchingController(
             Placement(fixture_root=paths["root"], claim_root=paths["claims"], session_file=paths["session"],
                       socket_dir=socket_dir, home=paths["home"]),
-            EngineSpec(env=env, pi_dir=pi_dir, provider=args.provider, model=args.model,
+            PiSpec(env=env, pi_dir=pi_dir, provider=args.provider, model=args.model,
                        state_dirs=(agent, home) if engine_uids is not None else ()),
             made.route.launcher, verifier=FixtureVerifier(), manager=made.route.manager, grants=grants,
             eligibility=args.eligibility, on_recovered=on_recovered, engine_uids=engine_uids)

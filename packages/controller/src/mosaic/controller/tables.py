@@ -14,7 +14,7 @@ from .core._tables import (
     SLOT_TABLE,
     TERMINAL_RECEIPT_STATES,
     SlotRow,
-    check_text,
+    draft_problem,
     receipt_move_allowed,
     utf16_units,
 )
@@ -31,6 +31,7 @@ from .engines.pi._tables import (
     Prefix,
     classify_native,
 )
+from .engines.pi._wire import PI_RULES
 
 __all__ = [
     "CHAT01_EVENT_TYPES",
@@ -55,6 +56,12 @@ __all__ = [
     "receipt_move_allowed",
     "utf16_units",
 ]
+
+
+def check_text(text: str) -> tuple[str, str] | None:
+    """The text policy of a prompt to Pi: None when `text` may be sent; else (refusal code, message): the core's
+    `draft` (`core/_tables.draft_problem`), then Pi's prefix rows (`PI_RULES.text_problem`)."""
+    return draft_problem(text) or PI_RULES.text_problem(text)
 
 
 def __dir__() -> list[str]:

@@ -41,9 +41,10 @@ from mosaic.pi_rpc.testing import (
 from ._memory import Crash, Liveness, MemoryCohort, MemoryExecutor, World, crash_at
 from .core._access import AccessPolicy, Grants
 from .core._receive import ControllerCore, new_incarnation
-from .core._state import Bounds, CoreConfig, engine_link_core
+from .core._state import Bounds, CoreConfig
 from .engines._verdict import DriftConfig
 from .engines.pi._history import history_reader
+from .engines.pi._wire import PI_RULES
 from .lifecycle._session_reader import SessionFileReader
 from .server._runtime import ControllerRuntime, EffectHandler, PageReader, no_cohort_effects
 from .server._socket_server import ServerLimits
@@ -347,7 +348,7 @@ async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link
     check ended; the runtime and the session reader are closed afterwards (the link is the caller's)."""
     drift = DriftConfig(session_id=await engine_session_id(link))
     core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
-                                     incarnation=incarnation or new_incarnation(), bounds=bounds, drift=drift,
+                                     incarnation=incarnation or new_incarnation(), engine=PI_RULES, bounds=bounds, drift=drift,
                                      access=AccessPolicy(grants=grants or Grants())),
                           now=time.time(), link=link_core)
     reader = session_reader(setup.cwd, setup.session)
@@ -389,7 +390,7 @@ async def fake_controller(
     link: EngineLink | None = None
     try:
         cid, page_reader = history_reader(setup.cwd, setup.session, seat=SEAT)
-        link_core = engine_link_core(bounds)
+        link_core = PI_RULES.new_wire(command_bound=bounds.command)
         link = await EngineLink.spawn(setup.argv, env=setup.env, cwd=str(setup.cwd), core=link_core, clock=time.time)
         assert setup.ctl is not None
         await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
@@ -424,7 +425,7 @@ async def real_controller(
     setup = FakeEngineSetup(argv, env, proj, session, agent, None)
     cid, page_reader = history_reader(proj, session, seat=SEAT)
     bounds = bounds or Bounds()
-    link_core = engine_link_core(bounds)
+    link_core = PI_RULES.new_wire(command_bound=bounds.command)
     link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=link_core, clock=time.time)
     try:
         async with _serve(setup, cid, page_reader, link, link_core, execution=execution, bounds=bounds,

@@ -10,6 +10,7 @@ record whose receipt moves only along the table (`Request`, `IllegalTransition`)
 
 from __future__ import annotations
 
+from ..engines._seam import ENGINE_RECORD_CAP
 from ._admission import CALL_GATE, PROMPT_ADMISSION, AdmissionCheck
 from ._chain import CHAIN_TRANSITIONS, SETTLE_TIMER
 from ._drift import DRIFT_READ_TIMER, DRIFT_START
@@ -46,7 +47,7 @@ from ._io import (
     TimerFired,
 )
 from ._receive import ControllerCore, new_incarnation
-from ._state import ENGINE_RECORD_CAP, FIELD_OWNERS, Bounds, CoreConfig, engine_link_core
+from ._state import FIELD_OWNERS, Bounds, CoreConfig
 from ._values import IllegalTransition, Request, StopStep
 
 __all__ = [
@@ -98,7 +99,6 @@ __all__ = [
     "StopStep",
     "TimerFired",
     "effect_failed",
-    "engine_link_core",
     "new_incarnation",
 ]
 

@@ -36,7 +36,7 @@ from . import _drift, _slot
 from ._access import required_operations
 from ._io import Call, FlushEngine, Reply
 from ._state import CoreState, text_digest
-from ._tables import check_text
+from ._tables import draft_problem
 from ._values import Request
 
 CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -189,7 +189,8 @@ def _busy(s: CoreState, asked: Asked) -> bool:
 
 
 def _text_refused(s: CoreState, asked: Asked) -> bool:
-    problem = check_text(asked.call.params["text"])
+    text = asked.call.params["text"]
+    problem = draft_problem(text) or s.config.engine.text_problem(text)
     if problem is None:
         return False
     s.refuse(asked.call, *problem)
@@ -220,7 +221,7 @@ PROMPT_ADMISSION: tuple[AdmissionCheck, ...] = (
     AdmissionCheck("open-admission", ("preflight", "session-drift", "fenced"), "K8, W10, §1 fences",
                    _admission_closed),
     AdmissionCheck("slot", ("busy",), "§1 pending slot; H18, N13; core/_drift (a check in flight)", _busy),
-    AdmissionCheck("text", ("draft", "text-policy"), "§4: core/_tables.check_text, engines/pi/_tables.TEXT_PREFIXES", _text_refused),
+    AdmissionCheck("text", ("draft", "text-policy"), "§4: core/_tables.draft_problem, EngineRules.text_problem", _text_refused),
     AdmissionCheck("session-file", ("session-drift",), "issue 27: a second writer seen before the next prompt; "
                    "core/_drift rule 6 (held for a check when the file grew)", _session_moved),
 )
@@ -253,7 +254,7 @@ def _dispatch(s: CoreState, asked: Asked) -> None:
                       peer=s.connections[call.conn].ids, draft_id=call.params.get("draftId"),
                       draft_revision=call.params.get("draftRevision"))
     try:
-        command = s.link.send_prompt(text, now=s.now, bound=s.bounds.prompt_ack)
+        command = s.config.engine.send_prompt(s.link, text, now=s.now, bound=s.bounds.prompt_ack)
     except LinkPoisoned as exc:  # admission checked it; a bug if this happens
         s.refuse(call, "fenced", f"the engine pipe is poisoned: {exc.reason}")
         return

@@ -14,7 +14,7 @@ The rules it keeps (the core's rules 2, 3 and 7a; `core/_tables.SLOT_TABLE`, `RE
    "unsent". An ack read after the pipe was poisoned ends delivery-unknown: nothing is written again.
 3. A poisoned pipe fences admission (`transport`), fails a drift check in flight, ends a running interrupt
    uncertain and makes the binding uncertain, unless a force stop is running (its result decides).
-4. Each signal of `engines/pi/_tables.OVERLAP_SIGNALS` (O1-O6; `overlap`) closes admission (fence `overlap`), makes the
+4. Each of the engine's overlap signals (Pi's: `engines/pi/_tables.OVERLAP_SIGNALS`, O1-O6; `overlap`) closes admission (fence `overlap`), makes the
    binding uncertain and settles the slot's receipt delivery-unknown, reason run-overlap; a running
    interrupt ends uncertain (run-overlap) and writes no further abort. Nothing is written to the engine. A
    stopped execution's late output changes nothing. O2 is read here (an ack while another run is active);
@@ -24,9 +24,7 @@ The rules it keeps (the core's rules 2, 3 and 7a; `core/_tables.SLOT_TABLE`, `RE
 from __future__ import annotations
 
 from mosaic.pi_rpc import Command
-from mosaic.pi_rpc.link import NotEvidence
 
-from ..engines.pi._tables import OVERLAP_SIGNALS
 from . import _binding, _chain, _drift, _slot
 from ._io import FlushEngine
 from ._slot import Settle
@@ -55,11 +53,10 @@ def known(s: CoreState, command: Command) -> None:
 
 
 def _prompt_answered(s: CoreState, slot: Slot) -> None:
-    response = slot.prompt.response or {}
-    if response.get("success") is not True:
-        # An error before preflight passed (rpc-mode.js 314-318): failed, native error kept (N3, N8).
-        _slot.reconcile(s, Settle("error-response", "failed",
-                                  native_error=str(response.get("error", "error response"))))
+    answer = s.config.engine.prompt_answer(slot.prompt)
+    if not answer.ok:
+        # An error before preflight passed (Pi: rpc-mode.js 314-318): failed, native error kept (N3, N8).
+        _slot.reconcile(s, Settle("error-response", "failed", native_error=answer.error))
         return
     _slot.advance(s, "acknowledged")
     if s.run.active and not slot.run_started:
@@ -73,10 +70,13 @@ def _prompt_answered(s: CoreState, slot: Slot) -> None:
         # ends outcome unknown, never "unsent" (found by the random-interleavings test).
         _slot.reconcile(s, Settle("ack-after-poison", "delivery-unknown", reason="transport-unknown"))
         return
-    # Is there a run? Ask with a get_state written after the ack was read (FACTS a5: only such a
-    # get_state is evidence; the link enforces it in prompt_state).
-    _slot.probe_sent(s, s.link.send({"type": "get_state"}, now=s.now, bound=s.bounds.probe))
-    s.emit(FlushEngine())
+    # Is there a run? Ask with the engine's probe written after the ack was read (Pi: a get_state, FACTS
+    # a5: only such a one is evidence; the link enforces it in prompt_state). An engine with no probe: the
+    # run's own events decide (agent attribution by order), or the next stop or check.
+    probe = s.config.engine.send_probe(s.link, now=s.now, bound=s.bounds.probe)
+    if probe is not None:
+        _slot.probe_sent(s, probe)
+        s.emit(FlushEngine())
     _chain.feed(s, "slot-acked")  # N4: an ack after the chain's abort means a run
 
 
@@ -85,12 +85,11 @@ def _probe_answered(s: CoreState, slot: Slot) -> None:
     assert probe is not None
     if slot.run_started:
         return
-    try:
-        evidence = s.link.prompt_state(slot.prompt, probe)
-    except NotEvidence as exc:
-        s.evidence("probe-not-evidence", detail=str(exc))
+    ran = s.config.engine.probe_answer(s.link, slot.prompt, probe)
+    if isinstance(ran, str):
+        s.evidence("probe-not-evidence", detail=ran)
         return
-    if evidence.is_streaming or evidence.agent_start_between:
+    if ran:
         return
     # N5: acked, no run, none started: extension-handled input. Never "unsent", never resent.
     _slot.reconcile(s, Settle("handled-without-run", "delivery-unknown", reason="handled-without-run"))
@@ -103,7 +102,7 @@ def unknown_outcome(s: CoreState, command: Command) -> None:
         _slot.reconcile(s, Settle("write-unknown", "delivery-unknown", reason="transport-unknown"))
     check = s.drift_check
     if check is not None and command is check.command:
-        _drift.failed(s, check, f"get_entries: outcome unknown ({command.unknown_reason})")
+        _drift.failed(s, check, f"{command.type}: outcome unknown ({command.unknown_reason})")
     # The link poisons itself; `Poisoned` follows and closes admission.
 
 
@@ -120,10 +119,10 @@ def poisoned(s: CoreState, reason: str) -> None:
 
 
 def overlap(s: CoreState, signal: str, detail: str) -> None:
-    """One of OVERLAP_SIGNALS: admission closes, the binding goes uncertain (a running force stop
+    """One of the engine's overlap signals (`EngineRules.overlap_signals`): admission closes, the binding goes uncertain (a running force stop
     decides the binding itself), the slot's receipt settles delivery-unknown (run-overlap), a running
     interrupt ends uncertain with no further abort. Nothing is written to the engine."""
-    assert signal in OVERLAP_SIGNALS
+    assert signal in s.config.engine.overlap_signals
     s.overlaps.append((signal, detail))
     s.evidence("run-overlap", signal=signal, detail=detail)
     if s.binding_state == "stopped":

@@ -152,19 +152,20 @@ def answered(s: CoreState, command: Command) -> None:
     if stop is None:
         return
     stop.pending = None
-    if command.type == "clear_queue":
-        feed(s, "clear-answered", command)
-    elif command.type == "abort":
-        feed(s, "abort-answered", command)
+    # The chain's one command in flight is the one its step wrote (`_send_clear`, `_send_abort`).
+    feed(s, "abort-answered" if stop.step == "abort" else "clear-answered", command)
 
 
 def abort_written(s: CoreState, stop: Stop) -> bool:
     """An abort of this stop's chain (or of the interrupt it superseded) was written: an aborted message
-    is then the chain's doing, not an overlap (O4)."""
-    if stop.aborts:
+    is then the chain's doing, not an overlap (O4). For an engine whose clear also aborts
+    (`EngineRules.clear_aborts`), a clear written is an abort written."""
+    def wrote(x: Stop) -> bool:
+        return x.aborts > 0 or (s.config.engine.clear_aborts and (bool(x.clears) or x.pending is not None))
+    if wrote(stop):
         return True
     superseded = next((x for x in s.stops if x.stop_id == stop.supersedes), None)
-    return superseded is not None and superseded.aborts > 0
+    return superseded is not None and wrote(superseded)
 
 
 def end_uncertain(s: CoreState, stop: Stop, reason: str, detail: str, *, native_queue: str = "unknown") -> None:
@@ -191,7 +192,9 @@ def _send_clear(s: CoreState, stop: Stop, step: StopStep) -> None:
         end_uncertain(s, stop, "transport-unknown", s.link.poisoned)
         return
     stop.step = step
-    stop.pending = s.link.send({"type": "clear_queue"}, now=s.now, bound=s.bounds.clear)
+    if s.config.engine.clear_aborts and s.run.active:
+        s.run.mark_aborted()  # the clear ends the run too: its turn is interrupted
+    stop.pending = s.config.engine.send_clear(s.link, now=s.now, bound=s.bounds.clear)
     s.emit(FlushEngine())
 
 
@@ -204,7 +207,7 @@ def _send_abort(s: CoreState, stop: Stop, command: Command | None = None) -> Non
     if s.run.active:
         s.run.mark_aborted()
     # Pi answers abort after the run settles (rpc.md 124-135): no link bound, our own settle timer (K9).
-    stop.pending = s.link.send({"type": "abort"}, now=s.now, bound=None)
+    stop.pending = s.config.engine.send_abort(s.link, now=s.now)
     s.emit(FlushEngine())
     s.emit(SetTimer(SETTLE_TIMER, s.now + s.bounds.settle))
 
@@ -213,15 +216,13 @@ def _send_abort(s: CoreState, stop: Stop, command: Command | None = None) -> Non
 
 def _cleared(s: CoreState, stop: Stop, command: Command | None) -> None:
     assert command is not None
-    response = command.response or {}
-    data = response.get("data") if isinstance(response.get("data"), Mapping) else None
-    queues = _queues(data)
-    if response.get("success") is not True or queues is None:
+    cleared = s.config.engine.clear_answer(command)
+    if not cleared.ok:
         # Rule 2: a clear that fails sends no abort (it would run what is queued).
         stop.clears.append(Clear(False, s.now))
-        end_uncertain(s, stop, "clear-failed", str(response.get("error", "malformed clear_queue answer")))
+        end_uncertain(s, stop, "clear-failed", cleared.error)
         return
-    steering, follow_up = queues
+    steering, follow_up = cleared.steering, cleared.follow_up
     removed = tuple({"queue": q, "digest": text_digest(t), "bytes": len(t.encode("utf-8", "surrogatepass"))}
                     for q, items in (("steering", steering), ("followUp", follow_up)) for t in items)
     clear = Clear(True, s.now, len(steering), len(follow_up), removed)
@@ -237,22 +238,11 @@ def _cleared(s: CoreState, stop: Stop, command: Command | None) -> None:
         _post_clear(s, stop, clear)
 
 
-def _queues(data: Mapping[str, Any] | None) -> tuple[list[str], list[str]] | None:
-    if data is None:
-        return None
-    steering, follow_up = data.get("steering"), data.get("followUp")
-    if not isinstance(steering, list) or not isinstance(follow_up, list):
-        return None
-    if not all(isinstance(t, str) for t in [*steering, *follow_up]):
-        return None
-    return steering, follow_up
-
-
 def _aborted(s: CoreState, stop: Stop, command: Command | None) -> None:
     assert command is not None
-    response = command.response or {}
-    if response.get("success") is not True:
-        end_uncertain(s, stop, "abort-failed", str(response.get("error", "error response")))
+    answer = s.config.engine.abort_answer(command)
+    if not answer.ok:
+        end_uncertain(s, stop, "abort-failed", answer.error)
         return
     if s.run.active:
         # Pi answers abort once idle (waitForIdle, rpc.md 124-135), so it comes after the aborted run's

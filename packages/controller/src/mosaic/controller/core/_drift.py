@@ -43,8 +43,8 @@ from typing import Any
 
 from mosaic.pi_rpc import Command
 
+from ..engines._seam import Answer
 from ..engines._verdict import Checkpoint, SessionBytes, Verdict, stat_verdict
-from ..engines.pi._drift import PERSISTENCE_DRIFT, check_appended, check_drift, engine_list
 from . import _binding
 from ._io import (
     READ_SESSION,
@@ -130,10 +130,8 @@ def _ask(s: CoreState, check: DriftCheck, since: Checkpoint | None) -> None:
     config = s.config.drift
     assert config is not None
     check.since = since if config.incremental else None
-    request: dict[str, Any] = {"type": "get_entries"}
-    if check.since is not None and check.since.last_id is not None:
-        request["since"] = check.since.last_id
-    check.command = s.link.send(request, now=s.now, bound=s.bounds.drift)
+    since_id = check.since.last_id if check.since is not None else None
+    check.command = s.config.engine.send_entries(s.link, since_id, now=s.now, bound=s.bounds.drift)
     check.engine = None
     check.read_effect = None
     s.emit(FlushEngine())
@@ -178,19 +176,19 @@ def _release(s: CoreState) -> None:
 
 
 def answered(s: CoreState, check: DriftCheck, command: Command) -> None:
-    response = command.response or {}
-    if response.get("success") is not True:
+    try:
+        entries = s.config.engine.entries_answer(command)
+    except ValueError as exc:
+        failed(s, check, f"{command.type} answer: {exc}")
+        return
+    if isinstance(entries, Answer):
         if check.since is not None:  # the checkpoint's last entry is not the engine's: decide in full
-            s.evidence("drift-check-full", check=check.check_id, why=str(response.get("error")))
+            s.evidence("drift-check-full", check=check.check_id, why=entries.error)
             _ask(s, check, None)
             return
-        failed(s, check, f"get_entries failed: {response.get('error', 'error response')}")
+        failed(s, check, f"{command.type} failed: {entries.error}")
         return
-    try:
-        check.engine = engine_list(response.get("data"))
-    except ValueError as exc:
-        failed(s, check, f"get_entries answer: {exc}")
-        return
+    check.engine = entries
     if check.dirty:
         _abandon(s, check)
         return
@@ -216,14 +214,14 @@ def read_done(s: CoreState, done: EffectDone) -> None:
     config = s.config.drift
     assert config is not None
     if check.since is not None:
-        verdict: Verdict | None = check_appended(check.engine, file, checkpoint=check.since)
+        verdict: Verdict | None = s.config.engine.check_appended(check.engine, file, checkpoint=check.since)
         if verdict is None:  # rule D: the ids that follow are not the engine's answer; decide in full
             s.evidence("drift-check-full", check=check.check_id, why="the appended ids differ")
             _ask(s, check, None)
             return
     else:
-        verdict = check_drift(check.engine, file, session_id=config.session_id, previous=s.drift_seen)
-    if verdict.drift and verdict.reason in PERSISTENCE_DRIFT:
+        verdict = s.config.engine.check(check.engine, file, session_id=config.session_id, previous=s.drift_seen)
+    if verdict.drift and verdict.reason in s.config.engine.persistence_drift:
         _unpersisted(s)  # before the held records go out
     _release(s)
     s.drift_verdict = verdict

@@ -26,7 +26,6 @@ The rules it keeps (the core's rules 6 and 7a; brief §3, §9; seed README "Over
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,18 +40,16 @@ from mosaic.pi_rpc.link import (
     TruncatedOutput,
 )
 
-from ..engines.pi._tables import DIALOG, INTERNAL, classify_native
+from ..engines._seam import DialogAsk
 from . import _answers, _chain, _drift, _slot
 from ._io import EngineEvents, Notify
 from ._slot import Settle
 from ._state import CoreState
 from ._values import Run
 
-# The run grammar's events (FACTS "What a Python fake engine must mimic" 6): read while no run is active
-# they are O6. agent_settled is judged in `_agent_settled` (an ack without a start explains it: N11).
-_RUN_EVENTS = frozenset({"turn_start", "turn_end", "message_start", "message_update", "message_end",
-                         "tool_execution_start", "tool_execution_update", "tool_execution_end", "agent_end",
-                         "agent_settled"})
+# The CHAT-01 events that belong to a message: the core numbers messages (`m1`, `m2`, ...) at each
+# message-start, whatever the engine calls them.
+_MESSAGE_EVENTS = frozenset({"message-start", "text-delta", "thinking-delta", "message-end"})
 
 
 def engine_events(s: CoreState, batch: EngineEvents) -> None:
@@ -83,38 +80,37 @@ def engine_events(s: CoreState, batch: EngineEvents) -> None:
 
 def _native(s: CoreState, event: EngineEvent) -> None:
     _drift.engine_busy(s)  # rule 6: the engine is not idle; a check in flight can prove nothing
-    record = event.record
-    mapped = classify_native(record)
-    kind = event.type
-    if mapped is None:
-        # C-4 interim: counted in evidence with its type and byte count; no client event.
-        # Its size as Pi wrote it: JSON.stringify is compact, non-ASCII raw (FACTS (b) "Framing").
-        size = len(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
-        s.unknown_native[kind or "?"] = s.unknown_native.get(kind or "?", 0) + 1
-        s.evidence("unknown-native-event", type=kind, bytes=size)
+    reading = s.config.engine.read(event.record)
+    kind = reading.kind
+    if reading.unknown is not None:
+        # C-4 interim: counted in evidence with its type and byte count (as the engine wrote it); no client event.
+        name, size = reading.unknown
+        s.unknown_native[name] = s.unknown_native.get(name, 0) + 1
+        s.evidence("unknown-native-event", type=event.type, bytes=size)
         s.broadcast_binding()
         return
-    if kind in _RUN_EVENTS and not s.run.active and kind != "agent_settled":
+    if reading.run_event and not s.run.active:
         _answers.overlap(s, "O6", f"{kind} with no run active")
-    if kind == "agent_start":
+    if reading.run_start:
         _agent_start(s)
-    elif kind == "agent_end":
+    if reading.turn_end:
         s.run.in_turn = False
-    elif kind == "message_start":
-        _message_start(s, record)
-    elif kind == "message_end":
-        _message_end(s, record)
-    elif kind == "queue_update":
-        _queue_update(s, record)
-    elif kind == "tool_execution_start":
-        s.run.open_tools[str(record.get("toolCallId"))] = str(record.get("toolName"))
-    elif kind == "tool_execution_end":
-        s.run.open_tools.pop(str(record.get("toolCallId")), None)
-    if mapped == DIALOG:
-        _dialog(s, record)
-    elif mapped != INTERNAL:
-        _client_event(s, mapped, record)
-    if kind == "agent_settled":
+    if reading.user_message_start:
+        _message_start(s)
+    if reading.aborted_message:
+        _message_end(s)
+    if reading.queued_input:
+        _queue_update(s)
+    if reading.tool_start is not None:
+        tool_id, tool_name = reading.tool_start
+        s.run.open_tools[tool_id] = tool_name
+    if reading.tool_end is not None:
+        s.run.open_tools.pop(reading.tool_end, None)
+    if reading.dialog is not None:
+        _dialog(s, reading.dialog)
+    elif reading.event is not None:
+        _client_event(s, *reading.event)
+    if reading.run_settled:
         _agent_settled(s)
 
 
@@ -142,11 +138,9 @@ def _agent_start(s: CoreState) -> None:
     s.broadcast_binding()
 
 
-def _message_start(s: CoreState, record: Mapping[str, Any]) -> None:
-    message = record.get("message")
-    role = message.get("role") if isinstance(message, Mapping) else None
+def _message_start(s: CoreState) -> None:
     slot = s.slot
-    if role == "user" and s.run.ours and slot is not None and not slot.user_started:
+    if s.run.ours and slot is not None and not slot.user_started:
         _slot.user_started(s)
 
 
@@ -181,12 +175,8 @@ def _agent_settled(s: CoreState) -> None:
         s.broadcast_binding()
 
 
-def _message_end(s: CoreState, record: Mapping[str, Any]) -> None:
-    message = record.get("message")
-    if not isinstance(message, Mapping) or message.get("role") != "assistant":
-        return
-    if message.get("stopReason") != "aborted":
-        return
+def _message_end(s: CoreState) -> None:
+    """An aborted assistant message (the chain's abort, or O4)."""
     stop = s.stop
     if stop is not None and stop.state == "stopping" and _chain.abort_written(s, stop):
         return  # the abort of this stop's chain (or of the interrupt it superseded)
@@ -194,17 +184,15 @@ def _message_end(s: CoreState, record: Mapping[str, Any]) -> None:
     _answers.overlap(s, "O4", "an aborted assistant message with no abort of the controller's outstanding")
 
 
-def _queue_update(s: CoreState, record: Mapping[str, Any]) -> None:
-    queued = [q for q in (record.get("steering"), record.get("followUp")) if isinstance(q, list) and q]
-    if not queued:
-        return
+def _queue_update(s: CoreState) -> None:
+    """External input was queued (O5 in an interrupt's pause)."""
     stop = _chain.running(s)
     if stop is not None and stop.step == "abort-due":
         _answers.overlap(s, "O5", "external input was queued between the interrupt's clear and its abort")
 
 
-def _client_event(s: CoreState, event_type: str, record: Mapping[str, Any]) -> None:
-    payload = _payload(s, event_type, record)
+def _client_event(s: CoreState, event_type: str, fields: Mapping[str, Any]) -> None:
+    payload = _payload(s, event_type, fields)
     s.sequence += 1
     subs = s.subscribers()  # each subscribed at or before this sequence (fromSequence <= it)
     # The request whose run this is, inferred from order as `working` is (brief §3); null for a run no
@@ -219,47 +207,29 @@ def _client_event(s: CoreState, event_type: str, record: Mapping[str, Any]) -> N
         s.emit(Notify(subs, "event", event))
 
 
-def _payload(s: CoreState, event_type: str, record: Mapping[str, Any]) -> dict[str, Any]:
+def _payload(s: CoreState, event_type: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The event's payload as the engine's reading gave it; a message's events carry the message's number."""
+    if event_type not in _MESSAGE_EVENTS:
+        return dict(fields)
     if event_type == "message-start":
         s.run.message_seq += 1
         s.run.current_message = f"m{s.run.message_seq}"
-        message = record.get("message") if isinstance(record.get("message"), Mapping) else {}
-        assert isinstance(message, Mapping)
-        return {"message": s.run.current_message, "role": message.get("role"),
-                "content": message.get("content", [])}
-    if event_type in ("text-delta", "thinking-delta"):
-        sub = record.get("assistantMessageEvent")
-        assert isinstance(sub, Mapping)
-        return {"message": s.run.current_message, "contentIndex": sub.get("contentIndex"),
-                "delta": sub.get("delta", "")}
-    if event_type == "message-end":
-        message = record.get("message") if isinstance(record.get("message"), Mapping) else {}
-        assert isinstance(message, Mapping)
-        payload: dict[str, Any] = {"message": s.run.current_message, "role": message.get("role"),
-                                   "content": message.get("content", []), "updateMode": "replace"}
-        for key in ("stopReason", "errorMessage", "toolCallId", "toolName", "isError"):
-            if key in message:
-                payload[key] = message[key]
-        return payload
-    if event_type in ("tool-start", "tool-update", "tool-end"):
-        keys = {"tool-start": ("toolCallId", "toolName", "args"),
-                "tool-update": ("toolCallId", "toolName", "partialResult"),
-                "tool-end": ("toolCallId", "toolName", "result", "isError")}[event_type]
-        return {k: record.get(k) for k in keys if k in record}
-    return {}
+    return {"message": s.run.current_message, **fields}
 
 
-def _dialog(s: CoreState, record: Mapping[str, Any]) -> None:
+def _dialog(s: CoreState, ask: DialogAsk) -> None:
     # P3 (and I2 not built): a native dialog is shown disabled with a reason, never answered.
     s.dialogs += 1
     _chain.approval_uncertain(s)  # seed "Approval": once a dialog was seen, every stop says so
-    decision: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": str(record.get("id", s.new_id("d"))),
-                                "method": record.get("method"), "title": record.get("title"),
-                                "options": record.get("options"), "state": "disabled",
+    name = s.config.engine.name
+    made = s.new_id("d")  # made whether or not the ask has its own id (the ids that follow stay as they were)
+    decision: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": made if ask.id is None else ask.id,
+                                "method": ask.method, "title": ask.fields.get("title"),
+                                "options": ask.fields.get("options"), "state": "disabled",
                                 # Plain words for the person; the rule is P3 (CHAT-03D not adopted).
-                                "reason": "Pi asks a question here; this controller shows it but never "
-                                          "answers it, so Pi decides on its own (its default or timeout)"}
-    for key in ("message", "placeholder", "prefill", "timeout"):  # rpc-mode.js 47-192: the rest of the ask
-        if key in record:
-            decision[key] = record[key]
+                                "reason": f"{name} asks a question here; this controller shows it but never "
+                                          f"answers it, so {name} decides on its own (its default or timeout)"}
+    for key, value in ask.fields.items():  # the rest of the ask, as the engine's reading gave it
+        if key not in decision:
+            decision[key] = value
     s.record(decision)

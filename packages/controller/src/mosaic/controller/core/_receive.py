@@ -52,6 +52,7 @@ from typing import Any
 from mosaic.pi_rpc import LinkCore
 
 from .._methods import UNVERIFIED_METHODS
+from ..engines._seam import ENGINE_RECORD_CAP
 from ..engines._verdict import Verdict
 from . import _admission, _chain, _clients, _drift, _events, _force
 from ._chain import SETTLE_TIMER
@@ -69,12 +70,12 @@ from ._io import (
     PageRead,
     TimerFired,
 )
-from ._state import ENGINE_RECORD_CAP, Bounds, CoreConfig, CoreState, engine_link_core
+from ._state import Bounds, CoreConfig, CoreState
 from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
 
 # The timer and effect names the shells and tests use, and the configuration, are importable from here too.
 __all__ = ["DRIFT_READ_TIMER", "DRIFT_START", "ENGINE_RECORD_CAP", "SETTLE_TIMER", "Bounds",
-           "ControllerCore", "CoreConfig", "engine_link_core", "new_incarnation"]
+           "ControllerCore", "CoreConfig", "new_incarnation"]
 
 
 class ControllerCore:

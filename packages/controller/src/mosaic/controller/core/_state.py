@@ -24,9 +24,9 @@ from types import MappingProxyType
 from typing import Any
 
 from mosaic.pi_rpc import LinkCore
-from mosaic.safe_open import MAX_SESSION_FILE_BYTES
 
 from .._refusal import ControlRefusal
+from ..engines._seam import EngineRules
 from ..engines._verdict import Checkpoint, DriftConfig, FileIdentity, Verdict
 from ._access import AccessPolicy, actor_record
 from ._io import (
@@ -48,12 +48,6 @@ from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run,
 
 CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held during a drift check (rule 3)
 RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats (and the settled requests kept in memory)
-# The engine link's record cap, derived from the reader's (no answer on the control path may be cut for its
-# size while the reader still accepts the session): get_entries holds every entry of the file, each the
-# bytes of its line (JSON.stringify both ways); agent_end holds one run's messages, all of them in the file.
-# Twice the reader's cap, plus an envelope: room for both (the load check asks get_entries since the
-# recorded leaf, never get_tree, whose nesting grows with a chain: `engines/pi/_launch` rule 3).
-ENGINE_RECORD_CAP = 2 * MAX_SESSION_FILE_BYTES + (4 << 20)
 
 
 @dataclass(frozen=True)
@@ -78,6 +72,9 @@ class CoreConfig:
     execution: str  # the execution incarnation: every event carries it (§3 "Events")
     binding: str
     incarnation: str  # the controller incarnation token (§1), minted at each controller start
+    # The engine's rules (the seam's `EngineRules`: Pi's are `engines.pi.PI_RULES`): every command the core
+    # writes to its engine and every record it reads goes through them; the core names no engine's wire.
+    engine: EngineRules = field(kw_only=True)
     actor: str = "local-operator"
     generation: int = 1
     unit: str | None = None  # the cohort's unit name, for the force-stop confirmation's summary
@@ -104,12 +101,6 @@ class CoreConfig:
     # The uid this execution's engine runs as, when the lifecycle allocated one for it (`EngineUids`; the
     # claim records it too); None for the launcher's one account. The binding record carries it.
     engine_uid: int | None = None
-
-
-def engine_link_core(bounds: Bounds) -> LinkCore:
-    """The LinkCore a controller drives its engine through: the command bound of `bounds`, the record cap
-    derived from the reader's (`ENGINE_RECORD_CAP`)."""
-    return LinkCore(default_bound=bounds.command, max_record_bytes=ENGINE_RECORD_CAP)
 
 
 def text_digest(text: str) -> str:
@@ -142,7 +133,7 @@ class CoreState:
     def __init__(self, config: CoreConfig, *, now: float, link: LinkCore | None = None) -> None:
         self.config = config
         self.bounds = config.bounds
-        self.link = link if link is not None else engine_link_core(config.bounds)
+        self.link = link if link is not None else config.engine.new_wire(command_bound=config.bounds.command)
         self.execution = config.execution
         self.generation = config.generation
         self.controller: ConnId | None = None  # the controlling connection, connected or not (H11)

@@ -5,9 +5,9 @@
    leaves delivery-unknown, failed or finished.
 2. SLOT_TABLE (brief §3 R3-1 rule 4, the pending slot when a fence lands): the slot's state, what the
    controller does, and where the receipt goes.
-3. The text policy (`check_text`): a prompt's text is there and within MAX_TEXT_CHARS (the seed's `draft`),
-   then the engine's prefix table (Pi's `TEXT_PREFIXES`, `engines/pi/_tables`) says whether it would
-   interpret it.
+3. The text policy (`draft_problem`): a prompt's text is there and within MAX_TEXT_CHARS (the seed's `draft`);
+   then the engine's rules say whether it would interpret it (`EngineRules.text_problem`: Pi's prefix table,
+   `engines/pi/_tables.TEXT_PREFIXES`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from ..engines.pi._tables import TEXT_PREFIXES
-
 __all__ = ["CHAT01_EVENT_TYPES", "MAX_TEXT_CHARS", "RECEIPT_STATES", "RECEIPT_TRANSITIONS", "SLOT_TABLE",
-           "TERMINAL_RECEIPT_STATES", "ReceiptState", "SlotCase", "SlotRow", "check_text", "receipt_move_allowed",
+           "TERMINAL_RECEIPT_STATES", "ReceiptState", "SlotCase", "SlotRow", "draft_problem", "receipt_move_allowed",
            "utf16_units"]
 
 # ----------------------------------------------------------------------------------- 3. the text policy
@@ -36,27 +34,15 @@ def utf16_units(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def check_text(text: str) -> tuple[str, str] | None:
-    """None when `text` may be sent as a prompt; else (refusal code, message).
-
-    `draft`: empty, or longer than MAX_TEXT_CHARS characters (UTF-16 code units, as JavaScript counts
-    them: the pinned Pi and the seed's controller are JavaScript). `text-policy`: a refused prefix row matches
-    (the first non-whitespace character is `/`, brief §4).
-    """
+def draft_problem(text: str) -> tuple[str, str] | None:
+    """None when `text` is there and within the limit; else ("draft", message): empty, or longer than
+    MAX_TEXT_CHARS characters (UTF-16 code units, as JavaScript counts them: the seed's controller is
+    JavaScript). The engine's own text policy follows (`EngineRules.text_problem`: Pi's prefix rows)."""
     if not text or not text.strip():
         return ("draft", "prompt text is missing")
     units = len(text) if len(text) * 2 <= MAX_TEXT_CHARS else utf16_units(text)
     if units > MAX_TEXT_CHARS:
         return ("draft", f"prompt text is {units} characters (UTF-16 units), over {MAX_TEXT_CHARS}")
-    stripped = text.lstrip()
-    for row in TEXT_PREFIXES:
-        if not row.refused:
-            continue
-        subject = text if row.position == "index-0" else stripped
-        if row.position in ("index-0", "first-non-whitespace") and subject.startswith(row.prefix):
-            # Plain words for the person who typed it; the Pi sources stay in the row (and the README).
-            return ("text-policy", f"text starting with {row.prefix!r} is interpreted by Pi (as a command, "
-                                   "a skill or a template), so it is not sent")
     return None
 
 

@@ -1,4 +1,4 @@
-"""The claim-backed lifecycle (brief §2, §6): a `Controller` for one execution (`Placement`, `EngineSpec`,
+"""The claim-backed lifecycle (brief §2, §6): a `LaunchingController` for one execution (`Placement`, `PiSpec`,
 `Hooks`), the live-session guard it keeps (`LiveSessionGuard`, `LiveRoots`, `RULES`), the session it reads
 (`SessionPlace`, `SessionIdentity`), an engine uid per execution (`EngineUids`, its `Lease`s, `claim_over`,
 `live_uids`, `hand_over`), the recover eligibility records (`EligibilityRecord` and its
@@ -8,6 +8,7 @@ single-use steps), and where the writer claim meets the cohort (`ClaimCohortProb
 from __future__ import annotations
 
 from ..engines.pi._session import SessionIdentity, SessionPlace, read_session, session_place
+from ..engines.pi._spec import PiSpec
 from ._cohort import ClaimCohortProbe, StopRun, cohort_proof_ref, run_force_stop, stop_and_release
 from ._eligibility import (
     RECORD_DIR,
@@ -21,7 +22,7 @@ from ._eligibility import (
 )
 from ._engine_uids import EngineUids, Lease, claim_over, hand_over, live_uids
 from ._guard import RULES, LiveRoots, LiveSessionGuard
-from ._launching import Controller, EngineSpec, Hooks, Placement
+from ._launching import Hooks, LaunchingController, Placement
 from ._ports import (
     POOL_WORKERS,
     CgroupCohort,
@@ -49,9 +50,9 @@ __all__ = [
     "RECORD_DIR",
     "RULES",
     "ClaimCohortProbe",
-    "Controller",
+    "LaunchingController",
     "EligibilityRecord",
-    "EngineSpec",
+    "PiSpec",
     "EngineUids",
     "Execution",
     "Hooks",

@@ -1,6 +1,6 @@
 """What the lifecycle checks before a launch from an eligibility record, and reports of an execution it did not
 run to its end (brief §6 "Recover", "Effects"; `_launching` runs them; the engine's own checks, the seal,
-the pins, a loadable file and K8's load check, are `engines/pi/_launch`'s):
+the pins, a loadable file and K8's load check, are the engine's: the seam's `Engine`, Pi's in `engines/pi`):
 
 1. A recover's record still describes the pair and the session (`revalidate`: `eligibility`, `target`,
    `engine-pin-mismatch`, `session-drift`).
@@ -17,16 +17,15 @@ from mosaic.safe_open import Refusal
 from mosaic.writer_claim import ClaimStore, Pins, SeatKey, SessionKey, State
 
 from .._refusal import ControlRefusal
-from ..engines.pi._launch import loadable
-from ..engines.pi._session import SessionIdentity, SessionPlace, read_session
+from ..engines._seam import Engine, Place, SessionRead
 from ._eligibility import EligibilityRecord
 
 __all__ = ["effect_report", "pins_dict", "refused", "revalidate"]
 
 
 def revalidate(store: ClaimStore, seat_key: SeatKey, session_key: SessionKey, record: EligibilityRecord, *,
-               place: SessionPlace, session_file: str, header_id: str, conversation: str,
-               pins: Pins) -> SessionIdentity:
+               engine: Engine, place: Place, session_file: str, header_id: str, conversation: str,
+               pins: Pins) -> SessionRead:
     """Launch's checks of a record against the claim, this launcher's pins and the session as it is now
     (brief §6 "Recover": "It revalidates the record against the claim and the current leaf"). Returns the
     session as read now (the load check compares the engine's leaf with it: K8). Raises: `eligibility`
@@ -53,10 +52,10 @@ def revalidate(store: ClaimStore, seat_key: SeatKey, session_key: SessionKey, re
     if dict(record.pins) != pins_dict(pins):
         raise ControlRefusal("engine-pin-mismatch", "this launcher's engine pins (binary or argv digest) are "
                                                     "not the ones the record was granted for (W9)")
-    now = read_session(place)
+    now = engine.read(place)
     if now.header_id != record.session_id:
         raise ControlRefusal("target", "the session file's header ID changed after eligibility")
-    loadable(now)  # a line torn after eligibility: refused before the record is held
+    engine.loadable(now)  # a line torn after eligibility: refused before the record is held
     if (now.leaf, now.branch) != (record.leaf, record.branch):
         raise ControlRefusal("target", f"the session's leaf moved after eligibility: {now.leaf!r} on "
                                        f"{now.branch!r}, not the recorded {record.leaf!r} on "
@@ -64,12 +63,12 @@ def revalidate(store: ClaimStore, seat_key: SeatKey, session_key: SessionKey, re
     return now
 
 
-def effect_report(place: SessionPlace, execution: str, stop: str | None) -> Mapping[str, Any]:
+def effect_report(engine: Engine, place: Place, execution: str, stop: str | None) -> Mapping[str, Any]:
     """The effectReport of an execution this controller did not run to its end (a boot proof stopped it,
     W7; or its controller died, W6, K10): every tool call the session file shows without a result is an
     uncertain effect; network uncertain; killing is never rollback (brief §6 "Effects")."""
     try:
-        tools = read_session(place).open_tools
+        tools = engine.read(place).open_tools
     except Refusal:
         tools = ()
     return {"type": "effectReport", "stop": stop or f"restart-{execution}", "execution": execution,

@@ -1,7 +1,7 @@
 """The lifecycle: a controller that launches its engine under a writer claim, in a cohort, and stops it
 with a proof (brief §2 as the controller uses the claim, §6).
 
-`Controller` is built from constructor arguments only (§2 "Location and live-session guard": no
+`LaunchingController` is built from constructor arguments only (§2 "Location and live-session guard": no
 production default): the fixture root, the claim root, the session file, the socket directory, the
 engine (the pinned Pi, or a test hook command such as the fake engine) and a cgroup-cohort `Launcher` (or a
 `CohortPort`).
@@ -49,12 +49,10 @@ import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from mosaic.cgroup_cohort import CohortRef, Credentials, FixtureVerifier, Launcher, StopRequest, UserManager
 from mosaic.cgroup_cohort.limits import held_to_dict
-from mosaic.chat_pages import conversation_id
 from mosaic.pi_rpc import EngineLink, LinkCore
 from mosaic.safe_open import Refusal
 from mosaic.writer_claim import (
@@ -72,12 +70,8 @@ from mosaic.writer_claim import (
 
 from .._refusal import ControlRefusal
 from ..core._access import AccessPolicy, Grants
-from ..core._receive import Bounds, ControllerCore, CoreConfig, engine_link_core
-from ..engines._verdict import DriftConfig
-from ..engines.pi._history import history_reader
-from ..engines.pi._launch import current_pins, load_check, loadable, sealed_argv
-from ..engines.pi._session import SessionIdentity, SessionPlace, read_session, session_place
-from ..engines.pi._spec import EngineSpec
+from ..core._receive import Bounds, ControllerCore, CoreConfig
+from ..engines._seam import Engine, EngineFactory, Place, SessionRead
 from ..server._runtime import ControllerRuntime
 from ..server._socket_server import ServerLimits, socket_state
 from ._checks import effect_report
@@ -101,20 +95,20 @@ from ._recover import Recovering
 from ._session_reader import SessionFileReader
 from ._steps import START_STEPS, StartStep
 
-__all__ = ["Controller", "EngineSpec", "Hooks", "Placement"]
+__all__ = ["LaunchingController", "Hooks", "Placement"]
 
 logger = logging.getLogger("mosaic.controller.lifecycle")
 
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 
-class Controller(Recovering):
+class LaunchingController(Recovering):
     """One controller process for one execution (see the module docstring)."""
 
     def __init__(
         self,
         placement: Placement,
-        engine: EngineSpec,
+        engine: EngineFactory,
         launcher: Launcher | None,
         *,
         verifier: FixtureVerifier,
@@ -155,7 +149,7 @@ class Controller(Recovering):
                 raise ControlRefusal("configuration", "a controller needs a cgroup-cohort launcher or a cohort port")
             cohort = CgroupCohort(launcher, manager=manager)
         self.placement = placement
-        self.engine = engine
+        self.engine: Engine = engine.engine()
         self.cohort: CohortPort = cohort
         self.verifier = verifier
         self.bounds = bounds or Bounds()
@@ -176,16 +170,16 @@ class Controller(Recovering):
             data_root=placement.data_root, registrations=placement.registrations))
         self.session_real = self.guard.check(placement.session_file, what="session file")
         self.claim_root_real = self.guard.check(placement.claim_root, what="claim root")
-        self.place: SessionPlace = session_place(self.session_real)
-        self.identity: SessionIdentity = read_session(self.place)
+        self.place: Place = self.engine.place(self.session_real)
+        self.identity: SessionRead = self.engine.read(self.place)
         # The engine's state directories, handed to each allocated uid before its launch: never a live one.
-        for state_dir in engine.state_dirs:
+        for state_dir in self.engine.state_dirs:
             self.guard.check(state_dir, what="engine state directory")
-        self.argv = sealed_argv(engine, self.session_real)
-        self.pins = current_pins(engine, self.argv)
-        self.conversation = conversation_id(self.place.project, self.place.seat, self.place.name)
+        self.argv = self.engine.argv(self.session_real)
+        self.pins = self.engine.pins(self.argv)
+        self.conversation = self.engine.conversation(self.place)
         self.seat_key = SeatKey(self.place.seat, self.place.project, placement.workspace or self.place.project)
-        self.session_key = SessionKey("pi", self.identity.header_id)
+        self.session_key = SessionKey(self.engine.name, self.identity.header_id)
         self.pool = pool if pool is not None else Pool()
         self.claims: ClaimsPort = WriterClaims(self.claim_root_real, self.seat_key, self.session_key,
                                                pool=self.pool, barrier=self.hooks.barrier, owner=claims_owner)
@@ -205,11 +199,11 @@ class Controller(Recovering):
 
     # ----------------------------------------------------------------------------------------- set-up
 
-    def _binding(self, identity: SessionIdentity | None = None, pins: Pins | None = None) -> Binding:
+    def _binding(self, identity: SessionRead | None = None, pins: Pins | None = None) -> Binding:
         """The binding a claim records: the session's branch and leaf as read (`identity`, default the one
         read at construction) and the engine's pins."""
         identity = identity or self.identity
-        return Binding(f"binding-{secrets.token_hex(8)}", "pi", self.conversation, identity.branch,
+        return Binding(f"binding-{secrets.token_hex(8)}", self.engine.name, self.conversation, identity.branch,
                        identity.leaf, pins or self.pins)
 
     def _step(self, name: str) -> None:
@@ -278,7 +272,7 @@ class Controller(Recovering):
     async def _classify(self) -> StartStep:
         probe = ClaimCohortProbe(self.cohort.launcher(), verifier=self.verifier, clock=self.clock)
         report = await self.claims.restart(probe)
-        self.inherited = tuple(effect_report(self.place, d.claim_id, boot_stop_id(d.claim_id))
+        self.inherited = tuple(effect_report(self.engine, self.place, d.claim_id, boot_stop_id(d.claim_id))
                                for d in report.decisions
                                if d.outcome is Outcome.STOPPED_BOOT_PROOF and d.claim_id is not None)
         if report.free:
@@ -287,7 +281,7 @@ class Controller(Recovering):
         return "take-over-held"
 
     async def _launch_new(self) -> StartStep:
-        loadable(await self.pool.run(lambda: read_session(self.place)))
+        self.engine.loadable(await self.pool.run(lambda: self.engine.read(self.place)))
         self._step("acquiring")
         try:
             claim = await self.claims.acquire(self._binding())
@@ -314,14 +308,15 @@ class Controller(Recovering):
                               cwd=self.place.project, limits=self.engine.limits, engine=engine)
         self._step("launched")
         ref = handle.ref
-        core_link = engine_link_core(self.bounds)
+        core_link = self.engine.rules.new_wire(command_bound=self.bounds.command)
         wfd, rfd = handle.take_stdio()
         link = EngineLink(wfd, rfd, core=core_link, clock=self.clock)
         self.execution = Execution(claim, ref, link, handle)
         # The load check's queries are read-only and admission opens only after both are done, so they go out
         # now: the engine boots while active is published (two fsynced writes off its critical path).
-        check = asyncio.ensure_future(load_check(link, bound=self.bounds.command, session_file=self.session_real,
-                                                 identity=self.identity, step=self._step))
+        check = asyncio.ensure_future(self.engine.load_check(link, bound=self.bounds.command,
+                                                             session_file=self.session_real, identity=self.identity,
+                                                             step=self._step))
         try:
             await self.claims.activate(claim, ref)
         except BaseException:
@@ -431,7 +426,7 @@ class Controller(Recovering):
         self.execution = Execution(claim, ref, None)
         stop = claim.head("seat").stop
         # The dead controller's open tool calls are gone with its memory; the file still shows them.
-        self.inherited += (effect_report(self.place, claim.claim_id, stop.stop_id if stop is not None else None),)
+        self.inherited += (effect_report(self.engine, self.place, claim.claim_id, stop.stop_id if stop is not None else None),)
         if claim.state is State.STOPPING and stop is not None and ref is not None:
             return "continue-stop"
         return "serve-orphan"
@@ -470,8 +465,9 @@ class Controller(Recovering):
         return CoreConfig(conversation=self.conversation, execution=claim.claim_id,
                           binding=claim.head("seat").binding.binding_id, incarnation=self.claims.incarnation,
                           generation=claim.head("seat").generation, unit=unit, census=True, bounds=self.bounds,
+                          engine=self.engine.rules,
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
-                          drift=DriftConfig(self.identity.header_id), inherited=self.inherited, access=self.access,
+                          drift=self.engine.drift(self.identity), inherited=self.inherited, access=self.access,
                           limits=limits, engine_uid=claim.engine_uid)
 
     # ------------------------------------------------------------------------------------------- serve
@@ -484,7 +480,7 @@ class Controller(Recovering):
             # No engine is attached (an orphan, or a stopped execution): nothing can ever be written.
             core.link.output_ended(now=self.clock())
         self._session_reader = SessionFileReader(self.place.project, self.place.sessions_rel, self.place.name)
-        _cid, pages = history_reader(Path(self.place.project), Path(self.place.path), seat=self.place.seat)
+        _cid, pages = self.engine.history(self.place)
         self.runtime = ControllerRuntime(core, link, self.socket_path, page_reader=pages,
                                          effects=LifecyclePorts(self), limits=self.limits, clock=self.clock,
                                          evidence_path=self.evidence_path, session_reader=self._session_reader,
@@ -542,7 +538,7 @@ class Controller(Recovering):
         return result
 
     # the start steps, each handing on to the next (`_steps.START_STEPS`)
-    _STEPS: Mapping[StartStep, Callable[[Controller], Awaitable[StartStep]]] = {
+    _STEPS: Mapping[StartStep, Callable[[LaunchingController], Awaitable[StartStep]]] = {
         "bind": _bind, "socket": _check_socket, "open-claims": _open_claims,
         "use-eligibility": Recovering._launch_eligible, "classify": _classify, "launch-new": _launch_new,
         "take-over-held": _take_over_held, "spawn": _spawn, "continue-stop": _continue_stop,

@@ -247,7 +247,7 @@ class Execution:
 
 
 class Lifecycle(Protocol):
-    """What the ports read of the lifecycle they carry out effects for (`Controller`)."""
+    """What the ports read of the lifecycle they carry out effects for (`LaunchingController`)."""
 
     execution: Execution | None
     runtime: ControllerRuntime | None

@@ -39,9 +39,7 @@ from mosaic.writer_claim import (
 
 from .._refusal import ControlRefusal
 from ..core._receive import Bounds, ControllerCore
-from ..engines.pi._launch import current_pins
-from ..engines.pi._session import SessionIdentity, SessionPlace, read_session
-from ..engines.pi._spec import EngineSpec
+from ..engines._seam import Engine, Place, SessionRead
 from ..server._runtime import ControllerRuntime
 from ._checks import pins_dict, refused, revalidate
 from ._eligibility import (
@@ -74,8 +72,8 @@ class Recovering:
     runtime: ControllerRuntime | None
     recovered: EligibilityRecord | None
     eligibility: str | None
-    identity: SessionIdentity
-    place: SessionPlace
+    identity: SessionRead
+    place: Place
     session_real: str
     claim_root_real: str
     conversation: str
@@ -88,14 +86,14 @@ class Recovering:
     _claim: Claim | None
     _load_problem: str | None
 
-    engine: EngineSpec
+    engine: Engine
     placement: Placement
     clock: Callable[[], float]
 
     def _step(self, name: str) -> None:
         raise NotImplementedError
 
-    def _binding(self, identity: SessionIdentity | None = None, pins: Pins | None = None) -> Binding:
+    def _binding(self, identity: SessionRead | None = None, pins: Pins | None = None) -> Binding:
         raise NotImplementedError
 
     async def _launch_eligible(self) -> StartStep:
@@ -126,7 +124,7 @@ class Recovering:
         store = self.claims.store
         record = read_record(self.claim_root_real, record_id)
         if check:
-            self.identity = revalidate(store, self.seat_key, self.session_key, record, place=self.place,
+            self.identity = revalidate(store, self.seat_key, self.session_key, record, engine=self.engine, place=self.place,
                                        session_file=self.session_real, header_id=self.identity.header_id,
                                        conversation=self.conversation, pins=self.pins)
             self._step("revalidated")
@@ -211,14 +209,14 @@ class Recovering:
         if claim.state is not State.STOPPED or proof is None or proof.kind not in (ProofKind.COHORT, ProofKind.BOOT):
             return refused("stop-proof", f"the claim is {claim.state.value} without a stop proof")
         try:
-            pins = current_pins(self.engine, self.argv)
+            pins = self.engine.pins(self.argv)
         except Refusal as refusal:
             return {"refusal": refusal.to_dict()}
         if pins != head.binding.pins:
             return refused("engine-pin-mismatch", "the engine's pins changed since the stopped launch (K6)")
         try:
             self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
-            now = read_session(self.place)
+            now = self.engine.read(self.place)
         except Refusal as refusal:
             return {"refusal": refusal.to_dict()}
         if now.header_id != self.identity.header_id:

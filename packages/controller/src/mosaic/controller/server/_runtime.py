@@ -67,6 +67,7 @@ from ..core._io import (
     TimerFired,
 )
 from ..core._receive import DRIFT_START, ControllerCore
+from ..engines._seam import PageReader
 from ..engines._verdict import FileIdentity, SessionBytes
 from ._socket_server import Placeholder, ServerLimits, SocketServer
 
@@ -75,8 +76,8 @@ __all__ = ["ControllerRuntime", "EffectHandler", "PageReader", "SessionReader", 
 
 logger = logging.getLogger("mosaic.controller.runtime")
 
-PageReader = Callable[[str | None], Mapping[str, Any]]
-"""Blocking: the reader's result for the first page of the current branch (None) or a cursor's page."""
+# PageReader (the seam's): blocking, the reader's result for the first page of the current branch (None) or a
+# cursor's page.
 
 EffectHandler = Callable[[Effect], Awaitable[Mapping[str, Any]]]
 """Carries out one effect the core asked for and returns its result (fed back as `EffectDone`)."""

@@ -4,10 +4,13 @@ interprets, `TEXT_PREFIXES`; its native events and what each becomes, `EVENT_MAP
 `check_appended`, `engine_list`: the `get_entries` answer; `DRIFT_REASONS`, `PERSISTENCE_DRIFT`), what the
 lifecycle reads of a Pi session file (`session_place`, `SessionPlace`, `read_session`, `SessionIdentity`),
 the checks of a launch (`sealed_argv`, `current_pins`, `loadable`, K8's `load_check` with `leaf_query`
-and `leaf_problem`) and the history pages an observe serves (`history_reader`)."""
+and `leaf_problem`) and the history pages an observe serves (`history_reader`). The seam's two halves for Pi:
+the core's `PiRules` (`PI_RULES`, `CoreConfig.engine`) and the lifecycle's `PiEngine`, made by `PiSpec.engine()`
+(how to run Pi: the `EngineFactory` a `LaunchingController` takes)."""
 
 from __future__ import annotations
 
+from ._adapter import PiEngine
 from ._drift import DRIFT_REASONS, PERSISTENCE_DRIFT, check_appended, check_drift, engine_list
 from ._history import history_reader
 from ._launch import (
@@ -21,6 +24,7 @@ from ._launch import (
     tree_digest,
 )
 from ._session import SessionIdentity, SessionPlace, read_session, session_place
+from ._spec import PiSpec
 from ._tables import (
     DIALOG,
     DIALOG_METHODS,
@@ -35,6 +39,7 @@ from ._tables import (
     Prefix,
     classify_native,
 )
+from ._wire import PI_RULES, PiRules
 
 __all__ = [
     "DIALOG",
@@ -45,11 +50,15 @@ __all__ = [
     "LATER_LINE_SLASH_INTERPRETED",
     "MESSAGE_UPDATE_MAP",
     "OVERLAP_SIGNALS",
+    "PI_RULES",
     "PERSISTENCE_DRIFT",
     "STARTUP_APPEND_TYPES",
     "TEXT_PREFIXES",
     "UI_NOTICE_METHODS",
     "OverlapSignal",
+    "PiEngine",
+    "PiRules",
+    "PiSpec",
     "Prefix",
     "SessionIdentity",
     "SessionPlace",

@@ -3,15 +3,16 @@ read-only (`history_reader`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mosaic.chat_pages import ReaderRefusal, RepositorySpec, conversation_id, create_reader, roots_from_specs
 
+from .._seam import PageReader
+
 __all__ = ["history_reader"]
 
-PageReader = Callable[[str | None], Mapping[str, Any]]  # the runtime's `PageReader`
 
 
 def history_reader(project: Path, session: Path, *, seat: str) -> tuple[str, PageReader]:

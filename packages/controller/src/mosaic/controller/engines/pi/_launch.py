@@ -49,7 +49,7 @@ STARTUP_APPEND_TYPES = frozenset({"model_change", "thinking_level_change"})
 
 
 class EngineDescription(Protocol):
-    """What the checks read of an `EngineSpec`."""
+    """What the checks read of an `PiSpec`."""
 
     @property
     def pi_dir(self) -> str | None: ...

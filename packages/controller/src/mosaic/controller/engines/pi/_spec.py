@@ -1,4 +1,4 @@
-"""How to run the Pi engine (`EngineSpec`): the pinned Pi or a test command, sealed, with its environment,
+"""How to run the Pi engine (`PiSpec`): the pinned Pi or a test command, sealed, with its environment,
 limits and state directories."""
 
 from __future__ import annotations
@@ -8,11 +8,13 @@ from dataclasses import dataclass
 
 from mosaic.cgroup_cohort import EngineLimits
 
-__all__ = ["EngineSpec"]
+from ._adapter import PiEngine
+
+__all__ = ["PiSpec"]
 
 
 @dataclass(frozen=True)
-class EngineSpec:
+class PiSpec:
     """How to run the engine, sealed: the pinned Pi in `pi_dir` (the pin is checked before spawn), or a
     test hook `command` (`[program, *pre_args]`: the fake engine; not the pinned engine, so not
     pin-checked, its pre-arguments still are). `env` is exactly the engine's environment. `limits` are the
@@ -31,3 +33,7 @@ class EngineSpec:
     # (`EngineUids`), what an earlier execution's uid owns in them is handed to each new one before its
     # launch (systemd's StateDirectory=); each must be inside the fixture root (the guard checks them).
     state_dirs: tuple[str, ...] = ()
+
+    def engine(self) -> PiEngine:
+        """The engine this spec describes, as the lifecycle uses it (the seam's `EngineFactory`)."""
+        return PiEngine(self, env=self.env, limits=self.limits, state_dirs=self.state_dirs)

@@ -1,8 +1,8 @@
 """Pi's tables: what the pinned Pi's wire means, data beside the brief's text, each walked by a test.
 
 1. TEXT_PREFIXES (brief §4 "Interpretation"; FACTS.md (f), checked against Pi 0.85.1's source and
-   binary): what the pinned Pi's RPC `prompt` interprets, and whether admission refuses it. `check_text`
-   (`core/_tables`) reads this table; the S2 test iterates the same table.
+   binary): what the pinned Pi's RPC `prompt` interprets, and whether admission refuses it. `prefix_problem`
+   (the seam's `text_problem`, after the core's `draft`) reads this table; the S2 test iterates the same table.
 2. EVENT_MAP (brief §3 "Events"; FACTS.md (b) "Every record type written to stdout"): each native
    event type (and each `assistantMessageEvent.type` of `message_update`) to the CHAT-01 event type it
    becomes, or to INTERNAL (read by the controller, shown as no client event), or DIALOG. A type not in
@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from .._seam import OverlapSignal
+
 __all__ = ["DIALOG", "DIALOG_METHODS", "EVENT_MAP", "INTERNAL", "LATER_LINE_SLASH_INTERPRETED", "MESSAGE_UPDATE_MAP",
-           "OVERLAP_SIGNALS", "TEXT_PREFIXES", "UI_NOTICE_METHODS", "OverlapSignal", "Prefix", "classify_native"]
+           "OVERLAP_SIGNALS", "TEXT_PREFIXES", "UI_NOTICE_METHODS", "OverlapSignal", "Prefix", "classify_native",
+           "prefix_problem"]
 
 # ----------------------------------------------------------------------------------- 1. the text prefixes
 
@@ -58,6 +61,22 @@ TEXT_PREFIXES: tuple[Prefix, ...] = (
 # Extension `input` handlers can interpret any text (agent-session.js 840-851); the seal runs
 # `--no-extensions`, so none is registered (FACTS (b) "Extension UI under the seal"). Not a prefix row.
 LATER_LINE_SLASH_INTERPRETED = False
+
+
+def prefix_problem(text: str) -> tuple[str, str] | None:
+    """("text-policy", message) when a refused row of TEXT_PREFIXES matches `text` (the first non-whitespace
+    character is `/`, brief §4); None otherwise (the seam's `EngineRules.text_problem`)."""
+    stripped = text.lstrip()
+    for row in TEXT_PREFIXES:
+        if not row.refused:
+            continue
+        subject = text if row.position == "index-0" else stripped
+        if row.position in ("index-0", "first-non-whitespace") and subject.startswith(row.prefix):
+            # Plain words for the person who typed it; the Pi sources stay in the row (and the README).
+            return ("text-policy", f"text starting with {row.prefix!r} is interpreted by Pi (as a command, "
+                                   "a skill or a template), so it is not sent")
+    return None
+
 
 
 # ----------------------------------------------------------------------------------------- 2. events
@@ -133,15 +152,6 @@ def classify_native(record: Mapping[str, object]) -> str | None:
 
 
 # ------------------------------------------------------------------------------- 3. the overlap signals
-
-
-@dataclass(frozen=True)
-class OverlapSignal:
-    """One overlap signal: the wire order that shows it and why it breaks attribution by order."""
-
-    signal: str
-    when: str
-    why: str
 
 
 OVERLAP_SIGNALS: Mapping[str, OverlapSignal] = MappingProxyType({
