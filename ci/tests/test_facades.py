@@ -130,3 +130,19 @@ def test_rule9_the_repository_holds_its_budgets_and_tables() -> None:
     assert set(workspace.PUBLIC_BUDGET) <= set(workspace.PACKAGES)
     assert set(workspace.UNSTABLE) <= set(workspace.PUBLIC_BUDGET)
     assert facades.check() == []
+
+
+def test_rule9_a_facade_may_re_export_another_mosaic_packages_names_and_must_list_exactly_them(
+        pkg: pathlib.Path) -> None:
+    """The controller's `client` re-exports mosaic-controller-client (issue 31): another package's names bind,
+    count as promised here, and the facade's list must still be exactly what it imports."""
+    (pkg / "a.py").write_text('"""F."""\nfrom mosaic.safe_open import Refusal\n\n__all__ = ["Refusal"]' + DIR)
+    assert [p for p in facades.check_package("pi-rpc") if "README" not in p] == []
+    assert facades.promised_count("pi-rpc") == 2  # A and Refusal
+    (pkg / "a.py").write_text('"""F."""\nfrom mosaic.safe_open import Refusal\n\n__all__ = ["Refusal", "X"]' + DIR)
+    problems = [p for p in facades.check_package("pi-rpc") if "README" not in p and "budget" not in p]
+    assert len(problems) == 1 and "lists X, which it does not bind" in problems[0], problems
+    (pkg / "a.py").write_text('"""F."""\nfrom mosaic.safe_open import Refusal, safe_id\n\n__all__ = ["Refusal"]'
+                              + DIR)
+    problems = [p for p in facades.check_package("pi-rpc") if "README" not in p and "budget" not in p]
+    assert len(problems) == 1 and "imports safe_id it does not list" in problems[0], problems

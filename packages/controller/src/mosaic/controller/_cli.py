@@ -77,7 +77,13 @@ if TYPE_CHECKING:  # imported where serve needs them, so --help and --version st
     from .lifecycle._eligibility import EligibilityRecord
     from .lifecycle._launching import LaunchingController
 
-__all__ = ["main"]
+__all__ = [
+    "EXIT_CRASH",
+    "EXIT_NOT_STOPPED",
+    "EXIT_REFUSED",
+    "EXIT_USAGE",
+    "main",
+]
 
 PROG = "mosaic-controller"
 EXIT_REFUSED = 1

@@ -1,4 +1,5 @@
 """A controller on the fake engine, for tests, the demo and the benchmarks (`mosaic.controller.testing`).
+The unstable module: no compatibility promise (any release may change or drop a name here).
 
 `fake_controller(root)` starts pi-rpc's fake engine (pinned Pi's RPC mode, with its control channel and
 hold points) in a scratch tree under `root`, a `ControllerCore` over its link, a chat-pages reader over

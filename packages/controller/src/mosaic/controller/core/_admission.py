@@ -39,6 +39,12 @@ from ._state import CoreState, text_digest
 from ._tables import draft_problem
 from ._values import Request
 
+__all__ = [
+    "AdmissionCheck",
+    "CALL_GATE",
+    "PROMPT_ADMISSION",
+]
+
 CHAT01_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 

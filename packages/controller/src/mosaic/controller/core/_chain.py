@@ -43,6 +43,11 @@ from ._io import Call, CancelTimer, ConnId, FlushEngine, Reply, SetTimer
 from ._state import CoreState, text_digest
 from ._values import Clear, Confirmation, IllegalTransition, Stop, StopKind, StopStep
 
+__all__ = [
+    "CHAIN_TRANSITIONS",
+    "SETTLE_TIMER",
+]
+
 SETTLE_TIMER = "stop-settle"
 
 # What moves a chain on: its clear_queue or abort answered; the end of the receive call (H10); the slot's

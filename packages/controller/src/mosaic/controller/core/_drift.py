@@ -61,6 +61,11 @@ from ._io import (
 from ._state import CoreState
 from ._values import DriftCheck
 
+__all__ = [
+    "DRIFT_READ_TIMER",
+    "DRIFT_START",
+]
+
 DRIFT_START = "drift-start"  # fed once by the shell when it starts serving: the takeover drift check (rule 1)
 DRIFT_READ_TIMER = "drift-read"  # the bound on the session file read of a drift check
 

@@ -20,6 +20,38 @@ from mosaic.pi_rpc.link import LinkEvent
 
 from ..engines._verdict import FileIdentity
 
+__all__ = [
+    "Action",
+    "Call",
+    "CancelTimer",
+    "CENSUS",
+    "CLAIM_GENERATION",
+    "CLAIM_UNCERTAIN",
+    "CloseConnection",
+    "Connected",
+    "ConnId",
+    "Disconnected",
+    "Effect",
+    "EffectDone",
+    "EffectName",
+    "EngineEvents",
+    "Evidence",
+    "FlushEngine",
+    "FORCE_STOP",
+    "Input",
+    "Notify",
+    "PageRead",
+    "READ_SESSION",
+    "ReadPage",
+    "RECOVER",
+    "Refuse",
+    "Reply",
+    "RpcId",
+    "SessionStat",
+    "SetTimer",
+    "TimerFired",
+]
+
 ConnId = str
 RpcId = int | str
 

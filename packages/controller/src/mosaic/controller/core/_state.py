@@ -46,6 +46,12 @@ from ._io import (
 )
 from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
 
+__all__ = [
+    "Bounds",
+    "CoreConfig",
+    "FIELD_OWNERS",
+]
+
 CLIENT_ACTIONS = (Reply, Refuse, Notify, ReadPage, CloseConnection)  # held during a drift check (rule 3)
 RECENT_RECEIPTS = 32  # settled receipts an observe reply repeats (and the settled requests kept in memory)
 

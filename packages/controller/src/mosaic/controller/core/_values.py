@@ -19,6 +19,12 @@ from ._access import actor_record
 from ._io import ConnId, RpcId
 from ._tables import RECEIPT_TRANSITIONS, ReceiptState, SlotCase
 
+__all__ = [
+    "IllegalTransition",
+    "Request",
+    "StopStep",
+]
+
 # unpersisted: the run ended, but the drift check after it found the engine's own entries torn or missing
 # in the session file (a full disk): the turn is not shown completed (the core's rule 8).
 TurnState = Literal["completed", "interrupted", "unknown", "unpersisted"]

@@ -72,6 +72,12 @@ from typing import TypeAlias
 
 from .._refusal import ControlRefusal
 
+__all__ = [
+    "LiveRoots",
+    "LiveSessionGuard",
+    "RULES",
+]
+
 StrPath: TypeAlias = "str | os.PathLike[str]"
 
 # The home directories the seed's guard protects (seed README, "Live roots"): Pi's, Claude's, and the
