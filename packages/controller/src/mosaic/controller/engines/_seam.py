@@ -95,7 +95,9 @@ class Reading:
     """One native record in neutral terms (`EngineRules.read`). The core acts on the facts in this order: an
     unknown record is only counted (`unknown`: its type and byte count, C-4); `run_event` needs an active run
     (O6 otherwise); `run_start`; `turn_end`; `user_message_start`; `aborted_message`; `queued_input`;
-    `tool_start` (id, name) / `tool_end` (id); then the dialog or the CHAT-01 event; `run_settled` last."""
+    `tool_start` (id, name) / `tool_end` (id); then the dialog or the CHAT-01 event and `events` after it (one
+    native record may show several: Claude's whole `assistant` message is Pi's start, deltas and end);
+    `run_settled` last."""
 
     kind: str
     unknown: tuple[str, int] | None = None
@@ -110,6 +112,7 @@ class Reading:
     run_settled: bool = False
     # The CHAT-01 event type and its payload without the message number (the core numbers messages).
     event: tuple[str, Mapping[str, Any]] | None = None
+    events: tuple[tuple[str, Mapping[str, Any]], ...] = ()  # more CHAT-01 events, after `event`, in order
     dialog: DialogAsk | None = None
 
 
