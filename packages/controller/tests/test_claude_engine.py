@@ -22,9 +22,11 @@ from claude_recorded import (
 from core_harness import Harness, refused
 
 from mosaic.claude_rpc.testing.recordings import U1, U2
+from mosaic.claude_rpc.testing.replay import line_of, send_for
 from mosaic.controller.engines.claude import CLAUDE_OVERLAP_SIGNALS as OVERLAP_SIGNALS
-from mosaic.controller.engines.claude import CLAUDE_RULES, read
+from mosaic.controller.engines.claude import CLAUDE_RULES, ClaudeRules, read
 from mosaic.controller.engines.pi import OVERLAP_SIGNALS as PI_OVERLAP_SIGNALS
+from mosaic.pi_rpc.link import OutcomeKnown
 
 
 def test_claude_prompt_runs_and_settles_finished_completed_on_sealed_text() -> None:
@@ -232,3 +234,60 @@ def test_claude_reads_every_record_type_the_recordings_hold() -> None:
     odd = {"type": "keep_alive"}
     assert read(odd).unknown == ("keep_alive", len(b'{"type":"keep_alive"}'))
     assert read({"type": "system", "subtype": "compact_boundary"}).unknown is not None
+
+
+def test_claude_interrupt_receipt_without_the_proof_is_a_failed_clear() -> None:
+    """R3-1 fenced: sealed-interrupt-still-queued at the wire, its client lines written as recorded (the
+    recording's driver sent a plain interrupt, which the controller never does): the receipt lists the
+    queued message (U2) still queued, so the clear is refused (`clear_answer` not ok: the chain writes no
+    abort and the stop ends uncertain); the recording then shows why: U2 starts as a new turn after the
+    interrupted turn's `result`."""
+    rules = ClaudeRules(uuids=iter([U1]).__next__)
+    link = rules.new_wire(command_bound=30.0)
+    answers = []
+    started_after_result: list[str] = []
+    seen_result = False
+    for rec in recording("sealed-interrupt-still-queued"):
+        msg = rec["msg"]
+        if rec["dir"] == "in":
+            if msg.get("type") == "user" and msg["uuid"] == U1:
+                link.send_prompt(msg["message"]["content"], now=0.0)
+            else:
+                send_for(link.claude, msg, now=0.0)
+            while (cmd := link.next_write()) is not None:
+                assert cmd.record == msg
+                link.write_done(cmd, accepted=len(cmd.data), error=None, now=0.0)
+            continue
+        for event in link.feed(line_of(msg), now=0.0):
+            if isinstance(event, OutcomeKnown) and event.command.type == "interrupt":
+                answers.append(rules.clear_answer(event.command))
+        seen_result = seen_result or msg.get("type") == "result"
+        if seen_result and msg.get("type") == "command_lifecycle" and msg["state"] == "started":
+            started_after_result.append(msg["command_uuid"])
+    (cleared,) = answers
+    assert not cleared.ok and f"still queued ['{U2}']" in cleared.error
+    assert started_after_result == [U2]
+
+
+def test_claude_reads_a_tool_call_and_its_result_as_pi_shows_them() -> None:
+    """sealed-permission-allow's records: the assistant's `tool_use` is a message ending `toolUse` whose
+    content names a `toolCall` with its `arguments`, then a `tool-start` (its id opens a tool call, K5); the
+    user record's `tool_result` is a `tool-end` with the same id (it closes the call)."""
+    msgs = outs(recording("sealed-permission-allow"))
+    assistant = next(m for m in msgs if m["type"] == "assistant"
+                     and any(b.get("type") == "tool_use" for b in m["message"]["content"]))
+    use = next(b for b in assistant["message"]["content"] if b["type"] == "tool_use")
+    reading = read(assistant)
+    assert reading.event == ("message-start", {"role": "assistant", "content": []})
+    kinds = [e[0] for e in reading.events]
+    assert kinds[-2:] == ["message-end", "tool-start"]
+    end, start = reading.events[-2][1], reading.events[-1][1]
+    assert end["stopReason"] == "toolUse" and {"type": "toolCall", "id": use["id"], "name": use["name"],
+                                               "arguments": use["input"]} in end["content"]
+    assert start == {"toolCallId": use["id"], "toolName": use["name"], "args": use["input"]}
+    assert reading.tool_start == (use["id"], use["name"])
+    result = next(m for m in msgs if m["type"] == "user" and isinstance(m["message"]["content"], list)
+                  and any(b.get("type") == "tool_result" for b in m["message"]["content"]))
+    back = read(result)
+    assert back.tool_end == use["id"] and back.event is not None and back.event[0] == "tool-end"
+    assert back.event[1]["toolCallId"] == use["id"] and not back.aborted_message
