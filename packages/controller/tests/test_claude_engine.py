@@ -291,3 +291,24 @@ def test_claude_reads_a_tool_call_and_its_result_as_pi_shows_them() -> None:
     back = read(result)
     assert back.tool_end == use["id"] and back.event is not None and back.event[0] == "tool-end"
     assert back.event[1]["toolCallId"] == use["id"] and not back.aborted_message
+
+
+def test_claude_a_turn_from_elsewhere_is_shown_unattributed_and_the_prompt_refused_busy() -> None:
+    """sealed-queued-mid-turn with the controller as the second writer: a turn from elsewhere (U1, the
+    recording driver's) runs; its events carry no request (E3). The controller does not write the
+    recording's second message while that turn streams: its prompt is refused busy (no broker queue), so
+    O2 (an ack while another's run goes) cannot arise from admission on this order; the engine's later
+    frames for that message (queued, then started inside the turn) are another's input: O1."""
+    h = claude_harness(U2)
+    rest = initialized(h, recording("sealed-queued-mid-turn"))
+    h.controller()
+    before, rest = upto(rest, lambda m: m.get("type") == "user" and m.get("uuid") == U2)
+    feed_each(h, outs(before))  # U1 queued, started, init, assistant, can_use_tool: not the controller's
+    assert h.core.slot is None and not h.core.overlaps
+    events = h.clients["c1"].events()
+    assert [e["eventType"] for e in events][:1] == ["message-start"] and all(e["request"] is None for e in events)
+    refused(h.prompt("c1", rest[0]["msg"]["message"]["content"]), "busy")
+    assert [r["type"] for r in h.written()] == ["control_request"]  # only the lifecycle's initialize
+    after = [m for m in outs(rest) if m.get("type") != "control_response"]
+    feed_each(h, after)
+    assert [o[0] for o in h.core.overlaps][:1] == ["O1"]
