@@ -47,7 +47,8 @@ ENGINE_RECORD_CAP = 2 * MAX_SESSION_FILE_BYTES + (4 << 20)
 
 # The core's engine link: pi-rpc's LinkCore (commands correlated by id, outcomes, poison, bounds). A second
 # engine speaking JSON lines with id-correlated responses uses it as it is (the toy engine of the tests
-# does); one that correlates otherwise generalizes it (issue 32 decides).
+# does); one that correlates otherwise presents its own link core through this surface (issue 32: Claude's
+# `engines/claude/_link.ClaudeWire` over claude-rpc's `ClaudeLinkCore`), so the core and the shell stay as they are.
 Wire = LinkCore
 
 
