@@ -312,3 +312,11 @@ def test_claude_a_turn_from_elsewhere_is_shown_unattributed_and_the_prompt_refus
     after = [m for m in outs(rest) if m.get("type") != "control_response"]
     feed_each(h, after)
     assert [o[0] for o in h.core.overlaps][:1] == ["O1"]
+
+
+def test_claude_overlap_table_is_the_readmes() -> None:
+    """The controller README's Claude overlap table lists exactly `CLAUDE_OVERLAP_SIGNALS`, row by row."""
+    readme = (FIXTURES.parent / "packages" / "controller" / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Claude Code (issue 32, first slice)", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| O")]
+    assert rows == [f"| {k} | {v.when} | {v.why} |" for k, v in OVERLAP_SIGNALS.items()]
