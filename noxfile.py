@@ -28,6 +28,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent / "ci"))
 import workspace  # noqa: E402  (ci/workspace.py: reads the packages' pyproject files)
 
 ROOT = pathlib.Path(__file__).resolve().parent
+# The controller's smoke file on the real Claude Code (`claude-smoke` runs it; `smoke`, on Pi, leaves it out).
+CLAUDE_CONTROLLER_SMOKE = str(workspace.package_dir("controller") / "tests_smoke" / "test_claude_real.py")
 PYTHON = "3.11"
 
 # uv builds the per-package venvs about 4x faster than virtualenv+pip here (README, "Measured").
@@ -167,6 +169,7 @@ def smoke(session: nox.Session) -> None:
         tests = str(workspace.package_dir(pkg) / "tests_smoke")
         session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python", "-m", "pytest",
                     "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", tests,
+                    f"--ignore={CLAUDE_CONTROLLER_SMOKE}",  # the controller on Claude: `claude-smoke` runs it
                     env={"MOSAIC_PI_DIR": pi, "MOSAIC_REPO": str(ROOT)})
 
 
@@ -179,7 +182,8 @@ def claude_smoke(session: nox.Session) -> None:
     (strace: only the scripted server, writes only in scratch), every recording and transcript tree made
     again and compared with the committed ones (and the fake engine held to each sealed one), the leaf rule
     proven by --resume, the seal on the binary (planted files kept out) and the Claude link driving the
-    sealed binary (about 50 s with the install cached; run it under the engine lock). No model is called, no
+    sealed binary; then the controller's flows on it (controller/tests_smoke/test_claude_real.py, issue 32)
+    (about 50 s with the install cached; run it under the engine lock). No model is called, no
     credential is read."""
     _install_package(session, "claude-rpc")
     session.install(f"{workspace.package_dir('claude-rpc')}[smoke]", "pip")  # pip: the Python SDK's sdist
@@ -189,6 +193,12 @@ def claude_smoke(session: nox.Session) -> None:
     session.run("python", "-m", "mosaic.claude_rpc.testing.netns", "--", "python", "-m", "pytest",
                 "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", tests,
                 *session.posargs, env={"MOSAIC_CLAUDE_DIR": claude, "MOSAIC_CLAUDE_SOURCES": sources, "MOSAIC_REPO": str(ROOT)})
+    # The controller's flows on the same binary (issue 32): the Claude adapter under the runtime and a client.
+    _install_package(session, "controller")
+    tests = str(workspace.package_dir("controller") / "tests_smoke")
+    session.run("python", "-m", "mosaic.claude_rpc.testing.netns", "--", "python", "-m", "pytest",
+                "-p", "no:cacheprovider", "--import-mode=importlib", "--rootdir", tests, "-q", CLAUDE_CONTROLLER_SMOKE,
+                env={"MOSAIC_CLAUDE_DIR": claude, "MOSAIC_REPO": str(ROOT)})
 
 
 # Each benchmark: (package, script under packages/<package>/, arguments). Numbers are ratios against a

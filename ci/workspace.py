@@ -74,7 +74,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "claude-rpc": {"safe-open"},
     "controller-client": {"safe-open"},
     "controller": {"safe-open", "controller-client", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort",
-                   "pi-rpc"},
+                   "pi-rpc", "claude-rpc"},
     "mediated-terminal": {"controller-client"},
 }
 
@@ -103,7 +103,8 @@ KNOWN_CIRCLES: dict[str, list[frozenset[str]]] = {}
 FOLDERS: dict[str, dict[str, set[str]]] = {
     "controller": {
         "engines": set(),
-        "engines/pi": {"engines"},  # issue 32: "engines/claude": {"engines"}
+        "engines/pi": {"engines"},
+        "engines/claude": {"engines"},  # issue 32: nothing but the top-level files (CLI, testing) imports it
         "core": {"engines"},
         "server": {"core", "engines"},
         "lifecycle": {"core", "server", "engines"},
@@ -116,6 +117,8 @@ FOLDER_PACKAGES: dict[str, dict[str, set[str]]] = {
         "core": {"pi-rpc", "safe-open"},
         "engines": {"pi-rpc", "safe-open", "cgroup-cohort", "writer-claim"},  # the last two: `Engine`'s types
         "engines/pi": {"pi-rpc", "pi-format", "chat-pages", "safe-open", "writer-claim", "cgroup-cohort"},
+        # claude-rpc's link core under the seam's `Wire` (pi-rpc's LinkCore surface): `engines/claude/_link`.
+        "engines/claude": {"claude-rpc", "pi-rpc", "safe-open"},
         "server": {"pi-rpc", "safe-open"},
         "lifecycle": {"pi-rpc", "safe-open", "writer-claim", "cgroup-cohort"},
     },

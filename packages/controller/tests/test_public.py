@@ -19,7 +19,7 @@ import pytest
 import mosaic.controller
 
 PACKAGE = Path(mosaic.controller.__file__).parent
-MODULES = ("access", "cli", "client", "core", "drift", "engines", "engines.pi", "lifecycle", "plain", "protocol",
+MODULES = ("access", "cli", "client", "core", "drift", "engines", "engines.claude", "engines.pi", "lifecycle", "plain", "protocol",
            "route", "runtime", "server", "tables", "testing")
 PUBLIC = ["mosaic.controller", *(f"mosaic.controller.{m}" for m in MODULES)]
 

@@ -110,6 +110,8 @@ def _native(s: CoreState, event: EngineEvent) -> None:
         _dialog(s, reading.dialog)
     elif reading.event is not None:
         _client_event(s, *reading.event)
+        for more in reading.events:
+            _client_event(s, *more)
     if reading.run_settled:
         _agent_settled(s)
 

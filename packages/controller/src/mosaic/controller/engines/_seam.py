@@ -47,7 +47,8 @@ ENGINE_RECORD_CAP = 2 * MAX_SESSION_FILE_BYTES + (4 << 20)
 
 # The core's engine link: pi-rpc's LinkCore (commands correlated by id, outcomes, poison, bounds). A second
 # engine speaking JSON lines with id-correlated responses uses it as it is (the toy engine of the tests
-# does); one that correlates otherwise generalizes it (issue 32 decides).
+# does); one that correlates otherwise presents its own link core through this surface (issue 32: Claude's
+# `engines/claude/_link.ClaudeWire` over claude-rpc's `ClaudeLinkCore`), so the core and the shell stay as they are.
 Wire = LinkCore
 
 
@@ -95,7 +96,9 @@ class Reading:
     """One native record in neutral terms (`EngineRules.read`). The core acts on the facts in this order: an
     unknown record is only counted (`unknown`: its type and byte count, C-4); `run_event` needs an active run
     (O6 otherwise); `run_start`; `turn_end`; `user_message_start`; `aborted_message`; `queued_input`;
-    `tool_start` (id, name) / `tool_end` (id); then the dialog or the CHAT-01 event; `run_settled` last."""
+    `tool_start` (id, name) / `tool_end` (id); then the dialog or the CHAT-01 event and `events` after it (one
+    native record may show several: Claude's whole `assistant` message is Pi's start, deltas and end);
+    `run_settled` last."""
 
     kind: str
     unknown: tuple[str, int] | None = None
@@ -110,6 +113,7 @@ class Reading:
     run_settled: bool = False
     # The CHAT-01 event type and its payload without the message number (the core numbers messages).
     event: tuple[str, Mapping[str, Any]] | None = None
+    events: tuple[tuple[str, Mapping[str, Any]], ...] = ()  # more CHAT-01 events, after `event`, in order
     dialog: DialogAsk | None = None
 
 
