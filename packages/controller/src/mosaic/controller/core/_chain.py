@@ -38,7 +38,7 @@ from typing import Any, Literal, get_args
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import CommandOutcome
 
-from . import _binding
+from . import _binding, _dialogs
 from ._io import Call, CancelTimer, ConnId, FlushEngine, Reply, SetTimer
 from ._state import CoreState, text_digest
 from ._values import Clear, Confirmation, IllegalTransition, Stop, StopKind, StopStep
@@ -68,8 +68,9 @@ def new_stop(s: CoreState, kind: StopKind, conn: ConnId, **fields: Any) -> Stop:
     """A stop chain, its approval disposition from the execution's dialog evidence (rule 9)."""
     stop = Stop(s.new_id("s"), kind, s.execution, conn, s.now, **fields)
     stop.actor = s.connections[conn].ids
-    if s.dialogs:
+    if _dialogs.doubt(s):  # `_dialogs` rule 7 (off: any dialog seen)
         stop.approval = "uncertain"
+    _dialogs.interrupted(s)  # `_dialogs` rule 5: an open decision becomes uncertain, never denied (P6)
     return stop
 
 

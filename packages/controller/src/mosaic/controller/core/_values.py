@@ -14,6 +14,7 @@ from typing import Any, Literal
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import CommandOutcome
 
+from ..engines._seam import DialogAsk
 from ..engines._verdict import Checkpoint, EngineList
 from ._access import actor_record
 from ._io import ConnId, RpcId
@@ -295,3 +296,37 @@ class DriftCheck:
     read_effect: str | None = None
     dirty: bool = False  # an engine event arrived meanwhile: the engine was not idle, the check is void
     since: Checkpoint | None = None  # the incremental check's starting point (None: the full check)
+
+
+DecisionState = Literal["open", "answered", "uncertain", "settled"]
+
+
+@dataclass
+class Decision:
+    """One native dialog the controller may answer (rule 2), under its current projection id."""
+
+    native: str
+    projection: str
+    ask: DialogAsk
+    tools: set[str]  # the tool calls open when it was asked (rule 6)
+    deadline: float | None
+    state: DecisionState = "open"
+    answer: str | None = None
+    how: str | None = None
+    superseded: list[str] = field(default_factory=list)  # earlier projection ids (rule 4)
+
+    def record(self, reason: str) -> dict[str, Any]:
+        ask = self.ask
+        out: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": self.projection, "native": self.native,
+                               "method": ask.method, "title": ask.fields.get("title"),
+                               "options": ask.fields.get("options"), "state": self.state, "reason": reason,
+                               "choices": [label for label, _ in ask.choices or ()],
+                               "refusedChoices": [{"choice": c, "reason": why} for c, why in ask.refused]}
+        if self.answer is not None:
+            out["answer"] = self.answer
+        if self.how is not None:
+            out["how"] = self.how
+        for key, value in ask.fields.items():
+            if key not in out:
+                out[key] = value
+        return out
