@@ -38,10 +38,10 @@ from typing import Any, Literal, get_args
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import CommandOutcome
 
-from . import _binding, _dialogs
+from . import _binding
 from ._io import Call, CancelTimer, ConnId, FlushEngine, Reply, SetTimer
 from ._state import CoreState, text_digest
-from ._values import Clear, Confirmation, IllegalTransition, Stop, StopKind, StopStep
+from ._values import Clear, Confirmation, IllegalTransition, Stop, StopKind, StopStep, dialog_doubt
 
 SETTLE_TIMER = "stop-settle"
 
@@ -68,9 +68,8 @@ def new_stop(s: CoreState, kind: StopKind, conn: ConnId, **fields: Any) -> Stop:
     """A stop chain, its approval disposition from the execution's dialog evidence (rule 9)."""
     stop = Stop(s.new_id("s"), kind, s.execution, conn, s.now, **fields)
     stop.actor = s.connections[conn].ids
-    if _dialogs.doubt(s):  # `_dialogs` rule 7 (off: any dialog seen)
+    if dialog_doubt(s.doubt_disabled, s.decisions):  # `_dialogs` rule 7 (off: any dialog seen)
         stop.approval = "uncertain"
-    _dialogs.interrupted(s)  # `_dialogs` rule 5: an open decision becomes uncertain, never denied (P6)
     return stop
 
 

@@ -34,7 +34,7 @@ from ..engines._seam import DialogAsk
 from . import _chain
 from ._io import Call, FlushEngine, Reply, SetTimer
 from ._state import CoreState
-from ._values import Decision
+from ._values import Decision, dialog_doubt
 
 __all__ = ["ANSWER_MARGIN", "DIALOG_TIMER", "answer", "asked", "doubt", "interrupted", "reproject",
            "run_over", "timed_out", "tool_ended"]
@@ -83,7 +83,7 @@ def asked(s: CoreState, ask: DialogAsk) -> None:
 
 def doubt(s: CoreState) -> bool:
     """Rule 7: True while a stop's approval disposition is uncertain."""
-    return s.doubt_disabled > 0 or any(d.state != "settled" for d in s.decisions.values())
+    return dialog_doubt(s.doubt_disabled, s.decisions)
 
 
 def _show(s: CoreState, dec: Decision) -> None:
@@ -106,7 +106,10 @@ def timed_out(s: CoreState, key: str) -> None:
 
 
 def interrupted(s: CoreState) -> None:
-    """Rule 5: a stop began while decisions are open: each is uncertain, never denied (P6)."""
+    """Rule 5: a stop runs while decisions are open: each is uncertain, never denied (P6). Called at the end
+    of every `receive` (a stop begun in it, or a dialog asked while one runs)."""
+    if not s.decisions or s.stop is None or s.stop.state != "stopping":
+        return
     for dec in list(s.decisions.values()):
         if dec.state == "open":
             _uncertain(s, dec, "stop")

@@ -116,6 +116,7 @@ class ControllerCore:
             else:
                 row.done(s, event)
         _chain.feed(s, "receive-ended")  # the interrupt's abort, decided now (H10)
+        _dialogs.interrupted(s)  # `_dialogs` rule 5: a decision open while a stop runs is uncertain (P6)
         if s.config.drift is not None:
             _drift.step(s)
             call = _drift.take_resume(s)

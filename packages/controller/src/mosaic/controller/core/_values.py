@@ -8,6 +8,7 @@ record type (schemas/chat-01-control.schema.json validates every one of them in 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -330,3 +331,9 @@ class Decision:
             if key not in out:
                 out[key] = value
         return out
+
+
+def dialog_doubt(disabled: int, decisions: Mapping[str, Decision]) -> bool:
+    """`_dialogs` rule 7: a stop's approval is uncertain while a dialog was shown disabled (ever, this
+    execution) or a decision is not settled."""
+    return disabled > 0 or any(d.state != "settled" for d in decisions.values())
