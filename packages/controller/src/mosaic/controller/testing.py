@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from mosaic.pi_rpc import EngineLink, LinkCore, sealed_engine_argv
+from mosaic.pi_rpc.seal import FIXTURE_EXTENSION_ENV
 from mosaic.pi_rpc.testing import (
     FakeControl,
     FakeEngineSetup,
@@ -416,14 +417,18 @@ async def real_controller(
     bounds: Bounds | None = None,
     effects: EffectHandler = no_cohort_effects,
     execution: str = "exec-1",
+    dialogs: bool = False,
 ) -> AsyncIterator[FakeRig]:
     """The same rig on the real pinned Pi 0.85.1, sealed, in a scratch tree under `root` (scratch HOME
     and agent dir: no ~/.pi is reachable), talking to the scripted model server at `model_url`
     (`ModelServer.base_url`). The pin is checked before spawn (`engine-pin-mismatch`). Run it inside the
-    loopback-only network namespace (`nox -s smoke`)."""
+    loopback-only network namespace (`nox -s smoke`). `dialogs`: the seat loads pi-rpc's fixture extension
+    (jiti's cache off) and the controller answers dialogs (issue 33)."""
     agent, proj, session = prepare_tree(root, Script("controller", (), session="s.jsonl", seed=seed), model_url)
-    argv = sealed_engine_argv(pi_dir, str(session), provider="fakeprov", model="fake-model-1")
-    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent)}
+    argv = sealed_engine_argv(pi_dir, str(session), provider="fakeprov", model="fake-model-1",
+                              fixture_extension=dialogs)
+    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent),
+           **(FIXTURE_EXTENSION_ENV if dialogs else {})}
     setup = FakeEngineSetup(argv, env, proj, session, agent, None)
     cid, page_reader = history_reader(proj, session, seat=SEAT)
     bounds = bounds or Bounds()
@@ -431,7 +436,7 @@ async def real_controller(
     link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=link_core, clock=time.time)
     try:
         async with _serve(setup, cid, page_reader, link, link_core, execution=execution, bounds=bounds,
-                          effects=effects) as rig:
+                          effects=effects, dialogs=dialogs) as rig:
             yield rig
     finally:
         await link.aclose()
