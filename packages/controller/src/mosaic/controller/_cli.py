@@ -414,6 +414,10 @@ def relaunch_command(args: argparse.Namespace, paths: dict[str, str], eligibilit
         argv += ["--engine-uids", args.engine_uids]
     if args.scripted_model:
         argv.append("--scripted-model")
+    for flag, on in (("--answer-dialogs", getattr(args, "answer_dialogs", False)),
+                     ("--fixture-extension", getattr(args, "fixture_extension", False))):
+        if on:  # the fixture extension is in the sealed argv, so its pin: a relaunch without it would not match
+            argv.append(flag)
     if (args.provider, args.model) != ("fakeprov", "fake-model-1"):
         argv += ["--provider", args.provider, "--model", args.model]
     if getattr(args, "debug", False):
