@@ -257,7 +257,7 @@ def refused(result: Any, code: str) -> dict[str, Any]:
 
 
 def validate_reply(result: Mapping[str, Any]) -> None:
-    for key in ("request", "receipt", "stop", "confirmation", "binding"):
+    for key in ("request", "receipt", "stop", "confirmation", "binding", "decision"):
         value = result.get(key)
         if isinstance(value, Mapping):
             validate(value)

@@ -44,6 +44,7 @@ PARAMS_FOR = {
     "answer-confirmation": {"confirmation": "k-none", "answer": "confirm"},
     "force-stop": {"confirmation": "k-none"},
     "recover": {"confirmation": "k-none"},
+    "approval": {"generation": 1, "decision": "d-none", "choice": "confirm"},  # with the dialogs answered
 }
 
 
@@ -64,7 +65,8 @@ def test_every_method_needs_one_operation_of_the_six_and_ping_needs_only_a_conne
     assert required_operations("issue-confirmation", {"operation": "recover"}) == ("recover",)
     assert required_operations("answer-confirmation", {}, "force-stop") == ("force-stop",)
     assert required_operations("answer-confirmation", {}, None) == ("force-stop", "recover")  # fail closed
-    assert required_operations("approval", {}) == ("unlisted:approval",)  # not in the table: no grant holds it
+    assert required_operations("approval", {}) == ("prompt",)  # issue 33: answering a dialog is the controller's turn
+    assert required_operations("draft", {}) == ("unlisted:draft",)  # not in the table: no grant holds it
 
 
 @pytest.mark.parametrize("method", sorted(set(PARAMS) - {"ping"}))
@@ -73,7 +75,8 @@ def test_the_table_walked_through_the_core_a_grant_lacking_the_methods_operation
         method: str, operation: str) -> None:
     # Every (method, single granted operation) pair: `capability` exactly when the grant lacks what the
     # table says, and nothing else is looked at first; otherwise whatever the method's own rules answer.
-    h = Harness(access=AccessPolicy(grants=Grants(users={ALICE.uid: frozenset({"observe", operation})})))
+    h = Harness(access=AccessPolicy(grants=Grants(users={ALICE.uid: frozenset({"observe", operation})})),
+                answer_dialogs=method == "approval")  # off, approval is refused before its capability
     h.connect("a", ALICE)
     result = h.call("a", method, **PARAMS_FOR[method])
     needed = required_operations(method, PARAMS_FOR[method])

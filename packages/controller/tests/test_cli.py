@@ -224,3 +224,13 @@ def test_engine_can_read_only_a_tree_every_uid_can_reach(tmp_path: Path) -> None
     os.chmod(tmp_path, 0o700)
     (tmp_path / "pi").mkdir(exist_ok=True)
     assert not engine_can_read(tmp_path / "pi")  # an ancestor (0700) that others cannot search
+
+
+def test_serve_names_the_dialogs_opt_in_and_the_fixture_extension_both_off_unless_given() -> None:
+    """Issue 33: `--answer-dialogs` (the controller answers confirm and select; default P3) and
+    `--fixture-extension` (a test seat's dialogs) are flags, so a serve without them is today's."""
+    done = run("serve", "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())
+    assert "--answer-dialogs" in text and "default: every dialog is shown disabled and never answered" in text
+    assert "--fixture-extension" in text and "test seats only" in text

@@ -46,6 +46,7 @@ from mosaic.controller.client import (
 from mosaic.controller.protocol import CLOSE_REASONS, METHOD_NOT_FOUND
 from mosaic.controller.server import ServerLimits
 from mosaic.controller.testing import FakeRig, fake_controller
+from mosaic.pi_rpc.testing.dialogs import dialog_prompt
 from mosaic.safe_open import Refusal
 
 WAIT = 30.0
@@ -929,5 +930,59 @@ def test_E3_an_extensions_run_carries_a_null_request_correlation_and_is_shown_on
             except TimeoutError:
                 raise AssertionError(f"the view shows {project(view.items)} (reconcile {view.reconcile})") from None
             assert shown(view).count(("user", "from an extension")) == 1
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------------------- dialogs (issue 33)
+
+
+async def _decision(t: Rig, client: ControllerClient, state: str, count: int = 1) -> list[Mapping[str, Any]]:
+    """The nativeDecision records once `count` of them are in `state` (bounded by WAIT)."""
+    async def wait() -> list[Mapping[str, Any]]:
+        while True:
+            found = [r for r in t.check(client).records("nativeDecision") if r["state"] == state]
+            if len(found) >= count:
+                return found
+            await asyncio.sleep(0.01)
+    return await bounded(wait())
+
+
+def test_P1_on_the_fake_engine_the_controller_answers_a_confirm_and_the_tool_runs_with_the_exact_value(
+        tmp_path: Path) -> None:
+    """Through the socket, the client library and the fake engine with the fixture extension: the decision
+    is open with its choices, a generic yes is refused, `approve` writes one answer that reaches the
+    extension (its tool result says `confirm answered true`), native evidence settles the decision, and a
+    second, conflicting answer is refused (H7)."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig", dialogs=True) as rig, rigged() as t:
+            a = await t.controller(rig.socket_path)
+            outcome = admitted(await a.prompt(dialog_prompt("confirm")))
+            (shown,) = await _decision(t, a, "open")
+            assert shown["choices"] == ["confirm", "decline"] and shown["method"] == "confirm"
+            with pytest.raises(RemoteRefusal) as generic:
+                await a.approve(shown["nativeDecision"], "yes")
+            assert generic.value.code == "decision"
+            answered = await a.approve(shown["nativeDecision"], "confirm")
+            assert answered["state"] == "answered"
+            await bounded(a.wait_settled(outcome.request.client_request_id))
+            (settled,) = await _decision(t, a, "settled")
+            assert settled["how"] == "answered"
+            ends = [e for e in t.check(a).events() if e["eventType"] == "tool-end"]
+            assert ends[-1]["payload"]["result"]["content"][0]["text"] == "confirm answered true"
+            with pytest.raises(RemoteRefusal) as conflicting:
+                await a.approve(shown["nativeDecision"], "decline")
+            assert conflicting.value.code == "decision"
+
+    asyncio.run(main())
+
+
+def test_P3_on_the_fake_engine_a_controller_that_does_not_answer_dialogs_refuses_approve(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig, rigged() as t:
+            a = await t.controller(rig.socket_path)
+            with pytest.raises(RemoteRefusal) as off:
+                await a.approve("d1", "confirm")
+            assert off.value.code == "unsupported-capability"
 
     asyncio.run(main())

@@ -163,3 +163,31 @@ def test_G3_through_LaunchingController_a_path_swapped_after_the_reservation_is_
         assert head is not None and head.state is State.RESERVED and not head.spawn_marker
     if target is not None:
         assert tree_files(target) == []
+
+
+def test_the_fixture_extension_loads_only_for_a_seat_under_the_fixture_root_and_is_refused_on_a_live_root(
+        tree: FixtureTree, tmp_path: Path) -> None:
+    """Issue 33: the seal's one extension (pi-rpc's fixture extension, `PiSpec.fixture_extension`) is for
+    test seats: a seat whose session lives in a live location is refused `live-session-refused` at
+    construction, before any argv is made; a fixture seat gets the sealed argv with the extension's exact
+    path, and only with jiti's cache off in the engine's environment (`unsealed-engine` otherwise)."""
+    sock = tmp_path / "sock"
+    sock.mkdir(mode=0o700)
+    spec = PiSpec(env={**tree.engine_env(), "JITI_FS_CACHE": "false"}, command=FAKE, fixture_extension=True)
+    live = live_session(tree)
+    refused_live(lambda: LaunchingController(
+        Placement(**{**tree.placement(str(sock)), "session_file": str(live)}), spec, NeverLaunch(),  # type: ignore[arg-type]
+        verifier=FixtureVerifier(), dialogs=True))
+    assert os.listdir(tree.claims) == []
+    seat = LaunchingController(Placement(**tree.placement(str(sock))), spec, NeverLaunch(),  # type: ignore[arg-type]
+                               verifier=FixtureVerifier(), dialogs=True)
+    argv = seat.engine.argv(seat.session_real)
+    assert argv[argv.index("--extension") + 1].endswith("fixture_extension/dialogs.js")
+    plain = LaunchingController(Placement(**tree.placement(str(sock))),
+                                PiSpec(env=tree.engine_env(), command=FAKE), NeverLaunch(),  # type: ignore[arg-type]
+                                verifier=FixtureVerifier())
+    assert "--extension" not in plain.engine.argv(plain.session_real)
+    uncached = PiSpec(env=tree.engine_env(), command=FAKE, fixture_extension=True).engine()
+    with pytest.raises(Refusal) as caught:
+        uncached.argv(seat.session_real)
+    assert caught.value.code == "unsealed-engine" and "JITI_FS_CACHE" in caught.value.message

@@ -92,8 +92,12 @@ def test_a_seed_client_meets_grant_malformed_unsupported_capability_scope_and_ca
             refusal(await remote.call("hello", grant="operator", transport="private-host"), "unsupported-capability")
             await remote.close()
             operator, _ = await seed_client(path, "operator")
-            for method in sorted(UNVERIFIED_METHODS):
+            for method in sorted(UNVERIFIED_METHODS - {"approval"}):
                 refusal(await operator.call(method, decision="allow"), "unsupported-capability")
+            # approval is checked against its PARAMS row, then refused: this controller answers no dialog (P3)
+            observed = (await operator.call("observe"))["result"]
+            refusal(await operator.call("approval", incarnation=observed["incarnation"], generation=1,
+                                        decision="d1", choice="confirm"), "unsupported-capability")
             # scope: the grant covers another conversation only; every request is refused, nothing read.
             outsider, hello = await seed_client(path, "elsewhere")
             assert hello["result"]["scopeHolds"] is False and hello["result"]["scope"] == ["pi-another-conversation"]

@@ -128,6 +128,9 @@ class ToyRules:
                        checkpoint: Checkpoint) -> Verdict | None:
         return None  # the toy always decides in full
 
+    def answer(self, wire: LinkCore, dialog_id: str, choice: Mapping[str, Any], *, now: float) -> Command | None:
+        return None  # the toy offers no choices (its asks stay disabled), so nothing is ever answered
+
     def read(self, record: Mapping[str, Any]) -> Reading:
         kind = record.get("type")
         name = kind if isinstance(kind, str) else ""

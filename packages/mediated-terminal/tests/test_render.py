@@ -216,3 +216,19 @@ def test_lines_wrap_at_the_width_at_a_space_with_continuations_indented_and_noth
     assert all(not r.lstrip().startswith("\u200d") for r in joined)  # a joiner stays with what it joins
     assert "".join(r[2:] if i else r for i, r in enumerate(joined)) == "ab " + family * 4
     assert wrap([], 10) == [[]]
+
+
+def test_P2_an_answerable_decision_shows_its_choices_numbered_with_their_exact_labels_inert_and_cancel_disabled() -> None:
+    """Issue 33 (the controller answers dialogs): the choices' labels exactly as Pi sent them (markup kept,
+    bidi and escape controls made visible, never obeyed), each with its number, and the refused cancel with
+    why; a disabled dialog's line is as before (P3)."""
+    record = {"type": "nativeDecision", "nativeDecision": "d3", "native": "u-1", "method": "select",
+              "title": "Pick", "options": ["<i>Deny</i>", "Always \u202ewolla\u202c", "\u001b[2Jclear"],
+              "choices": ["<i>Deny</i>", "Always \u202ewolla\u202c", "\u001b[2Jclear"], "state": "open",
+              "refusedChoices": [{"choice": "cancel", "reason": "Pi reads it as a timeout"}], "reason": "answer"}
+    line = dialog_line(record)
+    assert "1: <i>Deny</i>" in line and "3: ^[[2Jclear" in line and "\u202e" not in line and "\x1b" not in line
+    assert "(cancel: disabled, Pi reads it as a timeout): open: answer" in line
+    answered = dialog_line({**record, "state": "settled", "how": "answered", "answer": "<i>Deny</i>"})
+    assert answered.endswith(': settled (answered) answered "<i>Deny</i>": answer')
+

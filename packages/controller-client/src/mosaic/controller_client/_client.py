@@ -402,25 +402,36 @@ class ControllerClient:
         its end. Raises `RemoteRefusal` (no-turn, fenced, generation, controller, ...)."""
         _, generation = self._token()
         result = await self._command("interrupt", {"generation": generation})
-        return self._record_of(result, "stop")  # registered in stream order by on_result
+        return _record_of(result, "stop")  # registered in stream order by on_result
+
+    async def approve(self, decision: str, choice: str) -> Mapping[str, Any]:
+        """Answer a native dialog (issue 33; only a controller that answers dialogs takes it): `decision` is the
+        nativeDecision record's id (its projection: new after each takeover), `choice` one of its `choices`,
+        exactly. Returns the decision record (state "answered"; the same reply again for the same answer).
+        Raises `RemoteRefusal` (decision: unknown, superseded, answered otherwise, past the engine's timeout or
+        a stop, a choice not offered; unsupported-capability: the controller answers no dialog; generation,
+        controller)."""
+        _, generation = self._token()
+        result = await self._command("approval", {"generation": generation, "decision": decision, "choice": choice})
+        return _record_of(result, "decision")
 
     async def issue_confirmation(self, operation: Literal["force-stop", "recover"]) -> Mapping[str, Any]:
         """Ask for a single-use confirmation of `operation`; returns the confirmation record (its summary
         says what a force stop kills)."""
         result = await self._command("issue-confirmation", {"operation": operation})
-        return self._record_of(result, "confirmation")
+        return _record_of(result, "confirmation")
 
     async def answer_confirmation(self, confirmation_id: str, answer: Literal["confirm", "cancel"]
                                   ) -> Mapping[str, Any]:
         """Answer a confirmation this connection was issued; returns the confirmation record."""
         result = await self._command("answer-confirmation", {"confirmation": confirmation_id, "answer": answer})
-        return self._record_of(result, "confirmation")
+        return _record_of(result, "confirmation")
 
     async def force_stop(self, confirmation_id: str) -> Mapping[str, Any]:
         """Force stop with an answered confirmation (consumed on use, H17). Returns the stop record (state
         "stopping"); its end comes as a record (`wait_stop`)."""
         result = await self._command("force-stop", {"confirmation": confirmation_id})
-        return self._record_of(result, "stop")  # registered in stream order by on_result
+        return _record_of(result, "stop")  # registered in stream order by on_result
 
     async def force_stop_confirmed(self) -> ForceStopStarted:
         """Issue a force-stop confirmation, answer it "confirm", and use it. Raises the first refusal met
@@ -475,13 +486,6 @@ class ControllerClient:
             raise RemoteProtocolError(None, f"the {method} result is not an object")
         return result
 
-    @staticmethod
-    def _record_of(result: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-        record = result.get(key)
-        if not isinstance(record, Mapping):
-            raise RemoteProtocolError(None, f"the reply has no {key} record")
-        return record
-
     # -- the connection (WireHost) --------------------------------------------------------------------
 
     async def _open(self, path: str) -> None:
@@ -498,3 +502,10 @@ class ControllerClient:
             await conn.close("hello refused")
             raise
         self.granted = result
+
+
+def _record_of(result: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    record = result.get(key)
+    if not isinstance(record, Mapping):
+        raise RemoteProtocolError(None, f"the reply has no {key} record")
+    return record

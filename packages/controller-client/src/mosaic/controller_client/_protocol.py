@@ -46,6 +46,11 @@ PARAMS: Mapping[str, Mapping[str, ParamSpec]] = MappingProxyType({
     "force-stop": {"incarnation": (str, True), "confirmation": (str, True)},
     "acquire-recovery-control": {"incarnation": (str, True)},
     "recover": {"incarnation": (str, True), "confirmation": (str, True)},
+    # Answer a native dialog (issue 33, the brief's I2; only when the controller answers dialogs, else the core
+    # refuses it `unsupported-capability`): `decision` is the nativeDecision record's projection id, `choice`
+    # one of its `choices`, exactly.
+    "approval": {"incarnation": (str, True), "generation": (int, True), "decision": (str, True),
+                 "choice": (str, True)},
 })
 
 ENUMS: Mapping[tuple[str, str], frozenset[str]] = MappingProxyType({
@@ -63,9 +68,10 @@ RANGES: Mapping[tuple[str, str], tuple[int, int]] = MappingProxyType({
 
 UNVERIFIED_METHODS: frozenset[str] = frozenset({"approval", "draft", "upload", "queue-edit"})
 """CHAT-01 commands this increment does not verify (seed README "Refusals": `unsupported-capability`, "an
-operation I1 doesn't verify"): `approval` is I2's (the approval races H5-H8), the draft, upload and
-queue-edit commands CHAT-04's (brief "Contracts implemented"). The server takes any params for them and the
-core refuses each `unsupported-capability`, where an unknown method is -32601."""
+operation I1 doesn't verify"): `approval` is I2's (the approval races H5-H8: verified only when the
+controller answers dialogs, issue 33), the draft, upload and queue-edit commands CHAT-04's (brief "Contracts
+implemented"). The server takes any params for those not in `PARAMS` (`approval` is checked against its row)
+and the core refuses each `unsupported-capability`, where an unknown method is -32601."""
 
 # JSON-RPC error codes. -32700..-32600 are JSON-RPC 2.0's own; -32001.. are this protocol's, stable.
 PARSE_ERROR = -32700  # not JSON, or not UTF-8

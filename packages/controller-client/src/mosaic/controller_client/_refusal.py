@@ -57,6 +57,8 @@ class ControlRefusal(Refusal):
         "configuration": False,  # a required constructor path is missing or misplaced, or unreadable
         "no-space": False,  # the claim root's file system has no room for the claim revisions a launch
         # reserves for its stop, or for recover's reservation or record (ENOSPC, EDQUOT)
+        "decision": True,  # an approval naming no open decision: unknown, disabled, superseded after a takeover
+        # (H5), answered otherwise (H7), past the engine's timeout or a stop (H8), or a choice not offered (P1)
         "no-engine-uid": True,  # no uid of the engine uid range is proven free (each may still hold a cohort);
         # one frees when its claim is stopped with a proof and its processes are gone (issue 28 item 3)
     }

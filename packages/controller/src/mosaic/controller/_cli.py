@@ -220,6 +220,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="run each execution's engine as its own uid from this range (needs --engine-uid-state)")
     serve.add_argument("--engine-uid-state", metavar="DIR",
                        help="the engine uid allocator's private state directory (mode 0700; made when missing)")
+    serve.add_argument("--answer-dialogs", action="store_true",
+                       help="answer the engine's confirm and select dialogs (issue 33, opt-in; default: every dialog is "
+                            "shown disabled and never answered, P3)")
+    serve.add_argument("--fixture-extension", action="store_true",
+                       help="load pi-rpc's fixture extension (test seats only: it raises dialogs on the scripted "
+                            "model's DIALOG cue; the seal checks its path and sha256)")
     serve.add_argument("--eligibility", metavar="ID",
                        help="launch from this eligibility record (a client's recover issued it, and printed this "
                             "command with it)")
@@ -414,6 +420,10 @@ def relaunch_command(args: argparse.Namespace, paths: dict[str, str], eligibilit
         argv += ["--engine-uids", args.engine_uids]
     if args.scripted_model:
         argv.append("--scripted-model")
+    for flag, on in (("--answer-dialogs", getattr(args, "answer_dialogs", False)),
+                     ("--fixture-extension", getattr(args, "fixture_extension", False))):
+        if on:  # the fixture extension is in the sealed argv, so its pin: a relaunch without it would not match
+            argv.append(flag)
     if (args.provider, args.model) != ("fakeprov", "fake-model-1"):
         argv += ["--provider", args.provider, "--model", args.model]
     if getattr(args, "debug", False):
@@ -428,6 +438,7 @@ def relaunch_command(args: argparse.Namespace, paths: dict[str, str], eligibilit
 async def serve(args: argparse.Namespace) -> int:
     from mosaic.cgroup_cohort import FixtureVerifier  # noqa: PLC0415
     from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account  # noqa: PLC0415
+    from mosaic.pi_rpc.seal import FIXTURE_EXTENSION_ENV  # noqa: PLC0415
     from mosaic.pi_rpc.testing import ModelServer, models_json  # noqa: PLC0415
     from mosaic.safe_open import Refusal  # noqa: PLC0415
 
@@ -492,6 +503,8 @@ async def serve(args: argparse.Namespace) -> int:
             say(f"scripted model at {made.model.base_url} (loopback); {models} points at it")
         home = os.path.join(paths["root"], "home")
         env = {"HOME": home, "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": agent}
+        if args.fixture_extension:
+            env.update(FIXTURE_EXTENSION_ENV)  # jiti's transpile cache off (pi-rpc `check_fixture_env`)
         engine_uids = None
         if uid_range is not None:
             engine_uids = EngineUids(uid_range[0], uid_range[1], engine.gid, _engine_uid_state(args.engine_uid_state))
@@ -499,9 +512,11 @@ async def serve(args: argparse.Namespace) -> int:
             Placement(fixture_root=paths["root"], claim_root=paths["claims"], session_file=paths["session"],
                       socket_dir=socket_dir, home=paths["home"]),
             PiSpec(env=env, pi_dir=pi_dir, provider=args.provider, model=args.model,
-                       state_dirs=(agent, home) if engine_uids is not None else ()),
+                       state_dirs=(agent, home) if engine_uids is not None else (),
+                       fixture_extension=args.fixture_extension),
             made.route.launcher, verifier=FixtureVerifier(), manager=made.route.manager, grants=grants,
-            eligibility=args.eligibility, on_recovered=on_recovered, engine_uids=engine_uids)
+            eligibility=args.eligibility, on_recovered=on_recovered, engine_uids=engine_uids,
+            dialogs=args.answer_dialogs)
         try:
             await controller.start()
         except Refusal as e:

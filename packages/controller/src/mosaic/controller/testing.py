@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from mosaic.pi_rpc import EngineLink, LinkCore, sealed_engine_argv
+from mosaic.pi_rpc.seal import FIXTURE_EXTENSION_ENV
 from mosaic.pi_rpc.testing import (
     FakeControl,
     FakeEngineSetup,
@@ -344,13 +345,13 @@ async def _first_drift_check(runtime: ControllerRuntime) -> None:
 async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link: EngineLink, link_core: LinkCore, *,
                  execution: str, bounds: Bounds, incarnation: str | None = None, limits: ServerLimits | None = None,
                  effects: EffectHandler = no_cohort_effects, grants: Grants | None = None,
-                 evidence_path: str | None = None) -> AsyncIterator[FakeRig]:
+                 evidence_path: str | None = None, dialogs: bool = False) -> AsyncIterator[FakeRig]:
     """A core over `link`'s engine, its runtime on a private socket, handed over once the takeover drift
     check ended; the runtime and the session reader are closed afterwards (the link is the caller's)."""
     drift = DriftConfig(session_id=await engine_session_id(link))
     core = ControllerCore(CoreConfig(conversation=cid, execution=execution, binding=f"binding-{execution}",
                                      incarnation=incarnation or new_incarnation(), engine=PI_RULES, bounds=bounds, drift=drift,
-                                     access=AccessPolicy(grants=grants or Grants())),
+                                     access=AccessPolicy(grants=grants or Grants()), answer_dialogs=dialogs),
                           now=time.time(), link=link_core)
     reader = session_reader(setup.cwd, setup.session)
     try:
@@ -381,12 +382,14 @@ async def fake_controller(
     incarnation: str | None = None,
     grants: Grants | None = None,
     evidence_path: str | None = None,
+    dialogs: bool = False,
 ) -> AsyncIterator[FakeRig]:
     """Start a controller on the fake engine under `root` (a directory that must not hold a tree yet).
     `grants`: who besides this uid may connect, and what they may do (none by default; `.access`);
-    `evidence_path` is the runtime's evidence file (none by default)."""
+    `evidence_path` is the runtime's evidence file (none by default). `dialogs`: the seat loads the fixture
+    extension (a `DIALOG` prompt raises a dialog) and the controller answers dialogs (issue 33)."""
     options: dict[str, Any] = {} if scenarios is None else {"scenarios": scenarios}
-    setup = prepare_fake_engine(root, seed=seed, **options)
+    setup = prepare_fake_engine(root, seed=seed, fixture_extension=dialogs, **options)
     bounds = bounds or Bounds()
     link: EngineLink | None = None
     try:
@@ -397,7 +400,7 @@ async def fake_controller(
         await asyncio.get_running_loop().run_in_executor(None, setup.ctl.accept, WAIT)
         async with _serve(setup, cid, page_reader, link, link_core, execution=execution, incarnation=incarnation,
                           bounds=bounds, limits=limits, effects=effects, grants=grants,
-                          evidence_path=evidence_path) as rig:
+                          evidence_path=evidence_path, dialogs=dialogs) as rig:
             yield rig
     finally:
         if link is not None:
@@ -415,14 +418,18 @@ async def real_controller(
     bounds: Bounds | None = None,
     effects: EffectHandler = no_cohort_effects,
     execution: str = "exec-1",
+    dialogs: bool = False,
 ) -> AsyncIterator[FakeRig]:
     """The same rig on the real pinned Pi 0.85.1, sealed, in a scratch tree under `root` (scratch HOME
     and agent dir: no ~/.pi is reachable), talking to the scripted model server at `model_url`
     (`ModelServer.base_url`). The pin is checked before spawn (`engine-pin-mismatch`). Run it inside the
-    loopback-only network namespace (`nox -s smoke`)."""
+    loopback-only network namespace (`nox -s smoke`). `dialogs`: the seat loads pi-rpc's fixture extension
+    (jiti's cache off) and the controller answers dialogs (issue 33)."""
     agent, proj, session = prepare_tree(root, Script("controller", (), session="s.jsonl", seed=seed), model_url)
-    argv = sealed_engine_argv(pi_dir, str(session), provider="fakeprov", model="fake-model-1")
-    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent)}
+    argv = sealed_engine_argv(pi_dir, str(session), provider="fakeprov", model="fake-model-1",
+                              fixture_extension=dialogs)
+    env = {"HOME": str(root / "home"), "PATH": "/usr/bin:/bin", "PI_CODING_AGENT_DIR": str(agent),
+           **(FIXTURE_EXTENSION_ENV if dialogs else {})}
     setup = FakeEngineSetup(argv, env, proj, session, agent, None)
     cid, page_reader = history_reader(proj, session, seat=SEAT)
     bounds = bounds or Bounds()
@@ -430,7 +437,7 @@ async def real_controller(
     link = await EngineLink.spawn(argv, env=env, cwd=str(proj), core=link_core, clock=time.time)
     try:
         async with _serve(setup, cid, page_reader, link, link_core, execution=execution, bounds=bounds,
-                          effects=effects) as rig:
+                          effects=effects, dialogs=dialogs) as rig:
             yield rig
     finally:
         await link.aclose()

@@ -411,7 +411,20 @@ def dialog_line(record: Mapping[str, Any]) -> str:
         if isinstance(record.get(key), str):  # what Pi asks with it (rpc-mode.js 47-192)
             words += f' {label} "{_text_of(record[key])}"'
     state = _text_of(record.get("state")) or "disabled"
-    return inert(f"{words}: {state}, not answered here: {_text_of(record.get('reason')) or 'no reason given'}")
+    reason = _text_of(record.get("reason")) or "no reason given"
+    choices = record.get("choices")
+    if state == "disabled" or not isinstance(choices, list):
+        return inert(f"{words}: {state}, not answered here: {reason}")
+    # Issue 33 (the controller answers dialogs): each choice numbered with its exact label, inert; those the
+    # controller does not offer with why.
+    words += " choices [" + " | ".join(f"{i}: {_text_of(c)}" for i, c in enumerate(choices, 1)) + "]"
+    refused = record.get("refusedChoices")
+    for item in refused if isinstance(refused, list) else ():
+        if isinstance(item, Mapping):
+            words += f" ({_text_of(item.get('choice'))}: disabled, {_text_of(item.get('reason'))})"
+    how = f" ({_text_of(record.get('how'))})" if record.get("how") is not None else ""
+    answer = f' answered "{_text_of(record.get("answer"))}"' if record.get("answer") is not None else ""
+    return inert(f"{words}: {state}{how}{answer}: {reason}")
 
 
 def confirmation_lines(confirmation: Mapping[str, Any]) -> list[str]:

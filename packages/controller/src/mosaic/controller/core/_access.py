@@ -90,6 +90,7 @@ METHOD_OPERATIONS: Mapping[str, str | None] = MappingProxyType({
     "answer-confirmation": SERVED,  # the operation of the confirmation it answers
     "force-stop": "force-stop",
     "recover": "recover",
+    "approval": "prompt",  # answering the engine's dialog is the controller's turn, as a prompt is (issue 33)
 })
 
 ACTOR_NAME = "local-operator"

@@ -41,7 +41,7 @@ from mosaic.pi_rpc.link import CommandOutcome
 from . import _binding
 from ._io import Call, CancelTimer, ConnId, FlushEngine, Reply, SetTimer
 from ._state import CoreState, text_digest
-from ._values import Clear, Confirmation, IllegalTransition, Stop, StopKind, StopStep
+from ._values import Clear, Confirmation, IllegalTransition, Stop, StopKind, StopStep, dialog_doubt
 
 __all__ = [
     "CHAIN_TRANSITIONS",
@@ -73,7 +73,7 @@ def new_stop(s: CoreState, kind: StopKind, conn: ConnId, **fields: Any) -> Stop:
     """A stop chain, its approval disposition from the execution's dialog evidence (rule 9)."""
     stop = Stop(s.new_id("s"), kind, s.execution, conn, s.now, **fields)
     stop.actor = s.connections[conn].ids
-    if s.dialogs:
+    if dialog_doubt(s.doubt_disabled, s.decisions):  # `_dialogs` rule 7 (off: any dialog seen)
         stop.approval = "uncertain"
     return stop
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._refusal import ControlRefusal
-from . import _binding
+from . import _binding, _dialogs
 from ._io import (
     CLAIM_GENERATION,
     Call,
@@ -200,3 +200,4 @@ def _take_control(s: CoreState, call: Call, how: str) -> None:
     s.emit(Reply(call.conn, call.rpc_id, {"generation": s.generation, "how": how, "previous": previous,
                                               "connection": s.connection_record(call.conn)}))
     s.broadcast_binding()
+    _dialogs.reproject(s)  # `_dialogs` rule 4 (P5): each open decision under a new projection id

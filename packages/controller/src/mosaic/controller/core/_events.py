@@ -19,8 +19,8 @@ The rules it keeps (the core's rules 6 and 7a; brief §3, §9; seed README "Over
    inside a run's turn; O3 an agent_settled inside a turn (the losing prompt's finally, FACTS Part 2 F);
    O4 an aborted assistant message with no abort of the controller's outstanding (N9); O5 input queued
    between the interrupt's clear and its abort (H10); O6 a run event with no run active.
-5. A native dialog (P3) is shown disabled with a reason, never answered; once one was seen every stop's
-   approval disposition is uncertain (seed "Approval").
+5. A native dialog goes to the dialogs room (`_dialogs`: P3 by default; answered when the deployment opts
+   in), and so do the tool ends and the run's settle that settle one.
 6. Any engine event during a drift check makes it void (`core/_drift` rule 2).
 """
 
@@ -40,8 +40,7 @@ from mosaic.pi_rpc.link import (
     TruncatedOutput,
 )
 
-from ..engines._seam import DialogAsk
-from . import _answers, _chain, _drift, _slot
+from . import _answers, _chain, _dialogs, _drift, _slot
 from ._io import EngineEvents, Notify
 from ._slot import Settle
 from ._state import CoreState
@@ -106,8 +105,10 @@ def _native(s: CoreState, event: EngineEvent) -> None:
         s.run.open_tools[tool_id] = tool_name
     if reading.tool_end is not None:
         s.run.open_tools.pop(reading.tool_end, None)
+        if s.decisions:
+            _dialogs.tool_ended(s, reading.tool_end)
     if reading.dialog is not None:
-        _dialog(s, reading.dialog)
+        _dialogs.asked(s, reading.dialog)
     elif reading.event is not None:
         _client_event(s, *reading.event)
         for more in reading.events:
@@ -120,6 +121,8 @@ def reset_run(s: CoreState) -> None:
     """The engine's run is over whatever the stream showed (a force stop's end): no run, its messages still
     numbered on (`message_seq`)."""
     s.run = Run(message_seq=s.run.message_seq)
+    if s.decisions:
+        _dialogs.run_over(s)
 
 
 def _agent_start(s: CoreState) -> None:
@@ -163,6 +166,8 @@ def _agent_settled(s: CoreState) -> None:
             _answers.overlap(s, "O6", "an agent_settled with no run active")
         return
     s.run = Run(message_seq=run.message_seq)
+    if s.decisions:
+        _dialogs.run_over(s)  # `_dialogs` rule 6: no dialog of a settled run is pending
     if run.ours and slot is not None:
         request = slot.request
         settle = Settle("run-settled", None)
@@ -217,21 +222,3 @@ def _payload(s: CoreState, event_type: str, fields: Mapping[str, Any]) -> dict[s
         s.run.message_seq += 1
         s.run.current_message = f"m{s.run.message_seq}"
     return {"message": s.run.current_message, **fields}
-
-
-def _dialog(s: CoreState, ask: DialogAsk) -> None:
-    # P3 (and I2 not built): a native dialog is shown disabled with a reason, never answered.
-    s.dialogs += 1
-    _chain.approval_uncertain(s)  # seed "Approval": once a dialog was seen, every stop says so
-    name = s.config.engine.name
-    made = s.new_id("d")  # made whether or not the ask has its own id (the ids that follow stay as they were)
-    decision: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": made if ask.id is None else ask.id,
-                                "method": ask.method, "title": ask.fields.get("title"),
-                                "options": ask.fields.get("options"), "state": "disabled",
-                                # Plain words for the person; the rule is P3 (CHAT-03D not adopted).
-                                "reason": f"{name} asks a question here; this controller shows it but never "
-                                          f"answers it, so {name} decides on its own (its default or timeout)"}
-    for key, value in ask.fields.items():  # the rest of the ask, as the engine's reading gave it
-        if key not in decision:
-            decision[key] = value
-    s.record(decision)

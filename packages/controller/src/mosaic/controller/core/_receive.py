@@ -54,7 +54,7 @@ from mosaic.pi_rpc import LinkCore
 from .._methods import UNVERIFIED_METHODS
 from ..engines._seam import ENGINE_RECORD_CAP
 from ..engines._verdict import Verdict
-from . import _admission, _chain, _clients, _drift, _events, _force
+from . import _admission, _chain, _clients, _dialogs, _drift, _events, _force
 from ._chain import SETTLE_TIMER
 from ._drift import DRIFT_READ_TIMER, DRIFT_START
 from ._effects import EFFECTS
@@ -107,6 +107,8 @@ class ControllerCore:
             fired = _TIMERS.get(event.key)
             if fired is not None:
                 fired(s)
+            elif event.key.startswith(_dialogs.DIALOG_TIMER):
+                _dialogs.timed_out(s, event.key)
         elif isinstance(event, EffectDone):
             row = EFFECTS.get(event.kind)
             if row is None:  # no shell sends one: evidence, nothing changes (`_effects` rule 1)
@@ -114,6 +116,7 @@ class ControllerCore:
             else:
                 row.done(s, event)
         _chain.feed(s, "receive-ended")  # the interrupt's abort, decided now (H10)
+        _dialogs.interrupted(s)  # `_dialogs` rule 5: a decision open while a stop runs is uncertain (P6)
         if s.config.drift is not None:
             _drift.step(s)
             call = _drift.take_resume(s)
@@ -252,6 +255,7 @@ _HANDLERS: dict[str, Callable[[CoreState, Call], None]] = {
     "force-stop": _force.force_stop,
     "acquire-recovery-control": _clients.acquire_recovery,
     "recover": _force.recover,
+    "approval": _dialogs.answer,  # refused `unsupported-capability` by the gate unless the dialogs are answered
 }
 
 

@@ -44,7 +44,7 @@ from ._io import (
     Reply,
     RpcId,
 )
-from ._values import BindingState, Confirmation, Conn, DriftCheck, Request, Run, Slot, Stop
+from ._values import BindingState, Confirmation, Conn, Decision, DriftCheck, Request, Run, Slot, Stop
 
 __all__ = [
     "Bounds",
@@ -107,6 +107,9 @@ class CoreConfig:
     # The uid this execution's engine runs as, when the lifecycle allocated one for it (`EngineUids`; the
     # claim records it too); None for the launcher's one account. The binding record carries it.
     engine_uid: int | None = None
+    # Answer the engine's dialogs (issue 33, the brief's I2 after C-2: `core/_dialogs`): off by default, so every
+    # dialog is shown disabled and never answered (P3); a deployment that adopts C-2 turns it on.
+    answer_dialogs: bool = False
 
 
 def text_digest(text: str) -> str:
@@ -123,7 +126,8 @@ FIELD_OWNERS: Mapping[str, str] = MappingProxyType({
     **dict.fromkeys(("generation", "controller", "controller_ids", "connections"), "_clients"),
     **dict.fromkeys(("binding_state", "fences", "context"), "_binding"),
     **dict.fromkeys(("slot", "requests", "settled", "retired"), "_slot"),
-    **dict.fromkeys(("run", "sequence", "unknown_native", "late_events", "dialogs"), "_events"),
+    **dict.fromkeys(("run", "sequence", "unknown_native", "late_events"), "_events"),
+    **dict.fromkeys(("dialogs", "decisions", "doubt_disabled"), "_dialogs"),
     **dict.fromkeys(("stop", "stops"), "_chain"),
     **dict.fromkeys(("confirmations", "pending_effects", "pending_census"), "_force"),
     "overlaps": "_answers",
@@ -164,6 +168,8 @@ class CoreState:
         self.unknown_native: dict[str, int] = {}
         self.late_events = 0
         self.dialogs = 0
+        self.decisions: dict[str, Decision] = {}  # native id -> the decision (`_dialogs`, when answering)
+        self.doubt_disabled = 0  # dialogs shown disabled (`_dialogs` rule 7)
         self.overlaps: list[tuple[str, str]] = []  # (signal, detail) of every overlap signal read
         self.ids = 0
         self.pending_effects: dict[str, tuple[ConnId, RpcId]] = {}

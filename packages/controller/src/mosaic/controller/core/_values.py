@@ -8,12 +8,14 @@ record type (schemas/chat-01-control.schema.json validates every one of them in 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mosaic.pi_rpc import Command
 from mosaic.pi_rpc.link import CommandOutcome
 
+from ..engines._seam import DialogAsk
 from ..engines._verdict import Checkpoint, EngineList
 from ._access import actor_record
 from ._io import ConnId, RpcId
@@ -301,3 +303,43 @@ class DriftCheck:
     read_effect: str | None = None
     dirty: bool = False  # an engine event arrived meanwhile: the engine was not idle, the check is void
     since: Checkpoint | None = None  # the incremental check's starting point (None: the full check)
+
+
+DecisionState = Literal["open", "answered", "uncertain", "settled"]
+
+
+@dataclass
+class Decision:
+    """One native dialog the controller may answer (rule 2), under its current projection id."""
+
+    native: str
+    projection: str
+    ask: DialogAsk
+    tools: set[str]  # the tool calls open when it was asked (rule 6)
+    deadline: float | None
+    state: DecisionState = "open"
+    answer: str | None = None
+    how: str | None = None
+    superseded: list[str] = field(default_factory=list)  # earlier projection ids (rule 4)
+
+    def record(self, reason: str) -> dict[str, Any]:
+        ask = self.ask
+        out: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": self.projection, "native": self.native,
+                               "method": ask.method, "title": ask.fields.get("title"),
+                               "options": ask.fields.get("options"), "state": self.state, "reason": reason,
+                               "choices": [label for label, _ in ask.choices or ()],
+                               "refusedChoices": [{"choice": c, "reason": why} for c, why in ask.refused]}
+        if self.answer is not None:
+            out["answer"] = self.answer
+        if self.how is not None:
+            out["how"] = self.how
+        for key, value in ask.fields.items():
+            if key not in out:
+                out[key] = value
+        return out
+
+
+def dialog_doubt(disabled: int, decisions: Mapping[str, Decision]) -> bool:
+    """`_dialogs` rule 7: a stop's approval is uncertain while a dialog was shown disabled (ever, this
+    execution) or a decision is not settled."""
+    return disabled > 0 or any(d.state != "settled" for d in decisions.values())

@@ -83,12 +83,21 @@ class Cleared:
 
 @dataclass(frozen=True)
 class DialogAsk:
-    """A native question the engine asks (P3): its id (None: the core makes one), its method, and the fields
-    shown to the person (title, options, message, ...). The core shows it disabled, never answers it."""
+    """A native question the engine asks: its id (None: the core makes one), its method, and the fields
+    shown to the person (title, options, message, ...). Off (`CoreConfig.answer_dialogs` False) the core shows
+    it disabled and never answers it (P3). On, it offers `choices`, each a label shown exactly and the native
+    answer the engine writes for it (`EngineRules.answer`): only answers that are the person's own choice
+    (None: the engine cannot take one from the controller: shown disabled, `unanswerable` says why);
+    `refused` lists the native answers the engine has that are not offered, each with why (a cancel that may
+    mean allow); `timeout` is the engine's own timeout in seconds (None: none)."""
 
     id: str | None
     method: Any
     fields: Mapping[str, Any] = field(default_factory=dict)
+    choices: tuple[tuple[str, Mapping[str, Any]], ...] | None = None
+    refused: tuple[tuple[str, str], ...] = ()
+    unanswerable: str = ""
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +167,10 @@ class EngineRules(Protocol):
     def check_appended(self, engine: EngineList, file: SessionBytes | None, *,
                        checkpoint: Checkpoint) -> Verdict | None: ...
     def read(self, record: Mapping[str, Any]) -> Reading: ...
+    def answer(self, wire: Wire, dialog_id: str, choice: Mapping[str, Any], *, now: float) -> Command | None:
+        """Write the answer `choice` (one of a `DialogAsk`'s native answers, exactly as the reading gave it) to
+        the dialog `dialog_id` (its native id); None when the engine takes no answer from the controller. The
+        engine may never acknowledge it: its outcome ends at written (Pi's `extension_ui_response`)."""
 
 
 class Place(Protocol):

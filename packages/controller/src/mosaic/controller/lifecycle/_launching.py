@@ -126,6 +126,7 @@ class LaunchingController(Recovering):
         cohort: CohortPort | None = None,
         pool: Pool | None = None,
         claims_owner: ClaimsOwner | None = None,
+        dialogs: bool = False,
     ) -> None:
         """Construction checks, before anything is claimed or spawned: the guard (G1), the session file's
         place and header, the pin and the seal, the grants (who besides this uid may connect and do what:
@@ -143,7 +144,10 @@ class LaunchingController(Recovering):
         `on_recovered(record)` is called on the event loop when a client's recover has written its
         eligibility record (nothing is launched here: brief §6 "Recover"); what it returns, if anything,
         goes into the recover's reply as ``next``: how this controller's launcher launches from the record
-        (`mosaic-controller serve` names its exact command line)."""
+        (`mosaic-controller serve` names its exact command line).
+
+        `dialogs`: answer the engine's dialogs (issue 33, the brief's I2 after C-2: `CoreConfig.answer_dialogs`);
+        off by default, every dialog is shown disabled and never answered (P3)."""
         if cohort is None:
             if launcher is None:
                 raise ControlRefusal("configuration", "a controller needs a cgroup-cohort launcher or a cohort port")
@@ -161,6 +165,7 @@ class LaunchingController(Recovering):
         self.eligibility = eligibility
         self.access = AccessPolicy(grants=grants or Grants())
         self.engine_uids = engine_uids
+        self.dialogs = dialogs
         self.inherited: tuple[Mapping[str, Any], ...] = ()
         self.recovered: EligibilityRecord | None = None
         self.on_recovered = on_recovered
@@ -468,7 +473,7 @@ class LaunchingController(Recovering):
                           engine=self.engine.rules,
                           state=state, fences=dict(fences or {}),  # type: ignore[arg-type]
                           drift=self.engine.drift(self.identity), inherited=self.inherited, access=self.access,
-                          limits=limits, engine_uid=claim.engine_uid)
+                          limits=limits, engine_uid=claim.engine_uid, answer_dialogs=self.dialogs)
 
     # ------------------------------------------------------------------------------------------- serve
 

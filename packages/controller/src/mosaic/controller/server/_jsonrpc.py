@@ -16,7 +16,8 @@ The rules this file keeps (brief §1 "Controller and transport"; JSON-RPC 2.0; `
    string or integer (bool, float, null), no string ``method``,
    ``params`` present but not an object, an unknown member
    a method not in ``PARAMS`` (nor ``UNVERIFIED_METHODS``, whose  -32601   yes
-   params go unchecked to the core, which refuses them)
+   params go unchecked to the core, which refuses them; approval's
+   are checked against its ``PARAMS`` row)
    params that break ``PARAMS`` / ``ENUMS`` / ``RANGES``: a       -32602   yes
    missing required param, an unknown param, a wrong type (a bool
    is not an int, a float is not an int), a value outside its
@@ -229,7 +230,7 @@ def _request(value: Any) -> ParsedRequest | RequestError:
     if not isinstance(params, dict):
         return RequestError(
             INVALID_REQUEST, f'invalid request: "params" must be an object, not {_kind(params)}', rpc_id)
-    if method in UNVERIFIED_METHODS:  # the core refuses it: its params are not this increment's to check
+    if method in UNVERIFIED_METHODS and method not in PARAMS:  # the core refuses it: its params are not checked
         return ParsedRequest(rpc_id, method, MappingProxyType(params))
     spec = PARAMS.get(method)
     if spec is None:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from mosaic.pi_rpc import EngineLink, check_pin, sealed_engine_argv
 from mosaic.pi_rpc.install import PI_VERSION
-from mosaic.pi_rpc.seal import BUNDLE_MANIFEST_SHA256
+from mosaic.pi_rpc.seal import BUNDLE_MANIFEST_SHA256, check_fixture_env
 from mosaic.safe_open import canonical_json, sha256_digest
 from mosaic.writer_claim import Pins
 
@@ -63,6 +63,10 @@ class EngineDescription(Protocol):
     def thinking(self) -> str | None: ...
     @property
     def pin_tree(self) -> str | None: ...
+    @property
+    def fixture_extension(self) -> bool: ...
+    @property
+    def env(self) -> Mapping[str, str]: ...
 
 
 def sealed_argv(engine: EngineDescription, session_file: str) -> list[str]:
@@ -71,11 +75,16 @@ def sealed_argv(engine: EngineDescription, session_file: str) -> list[str]:
     if engine.command is None:
         if engine.pi_dir is None:
             raise ControlRefusal("configuration", "an engine needs a pinned Pi directory or a command")
-        refusal = check_pin(engine.pi_dir)
+        refusal = check_pin(engine.pi_dir, fixture_extension=engine.fixture_extension)
+        if refusal is not None:
+            raise refusal
+    if engine.fixture_extension:
+        refusal = check_fixture_env(engine.env)
         if refusal is not None:
             raise refusal
     return sealed_engine_argv(engine.pi_dir or "", session_file, model=engine.model, provider=engine.provider,
-                              thinking=engine.thinking, command=engine.command)
+                              thinking=engine.thinking, command=engine.command,
+                              fixture_extension=engine.fixture_extension)
 
 
 def current_pins(engine: EngineDescription, argv: Sequence[str]) -> Pins:
@@ -84,7 +93,7 @@ def current_pins(engine: EngineDescription, argv: Sequence[str]) -> Pins:
     pin is its command and, when `pin_tree` names one, its install tree's content."""
     if engine.command is None:
         assert engine.pi_dir is not None
-        refusal = check_pin(engine.pi_dir)
+        refusal = check_pin(engine.pi_dir, fixture_extension=engine.fixture_extension)
         if refusal is not None:
             raise refusal
         binary = BUNDLE_MANIFEST_SHA256

@@ -10,6 +10,12 @@ does (`core/_events`); here only what Pi's record says.
    an assistant message_end with stopReason "aborted" is an abort (the chain's, or O4), a queue_update with a
    non-empty queue is queued input (O5 in an interrupt's pause), tool_execution_start/end open and close a
    tool call (K5), agent_settled settles the run.
+4. A dialog's answers (issue 33; docs/pi-0.85.1.md "Extension UI under the seal"): a confirm offers
+   `confirm` (`{"confirmed": true}`) and `decline` (`{"confirmed": false}`), a select its options' labels
+   exactly (`{"value": <label>}`); no other value (Pi hands a confirm's `"confirmed": "yes"` to the handler
+   as truthy, and a select's value unchecked). Cancel is never offered: on a confirm Pi reads it as a
+   decline, on a select as a timeout, whose meaning (maybe allow) only the extension decides. Input and
+   editor take free text: not answerable here. `timeout` (ms) becomes seconds.
 """
 
 from __future__ import annotations
@@ -42,8 +48,7 @@ def read(record: Mapping[str, Any]) -> Reading:
     dialog = None
     event = None
     if mapped == DIALOG:
-        dialog = DialogAsk(str(record["id"]) if "id" in record else None, record.get("method"),
-                           {k: record[k] for k in _DIALOG_FIELDS if k in record})
+        dialog = _dialog(record)
     elif mapped != INTERNAL:
         event = (mapped, _payload(mapped, record))
     return Reading(
@@ -62,6 +67,32 @@ def read(record: Mapping[str, Any]) -> Reading:
         event=event,
         dialog=dialog,
     )
+
+
+_CANCEL_CONFIRM = ("cancel", "Pi reads a cancel on a confirm as a decline: choose decline")
+_CANCEL_SELECT = ("cancel", "Pi reads a cancel on a select as a timeout: the extension's own default, which "
+                            "may mean allow")
+_FREE_TEXT = "this controller answers only confirm and select; {} takes free text, so Pi decides on its own"
+
+
+def _dialog(record: Mapping[str, Any]) -> DialogAsk:
+    """A dialog request and the answers it may take from the controller (rule 4)."""
+    method = record.get("method")
+    fields = {k: record[k] for k in _DIALOG_FIELDS if k in record}
+    ask_id = str(record["id"]) if "id" in record else None
+    timeout = record.get("timeout")
+    seconds = timeout / 1000 if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0 \
+        else None
+    options = record.get("options")
+    if method == "confirm":
+        return DialogAsk(ask_id, method, fields, (("confirm", {"confirmed": True}), ("decline", {"confirmed": False})),
+                         (_CANCEL_CONFIRM,), timeout=seconds)
+    if method == "select" and isinstance(options, list) and options and all(isinstance(o, str) for o in options) \
+            and len(set(options)) == len(options):
+        return DialogAsk(ask_id, method, fields, tuple((o, {"value": o}) for o in options), (_CANCEL_SELECT,),
+                         timeout=seconds)
+    why = _FREE_TEXT.format(method) if method in ("input", "editor") else "its options are not distinct labels"
+    return DialogAsk(ask_id, method, fields, unanswerable=why, timeout=seconds)
 
 
 def _payload(event_type: str, record: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,10 @@ class PiSpec:
     # (`EngineUids`), what an earlier execution's uid owns in them is handed to each new one before its
     # launch (systemd's StateDirectory=); each must be inside the fixture root (the guard checks them).
     state_dirs: tuple[str, ...] = ()
+    # The seal's one extension (issue 33): pi-rpc's fixture extension, at its exact path and sha256, for a
+    # test seat only (the live-session guard keeps every seat inside the fixture root); the environment must
+    # then carry JITI_FS_CACHE=false (pi-rpc `check_fixture_env`). Off by default.
+    fixture_extension: bool = False
 
     def engine(self) -> PiEngine:
         """The engine this spec describes, as the lifecycle uses it (the seam's `EngineFactory`)."""

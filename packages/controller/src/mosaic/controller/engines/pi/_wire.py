@@ -108,6 +108,11 @@ class PiRules:
     def read(self, record: Mapping[str, Any]) -> Reading:
         return _read.read(record)
 
+    def answer(self, wire: LinkCore, dialog_id: str, choice: Mapping[str, Any], *, now: float) -> Command | None:
+        # One extension_ui_response with the dialog's exact id and the choice's native answer, as `_read` made
+        # it (P1); Pi never acknowledges it (rpc-mode.js 614-626), so its outcome ends at written.
+        return wire.send_ui_response(dialog_id, choice, now=now)
+
 
 def _queues(data: Mapping[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     if data is None:
