@@ -113,6 +113,11 @@ class ClaudeRules:
     def abort_answer(self, command: Command) -> Answer:
         return _control(command)
 
+    def answer(self, wire: LinkCore, dialog_id: str, choice: Mapping[str, Any], *, now: float) -> Command | None:
+        """No permission request is answered yet (P7 is not built): every `can_use_tool` is read as a disabled
+        dialog (P3), so the core never offers a choice to send."""
+        return None
+
     def send_entries(self, wire: LinkCore, since: str | None, *, now: float, bound: float) -> Command:
         raise NotImplementedError("Claude's transcript drift check is not built yet (issue 32, rule 5)")
 
