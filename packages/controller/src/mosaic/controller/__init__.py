@@ -25,7 +25,8 @@ lifecycle or cgroup-cohort.
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._refusal import ControlRefusal
+    from mosaic.controller_client import ControlRefusal
+
     from .core._access import Grants
     from .core._state import Bounds
     from .engines.pi._spec import PiSpec
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 _LAZY: dict[str, str] = {
     "Bounds": "core._state",
-    "ControlRefusal": "_refusal",
+    "ControlRefusal": "mosaic.controller_client",  # the client package's class, re-exported
     "LaunchingController": "lifecycle._launching",
     "PiSpec": "engines.pi._spec",
     "EngineUids": "lifecycle._engine_uids",
@@ -64,7 +65,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib import import_module
 
-    value = getattr(import_module(f"{__name__}.{module}"), name)
+    value = getattr(import_module(module if module.startswith("mosaic.") else f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 

@@ -6,7 +6,7 @@ an answer or a notification out (`encode_result`, `encode_error`, `encode_notifi
 
 from __future__ import annotations
 
-from ._methods import (
+from mosaic.controller_client import (
     CLOSE_REASONS,
     ENUMS,
     ERROR_CODES,
@@ -22,6 +22,7 @@ from ._methods import (
     REFUSED,
     UNVERIFIED_METHODS,
 )
+
 from .server._jsonrpc import (
     ParsedRequest,
     RequestError,

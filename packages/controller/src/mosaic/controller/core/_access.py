@@ -49,7 +49,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 
-from .._refusal import ControlRefusal
+from mosaic.controller_client import ControlRefusal
+
 from ._io import ConnId, Peer
 
 __all__ = [
@@ -73,7 +74,7 @@ __all__ = [
 Operation = Literal["observe", "prompt", "takeover", "interrupt", "force-stop", "recover"]
 OPERATIONS: tuple[Operation, ...] = ("observe", "prompt", "takeover", "interrupt", "force-stop", "recover")
 ALL_OPERATIONS: frozenset[str] = frozenset(OPERATIONS)
-CONFIRMABLE: tuple[Operation, ...] = ("force-stop", "recover")  # _methods.ENUMS' issue-confirmation operations
+CONFIRMABLE: tuple[Operation, ...] = ("force-stop", "recover")  # the protocol's ENUMS' issue-confirmation operations
 
 SERVED = "served"
 """In `METHOD_OPERATIONS`: the method needs the operation it serves (a confirmation's)."""

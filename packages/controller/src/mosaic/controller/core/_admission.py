@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
+from mosaic.controller_client import UNVERIFIED_METHODS
 from mosaic.pi_rpc.link import LinkPoisoned
 
-from .._methods import UNVERIFIED_METHODS
 from . import _drift, _slot
 from ._access import required_operations
 from ._io import Call, FlushEngine, Reply

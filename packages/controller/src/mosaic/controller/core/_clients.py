@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._refusal import ControlRefusal
+from mosaic.controller_client import ControlRefusal
+
 from . import _binding, _dialogs
 from ._io import (
     CLAIM_GENERATION,

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, get_args
 
-from .._refusal import ControlRefusal
+from mosaic.controller_client import ControlRefusal
+
 from . import _drift, _force
 from ._io import (
     CENSUS,

@@ -49,9 +49,9 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from mosaic.controller_client import UNVERIFIED_METHODS
 from mosaic.pi_rpc import LinkCore
 
-from .._methods import UNVERIFIED_METHODS
 from ..engines._seam import ENGINE_RECORD_CAP
 from ..engines._verdict import Verdict
 from . import _admission, _chain, _clients, _dialogs, _drift, _events, _force

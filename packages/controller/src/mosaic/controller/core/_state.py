@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from mosaic.controller_client import ControlRefusal
 from mosaic.pi_rpc import LinkCore
 
-from .._refusal import ControlRefusal
 from ..engines._seam import EngineRules
 from ..engines._verdict import Checkpoint, DriftConfig, FileIdentity, Verdict
 from ._access import AccessPolicy, actor_record

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mosaic.controller_client import ControlRefusal
 from mosaic.safe_open import Refusal
 from mosaic.writer_claim import ClaimStore, Pins, SeatKey, SessionKey, State
 
-from .._refusal import ControlRefusal
 from ..engines._seam import Engine, Place, SessionRead
 from ._eligibility import EligibilityRecord
 

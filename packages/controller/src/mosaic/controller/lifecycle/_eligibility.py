@@ -35,9 +35,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mosaic.controller_client import ControlRefusal
 from mosaic.safe_open import canonical_json, sha256_digest
-
-from .._refusal import ControlRefusal
 
 __all__ = [
     "RECORD_DIR",

@@ -58,10 +58,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mosaic.controller_client import ControlRefusal
 from mosaic.safe_open import Refusal, current_host
 from mosaic.writer_claim import Claim, ClaimStore, SeatKey, SessionKey, State
-
-from .._refusal import ControlRefusal
 
 __all__ = ["LEASE_SUFFIX", "EngineUids", "Lease", "claim_over", "hand_over", "live_uids"]
 

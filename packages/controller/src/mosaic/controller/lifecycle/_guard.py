@@ -70,7 +70,7 @@ import stat
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from .._refusal import ControlRefusal
+from mosaic.controller_client import ControlRefusal
 
 __all__ = [
     "LiveRoots",

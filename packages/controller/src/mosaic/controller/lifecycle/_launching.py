@@ -53,6 +53,7 @@ from typing import Any
 
 from mosaic.cgroup_cohort import CohortRef, Credentials, FixtureVerifier, Launcher, StopRequest, UserManager
 from mosaic.cgroup_cohort.limits import held_to_dict
+from mosaic.controller_client import ControlRefusal
 from mosaic.pi_rpc import EngineLink, LinkCore
 from mosaic.safe_open import Refusal
 from mosaic.writer_claim import (
@@ -68,7 +69,6 @@ from mosaic.writer_claim import (
     State,
 )
 
-from .._refusal import ControlRefusal
 from ..core._access import AccessPolicy, Grants
 from ..core._receive import Bounds, ControllerCore, CoreConfig
 from ..engines._seam import Engine, EngineFactory, Place, SessionRead

@@ -23,6 +23,7 @@ import errno
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mosaic.controller_client import ControlRefusal
 from mosaic.safe_open import Refusal
 from mosaic.writer_claim import (
     Binding,
@@ -37,7 +38,6 @@ from mosaic.writer_claim import (
     State,
 )
 
-from .._refusal import ControlRefusal
 from ..core._receive import Bounds, ControllerCore
 from ..engines._seam import Engine, Place, SessionRead
 from ..server._runtime import ControllerRuntime

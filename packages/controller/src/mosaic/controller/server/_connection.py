@@ -12,7 +12,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Protocol
 
-from .._methods import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG
+from mosaic.controller_client import CLOSE_REASONS, INTERNAL_ERROR, LINE_TOO_LONG
+
 from ..core._io import Connected, ConnId, Disconnected, Input, Peer, Refuse, Reply, RpcId
 from ._jsonrpc import RequestError, encode_error, encode_notification, encode_result, parse_line
 from ._limits import KiB, ServerLimits

@@ -1,7 +1,8 @@
 """The socket protocol's wire format, sans-io: one request line in, a `ParsedRequest` or a `RequestError` out;
 results, errors and notifications out as one line each.
 
-The rules this file keeps (brief §1 "Controller and transport"; JSON-RPC 2.0; `_methods.py` is the table):
+The rules this file keeps (brief §1 "Controller and transport"; JSON-RPC 2.0; the table is
+mosaic-controller-client's `_protocol.py`):
 
 1. A message is one line ending in LF (the caller splits on LF only and hands over the line without it).
    One trailing CR is stripped, so a CRLF client is read correctly (the same rule as pi-rpc's framing).
@@ -51,7 +52,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from .._methods import (
+from mosaic.controller_client import (
     ENUMS,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -61,6 +62,7 @@ from .._methods import (
     RANGES,
     UNVERIFIED_METHODS,
 )
+
 from ..core._io import Call, ConnId, RpcId
 
 __all__ = [

@@ -88,7 +88,8 @@ import time
 import traceback
 from collections.abc import Callable
 
-from .._methods import CLOSE_REASONS, INTERNAL_ERROR, REFUSED
+from mosaic.controller_client import CLOSE_REASONS, INTERNAL_ERROR, REFUSED
+
 from ..core._access import AccessPolicy
 from ..core._io import CloseConnection, ConnId, Input, Notify, Peer, Refuse, Reply, RpcId
 from ._connection import (

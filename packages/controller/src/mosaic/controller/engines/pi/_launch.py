@@ -23,13 +23,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from mosaic.controller_client import ControlRefusal
 from mosaic.pi_rpc import EngineLink, check_pin, sealed_engine_argv
 from mosaic.pi_rpc.install import PI_VERSION
 from mosaic.pi_rpc.seal import BUNDLE_MANIFEST_SHA256, check_fixture_env
 from mosaic.safe_open import canonical_json, sha256_digest
 from mosaic.writer_claim import Pins
 
-from ..._refusal import ControlRefusal
 from ._session import SessionIdentity
 
 __all__ = [

@@ -18,11 +18,10 @@ import os
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from mosaic.controller_client import ControlRefusal
 from mosaic.pi_format import MAIN_BRANCH, FormatRefusal
 from mosaic.pi_format import parse as parse_session
 from mosaic.safe_open import open_root
-
-from ..._refusal import ControlRefusal
 
 __all__ = ["SessionIdentity", "SessionPlace", "read_session", "session_place"]
 
