@@ -180,6 +180,22 @@ def test_admission_counts_only_the_grants_whose_scope_holds_and_a_hello_narrows_
     assert isinstance(unknown, ControlRefusal) and unknown.code == "grant"
 
 
+def test_a_force_stop_grant_gives_its_reserve_only_on_the_conversations_its_scope_covers() -> None:
+    """Issue 28 item 2 with rule 6: the force-stop reserve of the server's connection bound is the standing of
+    a uid a grant covering this controller's conversation lets force stop; one scoped elsewhere stands as
+    "other" here (its force-stop would be refused `scope`, so it gets no slot reserved for it)."""
+    grants = Grants(users={1000: frozenset({"observe", "force-stop"})}, groups={50: frozenset({"observe", "force-stop"})},
+                    scopes={("uid", 1000): frozenset({"pi-a"})})
+    policy = AccessPolicy(owner=0, grants=grants)
+    alice = Peer(1000, 1000, 1, ())
+    assert policy.standing(alice, "pi-a") == "force-stop"
+    assert policy.standing(alice, "pi-b") == "other"  # scoped to pi-a only
+    assert policy.standing(Peer(1000, 1000, 1, (50,)), "pi-b") == "force-stop"  # the unscoped group grant
+    assert policy.standing(Peer(0, 0, 1), "pi-b") == "owner"
+    assert policy.standing(None, "pi-a") == "other"
+    assert policy.standing(alice) == "force-stop"  # no conversation named: every grant counts
+
+
 def test_the_grants_file_format_decodes_to_uid_and_gid_grants() -> None:
     grants = Grants.from_json(json.dumps(GOOD).encode())
     assert grants.users == {65534: {"observe"}}

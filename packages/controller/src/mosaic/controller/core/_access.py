@@ -372,14 +372,15 @@ class AccessPolicy:
         in_scope = conversation is None or found.covers(conversation)
         return Admission(found.operations, in_scope, found.grant, found.scope)
 
-    def standing(self, peer: Peer | None) -> str:
+    def standing(self, peer: Peer | None, conversation: str | None = None) -> str:
         """Which slots of the server's connection bound `peer` may take (`ServerLimits`, issue 28 item 2):
-        "owner" (every slot, no per-uid share), "force-stop" (a uid the grants let force stop: all but the
-        owner's reserve, within its share) or "other" (below both reserves, within its share)."""
+        "owner" (every slot, no per-uid share), "force-stop" (a uid a grant covering `conversation` lets force
+        stop: all but the owner's reserve, within its share) or "other" (below both reserves, within its
+        share). A force-stop grant scoped to other conversations gives no reserve here (rule 6)."""
         if peer is not None and peer.uid == self.owner:
             return "owner"
-        operations = self.operations(peer)
-        return "force-stop" if operations is not None and "force-stop" in operations else "other"
+        admission = self.admit(peer, conversation)
+        return "force-stop" if admission is not None and "force-stop" in admission.operations else "other"
 
     def reach(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The uids and gids besides the owner that must be able to reach the socket: (uids, gids), sorted."""

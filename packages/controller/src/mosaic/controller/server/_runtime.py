@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import copy
 import errno
+import functools
 import json
 import logging
 import os
@@ -162,7 +163,8 @@ class ControllerRuntime:
         self.clock = clock
         # The grants decide in the core (rule 7b); the same grants open the socket's gate to their uids and gids.
         self.server = SocketServer(socket_path, self.feed, limits=limits or ServerLimits(), clock=time.monotonic,
-                                   reach=core.config.access.reach(), standing=core.config.access.standing)
+                                   reach=core.config.access.reach(),
+                                   standing=functools.partial(core.config.access.standing, conversation=core.config.conversation))
         self.page_reader = page_reader
         self.session_reader = session_reader
         # A prompt's look at the session file (`SessionFileReader.identity` when the reader has one).
