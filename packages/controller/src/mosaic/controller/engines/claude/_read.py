@@ -14,7 +14,8 @@ recordings in fixtures/claude-2.1.283/recordings (sealed-*.jsonl).
    `text-delta` per text block, `message-end` (the whole content, Claude's blocks in Pi's names: `tool_use`
    becomes `toolCall` with `arguments`; `stopReason` `toolUse` when it calls a tool, else `stop`), then
    `tool-start` per tool use. A `user` message carrying `tool_result` blocks shows `tool-end` per result; the
-   user message `[Request interrupted by user]` is the aborted message (the interrupt's, or O4). `result` is
+   user message `[Request interrupted by user]` (or `[Request interrupted by user for tool use]`, when the
+   interrupt cut a tool use) is the aborted message (the interrupt's, or O4). `result` is
    `run-settled`. Claude does not echo the person's prompt (no `--replay-user-messages` in the seal), so a
    Claude turn has no user `message-start`/`message-end`: the only difference from Pi's events.
 5. The engine's `can_use_tool` requests are dialogs (P3 here; P7's answers are not built in this slice).
@@ -33,6 +34,10 @@ from .._seam import DialogAsk, Reading
 __all__ = ["INTERRUPTED_TEXT", "read"]
 
 INTERRUPTED_TEXT = "[Request interrupted by user]"  # sealed-interrupt-*.jsonl: the user record the interrupt writes
+# ... and its form when the interrupt cut a tool use (a permission request pending or answered:
+# sealed-interrupt-pending-permission, sealed-allow-then-interrupt): the same aborted message (rule 4).
+_INTERRUPTED_FOR_TOOL = "[Request interrupted by user for tool use]"
+_INTERRUPTED = frozenset({INTERRUPTED_TEXT, _INTERRUPTED_FOR_TOOL})
 _TURN_RECORDS = frozenset({"assistant", "user", "result", "stream_event"})
 
 
@@ -92,7 +97,7 @@ def _assistant(blocks: list[Mapping[str, Any]]) -> Reading:
 
 def _user(blocks: list[Mapping[str, Any]]) -> Reading:
     results = [b for b in blocks if b.get("type") == "tool_result"]
-    aborted = any(b.get("type") == "text" and b.get("text") == INTERRUPTED_TEXT for b in blocks)
+    aborted = any(b.get("type") == "text" and b.get("text") in _INTERRUPTED for b in blocks)
     events = tuple(("tool-end", {"toolCallId": r.get("tool_use_id"), "result": r.get("content"),
                                  "isError": r.get("is_error") is True}) for r in results)
     return Reading("user", run_event=True, aborted_message=aborted,
