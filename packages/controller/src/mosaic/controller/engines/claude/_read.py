@@ -8,7 +8,9 @@ recordings in fixtures/claude-2.1.283/recordings (sealed-*.jsonl).
    on), `system/init`, `assistant` and `user` messages, `result` (the turn ends and the run settles), then
    the message's terminal frame (`completed`, `cancelled`, ...: nothing more to read, the link forgets it).
 2. A `queued` frame is queued input (O5 in an interrupt's pause: the controller writes no message during a
-   stop, so it is another's).
+   stop, so it is another's). A `cancelled` frame names an input the engine dropped (`input_cancelled`): the
+   slot's prompt, when an interrupt cancelled it before its turn started (the core settles it); the
+   terminal frame of a turn that ran, or another's message, changes nothing.
 3. `system/init`, `assistant`, `user`, `result` and `stream_event` need a turn started (O6 otherwise).
 4. An `assistant` message shows as Pi's does: `message-start` (role assistant, no content yet), one
    `text-delta` per text block, `message-end` (the whole content, Claude's blocks in Pi's names: `tool_use`
@@ -47,8 +49,10 @@ def read(record: Mapping[str, Any]) -> Reading:
     name = kind if isinstance(kind, str) else ""
     if name == "command_lifecycle":
         state = record.get("state")
+        uuid = record.get("command_uuid")
         return Reading(name, run_start=state == "started", user_message_start=state == "started",
-                       queued_input=state == "queued")
+                       queued_input=state == "queued",
+                       input_cancelled=uuid if state == "cancelled" and isinstance(uuid, str) else None)
     if name == "system":
         subtype = record.get("subtype")
         if subtype == "init":
