@@ -70,6 +70,11 @@ def test_H9_claude_an_interrupt_read_before_the_prompts_turn_started_cancels_it_
                         await runtime.wait_core(lambda c: clear.outcome is not CommandOutcome.QUEUED
                                                 and clear.outcome is not CommandOutcome.WRITING, WAIT)
                         control.release("stdout")
+                        # The chain is over, or waits on a slot nothing will settle (the stuck state the
+                        # assertions below refuse: its post-settle clear answered, the slot acknowledged).
+                        await runtime.wait_core(lambda c: c.stop is None or c.stop.step == "slot-wait", WAIT)
+                        assert core.slot is None, core.slot.request.receipt_record() if core.slot else None
+                        assert core.stops[-1].state == "reconciled", core.stops[-1].record()
                         async with asyncio.timeout(WAIT):
                             record = await client.wait_stop(stop["stop"])
                             done = await client.wait_settled(admitted.request.client_request_id)
