@@ -417,3 +417,29 @@ def test_H22_claude_after_H21_a_new_request_under_the_new_token_is_admitted() ->
     feed_each(new, outs(after))
     receipt = new.receipt()
     assert receipt["state"] == "finished" and receipt["incarnation"] == NEW_TOKEN
+
+
+# ------------------------------------------------------------------------------------- the README's table
+
+def test_the_readmes_claude_fixture_table_covers_every_id_and_names_tests_that_exist() -> None:
+    """README "The §5 and §9 fixtures on Claude": a row for every H and E id of the brief (H5-H8 as one row,
+    item 4's), each naming tests that exist in this directory (`file::name`, named after its id) or saying
+    why it does not apply."""
+    import re
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    readme = (here.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### The §5 and §9 fixtures on Claude", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    rows = {cells[0]: cells[1] for line in section.splitlines() if line.startswith("| H") or line.startswith("| E")
+            for cells in [[c.strip() for c in line.strip()[1:-1].split("|", 1)]]}
+    expected = {f"H{n}" for n in range(1, 24) if not 5 <= n <= 8} | {"H5-H8"} | {f"E{n}" for n in range(1, 8)}
+    assert set(rows) == expected
+    for fixture, where in rows.items():
+        tests = re.findall(r"`tests/(test_\w+\.py)::(test_\w+)`", where)
+        if not tests:
+            assert where.startswith(("does not apply", "issue 32 item 4")), (fixture, where)
+            continue
+        for file, name in tests:
+            assert re.search(rf"^def {name}\(", (here / file).read_text(encoding="utf-8"), re.MULTILINE), (file, name)
+            assert name.startswith(f"test_{fixture}_claude_"), name
