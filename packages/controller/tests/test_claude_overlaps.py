@@ -16,7 +16,6 @@ from claude_recorded import (
     feed_each,
     initialized,
     ins,
-    is_control,
     outs,
     recording,
     upto,
