@@ -112,3 +112,54 @@ def test_P7_H5_H6_H7_H8_claude_permission_flows_on_the_real_binary(flow: str, cl
                     await run(runtime.socket_path, project)
 
     asyncio.run(scenario())
+
+
+def test_H9_claude_real_an_interrupt_written_right_after_a_prompt_ends_reconciled(claude: ClaudeInstall,
+                                                                                  tmp_path: Path) -> None:
+    """H9 on the real binary: the interrupt is written right after the prompt, with no wait for any frame of
+    it. Whichever order the binary reads them in (the turn started, or the message cancelled while queued:
+    `tests/test_claude_fake_races.py` holds the fake there), the stop is reconciled, the receipt settles (finished
+    interrupted, or failed ack-without-start when the message never started) and admission reopens: nothing
+    hangs, nothing runs after."""
+    async def scenario() -> None:
+        with ModelServer() as server, private_socket_dir() as sockets:
+            (tmp_path / "proj").mkdir()
+            launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
+                                 cwd=tmp_path / "proj", base_url=server.base_url, api_key=FAKE_KEY)
+            assert launch.pinned and check_launch(launch) is None
+            wire = CLAUDE_RULES.new_wire(command_bound=30.0)
+            assert isinstance(wire, ClaudeWire)
+            link = await EngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, core=wire, clock=time.time)
+            try:
+                core = ControllerCore(CoreConfig(conversation="claude-conversation", execution="exec-1",
+                                                 binding="binding-1", incarnation="inc-" + "a" * 32,
+                                                 engine=CLAUDE_RULES), now=time.time(), link=wire)
+                runtime = ControllerRuntime(core, link, os.path.join(sockets, "c.sock"))
+                await runtime.start()
+                try:
+                    client = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
+                    try:
+                        await client.observe()
+                        await client.takeover()
+                        admitted = await client.prompt("SLOW please")
+                        assert isinstance(admitted, Admitted), admitted
+                        stop = await client.interrupt()
+                        await runtime.wait_core(lambda c: c.stop is None or c.stop.step == "slot-wait", WAIT)
+                        assert core.slot is None and core.stops[-1].state == "reconciled", core.stops[-1].record()
+                        async with asyncio.timeout(WAIT):
+                            record = await client.wait_stop(stop["stop"])
+                            done = await client.wait_settled(admitted.request.client_request_id)
+                        assert record["state"] == "reconciled", record
+                        assert done.receipt is not None
+                        outcome = (done.receipt_state, done.receipt.get("turnState") or done.receipt.get("reason"))
+                        assert outcome in {("finished", "interrupted"), ("failed", "ack-without-start")}, done
+                        print(f"H9 on the real binary: the prompt {outcome}")
+                        assert core.admission_open and not core.overlaps and not core.run.active
+                    finally:
+                        await client.aclose()
+                finally:
+                    await runtime.aclose()
+            finally:
+                await link.aclose()
+
+    asyncio.run(scenario())

@@ -22,6 +22,10 @@ The rules it keeps (the core's rules 6 and 7a; brief §3, §9; seed README "Over
 5. A native dialog goes to the dialogs room (`_dialogs`: P3 by default; answered when the deployment opts
    in), and so do the tool ends and the run's settle that settle one.
 6. Any engine event during a drift check makes it void (`core/_drift` rule 2).
+7. An input the engine dropped before it ran (`Reading.input_cancelled`; Claude: the `cancelled` frame of a
+   message an interrupt with `cancel_queued` took off its queue) settles the slot when it is the slot's
+   prompt, acknowledged and never started: failed, ack-without-start (the run never began, as N11). Pi
+   drops no input so (a prompt is refused busy, never queued).
 """
 
 from __future__ import annotations
@@ -100,6 +104,8 @@ def _native(s: CoreState, event: EngineEvent) -> None:
         _message_end(s)
     if reading.queued_input:
         _queue_update(s)
+    if reading.input_cancelled is not None:
+        _input_cancelled(s, reading.input_cancelled)
     if reading.tool_start is not None:
         tool_id, tool_name = reading.tool_start
         s.run.open_tools[tool_id] = tool_name
@@ -198,6 +204,14 @@ def _queue_update(s: CoreState) -> None:
     stop = _chain.running(s)
     if stop is not None and stop.step == "abort-due":
         _answers.overlap(s, "O5", "external input was queued between the interrupt's clear and its abort")
+
+
+def _input_cancelled(s: CoreState, command_id: str) -> None:
+    """Rule 7: the engine dropped an input unrun; the slot's prompt, acknowledged and never started, is settled
+    as a run that never began (failed, ack-without-start, as N11): nothing of it ran or will run."""
+    slot = s.slot
+    if slot is not None and slot.prompt.id == command_id and slot.prompt.succeeded and not slot.run_started:
+        _slot.reconcile(s, Settle("ack-without-start", "failed", reason="ack-without-start"))
 
 
 def _client_event(s: CoreState, event_type: str, fields: Mapping[str, Any]) -> None:

@@ -106,6 +106,7 @@ class Reading:
     """One native record in neutral terms (`EngineRules.read`). The core acts on the facts in this order: an
     unknown record is only counted (`unknown`: its type and byte count, C-4); `run_event` needs an active run
     (O6 otherwise); `run_start`; `turn_end`; `user_message_start`; `aborted_message`; `queued_input`;
+    `input_cancelled` (the id of an input the engine dropped unrun: the slot's prompt, if it never started);
     `tool_start` (id, name) / `tool_end` (id); `dialog_withdrawn` (the native id of a dialog the engine takes
     no answer to any more: Claude's `control_cancel_request`; Pi never withdraws one); then the dialog or the
     CHAT-01 event and `events` after it (one native record may show several: Claude's whole `assistant`
@@ -119,6 +120,7 @@ class Reading:
     user_message_start: bool = False
     aborted_message: bool = False
     queued_input: bool = False
+    input_cancelled: str | None = None
     tool_start: tuple[str, str] | None = None
     tool_end: str | None = None
     dialog_withdrawn: str | None = None

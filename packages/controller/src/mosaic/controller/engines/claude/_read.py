@@ -8,13 +8,16 @@ recordings in fixtures/claude-2.1.283/recordings (sealed-*.jsonl).
    on), `system/init`, `assistant` and `user` messages, `result` (the turn ends and the run settles), then
    the message's terminal frame (`completed`, `cancelled`, ...: nothing more to read, the link forgets it).
 2. A `queued` frame is queued input (O5 in an interrupt's pause: the controller writes no message during a
-   stop, so it is another's).
+   stop, so it is another's). A `cancelled` frame names an input the engine dropped (`input_cancelled`): the
+   slot's prompt, when an interrupt cancelled it before its turn started (the core settles it); the
+   terminal frame of a turn that ran, or another's message, changes nothing.
 3. `system/init`, `assistant`, `user`, `result` and `stream_event` need a turn started (O6 otherwise).
 4. An `assistant` message shows as Pi's does: `message-start` (role assistant, no content yet), one
    `text-delta` per text block, `message-end` (the whole content, Claude's blocks in Pi's names: `tool_use`
    becomes `toolCall` with `arguments`; `stopReason` `toolUse` when it calls a tool, else `stop`), then
    `tool-start` per tool use. A `user` message carrying `tool_result` blocks shows `tool-end` per result; the
-   user message `[Request interrupted by user]` is the aborted message (the interrupt's, or O4). `result` is
+   user message `[Request interrupted by user]` (or `[Request interrupted by user for tool use]`, when the
+   interrupt cut a tool use) is the aborted message (the interrupt's, or O4). `result` is
    `run-settled`. Claude does not echo the person's prompt (no `--replay-user-messages` in the seal), so a
    Claude turn has no user `message-start`/`message-end`: the only difference from Pi's events.
 5. A `can_use_tool` request is a permission request (P7, `permission_request`): a dialog with Claude's exact
@@ -43,6 +46,10 @@ from .._seam import DialogAsk, Reading
 __all__ = ["ALLOW_ONCE", "DENY", "DENY_MESSAGE", "INTERRUPTED_TEXT", "permission_request", "read"]
 
 INTERRUPTED_TEXT = "[Request interrupted by user]"  # sealed-interrupt-*.jsonl: the user record the interrupt writes
+# ... and its form when the interrupt cut a tool use (a permission request pending or answered:
+# sealed-interrupt-pending-permission, sealed-allow-then-interrupt): the same aborted message (rule 4).
+_INTERRUPTED_FOR_TOOL = "[Request interrupted by user for tool use]"
+_INTERRUPTED = frozenset({INTERRUPTED_TEXT, _INTERRUPTED_FOR_TOOL})
 ALLOW_ONCE = "allow once"  # rule 5: the two choices' labels, exactly
 DENY = "deny"
 DENY_MESSAGE = "The person controlling this conversation denied this tool use."  # what Claude's tool result says
@@ -55,8 +62,10 @@ def read(record: Mapping[str, Any]) -> Reading:
     name = kind if isinstance(kind, str) else ""
     if name == "command_lifecycle":
         state = record.get("state")
+        uuid = record.get("command_uuid")
         return Reading(name, run_start=state == "started", user_message_start=state == "started",
-                       queued_input=state == "queued")
+                       queued_input=state == "queued",
+                       input_cancelled=uuid if state == "cancelled" and isinstance(uuid, str) else None)
     if name == "system":
         subtype = record.get("subtype")
         if subtype == "init":
@@ -104,7 +113,7 @@ def _assistant(blocks: list[Mapping[str, Any]]) -> Reading:
 
 def _user(blocks: list[Mapping[str, Any]]) -> Reading:
     results = [b for b in blocks if b.get("type") == "tool_result"]
-    aborted = any(b.get("type") == "text" and b.get("text") == INTERRUPTED_TEXT for b in blocks)
+    aborted = any(b.get("type") == "text" and b.get("text") in _INTERRUPTED for b in blocks)
     events = tuple(("tool-end", {"toolCallId": r.get("tool_use_id"), "result": r.get("content"),
                                  "isError": r.get("is_error") is True}) for r in results)
     return Reading("user", run_event=True, aborted_message=aborted,

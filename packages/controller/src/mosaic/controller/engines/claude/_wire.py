@@ -12,7 +12,9 @@ and overlap table (`engines/claude/_tables`), its record reading (`engines/claud
    `InterruptEvidence.nothing_queued_runs`: nothing still queued, every message written before it accounted
    for); otherwise it is a failed clear, so the stop ends uncertain with no abort written (`core/_chain` rule
    2): a message the interrupt left queued would run after it as a new turn (recordings
-   sealed-interrupt-still-queued). The uuids it cancelled are what it removed.
+   sealed-interrupt-still-queued). The uuids it cancelled that the controller never sent are what it removed
+   (input from outside Mosaic); the controller's own prompt, cancelled before its turn started (the interrupt
+   read right after the prompt: H9), is not: its `cancelled` frame settles the slot (`_read` rule 2).
 4. The chain's abort is a second `interrupt` answered once Claude is idle (`ClaudeWire` rule 3); an
    answer that is not `success` is refused.
 5. The drift check (entries from the transcript via claude-format) is not built in this slice:
@@ -113,7 +115,7 @@ class ClaudeRules:
                 f"the interrupt's receipt does not prove that nothing queued runs: still queued "
                 f"{list(evidence.still_queued)}, unacknowledged {[o.key for o in evidence.unacknowledged]}, "
                 f"unaccounted {[o.key for o in evidence.unaccounted]}"))
-        return Cleared(True, follow_up=evidence.cancelled)
+        return Cleared(True, follow_up=tuple(u for u in evidence.cancelled if u in evidence.foreign))
 
     def send_abort(self, wire: LinkCore, *, now: float) -> Command:
         return _wire(wire).interrupt(now=now, bound=None, abort=True)
