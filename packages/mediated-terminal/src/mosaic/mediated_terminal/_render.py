@@ -427,6 +427,36 @@ def dialog_line(record: Mapping[str, Any]) -> str:
     return inert(f"{words}: {state}{how}{answer}: {reason}")
 
 
+def decision_lines(record: Mapping[str, Any], keys: int, sending: bool = False) -> list[Fragments]:
+    """An open decision this terminal answers (issue 33; `_model` rule 6), as styled lines: what Pi asks
+    (title, message), each choice's key (1 to `keys`) beside its exact label, inert (markup shown as typed,
+    bidi and escape controls made visible, never obeyed), the choices past the keys and those the
+    controller refuses with why and no key, then what the keys do."""
+    method = _text_of(record.get("method")) or "dialog"
+    lines = [styled(f'Pi asks ({method}): "{_text_of(record.get("title"))}"', "class:dialog")]
+    if isinstance(record.get("message"), str):
+        lines.append(styled(f'  "{record["message"]}"'))
+    choices = [c for c in record.get("choices") or () if isinstance(c, str)]
+    for i, label in enumerate(choices, 1):
+        if i <= keys:
+            lines.append([("class:dialog.key", f"  {i}  ")] + styled(label))
+        else:
+            lines.append([("", "     ")] + styled(label) + styled(f": no key here (keys answer the first {keys})",
+                                                                 "class:meta"))
+    refused = record.get("refusedChoices")
+    for item in refused if isinstance(refused, list) else ():
+        if isinstance(item, Mapping):
+            lines.append([("", "     ")] + styled(_text_of(item.get("choice")))
+                         + styled(f": disabled, {_text_of(item.get('reason'))}", "class:meta"))
+    shown = min(keys, len(choices))
+    if sending:
+        lines.append(styled("the answer is on its way to the controller...", "class:meta"))
+    else:
+        lines.append(styled(f"{'1' if shown == 1 else f'1-{shown}'}: answer (the label beside the key, exactly); Pi waits for it or its own "
+                            "timeout; Ctrl-G interrupts; the composer waits", "class:meta"))
+    return lines
+
+
 def confirmation_lines(confirmation: Mapping[str, Any]) -> list[str]:
     """A confirmation the controller issued, before it is answered. Force stop: what will be killed (the
     execution, its scope, its member count, the open tool calls). Recover: what a recovery makes."""
