@@ -16,6 +16,7 @@ from typing import Any
 
 from term_harness import (
     WAIT,
+    dialog_prompt,
     notes,
     notes_whole,
     raw,
@@ -31,7 +32,6 @@ from term_harness import (
 from mosaic.controller.testing import fake_controller
 from mosaic.mediated_terminal.model import TerminalModel
 from mosaic.mediated_terminal.testing import EngineTap, TmuxTerminal
-from mosaic.pi_rpc.testing.dialogs import dialog_prompt
 
 BOX = "Pi asks: answer with a key"
 NOT_ANSWERED = ("not answered: you do not control this conversation, so this terminal does not answer Pi's "

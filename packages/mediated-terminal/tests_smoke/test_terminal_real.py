@@ -25,6 +25,7 @@ from term_harness import (
     WAIT,
     WIDTH,
     composer_empty,
+    dialog_prompt,
     notes,
     notes_whole,
     run,
@@ -35,7 +36,6 @@ from term_harness import (
 
 from mosaic.controller.testing import real_controller
 from mosaic.mediated_terminal.testing import EngineTap, tmux_terminal
-from mosaic.pi_rpc.testing.dialogs import dialog_prompt
 
 
 def test_the_terminal_on_the_real_pi_observes_takes_control_and_runs_a_tool_call(
