@@ -126,6 +126,10 @@ def test_P3_off_by_default_the_observer_sees_todays_records_and_events_byte_for_
             "replies": {str(k): v for k, v in h.clients["c1"].replies.items()},
             "engine": bytes(h.engine_bytes).decode("utf-8")}
     before = json.loads((DATA / "p3-before-issue-33.json").read_text(encoding="utf-8"))
+    # The observe reply names the engine since issue 32 (item 7: a client's title says which); not a dialog's
+    # doing, so it is left out of the comparison, once checked.
+    observes = [r for r in seen["replies"].values() if isinstance(r, dict) and "seam" in r]
+    assert observes and all(r.pop("engine") == "Pi" for r in observes)
     assert _scrub(json.loads(json.dumps(seen))) == _scrub(before)
     assert all(d["state"] == "disabled" for d in decisions(h)) and len(decisions(h)) == 4
     assert not ui_responses(h)

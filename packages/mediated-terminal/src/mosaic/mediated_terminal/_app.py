@@ -333,7 +333,7 @@ class TerminalApp:
             return self.transcript.width
 
     def _header_text(self) -> StyleAndTextTuples:
-        return [("", " " + header_line(self.model.client.binding, self._width() - 1))]
+        return [("", " " + header_line(self.model.client.binding, self._width() - 1, self.model.engine))]
 
     def _confirm_width(self) -> int:
         return min(CONFIRM_WIDTH, self._width() - 2)
@@ -366,6 +366,7 @@ class TerminalApp:
         model = self.model
         frame = int(time.monotonic() / SPIN_EVERY)
         line = status_line(model.transcript.status, disconnected=model.disconnected, running_for=model.running_for(),
+                           engine_name=model.engine or "Pi",
                            frame=frame, below=self.transcript.below())
         return _join(wrap(styled(" " + line), self._width()))
 

@@ -139,6 +139,9 @@ class TerminalModel:
         self.open_decisions: dict[str, Mapping[str, Any]] = {}
         self.answer_sent: str | None = None
         self.disconnected: str | None = "not connected yet"
+        # The engine's name in words as the controller's observe reply gives it ("Pi", "Claude"; issue 32);
+        # None until attached, or from a controller that does not say (one from before: Pi).
+        self.engine: str | None = None
         self.last_stop: str | None = None
         self.streaming_since: float | None = None  # when this terminal saw the engine start streaming
         self._clock = clock
@@ -243,6 +246,7 @@ class TerminalModel:
         except _FAILURES as exc:
             raise CannotAttach(_attach_words(exc, self.client.socket_path)) from exc
         self.disconnected = None
+        self.engine = again.observed.engine
         granted = self.client.granted
         under = "" if granted is None else f", grant {granted.get('grant')}: {' '.join(granted.get('operations', ()))}"
         self.note(f"attached as {self.client.role} (incarnation {again.observed.incarnation[:INCARNATION_SHOWN]}"
@@ -499,6 +503,7 @@ class TerminalModel:
             self.note(f"reconnect failed: {_why(exc)}; Ctrl-O tries again", "refusal")
             return
         self.disconnected = None
+        self.engine = again.observed.engine
         token = again.observed.incarnation[:INCARNATION_SHOWN]
         if again.incarnation_changed:
             self.note(f"reconnected to a new controller (incarnation {token}); {len(again.outcome_unknown)} "
