@@ -34,8 +34,8 @@ from mosaic.mediated_terminal.model import TerminalModel
 from mosaic.mediated_terminal.testing import EngineTap, TmuxTerminal
 
 BOX = "Pi asks: answer with a key"
-NOT_ANSWERED = ("not answered: you do not control this conversation, so this terminal does not answer Pi's "
-                "question (Ctrl-T takes control)")
+NOT_ANSWERED = ("not answered: you do not control this conversation, so this terminal does not answer the "
+                "engine's question (Ctrl-T takes control)")
 
 
 class Plain:
@@ -101,7 +101,7 @@ def test_P1_a_confirm_is_answered_by_its_key_once_and_cancel_has_no_key(tmp_path
                 "  2  decline",
                 "     cancel: disabled, Pi reads a cancel on a confirm as a decline: choose decline",
             ], box(rows)
-            await term.wait_text("composer waits: Pi asks a question")
+            await term.wait_text("composer waits: a question is asked above")
             mark = tap.mark()
             await term.chunk(b"3")
             rows = await term.wait_for(lambda r: "no choice has the key 3 here: the keys are 1 to 2; nothing was "

@@ -294,7 +294,8 @@ class TerminalApp:
         dialogs = Condition(lambda: bool(self.model.dialogs))
         detailed = Condition(lambda: self.details)
         confirm = Frame(Window(FormattedTextControl(self._confirm_text)), title=self._confirm_title)
-        decide = Frame(Window(FormattedTextControl(self._decision_text)), title="Pi asks: answer with a key")
+        decide = Frame(Window(FormattedTextControl(self._decision_text)),
+                       title=lambda: f"{self.model.engine or 'Pi'} asks: answer with a key")
         body = HSplit([
             Window(FormattedTextControl(self._header_text), height=1, style="class:header"),
             Window(self.transcript, wrap_lines=False, always_hide_cursor=True),
@@ -348,7 +349,8 @@ class TerminalApp:
         decision = self.model.decision
         if decision is None:
             return []
-        lines = decision_lines(decision, CHOICE_KEYS, sending=self.model.answer_sent is not None)
+        lines = decision_lines(decision, CHOICE_KEYS, sending=self.model.answer_sent is not None,
+                               engine=self.model.engine or "Pi")
         return _join([row for line in lines for row in wrap(line, self._confirm_width() - 2)])
 
     def _confirm_title(self) -> str:
@@ -424,7 +426,7 @@ class TerminalApp:
 
     def _composer_label(self) -> str:
         if self.model.decision is not None:
-            return " composer waits: Pi asks a question (its keys answer it); the text is kept"
+            return " composer waits: a question is asked above (its keys answer it); the text is kept"
         if self.model.controls:
             text = self.buffer.text
             lines = text.count("\n") + 1

@@ -66,8 +66,8 @@ __all__ = ["NOT_CONTROLLER", "CannotAttach", "Composer", "Note", "TerminalModel"
 
 NOT_CONTROLLER = ("not admitted: controller - you do not control this conversation; nothing was sent "
                   "(Ctrl-T takes control)")
-NOT_ANSWERED = ("not answered: you do not control this conversation, so this terminal does not answer Pi's "
-                "question (Ctrl-T takes control)")
+NOT_ANSWERED = ("not answered: you do not control this conversation, so this terminal does not answer the "
+                "engine's question (Ctrl-T takes control)")
 CHOICE_KEYS = 9  # keys 1..9 answer the first nine choices of a decision (rule 6)
 NOTES_KEPT = 6
 DIALOGS_KEPT = 3
@@ -406,7 +406,7 @@ class TerminalModel:
             self.changed()
         if record.get("state") != "open":
             self.open_decisions.pop(str(record.get("native")), None)  # its record follows the reply
-        self.note(f'answered "{choice}" ({record.get("state")}): Pi goes on with it', "dialog")
+        self.note(f'answered "{choice}" ({record.get("state")}): {self.engine or "Pi"} goes on with it', "dialog")
 
     async def takeover(self) -> None:
         if self.controls:

@@ -429,13 +429,13 @@ def dialog_line(record: Mapping[str, Any]) -> str:
     return inert(f"{words}: {state}{how}{answer}: {reason}")
 
 
-def decision_lines(record: Mapping[str, Any], keys: int, sending: bool = False) -> list[Fragments]:
+def decision_lines(record: Mapping[str, Any], keys: int, sending: bool = False, engine: str = "Pi") -> list[Fragments]:
     """An open decision this terminal answers (issue 33; `_model` rule 6), as styled lines: what Pi asks
     (title, message), each choice's key (1 to `keys`) beside its exact label, inert (markup shown as typed,
     bidi and escape controls made visible, never obeyed), the choices past the keys and those the
     controller refuses with why and no key, then what the keys do."""
     method = _text_of(record.get("method")) or "dialog"
-    lines = [styled(f'Pi asks ({method}): "{_text_of(record.get("title"))}"', "class:dialog")]
+    lines = [styled(f'{engine} asks ({method}): "{_text_of(record.get("title"))}"', "class:dialog")]
     if isinstance(record.get("message"), str):
         lines.append(styled(f'  "{record["message"]}"'))
     choices = [c for c in record.get("choices") or () if isinstance(c, str)]
@@ -454,8 +454,8 @@ def decision_lines(record: Mapping[str, Any], keys: int, sending: bool = False) 
     if sending:
         lines.append(styled("the answer is on its way to the controller...", "class:meta"))
     else:
-        lines.append(styled(f"{'1' if shown == 1 else f'1-{shown}'}: answer (the label beside the key, exactly); Pi waits for it or its own "
-                            "timeout; Ctrl-G interrupts; the composer waits", "class:meta"))
+        lines.append(styled(f"{'1' if shown == 1 else f'1-{shown}'}: answer (the label beside the key, exactly); {engine} waits for it "
+                            "or its own timeout; Ctrl-G interrupts; the composer waits", "class:meta"))
     return lines
 
 
