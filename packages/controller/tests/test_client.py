@@ -986,3 +986,19 @@ def test_P3_on_the_fake_engine_a_controller_that_does_not_answer_dialogs_refuses
             assert off.value.code == "unsupported-capability"
 
     asyncio.run(main())
+
+
+def test_the_observe_reply_names_the_engine_and_the_library_reads_it_for_a_title(tmp_path: Path) -> None:
+    """Issue 32 item 7: a client's title says which engine (the terminal's header). The observe reply carries
+    `engine`, `EngineRules.name` in words ("Pi" here; "Claude" on a Claude seat: the terminal's
+    `tests/test_claude_seat.py`); the library's `Observed.engine` holds it."""
+    async def main() -> None:
+        async with fake_controller(tmp_path / "rig") as rig:
+            client = await ControllerClient.connect(rig.socket_path, ping_interval=None)
+            try:
+                observed = await client.observe()
+                assert isinstance(observed, Observed) and observed.engine == "Pi" == rig.core.config.engine.name
+            finally:
+                await client.aclose()
+
+    asyncio.run(main())

@@ -34,6 +34,7 @@ from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
 from mosaic.controller.client import Admitted, ControllerClient
 from mosaic.controller.lifecycle import record_state
 from mosaic.controller.plain import shorten
+from mosaic.pi_rpc.testing.dialogs import dialog_prompt
 from mosaic.writer_claim import ClaimStore, SeatKey, SessionKey, State
 
 WAIT = 60.0
@@ -331,3 +332,69 @@ def test_recover_then_serve_from_its_record_and_prompt_again_all_from_the_comman
     assert "Traceback" not in second.output
     assert record_state(str(world / "fx" / "claims"), record) == "used"
     assert pair_head(world) == (State.STOPPED, State.STOPPED)
+
+
+async def dialog_answered_as_a_client(sock: Path) -> str:
+    """Take control, cue a confirm on the fixture extension (`dialog_prompt`), answer it "confirm" with the
+    projection id the controller gave; the tool's result: what the extension got."""
+    client = await ControllerClient.connect(str(sock))
+    try:
+        await client.observe()
+        await client.takeover()
+        opened: list[dict[str, object]] = []
+        sub = client.subscribe()
+
+        async def first_open() -> None:
+            async for note in sub:
+                if note.method == "record" and note.params.get("type") == "nativeDecision" \
+                        and note.params.get("state") == "open":
+                    opened.append(dict(note.params))
+                    return
+
+        waiting = asyncio.ensure_future(first_open())
+        outcome = await client.prompt(dialog_prompt("confirm"), client_request_id="cli-dialog")
+        assert isinstance(outcome, Admitted), outcome
+        async with asyncio.timeout(WAIT):
+            await waiting
+            answered = await client.approve(str(opened[0]["nativeDecision"]), "confirm")
+            assert answered["state"] in ("answered", "settled"), answered
+            while True:
+                note = await sub.__anext__()
+                if note.method == "event" and note.params.get("eventType") == "tool-end":
+                    text: str = note.params["payload"]["result"]["content"][0]["text"]
+                    return text
+    finally:
+        await client.aclose()
+
+
+def test_recover_keeps_the_dialog_options_and_the_relaunch_answers_a_dialog_with_the_fixture_extension(
+        world: Path, pi_dir: Path) -> None:
+    """Issue 33: serve with `--answer-dialogs --fixture-extension`, a client's force stop and recover: the
+    command serve prints (and the recover's reply carries) keeps both flags, and the controller it launches
+    from the eligibility loads the fixture extension (its pin holds) and answers a confirm: the extension got
+    `confirm answered true`."""
+    made = subprocess.run([sys.executable, "-m", "mosaic.controller", "fixture", str(world / "fx")],
+                          capture_output=True, text=True, timeout=WAIT)
+    assert made.returncode == 0, made
+    env = {**os.environ, "LC_ALL": "C.UTF-8"}
+    sock = world / "ctl" / "controller.sock"
+    first = Terminal([*serve_line(world, pi_dir), "--answer-dialogs", "--fixture-extension"], env=env)
+    try:
+        first.read_until(r"serving \S+: claim ")
+        done = asyncio.run(force_stop_as_a_client(sock, recover=True))
+        recovered = done["recovered"]
+        assert isinstance(recovered, dict)
+        record = recovered["eligibility"]["id"]
+        command = first.read_until(r"\n  (.*--eligibility " + record + r")\n").group(1)
+        argv = shlex.split(command)
+        assert "--answer-dialogs" in argv and "--fixture-extension" in argv, command
+        assert first.end("SIGINT") == 0, first.output
+    finally:
+        first.close()
+    second = Terminal(argv, env=env)
+    try:
+        second.read_until(r"serving \S+: claim \S+ \(recovered\) in ")
+        assert asyncio.run(dialog_answered_as_a_client(sock)) == "confirm answered true"
+        assert second.end("SIGINT") == 0, second.output
+    finally:
+        second.close()

@@ -163,6 +163,12 @@ def seed(*messages: tuple[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def dialog_prompt(kind: str, *, abortable: bool = False) -> str:
+    """The prompt that cues one `kind` dialog on a seat with pi-rpc's fixture extension (its documented cue,
+    ``DIALOG <kind> [abortable]``: the scripted model calls the fixture's tool, which raises the dialog)."""
+    return f"DIALOG {kind}" + (" abortable" if abortable else "")
+
+
 async def ctl(rig: FakeRig, op: str, *args: Any) -> Any:
     """A call on the fake engine's control channel, off the loop (it blocks on the fake's reply)."""
     return await asyncio.to_thread(getattr(rig.ctl, op), *args)
@@ -221,5 +227,5 @@ async def send_held(rig: FakeRig, term: TmuxTerminal, text: str, point: str) -> 
     await ctl(rig, "wait_held", point, WAIT)
 
 
-__all__ = ["WAIT", "ctl", "details", "flat", "held_turn", "label_row", "notes", "notes_whole", "status_row", "style_at", "raw", "run", "scene", "seed", "send_held", "take_control",
+__all__ = ["WAIT", "ctl", "dialog_prompt", "details", "flat", "held_turn", "label_row", "notes", "notes_whole", "status_row", "style_at", "raw", "run", "scene", "seed", "send_held", "take_control",
            "with_details"]

@@ -435,7 +435,7 @@ def test_6_lines_wrap_at_the_window_width_and_the_empty_state_says_how_to_start(
             assert all(len(r) <= 60 for r in rows)
             assert body[0].startswith("user: w000 w001") and all(r.startswith("  w") for r in body[1:])
             assert " ".join(r.strip() for r in body) == "user: " + words  # wrapped, nothing cut
-            assert rows[HEADER].startswith(" mosaic-terminal · conversation pi-")
+            assert rows[HEADER].startswith(" mosaic-terminal · Pi · conversation pi-")  # the engine, as observe says
 
     run(main)
 

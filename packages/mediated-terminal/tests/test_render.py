@@ -117,6 +117,18 @@ def test_the_header_names_the_conversation_shortened_and_the_execution_as_far_as
     assert header_line({"conversation": "pi-a\nb", "execution": "e"}) == "mosaic-terminal · conversation pi-a^Jb · execution e"
 
 
+def test_the_header_and_the_status_name_the_engine_the_controller_names() -> None:
+    """Issue 32 item 7: the engine's name from the observe reply in the header, and in the status's words;
+    Pi when the controller does not say (one from before issue 32 serves Pi only)."""
+    binding = {"conversation": "claude-" + "ab" * 20, "execution": "exec-1"}
+    assert header_line(binding, 80, "Claude") == "mosaic-terminal · Claude · conversation claude-abab… · execution exec-1"
+    assert header_line(None, 80, "Claude\x1b[2J") == "mosaic-terminal · Claude^[[2J"  # inert, as every field
+    assert status_line(status(), engine_name="Claude") == "Watching (Ctrl-T takes control) · Claude is idle"
+    streaming = status(role="controller", engine_state="streaming")
+    assert status_line(streaming, running_for=3.2, engine_name="Claude") == ("You control this conversation · Claude is "
+                                                                          "answering ⠋ 3s")
+
+
 def test_a_dialog_line_shows_its_kind_title_options_and_reason_on_one_line() -> None:
     record = {"type": "nativeDecision", "nativeDecision": "d1", "method": "select", "title": "Pick\none",
               "options": ["a", "b\x1b"], "state": "disabled", "reason": "never answered (P3)"}

@@ -25,6 +25,7 @@ from term_harness import (
     WAIT,
     WIDTH,
     composer_empty,
+    dialog_prompt,
     notes,
     notes_whole,
     run,
@@ -63,6 +64,31 @@ def test_the_terminal_on_the_real_pi_observes_takes_control_and_runs_a_tool_call
                 command_id = json.loads(prompts[0])["id"]
                 assert prompts[0] == (b'{"id":"%s","type":"prompt","message":"TOOLCALL please run it"}\n'
                                       % command_id.encode())
+
+    run(main)
+
+
+def test_P2_the_terminal_answers_a_select_on_the_real_pi_with_the_fixture_extension(
+        tmp_path: Path, pi_dir: Path, model: Any) -> None:
+    """Issue 33 item 4 on the real sealed Pi 0.85.1 with pi-rpc's fixture extension and the controller
+    answering dialogs: the select's labels drawn inert beside their keys, key 2 (one read) writes one
+    `extension_ui_response` with the exact label, and the extension got exactly it."""
+    async def main() -> None:
+        async with real_controller(tmp_path / "rig", pi_dir, model.base_url, dialogs=True) as rig:
+            tap = EngineTap(rig.core.link)
+            async with tmux_terminal(rig.socket_path, width=WIDTH, height=HEIGHT) as term:
+                await take_control(term)
+                await term.type(dialog_prompt("select"))
+                await term.keys("Enter")
+                rows = await term.wait_text("Pi asks (select)")
+                text = "\n".join(rows)
+                assert "  2  <i>Deny</i>" in text and "  3  Always <U+202E>wolla<U+202C>" in text
+                mark = tap.mark()
+                await term.chunk(b"2")
+                rows = await term.wait_text("tool result mosaic_fixture_dialog: ")
+                assert 'tool result mosaic_fixture_dialog: select answered "<i>Deny</i>"' in "\n".join(transcript(rows))
+                written = [r for r in EngineTap.records(tap.since(mark)) if r["type"] == "extension_ui_response"]
+                assert [r["value"] for r in written] == ["<i>Deny</i>"]
 
     run(main)
 

@@ -55,6 +55,7 @@ class Observed:
     history: Mapping[str, Any]
     first: bool  # the first observe on its connection: the one that subscribed it (its seam is the cut)
     limit_advisory: bool = False  # a limit was sent: advisory only, the reader's page size governed
+    engine: str | None = None  # the engine's name in words ("Pi", "Claude"), when the controller says (issue 32)
 
     @property
     def page(self) -> Mapping[str, Any] | None:
@@ -263,5 +264,6 @@ def parse_observed(result: Any, *, first: bool) -> Observed:
         incarnation=incarnation, generation=generation, connection=connection, binding=binding,
         seam=Seam(str(seam.get("replay", "unavailable")), str(seam.get("streamEpoch", "")), from_sequence,
                   bool(seam.get("reconcile", True)), quiet),
-        history=history, first=first, limit_advisory=result.get("limitAdvisory") is True)
+        history=history, first=first, limit_advisory=result.get("limitAdvisory") is True,
+        engine=result["engine"] if isinstance(result.get("engine"), str) else None)
 

@@ -8,7 +8,10 @@ says why), Ctrl-J or Alt-Enter adds a newline, Ctrl-T takes control, Ctrl-G inte
 if needed and re-reads the page, PageUp/PageDown scroll, Ctrl-C or Ctrl-D quits. The extra keys take none
 of those: Ctrl-K asks to force stop and Ctrl-R to recover (each then y confirms, n cancels), F2 shows the
 developer fields, and, as in Claude Code, Esc interrupts a running answer. While Pi answers, Ctrl-C or
-Ctrl-D asks once before quitting (the answer keeps running in the engine; a second press leaves).
+Ctrl-D asks once before quitting (the answer keeps running in the engine; a second press leaves). While
+the controller shows a Pi dialog open and this terminal controls (the answer mode, `_model` rule 6), a frame
+shows its choices and 1-9 answer it; the composer is held (Enter and the newline keys do nothing, typing
+does not reach it) until the mode ends.
 
 The composer grows with its text (a multi-line paste) up to `COMPOSER_ROWS`; past that its label counts
 the lines and shows the first. The notes grow to show the newest note whole (a recover's next step names
@@ -68,9 +71,10 @@ from prompt_toolkit.widgets import Frame
 from mosaic.controller_client import HistoryItem, LiveMessage, ToolRun, TranscriptItem
 
 from ._inert import inert
-from ._model import Note, TerminalModel
+from ._model import CHOICE_KEYS, Note, TerminalModel
 from ._render import (
     Fragments,
+    decision_lines,
     details_line,
     header_line,
     item_fragments,
@@ -127,6 +131,7 @@ STYLE = Style.from_dict({
     "escape": "reverse",
     "empty": "italic",
     "dialog": "bold ansimagenta",
+    "dialog.key": "reverse bold",
     "note.info": "",
     "note.refusal": "bold ansired",
     "note.transfer": "bold ansiblue",
@@ -276,7 +281,8 @@ class TerminalApp:
                  grant: str | None = None) -> None:
         self.socket_path = socket_path
         controls = Condition(lambda: self.model.controls)
-        self.buffer = Buffer(multiline=True, read_only=~controls)
+        deciding = Condition(lambda: self.model.decision is not None)  # the answer mode (`_model` rule 6)
+        self.buffer = Buffer(multiline=True, read_only=~controls | deciding)
         self.model = TerminalModel(socket_path, BufferComposer(self.buffer), grant=grant)
         self.details = False
         self.exit_code = 0
@@ -288,6 +294,8 @@ class TerminalApp:
         dialogs = Condition(lambda: bool(self.model.dialogs))
         detailed = Condition(lambda: self.details)
         confirm = Frame(Window(FormattedTextControl(self._confirm_text)), title=self._confirm_title)
+        decide = Frame(Window(FormattedTextControl(self._decision_text)),
+                       title=lambda: f"{self.model.engine or 'Pi'} asks: answer with a key")
         body = HSplit([
             Window(FormattedTextControl(self._header_text), height=1, style="class:header"),
             Window(self.transcript, wrap_lines=False, always_hide_cursor=True),
@@ -306,9 +314,11 @@ class TerminalApp:
             Window(FormattedTextControl(self._keys_text), height=1, style="class:keys"),
         ])
         root = FloatContainer(body, floats=[Float(ConditionalContainer(confirm, confirming),
+                                                  width=self._confirm_width),
+                                            Float(ConditionalContainer(decide, deciding & ~confirming),
                                                   width=self._confirm_width)])
         self.app: Application[int] = Application(layout=Layout(root, focused_element=self.buffer),
-                                                 key_bindings=self._bindings(controls, confirming),
+                                                 key_bindings=self._bindings(controls, confirming, deciding),
                                                  style=STYLE, full_screen=True, mouse_support=False,
                                                  input=input, output=output)
         self.app.ttimeoutlen = ESC_WAIT
@@ -324,7 +334,7 @@ class TerminalApp:
             return self.transcript.width
 
     def _header_text(self) -> StyleAndTextTuples:
-        return [("", " " + header_line(self.model.client.binding, self._width() - 1))]
+        return [("", " " + header_line(self.model.client.binding, self._width() - 1, self.model.engine))]
 
     def _confirm_width(self) -> int:
         return min(CONFIRM_WIDTH, self._width() - 2)
@@ -333,6 +343,15 @@ class TerminalApp:
         """The confirmation's summary, each line wrapped inside the frame (its borders take two columns)."""
         rows = [row for line in self.model.confirmation_text() for row in wrap(styled(line), self._confirm_width() - 2)]
         return _join(rows)
+
+    def _decision_text(self) -> StyleAndTextTuples:
+        """The decision the keys answer (`_model` rule 6), each line wrapped inside the frame."""
+        decision = self.model.decision
+        if decision is None:
+            return []
+        lines = decision_lines(decision, CHOICE_KEYS, sending=self.model.answer_sent is not None,
+                               engine=self.model.engine or "Pi")
+        return _join([row for line in lines for row in wrap(line, self._confirm_width() - 2)])
 
     def _confirm_title(self) -> str:
         operation = (self.model.confirmation or {}).get("operation")
@@ -349,6 +368,7 @@ class TerminalApp:
         model = self.model
         frame = int(time.monotonic() / SPIN_EVERY)
         line = status_line(model.transcript.status, disconnected=model.disconnected, running_for=model.running_for(),
+                           engine_name=model.engine or "Pi",
                            frame=frame, below=self.transcript.below())
         return _join(wrap(styled(" " + line), self._width()))
 
@@ -405,6 +425,8 @@ class TerminalApp:
         return max(COMPOSER_SHOWN, min(COMPOSER_ROWS, self._composer_rows()))
 
     def _composer_label(self) -> str:
+        if self.model.decision is not None:
+            return " composer waits: a question is asked above (its keys answer it); the text is kept"
         if self.model.controls:
             text = self.buffer.text
             lines = text.count("\n") + 1
@@ -437,7 +459,7 @@ class TerminalApp:
     async def _send(self, text: str) -> None:
         await self.model.send(text)
 
-    def _bindings(self, controls: Condition, confirming: Condition) -> KeyBindings:
+    def _bindings(self, controls: Condition, confirming: Condition, deciding: Condition) -> KeyBindings:
         kb = KeyBindings()
 
         @kb.add("c-c", eager=True)
@@ -458,18 +480,18 @@ class TerminalApp:
         def _sigint(event: KeyPressEvent) -> None:
             event.app.exit(result=0)  # a signal, not a key: no question
 
-        @kb.add("enter", eager=True, filter=~confirming)
+        @kb.add("enter", eager=True, filter=~confirming & ~deciding)
         def _submit(event: KeyPressEvent) -> None:
             text = self.model.take_composer()  # now: text after this key in the chunk is the next message
             if text is not None:
                 self._spawn(self._send(text))
 
-        @kb.add("c-j", eager=True, filter=controls & ~confirming)
-        @kb.add("escape", "enter", filter=controls & ~confirming)
+        @kb.add("c-j", eager=True, filter=controls & ~confirming & ~deciding)
+        @kb.add("escape", "enter", filter=controls & ~confirming & ~deciding)
         def _newline(event: KeyPressEvent) -> None:
             self.buffer.insert_text("\n")
 
-        @kb.add("c-j", eager=True, filter=~controls)
+        @kb.add("c-j", eager=True, filter=~controls | deciding)
         def _no_newline(event: KeyPressEvent) -> None:
             pass  # read-only composer; never the default (which would press Enter)
 
@@ -517,6 +539,16 @@ class TerminalApp:
         @kb.add("N", eager=True, filter=confirming)
         def _no(event: KeyPressEvent) -> None:
             self._spawn(self.model.answer(False))
+
+        waiting = Condition(lambda: self.model.decision_waiting) & ~confirming
+        for digit in range(1, CHOICE_KEYS + 1):
+            @kb.add(str(digit), eager=True, filter=waiting)
+            def _choose(event: KeyPressEvent, digit: int = digit) -> None:
+                """Key N answers the open decision with its N-th choice, taken at this key (`_model` rule
+                6); as an observer it sends nothing and says why."""
+                taken = self.model.answer_key(digit)
+                if taken is not None:
+                    self._spawn(self.model.send_answer(*taken))
 
         @kb.add("f2", eager=True)
         def _details(event: KeyPressEvent) -> None:

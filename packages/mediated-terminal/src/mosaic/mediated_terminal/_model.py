@@ -22,8 +22,16 @@ keeps (brief §4 S4, S5; §9 E7; the seed README "The terminal" and "Approval"):
    anything is answered; "n" cancels it. A stop's end shows the proof or the reason it is uncertain, and
    "approval uncertain" when a Pi dialog was seen during the execution; after a force stop the next step
    is offered (recover, or quit), never a dead end.
-6. A Pi dialog (a ``nativeDecision`` record) is shown disabled with the controller's reason and never
-   answered: the client library has no way to answer one, and the terminal sends nothing for it (P3).
+6. A Pi dialog (a ``nativeDecision`` record) is shown with the controller's words. One the controller
+   shows disabled (P3: its default; input and editor always) is never answered and nothing is sent for it.
+   When the controller answers dialogs (issue 33), a decision it shows ``open`` is answered only by this
+   terminal while it controls (`answer_key`): key N (1 to `CHOICE_KEYS`) takes the N-th of the record's
+   ``choices`` at that key, exactly as the record gave it, and `send_answer` calls ``approve`` with the
+   projection id the record gave (``nativeDecision``). One answer at a time; a choice the controller refuses
+   (``refusedChoices``) has no key. An observer's key sends nothing (a note says why). The decision leaves
+   the answer mode when a record says it is no longer open (answered, uncertain, settled, or superseded
+   and re-shown under a new projection id, which the next key uses), when the controller refuses an answer
+   to it (``decision``: the refusal in one note), or when the connection goes.
 """
 
 from __future__ import annotations
@@ -58,6 +66,9 @@ __all__ = ["NOT_CONTROLLER", "CannotAttach", "Composer", "Note", "TerminalModel"
 
 NOT_CONTROLLER = ("not admitted: controller - you do not control this conversation; nothing was sent "
                   "(Ctrl-T takes control)")
+NOT_ANSWERED = ("not answered: you do not control this conversation, so this terminal does not answer the "
+                "engine's question (Ctrl-T takes control)")
+CHOICE_KEYS = 9  # keys 1..9 answer the first nine choices of a decision (rule 6)
 NOTES_KEPT = 6
 DIALOGS_KEPT = 3
 _FAILURES = (RemoteRefusal, ClientRefusal, RemoteProtocolError, ConnectionLost, ClientStateError, OSError)
@@ -123,7 +134,14 @@ class TerminalModel:
         self.notes: deque[Note] = deque(maxlen=NOTES_KEPT)
         self.dialogs: deque[str] = deque(maxlen=DIALOGS_KEPT)  # the latest Pi dialogs, as lines
         self.confirmation: Mapping[str, Any] | None = None  # a confirmation awaiting y/n
+        # Rule 6: the decisions the controller shows open, by Pi's id (their latest record), oldest first;
+        # the projection id of the answer on its way, if one is.
+        self.open_decisions: dict[str, Mapping[str, Any]] = {}
+        self.answer_sent: str | None = None
         self.disconnected: str | None = "not connected yet"
+        # The engine's name in words as the controller's observe reply gives it ("Pi", "Claude"; issue 32);
+        # None until attached, or from a controller that does not say (one from before: Pi).
+        self.engine: str | None = None
         self.last_stop: str | None = None
         self.streaming_since: float | None = None  # when this terminal saw the engine start streaming
         self._clock = clock
@@ -155,6 +173,19 @@ class TerminalModel:
         """True while Pi answers a prompt (the binding's engine state is streaming): Esc interrupts it, and
         Ctrl-C asks once before leaving it running."""
         return (self.client.binding or {}).get("engineState") == "streaming"
+
+    @property
+    def decision(self) -> Mapping[str, Any] | None:
+        """The decision this terminal's keys answer now (rule 6): the oldest the controller shows open, while
+        this terminal controls; None otherwise (the answer mode is off)."""
+        if not self.controls or not self.open_decisions:
+            return None
+        return next(iter(self.open_decisions.values()))
+
+    @property
+    def decision_waiting(self) -> bool:
+        """True while the controller shows a decision open (to whoever watches, this terminal or not)."""
+        return bool(self.open_decisions)
 
     def running_for(self) -> float | None:
         """Seconds since this terminal saw the engine start streaming, None while it is not."""
@@ -215,6 +246,7 @@ class TerminalModel:
         except _FAILURES as exc:
             raise CannotAttach(_attach_words(exc, self.client.socket_path)) from exc
         self.disconnected = None
+        self.engine = again.observed.engine
         granted = self.client.granted
         under = "" if granted is None else f", grant {granted.get('grant')}: {' '.join(granted.get('operations', ()))}"
         self.note(f"attached as {self.client.role} (incarnation {again.observed.incarnation[:INCARNATION_SHOWN]}"
@@ -241,6 +273,7 @@ class TerminalModel:
         if note.origin == "client" and note.method == "disconnected":
             self.disconnected = str(note.params.get("reason", "lost"))
             self.confirmation = None
+            self.open_decisions.clear()  # rule 6: a takeover after the reconnect shows them open again
             self.streaming_since = None
             self.note(f"the controller connection is gone ({self.disconnected}); the composer text is kept; "
                       "Ctrl-O reconnects", "refusal")
@@ -267,10 +300,18 @@ class TerminalModel:
             self.streaming_since = None
 
     def _dialog(self, record: Mapping[str, Any]) -> None:
-        """Rule 6: shown, never answered."""
+        """Rule 6: shown; an open decision kept for the keys until a record says it is not open any more (a
+        superseded record is followed by the same decision open under its new projection id)."""
         line = dialog_line(record)
         self.dialogs.append(line)
         self.note(line, "dialog")
+        native, state = record.get("native"), record.get("state")
+        if not isinstance(native, str) or state == "superseded":
+            return
+        if state == "open" and isinstance(record.get("nativeDecision"), str) and isinstance(record.get("choices"), list):
+            self.open_decisions[native] = record
+        else:
+            self.open_decisions.pop(native, None)
 
     def _update_stop(self, stop: Mapping[str, Any] | None) -> None:
         if stop is None:
@@ -327,6 +368,45 @@ class TerminalModel:
         """`take_composer`, then `send` what it took."""
         text = self.take_composer()
         return None if text is None else await self.send(text)
+
+    def answer_key(self, key: int) -> tuple[str, str] | None:
+        """Key `key` (1-based) pressed while a decision is open (rule 6): the (projection id, choice) to send,
+        taken now, so a second key of the same chunk finds the answer on its way; None when nothing is to be
+        sent (an observer, an answer already on its way, no choice with that key: a note says which)."""
+        if not self.controls:
+            self.note(NOT_ANSWERED, "refusal")
+            return None
+        decision = self.decision
+        if decision is None or self.answer_sent is not None:
+            return None
+        choices = [c for c in decision.get("choices", ()) if isinstance(c, str)][:CHOICE_KEYS]
+        if not 1 <= key <= len(choices):
+            self.note(f"no choice has the key {key} here: the keys are 1 to {len(choices)}; nothing was sent",
+                      "refusal")
+            return None
+        projection = str(decision.get("nativeDecision"))
+        self.answer_sent = projection
+        self.changed()
+        return projection, choices[key - 1]
+
+    async def send_answer(self, projection: str, choice: str) -> None:
+        """Answer decision `projection` with `choice` (taken by `answer_key`); a refusal in one note (a
+        `decision` refusal also ends the answer mode for it: the controller takes no answer to it)."""
+        try:
+            record = await self.client.approve(projection, choice)
+        except _FAILURES as exc:
+            self.note(f'answer "{choice}" refused: {_why(exc)}', "refusal")
+            if isinstance(exc, RemoteRefusal) and exc.code == "decision":
+                for native, shown in list(self.open_decisions.items()):
+                    if shown.get("nativeDecision") == projection:
+                        del self.open_decisions[native]
+            return
+        finally:
+            self.answer_sent = None
+            self.changed()
+        if record.get("state") != "open":
+            self.open_decisions.pop(str(record.get("native")), None)  # its record follows the reply
+        self.note(f'answered "{choice}" ({record.get("state")}): {self.engine or "Pi"} goes on with it', "dialog")
 
     async def takeover(self) -> None:
         if self.controls:
@@ -423,6 +503,7 @@ class TerminalModel:
             self.note(f"reconnect failed: {_why(exc)}; Ctrl-O tries again", "refusal")
             return
         self.disconnected = None
+        self.engine = again.observed.engine
         token = again.observed.incarnation[:INCARNATION_SHOWN]
         if again.incarnation_changed:
             self.note(f"reconnected to a new controller (incarnation {token}); {len(again.outcome_unknown)} "

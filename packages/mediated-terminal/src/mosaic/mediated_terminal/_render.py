@@ -323,11 +323,12 @@ ID_SHOWN = 11
 """Characters of a conversation id the header shows (``pi-`` and 8 hex digits); F2 shows it whole."""
 
 
-def header_line(binding: Mapping[str, Any] | None, width: int = 80) -> str:
-    """The header: the terminal, the conversation (its id shortened) and the execution the controller
-    binds, as many of them as fit in `width` cells; inert, one line."""
+def header_line(binding: Mapping[str, Any] | None, width: int = 80, engine: str | None = None) -> str:
+    """The header: the terminal, the engine (its name in words, as the controller's observe reply gives it:
+    "Pi", "Claude"; issue 32), the conversation (its id shortened) and the execution the controller binds,
+    as many of them as fit in `width` cells; inert, one line."""
     binding = binding or {}
-    parts = ["mosaic-terminal"]
+    parts = ["mosaic-terminal"] + ([engine] if engine else [])
     conversation, execution = binding.get("conversation"), binding.get("execution")
     if isinstance(conversation, str):
         parts.append("conversation " + (conversation if len(conversation) <= ID_SHOWN + 1
@@ -343,14 +344,15 @@ def header_line(binding: Mapping[str, Any] | None, width: int = 80) -> str:
     return inert(out)
 
 
-_ENGINE_WORDS = {"idle": "Pi is idle", "stopping": "Pi is stopping",
+_ENGINE_WORDS = {"idle": "{engine} is idle", "stopping": "{engine} is stopping",
                  "stopped": "stopped: Ctrl-R recovers (asks first), Ctrl-C quits",
                  "uncertain": "UNCERTAIN: Ctrl-K force stops it, Ctrl-C quits"}
 
 
 def status_line(status: TranscriptStatus, *, disconnected: str | None = None, running_for: float | None = None,
-                frame: int = 0, below: int | None = None) -> str:
-    """The status line in plain words: who controls (you, or you are watching), what Pi is doing (with a
+                frame: int = 0, below: int | None = None, engine_name: str = "Pi") -> str:
+    """The status line in plain words: who controls (you, or you are watching), what the engine
+    (`engine_name`: Pi unless the controller names another) is doing (with a
     spinner and the seconds it has been answering), whether new prompts are closed, whether the history
     is being re-read, and, scrolled up, how many new lines wait below. `below` is None when the view
     follows the end. The developer fields are in `details_line`."""
@@ -363,11 +365,11 @@ def status_line(status: TranscriptStatus, *, disconnected: str | None = None, ru
         engine = status.engine_state
         if engine == "streaming":
             seconds = f" {int(running_for)}s" if running_for is not None else ""
-            parts.append(f"Pi is answering {SPINNER[frame % len(SPINNER)]}{seconds}")
+            parts.append(f"{engine_name} is answering {SPINNER[frame % len(SPINNER)]}{seconds}")
         elif engine in _ENGINE_WORDS:
-            parts.append(_ENGINE_WORDS[engine])
+            parts.append(_ENGINE_WORDS[engine].format(engine=engine_name))
         elif engine:
-            parts.append(f"Pi is {engine}")
+            parts.append(f"{engine_name} is {engine}")
         if status.binding_state in ("uncertain", "stopped") and engine not in ("uncertain", "stopped"):
             parts.append(f"the binding is {status.binding_state}")
         if status.admission == "closed" and engine not in ("uncertain", "stopped"):
@@ -425,6 +427,36 @@ def dialog_line(record: Mapping[str, Any]) -> str:
     how = f" ({_text_of(record.get('how'))})" if record.get("how") is not None else ""
     answer = f' answered "{_text_of(record.get("answer"))}"' if record.get("answer") is not None else ""
     return inert(f"{words}: {state}{how}{answer}: {reason}")
+
+
+def decision_lines(record: Mapping[str, Any], keys: int, sending: bool = False, engine: str = "Pi") -> list[Fragments]:
+    """An open decision this terminal answers (issue 33; `_model` rule 6), as styled lines: what Pi asks
+    (title, message), each choice's key (1 to `keys`) beside its exact label, inert (markup shown as typed,
+    bidi and escape controls made visible, never obeyed), the choices past the keys and those the
+    controller refuses with why and no key, then what the keys do."""
+    method = _text_of(record.get("method")) or "dialog"
+    lines = [styled(f'{engine} asks ({method}): "{_text_of(record.get("title"))}"', "class:dialog")]
+    if isinstance(record.get("message"), str):
+        lines.append(styled(f'  "{record["message"]}"'))
+    choices = [c for c in record.get("choices") or () if isinstance(c, str)]
+    for i, label in enumerate(choices, 1):
+        if i <= keys:
+            lines.append([("class:dialog.key", f"  {i}  ")] + styled(label))
+        else:
+            lines.append([("", "     ")] + styled(label) + styled(f": no key here (keys answer the first {keys})",
+                                                                 "class:meta"))
+    refused = record.get("refusedChoices")
+    for item in refused if isinstance(refused, list) else ():
+        if isinstance(item, Mapping):
+            lines.append([("", "     ")] + styled(_text_of(item.get("choice")))
+                         + styled(f": disabled, {_text_of(item.get('reason'))}", "class:meta"))
+    shown = min(keys, len(choices))
+    if sending:
+        lines.append(styled("the answer is on its way to the controller...", "class:meta"))
+    else:
+        lines.append(styled(f"{'1' if shown == 1 else f'1-{shown}'}: answer (the label beside the key, exactly); {engine} waits for it "
+                            "or its own timeout; Ctrl-G interrupts; the composer waits", "class:meta"))
+    return lines
 
 
 def confirmation_lines(confirmation: Mapping[str, Any]) -> list[str]:

@@ -134,6 +134,7 @@ def page_read(s: CoreState, event: PageRead) -> None:
     quiet = quiet_at_call and s.sequence == cut and _quiet(s) and _page_verified(s, result)
     s.emit(Reply(event.conn, event.rpc_id, {
         "incarnation": s.config.incarnation, "connection": s.connection_record(event.conn),
+        "engine": s.config.engine.name,  # issue 32: which engine, in words ("Pi", "Claude"), for a client's title
         "generation": s.generation, "binding": s.binding_record(),
         "seam": {"replay": "unavailable", "streamEpoch": s.execution,
                  "fromSequence": cut + 1, "reconcile": True, "quiet": quiet},

@@ -28,6 +28,10 @@ The rules it keeps (brief §7, P1-P6; §5 H5-H8; seed README "Approval"):
 7. A stop's approval disposition follows the dialogs (`doubt`): uncertain while a dialog is shown disabled
    (ever, this execution) or a decision is open, answered but not settled, or uncertain; resolved once every
    decision is settled (`core/_chain` reads it at a stop's start; each new doubt marks every stop).
+8. Cost: `CoreState.decisions` holds only the decisions not settled (native id -> decision), so a tool's end,
+   a run's end, a stop, a takeover and a stop's approval walk the open ones only; a settled decision leaves it
+   and stays reachable by each projection id it was given (`CoreState.projections`, one lookup per answer),
+   so an answer to it is still told apart (H6, H7, H8) and nothing walks the settled ones.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ def asked(s: CoreState, ask: DialogAsk) -> None:
     deadline = None if ask.timeout is None else s.now + ask.timeout - ANSWER_MARGIN
     dec = Decision(ask.id, made, ask, set(s.run.open_tools), deadline)
     s.decisions[ask.id] = dec
+    s.projections[made] = dec
     _chain.approval_uncertain(s)  # open: what the engine will decide is not known yet (rule 7)
     _show(s, dec)
     if deadline is not None:
@@ -141,6 +146,7 @@ def withdrawn(s: CoreState, native: str) -> None:
     if dec is not None and dec.state != "settled":
         dec.state = "settled"
         dec.how = "cancelled"
+        del s.decisions[native]  # rule 8: only `projections` keeps it
         _show(s, dec)
 
 
@@ -149,6 +155,8 @@ def _settle(s: CoreState, dec: Decision) -> None:
         return
     dec.how = "answered" if dec.state == "answered" else "engine"
     dec.state = "settled"
+    if s.decisions.get(dec.native) is dec:
+        del s.decisions[dec.native]  # rule 8: only `projections` keeps it
     _show(s, dec)
 
 
@@ -160,18 +168,16 @@ def reproject(s: CoreState) -> None:
         old = dec.projection
         dec.superseded.append(old)
         dec.projection = s.new_id("d")
+        s.projections[dec.projection] = dec
         s.record({**dec.record(f"superseded by {dec.projection} after a takeover"), "nativeDecision": old,
                   "state": "superseded", "supersededBy": dec.projection})
         _show(s, dec)
 
 
 def _find(s: CoreState, projection: str) -> tuple[Decision | None, bool]:
-    for dec in s.decisions.values():
-        if dec.projection == projection:
-            return dec, False
-        if projection in dec.superseded:
-            return dec, True
-    return None, False
+    """The decision `projection` names and whether that id was superseded (rule 8: one lookup)."""
+    dec = s.projections.get(projection)
+    return (None, False) if dec is None else (dec, dec.projection != projection)
 
 
 def answer(s: CoreState, call: Call) -> None:

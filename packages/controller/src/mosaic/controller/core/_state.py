@@ -127,7 +127,7 @@ FIELD_OWNERS: Mapping[str, str] = MappingProxyType({
     **dict.fromkeys(("binding_state", "fences", "context"), "_binding"),
     **dict.fromkeys(("slot", "requests", "settled", "retired"), "_slot"),
     **dict.fromkeys(("run", "sequence", "unknown_native", "late_events"), "_events"),
-    **dict.fromkeys(("dialogs", "decisions", "doubt_disabled"), "_dialogs"),
+    **dict.fromkeys(("dialogs", "decisions", "projections", "doubt_disabled"), "_dialogs"),
     **dict.fromkeys(("stop", "stops"), "_chain"),
     **dict.fromkeys(("confirmations", "pending_effects", "pending_census"), "_force"),
     "overlaps": "_answers",
@@ -168,7 +168,8 @@ class CoreState:
         self.unknown_native: dict[str, int] = {}
         self.late_events = 0
         self.dialogs = 0
-        self.decisions: dict[str, Decision] = {}  # native id -> the decision (`_dialogs`, when answering)
+        self.decisions: dict[str, Decision] = {}  # native id -> a decision not settled yet (`_dialogs` rule 8)
+        self.projections: dict[str, Decision] = {}  # every projection id given -> its decision (`_dialogs` rule 8)
         self.doubt_disabled = 0  # dialogs shown disabled (`_dialogs` rule 7)
         self.overlaps: list[tuple[str, str]] = []  # (signal, detail) of every overlap signal read
         self.ids = 0
