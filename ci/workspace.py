@@ -74,7 +74,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "claude-rpc": {"safe-open"},
     "controller-client": {"safe-open"},
     "controller": {"safe-open", "controller-client", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort",
-                   "pi-rpc", "claude-rpc"},
+                   "pi-rpc", "claude-rpc", "claude-format"},
     "mediated-terminal": {"controller-client"},
 }
 
@@ -120,7 +120,10 @@ FOLDER_PACKAGES: dict[str, dict[str, set[str]]] = {
         "engines/pi": {"pi-rpc", "pi-format", "chat-pages", "safe-open", "writer-claim", "cgroup-cohort",
                        "controller-client"},
         # claude-rpc's link core under the seam's `Wire` (pi-rpc's LinkCore surface): `engines/claude/_link`.
-        "engines/claude": {"claude-rpc", "pi-rpc", "safe-open"},
+        # Its lifecycle half (issue 32): claude-format's leaf and branch names, chat-pages' Claude seat (history),
+        # the claim's pins, the cohort's limits, the refusal.
+        "engines/claude": {"claude-rpc", "claude-format", "pi-rpc", "safe-open", "chat-pages", "writer-claim",
+                           "cgroup-cohort", "controller-client"},
         "server": {"pi-rpc", "safe-open", "controller-client"},
         "lifecycle": {"pi-rpc", "safe-open", "writer-claim", "cgroup-cohort", "controller-client"},
     },
