@@ -328,6 +328,7 @@ def test_claude_under_the_lifecycle_prompt_tool_interrupt_force_stop_recover_and
             await second.start()
             assert second.mode == "recovered" and second.core.admission_open, second.core.fences
             assert second.identity.leaf == leaf
+            assert await second.claims.record_state(record_id) == "used"  # consumed: its launch passed K8
             client = await ControllerClient.connect(second.socket_path, ping_interval=None)
             try:
                 await client.observe()
