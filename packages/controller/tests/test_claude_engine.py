@@ -171,7 +171,8 @@ def test_claude_interrupt_that_cancelled_anothers_message_ends_uncertain() -> No
 def test_claude_O1_a_message_folded_into_the_running_turn() -> None:
     """sealed-queued-mid-turn: a message from elsewhere (U2) is `started` inside the slot's turn (folded
     into it, no init of its own): O1, the slot settles delivery-unknown (run-overlap) and admission closes.
-    The turn's `can_use_tool` is shown disabled (P3: not answered in this slice)."""
+    The turn's `can_use_tool` is a decision open to the controller (P7); the recording's driver answered it
+    (not the controller), so the tool's result settles it as the engine's (`how: engine`)."""
     h = claude_harness(U1)
     rest = initialized(h, recording("sealed-queued-mid-turn"))
     h.controller()
@@ -180,8 +181,9 @@ def test_claude_O1_a_message_folded_into_the_running_turn() -> None:
                         and m["command_uuid"] != U1)
     feed_each(h, outs(before))
     assert not h.core.overlaps
-    (decision,) = h.clients["c1"].records("nativeDecision")
-    assert decision["method"] == "confirm" and decision["state"] == "disabled"
+    shown = h.clients["c1"].records("nativeDecision")
+    assert [(d["method"], d["state"], d.get("how")) for d in shown] == [("can_use_tool", "open", None),
+                                                                       ("can_use_tool", "settled", "engine")]
     feed(h, rest[0]["msg"])
     assert [o[0] for o in h.core.overlaps] == ["O1"]
     assert h.receipt()["state"] == "delivery-unknown" and not h.core.admission_open

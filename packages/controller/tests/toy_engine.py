@@ -53,6 +53,7 @@ class ToyRules:
     })
     persistence_drift: frozenset[str] = frozenset({"disk-behind"})
     clear_aborts = True
+    permission_requests = False
 
     def new_wire(self, *, command_bound: float) -> LinkCore:
         return LinkCore(default_bound=command_bound, max_record_bytes=1 << 20)

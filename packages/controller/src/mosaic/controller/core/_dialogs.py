@@ -1,11 +1,13 @@
 """The core's dialogs room: a native dialog the engine asks, shown to clients and, when the deployment opts
-in (`CoreConfig.answer_dialogs`, off by default: issue 33, the brief's I2 after C-2), answered.
+in (`CoreConfig.answer_dialogs`, off by default: issue 33, the brief's I2 after C-2) or the engine's dialogs
+are permission requests (`EngineRules.permission_requests`: Claude's `can_use_tool`, P7, which C-2 does not
+gate), answered ("answering" below).
 
 The rules it keeps (brief §7, P1-P6; §5 H5-H8; seed README "Approval"):
 
-1. Off: every dialog is shown disabled with a reason and never answered (P3), byte for byte as before
-   issue 33; once one was seen every stop's approval disposition is uncertain.
-2. On: a dialog the engine offers choices for (Pi: confirm and select) is a decision shown `open` with its
+1. Not answering: every dialog is shown disabled with a reason and never answered (P3), byte for byte as
+   before issue 33; once one was seen every stop's approval disposition is uncertain.
+2. Answering: a dialog the engine offers choices for (Pi: confirm and select) is a decision shown `open` with its
    choices' exact labels, answered only with one of them by the controller (`approval`, with the decision's
    projection id and the label): one native answer with the exact native id (P1). A label not offered (a
    generic "yes", a cancel the engine does not offer) is refused. A dialog with no choices (input, editor)
@@ -20,7 +22,9 @@ The rules it keeps (brief §7, P1-P6; §5 H5-H8; seed README "Approval"):
    open makes it `uncertain` too, never denied (P6), and refuses answers from then on (H8).
 6. Native evidence settles a decision (P4): every tool call open when it was asked ended, or the run
    settled, or the run was reset. It is then `settled` (`how`: `answered` when the controller's answer was
-   written, else `engine`: the engine's default or its own timeout) and refused.
+   written, else `engine`: the engine's default or its own timeout) and refused. An engine that withdraws
+   its question (`Reading.dialog_withdrawn`: Claude's `control_cancel_request`) settles it at once, `how`
+   `cancelled`, whatever was answered: the engine said it takes no answer (H8).
 7. A stop's approval disposition follows the dialogs (`doubt`): uncertain while a dialog is shown disabled
    (ever, this execution) or a decision is open, answered but not settled, or uncertain; resolved once every
    decision is settled (`core/_chain` reads it at a stop's start; each new doubt marks every stop).
@@ -37,7 +41,7 @@ from ._state import CoreState
 from ._values import Decision, dialog_doubt
 
 __all__ = ["ANSWER_MARGIN", "DIALOG_TIMER", "answer", "asked", "doubt", "interrupted", "reproject",
-           "run_over", "timed_out", "tool_ended"]
+           "run_over", "timed_out", "tool_ended", "withdrawn"]
 
 ANSWER_MARGIN = 0.5  # seconds before the engine's timeout from which an answer is refused (rule 5)
 DIALOG_TIMER = "dialog-timeout:"  # a timer key's prefix; the decision's native id follows
@@ -55,12 +59,13 @@ def asked(s: CoreState, ask: DialogAsk) -> None:
     s.dialogs += 1
     made = s.new_id("d")  # made whether or not the ask has its own id (the ids that follow stay as they were)
     name = s.config.engine.name
-    if not s.config.answer_dialogs or ask.choices is None or ask.id is None:
+    answering = s.config.answer_dialogs or s.config.engine.permission_requests
+    if not answering or ask.choices is None or ask.id is None:
         s.doubt_disabled += 1
         _chain.approval_uncertain(s)  # seed "Approval": once a dialog was seen, every stop says so
         reason = (f"{name} asks a question here; this controller shows it but never answers it, so {name} "
                   f"decides on its own (its default or timeout)")
-        if s.config.answer_dialogs:
+        if answering:
             reason = ask.unanswerable or f"{name} gave this dialog no id to answer"
         decision: dict[str, Any] = {"type": "nativeDecision", "nativeDecision": made if ask.id is None else ask.id,
                                     "method": ask.method, "title": ask.fields.get("title"),
@@ -128,6 +133,15 @@ def run_over(s: CoreState) -> None:
     """Rule 6: the run settled or was reset: no dialog of it is pending any more."""
     for dec in list(s.decisions.values()):
         _settle(s, dec)
+
+
+def withdrawn(s: CoreState, native: str) -> None:
+    """Rule 6: the engine withdrew the dialog `native` (it takes no answer to it from now on)."""
+    dec = s.decisions.get(native)
+    if dec is not None and dec.state != "settled":
+        dec.state = "settled"
+        dec.how = "cancelled"
+        _show(s, dec)
 
 
 def _settle(s: CoreState, dec: Decision) -> None:

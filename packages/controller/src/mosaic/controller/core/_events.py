@@ -107,6 +107,8 @@ def _native(s: CoreState, event: EngineEvent) -> None:
         s.run.open_tools.pop(reading.tool_end, None)
         if s.decisions:
             _dialogs.tool_ended(s, reading.tool_end)
+    if reading.dialog_withdrawn is not None and s.decisions:
+        _dialogs.withdrawn(s, reading.dialog_withdrawn)
     if reading.dialog is not None:
         _dialogs.asked(s, reading.dialog)
     elif reading.event is not None:

@@ -84,8 +84,9 @@ class Cleared:
 @dataclass(frozen=True)
 class DialogAsk:
     """A native question the engine asks: its id (None: the core makes one), its method, and the fields
-    shown to the person (title, options, message, ...). Off (`CoreConfig.answer_dialogs` False) the core shows
-    it disabled and never answers it (P3). On, it offers `choices`, each a label shown exactly and the native
+    shown to the person (title, options, message, ...). Off (`CoreConfig.answer_dialogs` False, and not an
+    engine whose dialogs are permission requests: `EngineRules.permission_requests`) the core shows it
+    disabled and never answers it (P3). On, it offers `choices`, each a label shown exactly and the native
     answer the engine writes for it (`EngineRules.answer`): only answers that are the person's own choice
     (None: the engine cannot take one from the controller: shown disabled, `unanswerable` says why);
     `refused` lists the native answers the engine has that are not offered, each with why (a cancel that may
@@ -105,9 +106,10 @@ class Reading:
     """One native record in neutral terms (`EngineRules.read`). The core acts on the facts in this order: an
     unknown record is only counted (`unknown`: its type and byte count, C-4); `run_event` needs an active run
     (O6 otherwise); `run_start`; `turn_end`; `user_message_start`; `aborted_message`; `queued_input`;
-    `tool_start` (id, name) / `tool_end` (id); then the dialog or the CHAT-01 event and `events` after it (one
-    native record may show several: Claude's whole `assistant` message is Pi's start, deltas and end);
-    `run_settled` last."""
+    `tool_start` (id, name) / `tool_end` (id); `dialog_withdrawn` (the native id of a dialog the engine takes
+    no answer to any more: Claude's `control_cancel_request`; Pi never withdraws one); then the dialog or the
+    CHAT-01 event and `events` after it (one native record may show several: Claude's whole `assistant`
+    message is Pi's start, deltas and end); `run_settled` last."""
 
     kind: str
     unknown: tuple[str, int] | None = None
@@ -119,6 +121,7 @@ class Reading:
     queued_input: bool = False
     tool_start: tuple[str, str] | None = None
     tool_end: str | None = None
+    dialog_withdrawn: str | None = None
     run_settled: bool = False
     # The CHAT-01 event type and its payload without the message number (the core numbers messages).
     event: tuple[str, Mapping[str, Any]] | None = None
@@ -136,6 +139,12 @@ class EngineRules(Protocol):
     def overlap_signals(self) -> Mapping[str, OverlapSignal]: ...
     @property
     def persistence_drift(self) -> frozenset[str]: ...  # drift reasons that mean "the engine's own writes are torn"
+    @property
+    def permission_requests(self) -> bool:
+        """True when the engine's dialogs are permission requests (Claude's `can_use_tool`): the brief's §7
+        lets the controller answer those without C-2 (P7; C-2 gates the non-permission forms), so the core
+        offers their choices whatever `CoreConfig.answer_dialogs` says. False (Pi): its dialogs are extension
+        forms, answered only with the option on (P3 otherwise)."""
     @property
     def clear_aborts(self) -> bool:
         """True when the clear also aborts the run (one interrupt request: Claude's `interrupt`); Pi's

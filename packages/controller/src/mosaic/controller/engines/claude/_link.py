@@ -15,8 +15,14 @@ core and pi-rpc's `EngineLink` shell drive it unchanged. Pi's wire is not touche
    Claude is idle, as the seam's `send_abort` asks. An interrupt read while no turn runs is answered at once
    (recordings/sealed-controls.jsonl: an idle interrupt is answered with empty lists).
 4. A prompt is a user message with a fresh uuid from the wire's `uuids` (the link refuses one in use); one
-   un-acknowledged prompt at a time (`can_send_prompt`), as on Pi's wire. Nothing else is sent: `send`,
-   `send_ui_response` and `prompt_state` refuse (Claude has no probe).
+   un-acknowledged prompt at a time (`can_send_prompt`), as on Pi's wire. `send`, `send_ui_response` and
+   `prompt_state` refuse (Claude has no probe).
+5. A permission answer (`answer`) is one `control_response` with the `can_use_tool`'s exact request id,
+   written by the Claude link (`allow`/`deny`), which takes it only while the request is pending: answered
+   once, never after Claude cancelled it (`control_cancel_request`) or settled it (its tool result), never
+   for an id Claude did not ask. The body is exactly one of the dialog's two choices: allow with the
+   request's own input as `updatedInput`, or deny with a message; anything else (a widening
+   `updatedPermissions`, another input) is not written. Its answer is the tool use's result (claude-rpc).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mosaic.claude_rpc import ClaudeLinkCore
+from mosaic.claude_rpc import ClaudeLinkCore, ClaudeRpcRefusal
 from mosaic.claude_rpc import link as claude
 from mosaic.claude_rpc.framing import LineDecoder, Undecodable
 from mosaic.pi_rpc import Command, LinkCore
@@ -142,6 +148,26 @@ class ClaudeWire(LinkCore):
         if abort:
             self._aborts.add(out.seq)
         return self._command(out)
+
+    def answer(self, request_id: str, body: Mapping[str, Any], *, now: float) -> Command | None:
+        """The answer `body` to the permission request `request_id` (rule 5); None when it is not written: the
+        request is not pending (the link's refusal), the body is not allow-once or deny, or the pipe is
+        poisoned."""
+        if self.claude.poisoned is not None:
+            return None
+        behavior = body.get("behavior")
+        out: claude.Outgoing | ClaudeRpcRefusal
+        if behavior == "allow" and set(body) == {"behavior", "updatedInput"}:
+            request = self.claude.permission(request_id)
+            if request is None or body["updatedInput"] != request.input:
+                return None  # only the request's own input is allowed (the link sends it back unchanged)
+            out = self.claude.allow(request_id, now=now)
+        elif behavior == "deny" and set(body) == {"behavior", "message"} and isinstance(body["message"], str) \
+                and body["message"]:
+            out = self.claude.deny(request_id, body["message"], now=now)
+        else:
+            return None
+        return None if isinstance(out, ClaudeRpcRefusal) else self._command(out)
 
     def prompt_state(self, prompt: Command, state: Command) -> PromptStateEvidence:
         raise NotEvidence("Claude has no probe: its run's events are the evidence")

@@ -17,6 +17,13 @@ and overlap table (`engines/claude/_tables`), its record reading (`engines/claud
    answer that is not `success` is refused.
 5. The drift check (entries from the transcript via claude-format) is not built in this slice:
    `send_entries` raises, so a core configured with a drift check for Claude fails loudly, never passes.
+6. Permission requests (P7): every `can_use_tool` is a dialog the controller answers (`permission_requests`:
+   the brief's §7 gates only non-permission forms on C-2, so no `answer_dialogs` option is needed; Pi's
+   default stays P3). `answer` writes the chosen body, allow once or deny, as one `control_response` with
+   the request's exact id (`ClaudeWire` rule 5); None when the wire does not write it (the core refuses the
+   answer). Claude's initialize does not list pending requests on this pin (no
+   `pending_permission_requests`, only `session_state: requires_action`): a restarted controller cannot
+   re-read which request is pending, so none is re-shown and the stop that ended it says uncertain.
 """
 
 from __future__ import annotations
@@ -57,13 +64,14 @@ def _control(command: Command) -> Answer:
 
 
 class ClaudeRules:
-    """Claude Code 2.1.283's rules on the core's wire (rules 1-5). `uuids` makes each user message's uuid (a
+    """Claude Code 2.1.283's rules on the core's wire (rules 1-6). `uuids` makes each user message's uuid (a
     test passes the recording's)."""
 
     name = "Claude"
     overlap_signals: Mapping[str, OverlapSignal] = CLAUDE_OVERLAP_SIGNALS
     persistence_drift: frozenset[str] = frozenset()
     clear_aborts = True  # rule 3: the interrupt clears and aborts in one request
+    permission_requests = True  # rule 6: `can_use_tool` is answered allow once or deny (P7), not gated on C-2
 
     def __init__(self, *, uuids: Callable[[], str] = _new_uuid) -> None:
         self._uuids = uuids
@@ -114,9 +122,8 @@ class ClaudeRules:
         return _control(command)
 
     def answer(self, wire: LinkCore, dialog_id: str, choice: Mapping[str, Any], *, now: float) -> Command | None:
-        """No permission request is answered yet (P7 is not built): every `can_use_tool` is read as a disabled
-        dialog (P3), so the core never offers a choice to send."""
-        return None
+        """Rule 6: one `control_response` to the request `dialog_id`, the choice's body exactly."""
+        return _wire(wire).answer(dialog_id, choice, now=now)
 
     def send_entries(self, wire: LinkCore, since: str | None, *, now: float, bound: float) -> Command:
         raise NotImplementedError("Claude's transcript drift check is not built yet (issue 32, rule 5)")

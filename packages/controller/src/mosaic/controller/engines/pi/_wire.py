@@ -45,6 +45,7 @@ class PiRules:
     overlap_signals: Mapping[str, OverlapSignal] = OVERLAP_SIGNALS
     persistence_drift: frozenset[str] = PERSISTENCE_DRIFT
     clear_aborts = False  # clear_queue leaves the run going; `abort` is its own command (rule 3)
+    permission_requests = False  # its dialogs are extension forms: answered only with `answer_dialogs` (issue 33)
 
     def new_wire(self, *, command_bound: float) -> LinkCore:
         return LinkCore(default_bound=command_bound, max_record_bytes=ENGINE_RECORD_CAP)
