@@ -265,6 +265,17 @@ async def claude_lab(root: Path) -> AsyncIterator[ClaudeLab]:
             await lab.close()
 
 
+async def open_decision(sub: Any) -> dict[str, Any]:
+    """The first nativeDecision record in state open on the subscription `sub` (bounded by WAIT)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            while (note := sub.get_nowait()) is not None:
+                if note.method == "record" and note.params.get("type") == "nativeDecision" \
+                        and note.params.get("state") == "open":
+                    return dict(note.params)
+            await asyncio.sleep(0.01)
+
+
 async def prompt_finished(client: ControllerClient, text: str) -> dict[str, Any]:
     admitted = await client.prompt(text)
     assert isinstance(admitted, Admitted), admitted
@@ -295,6 +306,18 @@ def test_claude_under_the_lifecycle_prompt_tool_interrupt_force_stop_recover_and
                 tool = await prompt_finished(client, "BASH: echo tool-ran-42")
                 assert tool["turnState"] == "completed"
                 assert any(r.scenario == "tool-result" for r in lab.server.requests), lab.server.requests
+                # A tool the engine asks for (P7): answered allow once through the controller, it runs.
+                sub = client.subscribe(maxsize=100_000)
+                made = os.path.join(lab.project, "made-by-tool")
+                asked = await client.prompt(f"BASH: mkdir {made}")
+                assert isinstance(asked, Admitted), asked
+                shown = await open_decision(sub)
+                assert shown["method"] == "can_use_tool" and shown["choices"] == ["allow once", "deny"], shown
+                await client.approve(shown["nativeDecision"], "allow once")
+                async with asyncio.timeout(WAIT):
+                    allowed = await client.wait_settled(asked.request.client_request_id)
+                assert allowed.receipt is not None and allowed.receipt["turnState"] == "completed", allowed
+                assert os.path.isdir(made)
                 slow = await client.prompt("SLOW please")
                 assert isinstance(slow, Admitted), slow
                 runtime = first.runtime

@@ -18,8 +18,9 @@ functions of what they compare; the lifecycle runs them in order.
    directory opened up, a managed policy that appeared, refuses before anything is spawned.
 4. Claude must load the session without writing to it: a torn last line refuses `session-drift`.
 5. K8 after spawn, before admission opens: the binary gives no session evidence before a turn (its `init`
-   comes at the start of every turn; its `initialize` answer names no session, only `session_state`, FACTS §3,
-   checked on the binary by tests_smoke/test_claude_real.py). What it does offer is checked: the
+   comes at the start of every turn; its `initialize` answer names no session, only `session_state`: FACTS §3,
+   and recordings sealed-resume and sealed-resume-after-interrupt, where the binary answered `idle` after
+   `--resume`). What it does offer is checked: the
    `initialize` answer within the bound, `success`, `session_state` `idle` (a `--resume` the binary cannot
    load, or a `--session-id` already in use, exits instead: no answer); and the transcript the engine
    continues is the one read at the claim: the same session id, the same leaf (`--resume`), or still absent
