@@ -10,7 +10,7 @@ functions of what they compare; the lifecycle runs them in order.
    `--resume <id>` when the claimed session's transcript exists, `--session-id <id>` when it does not yet
    (`session_flag`).
 2. The pins: the engine version, the binary (the pinned binary's sha256, L7 checked again; a fake
-   command's command line and the install tree it names) and the argv digest. The argv digest is taken with
+   command's command line) and the argv digest. The argv digest is taken with
    the session flag written as `--resume` (`pinned_argv`): whether the transcript existed at a launch is the
    session's state, not the engine's, so a recover of a session a first launch created is the same engine.
 3. At bind, right before the spawn marker, the launch is checked whole again (`check_launch`: L7 on the
@@ -43,7 +43,6 @@ from mosaic.pi_rpc import EngineLink
 from mosaic.safe_open import Refusal, canonical_json, sha256_digest
 from mosaic.writer_claim import Pins
 
-from ..pi import tree_digest
 from ._link import ClaudeWire
 from ._session import ClaudePlace, ClaudeSessionRead, read_transcript
 
@@ -71,8 +70,6 @@ class ClaudeDescription(Protocol):
     def model(self) -> str | None: ...
     @property
     def partial_messages(self) -> bool: ...
-    @property
-    def pin_tree(self) -> str | None: ...
 
 
 def sealed_launch(spec: ClaudeDescription, place: ClaudePlace, identity: ClaudeSessionRead) -> SealedLaunch:
@@ -108,8 +105,7 @@ def current_pins(spec: ClaudeDescription, launch: SealedLaunch) -> Pins:
             raise refusal
         binary = BINARY_SHA256
     else:
-        tree = tree_digest(spec.pin_tree) if spec.pin_tree is not None else None
-        binary = sha256_digest(canonical_json([list(launch.command), tree]))
+        binary = sha256_digest(canonical_json(list(launch.command)))
     return Pins(CLAUDE_VERSION, binary, sha256_digest(canonical_json(pinned_argv(launch))))
 
 

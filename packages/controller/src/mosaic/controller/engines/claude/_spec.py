@@ -34,7 +34,6 @@ class ClaudeSpec:
     api_key: str | None = None
     model: str | None = None
     partial_messages: bool = False
-    pin_tree: str | None = None
     limits: EngineLimits | None = None
     state_dirs: tuple[str, ...] = ()
 
