@@ -51,7 +51,7 @@ class ClaudeEngine:
         if self._launch is not None:
             return self._launch.env
         return sealed_env(self.spec.scratch, config_dir=self.spec.config_dir, base_url=self.spec.base_url,
-                          api_key=self.spec.api_key)
+                          api_key=self.spec.api_key, owner=self.spec.engine_uid)
 
     @property
     def config_dir(self) -> str:

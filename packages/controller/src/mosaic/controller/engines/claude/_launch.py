@@ -70,6 +70,8 @@ class ClaudeDescription(Protocol):
     def model(self) -> str | None: ...
     @property
     def partial_messages(self) -> bool: ...
+    @property
+    def engine_uid(self) -> int | None: ...
 
 
 def sealed_launch(spec: ClaudeDescription, place: ClaudePlace, identity: ClaudeSessionRead) -> SealedLaunch:
@@ -82,7 +84,8 @@ def sealed_launch(spec: ClaudeDescription, place: ClaudePlace, identity: ClaudeS
         return seal_launch(spec.claude_dir if spec.command is None else None, session_id=place.session_id,
                            resume=identity.exists, scratch=spec.scratch, cwd=spec.project,
                            config_dir=spec.config_dir, base_url=spec.base_url, api_key=spec.api_key,
-                           model=spec.model, partial_messages=spec.partial_messages, command=spec.command)
+                           model=spec.model, partial_messages=spec.partial_messages, command=spec.command,
+                           owner=spec.engine_uid)
     except OSError as exc:  # the scratch directories cannot be made
         raise ControlRefusal("configuration", f"the Claude engine's scratch directory: {exc}") from None
 

@@ -22,7 +22,7 @@ class ClaudeSpec:
     (`HOME`, `CLAUDE_CODE_TMPDIR` and, without `config_dir`, `CLAUDE_CONFIG_DIR` are made inside it, 0700),
     `config_dir` a configured `CLAUDE_CONFIG_DIR`. `base_url` and `api_key` are the model endpoint (the
     scripted server and its fake key in tests); `model` and `partial_messages` the seal's two options.
-    `limits` and `state_dirs` as `PiSpec`'s."""
+    `limits` and `state_dirs` as `PiSpec`'s; `engine_uid` below."""
 
     project: str
     seat: str
@@ -36,6 +36,10 @@ class ClaudeSpec:
     partial_messages: bool = False
     limits: EngineLimits | None = None
     state_dirs: tuple[str, ...] = ()
+    # The uid the engine runs as when it is not this process's (a contained cohort: the launcher's engine
+    # account): the scratch directories the seal makes are given to it, and its private temp directory is
+    # checked as its (claude-rpc `seal_launch(owner=)`). None: this process's uid.
+    engine_uid: int | None = None
 
     def engine(self) -> ClaudeEngine:
         """The engine this spec describes, as the lifecycle uses it (the seam's `EngineFactory`)."""
