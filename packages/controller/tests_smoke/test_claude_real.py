@@ -49,6 +49,7 @@ from mosaic.controller.engines.claude import (
 from mosaic.controller.runtime import ControllerRuntime
 from mosaic.controller.testing import RawClient, private_socket_dir, readable_install
 from mosaic.pi_rpc import EngineLink
+from mosaic.safe_open import Refusal
 from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
 
 WAIT = 60.0
@@ -297,3 +298,53 @@ def test_claude_real_under_the_lifecycle_prompt_tool_permission_interrupt_force_
     assert first_stopped and first_stopped[-1].proof.kind is ProofKind.COHORT
     assert first_stopped[-1].proof.digest == proof["proof"]["verification"]["digest"]
     assert store.observe(seat, SessionKey("claude", SESSION_UUID)).free  # released by the second stop's proof
+
+
+def test_L7_I4_at_bind_a_binary_swapped_since_construction_refuses_and_nothing_runs(claude: ClaudeInstall,
+                                                                                    scratch: Path) -> None:
+    """The pin at bind on the real install (a hard-linked copy): construction passes L7; the binary is then
+    replaced by other bytes, and `start()` refuses `engine-pin-mismatch` at bind, before the spawn marker:
+    the replacement never runs, nothing is launched, the reservation is released with the never-spawned
+    proof."""
+    from mosaic.controller.testing import MemoryCohort
+
+    fx = scratch / "fx"
+    for d in ("proj", "operator-home", "claims", "cs"):
+        (fx / d).mkdir(parents=True)
+    os.chmod(fx / "claims", 0o700)
+    project = os.path.realpath(fx / "proj")
+    installed = readable_install(claude.root, str(scratch))
+    sockets = tempfile.mkdtemp(prefix="mosaic-claude-smoke-sock-")
+    os.chmod(sockets, 0o700)
+    cohort = MemoryCohort()
+    marker = scratch / "ran"
+
+    async def main() -> str:
+        spec = ClaudeSpec(project=project, seat="alpha", scratch=str(fx / "cs"), claude_dir=str(installed),
+                          base_url="http://127.0.0.1:9", api_key=FAKE_KEY)
+        transcript = os.path.join(fx, "cs", "claude", "projects", claude_slug(project), f"{SESSION_UUID}.jsonl")
+        controller = LaunchingController(
+            Placement(fixture_root=str(fx), claim_root=str(fx / "claims"), session_file=transcript,
+                      socket_dir=sockets, home=str(fx / "operator-home")),
+            spec, None, verifier=FixtureVerifier(), cohort=cohort)
+        binary = Path(controller.argv[0])
+        assert binary == ClaudeInstall(installed).binary
+        binary.unlink()  # the copy's link only: the cached install keeps its bytes
+        binary.write_text(f"#!/bin/sh\ntouch {marker}\necho '2.1.283 (Claude Code)'\n")
+        binary.chmod(0o755)
+        try:
+            with pytest.raises(Refusal) as refused:
+                await controller.start()
+            return refused.value.code
+        finally:
+            await controller.aclose()
+
+    try:
+        code = asyncio.run(main())
+    finally:
+        cohort.cleanup()
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert code == "engine-pin-mismatch"
+    assert not marker.exists() and [e for e in cohort.log if e.startswith("launch ")] == []
+    seat = SeatKey("alpha", project, project)
+    assert ClaimStore(str(fx / "claims")).observe(seat, SessionKey("claude", SESSION_UUID)).free
