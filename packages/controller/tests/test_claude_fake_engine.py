@@ -11,6 +11,9 @@ import os
 import time
 from pathlib import Path
 
+import claude_permission_flows
+import pytest
+
 from mosaic.claude_rpc.testing import ModelServer
 from mosaic.claude_rpc.testing.fake_engine import fake_launch
 from mosaic.claude_rpc.testing.recordings import SESSION_UUID
@@ -70,5 +73,26 @@ def test_claude_fake_engine_take_control_prompt_finish_interrupt(tmp_path: Path)
                     await runtime.aclose()
             finally:
                 await link.aclose()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("flow", claude_permission_flows.FLOWS)
+def test_P7_H5_H6_H7_H8_claude_permission_flows_on_the_fake_engine(flow: str, tmp_path: Path) -> None:
+    """Issue 32 item 4 on the fake Claude engine (its `can_use_tool`, cancel at an interrupt and tool runs are
+    held to the pinned binary by claude-rpc's conformance suite): the flows of `claude_permission_flows`, the
+    same as on the real binary in tests_smoke."""
+    run = getattr(claude_permission_flows, flow)
+
+    async def scenario() -> None:
+        with ModelServer() as server, private_socket_dir() as sockets:
+            project = tmp_path / "proj"
+            project.mkdir()
+            launch = fake_launch(tmp_path / "s", project, session_id=SESSION_UUID, resume=False,
+                                 base_url=server.base_url)
+            async with claude_permission_flows.claude_controller(launch.argv, launch.env, launch.cwd,
+                                                                 sockets) as runtime:
+                async with asyncio.timeout(WAIT * 2):
+                    await run(runtime.socket_path, project)
 
     asyncio.run(scenario())

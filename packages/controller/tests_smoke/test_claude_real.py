@@ -11,7 +11,8 @@ the engine account (another uid than the controller's, as a cohort's proof needs
 its own: `ClaudeSpec.engine_uid`), under the writer claim: take control, prompt, a read-only Bash tool (run
 without asking), a `can_use_tool` answered allow once through the controller, interrupt, force stop with the
 cohort's proof, recover, the launch from the eligibility record `--resume`s the session at its leaf (K8),
-prompt again, force stop again."""
+prompt again, force stop again. The permission flows (issue 32 item 4: P7, H5-H8) are
+`tests/claude_permission_flows.py`'s, the same as on the fake engine."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import claude_permission_flows
 import pytest
 
 from mosaic.cgroup_cohort import CohortRef, Credentials, DirectCgroupLauncher, FixtureVerifier, release_cohort
@@ -108,6 +110,31 @@ def test_claude_real_take_control_prompt_finish_interrupt(claude: ClaudeInstall,
                     await runtime.aclose()
             finally:
                 await link.aclose()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("flow", claude_permission_flows.FLOWS)
+def test_P7_H5_H6_H7_H8_claude_permission_flows_on_the_real_binary(flow: str, claude: ClaudeInstall,
+                                                                   tmp_path: Path) -> None:
+    """Issue 32 item 4 on the real pinned binary, sealed, in the namespace: a `BASH: touch ...` prompt makes
+    the scripted model call Bash, Claude asks `can_use_tool`; allow once runs the command once (H6, H7),
+    deny never runs it, an interrupt makes Claude cancel the request and a late answer is refused (H8, P6),
+    a takeover answers once through the new projection (H5). What Claude did is read from the project
+    directory and its tool result."""
+    run = getattr(claude_permission_flows, flow)
+
+    async def scenario() -> None:
+        with ModelServer() as server, private_socket_dir() as sockets:
+            project = tmp_path / "proj"
+            project.mkdir()
+            launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
+                                 cwd=project, base_url=server.base_url, api_key=FAKE_KEY)
+            assert launch.pinned and check_launch(launch) is None
+            async with claude_permission_flows.claude_controller(launch.argv, launch.env, launch.cwd,
+                                                                 sockets) as runtime:
+                async with asyncio.timeout(WAIT * 2):
+                    await run(runtime.socket_path, project)
 
     asyncio.run(scenario())
 
