@@ -423,3 +423,36 @@ def test_L7_at_bind_a_launch_whose_seal_broke_since_construction_spawns_nothing(
 
     asyncio.run(main())
 
+
+
+def test_L1_observe_serves_the_claude_seats_history_pages_once_a_receipt_names_the_session(tmp_path: Path) -> None:
+    """The history an observe serves is chat-pages' Claude seat: before the launcher's receipt names the
+    session (and before the transcript exists) it is the reader's refusal, never an empty history; once the
+    seat's receipt names it, the page holds the turn, under the conversation id the controller serves."""
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            controller = lab.controller()
+            await controller.start()
+            assert controller.conversation.startswith("claude-")
+            raw = await RawClient.connect(controller.socket_path)
+            try:
+                before = (await raw.call("observe"))["result"]
+                assert before["history"]["ok"] is False, before["history"]
+                client = await ControllerClient.connect(controller.socket_path, ping_interval=None)
+                try:
+                    await client.observe()
+                    await client.takeover()
+                    await prompt_finished(client, "hello history")
+                finally:
+                    await client.aclose()
+                receipt = Path(lab.project) / ".pi" / "state" / "alpha" / "session-id"
+                receipt.parent.mkdir(parents=True)
+                receipt.write_text(SID + "\n")
+                after = (await raw.call("observe"))["result"]
+                assert after["history"]["ok"] is True, after["history"]
+                page = json.dumps(after["history"])
+                assert "hello history" in page and "Reply to: hello history" in page
+            finally:
+                await raw.close()
+
+    asyncio.run(main())
