@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from claude_recorded import claude_harness, feed_each, initialized, outs, recording, wire
 
 from mosaic.cgroup_cohort import FixtureVerifier
 from mosaic.claude_rpc.seal import SEALED_FLAGS
 from mosaic.claude_rpc.testing import ModelServer
 from mosaic.claude_rpc.testing.drive import FAKE_KEY
 from mosaic.claude_rpc.testing.fake_engine import fake_engine_command
+from mosaic.claude_rpc.testing.recordings import OTHER_SESSION_UUID, SESSION_UUID, U1
 from mosaic.controller import Hooks, LaunchingController, Placement
 from mosaic.controller.client import Admitted, ControllerClient
 from mosaic.controller.engines.claude import (
@@ -456,3 +458,24 @@ def test_L1_observe_serves_the_claude_seats_history_pages_once_a_receipt_names_t
                 await raw.close()
 
     asyncio.run(main())
+
+
+def test_K8_an_init_naming_another_session_than_the_claimed_one_fences_the_engine() -> None:
+    """K8's first-turn half on the binary's recorded order (sealed-text): the binary names its session only in
+    the `init` at each turn's start, so the wire is told the claimed session (the load check does it) and an
+    `init` naming another poisons the wire for the core: the transport fenced, the binding uncertain, no prompt
+    written again. The same recording with the session it names passes."""
+    for expected, fenced in ((SESSION_UUID, False), (OTHER_SESSION_UUID, True)):
+        h = claude_harness(U1)
+        wire(h).claude.expected_session_id = expected
+        rest = initialized(h, recording("sealed-text"))
+        h.controller()
+        assert h.prompt("c1", "hello text")["outcome"] == "admitted"
+        feed_each(h, outs(rest[1:]))
+        assert ("transport" in h.core.fences) is fenced, h.core.fences
+        if fenced:
+            assert h.core.binding_state == "uncertain" and not h.core.admission_open
+            assert "K8" in h.core.fences["transport"] and wire(h).poisoned is not None
+            assert not wire(h).can_send_prompt()
+        else:
+            assert h.receipt()["turnState"] == "completed" and h.core.admission_open
