@@ -74,7 +74,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "claude-rpc": {"safe-open"},
     "controller-client": {"safe-open"},
     "controller": {"safe-open", "controller-client", "pi-format", "chat-pages", "writer-claim", "cgroup-cohort",
-                   "pi-rpc", "claude-rpc"},
+                   "pi-rpc", "claude-rpc", "claude-format"},
     "mediated-terminal": {"controller-client"},
 }
 
@@ -121,7 +121,10 @@ FOLDER_PACKAGES: dict[str, dict[str, set[str]]] = {
         "engines/pi": {"pi-rpc", "pi-format", "chat-pages", "safe-open", "writer-claim", "cgroup-cohort",
                        "controller-client"},
         # claude-rpc's link core under the seam's `Wire` (pi-rpc's LinkCore surface): `engines/claude/_link`.
-        "engines/claude": {"claude-rpc", "pi-rpc", "safe-open"},
+        # Its lifecycle half (issue 32): claude-format's leaf and branch names, chat-pages' Claude seat (history),
+        # the claim's pins, the cohort's limits, the refusal.
+        "engines/claude": {"claude-rpc", "claude-format", "pi-rpc", "safe-open", "chat-pages", "writer-claim",
+                           "cgroup-cohort", "controller-client"},
         "server": {"pi-rpc", "safe-open", "controller-client"},
         "lifecycle": {"pi-rpc", "safe-open", "writer-claim", "cgroup-cohort", "controller-client"},
     },
@@ -157,8 +160,8 @@ PUBLIC_BUDGET: dict[str, int] = {
     # The controller (issue 31): every public module's names as they stand, `testing` unstable. Re-exports of
     # mosaic-controller-client (`client`) count here too. Next cuts: the old single-purpose modules the
     # folders replaced (`tables`, `drift`, `protocol`, `runtime`: only this repository imports them).
-    # Issue 32 adds the Claude adapter's public module (`engines.claude`).
-    "controller": 255,
+    # Issue 32 adds the Claude adapter's public module (`engines.claude`), and its lifecycle half's four names.
+    "controller": 259,
 }
 UNSTABLE: dict[str, str] = {
     "safe-open": "internals",

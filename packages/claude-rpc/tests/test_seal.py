@@ -181,3 +181,18 @@ def test_L7_at_bind_a_pinned_launch_whose_binary_changed_refuses_without_running
                           str(tmp_path / "s"))
     assert code(check_launch(launch, policy_dir=tmp_path / "no-policy")) == "engine-pin-mismatch"
     assert not marker.exists()
+
+
+def test_the_private_temp_directory_is_the_owners_a_contained_engine_runs_as(tmp_path: Path) -> None:
+    """`owner=`: the uid a contained engine runs as (another than its controller's). The private directory
+    must be that uid's: ours is refused for it, and it is refused for us (check_launch at bind too)."""
+    env = sealed_env(tmp_path / "s")
+    other = os.geteuid() + 1
+    assert check_env(env) is None
+    assert code(check_env(env, owner=other)) == "unsealed-engine"
+    assert check_env(env, owner=os.geteuid()) is None
+    launch = SealedLaunch(tuple(fake_engine_command()), tuple(NEW), env, str(tmp_path), SID, False, False,
+                          str(tmp_path / "s"), other)
+    assert code(check_launch(launch, policy_dir=tmp_path / "no-policy")) == "unsealed-engine"
+    ours = dataclasses.replace(launch, owner=None)
+    assert check_launch(ours, policy_dir=tmp_path / "no-policy") is None

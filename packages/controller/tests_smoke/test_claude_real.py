@@ -3,31 +3,56 @@
 Messages server: pi-rpc's `EngineLink` shell over `ClaudeWire`, the controller's runtime on a private socket, a
 client: take control, prompt, finished completed (every init names the sealed session); a slow reply
 interrupted, finished interrupted and the stop reconciled. Run by `nox -s claude-smoke` (it needs
-`MOSAIC_CLAUDE_DIR`, the install `smoke prepare` verified; a missing one fails, never skips). Not yet through
-`LaunchingController`: Claude's lifecycle half is not built. The permission flows (issue 32 item 4: P7,
-H5-H8) are `tests/claude_permission_flows.py`'s, the same as on the fake engine."""
+`MOSAIC_CLAUDE_DIR`, the install `smoke prepare` verified; a missing one fails, never skips).
+
+Then the same binary through `LaunchingController` (`test_claude_real_under_the_lifecycle_...`): a `ClaudeSpec`
+on a hard-linked copy of the pinned install (L7 at construction and at bind), the engine in a direct cgroup as
+the engine account (another uid than the controller's, as a cohort's proof needs; its scratch directories are
+its own: `ClaudeSpec.engine_uid`), under the writer claim: take control, prompt, a read-only Bash tool (run
+without asking), a `can_use_tool` answered allow once through the controller, interrupt, force stop with the
+cohort's proof, recover, the launch from the eligibility record `--resume`s the session at its leaf (K8),
+prompt again, force stop again. The permission flows (issue 32 item 4: P7, H5-H8) are
+`tests/claude_permission_flows.py`'s, the same as on the fake engine."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import secrets
+import shutil
+import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import claude_permission_flows
 import pytest
 
+from mosaic.cgroup_cohort import CohortRef, Credentials, DirectCgroupLauncher, FixtureVerifier, release_cohort
+from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
+from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.claude_rpc import ClaudeInstall
 from mosaic.claude_rpc.seal import check_launch, seal_launch
 from mosaic.claude_rpc.testing import ModelServer
 from mosaic.claude_rpc.testing.drive import FAKE_KEY
 from mosaic.claude_rpc.testing.recordings import SESSION_UUID
+from mosaic.controller import LaunchingController, Placement
 from mosaic.controller.client import Admitted, ControllerClient
 from mosaic.controller.core import ControllerCore, CoreConfig
-from mosaic.controller.engines.claude import CLAUDE_RULES, ClaudeWire
+from mosaic.controller.engines.claude import (
+    CLAUDE_RULES,
+    ClaudeSpec,
+    ClaudeWire,
+    claude_slug,
+)
 from mosaic.controller.runtime import ControllerRuntime
-from mosaic.controller.testing import private_socket_dir
+from mosaic.controller.testing import RawClient, private_socket_dir, readable_install
 from mosaic.pi_rpc import EngineLink
+from mosaic.safe_open import Refusal
+from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
 
 WAIT = 60.0
 
@@ -163,3 +188,241 @@ def test_H9_claude_real_an_interrupt_written_right_after_a_prompt_ends_reconcile
                 await link.aclose()
 
     asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------------------ through LaunchingController
+
+
+@pytest.fixture
+def parent() -> Iterator[str]:
+    if os.geteuid() != 0:
+        pytest.fail("the real-Claude lifecycle needs root (a cgroup under the cgroup2 root, an engine account)")
+    path = os.path.join(find_cgroup2().mount_point, f"mosaic-claude-smoke-{secrets.token_hex(4)}")
+    os.mkdir(path)
+    yield path
+    os.rmdir(path)  # every cohort under it was released by its recorded reference
+
+
+@pytest.fixture
+def engine_uid() -> Credentials:
+    try:
+        return engine_account()
+    except EngineAccountError as e:
+        pytest.fail(f"the engine account: {e}")
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A fixture tree the engine uid can traverse (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="mosaic-claude-smoke-fx-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
+
+
+async def open_decision(sub: Any) -> dict[str, Any]:
+    """The first nativeDecision record in state open on the subscription `sub` (bounded by WAIT)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            while (note := sub.get_nowait()) is not None:
+                if note.method == "record" and note.params.get("type") == "nativeDecision" \
+                        and note.params.get("state") == "open":
+                    return dict(note.params)
+            await asyncio.sleep(0.02)
+
+
+async def finished(client: ControllerClient, text: str) -> dict[str, Any]:
+    admitted = await client.prompt(text)
+    assert isinstance(admitted, Admitted), admitted
+    async with asyncio.timeout(WAIT):
+        done = await client.wait_settled(admitted.request.client_request_id)
+    assert done.receipt is not None and done.receipt_state == "finished", done
+    return dict(done.receipt)
+
+
+async def stopped(controller: LaunchingController, *, recover: bool) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Force stop with a proof through a client, then (`recover`) recover; (the final stop record, its proofs and
+    the recover's reply, the incarnation)."""
+    raw = await RawClient.connect(controller.socket_path)
+    try:
+        auth = await raw.control()
+        await raw.force_stop(auth)
+        final = await raw.stop_outcome(WAIT)
+        proofs = raw.records("cohortProof")
+        cid = await raw.confirm("recover", auth) if recover and final["state"] == "stopped" else ""
+        reply = await raw.call("recover", incarnation=auth["incarnation"], confirmation=cid) if cid else {}
+        return final, {"proofs": proofs, "reply": reply}, auth["incarnation"]
+    finally:
+        await raw.close()
+
+
+def test_claude_real_under_the_lifecycle_prompt_tool_permission_interrupt_force_stop_recover_prompt(
+        claude: ClaudeInstall, scratch: Path, parent: str, engine_uid: Credentials) -> None:
+    fx = scratch / "fx"
+    for d in ("proj", "operator-home", "claims", "cs"):
+        (fx / d).mkdir(parents=True)
+    os.chmod(fx / "claims", 0o700)
+    os.chown(fx / "proj", engine_uid.uid, engine_uid.gid)  # the engine's tools write in its project
+    project = os.path.realpath(fx / "proj")
+    installed = readable_install(claude.root, str(scratch))
+    sockets = tempfile.mkdtemp(prefix="mosaic-claude-smoke-sock-")
+    os.chmod(sockets, 0o700)
+    launcher = DirectCgroupLauncher(parent, sockets, engine=engine_uid)
+    refs: list[CohortRef] = []
+    transcript = os.path.join(fx, "cs", "claude", "projects", claude_slug(project), f"{SESSION_UUID}.jsonl")
+
+    def controller(server: ModelServer, eligibility: str | None = None) -> LaunchingController:
+        spec = ClaudeSpec(project=project, seat="alpha", scratch=str(fx / "cs"), claude_dir=str(installed),
+                          base_url=server.base_url, api_key=FAKE_KEY, engine_uid=engine_uid.uid)
+        return LaunchingController(
+            Placement(fixture_root=str(fx), claim_root=str(fx / "claims"), session_file=transcript,
+                      socket_dir=tempfile.mkdtemp(prefix="c-", dir=sockets), home=str(fx / "operator-home")),
+            spec, launcher, verifier=FixtureVerifier(), stop_grace=2.0, eligibility=eligibility)
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        with ModelServer() as server:
+            first = controller(server)
+            assert first.argv[-2:] == ["--session-id", SESSION_UUID] and first.argv[0].startswith(str(installed))
+            await first.start()
+            assert first.execution is not None and first.execution.ref is not None
+            refs.append(first.execution.ref)
+            try:
+                assert first.core.admission_open and not first.core.fences, first.core.fences
+                client = await ControllerClient.connect(first.socket_path, ping_interval=None)
+                try:
+                    await client.observe()
+                    await client.takeover()
+                    sub = client.subscribe(maxsize=100_000)
+                    out["hello"] = await finished(client, "hello real lifecycle")
+                    out["tool"] = await finished(client, "BASH: echo tool-ran-42")
+                    made = os.path.join(project, "made-by-tool")
+                    asked = await client.prompt(f"BASH: mkdir {made}")
+                    assert isinstance(asked, Admitted), asked
+                    shown = await open_decision(sub)
+                    out["shown"] = shown
+                    await client.approve(shown["nativeDecision"], "allow once")
+                    async with asyncio.timeout(WAIT):
+                        allowed = await client.wait_settled(asked.request.client_request_id)
+                    out["allowed"] = allowed.receipt
+                    out["made"] = os.path.isdir(made)
+                    slow = await client.prompt("SLOW please")
+                    assert isinstance(slow, Admitted), slow
+                    runtime = first.runtime
+                    assert runtime is not None
+                    await runtime.wait_core(lambda c: c.slot is not None and c.slot.user_started, WAIT)
+                    stop = await client.interrupt()
+                    async with asyncio.timeout(WAIT):
+                        out["interrupt"] = await client.wait_stop(stop["stop"])
+                        cut = await client.wait_settled(slow.request.client_request_id)
+                    out["cut"] = cut.receipt
+                finally:
+                    await client.aclose()
+                out["first_stop"], out["first"], out["first_incarnation"] = await stopped(first, recover=True)
+            finally:
+                await first.aclose()
+            record = out["first"]["reply"]["result"]["eligibility"]
+            out["record"] = record
+            second = controller(server, eligibility=record["id"])
+            out["second_argv"] = second.argv[-2:]
+            out["same_pins"] = second.pins == first.pins
+            await second.start()
+            assert second.execution is not None and second.execution.ref is not None
+            refs.append(second.execution.ref)
+            try:
+                out["second"] = {"mode": second.mode, "open": second.core.admission_open,
+                                 "fences": dict(second.core.fences), "leaf": second.identity.leaf,
+                                 "used": await second.claims.record_state(record["id"])}
+                client = await ControllerClient.connect(second.socket_path, ping_interval=None)
+                try:
+                    await client.observe()
+                    await client.takeover()
+                    out["again"] = await finished(client, "hello again after recover")
+                finally:
+                    await client.aclose()
+                out["second_stop"], _, _ = await stopped(second, recover=False)
+            finally:
+                await second.aclose()
+        return out
+
+    try:
+        out = asyncio.run(main())
+    finally:
+        for ref in refs:
+            with contextlib.suppress(Exception):
+                release_cohort(ref, force=True)
+        shutil.rmtree(sockets, ignore_errors=True)
+
+    assert out["hello"]["turnState"] == "completed" and out["tool"]["turnState"] == "completed", out
+    assert out["shown"]["method"] == "can_use_tool" and out["shown"]["choices"] == ["allow once", "deny"], out["shown"]
+    assert out["allowed"] is not None and out["allowed"]["turnState"] == "completed" and out["made"], out
+    assert out["interrupt"]["state"] == "reconciled" and out["cut"]["turnState"] == "interrupted", out
+    # The force stop ends with the cohort's proof; recover reserves the pair for an eligibility record.
+    assert out["first_stop"]["state"] == "stopped", out["first_stop"]
+    (proof,) = out["first"]["proofs"]
+    # The launch from the record resumes the claimed session at the recorded leaf: K8 passed, admission open.
+    assert out["second_argv"] == ["--resume", SESSION_UUID] and out["same_pins"]
+    second = out["second"]
+    assert second["mode"] == "recovered" and second["open"] and not second["fences"], second
+    # (The leaf read right after the interrupt may precede the binary's own last writes of that turn: the record's
+    # is read at recover, after the proven stop.)
+    assert out["record"]["leaf"] is not None and second["leaf"] == out["record"]["leaf"], (second, out["record"])
+    assert second["used"] == "used", second
+    assert out["again"]["turnState"] == "completed" and out["second_stop"]["state"] == "stopped"
+    store = ClaimStore(str(fx / "claims"))
+    seat = SeatKey("alpha", project, project)
+    chain = [r for r in store.read_chain(seat) if getattr(r, "claim_id", None) is not None]
+    first_stopped = [r for r in chain if r.claim_id != out["record"]["claim_id"] and r.state is State.STOPPED]
+    assert first_stopped and first_stopped[-1].proof.kind is ProofKind.COHORT
+    assert first_stopped[-1].proof.digest == proof["proof"]["verification"]["digest"]
+    assert store.observe(seat, SessionKey("claude", SESSION_UUID)).free  # released by the second stop's proof
+
+
+def test_L7_I4_at_bind_a_binary_swapped_since_construction_refuses_and_nothing_runs(claude: ClaudeInstall,
+                                                                                    scratch: Path) -> None:
+    """The pin at bind on the real install (a hard-linked copy): construction passes L7; the binary is then
+    replaced by other bytes, and `start()` refuses `engine-pin-mismatch` at bind, before the spawn marker:
+    the replacement never runs, nothing is launched, the reservation is released with the never-spawned
+    proof."""
+    from mosaic.controller.testing import MemoryCohort
+
+    fx = scratch / "fx"
+    for d in ("proj", "operator-home", "claims", "cs"):
+        (fx / d).mkdir(parents=True)
+    os.chmod(fx / "claims", 0o700)
+    project = os.path.realpath(fx / "proj")
+    installed = readable_install(claude.root, str(scratch))
+    sockets = tempfile.mkdtemp(prefix="mosaic-claude-smoke-sock-")
+    os.chmod(sockets, 0o700)
+    cohort = MemoryCohort()
+    marker = scratch / "ran"
+
+    async def main() -> str:
+        spec = ClaudeSpec(project=project, seat="alpha", scratch=str(fx / "cs"), claude_dir=str(installed),
+                          base_url="http://127.0.0.1:9", api_key=FAKE_KEY)
+        transcript = os.path.join(fx, "cs", "claude", "projects", claude_slug(project), f"{SESSION_UUID}.jsonl")
+        controller = LaunchingController(
+            Placement(fixture_root=str(fx), claim_root=str(fx / "claims"), session_file=transcript,
+                      socket_dir=sockets, home=str(fx / "operator-home")),
+            spec, None, verifier=FixtureVerifier(), cohort=cohort)
+        binary = Path(controller.argv[0])
+        assert binary == ClaudeInstall(installed).binary
+        binary.unlink()  # the copy's link only: the cached install keeps its bytes
+        binary.write_text(f"#!/bin/sh\ntouch {marker}\necho '2.1.283 (Claude Code)'\n")
+        binary.chmod(0o755)
+        try:
+            with pytest.raises(Refusal) as refused:
+                await controller.start()
+            return refused.value.code
+        finally:
+            await controller.aclose()
+
+    try:
+        code = asyncio.run(main())
+    finally:
+        cohort.cleanup()
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert code == "engine-pin-mismatch"
+    assert not marker.exists() and [e for e in cohort.log if e.startswith("launch ")] == []
+    seat = SeatKey("alpha", project, project)
+    assert ClaimStore(str(fx / "claims")).observe(seat, SessionKey("claude", SESSION_UUID)).free

@@ -162,15 +162,16 @@ def build_sealed_args(*, session_id: str, resume: bool, model: str | None = None
     return args
 
 
-def _private_dir(path: str, what: str) -> ClaudeRpcRefusal | None:
+def _private_dir(path: str, what: str, owner: int | None = None) -> ClaudeRpcRefusal | None:
+    want = os.geteuid() if owner is None else owner
     try:
         st = os.lstat(path)
     except OSError as exc:
         return _refuse(f"{what} {path!r} cannot be checked: {exc.strerror}")
     if not stat.S_ISDIR(st.st_mode):
         return _refuse(f"{what} {path!r} is not a directory (a symlink is refused)")
-    if stat.S_IMODE(st.st_mode) != 0o700 or st.st_uid != os.geteuid():
-        return _refuse(f"{what} {path!r} must be ours with mode 0700, found uid {st.st_uid} mode "
+    if stat.S_IMODE(st.st_mode) != 0o700 or st.st_uid != want:
+        return _refuse(f"{what} {path!r} must be uid {want}'s with mode 0700, found uid {st.st_uid} mode "
                        f"{stat.S_IMODE(st.st_mode):o}")
     return None
 
@@ -179,12 +180,14 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def check_env(env: Mapping[str, str], *, scratch: str | os.PathLike[str] | None = None) -> ClaudeRpcRefusal | None:
+def check_env(env: Mapping[str, str], *, scratch: str | os.PathLike[str] | None = None,
+              owner: int | None = None) -> ClaudeRpcRefusal | None:
     """``None`` when ``env`` is a sealed environment, else the ``unsealed-engine`` refusal.
 
     Exactly :data:`REQUIRED_ENV` plus any of :data:`OPTIONAL_ENV`; the switches as in :data:`SWITCHES`; PATH
     a list of absolute directories; HOME, CLAUDE_CONFIG_DIR and CLAUDE_CODE_TMPDIR absolute and normalised;
-    CLAUDE_CODE_TMPDIR a real directory of ours with mode 0700, and inside ``scratch`` when it is given.
+    CLAUDE_CODE_TMPDIR a real directory of ours with mode 0700 (``owner``'s when given: the uid a contained
+    engine runs as, another than its controller's), and inside ``scratch`` when it is given.
     """
     keys = set(env)
     missing = [k for k in REQUIRED_ENV if k not in keys]
@@ -208,7 +211,7 @@ def check_env(env: Mapping[str, str], *, scratch: str | os.PathLike[str] | None 
     tmp = env["CLAUDE_CODE_TMPDIR"]
     if scratch is not None and not _inside(tmp, os.path.normpath(os.fspath(scratch))):
         return _refuse(f"CLAUDE_CODE_TMPDIR {tmp!r} is not inside the execution's scratch {os.fspath(scratch)!r}")
-    return _private_dir(tmp, "CLAUDE_CODE_TMPDIR")
+    return _private_dir(tmp, "CLAUDE_CODE_TMPDIR", owner)
 
 
 def check_host(policy_dir: str | os.PathLike[str] = MANAGED_POLICY_DIR) -> ClaudeRpcRefusal | None:
@@ -227,11 +230,13 @@ def check_host(policy_dir: str | os.PathLike[str] = MANAGED_POLICY_DIR) -> Claud
 
 def sealed_env(scratch: str | os.PathLike[str], *, config_dir: str | os.PathLike[str] | None = None,
                base_url: str | None = None, api_key: str | None = None,
-               path: str = "/usr/bin:/bin") -> dict[str, str]:
+               path: str = "/usr/bin:/bin", owner: int | None = None) -> dict[str, str]:
     """A sealed environment for one execution whose scratch directory is ``scratch`` (absolute): HOME is
     ``scratch/home``, CLAUDE_CODE_TMPDIR ``scratch/tmp`` (both created mode 0700), CLAUDE_CONFIG_DIR
     ``config_dir`` or ``scratch/claude`` (created 0700 when it is the scratch one). ``api_key`` is only ever a
-    fake key in tests. Raises the ``unsealed-engine`` refusal when the result does not pass :func:`check_env`."""
+    fake key in tests. ``owner``: the uid a contained engine runs as; the directories made here are given to it
+    (``chown``, which needs the privilege to) and checked as its. Raises the ``unsealed-engine`` refusal when the
+    result does not pass :func:`check_env`."""
     base = os.path.normpath(os.fspath(scratch))
     if not os.path.isabs(base):
         raise _refuse(f"the scratch directory must be absolute, found {base!r}")
@@ -242,11 +247,13 @@ def sealed_env(scratch: str | os.PathLike[str], *, config_dir: str | os.PathLike
     made = ["HOME", "CLAUDE_CODE_TMPDIR"] + (["CLAUDE_CONFIG_DIR"] if config_dir is None else [])
     for key in made:
         os.makedirs(env[key], mode=0o700, exist_ok=True)
+        if owner is not None:
+            os.chown(env[key], owner, -1, follow_symlinks=False)
     if base_url is not None:
         env["ANTHROPIC_BASE_URL"] = base_url
     if api_key is not None:
         env["ANTHROPIC_API_KEY"] = api_key
-    refusal = check_env(env, scratch=base)
+    refusal = check_env(env, scratch=base, owner=owner)
     if refusal is not None:
         raise refusal
     return env
@@ -268,6 +275,7 @@ class SealedLaunch:
     resume: bool
     pinned: bool
     scratch: str
+    owner: int | None = None  # the uid the engine runs as, when not ours (its private directories are its)
 
     @property
     def argv(self) -> list[str]:
@@ -279,7 +287,7 @@ def seal_launch(claude_dir: str | os.PathLike[str] | None, *, session_id: str, r
                 config_dir: str | os.PathLike[str] | None = None, base_url: str | None = None,
                 api_key: str | None = None, model: str | None = None, partial_messages: bool = False,
                 command: Sequence[str] | None = None,
-                policy_dir: str | os.PathLike[str] = MANAGED_POLICY_DIR) -> SealedLaunch:
+                policy_dir: str | os.PathLike[str] = MANAGED_POLICY_DIR, owner: int | None = None) -> SealedLaunch:
     """The sealed launch of the pinned binary in ``claude_dir`` (L7: the whole pin is checked first and a
     mismatch raises ``engine-pin-mismatch``; nothing is spawned), or of ``command`` (a fake engine's
     test hook, ``claude_dir`` ``None``: not the pinned engine, not pin-checked). Raises ``unsealed-engine``
@@ -300,11 +308,12 @@ def seal_launch(claude_dir: str | os.PathLike[str] | None, *, session_id: str, r
     if refusal is not None:
         raise refusal
     args = build_sealed_args(session_id=session_id, resume=resume, model=model, partial_messages=partial_messages)
-    env = sealed_env(scratch, config_dir=config_dir, base_url=base_url, api_key=api_key)
+    env = sealed_env(scratch, config_dir=config_dir, base_url=base_url, api_key=api_key, owner=owner)
     where = os.path.normpath(os.fspath(cwd))
     if not os.path.isabs(where) or not Path(where).is_dir():
         raise _refuse(f"the engine's cwd must be an existing absolute directory, found {where!r}")
-    return SealedLaunch(cmd, tuple(args), env, where, session_id, resume, pinned, os.path.normpath(os.fspath(scratch)))
+    return SealedLaunch(cmd, tuple(args), env, where, session_id, resume, pinned, os.path.normpath(os.fspath(scratch)),
+                        owner)
 
 
 def check_launch(launch: SealedLaunch, *, policy_dir: str | os.PathLike[str] = MANAGED_POLICY_DIR) \
@@ -325,7 +334,7 @@ def check_launch(launch: SealedLaunch, *, policy_dir: str | os.PathLike[str] = M
     session_flag = "--resume" if launch.resume else "--session-id"
     if launch.args[len(SEALED_FLAGS): len(SEALED_FLAGS) + 2] != (session_flag, launch.session_id):
         return _refuse(f"the argv does not name {session_flag} {launch.session_id}")
-    refusal = check_env(launch.env, scratch=launch.scratch)
+    refusal = check_env(launch.env, scratch=launch.scratch, owner=launch.owner)
     if refusal is not None:
         return refusal
     return check_host(policy_dir)

@@ -238,13 +238,18 @@ class Engine(Protocol):
     def argv(self, session_path: str) -> list[str]:
         """The sealed argv (refuses an unpinned or unsealed engine: `engine-pin-mismatch`, `unsealed-engine`)."""
     def pins(self, argv: Sequence[str]) -> Pins: ...  # the binary and argv pins as they are now
+    def bind(self, argv: Sequence[str]) -> None:
+        """At bind, right before the spawn marker: the engine's launch checked again (Claude: L7 on the
+        binary's bytes, the seal; Pi: nothing more than at construction). Raises the refusal."""
     def loadable(self, identity: SessionRead) -> None:
         """Refuses `session-drift` when the engine would write to the file at load (a torn tail)."""
     async def load_check(self, link: EngineLink, *, bound: float, session_file: str, identity: SessionRead,
                          step: Callable[[str], None]) -> str | None:
         """K8, after spawn and before admission opens: the engine shows this file, its header and the recorded
         leaf; what differs, or None."""
-    def drift(self, identity: SessionRead) -> DriftConfig: ...  # the core's drift check for this session
+    def drift(self, identity: SessionRead) -> DriftConfig | None:
+        """The core's drift check for this session; None: the engine has none (the core runs no check and the
+        lifecycle reads no session file for it)."""
     def history(self, place: Place) -> tuple[str, PageReader]: ...  # observe's history pages
 
 

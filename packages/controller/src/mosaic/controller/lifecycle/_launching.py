@@ -305,6 +305,7 @@ class LaunchingController(Recovering):
         assert claim is not None
         # Bind again, right before anything is spawned: a swap since start() (G3) stops it here.
         self._bind_paths()
+        await self._bind_engine(claim)
         await self._reserve_stop_room(claim)
         engine = await self._engine_uid(claim)
         await self.claims.mark_spawn(claim, None if engine is None else engine.uid)
@@ -335,6 +336,17 @@ class LaunchingController(Recovering):
             config = self._config(claim, unit=ref.unit, state="uncertain", fences={"preflight": problem})
         self._serving = (config, link, core_link)
         return "serve"
+
+    async def _bind_engine(self, claim: Claim) -> None:
+        """At bind, before the spawn marker: the engine's launch checked again (`Engine.bind`: Claude's L7 and
+        seal). A refusal releases the reservation with the never-spawned proof; nothing is spawned."""
+        try:
+            await self.pool.run(lambda: self.engine.bind(self.argv))
+        except Refusal as refusal:
+            note = await self._never_spawned(claim, f"the engine failed its check at bind: {refusal.code}")
+            if note:
+                logger.warning("after the bind check refused: %s", note)
+            raise
 
     async def _reserve_stop_room(self, claim: Claim) -> None:
         """Before the spawn marker: preallocate, in both key directories, room for the claim revisions the
@@ -484,7 +496,8 @@ class LaunchingController(Recovering):
         if link is None:
             # No engine is attached (an orphan, or a stopped execution): nothing can ever be written.
             core.link.output_ended(now=self.clock())
-        self._session_reader = SessionFileReader(self.place.project, self.place.sessions_rel, self.place.name)
+        if config.drift is not None:  # an engine with no drift check has its session file read for nothing
+            self._session_reader = SessionFileReader(self.place.project, self.place.sessions_rel, self.place.name)
         _cid, pages = self.engine.history(self.place)
         self.runtime = ControllerRuntime(core, link, self.socket_path, page_reader=pages,
                                          effects=LifecyclePorts(self), limits=self.limits, clock=self.clock,

@@ -139,7 +139,8 @@ class Recovering:
         leaf) and the drift check the runtime runs when it starts (the file is the engine's). Passed: the
         record is consumed (`used`) and admission is open. Failed: the record is `spent`, never `used`
         (the engine stays claimed and contained until a force stop proves it stopped, K8). A check that
-        does not end within its bounds counts as failed (the core fences it `drift-check` meanwhile)."""
+        does not end within its bounds counts as failed (the core fences it `drift-check` meanwhile). An engine with
+        no drift check (`Engine.drift` None: Claude, until its transcript check is built) passes on K8 alone."""
         assert self.runtime is not None and self.recovered is not None
         runtime, record_id, problem = self.runtime, self.recovered.id, self._load_problem
         bound = 2 * self.bounds.drift + self.bounds.command
@@ -148,7 +149,9 @@ class Recovering:
             return core.drift_verdict is not None or not core.admission_open
 
         passed = False
-        if problem is None:
+        if problem is None and self.engine.drift(self.identity) is None:
+            passed = runtime.core.admission_open  # an engine with no drift check: K8's load check alone
+        elif problem is None:
             with contextlib.suppress(TimeoutError):
                 await runtime.wait_core(ended, bound)
                 verdict = runtime.core.drift_verdict

@@ -23,6 +23,10 @@ core and pi-rpc's `EngineLink` shell drive it unchanged. Pi's wire is not touche
    for an id Claude did not ask. The body is exactly one of the dialog's two choices: allow with the
    request's own input as `updatedInput`, or deny with a message; anything else (a widening
    `updatedPermissions`, another input) is not written. Its answer is the tool use's result (claude-rpc).
+6. When the link expects a session (`claude.expected_session_id`: the lifecycle's load check sets the claimed
+   one), an `init` naming another is claude-rpc's `SessionMismatch`: the wire reports it to the core as its
+   poison (`Poisoned`: the transport fenced, the binding uncertain) and writes no prompt or answer again (K8's
+   first-turn half: the binary names its session only in the `init` at each turn's start).
 """
 
 from __future__ import annotations
@@ -87,12 +91,13 @@ class ClaudeWire(LinkCore):
         self._aborts: set[int] = set()  # seqs of abort interrupts (rule 3)
         self._held: list[ClaudeCommand] = []
         self._turn = False
+        self._mismatch: str | None = None  # an init named another session than the expected one (rule 6)
 
     # -- state ------------------------------------------------------------------------------------------
 
     @property
     def poisoned(self) -> str | None:
-        return self.claude.poisoned
+        return self.claude.poisoned or self._mismatch
 
     @property
     def unreadable(self) -> None:
@@ -116,7 +121,7 @@ class ClaudeWire(LinkCore):
         return prompt if prompt is not None and prompt.outcome in _IN_FLIGHT else None
 
     def can_send_prompt(self) -> bool:
-        return self.claude.poisoned is None and self.open_prompt is None
+        return self.poisoned is None and self.open_prompt is None
 
     # -- sending (rule 4) -------------------------------------------------------------------------------
 
@@ -127,8 +132,8 @@ class ClaudeWire(LinkCore):
         raise ValueError("Claude has no extension dialogs: its permission requests are answered by id")
 
     def send_prompt(self, message: str, *, now: float, bound: Any = None) -> Command:
-        if self.claude.poisoned is not None:
-            raise LinkPoisoned(self.claude.poisoned)
+        if self.poisoned is not None:
+            raise LinkPoisoned(self.poisoned)
         if self.open_prompt is not None:
             raise PromptNotAcknowledged(f"user message {self.open_prompt.id} has no lifecycle frame yet")
         out = self.claude.send_user(message, uuid=self._uuids(), now=now,
@@ -153,7 +158,7 @@ class ClaudeWire(LinkCore):
         """The answer `body` to the permission request `request_id` (rule 5); None when it is not written: the
         request is not pending (the link's refusal), the body is not allow-once or deny, or the pipe is
         poisoned."""
-        if self.claude.poisoned is not None:
+        if self.poisoned is not None:
             return None
         behavior = body.get("behavior")
         out: claude.Outgoing | ClaudeRpcRefusal
@@ -255,6 +260,12 @@ class ClaudeWire(LinkCore):
                 result.append(Poisoned(event.reason))
             elif isinstance(event, claude.ProtocolViolation):
                 result.append(ProtocolViolation(event.index, f"{event.reason}: {event.detail}", event.record, None))
+            elif isinstance(event, claude.SessionMismatch):
+                # K8's first-turn half (rule 6): the engine runs another session than the claimed one. Nothing
+                # is written to it again; the binding goes uncertain, force stop is the way on.
+                self._mismatch = (f"K8: the engine's init names session {event.found!r}, not the claimed "
+                                  f"{event.expected} (the load check's first-turn half)")
+                result.append(Poisoned(self._mismatch))
             elif isinstance(event, claude.TruncatedOutput):
                 result.append(TruncatedOutput("?" * event.size))  # one byte a byte: its size is what the core counts
         records_to(first + len(records))

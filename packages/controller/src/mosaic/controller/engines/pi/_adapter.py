@@ -54,6 +54,9 @@ class PiEngine:
     def pins(self, argv: Sequence[str]) -> Pins:
         return current_pins(self.spec, argv)
 
+    def bind(self, argv: Sequence[str]) -> None:
+        """Pi's pins are checked at construction and at recover (`engines/pi/_launch` rule 1): nothing more at bind."""
+
     def loadable(self, identity: SessionRead) -> None:
         loadable(_identity(identity))
 
