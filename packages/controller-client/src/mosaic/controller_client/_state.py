@@ -98,7 +98,7 @@ class ClientState:
         self.requests[entry.client_request_id] = entry
 
     def _on_observed(self, conn: WireConnection, result: Any) -> Observed:
-        observed = _values().parse_observed(result, first=not conn.observed)
+        observed: Observed = _values().parse_observed(result, first=not conn.observed)
         if observed.first:
             conn.observed = True
             conn.incarnation = observed.incarnation

@@ -627,9 +627,9 @@ class ServerConnection(asyncio.Protocol):
         open_ = not transport.is_closing()
         while outbox and open_ and not self.write_paused:
             head = outbox[0]
-            if type(head) is bytes:  # a notification: the common case, no wrapper to read
+            if isinstance(head, bytes):  # a notification: the common case, no wrapper to read
                 data = head
-            elif type(head) is Notes:
+            elif isinstance(head, Notes):
                 data = head.data
             elif isinstance(head, Placeholder):
                 if head._data is None:
