@@ -625,6 +625,13 @@ class ServerConnection(asyncio.Protocol):
         batched = 0
         # Only a write can pause or close the transport: it is asked again after each write, not per line.
         open_ = not transport.is_closing()
+        if (open_ and not self.write_paused and not self.reply_bytes and self.marker is None
+                and not self.reservations and 0 < self.outbox_bytes <= WRITE_BATCH):
+            # The fan-out's common case: only notifications are queued (no reply, filled or not, no marker) and
+            # they fit one write: one join, one write, no look at each entry's kind.
+            self.write_batch(transport, [e if isinstance(e, bytes) else e.data for e in outbox])  # type: ignore[union-attr]
+            outbox.clear()
+            self.outbox_bytes = 0
         while outbox and open_ and not self.write_paused:
             head = outbox[0]
             if isinstance(head, bytes):  # a notification: the common case, no wrapper to read
