@@ -70,7 +70,9 @@ def main(argv: list[str]) -> int:
         ratios = sorted(c / a for c, a in zip(times[name], times["asyncio"], strict=True))
         result[name]["over_asyncio_ratio"] = {"min": round(ratios[0], 3), "median": round(statistics.median(ratios), 3),
                                               "max": round(ratios[-1], 3), "goal": 1.1,
-                                              "met": statistics.median(ratios) <= 1.1}
+                                              "met": statistics.median(ratios) <= 1.1,
+                                              # the fastest run of each (the least disturbed by other jobs)
+                                              "of_minima": round(min(times[name]) / min(times["asyncio"]), 3)}
     if args.json:
         print(json.dumps(result))
         return 0
@@ -85,7 +87,7 @@ def main(argv: list[str]) -> int:
         assert isinstance(f, dict)
         r = f["over_asyncio_ratio"]
         print(f"  {name} / asyncio, paired per round: {r['median']:.3f}x ({r['min']:.3f}-{r['max']:.3f}); "
-              f"goal <= 1.1x: {'met' if r['met'] else 'missed'}")
+              f"goal <= 1.1x: {'met' if r['met'] else 'missed'}; fastest run over fastest run: {r['of_minima']:.3f}x")
     return 0
 
 
