@@ -10,12 +10,20 @@ Processes besides this one (the measuring clients and observers live here):
   page at once, so a client hanging up after 1 KiB of its observe reply hangs up mid-reply;
 - the floor: a trivial asyncio relay over the same stub (its own instance, same stamping). A client line is
   written as it is to the stub's stdin; the stub's lines go back to the client that wrote last, and each
-  text_delta goes to every connection that sent ``observe`` as the same ``event`` notification bytes the
-  controller sends (built with json.dumps): what any asyncio process costs for the same hops;
+  text_delta (and a run-settled per agent_settled) goes to every connection that sent ``observe`` as the same
+  ``event`` notification bytes the controller sends (built with json.dumps), those of one read of the engine
+  joined into one write per observer (issue 34's "batched relay"): what any asyncio process costs for the same
+  hops;
 - for the loaded phase, bench_server.py's load generator (``--role load``; the same shapes): 500 idle
   connections, 300 slowloris clients dripping a byte a second into a partial line (closed "slow-request"
   at 10 s, then reconnecting), and 50 clients a second hanging up mid-reply (``observe``, read 1 KiB,
   close, every other one with a reset).
+
+Section 0, issue 34's rows (each the median of the rounds' paired ratios, min-max beside it): the prompt path
+p50 and p99 overhead with `--observers` watchers on each side (a drain thread in this process reads them), the
+server CPU per prompt (each role's ``time.process_time()``, all its threads, over a side's round), idle and with
+the watchers, the whole idle turn (client write -> the terminal receipt read; the relay: -> agent_settled read)
+and the fan-out's CPU against the batched relay.
 
 The three goals:
 
