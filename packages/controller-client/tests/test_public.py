@@ -11,20 +11,34 @@ import mosaic.controller_client as client
 from mosaic.safe_open import Refusal
 
 
-def _loaded_after(module: str) -> list[str]:
-    """The modules a fresh interpreter holds after `import <module>` that are Mosaic's or cffi's, sorted."""
-    code = (f"import sys, {module}\n"
+def _loaded_after(code: str) -> list[str]:
+    """The modules a fresh interpreter holds after running `code` that are Mosaic's or cffi's, sorted."""
+    code = (f"import sys\n{code}\n"
             "print(*sorted(m for m in sys.modules if m.startswith(('mosaic.', '_cffi', 'cffi', 'msgspec'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     return done.stdout.split()
 
 
 def test_importing_the_client_loads_its_own_modules_and_safe_opens_refusal_base_and_ids_only() -> None:
-    loaded = _loaded_after("mosaic.controller_client")
+    loaded = _loaded_after("from mosaic.controller_client import *")
     allowed = {"mosaic.safe_open", "mosaic.safe_open._refusal", "mosaic.safe_open.ids", "mosaic.safe_open._ids"}
     stray = [m for m in loaded if m not in allowed and not m.startswith("mosaic.controller_client")]
     assert stray == [], stray  # no controller, no pi-format, no cffi (safe-open's ABI), no msgspec
     assert "mosaic.controller_client._transcript" in loaded  # the probe sees the client's own modules
+
+
+def test_the_client_alone_loads_neither_the_transcript_nor_the_value_types_until_used() -> None:
+    """Issue 34: `from mosaic.controller_client import ControllerClient` pulls only what the client runs on (the
+    package's names load on first access, the value types' dataclasses on first use); the protocol table alone
+    (what the controller's server imports) loads only that."""
+    loaded = _loaded_after("from mosaic.controller_client import ControllerClient")
+    assert "mosaic.controller_client._client" in loaded
+    for module in ("mosaic.controller_client._transcript", "mosaic.controller_client._values",
+                   "mosaic.safe_open.ids"):
+        assert module not in loaded, module
+    assert _loaded_after("import mosaic.controller_client") == ["mosaic.controller_client"]
+    table = _loaded_after("from mosaic.controller_client import PARAMS, CLOSE_REASONS")
+    assert table == ["mosaic.controller_client", "mosaic.controller_client._protocol"], table
 
 
 def test_dir_is_exactly_all_and_every_name_resolves() -> None:

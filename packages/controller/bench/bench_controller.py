@@ -10,12 +10,20 @@ Processes besides this one (the measuring clients and observers live here):
   page at once, so a client hanging up after 1 KiB of its observe reply hangs up mid-reply;
 - the floor: a trivial asyncio relay over the same stub (its own instance, same stamping). A client line is
   written as it is to the stub's stdin; the stub's lines go back to the client that wrote last, and each
-  text_delta goes to every connection that sent ``observe`` as the same ``event`` notification bytes the
-  controller sends (built with json.dumps): what any asyncio process costs for the same hops;
+  text_delta (and a run-settled per agent_settled) goes to every connection that sent ``observe`` as the same
+  ``event`` notification bytes the controller sends (built with json.dumps), those of one read of the engine
+  joined into one write per observer (issue 34's "batched relay"): what any asyncio process costs for the same
+  hops;
 - for the loaded phase, bench_server.py's load generator (``--role load``; the same shapes): 500 idle
   connections, 300 slowloris clients dripping a byte a second into a partial line (closed "slow-request"
   at 10 s, then reconnecting), and 50 clients a second hanging up mid-reply (``observe``, read 1 KiB,
   close, every other one with a reset).
+
+Section 0, issue 34's rows (each the median of the rounds' paired ratios, min-max beside it): the prompt path
+p50 and p99 overhead with `--observers` watchers on each side (a drain thread in this process reads them), the
+server CPU per prompt (each role's ``time.process_time()``, all its threads, over a side's round), idle and with
+the watchers, the whole idle turn (client write -> the terminal receipt read; the relay: -> agent_settled read)
+and the fan-out's CPU against the batched relay.
 
 The three goals:
 
@@ -228,7 +236,7 @@ def role_controller(path: str, stamps: str, page_bytes: int, profile: str | None
 
         def stats() -> dict[str, Any]:
             conns = [s for s in (server.stats(c) for c in server.connections) if s is not None]
-            return {**engine.take(), "connections": len(conns),
+            return {**engine.take(), "connections": len(conns), "cpu": time.process_time(),
                     "peak_outbox_max": max((s.peak_outbox_bytes for s in conns), default=0),
                     "dropped_total": sum(s.dropped_notifications for s in conns),
                     "internal_errors": runtime.internal_errors + server.internal_errors,
@@ -286,21 +294,22 @@ def role_relay(path: str, stamps: str) -> None:
             def pipe_data_received(self, fd: int, data: bytes) -> None:
                 lines = (self.buf + data).split(b"\n")
                 self.buf = lines.pop()
+                outs: list[bytes] = []  # batched: one write per observer per read of the engine
                 for line in lines:
                     if line.startswith(b'{"type":"message_update"'):
                         sub = json.loads(line)["assistantMessageEvent"]
-                        out = note("text-delta", {"message": "m2", "contentIndex": sub["contentIndex"],
-                                                  "delta": sub["delta"]})
-                        for t in observers:
-                            t.write(out)
+                        outs.append(note("text-delta", {"message": "m2", "contentIndex": sub["contentIndex"],
+                                                        "delta": sub["delta"]}))
                         continue
                     requester = state["requester"]
                     if requester is not None and not requester.is_closing():
                         requester.write(line + b"\n")
                     if b'"type":"agent_settled"' in line:
-                        out = note("run-settled", {})
-                        for t in observers:
-                            t.write(out)
+                        outs.append(note("run-settled", {}))
+                if outs:
+                    out = outs[0] if len(outs) == 1 else b"".join(outs)
+                    for t in observers:
+                        t.write(out)
                 if lines:
                     engine.add(len(lines))
 
@@ -337,7 +346,8 @@ def role_relay(path: str, stamps: str) -> None:
         server = await loop.create_unix_server(Client, path, backlog=1024)
         try:
             print(f"ready {proc.get_pid()}", flush=True)
-            await control_loop(lambda: {**engine.take(), "connections": len(observers)})()
+            await control_loop(lambda: {**engine.take(), "connections": len(observers),
+                                          "cpu": time.process_time()})()
         finally:
             server.close()
             stdin.close()  # the stub exits at EOF
@@ -442,9 +452,10 @@ def controlling_client(path: str) -> tuple[LineClient, dict[str, Any]]:
     return client, {"incarnation": token, "generation": took["result"]["generation"]}
 
 
-def prompt_round(client: LineClient, auth: dict[str, Any], tag: str, n: int, *,
-                 controller: bool) -> tuple[dict[str, float], dict[str, int]]:
-    """`n` prompts one at a time; client stamps by text, and what the receipts ended as."""
+def prompt_round(client: LineClient, auth: dict[str, Any], tag: str, n: int, *, controller: bool,
+                 ends: dict[str, float] | None = None) -> tuple[dict[str, float], dict[str, int]]:
+    """`n` prompts one at a time; client stamps by text, and what the receipts ended as. With `ends`, each
+    prompt's whole turn: the stamp when the client read its terminal receipt (the floor: agent_settled)."""
     sent: dict[str, float] = {}
     outcomes: dict[str, int] = {}
     for i in range(n):
@@ -459,6 +470,8 @@ def prompt_round(client: LineClient, auth: dict[str, Any], tag: str, n: int, *,
             got = client.line()
             if not controller:
                 if b'"type":"agent_settled"' in got:
+                    if ends is not None:
+                        ends[text] = time.monotonic()
                     outcomes["settled"] = outcomes.get("settled", 0) + 1
                     break
             elif got.startswith(prefix):
@@ -468,6 +481,8 @@ def prompt_round(client: LineClient, auth: dict[str, Any], tag: str, n: int, *,
             elif b'"type":"receipt"' in got and crid in got:
                 state = json.loads(got)["params"]["state"]
                 if state in TERMINAL:
+                    if ends is not None:
+                        ends[text] = time.monotonic()
                     outcomes[state] = outcomes.get(state, 0) + 1
                     break
     return sent, outcomes
@@ -486,19 +501,66 @@ def summarize(rounds: list[list[float]]) -> dict[str, Any]:
             "p99_spread": (max(p99s) - min(p99s)) / med99 if med99 else float("nan")}
 
 
-def measure_prompt_path(args: argparse.Namespace, ctl: Proc, paths: dict[str, str],
+class Drain:
+    """`n` observer connections to each of the given sockets (each sent ``observe``), read and discarded on
+    a thread of their own until `close`: the watchers a prompt's events and receipts go to."""
+
+    def __init__(self, paths: list[str], n: int) -> None:
+        import selectors
+
+        self.sel = selectors.DefaultSelector()
+        self.socks: list[socket.socket] = []
+        for path in paths:
+            for _ in range(n):
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(WAIT)
+                sock.connect(path)
+                sock.sendall(b'{"jsonrpc":"2.0","id":1,"method":"observe","params":{}}\n')
+                sock.recv(1, socket.MSG_PEEK)  # answered: subscribed from here
+                sock.setblocking(False)
+                self.socks.append(sock)
+                self.sel.register(sock, selectors.EVENT_READ)
+        self.bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for key, _ in self.sel.select(0.05):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                with contextlib.suppress(BlockingIOError):
+                    self.bytes += len(sock.recv(1 << 18))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for sock in self.socks:
+            self.sel.unregister(sock)
+            sock.close()
+        self.sel.close()
+
+
+def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, paths: dict[str, str],
                         notes: list[str]) -> dict[str, Any]:
     ctl_client, auth = controlling_client(paths["ctl"])
     floor_client = LineClient(paths["floor"])
     floor_auth = {"incarnation": auth["incarnation"], "generation": auth["generation"]}  # the same line
     sent: dict[str, dict[str, list[dict[str, float]]]] = {}
+    ended: dict[str, dict[str, list[dict[str, float]]]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {}  # phase -> side -> CPU seconds per prompt, per round
     outcomes: dict[str, int] = {}
 
     def run_round(phase: str, r: int, n: int) -> None:
-        order = (("floor", floor_client, floor_auth), ("ctl", ctl_client, auth))
-        for side, client, a in order if r % 2 == 0 else order[::-1]:
-            stamps, got = prompt_round(client, a, f"{side}-{phase}-{r}", n, controller=side == "ctl")
+        order = (("floor", floor_client, floor_auth, floor), ("ctl", ctl_client, auth, ctl))
+        for side, client, a, proc in order if r % 2 == 0 else order[::-1]:
+            ends: dict[str, float] = {}
+            cpu0 = proc.ask()["cpu"]
+            stamps, got = prompt_round(client, a, f"{side}-{phase}-{r}", n, controller=side == "ctl", ends=ends)
+            cpu.setdefault(phase, {}).setdefault(side, []).append((proc.ask()["cpu"] - cpu0) / n)
             sent.setdefault(phase, {}).setdefault(side, []).append(stamps)
+            ended.setdefault(phase, {}).setdefault(side, []).append(ends)
             for k, v in got.items():
                 key = f"{side}:{k}"
                 outcomes[key] = outcomes.get(key, 0) + v
@@ -512,6 +574,16 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, paths: dict[str, st
             run_round("idle", r, args.prompts)
             r += 1
         idle_s = time.monotonic() - t_idle
+
+        # The same with `observers` watchers on each side (the controller's receipts and events, the relay's
+        # run-settled, go to every one of them).
+        drain = Drain([paths["ctl"], paths["floor"]], args.observers)
+        try:
+            run_round("warm-observed", 0, 50)
+            for r in range(args.rounds):
+                run_round("observed", r, args.prompts)
+        finally:
+            drain.close()
 
         load = Proc(bench_server.role("load", "--socket", paths["ctl"], "--idle", str(args.idle), "--burst", "0",
                                       "--slowloris", str(args.slowloris), "--hangups-per-second",
@@ -546,14 +618,19 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, paths: dict[str, st
         engine.update(read_stamps(paths[name])[0])
     results: dict[str, Any] = {}
     missing = 0
-    for phase in ("idle", "loaded"):
+    for phase in ("idle", "observed", "loaded"):
         for side in ("floor", "ctl"):
             rounds: list[list[float]] = []
-            for stamps in sent[phase][side]:
+            turns: list[list[float]] = []
+            for stamps, ends in zip(sent[phase][side], ended[phase][side], strict=True):
                 lat = [(engine[t] - t0) * 1e6 for t, t0 in stamps.items() if t in engine]
                 missing += len(stamps) - len(lat)
                 rounds.append(lat)
-            results[f"{side} {phase}"] = summarize(rounds)
+                turns.append([(ends[t] - t0) * 1e6 for t, t0 in stamps.items() if t in ends])
+            results[f"{side} {phase}"] = {**summarize(rounds), "rounds_p50": [pct(x, 0.5) for x in rounds],
+                                          "rounds_p99": [pct(x, 0.99) for x in rounds],
+                                          "turn": summarize(turns), "turn_rounds_p50": [pct(x, 0.5) for x in turns],
+                                          "cpu_us": [1e6 * c for c in cpu[phase][side]]}
     if missing:
         notes.append(f"{missing} prompts have no engine stamp (left out)")
     return {"phases": results, "outcomes": outcomes, "load": load_counts, "held": held,
@@ -756,7 +833,7 @@ async def stream_run(args: argparse.Namespace, obs: list[Observer], proc: Proc, 
     driver = obs[0]
     for o in obs:
         o.reset(crid)
-    proc.ask()  # resets the engine counter
+    cpu0 = proc.ask()["cpu"]  # also resets the engine counter
     sampler = RssSampler(proc.p.pid)
     text = f"stream {args.deltas} {args.delta_bytes}"
     reply = driver.write_request("prompt", {**(auth or {"incarnation": "floor", "generation": 2}),
@@ -788,7 +865,7 @@ async def stream_run(args: argparse.Namespace, obs: list[Observer], proc: Proc, 
         "emit_s": last_emit - first_emit,
         "read_rate": engine["events"] / (engine["last"] - first_emit) if engine["events"] else 0.0,
         "rss_growth_kib": growth, "peak_outbox_max": engine.get("peak_outbox_max", 0),
-        "dropped_total": engine.get("dropped_total", 0),
+        "dropped_total": engine.get("dropped_total", 0), "cpu_s": engine["cpu"] - cpu0,
     }
     if extra is not None:
         out["nonreader"] = drain_nonreader(extra)
@@ -843,9 +920,41 @@ def row(section: str, figure: str, unit: str, value: float, floor: float | None,
             "floor_spread": noise}
 
 
-def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]], deltas: int) -> list[dict[str, Any]]:
+def paired(values: list[float], floors: list[float]) -> tuple[float, float, float]:
+    """min, median, max of the per-round ratios value / floor (each round's two sides ran back to back)."""
+    ratios = [v / f for v, f in zip(values, floors, strict=True) if f]
+    return min(ratios), statistics.median(ratios), max(ratios)
+
+
+def spread_text(r: tuple[float, float, float]) -> str:
+    return f"{r[1]:.2f}x ({r[0]:.2f}-{r[2]:.2f})"
+
+
+def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]], deltas: int,
+               observers: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     ph = prompt["phases"]
+    # Issue 34's rows: each a median of paired per-round ratios, min-max beside it.
+    c, f = ph["ctl observed"], ph["floor observed"]
+    r50 = paired(c["rounds_p50"], f["rounds_p50"])
+    rows.append(row("0 issue 34", f"prompt path p50, {observers} observers: {spread_text(r50)}", "us", c["p50"],
+                    f["p50"], r50[1], "<= 2x", r50[1] <= 2.0, f["p50_spread"]))
+    over = c["p99"] - f["p99"]
+    rows.append(row("0 issue 34", f"prompt path p99 overhead, {observers} observers", "us", over, None, None,
+                    "< 1000 us", over < 1000))
+    for phase in ("idle", "observed"):
+        c, f = ph[f"ctl {phase}"], ph[f"floor {phase}"]
+        rc = paired(c["cpu_us"], f["cpu_us"])
+        rows.append(row("0 issue 34", f"server CPU per prompt, {phase}: {spread_text(rc)}", "us",
+                        statistics.median(c["cpu_us"]), statistics.median(f["cpu_us"]), rc[1], "<= 3x", rc[1] <= 3.0))
+    c, f = ph["ctl idle"], ph["floor idle"]
+    rt = paired(c["turn_rounds_p50"], f["turn_rounds_p50"])
+    rows.append(row("0 issue 34", f"whole idle turn p50 (-> finished; floor -> agent_settled): {spread_text(rt)}",
+                    "us", c["turn"]["p50"], f["turn"]["p50"], rt[1], "<= 3x", rt[1] <= 3.0))
+    rf = paired([r["cpu_s"] for r in fan["ctl"]], [r["cpu_s"] for r in fan["floor"]])
+    rows.append(row("0 issue 34", f"fan-out CPU, {deltas} deltas to {observers} observers (floor: batched relay): "
+                    f"{spread_text(rf)}", "ms", 1e3 * median_of(fan["ctl"], "cpu_s"),
+                    1e3 * median_of(fan["floor"], "cpu_s"), rf[1], "<= 1.2x", rf[1] <= 1.2))
     for phase in ("idle", "loaded"):
         c, f = ph[f"ctl {phase}"], ph[f"floor {phase}"]
         rows.append(row("1 prompt path", f"client write -> engine stdin p50, {phase}", "us", c["p50"], f["p50"],
@@ -1001,7 +1110,7 @@ def main() -> None:
         procs.append(floor)
         floor.wait_ready()
         ctl = controller("ctl", "stamps-ctl", "prompt")
-        prompt = measure_prompt_path(args, ctl, paths, notes)
+        prompt = measure_prompt_path(args, ctl, floor, paths, notes)
         ctl_final = {"prompt": ctl.stop()}
         procs.remove(ctl)
         # A fresh controller for the fan-out: its RSS is not the loaded phase's high-water mark.
@@ -1035,7 +1144,7 @@ def main() -> None:
         os.rmdir(tmp)
     elapsed = time.monotonic() - t_start
 
-    rows = build_rows(prompt, fan, args.deltas)
+    rows = build_rows(prompt, fan, args.deltas, args.observers)
     outcomes = prompt["outcomes"]
     if any(not k.endswith((":finished", ":settled")) for k in outcomes):
         notes.append(f"prompt outcomes other than finished: {outcomes}")

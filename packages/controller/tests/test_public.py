@@ -64,9 +64,11 @@ def test_a_name_two_modules_export_is_one_object() -> None:
             homes[attr] = (name, value)
 
 
-def _mosaic_modules_after(module: str) -> list[str]:
-    """The `mosaic.` modules a fresh interpreter holds after `import <module>`, sorted."""
-    code = f"import sys, {module}\nprint(*sorted(m for m in sys.modules if m.startswith('mosaic.')))"
+def _mosaic_modules_after(module: str, names: str = "") -> list[str]:
+    """The `mosaic.` modules a fresh interpreter holds after `import <module>` (or `from <module> import <names>`),
+    sorted."""
+    load = f"from {module} import {names}" if names else f"import {module}"
+    code = f"import sys\n{load}\nprint(*sorted(m for m in sys.modules if m.startswith('mosaic.')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     return done.stdout.split()
 
@@ -80,12 +82,16 @@ def test_the_client_library_loads_none_of_the_server_side() -> None:
     # the cohort, the claim or the engine link. Through this facade it loads the facade, the client package
     # (mosaic-controller-client: its own modules, the method and refusal tables it shares with the server)
     # and safe-open's refusal base and ids below it.
-    loaded = _mosaic_modules_after("mosaic.controller.client")
+    loaded = _mosaic_modules_after("mosaic.controller.client", "*")
     allowed = ("mosaic.controller", "mosaic.controller.client", "mosaic.safe_open", "mosaic.safe_open._refusal",
                "mosaic.safe_open.ids", "mosaic.safe_open._ids")
     stray = [m for m in loaded if m not in allowed and not m.startswith("mosaic.controller_client")]
     assert stray == [], stray
     assert "mosaic.controller_client._transcript" in loaded  # the probe sees the client's own modules
+    # Issue 34: the client alone loads neither the transcript nor the value types' dataclasses (until used).
+    alone = _mosaic_modules_after("mosaic.controller.client", "ControllerClient")
+    assert "mosaic.controller_client._client" in alone
+    assert "mosaic.controller_client._transcript" not in alone and "mosaic.controller_client._values" not in alone
 
 
 def test_the_client_facade_the_protocol_and_the_refusal_are_the_client_packages_objects() -> None:

@@ -29,19 +29,185 @@ unknown). `ControllerClient.prompt` returns all of its outcomes as values: `Admi
 
 from __future__ import annotations
 
-from . import _client, _errors, _protocol, _refusal, _transcript
-from ._client import *  # noqa: F403
-from ._errors import *  # noqa: F403
-from ._protocol import *  # noqa: F403
-from ._refusal import *  # noqa: F403
-from ._transcript import *  # noqa: F403
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__: list[str] = []
-__all__ += _client.__all__
-__all__ += _errors.__all__
-__all__ += _protocol.__all__
-__all__ += _refusal.__all__
-__all__ += _transcript.__all__
+if TYPE_CHECKING:
+    from ._client import (
+        DEFAULT_PING_INTERVAL,
+        DEFAULT_QUEUE_SIZE,
+        MAX_LINE_BYTES,
+        AdmissionUnknown,
+        Admitted,
+        ControllerClient,
+        Duplicate,
+        ForceStopStarted,
+        HistoryRead,
+        Notification,
+        Observed,
+        PromptOutcome,
+        Reconnected,
+        Refused,
+        RequestState,
+        Seam,
+        SentRequest,
+        Subscription,
+        SubscriptionClosed,
+    )
+    from ._errors import (
+        ClientRefusal,
+        ClientStateError,
+        ConnectionLost,
+        RemoteProtocolError,
+        RemoteRefusal,
+    )
+    from ._protocol import (
+        CLOSE_REASONS,
+        ENUMS,
+        ERROR_CODES,
+        INTERNAL_ERROR,
+        INVALID_PARAMS,
+        INVALID_REQUEST,
+        LINE_TOO_LONG,
+        METHOD_NOT_FOUND,
+        NOTIFICATIONS,
+        PARAMS,
+        PARSE_ERROR,
+        RANGES,
+        REFUSED,
+        UNVERIFIED_METHODS,
+    )
+    from ._refusal import (
+        ControlRefusal,
+    )
+    from ._transcript import (
+        Block,
+        HistoryItem,
+        HistoryUnavailable,
+        LiveMessage,
+        ReconcileMarker,
+        ToolRun,
+        Transcript,
+        TranscriptItem,
+        TranscriptStatus,
+        history_items,
+    )
+
+# name -> the module that defines it, imported on first access (PEP 562, issue 34): `from mosaic.controller_client
+# import ControllerClient` loads the client and what it runs on, never the transcript (a terminal's view) and
+# what only it needs; the controller's server, importing the protocol table or the refusal, loads only those.
+_LAZY = {
+    "DEFAULT_PING_INTERVAL": "_client",
+    "DEFAULT_QUEUE_SIZE": "_client",
+    "MAX_LINE_BYTES": "_client",
+    "Admitted": "_client",
+    "ControllerClient": "_client",
+    "Duplicate": "_client",
+    "ForceStopStarted": "_client",
+    "HistoryRead": "_client",
+    "Notification": "_client",
+    "Observed": "_client",
+    "AdmissionUnknown": "_client",
+    "PromptOutcome": "_client",
+    "Reconnected": "_client",
+    "Refused": "_client",
+    "RequestState": "_client",
+    "Seam": "_client",
+    "SentRequest": "_client",
+    "Subscription": "_client",
+    "SubscriptionClosed": "_client",
+    "ClientRefusal": "_errors",
+    "ClientStateError": "_errors",
+    "ConnectionLost": "_errors",
+    "RemoteRefusal": "_errors",
+    "RemoteProtocolError": "_errors",
+    "CLOSE_REASONS": "_protocol",
+    "ENUMS": "_protocol",
+    "ERROR_CODES": "_protocol",
+    "INTERNAL_ERROR": "_protocol",
+    "INVALID_PARAMS": "_protocol",
+    "INVALID_REQUEST": "_protocol",
+    "LINE_TOO_LONG": "_protocol",
+    "METHOD_NOT_FOUND": "_protocol",
+    "NOTIFICATIONS": "_protocol",
+    "PARAMS": "_protocol",
+    "PARSE_ERROR": "_protocol",
+    "RANGES": "_protocol",
+    "REFUSED": "_protocol",
+    "UNVERIFIED_METHODS": "_protocol",
+    "ControlRefusal": "_refusal",
+    "Block": "_transcript",
+    "HistoryItem": "_transcript",
+    "HistoryUnavailable": "_transcript",
+    "LiveMessage": "_transcript",
+    "ReconcileMarker": "_transcript",
+    "ToolRun": "_transcript",
+    "Transcript": "_transcript",
+    "TranscriptItem": "_transcript",
+    "TranscriptStatus": "_transcript",
+    "history_items": "_transcript",
+}
+
+__all__ = [
+    "DEFAULT_PING_INTERVAL",
+    "DEFAULT_QUEUE_SIZE",
+    "MAX_LINE_BYTES",
+    "Admitted",
+    "ControllerClient",
+    "Duplicate",
+    "ForceStopStarted",
+    "HistoryRead",
+    "Notification",
+    "Observed",
+    "AdmissionUnknown",
+    "PromptOutcome",
+    "Reconnected",
+    "Refused",
+    "RequestState",
+    "Seam",
+    "SentRequest",
+    "Subscription",
+    "SubscriptionClosed",
+    "ClientRefusal",
+    "ClientStateError",
+    "ConnectionLost",
+    "RemoteRefusal",
+    "RemoteProtocolError",
+    "CLOSE_REASONS",
+    "ENUMS",
+    "ERROR_CODES",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "LINE_TOO_LONG",
+    "METHOD_NOT_FOUND",
+    "NOTIFICATIONS",
+    "PARAMS",
+    "PARSE_ERROR",
+    "RANGES",
+    "REFUSED",
+    "UNVERIFIED_METHODS",
+    "ControlRefusal",
+    "Block",
+    "HistoryItem",
+    "HistoryUnavailable",
+    "LiveMessage",
+    "ReconcileMarker",
+    "ToolRun",
+    "Transcript",
+    "TranscriptItem",
+    "TranscriptStatus",
+    "history_items",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next access is a plain global
+    return value
 
 
 def __dir__() -> list[str]:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import (
     ClientRefusal,
@@ -52,21 +52,23 @@ from ._errors import (
 from ._protocol import INTERNAL_ERROR
 from ._state import ClientState
 from ._subscription import DEFAULT_QUEUE_SIZE, Subscription, SubscriptionClosed
-from ._values import (
-    AdmissionUnknown,
-    Admitted,
-    Duplicate,
-    ForceStopStarted,
-    HistoryRead,
-    Notification,
-    Observed,
-    PromptOutcome,
-    Reconnected,
-    Refused,
-    RequestState,
-    Seam,
-    SentRequest,
-)
+
+if TYPE_CHECKING:
+    from ._values import (
+        AdmissionUnknown,
+        Admitted,
+        Duplicate,
+        ForceStopStarted,
+        HistoryRead,
+        Notification,
+        Observed,
+        PromptOutcome,
+        Reconnected,
+        Refused,
+        RequestState,
+        Seam,
+        SentRequest,
+    )
 from ._wire import MAX_LINE_BYTES, WireConnection
 
 __all__ = [
@@ -179,6 +181,8 @@ class ControllerClient:
         await self._open(self._socket_path)
         self._state.newly_unknown = []
         observed = await self.observe()
+        from ._values import Reconnected  # on first use (issue 34: the import of the client stays light)
+
         changed = before is not None and observed.incarnation != before
         return Reconnected(observed, changed, tuple(self._state.newly_unknown))
 
@@ -289,6 +293,8 @@ class ControllerClient:
         if limit is not None:  # 1-100, advisory (seed "Observe"): the reply says limitAdvisory
             params["limit"] = limit
         result = await conn.call("observe", params)
+        from ._values import Observed
+
         assert isinstance(result, Observed)
         return result
 
@@ -313,6 +319,8 @@ class ControllerClient:
                 more = await side.observe(cursor)
                 results.append(more.history)
                 cursor = more.next_cursor
+            from ._values import HistoryRead
+
             return HistoryRead(first.incarnation, first.seam, first.binding, tuple(results))
         finally:
             await side.aclose()
@@ -333,6 +341,8 @@ class ControllerClient:
         `ClientStateError` before the first observe, `RemoteProtocolError` for a protocol error. Cancellation:
         once written, the request stays in `requests` and follows its reply when it arrives.
         """
+        from ._values import AdmissionUnknown, Admitted, Duplicate, Refused, SentRequest
+
         incarnation, generation = self._token()
         crid = client_request_id if client_request_id is not None else _new_request_id()
         prior = self._state.requests.get(crid)
@@ -439,6 +449,8 @@ class ControllerClient:
         issued = await self.issue_confirmation("force-stop")
         answered = await self.answer_confirmation(str(issued["confirmation"]), "confirm")
         stop = await self.force_stop(str(issued["confirmation"]))
+        from ._values import ForceStopStarted
+
         return ForceStopStarted(issued, answered, stop)
 
     async def recover(self, confirmation_id: str) -> Mapping[str, Any]:
@@ -502,6 +514,19 @@ class ControllerClient:
             await conn.close("hello refused")
             raise
         self.granted = result
+
+
+_REEXPORTED = frozenset(__all__) - {"ControllerClient", "DEFAULT_PING_INTERVAL", "DEFAULT_QUEUE_SIZE", "MAX_LINE_BYTES",
+                                    "Subscription", "SubscriptionClosed"}
+
+
+def __getattr__(name: str) -> Any:
+    """The value types this module re-exports (`_values`'), loaded on first access (issue 34)."""
+    if name in _REEXPORTED:
+        from . import _values
+
+        return getattr(_values, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _record_of(result: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -8,11 +8,13 @@ connections (`_wire.WireConnection`) feed it, one line at a time and before the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import ClientStateError, RemoteProtocolError
 from ._subscription import Subscription, _Changes
-from ._values import Notification, Observed, SentRequest, parse_observed
+
+if TYPE_CHECKING:
+    from ._values import Notification, Observed, SentRequest
 from ._wire import Pending, WireConnection
 
 
@@ -56,7 +58,7 @@ class ClientState:
         self.pings_before += conn.pings_sent
         if conn is self.current:
             self.role = None
-            self.fanout(Notification("disconnected", {"reason": conn.reason}, "client", conn.number), droppable=False)
+            self.fanout(_values().Notification("disconnected", {"reason": conn.reason}, "client", conn.number), droppable=False)
         self.notify()
 
     def on_change(self) -> None:
@@ -96,7 +98,7 @@ class ClientState:
         self.requests[entry.client_request_id] = entry
 
     def _on_observed(self, conn: WireConnection, result: Any) -> Observed:
-        observed = parse_observed(result, first=not conn.observed)
+        observed: Observed = _values().parse_observed(result, first=not conn.observed)
         if observed.first:
             conn.observed = True
             conn.incarnation = observed.incarnation
@@ -110,7 +112,7 @@ class ClientState:
         self.generation = observed.generation
         self.binding = observed.binding
         if observed.first:
-            self.fanout(Notification("observed", {"incarnation": observed.incarnation,
+            self.fanout(_values().Notification("observed", {"incarnation": observed.incarnation,
                                                    "fromSequence": observed.seam.from_sequence},
                                       "client", conn.number, observed), droppable=False)
         return observed
@@ -133,7 +135,7 @@ class ClientState:
             for entry in self.requests.values():
                 if entry.state in ("sending", "pending") and entry.incarnation == conn.incarnation:
                     entry.receipt_gap = True
-        self.fanout(Notification(method, params, "server", conn.number), droppable=method in ("event", "record"))
+        self.fanout(_values().Notification(method, params, "server", conn.number), droppable=method in ("event", "record"))
 
     def _on_record(self, conn: WireConnection, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -166,3 +168,9 @@ class ClientState:
         self.changes.wake()
 
 
+def _values() -> Any:
+    """The value types, imported on first use (issue 34: `from mosaic.controller_client import ControllerClient`
+    does not pay for their dataclasses until a connection needs them)."""
+    from . import _values as values
+
+    return values

@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ._errors import ClientStateError
-from ._values import Notification
+
+if TYPE_CHECKING:
+    from ._values import Notification
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Subscription", "SubscriptionClosed"]
 
@@ -117,6 +120,8 @@ class Subscription:
         if isinstance(item, _Lag):
             if item is self._open:
                 self._open = None
+            from ._values import Notification
+
             return Notification("marker", {"reason": "lagging", "dropped": item.dropped}, "client", item.connection)
         note, counted = item
         if counted:

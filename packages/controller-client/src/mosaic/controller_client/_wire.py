@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import ClientRefusal, ConnectionLost, RemoteProtocolError, RemoteRefusal
 from ._protocol import INTERNAL_ERROR, REFUSED
-from ._values import SentRequest
+
+if TYPE_CHECKING:
+    from ._values import SentRequest
 
 logger = logging.getLogger("mosaic.controller_client")
 
@@ -27,13 +27,16 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_PAGE_BYTES), escaped; a longer line is a broken server and ends the connection."""
 
 
-@dataclass
 class Pending:
-    """A call written on a connection and not answered yet."""
+    """A call written on a connection and not answered yet. (A plain class, not a dataclass: issue 34 keeps
+    the client's import light.)"""
 
-    method: str
-    future: asyncio.Future[Any] | None  # None: nobody waits (a ping)
-    entry: SentRequest | None = None  # a prompt's request
+    __slots__ = ("entry", "future", "method")
+
+    def __init__(self, method: str, future: asyncio.Future[Any] | None, entry: SentRequest | None = None) -> None:
+        self.method = method
+        self.future = future  # None: nobody waits (a ping)
+        self.entry = entry  # a prompt's request
 
 
 class WireHost(Protocol):
@@ -56,6 +59,8 @@ class WireHost(Protocol):
 def dumps(message: Mapping[str, Any]) -> bytes:
     """One line as the server writes them: compact UTF-8. A lone surrogate cannot be encoded
     (UnicodeEncodeError), which is right: the server's strict JSON refuses one anyway."""
+    import json  # on first use (issue 34: the client's import stays light); then a dict lookup
+
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
 
 
@@ -232,6 +237,8 @@ class WireConnection:
 
     def _on_line(self, line: bytes) -> bool:
         """Apply one line. False when it is not a JSON-RPC message (the connection is then closed)."""
+        import json
+
         try:
             message = json.loads(line)
         except ValueError:

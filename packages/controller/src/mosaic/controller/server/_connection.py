@@ -24,6 +24,7 @@ __all__ = [
     "WRITE_BATCH",
     "ConnectionHost",
     "ConnectionStats",
+    "Notes",
     "Placeholder",
     "ServerConnection",
 ]
@@ -35,6 +36,11 @@ TRANSPORT_LOW_WATER = 16 * KiB
 WRITE_BATCH = 16 * KiB
 """Ready lines are joined into writes of at most this many bytes (or one larger line): a fan-out of one
 engine batch to a connection costs a few syscalls, not one per notification."""
+
+# How a notification reaches many connections (issue 34, what a pub/sub broker does): the server encodes it
+# once, and every connection's outbox holds the same `bytes` object (no copy, no wrapper per connection);
+# a connection with notifications queued is flushed once at the end of the loop turn (one write of the
+# joined lines), by one callback for all of them (`ConnectionHost.want_flush`), not one per connection.
 
 
 class ConnectionHost(Protocol):
@@ -68,6 +74,10 @@ class ConnectionHost(Protocol):
     def encode_answer(self, action: Reply | Refuse) -> bytes:
         """The line for a reply or a refusal."""
 
+    def want_flush(self, conn: ServerConnection) -> None:
+        """Call `conn.run_scheduled_flush()` once at the end of this loop turn (with every other connection
+        that asked in the same turn: one callback for all)."""
+
     def bug(self, where: str, exc: BaseException) -> None:
         """Log a bug in `where` once; never raises."""
 
@@ -91,14 +101,29 @@ class ConnectionStats:
 
 
 class _Item:
-    """A queued line: a reply (never dropped) or a notification (dropped when lagging)."""
+    """A queued reply line (never dropped). A notification is queued as its bare `bytes` (dropped when
+    lagging): the same object in every connection's outbox."""
 
-    __slots__ = ("data", "is_reply", "size")
+    __slots__ = ("data", "size")
 
-    def __init__(self, data: bytes, *, is_reply: bool) -> None:
+    def __init__(self, data: bytes) -> None:
         self.data = data
-        self.is_reply = is_reply
         self.size = len(data)
+
+
+class Notes:
+    """Consecutive notification lines for the same connections, joined once (at most `WRITE_BATCH` bytes):
+    one outbox entry standing for `count` notifications, the same object in every target's outbox (it is
+    never changed). Dropped as `count` notifications when lagging. A connection whose outbox cannot take
+    all of it queues its `lines` one by one instead, so the cap drops exactly what it dropped line by line."""
+
+    __slots__ = ("count", "data", "lines", "size")
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
+        self.data = b"".join(lines)
+        self.count = len(lines)
+        self.size = len(self.data)
 
 
 class _Marker:
@@ -176,7 +201,7 @@ class Placeholder:
             owner.fill_data(self, self._rpc_id, encode_error(self._rpc_id, INTERNAL_ERROR, "internal error"))
 
 
-_Entry = _Item | _Marker | Placeholder
+_Entry = bytes | Notes | _Item | _Marker | Placeholder
 
 # --------------------------------------------------------------------------------------------- a client
 
@@ -188,6 +213,7 @@ class ServerConnection(asyncio.Protocol):
     def __init__(self, host: ConnectionHost, peer: Peer | None) -> None:
         self.host = host
         self.limits = host.limits
+        self.max_outbox = host.limits.max_outbox_bytes
         self.peer = peer  # read at accept (rule 7), never again
         self.conn_id: ConnId = ""
         self.transport: asyncio.Transport | None = None
@@ -455,7 +481,7 @@ class ServerConnection(asyncio.Protocol):
             return
         if not self.make_room_for_reply():
             return
-        self.outbox.append(_Item(data, is_reply=True))
+        self.outbox.append(_Item(data))
         self.grew(len(data), reply=True)
         self.flush()
 
@@ -470,23 +496,38 @@ class ServerConnection(asyncio.Protocol):
                 return False
         return True
 
-    def enqueue_notification(self, data: bytes) -> None:
+    def enqueue_notification(self, data: bytes | Notes) -> None:
+        """Queue the notification line `data`, or several joined (`Notes`): the server's one object for every
+        target, kept as it is. Called once per target: the fan-out's hot path, kept to a few attribute
+        reads."""
         if self.closing is not None or self.lost or self.transport_closed:
             return
-        if self.marker is not None:
-            self.marker.count += 1
-            self.dropped += 1
-            self.resize_marker()
-            return
-        if self.outbox and self.outbox_bytes + len(data) > self.limits.max_outbox_bytes:
-            self.drop_notifications(1)
-            return
-        self.outbox.append(_Item(data, is_reply=False))
-        self.grew(len(data), reply=False)
-        if self.outbox_bytes >= WRITE_BATCH:
-            self.flush()  # a full write's worth: hand it over now (a burst never waits in the outbox)
+        if type(data) is bytes:
+            if self.marker is not None:
+                self.marker.count += 1
+                self.dropped += 1
+                self.resize_marker()
+                return
+            size = self.outbox_bytes + len(data)
+            if size > self.max_outbox and self.outbox:
+                self.drop_notifications(1)
+                return
         else:
-            self.schedule_flush()
+            assert isinstance(data, Notes)
+            size = self.outbox_bytes + data.size
+            if self.marker is not None or size > self.max_outbox:
+                for line in data.lines:  # near or past the cap: line by line, as if sent one at a time
+                    self.enqueue_notification(line)
+                return
+        self.outbox.append(data)
+        self.outbox_bytes = size
+        if size > self.peak_outbox:
+            self.peak_outbox = size
+        if size >= WRITE_BATCH:
+            self.flush()  # a full write's worth: hand it over now (a burst never waits in the outbox)
+        elif not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.host.want_flush(self)
 
     def drop_notifications(self, extra: int) -> None:
         """Drop every queued notification (plus `extra` not yet queued) for one `lagging` marker at the
@@ -495,8 +536,13 @@ class ServerConnection(asyncio.Protocol):
         first: int | None = None
         dropped = extra
         for entry in self.outbox:
-            if isinstance(entry, _Item) and not entry.is_reply:
+            if type(entry) is bytes:  # a notification
                 dropped += 1
+                self.outbox_bytes -= len(entry)
+                if first is None:
+                    first = len(kept)
+            elif type(entry) is Notes:  # several
+                dropped += entry.count
                 self.outbox_bytes -= entry.size
                 if first is None:
                     first = len(kept)
@@ -561,14 +607,9 @@ class ServerConnection(asyncio.Protocol):
         self.grew(len(data), reply=True)
         self.flush()
 
-    def schedule_flush(self) -> None:
-        """Flush once at the end of this loop iteration: the notifications of one engine batch to one
-        connection go out in few writes (one syscall each), not one write per notification."""
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.host.loop.call_soon(self.run_scheduled_flush)
-
     def run_scheduled_flush(self) -> None:
+        """The host's end-of-turn flush (`ConnectionHost.want_flush`): the notifications of one engine batch
+        to one connection go out in one write, not one write per notification."""
         self.flush_scheduled = False
         self.flush()
 
@@ -582,9 +623,22 @@ class ServerConnection(asyncio.Protocol):
         outbox = self.outbox
         batch: list[bytes] = []
         batched = 0
-        while outbox and not self.write_paused and not transport.is_closing():
+        # Only a write can pause or close the transport: it is asked again after each write, not per line.
+        open_ = not transport.is_closing()
+        if (open_ and not self.write_paused and not self.reply_bytes and self.marker is None
+                and not self.reservations and 0 < self.outbox_bytes <= WRITE_BATCH):
+            # The fan-out's common case: only notifications are queued (no reply, filled or not, no marker) and
+            # they fit one write: one join, one write, no look at each entry's kind.
+            self.write_batch(transport, [e if isinstance(e, bytes) else e.data for e in outbox])  # type: ignore[union-attr]
+            outbox.clear()
+            self.outbox_bytes = 0
+        while outbox and open_ and not self.write_paused:
             head = outbox[0]
-            if isinstance(head, Placeholder):
+            if isinstance(head, bytes):  # a notification: the common case, no wrapper to read
+                data = head
+            elif isinstance(head, Notes):
+                data = head.data
+            elif isinstance(head, Placeholder):
                 if head._data is None:
                     break
                 data = head._data
@@ -592,21 +646,22 @@ class ServerConnection(asyncio.Protocol):
                 data = head.encode()
             else:
                 data = head.data
-            if batch and batched + len(data) > WRITE_BATCH:
+            size = len(data)
+            if batch and batched + size > WRITE_BATCH:
                 self.write_batch(transport, batch)
                 batch, batched = [], 0
+                open_ = not transport.is_closing()
                 continue  # the write may have paused the transport: look again before taking more
-            if isinstance(head, Placeholder):
-                self.reply_bytes -= head.size
-            elif isinstance(head, _Marker):
+            if isinstance(head, _Marker):
                 self.marker = None  # written: notifications queue again after it
-            elif head.is_reply:
-                self.reply_bytes -= head.size
+                size = head.size
+            elif type(head) is not bytes and type(head) is not Notes:  # a reply or a filled placeholder
+                self.reply_bytes -= size
             outbox.popleft()
-            self.outbox_bytes -= head.size
+            self.outbox_bytes -= size
             batch.append(data)
-            batched += len(data)
-        if batch and not transport.is_closing():
+            batched += size
+        if batch and open_:
             self.write_batch(transport, batch)
         if self.closing is not None:
             if not outbox:
@@ -653,7 +708,7 @@ class ServerConnection(asyncio.Protocol):
                 self.transport.write(line)
             self.shut_down()
         else:
-            self.outbox.append(_Item(line, is_reply=True))
+            self.outbox.append(_Item(line))
             self.grew(len(line), reply=True)
             self.flush()
         self.host.loop.call_soon(self.send_disconnected)

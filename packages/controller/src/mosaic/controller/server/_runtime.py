@@ -293,7 +293,17 @@ class ControllerRuntime:
             if isinstance(event, (Call, PageRead)):
                 self._internal_error(event.conn, event.rpc_id)
             return
+        notes: list[Notify] = []  # consecutive notifications to the same connections, delivered as one (issue 34)
         for action in actions:
+            if type(action) is Notify:
+                if notes and notes[0].to != action.to:
+                    self._notify(notes)
+                    notes = []
+                notes.append(action)
+                continue
+            if notes:
+                self._notify(notes)
+                notes = []
             try:
                 self._carry_out(action)
             except Exception:  # noqa: BLE001 - one bad action must not cost the others (or a reply)
@@ -301,8 +311,17 @@ class ControllerRuntime:
                 logger.exception("carrying out %s failed", type(action).__name__)
                 if isinstance(action, (Reply, Refuse)):
                     self._internal_error(action.conn, action.rpc_id)
+        if notes:
+            self._notify(notes)
         if self._waiters:
             self._wake_waiters()
+
+    def _notify(self, notes: list[Notify]) -> None:
+        try:
+            self.server.deliver_notifications(notes)
+        except Exception:  # noqa: BLE001 - one bad action must not cost the others (or a reply)
+            self.internal_errors += 1
+            logger.exception("carrying out Notify failed")
 
     def _internal_error(self, conn: ConnId, rpc_id: RpcId) -> None:
         """Answer (conn, rpc_id) -32603: its place if one is held (an observe's page), else the server's."""

@@ -86,7 +86,7 @@ import logging
 import socket
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from mosaic.controller_client import CLOSE_REASONS, INTERNAL_ERROR, REFUSED
 
@@ -97,6 +97,7 @@ from ._connection import (
     TRANSPORT_LOW_WATER,
     WRITE_BATCH,
     ConnectionStats,
+    Notes,
     Placeholder,
     ServerConnection,
 )
@@ -152,6 +153,7 @@ class SocketServer:
         self.limits = limits
         self._clock = clock
         self._conns: dict[ConnId, ServerConnection] = {}
+        self._dirty: list[ServerConnection] = []  # connections whose notifications wait for the turn's end
         self._rejected: set[ServerConnection] = set()
         self._next_id = 0
         self._shutting_down = False
@@ -326,6 +328,27 @@ class SocketServer:
         self._per_uid[None if conn.peer is None else conn.peer.uid] += 1
         return conn_id
 
+    def want_flush(self, conn: ServerConnection) -> None:
+        if not self._dirty:
+            self._event_loop.call_soon(self._settle_dirty)
+        self._dirty.append(conn)
+
+    def _settle_dirty(self) -> None:
+        # One more hop: what the same turn made ready runs first (the engine pump woken by the command this
+        # turn wrote, whose `dispatched` receipt then joins the same write), then the flush.
+        self._event_loop.call_soon(self._flush_dirty)
+
+    def _flush_dirty(self) -> None:
+        """The end of a loop turn: each connection that queued notifications in it writes them, in one write
+        (issue 34: one callback for every connection, not one per connection)."""
+        dirty, self._dirty = self._dirty, []
+        for c in dirty:
+            try:
+                c.run_scheduled_flush()
+            except Exception as exc:  # pragma: no cover - a bug in _connection.py
+                self.bug("flush", exc)
+                c.abort()
+
     def hold_rejected(self, conn: ServerConnection) -> int:
         self._rejected.add(conn)
         return len(self._rejected)
@@ -370,8 +393,9 @@ class SocketServer:
             except (TypeError, ValueError) as exc:
                 self.bug("encode notification", exc)
                 return
-            for conn in action.to:
-                target = self._conns.get(conn)
+            conns = self._conns
+            for conn in action.to:  # the same bytes to every target (issue 34)
+                target = conns.get(conn)
                 if target is not None:
                     target.enqueue_notification(data)
         elif isinstance(action, CloseConnection):
@@ -383,6 +407,36 @@ class SocketServer:
         else:
             raise TypeError(f"SocketServer.deliver() takes Reply, Refuse, Notify or CloseConnection, "
                             f"not {type(action).__name__}")
+
+    def deliver_notifications(self, actions: Sequence[Notify]) -> None:
+        """Carry out consecutive `Notify` actions that all go to the same connections (the first one's
+        `to`), as `deliver` would one by one: the same lines, in the same order, to each target. Each is
+        encoded once; consecutive lines are joined once into a `Notes` of at most `WRITE_BATCH` bytes, and
+        that one object goes to every target's outbox (a pub/sub broker's fan-out, issue 34)."""
+        lines: list[bytes] = []
+        for action in actions:
+            try:
+                lines.append(encode_notification(action.method, action.params))
+            except (TypeError, ValueError) as exc:
+                self.bug("encode notification", exc)
+        if not lines:
+            return
+        entries: list[bytes | Notes] = []
+        chunk: list[bytes] = []
+        size = 0
+        for line in lines:
+            if chunk and size + len(line) > WRITE_BATCH:
+                entries.append(chunk[0] if len(chunk) == 1 else Notes(chunk))
+                chunk, size = [], 0
+            chunk.append(line)
+            size += len(line)
+        entries.append(chunk[0] if len(chunk) == 1 else Notes(chunk))
+        conns = self._conns
+        for conn in actions[0].to:
+            target = conns.get(conn)
+            if target is not None:
+                for entry in entries:
+                    target.enqueue_notification(entry)
 
     def internal_error(self, conn: ConnId, rpc_id: RpcId) -> None:
         """Answer (conn, rpc_id) -32603: the core raised on it (rule 5), where `on_input` could not raise
