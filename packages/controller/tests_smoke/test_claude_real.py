@@ -8,7 +8,8 @@ interrupted, finished interrupted and the stop reconciled. Run by `nox -s claude
 Then the same binary through `LaunchingController` (`test_claude_real_under_the_lifecycle_...`): a `ClaudeSpec`
 on a hard-linked copy of the pinned install (L7 at construction and at bind), the engine in a direct cgroup as
 the engine account (another uid than the controller's, as a cohort's proof needs; its scratch directories are
-its own: `ClaudeSpec.engine_uid`), under the writer claim: take control, prompt, a read-only Bash tool (run
+its own: `ClaudeSpec.engine_uid`), or, parametrized, each execution as its own uid of an `EngineUids` range
+(issue 28 item 3 on Claude: the seal's directories given to each execution's uid at bind), under the writer claim: take control, prompt, a read-only Bash tool (run
 without asking), a `can_use_tool` answered allow once through the controller, interrupt, force stop with the
 cohort's proof, recover, the launch from the eligibility record `--resume`s the session at its leaf (K8),
 prompt again, force stop again. The permission flows (issue 32 item 4: P7, H5-H8) are
