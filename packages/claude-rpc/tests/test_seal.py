@@ -196,3 +196,28 @@ def test_the_private_temp_directory_is_the_owners_a_contained_engine_runs_as(tmp
     assert code(check_launch(launch, policy_dir=tmp_path / "no-policy")) == "unsealed-engine"
     ours = dataclasses.replace(launch, owner=None)
     assert check_launch(ours, policy_dir=tmp_path / "no-policy") is None
+
+
+def test_an_owner_range_checks_ours_or_a_range_uid_and_gives_nothing_away(tmp_path: Path) -> None:
+    """`owner=range(...)`: the uid of each launch is allocated later from that range (the controller's engine
+    uid per execution). The seal then makes the directories as ours and gives them to nobody; the private
+    directory passes as ours or a range uid's, and nobody else's; `check_launch` with the one uid decides."""
+    other = os.geteuid() + 1
+    uids = range(other, other + 4)
+    env = sealed_env(tmp_path / "s", owner=uids)
+    for key in ("HOME", "CLAUDE_CODE_TMPDIR", "CLAUDE_CONFIG_DIR"):
+        assert os.stat(env[key]).st_uid == os.geteuid()  # nothing given away at construction
+    assert check_env(env, owner=uids) is None
+    assert code(check_env(env, owner=range(other + 10, other + 12))) is None  # ours passes whatever the range
+    launch = SealedLaunch(tuple(fake_engine_command()), tuple(NEW), env, str(tmp_path), SID, False, False,
+                          str(tmp_path / "s"), uids)
+    assert check_launch(launch, policy_dir=tmp_path / "no-policy") is None
+    exact = dataclasses.replace(launch, owner=other)
+    assert code(check_launch(exact, policy_dir=tmp_path / "no-policy")) == "unsealed-engine"  # not yet the uid's
+    if os.geteuid() == 0:
+        os.chown(env["CLAUDE_CODE_TMPDIR"], other + 1, -1)
+        assert check_env(env, owner=uids) is None  # a range uid's (an earlier launch's)
+        assert code(check_env(env, owner=range(other + 2, other + 4))) == "unsealed-engine"  # not one of these
+        assert code(check_launch(exact, policy_dir=tmp_path / "no-policy")) == "unsealed-engine"  # another uid's
+        os.chown(env["CLAUDE_CODE_TMPDIR"], other, -1)
+        assert check_launch(exact, policy_dir=tmp_path / "no-policy") is None

@@ -479,3 +479,175 @@ def test_K8_an_init_naming_another_session_than_the_claimed_one_fences_the_engin
             assert not wire(h).can_send_prompt()
         else:
             assert h.receipt()["turnState"] == "completed" and h.core.admission_open
+
+
+# ----------------------------------------------------------------------------- an engine uid per execution
+
+UIDS_FIRST = 64300  # a range no account names here (checked in the test), apart from the other tests' ranges
+
+
+def owners(engine: Any) -> dict[str, tuple[int, int]]:
+    """(owner uid, mode) of each directory the seal made, by its environment key."""
+    out = {}
+    for key in ("HOME", "CLAUDE_CODE_TMPDIR", "CLAUDE_CONFIG_DIR"):
+        st = os.lstat(engine.env[key])
+        out[key] = (st.st_uid, st.st_mode & 0o777)
+    return out
+
+
+def test_a_uid_per_claude_execution_its_seal_made_its_recorded_in_claim_and_binding_and_each_stop_proves(
+        tmp_path: Path) -> None:
+    """Issue 32 "nothing of the Pi side may get weaker" with issue 28 item 3 (README "An engine uid per
+    execution"): with `EngineUids` each Claude execution gets its own uid from the range, as a Pi one does.
+    Construction makes the seal's directories (HOME, CLAUDE_CONFIG_DIR, the private CLAUDE_CODE_TMPDIR) as
+    this process's and gives them to nobody (the claim is not taken yet); at bind they are given to the
+    execution's uid and the launch is checked as that uid's (the private directory must be its, 0700); what an
+    earlier execution's uid left in them (its transcript) is handed to the next uid. The uid is recorded with
+    the spawn marker and on the binding record; the next launch on the pair gets the next uid of the range;
+    each force stop ends with the cohort's proof.
+
+    The memory cohort runs the fake engine as this process, not as the uid: the fake checks its environment as
+    the seal does (the private directory must be its own), so it refuses the launch, which is sealed for the
+    execution's uid, and exits (the load check fences `preflight`). The real binary running as each uid, its
+    turns, its transcript carried to the next uid and each stop's proof, is
+    `tests_smoke/test_claude_real.py::test_claude_real_under_the_lifecycle_...[a uid per execution]`."""
+    import pwd  # noqa: PLC0415
+
+    from mosaic.claude_rpc.seal import check_env  # noqa: PLC0415
+    from mosaic.controller import EngineUids  # noqa: PLC0415
+    from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, State  # noqa: PLC0415
+
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: giving the seal's directories to other uids needs root (chown)")
+    for uid in range(UIDS_FIRST, UIDS_FIRST + 4):
+        with pytest.raises(KeyError):
+            pwd.getpwuid(uid)  # the range is nobody's account
+    state = tmp_path / "uids"
+    state.mkdir(mode=0o700)
+    uids = EngineUids(UIDS_FIRST, 4, os.getgid(), str(state))
+    one, two = UIDS_FIRST, UIDS_FIRST + 1
+    seen: dict[str, Any] = {}
+
+    async def stop(controller: LaunchingController) -> dict[str, Any]:
+        raw = await RawClient.connect(controller.socket_path)
+        try:
+            observed = (await raw.call("observe"))["result"]
+            # The binding is fenced (`preflight`): force stop is the way on, under recovery control (K9).
+            took = await raw.call("acquire-recovery-control", incarnation=observed["incarnation"])
+            assert "result" in took, took
+            binding = observed["binding"]
+            auth = {"incarnation": observed["incarnation"], "generation": took["result"]["generation"]}
+            await raw.force_stop(auth)
+            final = await raw.stop_outcome()
+            assert final["state"] == "stopped", final
+            (proof,) = raw.records("cohortProof")
+            assert proof["proof"]["membershipComplete"] is True, proof
+            return dict(binding)
+        finally:
+            await raw.close()
+
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            def at(name: str, which: str) -> None:
+                if name == "spawn-marker":  # after bind: what the launch runs with, as the engine starts
+                    engine = lab.controllers[-1].engine
+                    seen[which] = {"dirs": owners(engine),
+                                   "sealed_for": [u for u in (os.geteuid(), one, two)
+                                                  if check_env(engine.env, owner=u) is None],
+                                   "transcript": os.stat(lab.transcript).st_uid if os.path.exists(lab.transcript)
+                                   else None}
+
+            first = lab.controller(engine_uids=uids, hooks=Hooks(on_launch_step=lambda n: at(n, "first")))
+            # Construction gave nothing away: the seal's directories are this process's until the uid is known,
+            # and every one of them is a state directory (guarded, handed over).
+            assert {o for o, _m in owners(first.engine).values()} == {os.geteuid()}
+            assert set(first.engine.seal_dirs) <= set(first.engine.state_dirs)
+            await first.start()
+            assert "preflight" in first.core.fences  # the fake, run as this process, refused a launch sealed for uid one
+            seen["first_binding"] = await stop(first)
+            await first.aclose()
+            # What the first execution's engine would have written as its uid: its transcript, 0600.
+            os.makedirs(os.path.dirname(lab.transcript))
+            Path(lab.transcript).write_text(json.dumps({
+                "type": "user", "uuid": "u1", "parentUuid": None, "sessionId": SID, "version": "2.1.283",
+                "cwd": lab.project, "message": {"role": "user", "content": "x"}}) + "\n")
+            for path in (os.path.dirname(os.path.dirname(lab.transcript)), os.path.dirname(lab.transcript),
+                         lab.transcript):
+                os.chown(path, one, -1)
+            os.chmod(lab.transcript, 0o600)
+            second = lab.controller(engine_uids=uids, hooks=Hooks(on_launch_step=lambda n: at(n, "second")))
+            assert second.argv[-2:] == ["--resume", SID]
+            await second.start()
+            seen["second_binding"] = await stop(second)
+            chain = [r for r in ClaimStore(str(lab.root / "claims")).read_chain(SeatKey("alpha", lab.project,
+                                                                                      lab.project))
+                     if getattr(r, "claim_id", None) is not None]
+            seen["stopped"] = [(r.engine_uid, r.proof.kind) for r in chain if r.state is State.STOPPED]
+
+    asyncio.run(main())
+    for which, uid in (("first", one), ("second", two)):
+        # At the spawn marker every directory the seal made is the execution's uid's, 0700, and the launch's
+        # environment passes the seal's check as that uid's, and no longer as this process's.
+        assert seen[which]["dirs"] == {k: (uid, 0o700) for k in ("HOME", "CLAUDE_CODE_TMPDIR", "CLAUDE_CONFIG_DIR")}
+        assert seen[which]["sealed_for"] == [uid]
+    assert seen["second"]["transcript"] == two  # the first uid's transcript handed to the second's
+    assert seen["first_binding"]["engineUid"] == one and seen["second_binding"]["engineUid"] == two
+    assert seen["stopped"] == [(one, ProofKind.COHORT), (two, ProofKind.COHORT)]
+
+
+# ------------------------------------------------------------------------------- the live-session guard
+
+
+@pytest.mark.parametrize("where", ["scratch in the live ~/.claude", "HOME the operator's home"])
+def test_G1_claude_the_seals_home_config_and_temp_directories_are_guarded_before_they_are_made(
+        tmp_path: Path, where: str) -> None:
+    """Issue 32 item 1 "the live-session guard covers `~/.claude`": the engine's HOME, CLAUDE_CONFIG_DIR and
+    CLAUDE_CODE_TMPDIR (the seal makes them, and gives them to the engine's uid) are state directories, each
+    checked by the guard at construction before the seal makes anything: a scratch inside the operator's live
+    `~/.claude` (the transcript in a configured config directory that is not live), or a scratch whose `home`
+    is the operator's home (which holds `~/.claude`), refuses `live-session-refused` and nothing is made."""
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            live_home = lab.root / ("operator-home" if where.startswith("scratch") else "home")
+            (live_home / ".claude").mkdir(parents=True, exist_ok=True)
+            before = sorted(os.listdir(live_home / ".claude"))
+            config = lab.root / "cfg"
+            spec = ClaudeSpec(project=lab.project, seat="alpha", command=lab.spec.command, base_url=lab.spec.base_url,
+                              api_key=FAKE_KEY, config_dir=str(config),
+                              scratch=str(live_home / ".claude") if where.startswith("scratch") else str(lab.root))
+            transcript = os.path.join(config, "projects", claude_slug(lab.project), f"{SID}.jsonl")
+            placement = Placement(fixture_root=str(lab.root), claim_root=str(lab.root / "claims"),
+                                  session_file=transcript, socket_dir=lab.socket_dir, home=str(live_home))
+            with pytest.raises(Refusal) as refused:
+                LaunchingController(placement, spec, None, verifier=FixtureVerifier(), cohort=lab.cohort,
+                                    claims_owner=lab.liveness.runner())
+            assert refused.value.code == "live-session-refused", refused.value.to_dict()
+            rule = "live-location" if where.startswith("scratch") else "contains-live-location"
+            assert refused.value.message.startswith(rule), refused.value.message
+            assert sorted(os.listdir(live_home / ".claude")) == before  # nothing made in the live directory
+            assert not (lab.root / "home" / "home").exists() and not (lab.root / "tmp").exists()
+
+    asyncio.run(main())
+
+
+def test_G3_claude_a_seal_directory_swapped_for_a_link_to_the_live_claude_dir_after_construction_refuses_at_bind(
+        tmp_path: Path) -> None:
+    """G3 for the seal's directories: HOME checked at construction, then replaced by a symlink to the operator's
+    live `~/.claude`; `start()` refuses `live-session-refused` (changed-since-construction) at bind, before the
+    claim is touched: nothing is reserved or launched, and the engine never runs with that HOME."""
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            controller = lab.controller()
+            home = controller.engine.env["HOME"]
+            live = lab.root / "operator-home" / ".claude"
+            live.mkdir()
+            os.rmdir(home)
+            os.symlink(live, home)
+            with pytest.raises(Refusal) as refused:
+                await controller.start()
+            assert refused.value.code == "live-session-refused", refused.value.to_dict()
+            assert "changed-since-construction" in refused.value.message or "live-location" in refused.value.message
+            assert [e for e in lab.cohort.log if e.startswith("launch ")] == []
+            assert os.listdir(live) == []
+
+    asyncio.run(main())

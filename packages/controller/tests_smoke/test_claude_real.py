@@ -8,7 +8,8 @@ interrupted, finished interrupted and the stop reconciled. Run by `nox -s claude
 Then the same binary through `LaunchingController` (`test_claude_real_under_the_lifecycle_...`): a `ClaudeSpec`
 on a hard-linked copy of the pinned install (L7 at construction and at bind), the engine in a direct cgroup as
 the engine account (another uid than the controller's, as a cohort's proof needs; its scratch directories are
-its own: `ClaudeSpec.engine_uid`), under the writer claim: take control, prompt, a read-only Bash tool (run
+its own: `ClaudeSpec.engine_uid`), or, parametrized, each execution as its own uid of an `EngineUids` range
+(issue 28 item 3 on Claude: the seal's directories given to each execution's uid at bind), under the writer claim: take control, prompt, a read-only Bash tool (run
 without asking), a `can_use_tool` answered allow once through the controller, interrupt, force stop with the
 cohort's proof, recover, the launch from the eligibility record `--resume`s the session at its leaf (K8),
 prompt again, force stop again. The permission flows (issue 32 item 4: P7, H5-H8) are
@@ -256,13 +257,47 @@ async def stopped(controller: LaunchingController, *, recover: bool) -> tuple[di
         await raw.close()
 
 
+# An engine uid per execution on the real binary: a range no account names here (checked), apart from the
+# other suites' ranges (tests_cohort 64100, tests_smoke's Pi 64200-64211, tests/ 64000 and 64300).
+UIDS_FIRST = 64240
+
+
+def uids_of(pid: int) -> tuple[list[int], list[int]]:
+    """(the real, effective, saved and file-system uids; the same gids) of a process."""
+    with open(f"/proc/{pid}/status") as f:
+        rows = {k: v.split() for k, _, v in (line.partition(":") for line in f)}
+    return [int(x) for x in rows["Uid"]], [int(x) for x in rows["Gid"]]
+
+
+@pytest.mark.parametrize("uids", ["the engine account", "a uid per execution"])
 def test_claude_real_under_the_lifecycle_prompt_tool_permission_interrupt_force_stop_recover_prompt(
-        claude: ClaudeInstall, scratch: Path, parent: str, engine_uid: Credentials) -> None:
+        claude: ClaudeInstall, scratch: Path, parent: str, engine_uid: Credentials, uids: str) -> None:
+    """With "a uid per execution" (`EngineUids`, issue 28 item 3 on Claude) the first execution and the one
+    recovered from its record run as two uids of the range no passwd entry names, in the engine group (all
+    four ids of the binary's process, read from /proc while it runs), each recorded in its claim with the
+    spawn marker and on its binding record: the seal's directories were made the first uid's at its bind and
+    handed to the second's at its (the transcript the first wrote 0600 is the second's, which `--resume`s and
+    appends to it), the project is the engine group's (setgid, group-writable), and each force stop ends with
+    the cohort's proof."""
+    import pwd  # noqa: PLC0415
+
+    from mosaic.controller import EngineUids  # noqa: PLC0415
+
+    per_execution = uids == "a uid per execution"
     fx = scratch / "fx"
     for d in ("proj", "operator-home", "claims", "cs"):
         (fx / d).mkdir(parents=True)
     os.chmod(fx / "claims", 0o700)
     os.chown(fx / "proj", engine_uid.uid, engine_uid.gid)  # the engine's tools write in its project
+    allocator = None
+    if per_execution:
+        for uid in range(UIDS_FIRST, UIDS_FIRST + 4):
+            with pytest.raises(KeyError):
+                pwd.getpwuid(uid)  # the range is nobody's account
+        os.chmod(fx / "proj", 0o2775)  # the engine group's: every execution's uid writes in it
+        state = tempfile.mkdtemp(prefix="mosaic-claude-smoke-uids-", dir=str(scratch))
+        os.chmod(state, 0o700)
+        allocator = EngineUids(UIDS_FIRST, 4, engine_uid.gid, state)
     project = os.path.realpath(fx / "proj")
     installed = readable_install(claude.root, str(scratch))
     sockets = tempfile.mkdtemp(prefix="mosaic-claude-smoke-sock-")
@@ -273,11 +308,13 @@ def test_claude_real_under_the_lifecycle_prompt_tool_permission_interrupt_force_
 
     def controller(server: ModelServer, eligibility: str | None = None) -> LaunchingController:
         spec = ClaudeSpec(project=project, seat="alpha", scratch=str(fx / "cs"), claude_dir=str(installed),
-                          base_url=server.base_url, api_key=FAKE_KEY, engine_uid=engine_uid.uid)
+                          base_url=server.base_url, api_key=FAKE_KEY,
+                          engine_uid=None if per_execution else engine_uid.uid)
         return LaunchingController(
             Placement(fixture_root=str(fx), claim_root=str(fx / "claims"), session_file=transcript,
                       socket_dir=tempfile.mkdtemp(prefix="c-", dir=sockets), home=str(fx / "operator-home")),
-            spec, launcher, verifier=FixtureVerifier(), stop_grace=2.0, eligibility=eligibility)
+            spec, launcher, verifier=FixtureVerifier(), stop_grace=2.0, eligibility=eligibility,
+            engine_uids=allocator)
 
     async def main() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -287,6 +324,8 @@ def test_claude_real_under_the_lifecycle_prompt_tool_permission_interrupt_force_
             await first.start()
             assert first.execution is not None and first.execution.ref is not None
             refs.append(first.execution.ref)
+            out["first_ids"] = uids_of(first.execution.ref.engine.pid)
+            out["first_engine_uid"] = first.core.binding_record()["engineUid"]
             try:
                 assert first.core.admission_open and not first.core.fences, first.core.fences
                 client = await ControllerClient.connect(first.socket_path, ping_interval=None)
@@ -329,6 +368,8 @@ def test_claude_real_under_the_lifecycle_prompt_tool_permission_interrupt_force_
             await second.start()
             assert second.execution is not None and second.execution.ref is not None
             refs.append(second.execution.ref)
+            out["second_ids"] = uids_of(second.execution.ref.engine.pid)
+            out["second_engine_uid"] = second.core.binding_record()["engineUid"]
             try:
                 out["second"] = {"mode": second.mode, "open": second.core.admission_open,
                                  "fences": dict(second.core.fences), "leaf": second.identity.leaf,
@@ -376,6 +417,18 @@ def test_claude_real_under_the_lifecycle_prompt_tool_permission_interrupt_force_
     assert first_stopped and first_stopped[-1].proof.kind is ProofKind.COHORT
     assert first_stopped[-1].proof.digest == proof["proof"]["verification"]["digest"]
     assert store.observe(seat, SessionKey("claude", SESSION_UUID)).free  # released by the second stop's proof
+    stopped_uids = [r.engine_uid for r in chain if r.state is State.STOPPED and r.proof.kind is ProofKind.COHORT]
+    if per_execution:  # two executions, two uids of the range, each its own, recorded, each stop proven
+        one, two = UIDS_FIRST, UIDS_FIRST + 1
+        assert out["first_ids"] == ([one] * 4, [engine_uid.gid] * 4), out["first_ids"]
+        assert out["second_ids"] == ([two] * 4, [engine_uid.gid] * 4), out["second_ids"]
+        assert (out["first_engine_uid"], out["second_engine_uid"]) == (one, two)
+        assert stopped_uids == [one, two], stopped_uids
+        assert os.stat(transcript).st_uid == two  # the first uid's transcript, handed to the second, resumed
+    else:  # the engine account, as before: no uid recorded
+        assert out["first_ids"][0] == [engine_uid.uid] * 4 and out["second_ids"][0] == [engine_uid.uid] * 4
+        assert (out["first_engine_uid"], out["second_engine_uid"]) == (None, None)
+        assert stopped_uids == [None, None], stopped_uids
 
 
 def test_L7_I4_at_bind_a_binary_swapped_since_construction_refuses_and_nothing_runs(claude: ClaudeInstall,

@@ -162,16 +162,25 @@ def build_sealed_args(*, session_id: str, resume: bool, model: str | None = None
     return args
 
 
-def _private_dir(path: str, what: str, owner: int | None = None) -> ClaudeRpcRefusal | None:
-    want = os.geteuid() if owner is None else owner
+_Owner = int | range | None  # a uid; a range (one of these uids, or ours: decided at launch); None: ours
+
+
+def _private_dir(path: str, what: str, owner: _Owner = None) -> ClaudeRpcRefusal | None:
+    if isinstance(owner, range):  # the uid of each launch is allocated later: ours until then, or a range uid's
+        ok: range | tuple[int, ...] = owner
+        want = f"this process's or a uid of {owner.start}-{owner.stop - 1}"
+    else:
+        ok = (os.geteuid() if owner is None else owner,)
+        want = f"uid {ok[0]}'s"
     try:
         st = os.lstat(path)
     except OSError as exc:
         return _refuse(f"{what} {path!r} cannot be checked: {exc.strerror}")
     if not stat.S_ISDIR(st.st_mode):
         return _refuse(f"{what} {path!r} is not a directory (a symlink is refused)")
-    if stat.S_IMODE(st.st_mode) != 0o700 or st.st_uid != want:
-        return _refuse(f"{what} {path!r} must be uid {want}'s with mode 0700, found uid {st.st_uid} mode "
+    mine = st.st_uid in ok or (isinstance(owner, range) and st.st_uid == os.geteuid())
+    if stat.S_IMODE(st.st_mode) != 0o700 or not mine:
+        return _refuse(f"{what} {path!r} must be {want} with mode 0700, found uid {st.st_uid} mode "
                        f"{stat.S_IMODE(st.st_mode):o}")
     return None
 
@@ -181,13 +190,14 @@ def _inside(path: str, root: str) -> bool:
 
 
 def check_env(env: Mapping[str, str], *, scratch: str | os.PathLike[str] | None = None,
-              owner: int | None = None) -> ClaudeRpcRefusal | None:
+              owner: _Owner = None) -> ClaudeRpcRefusal | None:
     """``None`` when ``env`` is a sealed environment, else the ``unsealed-engine`` refusal.
 
     Exactly :data:`REQUIRED_ENV` plus any of :data:`OPTIONAL_ENV`; the switches as in :data:`SWITCHES`; PATH
     a list of absolute directories; HOME, CLAUDE_CONFIG_DIR and CLAUDE_CODE_TMPDIR absolute and normalised;
     CLAUDE_CODE_TMPDIR a real directory of ours with mode 0700 (``owner``'s when given: the uid a contained
-    engine runs as, another than its controller's), and inside ``scratch`` when it is given.
+    engine runs as, another than its controller's; a ``range``: ours or one of its uids, for a launch whose
+    uid is allocated later, checked again with that uid), and inside ``scratch`` when it is given.
     """
     keys = set(env)
     missing = [k for k in REQUIRED_ENV if k not in keys]
@@ -230,12 +240,14 @@ def check_host(policy_dir: str | os.PathLike[str] = MANAGED_POLICY_DIR) -> Claud
 
 def sealed_env(scratch: str | os.PathLike[str], *, config_dir: str | os.PathLike[str] | None = None,
                base_url: str | None = None, api_key: str | None = None,
-               path: str = "/usr/bin:/bin", owner: int | None = None) -> dict[str, str]:
+               path: str = "/usr/bin:/bin", owner: _Owner = None) -> dict[str, str]:
     """A sealed environment for one execution whose scratch directory is ``scratch`` (absolute): HOME is
     ``scratch/home``, CLAUDE_CODE_TMPDIR ``scratch/tmp`` (both created mode 0700), CLAUDE_CONFIG_DIR
     ``config_dir`` or ``scratch/claude`` (created 0700 when it is the scratch one). ``api_key`` is only ever a
     fake key in tests. ``owner``: the uid a contained engine runs as; the directories made here are given to it
-    (``chown``, which needs the privilege to) and checked as its. Raises the ``unsealed-engine`` refusal when the
+    (``chown``, which needs the privilege to) and checked as its. A ``range`` (each launch's uid allocated
+    later from it): nothing is given to anyone here, the directories are checked as ours or a range uid's.
+    Raises the ``unsealed-engine`` refusal when the
     result does not pass :func:`check_env`."""
     base = os.path.normpath(os.fspath(scratch))
     if not os.path.isabs(base):
@@ -247,7 +259,7 @@ def sealed_env(scratch: str | os.PathLike[str], *, config_dir: str | os.PathLike
     made = ["HOME", "CLAUDE_CODE_TMPDIR"] + (["CLAUDE_CONFIG_DIR"] if config_dir is None else [])
     for key in made:
         os.makedirs(env[key], mode=0o700, exist_ok=True)
-        if owner is not None:
+        if isinstance(owner, int):
             os.chown(env[key], owner, -1, follow_symlinks=False)
     if base_url is not None:
         env["ANTHROPIC_BASE_URL"] = base_url
@@ -275,7 +287,8 @@ class SealedLaunch:
     resume: bool
     pinned: bool
     scratch: str
-    owner: int | None = None  # the uid the engine runs as, when not ours (its private directories are its)
+    # the uid the engine runs as, when not ours (its private directories are its); a range: allocated later
+    owner: _Owner = None
 
     @property
     def argv(self) -> list[str]:
@@ -287,7 +300,7 @@ def seal_launch(claude_dir: str | os.PathLike[str] | None, *, session_id: str, r
                 config_dir: str | os.PathLike[str] | None = None, base_url: str | None = None,
                 api_key: str | None = None, model: str | None = None, partial_messages: bool = False,
                 command: Sequence[str] | None = None,
-                policy_dir: str | os.PathLike[str] = MANAGED_POLICY_DIR, owner: int | None = None) -> SealedLaunch:
+                policy_dir: str | os.PathLike[str] = MANAGED_POLICY_DIR, owner: _Owner = None) -> SealedLaunch:
     """The sealed launch of the pinned binary in ``claude_dir`` (L7: the whole pin is checked first and a
     mismatch raises ``engine-pin-mismatch``; nothing is spawned), or of ``command`` (a fake engine's
     test hook, ``claude_dir`` ``None``: not the pinned engine, not pin-checked). Raises ``unsealed-engine``

@@ -228,19 +228,27 @@ class Engine(Protocol):
     @property
     def limits(self) -> EngineLimits | None: ...
     @property
-    def state_dirs(self) -> tuple[str, ...]: ...  # handed to each execution's uid before its launch
+    def state_dirs(self) -> tuple[str, ...]:
+        """What the engine keeps and writes besides its session file (Pi: its agent dir and HOME, as configured;
+        Claude: those and the seal's HOME, config and private temp directories): every one checked by the
+        live-session guard at construction and at bind, and handed to each execution's uid before its launch."""
 
     def place(self, session_path: str) -> Place:
         """Where the session file (its real path) is; refuses `configuration` for a path the engine cannot use."""
     def read(self, place: Place) -> SessionRead:
         """Read the session file (blocking); refuses `configuration` for one with no header."""
     def conversation(self, place: Place) -> str: ...  # the conversation id clients see
-    def argv(self, session_path: str) -> list[str]:
-        """The sealed argv (refuses an unpinned or unsealed engine: `engine-pin-mismatch`, `unsealed-engine`)."""
+    def argv(self, session_path: str, *, uids: range | None = None) -> list[str]:
+        """The sealed argv (refuses an unpinned or unsealed engine: `engine-pin-mismatch`, `unsealed-engine`).
+        `uids`: each execution runs as a uid of this range, allocated at its launch (`bind` names it); what
+        the seal makes for the engine's uid is made as this process's until then (Claude's private
+        directories; Pi's seal names no uid)."""
     def pins(self, argv: Sequence[str]) -> Pins: ...  # the binary and argv pins as they are now
-    def bind(self, argv: Sequence[str]) -> None:
-        """At bind, right before the spawn marker: the engine's launch checked again (Claude: L7 on the
-        binary's bytes, the seal; Pi: nothing more than at construction). Raises the refusal."""
+    def bind(self, argv: Sequence[str], *, uid: int | None = None) -> None:
+        """At bind, right before the spawn marker (after the execution's uid, if any, is allocated and the
+        state dirs handed to it): the engine's launch made `uid`'s and checked again (Claude: its private
+        directories given to `uid`, L7 on the binary's bytes, the seal as `uid`'s; Pi: nothing more than at
+        construction). Raises the refusal."""
     def loadable(self, identity: SessionRead) -> None:
         """Refuses `session-drift` when the engine would write to the file at load (a torn tail)."""
     async def load_check(self, link: EngineLink, *, bound: float, session_file: str, identity: SessionRead,

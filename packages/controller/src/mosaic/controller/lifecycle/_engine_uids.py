@@ -28,7 +28,8 @@ The rules this file keeps:
 4. **What the engine keeps.** Pi keeps state in its agent dir and HOME (its credential store `auth.json` is
    created 0600: found on the real Pi, a second execution under another uid failed its turn "Credential
    store read failed ... EACCES"). Before each launch under an allocated uid, `hand_over` gives that uid
-   every entry of the engine's state directories (`PiSpec.state_dirs`) that a uid of the range owns,
+   every entry of the engine's state directories (`Engine.state_dirs`: `PiSpec.state_dirs`; Claude's, the
+   seal's HOME, config and temp directories besides `ClaudeSpec.state_dirs`) that a uid of the range owns,
    as systemd does for a DynamicUser= service's StateDirectory=: a walk that never follows a symlink nor
    leaves the directory's file system, `lchown` only of what the range owns (never anyone else's), and a
    regular file with more than one link left as it is (a hard link an earlier engine made to another

@@ -177,10 +177,11 @@ class LaunchingController(Recovering):
         self.claim_root_real = self.guard.check(placement.claim_root, what="claim root")
         self.place: Place = self.engine.place(self.session_real)
         self.identity: SessionRead = self.engine.read(self.place)
-        # The engine's state directories, handed to each allocated uid before its launch: never a live one.
-        for state_dir in self.engine.state_dirs:
-            self.guard.check(state_dir, what="engine state directory")
-        self.argv = self.engine.argv(self.session_real)
+        # The engine's state directories (Claude's: the seal's HOME, config and temp directories too, named
+        # before the seal makes them), handed to each allocated uid before its launch: never a live one, here
+        # and at bind (G3: the same real paths).
+        self.state_real = {d: self.guard.check(d, what="engine state directory") for d in self.engine.state_dirs}
+        self.argv = self.engine.argv(self.session_real, uids=None if engine_uids is None else engine_uids.uids)
         self.pins = self.engine.pins(self.argv)
         self.conversation = self.engine.conversation(self.place)
         self.seat_key = SeatKey(self.place.seat, self.place.project, placement.workspace or self.place.project)
@@ -255,6 +256,8 @@ class LaunchingController(Recovering):
         at construction, and neither is live now. Raises `live-session-refused`."""
         self.guard.bind(self.placement.session_file, what="session file", expected=self.session_real)
         self.guard.bind(self.placement.claim_root, what="claim root", expected=self.claim_root_real)
+        for state_dir, real in self.state_real.items():
+            self.guard.bind(state_dir, what="engine state directory", expected=real)
 
     async def _bind(self) -> StartStep:
         self._bind_paths()  # before the claim root is opened: a swapped path gets no claim written into it
@@ -305,9 +308,9 @@ class LaunchingController(Recovering):
         assert claim is not None
         # Bind again, right before anything is spawned: a swap since start() (G3) stops it here.
         self._bind_paths()
-        await self._bind_engine(claim)
         await self._reserve_stop_room(claim)
         engine = await self._engine_uid(claim)
+        await self._bind_engine(claim, None if engine is None else engine.uid)
         await self.claims.mark_spawn(claim, None if engine is None else engine.uid)
         self._step("spawn-marker")
         handle = await launch(self.pool, self.cohort, claim.unit_name, self.argv, env=self.engine.env,
@@ -337,16 +340,21 @@ class LaunchingController(Recovering):
         self._serving = (config, link, core_link)
         return "serve"
 
-    async def _bind_engine(self, claim: Claim) -> None:
-        """At bind, before the spawn marker: the engine's launch checked again (`Engine.bind`: Claude's L7 and
-        seal). A refusal releases the reservation with the never-spawned proof; nothing is spawned."""
+    async def _bind_engine(self, claim: Claim, uid: int | None) -> None:
+        """At bind, right before the spawn marker: the engine's launch made the execution's `uid`'s (Claude's
+        private directories) and checked again (`Engine.bind`: Claude's L7 and seal). A refusal releases the
+        reservation with the never-spawned proof; nothing is spawned."""
         try:
-            await self.pool.run(lambda: self.engine.bind(self.argv))
+            await self.pool.run(lambda: self.engine.bind(self.argv, uid=uid))
         except Refusal as refusal:
             note = await self._never_spawned(claim, f"the engine failed its check at bind: {refusal.code}")
             if note:
                 logger.warning("after the bind check refused: %s", note)
             raise
+        except OSError as exc:  # its directories could not be given to its uid
+            note = await self._never_spawned(claim, "the engine's directories could not be given to its uid")
+            raise ControlRefusal("configuration", f"the engine's directories could not be given to engine uid "
+                                                  f"{uid}: {exc}; nothing was spawned{note}") from None
 
     async def _reserve_stop_room(self, claim: Claim) -> None:
         """Before the spawn marker: preallocate, in both key directories, room for the claim revisions the
@@ -389,8 +397,10 @@ class LaunchingController(Recovering):
         except ControlRefusal as refusal:
             await self._never_spawned(claim, "no engine uid was free")
             raise refusal from None
-        # What the engine keeps (Pi's credential store is 0600) is this uid's now (`_engine_uids` rule 4).
-        dirs = tuple(self.guard.check(d, what="engine state directory") for d in self.engine.state_dirs)
+        # What the engine keeps (Pi's credential store is 0600, Claude's transcript too) is this uid's now
+        # (`_engine_uids` rule 4); the paths are the ones checked at construction and again at bind.
+        dirs = tuple(self.guard.bind(d, what="engine state directory", expected=real)
+                     for d, real in self.state_real.items())
         await self.pool.run(lambda: hand_over(dirs, uid, uids.uids))
         self._step("engine-uid")
         return Credentials(uid, uids.gid, ())

@@ -32,7 +32,7 @@ START_STEPS: Mapping[StartStep, frozenset[StartStep]] = MappingProxyType({
     "classify": frozenset({"launch-new", "take-over-held"}),  # restart classification (free, or held)
     "launch-new": frozenset({"spawn"}),  # loadable, acquire
     "take-over-held": frozenset({"continue-stop", "serve-orphan"}),  # the refusals; adopt, top up, rediscover
-    "spawn": frozenset({"serve"}),  # bind, stop room, engine uid, spawn marker, launch, link, load check, active
+    "spawn": frozenset({"serve"}),  # bind, stop room, engine uid, the engine's bind check, spawn marker, launch, ...
     "continue-stop": frozenset({"serve"}),  # K10, K11: the recorded stop re-run from TERM
     "serve-orphan": frozenset({"serve"}),  # W6, W13: served uncertain, force stop the way on
     "serve": frozenset({"settle-eligibility", "done"}),

@@ -74,9 +74,11 @@ class ClaudeDescription(Protocol):
     def engine_uid(self) -> int | None: ...
 
 
-def sealed_launch(spec: ClaudeDescription, place: ClaudePlace, identity: ClaudeSessionRead) -> SealedLaunch:
+def sealed_launch(spec: ClaudeDescription, place: ClaudePlace, identity: ClaudeSessionRead, *,
+                  owner: int | range | None = None) -> SealedLaunch:
     """The sealed launch for the claimed session (rule 1): `--resume` when its transcript exists, else
-    `--session-id`. Raises `configuration` (neither an install nor a command), claude-rpc's refusals
+    `--session-id`; its private directories `owner`'s (claude-rpc `seal_launch(owner=)`; None: the spec's
+    `engine_uid`). Raises `configuration` (neither an install nor a command), claude-rpc's refusals
     (`engine-pin-mismatch`, `unsealed-engine`)."""
     if spec.command is None and spec.claude_dir is None:
         raise ControlRefusal("configuration", "a Claude engine needs the pinned install's directory or a command")
@@ -85,7 +87,7 @@ def sealed_launch(spec: ClaudeDescription, place: ClaudePlace, identity: ClaudeS
                            resume=identity.exists, scratch=spec.scratch, cwd=spec.project,
                            config_dir=spec.config_dir, base_url=spec.base_url, api_key=spec.api_key,
                            model=spec.model, partial_messages=spec.partial_messages, command=spec.command,
-                           owner=spec.engine_uid)
+                           owner=spec.engine_uid if owner is None else owner)
     except OSError as exc:  # the scratch directories cannot be made
         raise ControlRefusal("configuration", f"the Claude engine's scratch directory: {exc}") from None
 

@@ -48,13 +48,13 @@ class PiEngine:
     def conversation(self, place: Place) -> str:
         return conversation_id(place.project, place.seat, place.name)
 
-    def argv(self, session_path: str) -> list[str]:
-        return sealed_argv(self.spec, session_path)
+    def argv(self, session_path: str, *, uids: range | None = None) -> list[str]:
+        return sealed_argv(self.spec, session_path)  # Pi's seal names no uid: the same argv for every one
 
     def pins(self, argv: Sequence[str]) -> Pins:
         return current_pins(self.spec, argv)
 
-    def bind(self, argv: Sequence[str]) -> None:
+    def bind(self, argv: Sequence[str], *, uid: int | None = None) -> None:
         """Pi's pins are checked at construction and at recover (`engines/pi/_launch` rule 1): nothing more at bind."""
 
     def loadable(self, identity: SessionRead) -> None:
