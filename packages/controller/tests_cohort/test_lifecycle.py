@@ -337,8 +337,12 @@ def test_K4_two_controllers_stop_one_the_other_still_answers(world: World, tmp_p
         asyncio.run(main())
         assert populated(os.path.join(world.lab.paths(b.ref.unit)[1], "engine"))
         # The stopped one's cgroup is gone (released and removed by its recorded identity) or empty.
+        # Its release may still be removing it in the background: a read that finds it gone counts as gone.
         stopped_engine = os.path.join(world.lab.paths(a.ref.unit)[1], "engine")
-        assert not os.path.isdir(stopped_engine) or not populated(stopped_engine)
+        try:
+            assert not populated(stopped_engine)
+        except FileNotFoundError:
+            pass  # gone
     finally:
         problems = other.cleanup()
         assert not problems, problems
