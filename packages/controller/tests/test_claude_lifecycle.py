@@ -28,9 +28,10 @@ from mosaic.claude_rpc.testing.drive import FAKE_KEY
 from mosaic.claude_rpc.testing.fake_engine import fake_engine_command
 from mosaic.claude_rpc.testing.recordings import OTHER_SESSION_UUID, SESSION_UUID, U1
 from mosaic.controller import Hooks, LaunchingController, Placement
-from mosaic.controller.client import Admitted, ControllerClient
+from mosaic.controller.client import Admitted, ControllerClient, Refused
 from mosaic.controller.engines.claude import (
     ClaudeSpec,
+    ClaudeWire,
     claude_place,
     claude_slug,
     read_transcript,
@@ -456,6 +457,46 @@ def test_L1_observe_serves_the_claude_seats_history_pages_once_a_receipt_names_t
                 assert "hello history" in page and "Reply to: hello history" in page
             finally:
                 await raw.close()
+
+    asyncio.run(main())
+
+
+def test_W10_issue27_claude_a_foreign_entry_appended_between_turns_refuses_the_next_prompt_session_drift(
+        tmp_path: Path) -> None:
+    """The idle drift check on Claude under the lifecycle (the fake engine writes its transcript as the binary
+    does, each entry by the uuid its stream names): two turns pass the check (the engine's own appends); another
+    writer appends a user entry while the engine is idle; the next prompt is refused `session-drift` before a
+    byte of it is written, the binding uncertain, the marker naming `unknown-id`."""
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            controller = lab.controller()
+            await controller.start()
+            client = await ControllerClient.connect(controller.socket_path, ping_interval=None)
+            try:
+                await client.observe()
+                await client.takeover()
+                await prompt_finished(client, "hello one")
+                await prompt_finished(client, "BASH: echo two")
+                assert controller.runtime is not None
+                core = controller.runtime.core
+                link = core.link
+                assert isinstance(link, ClaudeWire)
+                assert core.drift_verdict is not None and not core.drift_verdict.drift, core.drift_verdict
+                last = json.loads(Path(lab.transcript).read_bytes().splitlines()[-1])
+                foreign = {**last, "type": "user", "uuid": "f0000000-0000-4000-8000-000000000001",
+                           "parentUuid": last.get("uuid") or last.get("leafUuid"),
+                           "message": {"role": "user", "content": "from another writer"}}
+                with open(lab.transcript, "ab") as f:
+                    f.write(json.dumps(foreign).encode() + b"\n")
+                told = link.told(None)
+                refused = await client.prompt("hello three")
+                assert isinstance(refused, Refused) and refused.refusal.code == "session-drift", refused
+                verdict = core.drift_verdict
+                assert verdict is not None and verdict.drift and verdict.reason == "unknown-id", verdict
+                assert not core.admission_open and link.told(None) == told  # no user message started
+                assert b"hello three" not in Path(lab.transcript).read_bytes()
+            finally:
+                await client.aclose()
 
     asyncio.run(main())
 

@@ -4,9 +4,9 @@ check at bind, whether Claude can load the session without writing to it, K8's l
 (`engines/claude/_launch`), the history pages (`engines/claude/_history`) and the core's rules
 (`CLAUDE_RULES`).
 
-The idle drift check is not built for Claude yet: `drift` is None, so the core runs none (its rule 8 off, as
-for a core configured without one) and the lifecycle reads no session file for it. The transcript-side check
-the issue asks for (item 3) is the next slice."""
+The idle drift check (`engines/claude/_drift`): `drift` gives the claimed session id and, for a transcript that
+existed at the claim, its baseline (the read K8 compared: identity, digest, lines, the recorded leaf), so the
+first check goes on from the claim's bytes and proves the first prompt hangs on the leaf."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from mosaic.writer_claim import Pins
 
 from .._seam import EngineRules, PageReader, Place, SessionRead
 from .._verdict import DriftConfig
+from ._drift import baseline
 from ._history import history_reader
 from ._launch import ClaudeDescription, bind_check, current_pins, load_check, loadable, sealed_launch
 from ._session import ClaudePlace, ClaudeSessionRead, claude_place, read_transcript
@@ -86,7 +87,11 @@ class ClaudeEngine:
                                 step=step)
 
     def drift(self, identity: SessionRead) -> DriftConfig | None:
-        return None  # module docstring: not built for Claude yet
+        read = _identity(identity)
+        if not read.exists:
+            return DriftConfig(read.header_id)
+        return DriftConfig(read.header_id, baseline=baseline(read.size, read.sha256, read.lines, dev=read.dev,
+                                                             ino=read.inode, leaf=read.leaf))
 
     def history(self, place: Place) -> tuple[str, PageReader]:
         return history_reader(_claude(place))
