@@ -4,12 +4,11 @@ stream-json wire. The core's half of the seam: `ClaudeRules` (`CLAUDE_RULES`, `C
 reading (`read`, `INTERRUPTED_TEXT`), its overlap table (`CLAUDE_OVERLAP_SIGNALS`) and text policy
 (`text_problem`). The lifecycle's half: `ClaudeSpec` (how to run Claude: the `EngineFactory` a `LaunchingController`
 takes; its `engine()` is the seam's `Engine`) and what it reads of a transcript (`claude_place`, `claude_slug`,
-`read_transcript`). The idle transcript drift check (`engines/claude/_drift`, its reasons `CLAUDE_DRIFT_REASONS`)
+`read_transcript`). The idle transcript drift check (`engines/claude/_drift`)
 compares the entries Claude's stream named with the transcript, incrementally from the claim's read."""
 
 from __future__ import annotations
 
-from ._drift import CLAUDE_DRIFT_REASONS
 from ._link import ClaudeCommand, ClaudeWire
 from ._read import INTERRUPTED_TEXT, read
 from ._session import claude_place, claude_slug, read_transcript
@@ -18,7 +17,6 @@ from ._tables import CLAUDE_OVERLAP_SIGNALS, text_problem
 from ._wire import CLAUDE_RULES, ClaudeRules
 
 __all__ = [
-    "CLAUDE_DRIFT_REASONS",
     "CLAUDE_OVERLAP_SIGNALS",
     "CLAUDE_RULES",
     "INTERRUPTED_TEXT",
