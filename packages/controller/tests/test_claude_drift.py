@@ -258,3 +258,31 @@ def test_claude_wire_names_what_the_binary_wrote_and_answers_entries_only_when_i
             assert isinstance(got, EngineList) and [e["uuid"] for e in got.entries] == main[1:], got
         else:
             assert not isinstance(got, EngineList) and not got.ok and "requires_action" in got.error
+
+
+def test_claude_drift_the_file_removed_replaced_shrunk_and_out_of_order_and_the_readmes_reasons(tmp_path: Path) -> None:
+    """The file-level reasons as on Pi, the told entries in another order (`not-prefix`), and the README's table
+    of Claude's reasons is exactly the reasons these tests see."""
+    seen: set[str] = set()
+    t = Transcript(tmp_path / "a")
+    base = baseline(t)
+    seen.add(CLAUDE_RULES.check_appended(EngineList((), None), None, checkpoint=base).reason or "")
+    fresh = t.path.with_suffix(".new")
+    fresh.write_bytes(t.path.read_bytes())
+    os.replace(fresh, t.path)  # the same bytes, another inode
+    seen.add(t.check(base, EngineList((), None)).reason or "")
+    t2 = Transcript(tmp_path / "b")
+    t2.path.write_bytes(b"".join(LINES[:FIRST - 1]))
+    seen.add(t2.check(baseline(t2), EngineList((), None)).reason or "")
+    t3 = Transcript(tmp_path / "c")
+    t3.append(b"".join(LINES[FIRST:SECOND]))
+    engine = told(LINES[FIRST:SECOND])
+    swapped = EngineList((engine.entries[0], engine.entries[2], engine.entries[1], engine.entries[3]), None)
+    seen.add(t3.check(baseline(t3), swapped).reason or "")
+    assert seen == {"file-removed", "file-replaced", "file-shrank", "not-prefix"}, seen
+    seen |= {"partial-line", "invalid-line", "session-id", "unknown-id", "duplicate-id", "disk-behind",
+             "prefix-changed", "not-resumed"}  # the tests above
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("| reason | what was seen |", 1)[1].split("\n\n", 1)[0]
+    listed = {r for row in table.splitlines()[2:] for r in row.split("|")[1].replace("`", "").replace(",", " ").split()}
+    assert listed == seen, listed ^ seen
