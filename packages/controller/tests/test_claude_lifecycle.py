@@ -540,7 +540,7 @@ def test_E4_claude_a_page_holding_transcript_bytes_no_check_verified_is_not_a_qu
     asyncio.run(main())
 
 
-def test_H16_W12_claude_a_second_controller_for_the_same_session_refuses_and_the_first_is_untouched(
+def test_H16_claude_W12_a_second_controller_for_the_same_session_refuses_and_the_first_is_untouched(
         tmp_path: Path) -> None:
     """H16 on Claude (the lifecycle's claim, W1/W2/W12): a second controller for the session a running one
     holds refuses `already-active` at start, launching nothing; the first still takes a prompt to finished."""

@@ -135,18 +135,18 @@ def _compare(data: bytes, first_line: int, engine: Sequence[Any], *, session: st
     told: list[tuple[int, Mapping[str, Any]]] = []
     closing: dict[str, Mapping[str, Any]] = {}
     for number, raw in enumerate(lines, start=first_line):
-        entry = _object(raw)
-        if entry is None or not isinstance(entry.get("type"), str):
+        obj = _object(raw)
+        if obj is None or not isinstance(obj.get("type"), str):
             raise _Drift("invalid-line", "not a JSON object with a string type", number)
-        sid = entry.get("sessionId")
+        sid = obj.get("sessionId")
         if sid is not None and session is not None and sid != session:
             raise _Drift("session-id", f"the line names session {sid!r}, the engine's is {session!r}", number)
-        if not _told(entry):
+        if not _told(obj):
             continue
-        if first and not told and _synthetic(entry) and entry["uuid"] not in want:
-            closing[entry["uuid"]] = entry  # rule 5: the resume's closing entry, before the first prompt
+        if first and not told and _synthetic(obj) and obj["uuid"] not in want:
+            closing[obj["uuid"]] = obj  # rule 5: the resume's closing entry, before the first prompt
             continue
-        told.append((number, entry))
+        told.append((number, obj))
     seen: set[str] = set()
     for index, (number, entry) in enumerate(told):
         uuid = entry["uuid"]
