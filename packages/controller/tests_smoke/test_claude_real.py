@@ -163,7 +163,15 @@ def test_claude_real_drift_the_binarys_own_appends_pass_and_a_foreign_entry_refu
                         with open(transcript, "ab") as f:
                             f.write(json.dumps(foreign).encode() + b"\n")
                         told = wire.told(None)
-                        refused = await client.prompt("hello again")
+                        # After a Bash turn the binary writes `system/background_tasks_changed` once idle: that
+                        # record voids the check in flight and a new one runs, during which a prompt is refused
+                        # `busy` (the core's rule: nothing is written); the client keeps its text and asks again.
+                        async with asyncio.timeout(WAIT):
+                            while True:
+                                refused = await client.prompt("hello again")
+                                if not (isinstance(refused, Refused) and refused.refusal.code == "busy"):
+                                    break
+                                await asyncio.sleep(0.2)
                         assert isinstance(refused, Refused) and refused.refusal.code == "session-drift", refused
                         verdict = core.drift_verdict
                         assert verdict is not None and verdict.reason == "unknown-id", verdict
