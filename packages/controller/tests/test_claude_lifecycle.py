@@ -28,9 +28,10 @@ from mosaic.claude_rpc.testing.drive import FAKE_KEY
 from mosaic.claude_rpc.testing.fake_engine import fake_engine_command
 from mosaic.claude_rpc.testing.recordings import OTHER_SESSION_UUID, SESSION_UUID, U1
 from mosaic.controller import Hooks, LaunchingController, Placement
-from mosaic.controller.client import Admitted, ControllerClient
+from mosaic.controller.client import Admitted, ControllerClient, Refused
 from mosaic.controller.engines.claude import (
     ClaudeSpec,
+    ClaudeWire,
     claude_place,
     claude_slug,
     read_transcript,
@@ -456,6 +457,110 @@ def test_L1_observe_serves_the_claude_seats_history_pages_once_a_receipt_names_t
                 assert "hello history" in page and "Reply to: hello history" in page
             finally:
                 await raw.close()
+
+    asyncio.run(main())
+
+
+def test_W10_issue27_claude_a_foreign_entry_appended_between_turns_refuses_the_next_prompt_session_drift(
+        tmp_path: Path) -> None:
+    """The idle drift check on Claude under the lifecycle (the fake engine writes its transcript as the binary
+    does, each entry by the uuid its stream names): two turns pass the check (the engine's own appends); another
+    writer appends a user entry while the engine is idle; the next prompt is refused `session-drift` before a
+    byte of it is written, the binding uncertain, the marker naming `unknown-id`."""
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            controller = lab.controller()
+            await controller.start()
+            client = await ControllerClient.connect(controller.socket_path, ping_interval=None)
+            try:
+                await client.observe()
+                await client.takeover()
+                await prompt_finished(client, "hello one")
+                await prompt_finished(client, "BASH: echo two")
+                assert controller.runtime is not None
+                core = controller.runtime.core
+                link = core.link
+                assert isinstance(link, ClaudeWire)
+                assert core.drift_verdict is not None and not core.drift_verdict.drift, core.drift_verdict
+                last = json.loads(Path(lab.transcript).read_bytes().splitlines()[-1])
+                foreign = {**last, "type": "user", "uuid": "f0000000-0000-4000-8000-000000000001",
+                           "parentUuid": last.get("uuid") or last.get("leafUuid"),
+                           "message": {"role": "user", "content": "from another writer"}}
+                with open(lab.transcript, "ab") as f:
+                    f.write(json.dumps(foreign).encode() + b"\n")
+                told = link.told(None)
+                refused = await client.prompt("hello three")
+                assert isinstance(refused, Refused) and refused.refusal.code == "session-drift", refused
+                verdict = core.drift_verdict
+                assert verdict is not None and verdict.drift and verdict.reason == "unknown-id", verdict
+                assert not core.admission_open and link.told(None) == told  # no user message started
+                assert b"hello three" not in Path(lab.transcript).read_bytes()
+            finally:
+                await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_E4_claude_a_page_holding_transcript_bytes_no_check_verified_is_not_a_quiet_cut(tmp_path: Path) -> None:
+    """E4's page-before-persist half on Claude (the seam): the history page is chat-pages' read of the
+    transcript, its `snapshotDigest` the SHA-256 of the bytes it shows; the cut is quiet only when those are
+    the bytes the last clean drift check verified. After a checked turn it is; once bytes no check verified are
+    on the page (another line appended while idle), it is not."""
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            controller = lab.controller()
+            await controller.start()
+            receipt = Path(lab.project) / ".pi" / "state" / "alpha" / "session-id"
+            receipt.parent.mkdir(parents=True)
+            receipt.write_text(SID + "\n")
+            raw = await RawClient.connect(controller.socket_path)
+            client = await ControllerClient.connect(controller.socket_path, ping_interval=None)
+            try:
+                await client.observe()
+                await client.takeover()
+                await prompt_finished(client, "hello seam")
+                assert controller.runtime is not None
+                verdict = controller.runtime.core.drift_verdict
+                checkpoint = verdict.checkpoint if verdict is not None else None
+                assert checkpoint is not None and checkpoint.entries == 2, checkpoint
+                quiet = (await raw.call("observe"))["result"]
+                assert quiet["history"]["ok"] is True and quiet["seam"]["quiet"] is True, quiet["seam"]
+                assert quiet["history"]["page"]["snapshotDigest"] == checkpoint.sha256
+                last = [e for e in map(json.loads, Path(lab.transcript).read_bytes().splitlines()) if "uuid" in e][-1]
+                more = {**last, "type": "user", "uuid": "f0000000-0000-4000-8000-000000000002",
+                        "parentUuid": last["uuid"], "message": {"role": "user", "content": "a line no check saw"}}
+                with open(lab.transcript, "ab") as f:
+                    f.write(json.dumps(more).encode() + b"\n")
+                loud = (await raw.call("observe"))["result"]
+                assert loud["history"]["ok"] is True and loud["seam"]["quiet"] is False, loud["seam"]
+            finally:
+                await client.aclose()
+                await raw.close()
+
+    asyncio.run(main())
+
+
+def test_H16_claude_W12_a_second_controller_for_the_same_session_refuses_and_the_first_is_untouched(
+        tmp_path: Path) -> None:
+    """H16 on Claude (the lifecycle's claim, W1/W2/W12): a second controller for the session a running one
+    holds refuses `already-active` at start, launching nothing; the first still takes a prompt to finished."""
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            first = lab.controller()
+            await first.start()
+            units = dict(lab.cohort.units)
+            second = lab.controller()
+            with pytest.raises(Refusal) as refused:
+                await second.start()
+            assert refused.value.code == "already-active", refused.value
+            assert lab.cohort.units == units  # nothing launched for the second
+            client = await ControllerClient.connect(first.socket_path, ping_interval=None)
+            try:
+                await client.observe()
+                await client.takeover()
+                await prompt_finished(client, "still mine")
+            finally:
+                await client.aclose()
 
     asyncio.run(main())
 

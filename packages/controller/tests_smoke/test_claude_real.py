@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -41,8 +42,9 @@ from mosaic.claude_rpc.testing import ModelServer
 from mosaic.claude_rpc.testing.drive import FAKE_KEY
 from mosaic.claude_rpc.testing.recordings import SESSION_UUID
 from mosaic.controller import LaunchingController, Placement
-from mosaic.controller.client import Admitted, ControllerClient
+from mosaic.controller.client import Admitted, ControllerClient, Refused
 from mosaic.controller.core import ControllerCore, CoreConfig
+from mosaic.controller.engines import DriftConfig
 from mosaic.controller.engines.claude import (
     CLAUDE_RULES,
     ClaudeSpec,
@@ -50,7 +52,7 @@ from mosaic.controller.engines.claude import (
     claude_slug,
 )
 from mosaic.controller.runtime import ControllerRuntime
-from mosaic.controller.testing import RawClient, private_socket_dir, readable_install
+from mosaic.controller.testing import RawClient, private_socket_dir, readable_install, session_reader
 from mosaic.pi_rpc import EngineLink
 from mosaic.safe_open import Refusal
 from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, State
@@ -105,6 +107,76 @@ def test_claude_real_take_control_prompt_finish_interrupt(claude: ClaudeInstall,
                         assert cut.receipt is not None
                         assert cut.receipt_state == "finished" and cut.receipt["turnState"] == "interrupted", cut
                         assert core.admission_open and not core.overlaps
+                    finally:
+                        await client.aclose()
+                finally:
+                    await runtime.aclose()
+            finally:
+                await link.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_claude_real_drift_the_binarys_own_appends_pass_and_a_foreign_entry_refuses_the_next_prompt(
+        claude: ClaudeInstall, tmp_path: Path) -> None:
+    """The idle transcript drift check on the real binary (issue 32 item 3, `engines/claude/_drift`): the
+    stream's uuids are the transcript's entries (the check's premise: a text turn and a Bash turn pass it, the
+    told entries counted), and an entry another writer appends while the engine is idle refuses the next prompt
+    `session-drift` (`unknown-id`) before a byte of it is written."""
+    async def scenario() -> None:
+        with ModelServer() as server, private_socket_dir() as sockets:
+            (tmp_path / "proj").mkdir()
+            launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
+                                 cwd=tmp_path / "proj", base_url=server.base_url, api_key=FAKE_KEY)
+            config = Path(launch.env["CLAUDE_CONFIG_DIR"])
+            transcript = config / "projects" / claude_slug(str((tmp_path / "proj").resolve())) / f"{SESSION_UUID}.jsonl"
+            wire = CLAUDE_RULES.new_wire(command_bound=30.0)
+            assert isinstance(wire, ClaudeWire)
+            wire.claude.expected_session_id = SESSION_UUID
+            link = await EngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, core=wire, clock=time.time)
+            try:
+                core = ControllerCore(CoreConfig(conversation="claude-conversation", execution="exec-1",
+                                                 binding="binding-1", incarnation="inc-" + "a" * 32,
+                                                 engine=CLAUDE_RULES, drift=DriftConfig(SESSION_UUID)),
+                                      now=time.time(), link=wire)
+                runtime = ControllerRuntime(core, link, os.path.join(sockets, "c.sock"),
+                                            session_reader=session_reader(config, transcript))
+                await runtime.start()
+                try:
+                    client = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
+                    try:
+                        await client.observe()
+                        await client.takeover()
+                        for text in ("hello real", "BASH: echo drift"):
+                            await finished(client, text)
+                            await runtime.wait_core(lambda c: c.drift_check is None and c.drift_verdict is not None,
+                                                    WAIT)
+                            verdict = core.drift_verdict
+                            assert verdict is not None and not verdict.drift, verdict
+                        # A text turn names 2 entries (the prompt, the reply), a Bash turn 4 (the prompt, the
+                        # tool call, its result, the reply): every one found on disk in the stream's order.
+                        assert verdict.disk_entries == verdict.engine_entries == 6, verdict
+                        last = json.loads(transcript.read_bytes().splitlines()[-1])
+                        foreign = {"parentUuid": None, "isSidechain": False, "type": "user",
+                                   "uuid": "f0000000-0000-4000-8000-000000000001", "sessionId": SESSION_UUID,
+                                   "message": {"role": "user", "content": "from another writer"}}
+                        assert last.get("sessionId") in (None, SESSION_UUID)
+                        with open(transcript, "ab") as f:
+                            f.write(json.dumps(foreign).encode() + b"\n")
+                        told = wire.told(None)
+                        # After a Bash turn the binary writes `system/background_tasks_changed` once idle: that
+                        # record voids the check in flight and a new one runs, during which a prompt is refused
+                        # `busy` (the core's rule: nothing is written); the client keeps its text and asks again.
+                        async with asyncio.timeout(WAIT):
+                            while True:
+                                refused = await client.prompt("hello again")
+                                if not (isinstance(refused, Refused) and refused.refusal.code == "busy"):
+                                    break
+                                await asyncio.sleep(0.2)
+                        assert isinstance(refused, Refused) and refused.refusal.code == "session-drift", refused
+                        verdict = core.drift_verdict
+                        assert verdict is not None and verdict.reason == "unknown-id", verdict
+                        assert wire.told(None) == told and b"hello again" not in transcript.read_bytes()
                     finally:
                         await client.aclose()
                 finally:

@@ -280,8 +280,10 @@ class FakeClaude:
             turn.requests += 1
             message, blocks, partial = await self.ask_model(turn, system)
             if turn.aborted:
-                if partial is not None:
-                    await self.emit(wire.assistant(message, partial, session=self.session, prompt=cmd.uuid, aborted=True))
+                if partial is not None:  # the binary writes the cut reply too, then the interruption note
+                    entry = self.transcript.entry("assistant", {"role": "assistant", "content": [partial]})
+                    await self.emit(wire.assistant(message, partial, session=self.session, prompt=cmd.uuid,
+                                                   aborted=True, uuid=entry))
                 await self.say(wire.user_text(wire.INTERRUPTED, session=self.session))
                 return self._result(turn, ok=False, stop=None, extra=1, terminal="aborted_streaming")
             self.history.append({"role": "assistant", "content": blocks})
@@ -351,8 +353,8 @@ class FakeClaude:
                     if current.get("type") == "tool_use":
                         current["input"] = json.loads(raw_json or "{}")
                     blocks.append(current)
-                    self.transcript.entry("assistant", {"role": "assistant", "content": [current]})
-                    await self.emit(wire.assistant(message, current, session=self.session, prompt=prompt))
+                    entry = self.transcript.entry("assistant", {"role": "assistant", "content": [current]})
+                    await self.emit(wire.assistant(message, current, session=self.session, prompt=prompt, uuid=entry))
                     current = None
                 if self.o.partial:
                     await self.emit({"type": "stream_event", "event": data, "session_id": self.session,

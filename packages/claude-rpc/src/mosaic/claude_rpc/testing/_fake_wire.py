@@ -83,12 +83,13 @@ def status(session: str, **fields: Any) -> JsonObject:
 
 
 def assistant(message: Mapping[str, Any], block: Mapping[str, Any], *, session: str, prompt: str | None,
-              aborted: bool = False) -> JsonObject:
+              aborted: bool = False, uuid: str | None = None) -> JsonObject:
+    """An ``assistant`` record; ``uuid`` the transcript entry's (the binary's stream names the entry it wrote)."""
     body = {"id": message.get("id"), "type": "message", "role": "assistant", "model": message.get("model"),
             "content": [dict(block)], "stop_reason": None, "stop_sequence": None,
             "usage": message.get("usage"), "context_management": None}
     out: JsonObject = {"type": "assistant", "message": body, "parent_tool_use_id": None, "session_id": session,
-                       "uuid": new_uuid(), "timestamp": now_stamp()}
+                       "uuid": uuid or new_uuid(), "timestamp": now_stamp()}
     if aborted:
         out["aborted"] = True
     if prompt is not None:

@@ -184,9 +184,11 @@ class CoreState:
         self.held: list[Action] | None = None
         self.drift_verdict: Verdict | None = None  # the last check's verdict (None: it could not finish)
         self.drift_due = False
-        self.drift_seen: FileIdentity | None = None
-        # The last clean check's (`core/_drift` rule 1: the next one goes on from it).
-        self.checkpoint: Checkpoint | None = None
+        # The last clean check's (`core/_drift` rule 1: the next one goes on from it); at the start, the engine's
+        # baseline (`DriftConfig.baseline`: the file as the claim read it), if it gives one.
+        base = config.drift.baseline if config.drift is not None else None
+        self.drift_seen: FileIdentity | None = base.identity if base is not None else None
+        self.checkpoint: Checkpoint | None = base
         # A prompt held until the check it started ends, then fed through admission again (`core/_drift` rule 6).
         self.deferred: Call | None = None
         self.resume: Call | None = None

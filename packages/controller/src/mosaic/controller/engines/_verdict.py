@@ -35,10 +35,14 @@ __all__ = ["Checkpoint", "DriftConfig", "EngineList", "FileIdentity", "SessionBy
 class DriftConfig:
     """What the drift check needs (`CoreConfig.drift`; None turns the check off): the session header id
     recorded for the claim (the claim's session key, brief §2 D1). `incremental` False runs the full check
-    at every turn end (for comparison: the bench's "check off" and "full" rows)."""
+    at every turn end (for comparison: the bench's "check off" and "full" rows). `baseline` (None on Pi) is
+    a verified point the core starts from, as if a clean check had left it: an engine that cannot list the
+    entries it held before this execution (Claude: only its stream names what it writes) gives the file as
+    the claim read it, and its first check goes on from there (`engines/claude/_drift` rule 1)."""
 
     session_id: str
     incremental: bool = True
+    baseline: Checkpoint | None = None
 
 
 @dataclass(frozen=True)

@@ -507,7 +507,10 @@ class LaunchingController(Recovering):
             # No engine is attached (an orphan, or a stopped execution): nothing can ever be written.
             core.link.output_ended(now=self.clock())
         if config.drift is not None:  # an engine with no drift check has its session file read for nothing
-            self._session_reader = SessionFileReader(self.place.project, self.place.sessions_rel, self.place.name)
+            # `sessions_rel` is relative to the directory the place's path starts with (Pi: the project; Claude:
+            # its config directory), so the reader opens that one.
+            root = self.place.path.removesuffix(f"/{self.place.sessions_rel}/{self.place.name}")
+            self._session_reader = SessionFileReader(root, self.place.sessions_rel, self.place.name)
         _cid, pages = self.engine.history(self.place)
         self.runtime = ControllerRuntime(core, link, self.socket_path, page_reader=pages,
                                          effects=LifecyclePorts(self), limits=self.limits, clock=self.clock,

@@ -140,7 +140,7 @@ class Recovering:
         record is consumed (`used`) and admission is open. Failed: the record is `spent`, never `used`
         (the engine stays claimed and contained until a force stop proves it stopped, K8). A check that
         does not end within its bounds counts as failed (the core fences it `drift-check` meanwhile). An engine with
-        no drift check (`Engine.drift` None: Claude, until its transcript check is built) passes on K8 alone."""
+        no drift check (`Engine.drift` None) passes on K8 alone."""
         assert self.runtime is not None and self.recovered is not None
         runtime, record_id, problem = self.runtime, self.recovered.id, self._load_problem
         bound = 2 * self.bounds.drift + self.bounds.command

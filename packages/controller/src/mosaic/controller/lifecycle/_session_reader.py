@@ -23,7 +23,7 @@ class SessionFileReader:
     incremental drift check needs costs one pass over the file and memory for the new bytes only.
 
     Returns None when the file does not exist (Pi creates a new session's file at its first assistant
-    message: W19). Raises `SafeOpenRefusal` for anything else safe-open refuses (a symlink or a FIFO
+    message: W19; Claude its transcript, and its directory, at the first turn). Raises `SafeOpenRefusal` for anything else safe-open refuses (a symlink or a FIFO
     swapped in, a missing sessions directory, a file over 256 MiB, also while it is read) and OSError for
     a read that fails. Construction raises what `open_root` raises. `close()` releases the root fd."""
 
@@ -37,8 +37,7 @@ class SessionFileReader:
         try:
             opened = root.open_session_file(self.sessions_rel, self.name)
         except SafeOpenRefusal as refusal:
-            # Absent, not unavailable, only when the directory is there and the name is not in it.
-            if refusal.code == "unavailable" and self.name not in root.listdir(self.sessions_rel):
+            if refusal.code == "unavailable" and self._absent():
                 return None
             raise
         with opened as f:
@@ -73,11 +72,22 @@ class SessionFileReader:
         try:
             opened = root.open_session_file(self.sessions_rel, self.name)
         except SafeOpenRefusal as refusal:
-            if refusal.code == "unavailable" and self.name not in root.listdir(self.sessions_rel):
+            if refusal.code == "unavailable" and self._absent():
                 return None
             raise
         with opened as f:
             return FileIdentity(f.dev, f.ino, os.fstat(f.fd).st_size)
+
+    def _absent(self) -> bool:
+        """Absent, not unavailable: the directory is there and the name is not in it, or the directory itself
+        is missing (a Claude transcript's `projects/<slug>` is made with its first turn's file; the check
+        then decides: no file where one was verified is `file-removed`)."""
+        try:
+            return self.name not in self._root.listdir(self.sessions_rel)
+        except SafeOpenRefusal as missing:
+            if missing.code == "unavailable":
+                return True
+            raise
 
     def close(self) -> None:
         self._root.close()

@@ -4,7 +4,8 @@ stream-json wire. The core's half of the seam: `ClaudeRules` (`CLAUDE_RULES`, `C
 reading (`read`, `INTERRUPTED_TEXT`), its overlap table (`CLAUDE_OVERLAP_SIGNALS`) and text policy
 (`text_problem`). The lifecycle's half: `ClaudeSpec` (how to run Claude: the `EngineFactory` a `LaunchingController`
 takes; its `engine()` is the seam's `Engine`) and what it reads of a transcript (`claude_place`, `claude_slug`,
-`read_transcript`). The transcript drift check is not built yet (`ClaudeEngine.drift` is None)."""
+`read_transcript`). The idle transcript drift check (`engines/claude/_drift`)
+compares the entries Claude's stream named with the transcript, incrementally from the claim's read."""
 
 from __future__ import annotations
 

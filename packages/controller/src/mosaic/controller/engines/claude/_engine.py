@@ -11,9 +11,9 @@ uid is handed what an earlier one left in them; `argv(uids=)` makes them as this
 anyone before the claim is taken), and `bind(uid=)` gives the ones the seal made (this process's, or an earlier
 execution's uid's: nobody else's) to the execution's uid and checks the launch again as that uid's.
 
-The idle drift check is not built for Claude yet: `drift` is None, so the core runs none (its rule 8 off, as
-for a core configured without one) and the lifecycle reads no session file for it. The transcript-side check
-the issue asks for (item 3) is the next slice."""
+The idle drift check (`engines/claude/_drift`): `drift` gives the claimed session id and, for a transcript that
+existed at the claim, its baseline (the read K8 compared: identity, digest, lines, the recorded leaf), so the
+first check goes on from the claim's bytes and proves the first prompt hangs on the leaf."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from mosaic.writer_claim import Pins
 
 from .._seam import EngineRules, PageReader, Place, SessionRead
 from .._verdict import DriftConfig
+from ._drift import baseline
 from ._history import history_reader
 from ._launch import ClaudeDescription, bind_check, current_pins, load_check, loadable, sealed_launch
 from ._session import ClaudePlace, ClaudeSessionRead, claude_place, read_transcript
@@ -142,7 +143,11 @@ class ClaudeEngine:
                                 step=step)
 
     def drift(self, identity: SessionRead) -> DriftConfig | None:
-        return None  # module docstring: not built for Claude yet
+        read = _identity(identity)
+        if not read.exists:
+            return DriftConfig(read.header_id)
+        return DriftConfig(read.header_id, baseline=baseline(read.size, read.sha256, read.lines, dev=read.dev,
+                                                             ino=read.inode, leaf=read.leaf))
 
     def history(self, place: Place) -> tuple[str, PageReader]:
         return history_reader(_claude(place))

@@ -25,7 +25,9 @@ functions of what they compare; the lifecycle runs them in order.
    load, or a `--session-id` already in use, exits instead: no answer); and the transcript the engine
    continues is the one read at the claim: the same session id, the same leaf (`--resume`), or still absent
    (`--session-id`). Anything else is `preflight`. The link is told the claimed session
-   (`expected_session_id`), so every later `init` is compared with it by claude-rpc.
+   (`expected_session_id`), so every later `init` is compared with it by claude-rpc, and the first prompt's
+   transcript entry is checked to hang on the recorded leaf by the first drift check after it
+   (`engines/claude/_drift` rule 5).
 """
 
 from __future__ import annotations

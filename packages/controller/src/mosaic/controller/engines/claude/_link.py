@@ -27,6 +27,14 @@ core and pi-rpc's `EngineLink` shell drive it unchanged. Pi's wire is not touche
    one), an `init` naming another is claude-rpc's `SessionMismatch`: the wire reports it to the core as its
    poison (`Poisoned`: the transport fenced, the binding uncertain) and writes no prompt or answer again (K8's
    first-turn half: the binary names its session only in the `init` at each turn's start).
+7. The drift check's list (`engines/claude/_drift`): the wire notes, in read order, each entry the engine says
+   it wrote to the transcript: the message a `command_lifecycle` `started` frame names (its `command_uuid`: the
+   binary writes it as a `user` entry with that uuid) and each `assistant` and `user` record of the main
+   thread (`parent_tool_use_id` null; a subagent's go to its own file) by its `uuid`, with the session the
+   record names. `entries` asks for them with a second `initialize` (a barrier: its answer is read after every
+   record the engine wrote before it; `session_state` says whether a turn runs) and, when it is answered,
+   attaches to the command what was noted after `since` (everything when `since` is not one of them: the
+   baseline's leaf).
 """
 
 from __future__ import annotations
@@ -63,6 +71,9 @@ class ClaudeCommand(Command):
     """A line of the Claude link's, as the core's `Command` (rule 1)."""
 
     out: claude.Outgoing | None = None
+    # An `entries` request (rule 7): the uuid it asks after, and the entries noted after it once answered.
+    since: str | None = None
+    entries: tuple[Mapping[str, Any], ...] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -92,6 +103,9 @@ class ClaudeWire(LinkCore):
         self._held: list[ClaudeCommand] = []
         self._turn = False
         self._mismatch: str | None = None  # an init named another session than the expected one (rule 6)
+        self._told: list[Mapping[str, Any]] = []  # rule 7, in read order
+        self._told_at: dict[str, int] = {}
+        self._asks: dict[int, str | None] = {}  # seqs of `entries` requests and their `since`
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -145,6 +159,30 @@ class ClaudeWire(LinkCore):
         """The `initialize` control request (the first line a client writes; its answer lists the commands
         and the session state). The core never sends it; the lifecycle does, before admission opens."""
         return self._command(self.claude.send_initialize(now=now, bound=bound))
+
+    def entries(self, since: str | None, *, now: float, bound: float | None) -> Command:
+        """Rule 7: a second `initialize`; once answered, the command carries the entries noted after `since`."""
+        out = self.claude.send_initialize(now=now, bound=bound)
+        self._asks[out.seq] = since
+        command = self._command(out)
+        command.since = since
+        return command
+
+    def told(self, since: str | None) -> tuple[Mapping[str, Any], ...]:
+        """The entries noted after `since` (all of them when it is None or not one of them)."""
+        at = self._told_at.get(since) if since is not None else None
+        return tuple(self._told[0 if at is None else at + 1:])
+
+    def _note(self, record: Mapping[str, Any]) -> None:
+        kind = record.get("type")
+        uuid: Any = None
+        if kind == "command_lifecycle" and record.get("state") == "started":
+            uuid, kind = record.get("command_uuid"), "user"
+        elif kind in ("assistant", "user") and record.get("parent_tool_use_id") is None:
+            uuid = record.get("uuid")
+        if isinstance(uuid, str) and uuid not in self._told_at:
+            self._told_at[uuid] = len(self._told)
+            self._told.append({"uuid": uuid, "type": kind, "sessionId": record.get("session_id")})
 
     def interrupt(self, *, now: float, bound: float | None, abort: bool) -> Command:
         """An `interrupt` with `cancel_queued` (the R3-1 receipt); `abort`: its answer is held while a turn
@@ -232,6 +270,7 @@ class ClaudeWire(LinkCore):
             while done <= index and done < first + len(records):
                 record = records[done - first]
                 kind = record.get("type")
+                self._note(record)
                 if kind != "control_response":
                     result.append(EngineEvent(done, record))
                 if kind == "system" and record.get("subtype") == "init":
@@ -250,6 +289,8 @@ class ClaudeWire(LinkCore):
                 result.append(CommandWritten(self._command(event.out)))
             elif isinstance(event, claude.Acknowledged):
                 cmd = self._command(event.out)
+                if event.out.seq in self._asks:
+                    cmd.entries = self.told(self._asks.pop(event.out.seq))
                 if event.out.seq in self._aborts and self._turn:
                     self._held.append(cmd)
                 else:

@@ -26,6 +26,7 @@ O_NOFOLLOW, (dev, ino) checked) beneath the config directory. One read, linear i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -96,6 +97,11 @@ class ClaudeSessionRead:
     size: int = 0
     inode: int = 0
     exists: bool = False
+    # The drift check's baseline (`engines/claude/_drift` rule 1): the file's device, the SHA-256 of its bytes
+    # and how many lines (LF-terminated) they hold, as this read saw them.
+    dev: int = 0
+    sha256: str = ""
+    lines: int = 0
 
     def torn_tail(self) -> str | None:
         if not self.tail:
@@ -140,7 +146,7 @@ def read_transcript(place: ClaudePlace) -> ClaudeSessionRead:
                 while chunk := os.read(f.fd, 1 << 20):
                     chunks.append(chunk)
                 data = b"".join(chunks)
-                inode = f.ino
+                inode, dev = f.ino, f.dev
     except SafeOpenRefusal as refusal:
         if refusal.code == "unavailable":  # no projects/<slug> directory yet: a new session
             return ClaudeSessionRead(place.session_id, None)
@@ -179,7 +185,7 @@ def read_transcript(place: ClaudePlace) -> ClaudeSessionRead:
                 branch = candidate.name
                 break
     return ClaudeSessionRead(place.session_id, leaf, branch, tuple(calls.items()), len(data) - end, len(data),
-                             inode, True)
+                             inode, True, dev, hashlib.sha256(data).hexdigest(), data.count(b"\n"))
 
 
 def _tool_calls(entry: Mapping[str, Any], calls: dict[str, str]) -> None:

@@ -17,8 +17,12 @@ and overlap table (`engines/claude/_tables`), its record reading (`engines/claud
    read right after the prompt: H9), is not: its `cancelled` frame settles the slot (`_read` rule 2).
 4. The chain's abort is a second `interrupt` answered once Claude is idle (`ClaudeWire` rule 3); an
    answer that is not `success` is refused.
-5. The drift check (entries from the transcript via claude-format) is not built in this slice:
-   `send_entries` raises, so a core configured with a drift check for Claude fails loudly, never passes.
+5. The drift check (`engines/claude/_drift`): `send_entries` is `ClaudeWire.entries` (a second `initialize`,
+   its rule 7); its answer is the entries the stream named since the checkpoint, given only when Claude
+   answered `success` with `session_state` `idle` (anything else refuses: a turn or a permission request
+   is open, so nothing can be proven). `check` is the full check (a session new at the claim),
+   `check_appended` the incremental one from the claim's baseline or the last clean check; it always
+   decides.
 6. Permission requests (P7): every `can_use_tool` is a dialog the controller answers (`permission_requests`:
    the brief's §7 gates only non-permission forms on C-2, so no `answer_dialogs` option is needed; Pi's
    default stays P3). `answer` writes the chosen body, allow once or deny, as one `control_response` with
@@ -39,6 +43,7 @@ from mosaic.pi_rpc import Command, LinkCore
 from .._seam import ENGINE_RECORD_CAP, Answer, Cleared, OverlapSignal, Reading
 from .._verdict import Checkpoint, EngineList, FileIdentity, SessionBytes, Verdict
 from . import _read
+from ._drift import CLAUDE_PERSISTENCE_DRIFT, check_appended, check_transcript
 from ._link import ClaudeCommand, ClaudeWire
 from ._tables import CLAUDE_OVERLAP_SIGNALS, text_problem
 
@@ -71,7 +76,7 @@ class ClaudeRules:
 
     name = "Claude"
     overlap_signals: Mapping[str, OverlapSignal] = CLAUDE_OVERLAP_SIGNALS
-    persistence_drift: frozenset[str] = frozenset()
+    persistence_drift: frozenset[str] = CLAUDE_PERSISTENCE_DRIFT
     clear_aborts = True  # rule 3: the interrupt clears and aborts in one request
     permission_requests = True  # rule 6: `can_use_tool` is answered allow once or deny (P7), not gated on C-2
 
@@ -128,18 +133,29 @@ class ClaudeRules:
         return _wire(wire).answer(dialog_id, choice, now=now)
 
     def send_entries(self, wire: LinkCore, since: str | None, *, now: float, bound: float) -> Command:
-        raise NotImplementedError("Claude's transcript drift check is not built yet (issue 32, rule 5)")
+        return _wire(wire).entries(since, now=now, bound=bound)
 
     def entries_answer(self, command: Command) -> EngineList | Answer:
-        raise NotImplementedError("Claude's transcript drift check is not built yet (issue 32, rule 5)")
+        """Rule 5: the entries noted since the checkpoint, once Claude answered the barrier idle."""
+        answer = _control(command)
+        if not answer.ok:
+            return answer
+        body = ((command.response or {}).get("response") or {}).get("response")
+        state = body.get("session_state") if isinstance(body, Mapping) else None
+        if state != "idle":
+            return Answer(False, f"Claude's session_state is {state!r}, not 'idle'")
+        assert isinstance(command, ClaudeCommand), command
+        if command.entries is None:
+            raise ValueError("the initialize answer carries no entries")
+        return EngineList(command.entries, None)
 
     def check(self, engine: EngineList, file: SessionBytes | None, *, session_id: str,
               previous: FileIdentity | None) -> Verdict:
-        raise NotImplementedError("Claude's transcript drift check is not built yet (issue 32, rule 5)")
+        return check_transcript(engine, file, session_id=session_id, previous=previous)
 
     def check_appended(self, engine: EngineList, file: SessionBytes | None, *,
                        checkpoint: Checkpoint) -> Verdict | None:
-        raise NotImplementedError("Claude's transcript drift check is not built yet (issue 32, rule 5)")
+        return check_appended(engine, file, checkpoint=checkpoint)
 
     def read(self, record: Mapping[str, Any]) -> Reading:
         return _read.read(record)
