@@ -786,8 +786,7 @@ async def step_7(claude: Callable[[str, str], tuple[LaunchingController, str]], 
                 "once it is whole)")
             detail(f"    the model has sent {sent} events of the reply")
             stop = await d.client.interrupt()
-            say("[D] interrupt -> stopping the answer (Claude is asked to interrupt the turn; nothing queued runs "
-                "after it)")
+            say("[D] interrupt -> stopping the answer (the controller sends Claude its interrupt request; the turn ends)")
             detail(f"    stop {stop['stop']} ({stop['state']}): R3-1")
             final = await d.client.wait_stop(str(stop["stop"]))
             slow = await d.client.wait_settled("demo-8")
