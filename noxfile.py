@@ -248,19 +248,23 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
     """The main job's demo (ci/demo.py, issue 12) on the sealed real Pi in the loopback-only namespace: a
-    controller launches Pi under a writer claim in a cohort and the client library drives six steps; then
+    controller launches Pi under a writer claim in a cohort and the client library drives six steps, then a
+    seventh on the sealed real Claude Code 2.1.283 (issue 32: a permission request answered, an interrupt, a
+    force stop with a proof); then
     ci/demo_check.py checks the printed transcript and the recorded facts step by step (and its plain
     words); then ci/demo_interactive_check.py drives the `--interactive` run's mosaic-terminal in tmux as a
     person would (issues 20 and 29: through force stop, recover, the launch from the record and a prompt
     again); then ci/tests_demo: SIGINT, SIGHUP and SIGTERM at each step boundary of the
-    demo, each cleaned up with one line, a SIGKILLed run swept by the next, the refusals in one line, and the
-    Pi fetch's progress and interrupt (about 1.7 minutes). Needs root (a cgroup, the engine account) and
+    demo (the Claude step's among them), each cleaned up with one line, a SIGKILLed run swept by the next, the
+    refusals in one line, and the Pi fetch's progress and interrupt (about 5 minutes on a busy 2-core machine;
+    each boundary of step 7 runs the Pi steps first). Needs root (a cgroup, the engine account) and
     tmux, like `smoke`."""
     _install_package(session, "controller")
     session.install(str(workspace.package_dir("mediated-terminal")))
     session.install(f"{workspace.package_dir('pi-rpc')}[smoke]")
     pi = str(ROOT / ".cache" / "pi")
     session.run("python", "-m", "mosaic.pi_rpc.testing.smoke", "prepare", pi)
+    session.run("python", str(ROOT / "ci" / "prepare_claude.py"), str(ROOT / ".cache" / "claude"))  # step 7's
     out = pathlib.Path(session.create_tmp())
     transcript, evidence = str(out / "demo-transcript.txt"), str(out / "demo-evidence.json")
     session.run("python", "-m", "mosaic.pi_rpc.testing.netns", "--", "python", str(ROOT / "ci" / "demo.py"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The main job: the whole system on the real Pi 0.85.1, printed as a person would want to read it.
+"""The main job: the whole system on the real Pi 0.85.1 and Claude Code 2.1.283, printed as a person would
+want to read it.
 
-    python ci/demo.py [--verbose] [--evidence FILE] [--transcript FILE]   # the six steps (issue 12)
+    python ci/demo.py [--verbose] [--evidence FILE] [--transcript FILE]   # the seven steps (issues 12, 32)
     python ci/demo.py --interactive                           # the same controller, with mosaic-terminal on it
 
 Run it through `bash ci/main` (which checks the machine, sets up, installs the pinned Pi into .cache/pi and
@@ -17,10 +18,10 @@ stops, cleans up as above and prints one line, `interrupted: cleaned up` (also i
 closed terminal cannot show it). A run killed outright (SIGKILL) leaves its state file: the next run
 sweeps what it recorded before starting, and says so in one line.
 
-Exit status: 0 the demo ran; 1 refused (not root, outside the namespace, the Pi install does not match the
-pin, the engine account, no cohort route, a refusal from a package), one line; 70 a crash (a bug: one line,
-and the traceback with MOSAIC_TRACEBACK=1); 128 + n interrupted by signal n (130 SIGINT, 129 SIGHUP, 143
-SIGTERM).
+Exit status: 0 the demo ran; 1 refused (not root, outside the namespace, the Pi or Claude Code install
+does not match its pin, the engine account, no cohort route, a refusal from a package), one line; 70 a
+crash (a bug: one line, and the traceback with MOSAIC_TRACEBACK=1); 128 + n interrupted by signal n (130
+SIGINT, 129 SIGHUP, 143 SIGTERM).
 
 The steps: (1) two clients attach, one takes control, a prompt streams its answer (a tool call
 included) to both; (2) the observer's prompt is refused (`controller`), a `/` prompt is refused
@@ -28,7 +29,13 @@ included) to both; (2) the observer's prompt is refused (`controller`), a `/` pr
 settles it and admission reopens; (4) a force stop with a confirmation, and the cohort proof it produced;
 (5) recover, and a new controller launches on the same leaf (new claim id, generation + 1) for one more
 turn; (6) the reader's view of the resulting session file, every branch, and of a Claude Code 2.1.283
-session beside it (a seat of the same project whose launcher receipt names the pinned binary's transcript).
+session beside it (a seat of the same project whose launcher receipt names the pinned binary's transcript);
+(7) a Claude Code seat (issue 32): a third controller launches the sealed Claude Code 2.1.283 (its pin
+checked before anything is made: MOSAIC_CLAUDE_DIR, else .cache/claude) on the same cohort route, against
+claude-rpc's scripted Anthropic model on loopback; D takes control, a `BASH: mkdir` prompt makes Claude ask
+permission (shown with the tool and its input, `allow once` and `deny` offered, the widening choices shown
+disabled), D allows it once and the folder appears, a slow reply is interrupted, a force stop with the cohort's
+proof ends it.
 Ids are shortened on screen
 (`claim-91d2…`) and the words are plain (issue 29: what a person needs, such as "the engine was proven
 stopped: every process it started has ended"); `--verbose` adds the technical lines (incarnations, the
@@ -61,6 +68,7 @@ import subprocess
 import sys
 import threading
 import traceback
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -82,6 +90,11 @@ from mosaic.cgroup_cohort.testing import remove_cgroup
 from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.chat_pages import conversation_id
 from mosaic.chat_pages.sources import claude_conversation_id
+from mosaic.claude_rpc import check_pin as check_claude_pin
+from mosaic.claude_rpc.testing import ModelServer as ClaudeModelServer
+from mosaic.claude_rpc.testing import RecordedRequest
+from mosaic.claude_rpc.testing.drive import FAKE_KEY
+from mosaic.claude_rpc.testing.model_server import SLOW_DELTAS
 from mosaic.controller import LaunchingController, PiSpec, Placement
 from mosaic.controller.client import (
     Admitted,
@@ -93,6 +106,7 @@ from mosaic.controller.client import (
     ToolRun,
     Transcript,
 )
+from mosaic.controller.engines.claude import ClaudeSpec, claude_slug
 from mosaic.controller.lifecycle import EligibilityRecord
 from mosaic.controller.plain import plain_message, shorten
 from mosaic.controller.route import RouteUnavailable, choose_route, engine_can_read
@@ -112,7 +126,7 @@ EXIT_REFUSED = 1
 EXIT_CRASH = 70
 # Where a run may be held for a signal (tests): each step's start, and the boundaries around the set-up.
 HOLD_POINTS = ("start", "route", "launched", "step-1", "step-2", "step-3", "step-4", "step-5", "relaunched",
-               "step-6", "done")
+               "step-6", "step-7", "claude-launched", "done")
 HOLD: list[str] = []  # --hold-at, once parsed
 VERBOSE: list[bool] = []  # --verbose, once parsed
 AT: dict[str, Any] = {"step": "the set-up", "controller": None}  # where a refusal happened, and whose fences
@@ -402,9 +416,11 @@ def receipts_of(seat: Seat, request_id: str | None) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., LaunchingController], FixtureTree, Credentials]]:
+async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., LaunchingController], FixtureTree, Credentials,
+                                                     Callable[[str, str], tuple[LaunchingController, str]]]]:
     """The pinned Pi checked, the engine account, the cohort route, the scripted model on loopback and a
-    fixture tree; yields a maker of controllers over them (`eligibility` for the recovered launch)."""
+    fixture tree; yields a maker of controllers over them (`eligibility` for the recovered launch), the tree,
+    the engine account and a maker of the Claude Code seat's controller (step 7) on the same route."""
     pi_dir = os.environ.get("MOSAIC_PI_DIR") or str(REPO / ".cache" / "pi")
     refusal = check_pin(Path(pi_dir))
     if refusal is not None:
@@ -439,11 +455,42 @@ async def world(stage: Stage) -> AsyncIterator[tuple[Callable[..., LaunchingCont
                 launcher, verifier=FixtureVerifier(), manager=route.manager, stop_grace=2.0, eligibility=eligibility,
                 on_recovered=on_recovered)
 
-        yield controller, tree, engine
+        def claude(claude_dir: str, base_url: str) -> tuple[LaunchingController, str]:
+            """The Claude Code seat of step 7: its own fixture (a project the engine account owns, a claim root,
+            the engine's scratch), the pinned install sealed by `ClaudeSpec` (L7 at construction and at bind),
+            a fresh session id, launched on the same cohort route as Pi; (the controller, the project)."""
+            fx = stage.scratch / "claude-fx"
+            for d in ("proj", "operator-home", "claims", "cs"):
+                (fx / d).mkdir(parents=True)
+            os.chmod(fx / "claims", 0o700)
+            os.chown(fx / "proj", engine.uid, engine.gid)  # Claude's tools write in its project
+            project = os.path.realpath(fx / "proj")
+            where = claude_dir if engine_can_read(claude_dir) else readable_install(claude_dir, str(stage.scratch))
+            transcript = fx / "cs" / "claude" / "projects" / claude_slug(project) / f"{uuid.uuid4()}.jsonl"
+            spec = ClaudeSpec(project=project, seat=CLAUDE_SEAT, scratch=str(fx / "cs"), claude_dir=str(where),
+                              base_url=base_url, api_key=FAKE_KEY, engine_uid=engine.uid)
+            placement = Placement(fixture_root=str(fx), claim_root=str(fx / "claims"), session_file=str(transcript),
+                                  socket_dir=stage.socket_dir(), home=str(fx / "operator-home"))
+            return (LaunchingController(placement, spec, launcher, verifier=FixtureVerifier(), manager=route.manager,
+                                        stop_grace=2.0), project)
+
+        yield controller, tree, engine, claude
+
+
+def claude_install() -> str:
+    """The pinned Claude Code 2.1.283 (MOSAIC_CLAUDE_DIR, else .cache/claude, where bash ci/main installs it),
+    checked before anything is made."""
+    where = os.environ.get("MOSAIC_CLAUDE_DIR") or str(REPO / ".cache" / "claude")
+    refusal = check_claude_pin(Path(where))
+    if refusal is not None:
+        raise DemoRefused(f"the Claude Code install in {where} does not match the pin "
+                          f"({plain_message(refusal.message)}): bash ci/main installs it again")
+    return where
 
 
 async def run_demo(stage: Stage, facts: dict[str, Any]) -> None:
-    async with world(stage) as (controller, tree, engine):
+    claude_dir = claude_install()
+    async with world(stage) as (controller, tree, engine, claude):
         first = controller()
         try:
             await first.start()
@@ -459,7 +506,8 @@ async def run_demo(stage: Stage, facts: dict[str, Any]) -> None:
             await steps_1_to_5(first, controller, stage, tree, facts)
         finally:
             await first.aclose()
-    await step_6(tree, facts)
+        await step_6(tree, facts)
+        await step_7(claude, claude_dir, facts)
     await hold("done")
 
 
@@ -533,34 +581,7 @@ async def steps_1_to_5(first: LaunchingController, controller: Callable[..., Lau
 
     heading(4, "force stop with a confirmation, and the proof that the engine stopped")
     await hold("step-4")
-    issued = await b.client.issue_confirmation("force-stop")
-    summary = issued["summary"]
-    say(f"[B] asked to confirm: the stop kills {summary.get('kills')}")
-    say(f"    execution {summary['execution']}, unit {summary.get('unit')}, processes in it now: "
-        f"{summary.get('members')}, open tool calls {summary.get('openTools')}")
-    detail(f"    confirmation {issued['confirmation']}; the count: {summary.get('census')}")
-    await b.client.answer_confirmation(str(issued["confirmation"]), "confirm")
-    stop = await b.client.force_stop(str(issued["confirmation"]))
-    final = await b.client.wait_stop(str(stop["stop"]))
-    proofs = [r for r in b.records("cohortProof") if r.get("stop") == stop["stop"]]
-    say(f"[B] force stop: {final['state']}" + (f" ({final.get('reason')})" if final.get("reason") else ""))
-    detail(f"    stop {stop['stop']}")
-    step4: dict[str, Any] = {"summary": dict(summary), "state": final["state"]}
-    if proofs:
-        proof = proofs[0]["proof"]
-        members = proof["members"]
-        whole = "" if proof["membershipComplete"] else "; NOT every member could be listed"
-        say(f"    the engine was proven stopped: every process it started has ended ({len(members)} left to kill "
-            f"at the freeze{whole}; proof {proof['verification']['digest']})")
-        detail(f"    cohort proof: membershipComplete {proof['membershipComplete']}")
-        if not members:
-            say("      (the engine ended on SIGTERM within the grace: nothing was left to kill, and the frozen, "
-                "empty cgroup shows it)")
-        for m in members:
-            say(f"      pid {m['pid']} (start time {m['startTime']}): {m['death']} at {m['deathTime']}")
-        step4.update({"members": len(members), "membershipComplete": proof["membershipComplete"],
-                      "digest": proof["verification"]["digest"]})
-    facts["step4"] = step4
+    facts["step4"] = await force_stop_proven(b)
 
     heading(5, "recover, then a new controller resumes the conversation where it stopped for one more turn")
     await hold("step-5")
@@ -602,6 +623,40 @@ async def steps_1_to_5(first: LaunchingController, controller: Callable[..., Lau
         await c.close()
     finally:
         await second.aclose()
+
+
+async def force_stop_proven(seat: Seat) -> dict[str, Any]:
+    """A force stop with a confirmation through `seat` (its controller), and the cohort proof it produced,
+    printed in plain words (the proof's technical flags with --verbose); the facts, for the evidence."""
+    who = seat.name
+    issued = await seat.client.issue_confirmation("force-stop")
+    summary = issued["summary"]
+    say(f"[{who}] asked to confirm: the stop kills {summary.get('kills')}")
+    say(f"    execution {summary['execution']}, unit {summary.get('unit')}, processes in it now: "
+        f"{summary.get('members')}, open tool calls {summary.get('openTools')}")
+    detail(f"    confirmation {issued['confirmation']}; the count: {summary.get('census')}")
+    await seat.client.answer_confirmation(str(issued["confirmation"]), "confirm")
+    stop = await seat.client.force_stop(str(issued["confirmation"]))
+    final = await seat.client.wait_stop(str(stop["stop"]))
+    proofs = [r for r in seat.records("cohortProof") if r.get("stop") == stop["stop"]]
+    say(f"[{who}] force stop: {final['state']}" + (f" ({final.get('reason')})" if final.get("reason") else ""))
+    detail(f"    stop {stop['stop']}")
+    facts: dict[str, Any] = {"summary": dict(summary), "state": final["state"]}
+    if proofs:
+        proof = proofs[0]["proof"]
+        members = proof["members"]
+        whole = "" if proof["membershipComplete"] else "; NOT every member could be listed"
+        say(f"    the engine was proven stopped: every process it started has ended ({len(members)} left to kill "
+            f"at the freeze{whole}; proof {proof['verification']['digest']})")
+        detail(f"    cohort proof: membershipComplete {proof['membershipComplete']}")
+        if not members:
+            say("      (the engine ended on SIGTERM within the grace: nothing was left to kill, and the frozen, "
+                "empty cgroup shows it)")
+        for m in members:
+            say(f"      pid {m['pid']} (start time {m['startTime']}): {m['death']} at {m['deathTime']}")
+        facts.update({"members": len(members), "membershipComplete": proof["membershipComplete"],
+                      "digest": proof["verification"]["digest"]})
+    return facts
 
 
 async def _run(argv: Sequence[str]) -> tuple[int, str, str]:
@@ -653,11 +708,112 @@ async def step_6(tree: FixtureTree, facts: dict[str, Any]) -> None:
                                                             "decoys": decoys, "text": claude[1]}}
 
 
+async def open_decision(seat: Seat) -> Mapping[str, Any]:
+    """The first decision the controller shows open to `seat` (a nativeDecision record), bounded by WAIT."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            for record in seat.records("nativeDecision"):
+                if record.get("state") == "open":
+                    return record
+            await asyncio.sleep(0.02)
+
+
+async def slow_reply(model: ClaudeModelServer, predicate: Callable[[RecordedRequest], bool]) -> RecordedRequest:
+    """The scripted model's SLOW reply once `predicate` holds for it (polled, bounded by WAIT: a signal ends
+    the wait at once)."""
+    async with asyncio.timeout(WAIT):
+        while True:
+            with contextlib.suppress(TimeoutError):
+                snap = model.wait_for(lambda rs: any(r.scenario == "slow" and predicate(r) for r in rs), 0)
+                return next(r for r in snap if r.scenario == "slow" and predicate(r))
+            await asyncio.sleep(0.05)
+
+
+async def step_7(claude: Callable[[str, str], tuple[LaunchingController, str]], claude_dir: str,
+                 facts: dict[str, Any]) -> None:
+    heading(7, "a Claude Code seat: D takes control, a tool call asks permission (allowed once), an interrupt, "
+               "a force stop with a proof")
+    await hold("step-7")
+    with ClaudeModelServer() as model:
+        ctl, project = claude(claude_dir, model.base_url)
+        try:
+            await ctl.start()
+            AT["controller"] = ctl
+            assert ctl.execution is not None and ctl.execution.ref is not None
+            ref = ctl.execution.ref
+            claim = ctl.execution.claim.claim_id
+            say(f"controller 3 launched the sealed Claude Code 2.1.283 under claim {claim} in {ref.unit} (engine "
+                f"pid {ref.engine.pid}; containment {'held' if ref.containment.held else 'NOT held'}); its scripted "
+                f"model at {model.base_url} (loopback only)")
+            await hold("claude-launched")
+            d = await Seat.attach("D", ctl.socket_path)
+            took = await d.client.takeover()
+            say(f"[D] takeover -> generation {took['generation']}; D is {d.client.role}")
+            made = os.path.join(project, "made-by-claude")
+            text = f"BASH: mkdir {made}"
+            outcome = await d.client.prompt(text, client_request_id="demo-7")
+            assert isinstance(outcome, Admitted), outcome
+            say(f"[D] prompt demo-7: {shown(text)} (the scripted model answers it with a Bash tool call)")
+            asked = await open_decision(d)
+            refused = [str(c.get("choice")) for c in asked.get("refusedChoices", [])]
+            say(f"[D] Claude asks permission to use {shown(asked.get('tool'))} (shown to every client, as data): "
+                f"{shown(asked.get('input'), 120)}")
+            say(f"    the choices: {', '.join(asked.get('choices', []))}; shown disabled, as each would let more run "
+                "without asking:")
+            for choice in refused:
+                say(f"      {shown(choice, 110)}")
+            detail(f"    decision {asked['nativeDecision']}, Claude's request {asked.get('native')}")
+            await d.client.approve(str(asked["nativeDecision"]), "allow once")
+            allowed = await d.client.wait_settled("demo-7")
+            await d.until(lambda v: any(isinstance(i, LiveMessage) and i.role == "assistant" and i.ended and i.text
+                                        for i in v.items))
+            lines = render(live_items(d.view))
+            for line in lines:
+                say(line)
+            ran = os.path.isdir(made)
+            say(f"[D] answered allow once: prompt demo-7: {allowed.label}; the folder it asked to make is there: "
+                f"{'yes' if ran else 'NO'}")
+            step7: dict[str, Any] = {
+                "claim": claim, "unit": ref.unit, "generation": took["generation"], "role": d.client.role,
+                "decision": {"method": asked.get("method"), "tool": asked.get("tool"), "input": asked.get("input"),
+                             "choices": asked.get("choices"), "refused": refused},
+                "allowed": allowed.label, "made": ran, "path": made, "transcript": lines}
+            outcome = await d.client.prompt("SLOW please", client_request_id="demo-8")
+            assert isinstance(outcome, Admitted), outcome
+            # Claude shows a message once it is whole: what streams is the model's reply, seen at the model.
+            sent = (await slow_reply(model, lambda r: r.outcome == "pending" and r.events >= 6)).events
+            say("[D] Claude is answering: the scripted model is streaming its slow reply (Claude shows a message "
+                "once it is whole)")
+            detail(f"    the model has sent {sent} events of the reply")
+            stop = await d.client.interrupt()
+            say("[D] interrupt -> stopping the answer (the controller sends Claude its interrupt request; the turn ends)")
+            detail(f"    stop {stop['stop']} ({stop['state']}): R3-1")
+            final = await d.client.wait_stop(str(stop["stop"]))
+            slow = await d.client.wait_settled("demo-8")
+            await d.client.wait_until(lambda: (d.client.binding or {}).get("admission") == "open")
+            binding = d.client.binding or {}
+            cut = await slow_reply(model, lambda r: r.outcome != "pending")
+            early = "Claude closed the model's reply early" if cut.outcome == "disconnected" else \
+                f"the model's reply ended {cut.outcome}"
+            say(f"[D] the answer stopped ({final['state']}); prompt demo-8: {slow.label}; new prompts "
+                f"{binding.get('admission')}; {early}")
+            detail(f"    the model sent {cut.events} events of the reply ({len(SLOW_DELTAS)} pieces in a whole one)")
+            step7.update({"stop": final["state"], "label": slow.label,
+                          "turnState": (slow.receipt or {}).get("turnState"), "admission": binding.get("admission"),
+                          "model": {"sent_at_interrupt": sent, "sent": cut.events, "outcome": cut.outcome,
+                                    "pieces": len(SLOW_DELTAS)}})
+            step7["force"] = await force_stop_proven(d)
+            facts["step7"] = step7
+            await d.close()
+        finally:
+            await ctl.aclose()
+
+
 async def interactive(stage: Stage) -> None:
     """The controller and mosaic-terminal on it. The demo is the controller's launcher: after a recover in
     the terminal it closes that controller and launches a new one from the eligibility record, on the same
     socket, as `mosaic-controller serve ... --eligibility ID` would; the terminal's Ctrl-O connects to it."""
-    async with world(stage) as (controller, _tree, _engine):
+    async with world(stage) as (controller, _tree, _engine, _claude):
         sockets = stage.socket_dir()
         issued: asyncio.Queue[str] = asyncio.Queue()
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Check the demo's transcript (what `ci/demo.py` printed) and the facts it recorded (`--evidence`), step by
-step (issue 12's six steps), and that what it printed is in plain words (issue 21: ids shortened, no Pi
-source line numbers, no raw D-Bus text; issue 29: none of the protocol's words, which --verbose adds). Exit 1, naming every failed check, when one does not hold.
+step (issue 12's six steps on Pi; issue 32's seventh, a Claude Code seat), and that what it printed is in
+plain words (issue 21: ids shortened, no Pi source line numbers, no raw D-Bus text; issue 29: none of the
+protocol's words, which --verbose adds). Exit 1, naming every failed check, when one does not hold.
 
     python ci/demo_check.py TRANSCRIPT EVIDENCE
 """
@@ -25,8 +26,9 @@ TECHNICAL = re.compile(r"\b(?:incarnation|seam|R3-1|membershipComplete|leaf)\b|\
 
 
 def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], bool]]]:
-    s1, s2, s3, s4, s5, s6 = (facts.get(f"step{i}", {}) for i in range(1, 7))
-    headings = [text.find(f"== step {i}:") for i in range(1, 7)]
+    s1, s2, s3, s4, s5, s6, s7 = (facts.get(f"step{i}", {}) for i in range(1, 8))
+    headings = [text.find(f"== step {i}:") for i in range(1, 8)]
+    c7 = s7.get("force", {})
     return [
         ("every step ran, in order", lambda: all(h >= 0 for h in headings) and headings == sorted(headings)),
         # plain words (issue 21)
@@ -40,7 +42,8 @@ def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], boo
         ("the stop is said in plain words",
          lambda: "the engine was proven stopped: every process it started has ended" in text),
         ("ids are shortened (no 32-hex id in full)", lambda: FULL_ID.search(text) is None
-         and shorten(facts["claim1"]) in text and facts["claim1"] not in text),
+         and shorten(facts["claim1"]) in text and facts["claim1"] not in text
+         and shorten(s7["claim"]) in text and s7["claim"] not in text),
         # 1. two clients, one controls, the answer (with a tool call) streams to both
         ("1: A controls, B observes", lambda: s1["roles"] == ["controller", "observer"]),
         ("1: the receipt went admitted -> dispatched -> acknowledged -> working -> finished",
@@ -94,6 +97,41 @@ def checks(text: str, facts: dict[str, Any]) -> list[tuple[str, Callable[[], boo
          lambda: all(x in s6["text"] for x in ("TOOLCALL please run it", "[toolCall bash]", "tool-ran-ok",
                                                "SLOW stream please", "Say hello again",
                                                "Hello from the fake model."))),
+        # 7. a Claude Code seat (issue 32 item 7): take control, a permission request answered, interrupt, force stop
+        ("7: the sealed Claude Code 2.1.283 launched in its own cohort, contained",
+         lambda: re.search(r"^controller 3 launched the sealed Claude Code 2\.1\.283 under claim "
+                           + re.escape(shorten(s7["claim"])) + r" in \S+ \(engine pid \d+; containment held\)",
+                           text, re.M) is not None and s7["unit"] == f"cohort-{s7['claim']}.scope"),
+        ("7: D took control", lambda: s7["role"] == "controller" and s7["generation"] == 2),
+        ("7: Claude asked permission for the Bash call, shown with its input",
+         lambda: s7["decision"]["method"] == "can_use_tool" and s7["decision"]["tool"] == "Bash"
+         and s7["decision"]["input"]["command"] == f"mkdir {s7['path']}"
+         and "[D] Claude asks permission to use Bash (shown to every client, as data): {" in text),
+        ("7: only allow once and deny are offered; the three widening choices are shown disabled",
+         lambda: s7["decision"]["choices"] == ["allow once", "deny"] and len(s7["decision"]["refused"]) == 3
+         and all(f"      {c}" in text for c in s7["decision"]["refused"])),
+        ("7: allowed once, the tool ran (its folder is there) and the turn completed",
+         lambda: s7["made"] is True and s7["allowed"] == "finished (completed)"
+         and "[D] answered allow once: prompt demo-7: finished (completed); the folder it asked to make is there: "
+             "yes" in text),
+        ("7: the stream shows the Bash call and its result",
+         lambda: any(x.startswith("  assistant calls Bash(") for x in s7["transcript"])
+         and any(x.startswith("  tool Bash(") and "(error)" not in x for x in s7["transcript"])
+         and any("tool result seen (is_error=false)" in x for x in s7["transcript"])),
+        ("7: the interrupt came while the model streamed the slow reply, and cut it short",
+         lambda: 0 < s7["model"]["sent_at_interrupt"] <= s7["model"]["sent"] < s7["model"]["pieces"]
+         and s7["model"]["outcome"] == "disconnected"),
+        ("7: the interrupt reconciled, the turn finished interrupted, admission reopened",
+         lambda: s7["stop"] == "reconciled" and s7["turnState"] == "interrupted" and s7["admission"] == "open"
+         and "[D] the answer stopped (reconciled); prompt demo-8: finished (interrupted); new prompts open; "
+             "Claude closed the model's reply early" in text),
+        ("7: the force stop's confirmation named Claude's execution and unit",
+         lambda: c7["summary"]["execution"] == s7["claim"] and c7["summary"]["unit"] == s7["unit"]
+         and isinstance(c7["summary"]["members"], int) and c7["summary"]["members"] >= 1),
+        ("7: the force stop ended stopped, with a complete cohort proof whose digest is printed (shortened)",
+         lambda: c7["state"] == "stopped" and c7["membershipComplete"] is True and isinstance(c7["members"], int)
+         and bool(re.fullmatch(r"sha256:[0-9a-f]{64}", c7["digest"])) and c7["digest"] != s4["digest"]
+         and f"proof {shorten(c7['digest'])})" in text),
     ]
 
 

@@ -4,9 +4,10 @@ SIGINT (Ctrl-C typed on its terminal), SIGHUP (its terminal closed) or SIGTERM (
 cgroup, no temporary directory, no socket, no state file. A run killed outright (SIGKILL) is swept by the
 next run, by the names it recorded. Needs root and the pinned Pi (MOSAIC_PI_DIR), as `nox -s demo` runs it.
 
-The matrix is 11 boundaries x 3 signals on the real demo, each run stopping at its boundary (the Pi install
-is used in place when the engine account can read it, so a clean-up takes about 0.2 s): with the sweep and
-refusal tests, 37 tests in about 1.5 minutes on this 2-core machine (92 s measured, load average 4).
+The matrix is 13 boundaries x 3 signals on the real demo, each run stopping at its boundary (the Pi install
+is used in place when the engine account can read it, so a clean-up takes about 0.2 s); the last three
+(`step-7`, `claude-launched` with the sealed Claude Code running in its cohort, `done`) are the Claude Code
+seat's (issue 32).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def test_a_signal_at_each_step_cleans_up_everything_and_says_so(
     term.read_until(f"(held at {point})", timeout=120)
     names = recorded(state_dir)
     live = processes(names)
-    if point in ("launched", "step-1", "step-2", "step-3", "step-4", "relaunched"):
+    if point in ("launched", "step-1", "step-2", "step-3", "step-4", "relaunched", "claude-launched"):
         assert any(alive(p) for p in live), f"nothing was running at {point}: {names}"
     signal_it(term, how)
     code = term.finish(timeout=120)
@@ -180,3 +181,20 @@ def test_outside_the_namespace_the_demo_refuses_in_one_line(state_dir: Path, scr
     assert done.stdout == ("demo: run it inside the loopback-only namespace: bash ci/main (or python -m "
                            "mosaic.pi_rpc.testing.netns -- python ci/demo.py)\n")
 
+
+
+def test_a_claude_install_that_is_not_the_pinned_one_refuses_in_one_line_and_leaves_nothing(
+        state_dir: Path, scratch_repo: Path) -> None:
+    """Step 7's Claude Code is checked against its pin before anything is launched (issue 32): a directory
+    that does not hold Claude Code 2.1.283 refuses in one line, with what to do, and leaves nothing."""
+    empty = scratch_repo / "not-claude"
+    empty.mkdir()
+    done = subprocess.run(demo_argv(state_dir, scratch_repo / "t.txt"), capture_output=True, text=True,
+                          timeout=120, env={**env(), "MOSAIC_CLAUDE_DIR": str(empty)}, cwd=str(REPO))
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stdout + done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith(f"demo: the Claude Code install in {empty} does not match the pin ("), done.stdout
+    assert last.endswith("): bash ci/main installs it again"), last
+    assert "launched" not in done.stdout
+    assert list(state_dir.glob("run-*")) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -67,7 +68,11 @@ def test_the_terminal_on_a_claude_seat_names_the_engine_and_prompts_and_interrup
                                                                       "answering "), "Claude answering")
             await runtime.wait_core(lambda c: c.slot is not None and c.slot.user_started, WAIT)
             await term.keys("C-g")
+            # The note names the engine the controller names (never Pi on a Claude seat).
+            rows = await term.wait_text("interrupt sent: the controller clears ")
+            assert "interrupt sent: the controller clears Claude's queue, then aborts the turn" in "\n".join(rows)
             rows = await term.wait_for(lambda r: "interrupt: reconciled" in notes(r), "the stop")
+            assert re.search(r"\bPi\b", notes(rows)) is None, notes(rows)
             rows = await term.wait_text('prompt "SLOW please": done (interrupted)')
             assert status(rows) == "You control this conversation · Claude is idle"
 

@@ -186,6 +186,20 @@ def test_a_stop_that_saw_a_dialog_shows_approval_uncertain_as_the_record_says() 
     assert stop_words(absent) == "force stop: UNCERTAIN (no-cohort)"  # a record without the field says nothing
 
 
+
+def test_on_a_claude_seat_a_dialog_line_and_a_stop_name_the_engine_the_controller_names() -> None:
+    """Issue 32 item 7: the notes name the engine the controller's observe reply names, never Pi on a Claude
+    seat (the name inert like every field)."""
+    record = {"type": "nativeDecision", "nativeDecision": "d1", "method": "can_use_tool",
+              "title": "Claude asks to use Bash", "state": "disabled", "reason": "no id to answer"}
+    assert dialog_line(record, "Claude") == ('Claude dialog (can_use_tool) "Claude asks to use Bash": disabled, not '
+                                             "answered here: no id to answer")
+    assert dialog_line(record, "Claude\x1b[2J").startswith("Claude^[[2J dialog (can_use_tool)")
+    said = {"kind": "force-stop", "state": "uncertain", "reason": "no-cohort", "approvalDisposition": "uncertain"}
+    assert stop_words(said, None, "Claude") == ("force stop: UNCERTAIN (no-cohort); approval uncertain (a Claude "
+                                                "dialog was seen during this execution)")
+    assert "Pi" not in dialog_line(record, "Claude") + stop_words(said, None, "Claude")
+
 def test_items_render_inert_with_their_roles() -> None:
     hist = HistoryItem("i1", "user", 2, None, "e1", {}, None, ({"kind": "text", "block": 0, "text": "a\nb\x1b"},))
     assert item_lines(hist) == ["user: a", "  b^["]

@@ -34,12 +34,12 @@ PROG = "mosaic-terminal"
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description="The mediated terminal: observe and control a Pi conversation through its "
-                               "controller's socket. It attaches as an observer; Ctrl-T takes control.",
+        prog=PROG, description="The mediated terminal: observe and control a Pi or Claude Code conversation "
+                               "through its controller's socket. It attaches as an observer; Ctrl-T takes control.",
         epilog="keys: Enter send, Ctrl-J or Alt-Enter newline, Ctrl-T take control, Ctrl-G interrupt, "
-               "Ctrl-O reconnect and re-read, PageUp/PageDown scroll, Ctrl-C or Ctrl-D quit (while Pi answers, "
-               "asked once); Ctrl-K force stop, Ctrl-R recover (each asks y/n first), F2 details, Esc interrupt "
-               "(while Pi answers). Exit codes: 0 quit, 1 could not "
+               "Ctrl-O reconnect and re-read, PageUp/PageDown scroll, Ctrl-C or Ctrl-D quit (while the engine "
+               "answers, asked once); Ctrl-K force stop, Ctrl-R recover (each asks y/n first), F2 details, Esc interrupt "
+               "(while the engine answers). Exit codes: 0 quit, 1 could not "
                "start (one line on stderr), 2 usage, 70 crash, 128+n a signal.")
     parser.add_argument("--socket", required=True, metavar="PATH", help="the controller's Unix socket")
     parser.add_argument("--grant", metavar="ID",

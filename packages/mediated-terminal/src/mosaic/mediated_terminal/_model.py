@@ -302,7 +302,7 @@ class TerminalModel:
     def _dialog(self, record: Mapping[str, Any]) -> None:
         """Rule 6: shown; an open decision kept for the keys until a record says it is not open any more (a
         superseded record is followed by the same decision open under its new projection id)."""
-        line = dialog_line(record)
+        line = dialog_line(record, self.engine or "Pi")
         self.dialogs.append(line)
         self.note(line, "dialog")
         native, state = record.get("native"), record.get("state")
@@ -318,7 +318,7 @@ class TerminalModel:
             return
         # The stop record's approvalDisposition is the controller's word (it saw every dialog of the
         # execution, this terminal only those since it connected).
-        self.last_stop = stop_words(stop, self._proofs.get(str(stop.get("stop"))))
+        self.last_stop = stop_words(stop, self._proofs.get(str(stop.get("stop"))), self.engine or "Pi")
         self.note(self.last_stop, "refusal" if stop.get("state") == "uncertain" else "stop",
                   key=f"stop:{stop.get('stop')}")
         if stop.get("kind") == "force-stop" and stop.get("state") in ("stopped", "uncertain"):
@@ -427,7 +427,7 @@ class TerminalModel:
             self.note(f"interrupt refused: {_why(exc)}", "refusal")
             return
         self._update_stop(stop)
-        self.note("interrupt sent: the controller clears Pi's queue, then aborts the turn")
+        self.note(f"interrupt sent: the controller clears {self.engine or 'Pi'}'s queue, then aborts the turn")
 
     async def request_confirmation(self, operation: Literal["force-stop", "recover"]) -> None:
         """Ask the controller for a confirmation of `operation` and show its summary (rule 5)."""

@@ -401,11 +401,12 @@ def details_line(status: TranscriptStatus, *, reads: int = 0, conversation: str 
 # ------------------------------------------------------------------------------- dialogs, stop, confirm
 
 
-def dialog_line(record: Mapping[str, Any]) -> str:
-    """A Pi dialog (a ``nativeDecision`` record): its kind, title and options, shown disabled with the
-    controller's reason; never answered (P3, lead decision 30). One line: LF shows as ^J."""
+def dialog_line(record: Mapping[str, Any], engine: str = "Pi") -> str:
+    """An engine's dialog (a ``nativeDecision`` record; `engine` its name in words as the controller's observe
+    reply gives it, issue 32): its kind, title and options, shown disabled with the controller's reason; never
+    answered (P3, lead decision 30). One line: LF shows as ^J."""
     method = _text_of(record.get("method")) or "dialog"
-    words = f'Pi dialog ({method}) "{_text_of(record.get("title"))}"'
+    words = f'{engine} dialog ({method}) "{_text_of(record.get("title"))}"'
     options = record.get("options")
     if isinstance(options, list) and options:
         words += " options [" + " | ".join(o if isinstance(o, str) else _json(o) for o in options) + "]"
@@ -498,10 +499,10 @@ def _short_digest(digest: str) -> str:
     return f"{kind}:{value[:DIGEST_SHOWN]}…" if kind and len(value) > DIGEST_SHOWN else digest
 
 
-def stop_words(stop: Mapping[str, Any], proof: Mapping[str, Any] | None = None) -> str:
+def stop_words(stop: Mapping[str, Any], proof: Mapping[str, Any] | None = None, engine: str = "Pi") -> str:
     """A stop's outcome: the proof of a verified force stop (its digest shortened), or why the stop is
     uncertain; then "approval uncertain" when the stop record's ``approvalDisposition`` says so (the
-    controller's word: it saw every Pi dialog of the execution; seed "Approval")."""
+    controller's word: it saw every dialog of the execution's engine, named `engine`; seed "Approval")."""
     kind = "force stop" if stop.get("kind") == "force-stop" else "interrupt"
     state = _text_of(stop.get("state"))
     if state == "stopped":
@@ -526,5 +527,5 @@ def stop_words(stop: Mapping[str, Any], proof: Mapping[str, Any] | None = None) 
     else:
         words = f"{kind}: {state or 'stopping'} ({_text_of(stop.get('phase'))})"
     if stop.get("approvalDisposition") == "uncertain":
-        words += "; approval uncertain (a Pi dialog was seen during this execution)"
+        words += f"; approval uncertain (a {engine} dialog was seen during this execution)"
     return inert(words)
