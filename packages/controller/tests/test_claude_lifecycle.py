@@ -28,7 +28,7 @@ from mosaic.claude_rpc.testing.drive import FAKE_KEY
 from mosaic.claude_rpc.testing.fake_engine import fake_engine_command
 from mosaic.claude_rpc.testing.recordings import OTHER_SESSION_UUID, SESSION_UUID, U1
 from mosaic.controller import Hooks, LaunchingController, Placement
-from mosaic.controller.client import Admitted, ControllerClient, Refused
+from mosaic.controller.client import AdmissionUnknown, Admitted, ControllerClient, Refused, RemoteRefusal
 from mosaic.controller.engines.claude import (
     ClaudeSpec,
     ClaudeWire,
@@ -37,7 +37,9 @@ from mosaic.controller.engines.claude import (
     read_transcript,
 )
 from mosaic.controller.testing import Liveness, MemoryCohort, RawClient
+from mosaic.pi_rpc.link import CommandWritten
 from mosaic.safe_open import Refusal
+from mosaic.writer_claim import ClaimStore, State
 
 REPO = Path(__file__).resolve().parents[3]
 TREES = REPO / "fixtures" / "claude-2.1.283" / "trees"
@@ -241,12 +243,13 @@ class ClaudeLab:
         self.transcript = os.path.join(self.root, "scratch", "claude", "projects", claude_slug(self.project),
                                        f"{SID}.jsonl")
 
-    def controller(self, **options: Any) -> LaunchingController:
+    def controller(self, *, claims_owner: Any = None, **options: Any) -> LaunchingController:
         placement = Placement(fixture_root=str(self.root), claim_root=str(self.root / "claims"),
                               session_file=self.transcript, socket_dir=self.socket_dir,
                               home=str(self.root / "operator-home"))
+        owner = claims_owner if claims_owner is not None else self.liveness.runner()
         controller = LaunchingController(placement, self.spec, None, verifier=FixtureVerifier(), cohort=self.cohort,
-                                         claims_owner=self.liveness.runner(), stop_grace=0.2, **options)
+                                         claims_owner=owner, stop_grace=0.2, **options)
         self.controllers.append(controller)
         return controller
 
@@ -561,6 +564,95 @@ def test_H16_claude_W12_a_second_controller_for_the_same_session_refuses_and_the
                 await prompt_finished(client, "still mine")
             finally:
                 await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_H20_claude_a_prompt_written_whole_whose_ack_died_with_the_controller_is_outcome_unknown_and_never_resent(
+        tmp_path: Path) -> None:
+    """H20 on Claude: the prompt's user message is wholly in the engine's stdin (the link's `Written`) and the
+    controller dies before its core reads the `command_lifecycle` ack. The death, in the memory cohort: the
+    batch holding the write (and any ack queued with it) and every later one never reach the core, the
+    runner's claims owner is dead, its socket and engine link close; the engine's unit stays (a cgroup outlives
+    its controller). The restart finds an orphan (W6): uncertain, admission closed, no second launch. The
+    client library's request is outcome-unknown, never resent; its exact retry under the old token refuses
+    stale-incarnation."""
+    text = "Say hello, H20"
+
+    async def main() -> None:
+        async with claude_lab(tmp_path) as lab:
+            owner = lab.liveness.runner()
+            died = asyncio.Event()
+
+            def on_engine_events(batch: list[Any]) -> None:
+                # What the engine answered from the prompt's write on dies with the controller: the core never
+                # sees it (the hook runs before the core is fed this very batch).
+                if not died.is_set() and any(isinstance(e, CommandWritten) and e.command.type == "user"
+                                             for e in batch):
+                    died.set()
+                if died.is_set():
+                    batch.clear()
+
+            first = lab.controller(claims_owner=owner, hooks=Hooks(on_engine_events=on_engine_events))
+            await first.start()
+            a = await ControllerClient.connect(first.socket_path, ping_interval=None)
+            try:
+                await a.observe()
+                await a.takeover()
+                old_token = a.incarnation
+                sent = asyncio.ensure_future(a.prompt(text, client_request_id="h20"))
+                await asyncio.wait_for(died.wait(), WAIT)
+                # The SIGKILL's effect, at once: the core holds the written prompt and acted on nothing after its
+                # write (the link's command may carry the ack the link read; the core was never fed it).
+                slot = first.core.slot
+                assert slot is not None and slot.request.client_request_id == "h20", slot
+                assert slot.probe is None and not slot.run_started and not slot.user_started, slot
+                lab.liveness.crashed(owner)
+                assert first.runtime is not None
+                await first.runtime.aclose()
+                first.pool.shutdown()
+                outcome = await asyncio.wait_for(sent, WAIT)
+                # Admitted (the reply left before the crash) or outcome-unknown (it did not): never refused.
+                assert isinstance(outcome, (Admitted, AdmissionUnknown)), outcome
+                entry = outcome.request
+                await asyncio.wait_for(a.wait_until(lambda: not a.connected), WAIT)
+                assert first.execution is not None and first.execution.ref is not None
+                first_ref = first.execution.ref
+
+                second = lab.controller()
+                await second.start()
+                assert second.mode == "orphan", second.mode
+                again = await asyncio.wait_for(a.reconnect(second.socket_path), WAIT)
+                assert again.incarnation_changed
+                binding = again.observed.binding
+                assert binding["state"] == "uncertain" and binding["admission"] == "closed", binding
+                assert str(entry.state) == "outcome-unknown" and a.pending() == [] and a.unknown() == [entry]
+                retried = await a.retry("h20")  # the library refuses to resend it: nothing is written
+                assert isinstance(retried, Refused) and retried.refusal.code == "outcome-unknown"
+                with pytest.raises(RemoteRefusal) as stale:
+                    await a.request("prompt", {"incarnation": old_token, "generation": 1, "clientRequestId": "h20",
+                                               "text": text})
+                assert stale.value.code == "stale-incarnation"
+                taken = await a.acquire_recovery_control()
+                refused = await a.prompt(text, client_request_id="h20-again")
+                assert isinstance(refused, Refused) and refused.refusal.code == "fenced", (taken, refused)
+            finally:
+                await a.aclose()
+            assert second.execution is not None
+            pair = ClaimStore(str(lab.root / "claims")).observe(second.seat_key, second.session_key)
+            seat_head = pair.seat.revision
+            assert seat_head.state is State.UNCERTAIN and seat_head.claim_id == second.execution.claim.claim_id
+            # The one cohort of this claim: no second launch, the orphan holds no engine link to write on.
+            assert second.execution.ref == first_ref and set(lab.cohort.units) == {first_ref.unit}
+            assert len([e for e in lab.cohort.log if e.startswith("launch ")]) == 1
+            assert second.execution.link is None
+            # Nothing resent: the text is in the transcript at most once (the engine may have run it before the
+            # crash's stdin EOF ended it).
+            users = []
+            if os.path.exists(lab.transcript):
+                with open(lab.transcript, encoding="utf-8") as f:
+                    users = [line for line in f if json.loads(line).get("type") == "user" and text in line]
+            assert len(users) <= 1, users
 
     asyncio.run(main())
 
