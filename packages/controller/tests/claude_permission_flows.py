@@ -4,48 +4,19 @@ on claude-rpc's fake Claude engine (`test_claude_fake_engine.py`) and on the rea
 cue makes the model call Bash: `touch <name>` is not read-only, so Claude asks `can_use_tool`. What Claude did
 with the answer is read from the project directory (the file the command makes) and the tool's result.
 
-`claude_controller` is the rig: pi-rpc's `EngineLink` shell over `ClaudeWire`, the core on Claude's rules (no
-`answer_dialogs`: P7 needs none), the runtime on a private socket. Not yet through `LaunchingController`
-(Claude's lifecycle half is not built in this branch)."""
+`claude_controller` (`claude_rig`) is the rig: pi-rpc's `EngineLink` shell over `ClaudeWire`, the core on
+Claude's rules (no `answer_dialogs`: P7 needs none), the runtime on a private socket."""
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from core_harness import validated_client
 from dialog_flows import code, decision_is, decisions
 
-from mosaic.controller.core import ControllerCore, CoreConfig
-from mosaic.controller.engines.claude import CLAUDE_RULES, ClaudeWire
-from mosaic.controller.runtime import ControllerRuntime
 from mosaic.controller.testing import RawClient, event_is, receipt_is, stop_is
-from mosaic.pi_rpc import EngineLink
-
-
-@asynccontextmanager
-async def claude_controller(argv: Sequence[str], env: Mapping[str, str], cwd: str | os.PathLike[str],
-                            sockets: str) -> AsyncIterator[ControllerRuntime]:
-    """The controller's runtime over a Claude engine spawned from `argv` (sealed by the caller)."""
-    wire = CLAUDE_RULES.new_wire(command_bound=30.0)
-    assert isinstance(wire, ClaudeWire)
-    link = await EngineLink.spawn(list(argv), env=dict(env), cwd=str(cwd), core=wire, clock=time.time)
-    try:
-        core = ControllerCore(CoreConfig(conversation="claude-conversation", execution="exec-1", binding="binding-1",
-                                         incarnation="inc-" + "a" * 32, engine=CLAUDE_RULES), now=time.time(), link=wire)
-        assert core.config.answer_dialogs is False
-        runtime = ControllerRuntime(core, link, os.path.join(sockets, "c.sock"))
-        await runtime.start()
-        try:
-            yield runtime
-        finally:
-            await runtime.aclose()
-    finally:
-        await link.aclose()
 
 
 async def _asked(c: RawClient, auth: Mapping[str, Any], crid: str, command: str) -> dict[str, Any]:

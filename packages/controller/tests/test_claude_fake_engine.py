@@ -7,22 +7,18 @@ stop reconciled. (Not yet through `LaunchingController`: Claude's lifecycle half
 from __future__ import annotations
 
 import asyncio
-import os
-import time
 from pathlib import Path
 
 import claude_permission_flows
 import pytest
+from claude_rig import claude_controller
+from claude_rig import wire as rig_wire
 
 from mosaic.claude_rpc.testing import ModelServer
 from mosaic.claude_rpc.testing.fake_engine import fake_launch
 from mosaic.claude_rpc.testing.recordings import SESSION_UUID
 from mosaic.controller.client import Admitted, ControllerClient
-from mosaic.controller.core import ControllerCore, CoreConfig
-from mosaic.controller.engines.claude import CLAUDE_RULES, ClaudeWire
-from mosaic.controller.runtime import ControllerRuntime
 from mosaic.controller.testing import private_socket_dir
-from mosaic.pi_rpc import EngineLink
 
 WAIT = 30.0
 
@@ -33,46 +29,34 @@ def test_claude_fake_engine_take_control_prompt_finish_interrupt(tmp_path: Path)
             (tmp_path / "proj").mkdir()
             launch = fake_launch(tmp_path / "s", tmp_path / "proj", session_id=SESSION_UUID, resume=False,
                                  base_url=server.base_url)
-            wire = CLAUDE_RULES.new_wire(command_bound=30.0)
-            assert isinstance(wire, ClaudeWire)
-            link = await EngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, core=wire, clock=time.time)
-            try:
-                core = ControllerCore(CoreConfig(conversation="claude-conversation", execution="exec-1",
-                                                 binding="binding-1", incarnation="inc-" + "a" * 32,
-                                                 engine=CLAUDE_RULES), now=time.time(), link=wire)
-                runtime = ControllerRuntime(core, link, os.path.join(sockets, "c.sock"))
-                await runtime.start()
+            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
+                core, wire = runtime.core, rig_wire(runtime)
+                client = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
                 try:
-                    client = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
-                    try:
-                        await client.observe()
-                        await client.takeover()
-                        assert client.role == "controller"
-                        admitted = await client.prompt("hello fake")
-                        assert isinstance(admitted, Admitted), admitted
-                        async with asyncio.timeout(WAIT):
-                            done = await client.wait_settled(admitted.request.client_request_id)
-                        assert done.receipt is not None, done
-                        assert done.receipt_state == "finished" and done.receipt["turnState"] == "completed", done
-                        assert wire.claude.session_id == SESSION_UUID
-                        slow = await client.prompt("SLOW please")
-                        assert isinstance(slow, Admitted), slow
-                        async with asyncio.timeout(WAIT):
-                            await runtime.wait_core(lambda c: c.slot is not None and c.slot.user_started, WAIT)
-                        stop = await client.interrupt()
-                        async with asyncio.timeout(WAIT):
-                            record = await client.wait_stop(stop["stop"])  # the stop record: its id
-                            cut = await client.wait_settled(slow.request.client_request_id)
-                        assert record["state"] == "reconciled", record
-                        assert cut.receipt is not None, cut
-                        assert cut.receipt_state == "finished" and cut.receipt["turnState"] == "interrupted", cut
-                        assert core.admission_open and not core.overlaps
-                    finally:
-                        await client.aclose()
+                    await client.observe()
+                    await client.takeover()
+                    assert client.role == "controller"
+                    admitted = await client.prompt("hello fake")
+                    assert isinstance(admitted, Admitted), admitted
+                    async with asyncio.timeout(WAIT):
+                        done = await client.wait_settled(admitted.request.client_request_id)
+                    assert done.receipt is not None, done
+                    assert done.receipt_state == "finished" and done.receipt["turnState"] == "completed", done
+                    assert wire.claude.session_id == SESSION_UUID
+                    slow = await client.prompt("SLOW please")
+                    assert isinstance(slow, Admitted), slow
+                    async with asyncio.timeout(WAIT):
+                        await runtime.wait_core(lambda c: c.slot is not None and c.slot.user_started, WAIT)
+                    stop = await client.interrupt()
+                    async with asyncio.timeout(WAIT):
+                        record = await client.wait_stop(stop["stop"])  # the stop record: its id
+                        cut = await client.wait_settled(slow.request.client_request_id)
+                    assert record["state"] == "reconciled", record
+                    assert cut.receipt is not None, cut
+                    assert cut.receipt_state == "finished" and cut.receipt["turnState"] == "interrupted", cut
+                    assert core.admission_open and not core.overlaps
                 finally:
-                    await runtime.aclose()
-            finally:
-                await link.aclose()
+                    await client.aclose()
 
     asyncio.run(scenario())
 
@@ -90,8 +74,7 @@ def test_P7_H5_H6_H7_H8_claude_permission_flows_on_the_fake_engine(flow: str, tm
             project.mkdir()
             launch = fake_launch(tmp_path / "s", project, session_id=SESSION_UUID, resume=False,
                                  base_url=server.base_url)
-            async with claude_permission_flows.claude_controller(launch.argv, launch.env, launch.cwd,
-                                                                 sockets) as runtime:
+            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
                 async with asyncio.timeout(WAIT * 2):
                     await run(runtime.socket_path, project)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import time
 from pathlib import Path
 from typing import Any
+
+from claude_rig import claude_controller
 
 from mosaic.claude_rpc.testing import ModelServer
 from mosaic.claude_rpc.testing.fake_engine import fake_launch
@@ -23,11 +23,7 @@ from mosaic.controller.client import (
     Transcript,
     TranscriptItem,
 )
-from mosaic.controller.core import ControllerCore, CoreConfig
-from mosaic.controller.engines.claude import CLAUDE_RULES, ClaudeWire
-from mosaic.controller.runtime import ControllerRuntime
 from mosaic.controller.testing import private_socket_dir
-from mosaic.pi_rpc import EngineLink
 
 WAIT = 30.0
 
@@ -57,59 +53,47 @@ def test_E1_claude_a_tool_turn_streams_to_two_transcripts_once_each_without_a_re
             (tmp_path / "proj").mkdir()
             launch = fake_launch(tmp_path / "s", tmp_path / "proj", session_id=SESSION_UUID, resume=False,
                                  base_url=server.base_url)
-            wire = CLAUDE_RULES.new_wire(command_bound=30.0)
-            assert isinstance(wire, ClaudeWire)
-            link = await EngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, core=wire, clock=time.time)
-            try:
-                core = ControllerCore(CoreConfig(conversation="claude-conversation", execution="exec-1",
-                                                 binding="binding-1", incarnation="inc-" + "a" * 32,
-                                                 engine=CLAUDE_RULES), now=time.time(), link=wire)
-                runtime = ControllerRuntime(core, link, os.path.join(sockets, "c.sock"))
-                await runtime.start()
+            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
+                core = runtime.core
+                a = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
+                b = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
+                views = [Transcript(a), Transcript(b)]
                 try:
-                    a = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
-                    b = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
-                    views = [Transcript(a), Transcript(b)]
-                    try:
-                        for view in views:
-                            view.start()
-                        await a.observe()
-                        await b.observe()
-                        await a.takeover()
-                        outcome = await a.prompt("BASH: echo e1")
-                        assert isinstance(outcome, Admitted), outcome
+                    for view in views:
+                        view.start()
+                    await a.observe()
+                    await b.observe()
+                    await a.takeover()
+                    outcome = await a.prompt("BASH: echo e1")
+                    assert isinstance(outcome, Admitted), outcome
+                    async with asyncio.timeout(WAIT):
+                        done = await a.wait_settled(outcome.request.client_request_id)
+                    assert done.receipt is not None and done.receipt_state == "finished", done
+                    assert done.receipt["turnState"] == "completed", done
+
+                    def shown(view: Transcript) -> bool:
+                        return sum(isinstance(i, LiveMessage) and i.role == "assistant" and i.ended
+                                   for i in view.items) >= 2
+
+                    for view in views:
                         async with asyncio.timeout(WAIT):
-                            done = await a.wait_settled(outcome.request.client_request_id)
-                        assert done.receipt is not None and done.receipt_state == "finished", done
-                        assert done.receipt["turnState"] == "completed", done
-
-                        def shown(view: Transcript) -> bool:
-                            return sum(isinstance(i, LiveMessage) and i.role == "assistant" and i.ended
-                                       for i in view.items) >= 2
-
-                        for view in views:
-                            async with asyncio.timeout(WAIT):
-                                await view.wait_until(shown)
-                        first, second = (_project(v.items) for v in views)
-                        assert first == second, (first, second)
-                        kinds = [(kind, role) for kind, role, _ in first if kind != "unavailable"]
-                        assert kinds == [("live", "assistant"), ("tool", "Bash"), ("live", "assistant")], first
-                        assert sum(1 for k, _, _ in first if k == "tool") == 1
-                        final = [t for k, r, t in first if k == "live" and r == "assistant"][-1]
-                        assert final, first  # the new final answer, shown once
-                        tool = next(i for i in views[0].items if isinstance(i, ToolRun))
-                        assert tool.args == {"command": "echo e1", "description": "scripted bash"}
-                        assert not tool.running and tool.is_error is False and "e1" in json.dumps(tool.result)
-                        assert all(v.reads == 0 and v.dropped_repeats == 0 and v.held == 0 for v in views)
-                        assert not core.overlaps and core.admission_open
-                    finally:
-                        for view in views:
-                            await view.aclose()
-                        await a.aclose()
-                        await b.aclose()
+                            await view.wait_until(shown)
+                    first, second = (_project(v.items) for v in views)
+                    assert first == second, (first, second)
+                    kinds = [(kind, role) for kind, role, _ in first if kind != "unavailable"]
+                    assert kinds == [("live", "assistant"), ("tool", "Bash"), ("live", "assistant")], first
+                    assert sum(1 for k, _, _ in first if k == "tool") == 1
+                    final = [t for k, r, t in first if k == "live" and r == "assistant"][-1]
+                    assert final, first  # the new final answer, shown once
+                    tool = next(i for i in views[0].items if isinstance(i, ToolRun))
+                    assert tool.args == {"command": "echo e1", "description": "scripted bash"}
+                    assert not tool.running and tool.is_error is False and "e1" in json.dumps(tool.result)
+                    assert all(v.reads == 0 and v.dropped_repeats == 0 and v.held == 0 for v in views)
+                    assert not core.overlaps and core.admission_open
                 finally:
-                    await runtime.aclose()
-            finally:
-                await link.aclose()
+                    for view in views:
+                        await view.aclose()
+                    await a.aclose()
+                    await b.aclose()
 
     asyncio.run(scenario())

@@ -32,6 +32,8 @@ from typing import Any
 
 import claude_permission_flows
 import pytest
+from claude_rig import claude_controller
+from claude_rig import wire as rig_wire
 
 from mosaic.cgroup_cohort import CohortRef, Credentials, DirectCgroupLauncher, FixtureVerifier, release_cohort
 from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
@@ -75,44 +77,32 @@ def test_claude_real_take_control_prompt_finish_interrupt(claude: ClaudeInstall,
             launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
                                  cwd=tmp_path / "proj", base_url=server.base_url, api_key=FAKE_KEY)
             assert launch.pinned and check_launch(launch) is None
-            wire = CLAUDE_RULES.new_wire(command_bound=30.0)
-            assert isinstance(wire, ClaudeWire)
-            link = await EngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, core=wire, clock=time.time)
-            try:
-                core = ControllerCore(CoreConfig(conversation="claude-conversation", execution="exec-1",
-                                                 binding="binding-1", incarnation="inc-" + "a" * 32,
-                                                 engine=CLAUDE_RULES), now=time.time(), link=wire)
-                runtime = ControllerRuntime(core, link, os.path.join(sockets, "c.sock"))
-                await runtime.start()
+            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
+                core, wire = runtime.core, rig_wire(runtime)
+                client = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
                 try:
-                    client = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
-                    try:
-                        await client.observe()
-                        await client.takeover()
-                        admitted = await client.prompt("hello real")
-                        assert isinstance(admitted, Admitted), admitted
-                        async with asyncio.timeout(WAIT):
-                            done = await client.wait_settled(admitted.request.client_request_id)
-                        assert done.receipt is not None
-                        assert done.receipt_state == "finished" and done.receipt["turnState"] == "completed", done
-                        assert wire.claude.session_id == SESSION_UUID
-                        slow = await client.prompt("SLOW please")
-                        assert isinstance(slow, Admitted), slow
-                        await runtime.wait_core(lambda c: c.slot is not None and c.slot.user_started, WAIT)
-                        stop = await client.interrupt()
-                        async with asyncio.timeout(WAIT):
-                            record = await client.wait_stop(stop["stop"])
-                            cut = await client.wait_settled(slow.request.client_request_id)
-                        assert record["state"] == "reconciled", record
-                        assert cut.receipt is not None
-                        assert cut.receipt_state == "finished" and cut.receipt["turnState"] == "interrupted", cut
-                        assert core.admission_open and not core.overlaps
-                    finally:
-                        await client.aclose()
+                    await client.observe()
+                    await client.takeover()
+                    admitted = await client.prompt("hello real")
+                    assert isinstance(admitted, Admitted), admitted
+                    async with asyncio.timeout(WAIT):
+                        done = await client.wait_settled(admitted.request.client_request_id)
+                    assert done.receipt is not None
+                    assert done.receipt_state == "finished" and done.receipt["turnState"] == "completed", done
+                    assert wire.claude.session_id == SESSION_UUID
+                    slow = await client.prompt("SLOW please")
+                    assert isinstance(slow, Admitted), slow
+                    await runtime.wait_core(lambda c: c.slot is not None and c.slot.user_started, WAIT)
+                    stop = await client.interrupt()
+                    async with asyncio.timeout(WAIT):
+                        record = await client.wait_stop(stop["stop"])
+                        cut = await client.wait_settled(slow.request.client_request_id)
+                    assert record["state"] == "reconciled", record
+                    assert cut.receipt is not None
+                    assert cut.receipt_state == "finished" and cut.receipt["turnState"] == "interrupted", cut
+                    assert core.admission_open and not core.overlaps
                 finally:
-                    await runtime.aclose()
-            finally:
-                await link.aclose()
+                    await client.aclose()
 
     asyncio.run(scenario())
 
@@ -204,8 +194,7 @@ def test_P7_H5_H6_H7_H8_claude_permission_flows_on_the_real_binary(flow: str, cl
             launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
                                  cwd=project, base_url=server.base_url, api_key=FAKE_KEY)
             assert launch.pinned and check_launch(launch) is None
-            async with claude_permission_flows.claude_controller(launch.argv, launch.env, launch.cwd,
-                                                                 sockets) as runtime:
+            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
                 async with asyncio.timeout(WAIT * 2):
                     await run(runtime.socket_path, project)
 
@@ -225,40 +214,28 @@ def test_H9_claude_real_an_interrupt_written_right_after_a_prompt_ends_reconcile
             launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
                                  cwd=tmp_path / "proj", base_url=server.base_url, api_key=FAKE_KEY)
             assert launch.pinned and check_launch(launch) is None
-            wire = CLAUDE_RULES.new_wire(command_bound=30.0)
-            assert isinstance(wire, ClaudeWire)
-            link = await EngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, core=wire, clock=time.time)
-            try:
-                core = ControllerCore(CoreConfig(conversation="claude-conversation", execution="exec-1",
-                                                 binding="binding-1", incarnation="inc-" + "a" * 32,
-                                                 engine=CLAUDE_RULES), now=time.time(), link=wire)
-                runtime = ControllerRuntime(core, link, os.path.join(sockets, "c.sock"))
-                await runtime.start()
+            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
+                core = runtime.core
+                client = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
                 try:
-                    client = await ControllerClient.connect(runtime.socket_path, ping_interval=None)
-                    try:
-                        await client.observe()
-                        await client.takeover()
-                        admitted = await client.prompt("SLOW please")
-                        assert isinstance(admitted, Admitted), admitted
-                        stop = await client.interrupt()
-                        await runtime.wait_core(lambda c: c.stop is None or c.stop.step == "slot-wait", WAIT)
-                        assert core.slot is None and core.stops[-1].state == "reconciled", core.stops[-1].record()
-                        async with asyncio.timeout(WAIT):
-                            record = await client.wait_stop(stop["stop"])
-                            done = await client.wait_settled(admitted.request.client_request_id)
-                        assert record["state"] == "reconciled", record
-                        assert done.receipt is not None
-                        outcome = (done.receipt_state, done.receipt.get("turnState") or done.receipt.get("reason"))
-                        assert outcome in {("finished", "interrupted"), ("failed", "ack-without-start")}, done
-                        print(f"H9 on the real binary: the prompt {outcome}")
-                        assert core.admission_open and not core.overlaps and not core.run.active
-                    finally:
-                        await client.aclose()
+                    await client.observe()
+                    await client.takeover()
+                    admitted = await client.prompt("SLOW please")
+                    assert isinstance(admitted, Admitted), admitted
+                    stop = await client.interrupt()
+                    await runtime.wait_core(lambda c: c.stop is None or c.stop.step == "slot-wait", WAIT)
+                    assert core.slot is None and core.stops[-1].state == "reconciled", core.stops[-1].record()
+                    async with asyncio.timeout(WAIT):
+                        record = await client.wait_stop(stop["stop"])
+                        done = await client.wait_settled(admitted.request.client_request_id)
+                    assert record["state"] == "reconciled", record
+                    assert done.receipt is not None
+                    outcome = (done.receipt_state, done.receipt.get("turnState") or done.receipt.get("reason"))
+                    assert outcome in {("finished", "interrupted"), ("failed", "ack-without-start")}, done
+                    print(f"H9 on the real binary: the prompt {outcome}")
+                    assert core.admission_open and not core.overlaps and not core.run.active
                 finally:
-                    await runtime.aclose()
-            finally:
-                await link.aclose()
+                    await client.aclose()
 
     asyncio.run(scenario())
 
