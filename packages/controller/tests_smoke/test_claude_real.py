@@ -21,12 +21,9 @@ import asyncio
 import contextlib
 import json
 import os
-import secrets
 import shutil
-import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +33,6 @@ from claude_rig import claude_controller
 from claude_rig import wire as rig_wire
 
 from mosaic.cgroup_cohort import CohortRef, Credentials, DirectCgroupLauncher, FixtureVerifier, release_cohort
-from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
-from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.claude_rpc import ClaudeInstall
 from mosaic.claude_rpc.seal import check_launch, seal_launch
 from mosaic.claude_rpc.testing import ModelServer
@@ -242,32 +237,6 @@ def test_H9_claude_real_an_interrupt_written_right_after_a_prompt_ends_reconcile
 
 # ------------------------------------------------------------------------------ through LaunchingController
 
-
-@pytest.fixture
-def parent() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.fail("the real-Claude lifecycle needs root (a cgroup under the cgroup2 root, an engine account)")
-    path = os.path.join(find_cgroup2().mount_point, f"mosaic-claude-smoke-{secrets.token_hex(4)}")
-    os.mkdir(path)
-    yield path
-    os.rmdir(path)  # every cohort under it was released by its recorded reference
-
-
-@pytest.fixture
-def engine_uid() -> Credentials:
-    try:
-        return engine_account()
-    except EngineAccountError as e:
-        pytest.fail(f"the engine account: {e}")
-
-
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    """A fixture tree the engine uid can traverse (pytest's tmp_path is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="mosaic-claude-smoke-fx-", dir="/tmp"))
-    os.chmod(path, 0o755)
-    yield path
-    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
 
 
 async def open_decision(sub: Any) -> dict[str, Any]:

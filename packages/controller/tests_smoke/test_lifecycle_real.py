@@ -18,11 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import shutil
-import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +32,6 @@ from mosaic.cgroup_cohort import (
     FixtureVerifier,
     release_cohort,
 )
-from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
-from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.controller import LaunchingController, PiSpec, Placement
 from mosaic.controller.testing import FixtureTree, RawClient, readable_install, receipt_is
 from mosaic.pi_rpc.testing import ModelServer
@@ -44,32 +39,6 @@ from mosaic.writer_claim import ClaimStore, ProofKind, SeatKey, SessionKey, Stat
 
 WAIT = 60.0
 
-
-@pytest.fixture
-def parent() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.fail("the real-Pi lifecycle needs root (a cgroup under the cgroup2 root)")
-    path = os.path.join(find_cgroup2().mount_point, f"mosaic-smoke-{secrets.token_hex(4)}")
-    os.mkdir(path)
-    yield path
-    os.rmdir(path)  # every cohort under it was released by its recorded reference
-
-
-@pytest.fixture
-def engine_uid() -> Credentials:
-    try:
-        return engine_account()
-    except EngineAccountError as e:
-        pytest.fail(f"the engine account: {e}")
-
-
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    """A fixture tree the engine uid can traverse (pytest's tmp_path is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="mosaic-smoke-fx-", dir="/tmp"))
-    os.chmod(path, 0o755)
-    yield path
-    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
 
 
 def lines(path: Path) -> list[dict[str, Any]]:

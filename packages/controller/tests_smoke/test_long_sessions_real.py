@@ -24,20 +24,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import shutil
-import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mosaic.cgroup_cohort import Credentials, DirectCgroupLauncher, FixtureVerifier, release_cohort
-from mosaic.cgroup_cohort.cgroupfs import find_cgroup2
-from mosaic.cgroup_cohort.testing.account import EngineAccountError, engine_account
 from mosaic.controller import LaunchingController, PiSpec, Placement
 from mosaic.controller.testing import FixtureTree, RawClient, event_is, readable_install, receipt_is, stop_is
 from mosaic.pi_rpc.testing import ModelServer
@@ -49,31 +44,6 @@ REAL_FIXTURE = REPO / "fixtures" / "pi-0.85.1" / "proj-rpc" / ".pi" / "state" / 
     "long-tools.jsonl"
 FIXTURE_CWD = "/tmp/mosaic-fixtures/proj-rpc"
 
-
-@pytest.fixture
-def parent() -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.fail("the real-Pi lifecycle needs root (a cgroup under the cgroup2 root)")
-    path = os.path.join(find_cgroup2().mount_point, f"mosaic-smoke-long-{secrets.token_hex(4)}")
-    os.mkdir(path)
-    yield path
-    os.rmdir(path)  # every cohort under it was released by its recorded reference
-
-
-@pytest.fixture
-def engine_uid() -> Credentials:
-    try:
-        return engine_account()
-    except EngineAccountError as e:
-        pytest.fail(f"the engine account: {e}")
-
-
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="mosaic-smoke-long-", dir="/tmp"))
-    os.chmod(path, 0o755)
-    yield path
-    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
 
 
 def seed_for(length: str, tree: FixtureTree) -> str:
