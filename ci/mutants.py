@@ -184,6 +184,14 @@ def venv_commands(venv: pathlib.Path) -> tuple[list[str], list[str]]:
             [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"])
 
 
+def compile_checked(dirs: list[pathlib.Path]) -> None:
+    """Compile every module under ``dirs`` to bytecode that each import checks against its source's hash."""
+    out = _run([sys.executable, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash",
+                *map(str, dirs)])
+    if out.returncode:
+        raise SystemExit(f"compiling {', '.join(map(str, dirs))} failed:\n{out.stdout}{out.stderr}")
+
+
 def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, text=True, capture_output=True, **kw)  # type: ignore[call-overload,no-any-return]
 
@@ -196,6 +204,14 @@ class Scratch:
         self.tree = self.dir / "tree"
         shutil.copytree(workspace.ROOT, self.tree, ignore=COPY_IGNORE, symlinks=True)
         self.venvs: dict[str, pathlib.Path] = {}
+
+    def compile_sources(self) -> None:
+        """Bytecode for the unpatched sources, checked against each source's hash at every import: a module
+        a mutant patched no longer matches its hash and is compiled from the patched source (its bytecode
+        written again, checked the same way, and again when the patch is reverted), every other module loads
+        from its bytecode. Timestamp bytecode would not do: a patch that keeps a file's size within the same
+        second looks unchanged. Made before any patch is applied (every mutant patches a `src/` module)."""
+        compile_checked(sorted((self.tree / "packages").glob("*/src")))
 
     def python(self, package: str) -> pathlib.Path:
         if package not in self.venvs:
@@ -220,7 +236,11 @@ class Scratch:
                signals_file: pathlib.Path | None = None) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
         ids = [str(pkg_dir / k) for k in killed_by]
-        env = dict(os.environ, MOSAIC_REPO=str(self.tree), PYTHONDONTWRITEBYTECODE="1")
+        # Bytecode is written: the third-party modules' on their first import (they never change), the scratch
+        # sources' checked against their hash (`compile_sources`), so a patched module is always compiled from
+        # its source. Without it every run compiled pytest and hypothesis again, a second or more each.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["MOSAIC_REPO"] = str(self.tree)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.tree / "ci"), env.get("PYTHONPATH", "")) if p)
         if signals_file is not None:
             env["MOSAIC_MUTANT_SIGNALS"] = str(signals_file)
@@ -400,6 +420,8 @@ def main(argv: list[str]) -> int:
     mutants = [parse(p) for p in paths]
     jobs = min(jobs, max(1, sum(1 for m in mutants if not m.serial)))
     scratches = [Scratch() for _ in range(jobs)]
+    for sc in scratches:
+        sc.compile_sources()
     scratch = scratches[0]
     rows: list[tuple[Mutant, Outcome]] = []
     uv = workspace.tool("uv")

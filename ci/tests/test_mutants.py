@@ -276,3 +276,39 @@ def test_apply_only_names_a_patch_whose_context_moved_and_a_killer_file_that_is_
 
 def test_apply_only_is_chosen_by_its_flag_and_still_checks_the_names_given() -> None:
     assert mutants.main(["--apply-only", "no-such-mutant"]) == 2
+
+
+
+def _import_x(src: pathlib.Path, **env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, "-c", "import m; print(m.X)"], capture_output=True, text=True,
+                          env={**environ, "PYTHONPATH": str(src), **env}, check=True)
+    return done.stdout.strip()
+
+
+def _rewrite(module: pathlib.Path, text: str, stamp: int) -> None:
+    module.write_text(text)
+    os.utime(module, ns=(stamp, stamp))  # the same modification time: a patch within the same second
+
+
+def test_a_patch_that_keeps_a_modules_size_and_second_is_what_the_next_run_imports(tmp_path: pathlib.Path) -> None:
+    """The scratch copy's sources are compiled before any patch, and the runs write bytecode: a mutant that
+    changes a module without changing its size, within the same second, must still be what the tests import,
+    and the reverted module what the next run imports (timestamp bytecode would load a stale module)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    module = src / "m.py"
+    module.write_text("X = 1\n")
+    stamp = module.stat().st_mtime_ns
+    mutants.compile_checked([src])
+    assert list((src / "__pycache__").glob("m.*.pyc")), "nothing was compiled"
+    assert _import_x(src) == "1"
+    _rewrite(module, "X = 2\n", stamp)  # the mutant: same size, same second
+    assert _import_x(src) == "2"
+    _rewrite(module, "X = 1\n", stamp)  # reverted
+    assert _import_x(src) == "1"
+    # The same with timestamp bytecode runs the stale module: the reason for the hash.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-f", "--invalidation-mode", "timestamp", str(src)],
+                   check=True)
+    _rewrite(module, "X = 2\n", stamp)
+    assert _import_x(src) == "1"

@@ -103,10 +103,15 @@ def test_a_slow_parse_does_not_stall_the_catalogue_or_another_conversation(
     try:
         assert entered.wait(30)
         t0 = time.monotonic()
-        cat = reader.catalogue()
-        other = reader.open(conversation=world.cid(root, "fast.jsonl"))
+        answered: list[dict[str, Any]] = []
+        both = threading.Thread(target=lambda: answered.extend(
+            [reader.catalogue(), reader.open(conversation=world.cid(root, "fast.jsonl"))]))
+        both.start()
+        both.join(10)  # a reader that waits for the held parse is seen here, not after the parse's own bound
         elapsed = time.monotonic() - t0
         # Both answered while the slow parse is still held: nothing waited for it.
+        assert not both.is_alive(), f"catalogue + open still waiting after {elapsed:.1f} s behind a held parse"
+        cat, other = answered
         assert slow.is_alive() and not slow_result
         assert cat["ok"] and len(cat["conversations"]) == 2
         assert other["ok"] and [p["item"] for p in other["page"]["parts"]] == ["n.f"]
