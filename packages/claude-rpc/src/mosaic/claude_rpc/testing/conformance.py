@@ -137,9 +137,12 @@ def differences(a: Run, b: Run, *, names: tuple[str, str] = ("a", "b"),
     return out
 
 
+FAKE_BOUND = 10.0  # seconds: each wait on the fake engine (it answers in milliseconds; the binary's is WAIT)
+
+
 def run_fake(recording: Recording, scratch: Path) -> Run:
     """The scenario against the fake engine in ``scratch``."""
-    return Run.of(make_recording(recording, "", scratch, command=fake_engine_command()), scratch)
+    return Run.of(make_recording(recording, "", scratch, command=fake_engine_command(), bound=FAKE_BOUND), scratch)
 
 
 def run_real(recording: Recording, binary: str | Path, scratch: Path) -> Run:

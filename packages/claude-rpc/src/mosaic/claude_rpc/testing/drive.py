@@ -138,9 +138,10 @@ class StreamSession:
     """
 
     def __init__(self, binary: str | os.PathLike[str], args: Sequence[str], *, env: Mapping[str, str],
-                 cwd: str | os.PathLike[str]) -> None:
+                 cwd: str | os.PathLike[str], bound: float = WAIT) -> None:
         # ``binary`` is the program run (the pinned binary, or a fake engine's interpreter with its module in
-        # ``args``).
+        # ``args``); ``bound`` is every wait's default (the fake engine's runs take a shorter one).
+        self.bound = bound
         self.records: list[JsonObject] = []
         self.out: list[JsonObject] = []
         self.stderr = bytearray()
@@ -226,10 +227,10 @@ class StreamSession:
         self.send({"type": "control_response",
                    "response": {"subtype": "success", "request_id": request_id, "response": response}})
 
-    def wait(self, pred: Callable[[JsonObject], bool], *, since: int = 0, timeout: float = WAIT) -> JsonObject:
+    def wait(self, pred: Callable[[JsonObject], bool], *, since: int = 0, timeout: float | None = None) -> JsonObject:
         """The first output line at index >= ``since`` for which ``pred`` holds; :class:`DriveError` after
-        ``timeout`` or at EOF without one."""
-        deadline = time.monotonic() + timeout
+        ``timeout`` (the session's ``bound`` unless given) or at EOF without one."""
+        deadline = time.monotonic() + (self.bound if timeout is None else timeout)
         with self._cond:
             while True:
                 for obj in self.out[since:]:
@@ -242,18 +243,19 @@ class StreamSession:
                                      f"stderr {bytes(self.stderr)[-400:]!r}")
                 self._cond.wait(left)
 
-    def response_to(self, request_id: str, *, since: int = 0, timeout: float = WAIT) -> JsonObject:
+    def response_to(self, request_id: str, *, since: int = 0, timeout: float | None = None) -> JsonObject:
         """The control_response for ``request_id``."""
         return self.wait(lambda o: o.get("type") == "control_response"
                          and (o.get("response") or {}).get("request_id") == request_id, since=since, timeout=timeout)
 
-    def result(self, *, since: int = 0, timeout: float = WAIT) -> JsonObject:
+    def result(self, *, since: int = 0, timeout: float | None = None) -> JsonObject:
         """The next ``result`` message."""
         return self.wait(lambda o: o.get("type") == "result", since=since, timeout=timeout)
 
-    def close(self, *, timeout: float = WAIT) -> int:
+    def close(self, *, timeout: float | None = None) -> int:
         """Close stdin (EOF) and wait for the exit; return the exit code. Kills the group on a timeout."""
         assert self.proc.stdin is not None
+        timeout = self.bound if timeout is None else timeout
         try:
             self.proc.stdin.close()
         except BrokenPipeError:

@@ -688,17 +688,19 @@ RECORDINGS: tuple[Recording, ...] = (
 )
 
 
-def engine_start(engine: Sequence[str], env: Mapping[str, str], cwd: Path) -> Callable[[Sequence[str]], StreamSession]:
+def engine_start(engine: Sequence[str], env: Mapping[str, str], cwd: Path, *,
+                 bound: float = WAIT) -> Callable[[Sequence[str]], StreamSession]:
     """A starter of stream-json sessions of ``engine`` (the binary, or a fake engine's command) with the
-    given sealed arguments, in ``cwd`` under ``env``."""
-    return lambda args: StreamSession(engine[0], [*engine[1:], *args], env=env, cwd=cwd)
+    given sealed arguments, in ``cwd`` under ``env``; ``bound`` is each session's wait bound."""
+    return lambda args: StreamSession(engine[0], [*engine[1:], *args], env=env, cwd=cwd, bound=bound)
 
 
 def make_recording(recording: Recording, binary: str | os.PathLike[str], scratch: Path, *,
-                   command: Sequence[str] | None = None) -> Made:
+                   command: Sequence[str] | None = None, bound: float = WAIT) -> Made:
     """Run one recording in ``scratch`` (its project is ``scratch/proj``) against a fresh scripted server.
 
-    ``command`` replaces the binary (a fake engine's command; sealed recordings only). The returned records
+    ``command`` replaces the binary (a fake engine's command; sealed recordings only); ``bound`` is every
+    wait's bound on the engine (a fake's runs take a shorter one than the binary's). The returned records
     are not redacted (see :func:`redact`). Raises ``DriveError`` when the engine does something the recording
     relies on differently.
     """
@@ -716,11 +718,11 @@ def make_recording(recording: Recording, binary: str | os.PathLike[str], scratch
             args: Sequence[str] = build_sealed_args(session_id=SESSION_UUID, resume=recording.resume,
                                                     partial_messages=recording.partial_messages)
             if recording.prepare is not None:
-                facts.update(recording.prepare(engine_start(engine, env, cwd), srv, cwd))
+                facts.update(recording.prepare(engine_start(engine, env, cwd, bound=bound), srv, cwd))
         else:
             env = claude_env(scratch, srv.base_url)
             args = STREAM_JSON_ARGS
-        with engine_start(engine, env, cwd)(args) as session:
+        with engine_start(engine, env, cwd, bound=bound)(args) as session:
             facts.update(recording.make(session, srv, cwd))
             code = session.close()
         facts["model_requests"] = [r.scenario for r in srv.requests if r.route.startswith("/v1/messages")]
