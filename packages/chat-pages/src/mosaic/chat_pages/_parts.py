@@ -337,8 +337,6 @@ def _single_part(item: Item) -> tuple[dict[str, Any], bytes] | None:
     if len(blocks) > MAX_BLOCKS_PER_PART or (timestamp is not None and len(timestamp) > _SHORT):
         return None
     attrs = dict(item.attrs)
-    if not _short(attrs):
-        return None
     out_blocks: list[dict[str, Any]] = []
     for i, block in enumerate(blocks):
         b = block.to_json()
@@ -355,7 +353,10 @@ def _single_part(item: Item) -> tuple[dict[str, Any], bytes] | None:
                             "timestamp": timestamp, "entry": item.entry, "attrs": attrs,
                             "notice": None if notice is None else notice.to_json(), "blocks": out_blocks}
     raw = _encode(part)
-    if len(raw) > MAX_PART_BYTES:
+    # A part of at most 64 KiB of JSON holds no string that needs fragments (each string's JSON is shorter,
+    # so at most 65,536 characters: 131,072 UTF-16 units), so the attrs' strings are looked at only in a
+    # longer part (most parts are short: the walk of every attribute's value cost more than the encoding).
+    if len(raw) > INLINE_FIELD_JSON and (len(raw) > MAX_PART_BYTES or not _short(attrs)):
         return None
     return part, raw
 
