@@ -15,11 +15,13 @@ refusal JSON as the body.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ._jsonout import dump_bytes
 from ._reader import Reader
 
 # What the public modules show of this module; the rest is the package's own.
@@ -57,30 +59,63 @@ _PARAMS = frozenset({"branch", "cursor", "actor", "purpose"})
 
 def route(reader: Reader, target: str) -> tuple[int, dict[str, Any]]:
     """Answer one GET request target (path and query) with (status, JSON body). Never raises for input."""
+    what = _request(target)
+    if what[0] == "answer":
+        return what[1], what[2]
+    if what[0] == "catalogue":
+        return 200, reader.catalogue()
+    result = reader.next(**what[1]) if "cursor" in what[1] else reader.open(**what[1])
+    if result["ok"]:
+        return 200, result
+    return REFUSAL_STATUS[result["refusal"]["code"]], result
+
+
+def route_json(reader: Reader, target: str) -> tuple[int, bytes]:
+    """`route` with the body as its JSON bytes, `dump_bytes` of `route`'s body: what the servers send. A page is
+    made as bytes (`Reader.open` and `Reader.next` with `as_json=True`): no part dict is made and nothing encoded again."""
+    what = _request(target)
+    if what[0] == "answer":
+        return what[1], dump_bytes(what[2])
+    if what[0] == "catalogue":
+        return 200, dump_bytes(reader.catalogue())
+    call = what[1]
+    body = reader.next(**call, as_json=True) if "cursor" in call else reader.open(**call, as_json=True)
+    if body.startswith(_OK):
+        return 200, body
+    # A refusal: its body is small, {"ok":false,"refusal":{"code":...}}; its code names the status.
+    return REFUSAL_STATUS[json.loads(body)["refusal"]["code"]], body
+
+
+_OK = b'{"ok":true,'
+
+
+def _request(target: str) -> tuple[str, Any, Any]:
+    """What one GET target asks for: ("answer", status, body) when it is answered without the reader,
+    ("catalogue", None, None), or ("page", the keywords of `Reader.open` or, with a cursor, `Reader.next`,
+    None)."""
     parts = urlsplit(target)
     path = parts.path
     if path in ("/conversations", "/conversations/"):
         if parts.query:
-            return 400, {"ok": False, "error": "bad-request", "message": "the catalogue takes no parameters"}
-        return 200, reader.catalogue()
+            return "answer", 400, {"ok": False, "error": "bad-request", "message": "the catalogue takes no parameters"}
+        return "catalogue", None, None
     if not path.startswith("/conversations/"):
-        return 404, {"ok": False, "error": "not-found", "message": "no such route"}
+        return "answer", 404, {"ok": False, "error": "not-found", "message": "no such route"}
     conversation = unquote(path[len("/conversations/"):])
     if not conversation or "/" in conversation:
-        return 404, {"ok": False, "error": "not-found", "message": "no such route"}
+        return "answer", 404, {"ok": False, "error": "not-found", "message": "no such route"}
     try:
         query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query), max_num_fields=8)
     except ValueError:
-        return 400, {"ok": False, "error": "bad-request", "message": "the query string is malformed"}
+        return "answer", 400, {"ok": False, "error": "bad-request", "message": "the query string is malformed"}
     if set(query) - _PARAMS or any(len(v) != 1 for v in query.values()):
-        return 400, {"ok": False, "error": "bad-request",
-                     "message": "parameters: branch, cursor, actor, purpose, each at most once"}
+        return "answer", 400, {"ok": False, "error": "bad-request",
+                               "message": "parameters: branch, cursor, actor, purpose, each at most once"}
     args: dict[str, Any] = {k: v[0] for k, v in query.items()}
-    caller = {k: args[k] for k in ("actor", "purpose") if k in args}
+    call: dict[str, Any] = {k: args[k] for k in ("actor", "purpose") if k in args}
+    call["conversation"] = conversation
     if "cursor" in args:
-        result = reader.next(cursor=args["cursor"], conversation=conversation, branch=args.get("branch"), **caller)
+        call.update(cursor=args["cursor"], branch=args.get("branch"))
     else:
-        result = reader.open(conversation=conversation, branch=args.get("branch") or None, **caller)
-    if result["ok"]:
-        return 200, result
-    return REFUSAL_STATUS[result["refusal"]["code"]], result
+        call["branch"] = args.get("branch") or None
+    return "page", call, None

@@ -200,6 +200,29 @@ class PageParts(list[dict[str, Any]]):
         return True
 
 
+class RawParts(list[dict[str, Any]]):
+    """The parts of one page as their JSON bytes only (`Reader.open`, `Reader.next` with `as_json=True`): no part dict
+    is made or read back. An empty list carrying `encoded`, made only to be serialized by
+    `_jsonout.dump_bytes` at once (its `json_pieces` splices the bytes where `PageParts` would), never
+    handed to a caller."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, encoded: list[bytes]) -> None:
+        super().__init__()
+        self.encoded = encoded
+
+    def json_pieces(self, out: list[bytes]) -> bool:
+        """Append the parts' JSON to `out` as pieces, as `PageParts.json_pieces` does."""
+        sep = b"["
+        for raw in self.encoded:
+            out.append(sep)
+            out.append(raw)
+            sep = b","
+        out.append(b"[]" if sep == b"[" else b"]")
+        return True
+
+
 def item_key(item: Item) -> bytes:
     """What the follow digest takes of one item: "id@line", and for a run of unreadable lines (one
     malformed-line notice) "id@line-through", so a run that grew at the end of the file changes it."""
@@ -314,8 +337,6 @@ def _single_part(item: Item) -> tuple[dict[str, Any], bytes] | None:
     if len(blocks) > MAX_BLOCKS_PER_PART or (timestamp is not None and len(timestamp) > _SHORT):
         return None
     attrs = dict(item.attrs)
-    if not _short(attrs):
-        return None
     out_blocks: list[dict[str, Any]] = []
     for i, block in enumerate(blocks):
         b = block.to_json()
@@ -332,7 +353,10 @@ def _single_part(item: Item) -> tuple[dict[str, Any], bytes] | None:
                             "timestamp": timestamp, "entry": item.entry, "attrs": attrs,
                             "notice": None if notice is None else notice.to_json(), "blocks": out_blocks}
     raw = _encode(part)
-    if len(raw) > MAX_PART_BYTES:
+    # A part of at most 64 KiB of JSON holds no string that needs fragments (each string's JSON is shorter,
+    # so at most 65,536 characters: 131,072 UTF-16 units), so the attrs' strings are looked at only in a
+    # longer part (most parts are short: the walk of every attribute's value cost more than the encoding).
+    if len(raw) > INLINE_FIELD_JSON and (len(raw) > MAX_PART_BYTES or not _short(attrs)):
         return None
     return part, raw
 
@@ -433,8 +457,6 @@ class _EncodedParts(Sequence[tuple[dict[str, Any], bytes]]):
         return (part_from_json(raw), raw)
 
 
-
-
 def paginate(
     count: int,
     start: tuple[int, int],
@@ -467,3 +489,28 @@ def paginate(
             k += 1
         i, k = i + 1, 0
     return PageParts(out, encoded), None
+
+
+def paginate_raw(
+    count: int, start: tuple[int, int], envelope_bytes: int, raws_of: Callable[[int], Sequence[bytes]]
+) -> tuple[RawParts, tuple[int, int] | None]:
+    """`paginate` on the parts' bytes alone: the same parts (the same rules, the same sizes), as their JSON
+    bytes, and where the next page starts. `raws_of(i)` gives item i's parts' bytes."""
+    encoded: list[bytes] = []
+    size = envelope_bytes
+    i, k = start
+    while i < count:
+        raws = raws_of(i)
+        n = len(raws)
+        while k < n:
+            if len(encoded) >= MAX_PARTS_PER_PAGE:
+                return RawParts(encoded), (i, k)
+            raw = raws[k]
+            psize = len(raw) + (1 if encoded else 0)
+            if encoded and size + psize > MAX_PAGE_BYTES:
+                return RawParts(encoded), (i, k)
+            encoded.append(raw)
+            size += psize
+            k += 1
+        i, k = i + 1, 0
+    return RawParts(encoded), None

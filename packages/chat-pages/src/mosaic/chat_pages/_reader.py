@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from mosaic.safe_open import OpenedFile, Refusal, Root, SafeOpenRefusal, is_session_name, open_root
 from mosaic.safe_open.root import Method
@@ -34,8 +34,8 @@ from ._catalogue import catalogue_row, claude_rows, unsupported_row
 from ._claude import locate, receipted
 from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR, Cursor, CursorStore
 from ._follow import follow
-from ._jsonout import iso_time, json_size
-from ._parts import paginate
+from ._jsonout import dump_bytes, iso_time, json_size
+from ._parts import paginate, paginate_raw
 from ._refusal import ReaderRefusal
 from ._snapshots import (
     CLAUDE_FORMAT,
@@ -158,6 +158,12 @@ class Reader:
         return {"ok": True, "conversations": rows, "refusedRoots": refused,
                 "generatedAt": iso_time(self._clock())}
 
+    @overload
+    def open(self, *, conversation: object, branch: object = None, actor: object = LOCAL_OPERATOR,
+             purpose: object = HISTORY, as_json: Literal[False] = False) -> dict[str, Any]: ...
+    @overload
+    def open(self, *, conversation: object, branch: object = None, actor: object = LOCAL_OPERATOR,
+             purpose: object = HISTORY, as_json: Literal[True]) -> bytes: ...
     def open(
         self,
         *,
@@ -165,17 +171,28 @@ class Reader:
         branch: object = None,
         actor: object = LOCAL_OPERATOR,
         purpose: object = HISTORY,
-    ) -> dict[str, Any]:
+        as_json: bool = False,
+    ) -> dict[str, Any] | bytes:
         """The first page of `branch` (None: Pi's default branch) in a fresh snapshot of the conversation.
 
-        Returns {"ok": True, "page", "cursor", "follow", "view"} or {"ok": False, "refusal"}.
+        Returns {"ok": True, "page", "cursor", "follow", "view"} or {"ok": False, "refusal"}. With
+        `as_json=True`, that result as its JSON bytes, exactly `dump_bytes` of it (a refusal too), made
+        without the page's part dicts: joined from the parts' JSON bytes (kept ones as they are kept) and
+        the envelope's (README, "Pages as bytes"). The routes send these.
         """
         with self._conversations.held(conversation):
             try:
-                return self._open(conversation, branch, actor, purpose)
+                result = self._open(conversation, branch, actor, purpose, as_json)
             except ReaderRefusal as r:
-                return {"ok": False, "refusal": r.to_dict()}
+                result = {"ok": False, "refusal": r.to_dict()}
+        return dump_bytes(result) if as_json else result
 
+    @overload
+    def next(self, *, cursor: object, conversation: object, branch: object, actor: object = LOCAL_OPERATOR,
+             purpose: object = HISTORY, as_json: Literal[False] = False) -> dict[str, Any]: ...
+    @overload
+    def next(self, *, cursor: object, conversation: object, branch: object, actor: object = LOCAL_OPERATOR,
+             purpose: object = HISTORY, as_json: Literal[True]) -> bytes: ...
     def next(
         self,
         *,
@@ -184,15 +201,18 @@ class Reader:
         branch: object,
         actor: object = LOCAL_OPERATOR,
         purpose: object = HISTORY,
-    ) -> dict[str, Any]:
+        as_json: bool = False,
+    ) -> dict[str, Any] | bytes:
         """The next page of a page cursor (same snapshot, prefix re-verified), or a follow: only the parts
-        appended to the cursor's branch since its snapshot. Same return shape as `open`.
+        appended to the cursor's branch since its snapshot. Same return shape as `open`, and the same
+        `as_json`.
         """
         with self._conversations.held(conversation):
             try:
-                return self._next(cursor, conversation, branch, actor, purpose)
+                result = self._next(cursor, conversation, branch, actor, purpose, as_json)
             except ReaderRefusal as r:
-                return {"ok": False, "refusal": r.to_dict()}
+                result = {"ok": False, "refusal": r.to_dict()}
+        return dump_bytes(result) if as_json else result
 
     def cursor_count(self) -> int:
         """How many cursors are held (for tests and diagnostics)."""
@@ -316,7 +336,8 @@ class Reader:
 
     # -- open ------------------------------------------------------------------------------------------
 
-    def _open(self, conversation: object, branch: object, actor: object, purpose: object) -> dict[str, Any]:
+    def _open(self, conversation: object, branch: object, actor: object, purpose: object,
+              raw: bool = False) -> dict[str, Any]:
         self._check_caller(actor, purpose)
         if branch is not None and not isinstance(branch, str):
             raise ReaderRefusal("unknown-branch", "branch must be a branch name")
@@ -357,11 +378,12 @@ class Reader:
             dev=dev, ino=ino, length=cut, digest=digest, epoch=source_epoch(dev, ino, digest),
             incomplete=incomplete, expires=0.0,
         )
-        return self._page(base, snap, (0, 0))
+        return self._page(base, snap, (0, 0), raw)
 
     # -- next ------------------------------------------------------------------------------------------
 
-    def _next(self, cursor: object, conversation: object, branch: object, actor: object, purpose: object) -> dict[str, Any]:
+    def _next(self, cursor: object, conversation: object, branch: object, actor: object, purpose: object,
+              raw: bool = False) -> dict[str, Any]:
         self._check_caller(actor, purpose)
         c = self._cursors.take(cursor, conversation, branch, actor, purpose, self._clock())
         with self._resolve(conversation, hint=(c.project_root, c.seat)) as (loc, root):
@@ -377,9 +399,9 @@ class Reader:
             snap = old or snaps.get_or_parse(key, prefix, project, hasher)
             assert snap is not None
             self._cursors.drop(c)
-            return self._page(c, snap, c.position)
+            return self._page(c, snap, c.position, raw)
         base, snap, start = follow(c, key, hasher, prefix, old, tail, project, snaps, self._cursors)
-        return self._page(base, snap, start)
+        return self._page(base, snap, start, raw)
 
     def _verify_pinned(self, c: Cursor, f: OpenedFile, key: SnapKey, project: str,
                        snaps: SnapshotCache) -> tuple[Any, bytes | None, Snap | None]:
@@ -437,9 +459,11 @@ class Reader:
 
     # -- pages -----------------------------------------------------------------------------------------
 
-    def _page(self, base: Cursor, snap: Snap, start: tuple[int, int]) -> dict[str, Any]:
+    def _page(self, base: Cursor, snap: Snap, start: tuple[int, int], raw: bool = False) -> dict[str, Any]:
         """The page of `base`'s branch in `snap` from `start` (item, part), and the cursor that continues
-        it: a page cursor when parts remain, else a follow cursor. Seed "Pages" limits (`paginate`)."""
+        it: a page cursor when parts remain, else a follow cursor. Seed "Pages" limits (`paginate`). With
+        `raw`, the page's parts are their JSON bytes only (`RawParts`), to be serialized at once by
+        `dump_bytes`: the same parts, the same cursor, no part dict made."""
         parsed = snap.parsed
         branch = parsed.branches[base.branch]
         count = branch.item_count  # known without rendering; pages render only their items (Snap.parts_of)
@@ -454,7 +478,11 @@ class Reader:
         envelope = json_size(page)
         keys: dict[int, bytes] = {}
         with gc_paused():
-            parts, nxt = paginate(count, start, envelope, snap.parts_of(base.branch, keys))
+            parts: list[dict[str, Any]]  # PageParts, or RawParts: the bytes alone
+            if raw:
+                parts, nxt = paginate_raw(count, start, envelope, snap.part_bytes_of(base.branch, keys))
+            else:
+                parts, nxt = paginate(count, start, envelope, snap.parts_of(base.branch, keys))
             # The follow digest over "id@line" of every item (_follow.items_digest), carried page to page:
             # each page adds the items it finished (already rendered for it), so the last page does not
             # walk the branch.

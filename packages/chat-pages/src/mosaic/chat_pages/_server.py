@@ -24,7 +24,7 @@ import threading
 from typing import Any
 
 from ._guard import Guard, loopback_hosts, new_token
-from ._http import route
+from ._http import route_json
 from ._jsonout import dump_bytes
 from ._lanes import CATALOGUE_WORKERS, WORKERS, Lanes, lane_of
 from ._reader import Reader
@@ -62,8 +62,8 @@ def answer(reader: Reader, method: str, target: str) -> tuple[int, bytes, bool]:
     server and the ASGI application, so both give the same status table."""
     if method != "GET":
         return 405, dump_bytes(METHOD_NOT_ALLOWED), True
-    status, body = route(reader, target)
-    return status, dump_bytes(body), False
+    status, body = route_json(reader, target)  # a page is made as bytes: no part dict, no encoding again
+    return status, body, False
 
 
 #: Sent with every answer: JSON is never sniffed as anything else, and a URL holding the token is never

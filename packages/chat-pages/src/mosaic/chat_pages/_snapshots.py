@@ -319,6 +319,23 @@ class Snap:
 
         return get
 
+    def part_bytes_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[bytes]]:
+        """`parts_of` as the parts' JSON bytes alone (a page served as bytes): a kept item's bytes as they are
+        kept, never read back into dicts; an item not kept rendered, serialized and kept as `parts_of` does."""
+        def get(i: int) -> Sequence[bytes]:
+            ref = self.ref_at(branch, i)
+            kept = self.parts.get(ref)
+            if kept is None:
+                item = self.parsed.render(ref)
+                keys[i] = key = item_key(item)
+                raws = raws_of(encoded_parts(item))
+                self.parts.put(ref, key, raws)
+                return raws
+            keys[i] = kept[0]
+            return kept[1]
+
+        return get
+
 
 def _snap(result: Parsed | Refusal, data: bytes, hasher: Any) -> Snap:
     if isinstance(result, Refusal):
