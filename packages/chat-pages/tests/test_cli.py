@@ -322,7 +322,8 @@ def test_serve_a_second_stop_signal_while_it_closes_is_ignored_one_line_status_0
     `timeout`: serve runs under coreutils' `timeout`, which, told to stop, signals its child and then the
     child's whole process group (two SIGTERMs, then SIGCONTs), as the probe ran it. `storm`: after the first
     SIGTERM the test keeps sending SIGTERM, SIGHUP and SIGINT until serve has exited, so some land while it
-    closes. Every round ends with exactly the first signal's line and status 0, and the token file gone."""
+    closes. Every round ends with exactly one line, the first signal serve handled (under `timeout` the SIGTERM),
+    and status 0, and the token file gone."""
     root, _ = project
     kinds = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
     for n in range(SIGNAL_ROUNDS):
@@ -350,8 +351,11 @@ def test_serve_a_second_stop_signal_while_it_closes_is_ignored_one_line_status_0
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate(timeout=BOUND)
-        assert proc.returncode == 0 and err == "mosaic-read: stopped serving (SIGTERM)\n", (how, n, proc.returncode,
-                                                                                          err[-2000:])
+        # The first signal serve handles names the line. Under `storm` that is not always the first sent: a
+        # SIGHUP or SIGINT sent before serve ran is pending beside the SIGTERM, and the kernel delivers the
+        # lowest-numbered pending signal first. Exactly one line, of a signal that was sent, status 0.
+        said = {f"mosaic-read: stopped serving ({k.name})\n" for k in (kinds if how == "storm" else kinds[:1])}
+        assert proc.returncode == 0 and err in said, (how, n, proc.returncode, err[-2000:])
         assert not os.path.exists(started["tokenFile"])
 
 
