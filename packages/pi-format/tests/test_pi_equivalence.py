@@ -210,16 +210,17 @@ def test_generated_files_read_the_same_when_every_id_collides(lines: list[Any], 
 
 def test_a_long_lines_id_is_read_again_once_however_many_lookups_meet_it() -> None:
     # Issue 34: the compact table reads an id again from its line where a lookup meets its hash. An id read
-    # from a long line is kept from then on, so 2,000 forks off a long entry read that line twice in all (the
-    # parse's own read, then one more), not once a fork; short lines are not kept (reading one again costs
-    # no more than the line that asks).
-    long = {"type": "message", "id": "root", "parentId": None, "message": {"role": "user", "content": "x" * 4000}}
-    lines = [long] + [{"type": "label", "id": f"f{i}", "parentId": "root"} for i in range(2000)]
+    # from a long line is kept from then on, so 2,000 forks off two long entries in turn read each of them
+    # twice in all (the parse's own read, then one more), not once a fork; short lines are not kept (reading
+    # one again costs no more than the line that asks).
+    roots = [{"type": "message", "id": rid, "parentId": None, "message": {"role": "user", "content": "x" * 4000}}
+             for rid in ("left", "right")]
+    lines = roots + [{"type": "label", "id": f"f{i}", "parentId": ("left", "right")[i % 2]} for i in range(2000)]
     data = session(*lines)
     with compact_form(), head_decodes() as reads:
         parsed = ok(parse(data))
     assert id_table_form(parsed) == "compact"
-    assert sum(1 for r in reads if len(r) > 4000) == 2
-    assert id_table_held(parsed) == 1
-    assert parsed.branches["b.f1999"].entry_ids == ("n.root", "n.f1999")
+    assert sum(1 for r in reads if len(r) > 4000) == 4
+    assert id_table_held(parsed) == 2
+    assert parsed.branches["b.f1999"].entry_ids == ("n.right", "n.f1999")
     assert canon(parsed) == canon(ok(parse(data)))

@@ -26,8 +26,10 @@ Both forms answer the same: `add`, `get`, `string`, `latest_flags`. Positions ar
 
 from __future__ import annotations
 
+import mmap
 from array import array
 from collections.abc import Callable
+from typing import TypeAlias
 
 #: A form switch is considered when the records average fewer bytes than this (about what the sparse
 #: form costs per id, so its ids never cost more than about the bytes they came from).
@@ -40,6 +42,29 @@ _LOW32 = 0xFFFFFFFF
 _MAX_SLOT = (1 << 31) - 1
 #: The hash of a string (tests replace it to make every string collide).
 _HASH: Callable[[str], int] = hash
+#: Slot tables of at least this many bytes are anonymous mappings of their own, not the allocator's: freeing
+#: one (the table doubles) then never raises glibc's dynamic mmap threshold, which would send every column
+#: still growing to the heap, copied at each realloc and leaving freed holes resident (about 4-8 MB on a
+#: million tiny entries: issue 34).
+_MAPPED_BYTES = 1 << 16
+_FILL = b"\xff" * _MAPPED_BYTES  # -1 (_EMPTY) in every item, 4- or 8-byte
+
+Slots: TypeAlias = "array[int] | memoryview"
+
+
+def _new_slots(size: int, code: str) -> Slots:
+    """A slot table of `size` items of typecode `code`, every slot _EMPTY."""
+    nbytes = size * array(code).itemsize
+    if nbytes < _MAPPED_BYTES:
+        return array(code, [_EMPTY]) * size
+    mapped = mmap.mmap(-1, nbytes)
+    for _ in range(nbytes // _MAPPED_BYTES):  # sizes are powers of 2: whole chunks
+        mapped.write(_FILL)
+    return memoryview(mapped).cast(code)
+
+
+def slots_typecode(slots: Slots) -> str:
+    return slots.typecode if isinstance(slots, array) else slots.format
 
 
 def _unset(pos: int) -> tuple[str, bool]:  # pragma: no cover - the sparse form never reads a key
@@ -50,19 +75,22 @@ class IdTable:
     """Strings by position (0, 1, ...), with the latest position of each string. Not thread-safe: one
     parse builds it, then it is read only (continuations copy it first)."""
 
-    __slots__ = ("map", "raw", "_hash", "_slots", "_mask", "_key", "_held")
+    __slots__ = ("map", "raw", "_hash", "_slots", "_mask", "_key", "_held", "_last")
 
     def __init__(self) -> None:
         #: sparse form: string -> latest position, and position -> string; both None in the compact form.
         self.map: dict[str, int] | None = {}
         self.raw: list[str] | None = []
         self._hash = array("I")  # the low 32 bits of each string's hash()
-        self._slots = array("i")  # widened to "q" past 2**31 positions
+        self._slots: Slots = array("i")  # widened to "q" past 2**31 positions
         self._mask = 0
         #: compact form: reads the string at a position from its line, and whether to keep it (a long line);
         #: `_held` the strings kept as strs
         self._key: Callable[[int], tuple[str, bool]] = _unset
         self._held: dict[int, str] = {}
+        #: the last string read with `_key` and its position (one tuple: a reader in another thread sees
+        #: both or neither): many lookups in a row meeting one id (forks off one entry) read its line once
+        self._last: tuple[int, str] = (-1, "")
 
     def __len__(self) -> int:
         return len(self.raw) if self.raw is not None else len(self._hash)
@@ -78,10 +106,12 @@ class IdTable:
         other.map = None if self.map is None else self.map.copy()
         other.raw = None if self.raw is None else self.raw.copy()
         other._hash = array(self._hash.typecode, self._hash)
-        other._slots = array(self._slots.typecode, self._slots)
+        other._slots = _new_slots(len(self._slots), slots_typecode(self._slots))
+        other._slots[:] = self._slots
         other._mask = self._mask
         other._key = key if self.map is None else _unset
         other._held = dict(self._held)
+        other._last = (-1, "")
         return other
 
     # -- the two forms -----------------------------------------------------------------------------------
@@ -106,7 +136,8 @@ class IdTable:
         if size <= len(self._slots):
             return
         old = self._slots
-        self._slots = array("i" if size <= _MAX_SLOT else "q", [_EMPTY]) * size
+        code = "i" if size <= _MAX_SLOT else "q"
+        self._slots = _new_slots(size, code)
         self._mask = size - 1
         mask = self._mask
         slots = self._slots
@@ -192,9 +223,13 @@ class IdTable:
             s = held.get(pos)
             if s is not None:
                 return s
+        last = self._last
+        if last[0] == pos:
+            return last[1]
         s, keep = self._key(pos)
         if keep:
             held[pos] = s  # a long line: read again once at most (one dict store: safe under concurrent reads)
+        self._last = (pos, s)
         return s
 
     def latest_flags(self) -> bytearray:

@@ -172,7 +172,7 @@ def colliding_hashes() -> Iterator[None]:
 def id_table_widths(parsed: Parsed) -> tuple[str, str]:
     """The typecodes of the compact id table behind `parsed`: (hashes, slots)."""
     ids = parsed._state.forest.ix.ids  # type: ignore[attr-defined]
-    return ids._hash.typecode, ids._slots.typecode
+    return ids._hash.typecode, _idtable.slots_typecode(ids._slots)
 
 
 def id_table_held(parsed: Parsed) -> int:
