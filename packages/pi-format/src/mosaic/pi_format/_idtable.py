@@ -29,7 +29,7 @@ from __future__ import annotations
 import mmap
 from array import array
 from collections.abc import Callable
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 #: A form switch is considered when the records average fewer bytes than this (about what the sparse
 #: form costs per id, so its ids never cost more than about the bytes they came from).
@@ -49,10 +49,10 @@ _HASH: Callable[[str], int] = hash
 _MAPPED_BYTES = 1 << 16
 _FILL = b"\xff" * _MAPPED_BYTES  # -1 (_EMPTY) in every item, 4- or 8-byte
 
-Slots: TypeAlias = "array[int] | memoryview"
+Slots: TypeAlias = "array[int] | memoryview[int]"
 
 
-def _new_slots(size: int, code: str) -> Slots:
+def _new_slots(size: int, code: Literal["i", "q"]) -> Slots:
     """A slot table of `size` items of typecode `code`, every slot _EMPTY."""
     nbytes = size * array(code).itemsize
     if nbytes < _MAPPED_BYTES:
@@ -61,6 +61,14 @@ def _new_slots(size: int, code: str) -> Slots:
     for _ in range(nbytes // _MAPPED_BYTES):  # sizes are powers of 2: whole chunks
         mapped.write(_FILL)
     return memoryview(mapped).cast(code)
+
+
+def _copy_slots(slots: Slots) -> Slots:
+    if isinstance(slots, array):
+        return array(slots.typecode, slots)
+    mapped = mmap.mmap(-1, slots.nbytes)
+    mapped.write(slots)
+    return memoryview(mapped).cast("q" if slots.itemsize == 8 else "i")
 
 
 def slots_typecode(slots: Slots) -> str:
@@ -106,8 +114,7 @@ class IdTable:
         other.map = None if self.map is None else self.map.copy()
         other.raw = None if self.raw is None else self.raw.copy()
         other._hash = array(self._hash.typecode, self._hash)
-        other._slots = _new_slots(len(self._slots), slots_typecode(self._slots))
-        other._slots[:] = self._slots
+        other._slots = _copy_slots(self._slots)
         other._mask = self._mask
         other._key = key if self.map is None else _unset
         other._held = dict(self._held)
@@ -136,7 +143,7 @@ class IdTable:
         if size <= len(self._slots):
             return
         old = self._slots
-        code = "i" if size <= _MAX_SLOT else "q"
+        code: Literal["i", "q"] = "i" if size <= _MAX_SLOT else "q"
         self._slots = _new_slots(size, code)
         self._mask = size - 1
         mask = self._mask

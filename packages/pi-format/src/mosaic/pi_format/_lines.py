@@ -3,10 +3,11 @@ columns.
 
 For every line after the header this finds its bytes and decodes only `type`, `id`, `parentId` and
 `display` with msgspec, which skips every other value without building it. A valid entry line becomes a
-*record*: a row of flat arrays (where its bytes are, its line, a flags byte, the record its parentId named
-when it was read) and its raw id in an `IdTable`. No Python object is made per record, so a parse holds the
-file's bytes plus about 20-60 bytes per entry whatever the file's shape (a million tiny entries, 100,000
-roots or forks). The entry itself is decoded in full only when a page renders it (`Index.value`), and not
+*record*: a row of flat arrays (where its line starts, its line number, a flags byte, the record its
+parentId named when it was read) and its raw id in an `IdTable` (in the compact form, only the id's hash:
+the id is read again from its line). No Python object is made per record, so a parse holds the file's
+bytes plus about 30-40 bytes per entry whatever the file's shape (a million tiny entries, 100,000 roots or
+forks). The entry itself is decoded in full only when a page renders it (`Index.value`), and not
 kept.
 
 The JavaScript-compatible semantics of `_parse` stay exactly: the exact decoder is Python's json with
