@@ -81,7 +81,8 @@ def _unset(pos: int) -> tuple[str, bool]:  # pragma: no cover - the sparse form 
 
 class IdTable:
     """Strings by position (0, 1, ...), with the latest position of each string. Not thread-safe: one
-    parse builds it, then it is read only (continuations copy it first)."""
+    parse builds it, then it is read only (continuations copy it first), but for what `string` keeps of
+    the strings it reads again (one dict store, one tuple: safe for concurrent readers)."""
 
     __slots__ = ("map", "raw", "_hash", "_slots", "_mask", "_key", "_held", "_last")
 
@@ -134,7 +135,7 @@ class IdTable:
         self._key = key
         self._grow_to(len(raw))
         for s in raw:
-            self._append(s)
+            self.add(s)
 
     def _grow_to(self, n: int) -> None:
         size = 8
@@ -172,16 +173,6 @@ class IdTable:
                 return s, j
             s = (s + 1) & mask
 
-    def _append(self, value: str) -> int:
-        h = _HASH(value) & _LOW32
-        pos = len(self._hash)
-        if 2 * (pos + 1) > len(self._slots):
-            self._grow_to(pos + 1)
-        s, prev = self._find(value, h)
-        self._hash.append(h)
-        self._slots[s] = pos  # the latest position of this string
-        return prev
-
     # -- the API -------------------------------------------------------------------------------------------
 
     def add(self, value: str) -> int:
@@ -193,7 +184,7 @@ class IdTable:
             m[value] = len(raw)
             raw.append(value)
             return prev
-        # The compact form's insert, inline (what _append does: one call per id on the parse's path).
+        # The compact form: the probe of `_find`, inline (one call per id on the parse's path).
         h = _HASH(value) & _LOW32
         hashes = self._hash
         pos = len(hashes)

@@ -209,13 +209,6 @@ class Index:
         HELD_BYTES). A closure over this index's columns (never the index itself: no reference cycle)."""
         return _reader(self.bufs, self.seg_first, self.start, self.kept, rec)
 
-    def buffer(self, r: int) -> bytes:
-        seg = self.seg_first
-        k = len(seg) - 1
-        while seg[k] > r:
-            k -= 1
-        return self.bufs[k]
-
     def span(self, r: int) -> tuple[bytes, int, int]:
         """Record r's buffer and where its line lies in it (without the LF and one trailing CR)."""
         return _span(self.bufs, self.seg_first, self.start, r)
