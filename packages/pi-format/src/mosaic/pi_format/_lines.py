@@ -3,10 +3,11 @@ columns.
 
 For every line after the header this finds its bytes and decodes only `type`, `id`, `parentId` and
 `display` with msgspec, which skips every other value without building it. A valid entry line becomes a
-*record*: a row of flat arrays (where its bytes are, its line, a flags byte, the record its parentId named
-when it was read) and its raw id in an `IdTable`. No Python object is made per record, so a parse holds the
-file's bytes plus about 20-60 bytes per entry whatever the file's shape (a million tiny entries, 100,000
-roots or forks). The entry itself is decoded in full only when a page renders it (`Index.value`), and not
+*record*: a row of flat arrays (where its line starts, its line number, a flags byte, the record its
+parentId named when it was read) and its raw id in an `IdTable` (in the compact form, only the id's hash:
+the id is read again from its line). No Python object is made per record, so a parse holds the file's
+bytes plus about 30-40 bytes per entry whatever the file's shape (a million tiny entries, 100,000 roots or
+forks). The entry itself is decoded in full only when a page renders it (`Index.value`), and not
 kept.
 
 The JavaScript-compatible semantics of `_parse` stay exactly: the exact decoder is Python's json with
@@ -38,6 +39,7 @@ import re
 import sys
 import threading
 from array import array
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import msgspec
@@ -129,6 +131,10 @@ _FULL = msgspec.json.Decoder().decode
 _QUICK = True
 
 
+#: In the compact id table, an id (or pending parentId) read again from a line longer than this is kept as a
+#: str from then on: reading a line again must never cost more than a short line's read, twice at most.
+HELD_BYTES = 1024
+
 #: How many records pass between two looks at their density (whether the id tables switch to the compact
 #: form). Tests set it to 1, and DENSE_BYTES high, to run every parse in the compact form.
 _CHECK_EVERY = 1024
@@ -142,18 +148,19 @@ def _typecode(size: int) -> str:
 class Index:
     """The records: every valid entry line in file order (duplicates included), column by column.
 
-    Record r lies in buffer `bufs[k]` for the last k with `seg_first[k] <= r`, at `start[r]:stop[r]` (without
-    the LF and one trailing CR); `line[r]` is its 1-based file line and `flags[r]` its bits (SHOWS, KEPT,
-    PNULL, PBAD, PEND). `ppos[r]` is the record its string parentId named when the line was read (the
+    Record r lies in buffer `bufs[k]` for the last k with `seg_first[k] <= r`, from `start[r]` to the next LF
+    (without one trailing CR: `span`); `line[r]` is its 1-based file line and `flags[r]` its bits (SHOWS,
+    KEPT, PNULL, PBAD, PEND). `ppos[r]` is the record its string parentId named when the line was read (the
     latest such record then), else -1. `ids` holds the raw ids; `pend` the string parentIds that named no
-    earlier record when read, with `pend_rec` their records. `dups` counts records whose id an earlier
-    record had, `late` records whose id an earlier record had named as its parent (a late parent, a child
-    written before its parent, or a self-parent): while both are 0 every parent precedes its child and
-    every id is unique, so the tree can be built in one pass (`_tree.place`). Extended by `decode_lines`,
-    then read only; `copy` before extending one that a result holds.
+    earlier record when read, with `pend_rec` their records. In their compact form both read their strings
+    again from the lines (`_reader`). `dups` counts records whose id an earlier record had, `late` records
+    whose id an earlier record had named as its parent (a late parent, a child written before its parent,
+    or a self-parent): while both are 0 every parent precedes its child and every id is unique, so the tree
+    can be built in one pass (`_tree.place`). Extended by `decode_lines`, then read only; `copy` before
+    extending one that a result holds.
     """
 
-    __slots__ = ("bufs", "seg_first", "start", "stop", "line", "flags", "ppos", "kept", "ids", "pend",
+    __slots__ = ("bufs", "seg_first", "start", "line", "flags", "ppos", "kept", "ids", "pend",
                  "pend_rec", "dups", "late", "consumed", "tc")
 
     def __init__(self, size: int) -> None:
@@ -162,7 +169,6 @@ class Index:
         self.bufs: list[bytes] = []
         self.seg_first = array("q")
         self.start = array(tc)
-        self.stop = array(tc)
         self.line = array(tc)
         self.flags = bytearray()
         self.ppos = array(tc)
@@ -185,32 +191,35 @@ class Index:
         other.bufs = list(self.bufs)
         other.seg_first = array("q", self.seg_first)
         other.start = array(tc, self.start)
-        other.stop = array(tc, self.stop)
         other.line = array(tc, self.line)
         other.flags = bytearray(self.flags)
         other.ppos = array(tc, self.ppos)
         other.kept = dict(self.kept)
-        other.ids = self.ids.copy()
-        other.pend = self.pend.copy()
         other.pend_rec = array(tc, self.pend_rec)
+        other.ids = self.ids.copy(other._reader(None))
+        other.pend = self.pend.copy(other._reader(other.pend_rec))
         other.dups = self.dups
         other.late = self.late
         other.consumed = self.consumed
         return other
 
-    def buffer(self, r: int) -> bytes:
-        seg = self.seg_first
-        k = len(seg) - 1
-        while seg[k] > r:
-            k -= 1
-        return self.bufs[k]
+    def _reader(self, rec: array[int] | None) -> Callable[[int], tuple[str, bool]]:
+        """What the compact id tables read their strings with: with `rec` None, the id of record `pos`;
+        else the parentId of record `rec[pos]`; and whether the table keeps it (a line longer than
+        HELD_BYTES). A closure over this index's columns (never the index itself: no reference cycle)."""
+        return _reader(self.bufs, self.seg_first, self.start, self.kept, rec)
+
+    def span(self, r: int) -> tuple[bytes, int, int]:
+        """Record r's buffer and where its line lies in it (without the LF and one trailing CR)."""
+        return _span(self.bufs, self.seg_first, self.start, r)
 
     def value(self, r: int) -> dict[str, Any]:
         """Record r's decoded JSON object, exactly as the exact decoder reads the line."""
         if self.flags[r] & KEPT:
             kept: dict[str, Any] = self.kept[r]
             return kept
-        with memoryview(self.buffer(r)) as view, view[self.start[r]:self.stop[r]] as raw:
+        buf, a, b = self.span(r)
+        with memoryview(buf) as view, view[a:b] as raw:
             try:
                 value: dict[str, Any] = _FULL(raw)
                 return value
@@ -227,19 +236,19 @@ class Index:
         """Record r's parentId value, as the parse read it (for a missing-parent notice's message)."""
         if self.flags[r] & KEPT:
             return self.kept[r].get("parentId")
-        with memoryview(self.buffer(r)) as view:
-            return _FAST(view[self.start[r]:self.stop[r]]).parentId
+        buf, a, b = self.span(r)
+        with memoryview(buf) as view:
+            return _FAST(view[a:b]).parentId
 
     def compact(self) -> None:
         """The id tables in their compact form (dense records: no object per id)."""
-        self.ids.compact()
-        self.pend.compact()
+        self.ids.compact(self._reader(None))
+        self.pend.compact(self._reader(self.pend_rec))
 
-    def add_exact(self, value: dict[str, Any], pos: int, stop: int, line: int) -> None:
+    def add_exact(self, value: dict[str, Any], pos: int, line: int) -> None:
         """One record read by the exact decoder (its value is kept)."""
         r = len(self.flags)
         self.start.append(pos)
-        self.stop.append(stop)
         self.line.append(line)
         self.kept[r] = value
         self._link(r, value["id"], value.get("parentId"), (SHOWS if shows(value) else 0) | KEPT)
@@ -264,6 +273,38 @@ class Index:
             self.dups += 1
         if len(self.pend) and self.pend.get(rid) >= 0:
             self.late += 1
+
+
+def _span(bufs: list[bytes], seg_first: array[int], start: array[int], r: int) -> tuple[bytes, int, int]:
+    """Record r's buffer and its line's bounds there: from its start to the next LF, one CR before it cut
+    (a record's line is never empty, and its buffer holds its LF)."""
+    k = len(seg_first) - 1
+    while seg_first[k] > r:
+        k -= 1
+    buf = bufs[k]
+    a = start[r]
+    b = buf.find(b"\n", a)
+    return buf, a, b - 1 if buf[b - 1] == 13 else b
+
+
+def _reader(bufs: list[bytes], seg_first: array[int], start: array[int], kept: dict[int, Any],
+            rec: array[int] | None) -> Callable[[int], tuple[str, bool]]:
+    """`Index._reader`: a record's id (`rec` None) or the parentId of record rec[pos], read again from its
+    line by the head decoder (to be kept when the line is longer than HELD_BYTES), or from its kept value."""
+
+    def read(pos: int) -> tuple[str, bool]:
+        r = pos if rec is None else rec[pos]
+        value = kept.get(r) if kept else None
+        if value is not None:
+            s: str = value["id"] if rec is None else value["parentId"]
+            return s, False
+        buf, a, b = _span(bufs, seg_first, start, r)
+        with memoryview(buf) as view:
+            head = _FAST(view[a:b])
+        s = head.id if rec is None else head.parentId
+        return s, b - a > HELD_BYTES
+
+    return read
 
 
 def _in_fresh_thread(text: str) -> dict[str, Any]:
@@ -391,7 +432,6 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
     block_end = pos  # lines before block_end lie in a block already checked: utf8_ok says how it went
     utf8_ok = True
     start_append = ix.start.append
-    stop_append = ix.stop.append
     line_append = ix.line.append
     flags_append = ix.flags.append
     ppos_append = ix.ppos.append
@@ -403,6 +443,7 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
     pendmap = pend.map
     pendraw = pend.raw
     nrec = len(ix.flags)
+    last_id: str | None = None  # the id of record nrec - 1, when read here: a parentId naming it needs no lookup
     dups = late = 0
     seen_from = pos - ix.consumed  # bytes before data[pos] that count toward the density
     check_at = nrec + _CHECK_EVERY
@@ -471,7 +512,6 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
                         # A record, inline (Index.add_exact and Index._link do the same for the rare lines
                         # the exact decoder read).
                         start_append(pos)
-                        stop_append(stop)
                         line_append(line)
                         if et == "custom_message":
                             f = 1 if head.display is True else 0
@@ -482,7 +522,10 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
                             f |= PNULL
                             ppos_append(-1)
                         elif type(pid) is str:
-                            q = idmap.get(pid, -1) if idmap is not None else ids.get(pid)
+                            if pid == last_id:
+                                q = nrec - 1  # the record just read: the latest with its id (a chain)
+                            else:
+                                q = idmap.get(pid, -1) if idmap is not None else ids.get(pid)
                             ppos_append(q)
                             if q < 0:
                                 f |= PEND
@@ -505,6 +548,7 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
                             dups += 1
                         if rid in pendmap if pendmap is not None else pend.get(rid) >= 0:
                             late += 1
+                        last_id = rid
                         nrec += 1
                         if nrec >= check_at:
                             check_at = nrec + _CHECK_EVERY
@@ -530,7 +574,8 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
                     ix.dups += dups
                     ix.late += late
                     dups = late = 0
-                    ix.add_exact(value, pos, stop, line)
+                    ix.add_exact(value, pos, line)
+                    last_id = value["id"]
                     nrec += 1
             if why is not None:
                 if run_n and run_first + run_n == line:

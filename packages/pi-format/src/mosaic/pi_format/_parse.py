@@ -127,8 +127,8 @@ def _assemble(header: Header, ix: Index, unreadable: Runs, incomplete: bool, lin
     superseded: list[int] = []
     if not ix.dups and not ix.late:
         # Every parent precedes its child and no id repeats (what Pi writes): one pass in file order.
-        if ix.flags:
-            ix.flags = bytearray(ix.flags.translate(_NO_CHILD))  # a continuation's copy may carry the bit
+        if ix.flags and max(ix.flags) & HAS_CHILD:  # a continuation's copy may carry the bit (a fresh parse
+            ix.flags = bytearray(ix.flags.translate(_NO_CHILD))  # never: no copy of its flags then)
         forest = Forest(ix, line_notices)
         place(forest, 0)
     else:

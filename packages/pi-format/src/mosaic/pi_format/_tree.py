@@ -253,8 +253,8 @@ class Forest:
 
     def entry_item(self, w: int) -> Item | None:
         """Winner w's item (or the notice standing for it), None when hidden. Decoded and rendered now."""
-        r = self.record(w)
-        return render_entry(self.ix.value(r), self.ix.ids.string(r), self.lines[w])
+        value = self.ix.value(self.record(w))
+        return render_entry(value, value["id"], self.lines[w])  # the raw id, as the id table has it
 
     def pre_item(self, w: int) -> Item | None:
         """The notice standing before winner w (its parent is missing, or a loop was cut there), or None."""

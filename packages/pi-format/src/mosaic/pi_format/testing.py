@@ -11,9 +11,10 @@ use these:
 - `exact_decodes()`: the texts the exact decoder reads inside the block;
 - `head_decodes()`: the lines the head decoder (msgspec, four fields) reads inside the block;
 - `compact_form()` and `sparse_form()`: every parse inside the block in that id-table form from its first
-  record; `id_table_form(parsed)` says which form a result's table is in; `narrow_id_table(max_slots,
-  max_bytes)`: the compact table's arrays widen to 8-byte items past these (not 2**31 and 4 GiB), and
-  `id_table_widths(parsed)` says the typecodes (ends, hashes, slots) of a result's compact table;
+  record; `id_table_form(parsed)` says which form a result's table is in; `narrow_id_table(max_slots)`:
+  the compact table's slots widen to 8-byte items past this (not 2**31), and `id_table_widths(parsed)` says
+  the typecodes (hashes, slots) of a result's compact table; `colliding_hashes()`: every string hashes
+  alike in the compact table; `id_table_held(parsed)`: how many ids the compact table keeps as strs;
 - `rendered_lines()`: the file lines of the entries rendered inside the block;
 - `count_entry_reads(branch)`: from then on, how many times any walk of the branch's result looks at an
   entry of the shared tree (what a page costs, counted rather than timed);
@@ -46,12 +47,14 @@ __all__ = [
     "EXACT_DECODER",
     "UTF8_BLOCK",
     "EntryReads",
+    "colliding_hashes",
     "compact_form",
     "count_entry_reads",
     "exact_decodes",
     "exact_only",
     "head_decodes",
     "id_table_form",
+    "id_table_held",
     "id_table_widths",
     "long_digit_runs",
     "narrow_id_table",
@@ -143,21 +146,40 @@ def sparse_form() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def narrow_id_table(max_slots: int, max_bytes: int) -> Iterator[None]:
+def narrow_id_table(max_slots: int) -> Iterator[None]:
     """Inside the block the compact id table widens its slots to 8-byte items past a table of `max_slots`
-    and its ends past `max_bytes` of id bytes (the limits of 4-byte items, lowered so a test reaches them)."""
-    saved = _idtable._MAX_SLOT, _idtable._MAX_END
-    _idtable._MAX_SLOT, _idtable._MAX_END = max_slots, max_bytes
+    (the limit of 4-byte items, lowered so a test reaches it)."""
+    saved = _idtable._MAX_SLOT
+    _idtable._MAX_SLOT = max_slots
     try:
         yield
     finally:
-        _idtable._MAX_SLOT, _idtable._MAX_END = saved
+        _idtable._MAX_SLOT = saved
 
 
-def id_table_widths(parsed: Parsed) -> tuple[str, str, str]:
-    """The typecodes of the compact id table behind `parsed`: (ends, hashes, slots)."""
+@contextlib.contextmanager
+def colliding_hashes() -> Iterator[None]:
+    """Inside the block the compact id table hashes every string to the same value: every lookup meets
+    every other string (a table of collisions, read by comparing the strings themselves)."""
+    saved = _idtable._HASH
+    _idtable._HASH = lambda _: 0x5EED
+    try:
+        yield
+    finally:
+        _idtable._HASH = saved
+
+
+def id_table_widths(parsed: Parsed) -> tuple[str, str]:
+    """The typecodes of the compact id table behind `parsed`: (hashes, slots)."""
     ids = parsed._state.forest.ix.ids  # type: ignore[attr-defined]
-    return ids._ends.typecode, ids._hash.typecode, ids._slots.typecode
+    return ids._hash.typecode, _idtable.slots_typecode(ids._slots)
+
+
+def id_table_held(parsed: Parsed) -> int:
+    """How many strings the compact id table behind `parsed` keeps as strs (the ids of long lines); the
+    others it reads again from their lines."""
+    held: int = len(parsed._state.forest.ix.ids._held)  # type: ignore[attr-defined]
+    return held
 
 
 def id_table_form(parsed: Parsed) -> Literal["compact", "sparse"]:
