@@ -97,6 +97,7 @@ from bench_server import pct, raise_nofile, rss_kib
 HERE = os.path.dirname(os.path.abspath(__file__))
 STUB_SESSION_ID = "01a22bb8-0000-7000-8000-0000000stub1"  # the stub's session header id (stub_engine.py)
 STUB = os.path.join(HERE, "stub_engine.py")
+REQUIRED = os.path.join(HERE, "required_relay.py")  # section 0's second anchor, the required-work relay
 TERMINAL = ("finished", "failed", "delivery-unknown")
 MAX_OUTBOX = 4 * 1024 * 1024  # ServerLimits.max_outbox_bytes default (checked in the controller role)
 WAIT = 120.0
@@ -510,6 +511,7 @@ class Drain:
 
         self.sel = selectors.DefaultSelector()
         self.socks: list[socket.socket] = []
+        self.bytes_by_path = dict.fromkeys(paths, 0)
         for path in paths:
             for _ in range(n):
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -519,8 +521,7 @@ class Drain:
                 sock.recv(1, socket.MSG_PEEK)  # answered: subscribed from here
                 sock.setblocking(False)
                 self.socks.append(sock)
-                self.sel.register(sock, selectors.EVENT_READ)
-        self.bytes = 0
+                self.sel.register(sock, selectors.EVENT_READ, path)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -531,7 +532,7 @@ class Drain:
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
                 with contextlib.suppress(BlockingIOError):
-                    self.bytes += len(sock.recv(1 << 18))
+                    self.bytes_by_path[key.data] += len(sock.recv(1 << 18))
 
     def close(self) -> None:
         self._stop.set()
@@ -542,22 +543,28 @@ class Drain:
         self.sel.close()
 
 
-def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, paths: dict[str, str],
+def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, req: Proc, paths: dict[str, str],
                         notes: list[str]) -> dict[str, Any]:
     ctl_client, auth = controlling_client(paths["ctl"])
     floor_client = LineClient(paths["floor"])
     floor_auth = {"incarnation": auth["incarnation"], "generation": auth["generation"]}  # the same line
+    req_client, req_auth = controlling_client(paths["req"])
     sent: dict[str, dict[str, list[dict[str, float]]]] = {}
     ended: dict[str, dict[str, list[dict[str, float]]]] = {}
     cpu: dict[str, dict[str, list[float]]] = {}  # phase -> side -> CPU seconds per prompt, per round
     outcomes: dict[str, int] = {}
 
     def run_round(phase: str, r: int, n: int) -> None:
-        order = (("floor", floor_client, floor_auth, floor), ("ctl", ctl_client, auth, ctl))
+        # The sides in turn, the order rotated every round; the required-work relay (the second anchor) in
+        # the idle and observed phases only (the load targets the controller and the plain relay's figures).
+        order = [("floor", floor_client, floor_auth, floor), ("ctl", ctl_client, auth, ctl)]
+        if phase != "loaded":
+            order.append(("req", req_client, req_auth, req))
+        order = order[r % len(order):] + order[:r % len(order)]
         for side, client, a, proc in order if r % 2 == 0 else order[::-1]:
             ends: dict[str, float] = {}
             cpu0 = proc.ask()["cpu"]
-            stamps, got = prompt_round(client, a, f"{side}-{phase}-{r}", n, controller=side == "ctl", ends=ends)
+            stamps, got = prompt_round(client, a, f"{side}-{phase}-{r}", n, controller=side != "floor", ends=ends)
             cpu.setdefault(phase, {}).setdefault(side, []).append((proc.ask()["cpu"] - cpu0) / n)
             sent.setdefault(phase, {}).setdefault(side, []).append(stamps)
             ended.setdefault(phase, {}).setdefault(side, []).append(ends)
@@ -577,13 +584,18 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, paths:
 
         # The same with `observers` watchers on each side (the controller's receipts and events, the relay's
         # run-settled, go to every one of them).
-        drain = Drain([paths["ctl"], paths["floor"]], args.observers)
+        drain = Drain([paths["ctl"], paths["floor"], paths["req"]], args.observers)
         try:
             run_round("warm-observed", 0, 50)
+            sent_before = dict(drain.bytes_by_path)  # the observe replies (the controller's: a 256 KiB page) left out
             for r in range(args.rounds):
                 run_round("observed", r, args.prompts)
         finally:
             drain.close()
+        # Bytes each observer was sent per prompt: the required-work relay's notifications are the
+        # controller's shapes (this checks their size), the plain relay's one run-settled.
+        observer_bytes = {side: (drain.bytes_by_path[paths[side]] - sent_before[paths[side]]) / args.observers
+                          / (args.rounds * args.prompts) for side in ("ctl", "floor", "req")}
 
         load = Proc(bench_server.role("load", "--socket", paths["ctl"], "--idle", str(args.idle), "--burst", "0",
                                       "--slowloris", str(args.slowloris), "--hangups-per-second",
@@ -612,14 +624,15 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, paths:
     finally:
         ctl_client.close()
         floor_client.close()
+        req_client.close()
 
     engine: dict[str, float] = {}
-    for name in ("stamps-ctl", "stamps-floor"):
+    for name in ("stamps-ctl", "stamps-floor", "stamps-req"):
         engine.update(read_stamps(paths[name])[0])
     results: dict[str, Any] = {}
     missing = 0
     for phase in ("idle", "observed", "loaded"):
-        for side in ("floor", "ctl"):
+        for side in ("floor", "ctl") if phase == "loaded" else ("floor", "ctl", "req"):
             rounds: list[list[float]] = []
             turns: list[list[float]] = []
             for stamps, ends in zip(sent[phase][side], ended[phase][side], strict=True):
@@ -633,7 +646,7 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, paths:
                                           "cpu_us": [1e6 * c for c in cpu[phase][side]]}
     if missing:
         notes.append(f"{missing} prompts have no engine stamp (left out)")
-    return {"phases": results, "outcomes": outcomes, "load": load_counts, "held": held,
+    return {"phases": results, "outcomes": outcomes, "load": load_counts, "observer_bytes": observer_bytes, "held": held,
             "held_after": held_after, "load_ready_s": round(load_ready_s, 2), "idle_s": round(idle_s, 1),
             "loaded_s": round(loaded_s, 1),
             "rss_kib": {"idle": rss_idle, "loaded_peak": rss_loaded, "after": rss_after}}
@@ -934,23 +947,48 @@ def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]], del
                observers: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     ph = prompt["phases"]
-    # Issue 34's rows: each a median of paired per-round ratios, min-max beside it.
+    req = "required-work relay"
+
+    def anchors(name: str, unit: str, values: dict[str, list[float]], medians: dict[str, float]) -> None:
+        """The same measure against the second anchor, the required-work relay (REQUIRED): its own ratio to
+        the plain relay (the floor of what the brief makes the controller do), and the controller's over it."""
+        rq = paired(values["req"], values["floor"])
+        rows.append(row("0 issue 34", f"  {name}: {req} / plain relay: {spread_text(rq)}", unit, medians["req"],
+                        medians["floor"], rq[1], "report", None))
+        rc = paired(values["ctl"], values["req"])
+        rows.append(row("0 issue 34", f"  {name}: controller / {req}: {spread_text(rc)}", unit, medians["ctl"],
+                        medians["req"], rc[1], "report", None))
+
+    # Issue 34's rows: each a median of paired per-round ratios, min-max beside it; the goal against the
+    # plain relay, then the same against the required-work relay.
+    sides = ("floor", "ctl", "req")
     c, f = ph["ctl observed"], ph["floor observed"]
     r50 = paired(c["rounds_p50"], f["rounds_p50"])
     rows.append(row("0 issue 34", f"prompt path p50, {observers} observers: {spread_text(r50)}", "us", c["p50"],
                     f["p50"], r50[1], "<= 2x", r50[1] <= 2.0, f["p50_spread"]))
+    anchors("prompt path p50", "us", {k: ph[f"{k} observed"]["rounds_p50"] for k in sides},
+            {k: ph[f"{k} observed"]["p50"] for k in sides})
     over = c["p99"] - f["p99"]
     rows.append(row("0 issue 34", f"prompt path p99 overhead, {observers} observers", "us", over, None, None,
                     "< 1000 us", over < 1000))
+    q = ph["req observed"]
+    rows.append(row("0 issue 34", f"  the same, {req} - plain relay", "us", q["p99"] - f["p99"], None, None,
+                    "report", None))
+    rows.append(row("0 issue 34", f"  the same, controller - {req}", "us", c["p99"] - q["p99"], None, None,
+                    "report", None))
     for phase in ("idle", "observed"):
         c, f = ph[f"ctl {phase}"], ph[f"floor {phase}"]
         rc = paired(c["cpu_us"], f["cpu_us"])
         rows.append(row("0 issue 34", f"server CPU per prompt, {phase}: {spread_text(rc)}", "us",
                         statistics.median(c["cpu_us"]), statistics.median(f["cpu_us"]), rc[1], "<= 3x", rc[1] <= 3.0))
+        anchors(f"CPU, {phase}", "us", {k: ph[f"{k} {phase}"]["cpu_us"] for k in sides},
+                {k: statistics.median(ph[f"{k} {phase}"]["cpu_us"]) for k in sides})
     c, f = ph["ctl idle"], ph["floor idle"]
     rt = paired(c["turn_rounds_p50"], f["turn_rounds_p50"])
     rows.append(row("0 issue 34", f"whole idle turn p50 (-> finished; floor -> agent_settled): {spread_text(rt)}",
                     "us", c["turn"]["p50"], f["turn"]["p50"], rt[1], "<= 3x", rt[1] <= 3.0))
+    anchors("idle turn (both -> finished)", "us", {k: ph[f"{k} idle"]["turn_rounds_p50"] for k in sides},
+            {k: ph[f"{k} idle"]["turn"]["p50"] for k in sides})
     rf = paired([r["cpu_s"] for r in fan["ctl"]], [r["cpu_s"] for r in fan["floor"]])
     rows.append(row("0 issue 34", f"fan-out CPU, {deltas} deltas to {observers} observers (floor: batched relay): "
                     f"{spread_text(rf)}", "ms", 1e3 * median_of(fan["ctl"], "cpu_s"),
@@ -1090,7 +1128,7 @@ def main() -> None:
         notes.append(f"RLIMIT_NOFILE hard limit {limit}: idle connections reduced from {args.idle} to {fit}")
         args.idle = fit
     tmp = tempfile.mkdtemp(prefix="mcbc-", dir="/tmp")  # 0700: a private socket directory
-    names = ("ctl.sock", "fan.sock", "floor.sock", "stamps-ctl", "stamps-fan", "stamps-floor",
+    names = ("ctl.sock", "fan.sock", "floor.sock", "req.sock", "stamps-ctl", "stamps-fan", "stamps-floor", "stamps-req",
              "fresh-look.sock", "free-look.sock", "stamps-fresh-look", "stamps-free-look")
     paths = {name.removesuffix(".sock"): os.path.join(tmp, name) for name in names}
     procs: list[Proc] = []
@@ -1109,8 +1147,13 @@ def main() -> None:
         floor = Proc(me("relay", "--socket", paths["floor"], "--stamps", paths["stamps-floor"]))
         procs.append(floor)
         floor.wait_ready()
+        req = Proc([sys.executable, REQUIRED, "--socket", paths["req"], "--stamps", paths["stamps-req"]])
+        procs.append(req)
+        req.wait_ready()
         ctl = controller("ctl", "stamps-ctl", "prompt")
-        prompt = measure_prompt_path(args, ctl, floor, paths, notes)
+        prompt = measure_prompt_path(args, ctl, floor, req, paths, notes)
+        req.stop()
+        procs.remove(req)
         ctl_final = {"prompt": ctl.stop()}
         procs.remove(ctl)
         # A fresh controller for the fan-out: its RSS is not the loaded phase's high-water mark.
@@ -1184,6 +1227,9 @@ def main() -> None:
     print_table(rows)
     print()
     ph = prompt["phases"]
+    print("bytes sent to each observer per prompt: " + "; ".join(
+        f"{side} {b:,.0f}" for side, b in prompt["observer_bytes"].items())
+        + " (the required-work relay's notifications are the controller's shapes)")
     print("prompt path, per-round p99 us: " + "; ".join(f"{k} {v['p99_rounds']}" for k, v in ph.items()))
     print("prompt path, pooled p50/p99 us: " + "; ".join(
         f"{k} {v['pooled_p50']:.0f}/{v['pooled_p99']:.0f} (n={v['n']})" for k, v in ph.items()))
