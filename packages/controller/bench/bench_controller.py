@@ -597,29 +597,34 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, req: P
         observer_bytes = {side: (drain.bytes_by_path[paths[side]] - sent_before[paths[side]]) / args.observers
                           / (args.rounds * args.prompts) for side in ("ctl", "floor", "req")}
 
-        load = Proc(bench_server.role("load", "--socket", paths["ctl"], "--idle", str(args.idle), "--burst", "0",
-                                      "--slowloris", str(args.slowloris), "--hangups-per-second",
-                                      str(args.hangups_per_second)))  # the server benchmark's load shapes
-        try:
-            t_load = time.monotonic()
-            load.wait_line("loaded")
-            held = ctl.ask()["connections"]
-            while held < args.idle + args.slowloris and time.monotonic() - t_load < 30:
-                time.sleep(0.05)  # polling the controller's count until the whole load is held
+        load_counts: dict[str, Any] = {}
+        held = held_after = 0
+        load_ready_s = loaded_s = 0.0
+        rss_loaded = rss_kib(ctl.p.pid)
+        if not args.prompt_only:
+            load = Proc(bench_server.role("load", "--socket", paths["ctl"], "--idle", str(args.idle), "--burst", "0",
+                                          "--slowloris", str(args.slowloris), "--hangups-per-second",
+                                          str(args.hangups_per_second)))  # the server benchmark's load shapes
+            try:
+                t_load = time.monotonic()
+                load.wait_line("loaded")
                 held = ctl.ask()["connections"]
-            load_ready_s = time.monotonic() - t_load
-            rss_loaded = rss_kib(ctl.p.pid)
-            t_measure = time.monotonic()
-            r = 0
-            while r < args.rounds or time.monotonic() - t_measure < args.loaded_seconds:
-                run_round("loaded", r, args.prompts)
-                rss_loaded = max(rss_loaded, rss_kib(ctl.p.pid))
-                r += 1
-            held_after = ctl.ask()["connections"]
-            loaded_s = time.monotonic() - t_measure
-            load_counts = load.stop()
-        finally:
-            load.kill()  # by its pid, if stop() did not end it
+                while held < args.idle + args.slowloris and time.monotonic() - t_load < 30:
+                    time.sleep(0.05)  # polling the controller's count until the whole load is held
+                    held = ctl.ask()["connections"]
+                load_ready_s = time.monotonic() - t_load
+                rss_loaded = rss_kib(ctl.p.pid)
+                t_measure = time.monotonic()
+                r = 0
+                while r < args.rounds or time.monotonic() - t_measure < args.loaded_seconds:
+                    run_round("loaded", r, args.prompts)
+                    rss_loaded = max(rss_loaded, rss_kib(ctl.p.pid))
+                    r += 1
+                held_after = ctl.ask()["connections"]
+                loaded_s = time.monotonic() - t_measure
+                load_counts = load.stop()
+            finally:
+                load.kill()  # by its pid, if stop() did not end it
         rss_after = rss_kib(ctl.p.pid)
     finally:
         ctl_client.close()
@@ -631,7 +636,7 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, req: P
         engine.update(read_stamps(paths[name])[0])
     results: dict[str, Any] = {}
     missing = 0
-    for phase in ("idle", "observed", "loaded"):
+    for phase in ("idle", "observed") if args.prompt_only else ("idle", "observed", "loaded"):
         for side in ("floor", "ctl") if phase == "loaded" else ("floor", "ctl", "req"):
             rounds: list[list[float]] = []
             turns: list[list[float]] = []
@@ -943,8 +948,9 @@ def spread_text(r: tuple[float, float, float]) -> str:
     return f"{r[1]:.2f}x ({r[0]:.2f}-{r[2]:.2f})"
 
 
-def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]], deltas: int,
+def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]] | None, deltas: int,
                observers: int) -> list[dict[str, Any]]:
+    """The table's rows; with `fan` None (``--prompt-only``) section 0's prompt rows alone."""
     rows: list[dict[str, Any]] = []
     ph = prompt["phases"]
     req = "required-work relay"
@@ -989,6 +995,8 @@ def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]], del
                     "us", c["turn"]["p50"], f["turn"]["p50"], rt[1], "<= 3x", rt[1] <= 3.0))
     anchors("idle turn (both -> finished)", "us", {k: ph[f"{k} idle"]["turn_rounds_p50"] for k in sides},
             {k: ph[f"{k} idle"]["turn"]["p50"] for k in sides})
+    if fan is None:
+        return rows
     rf = paired([r["cpu_s"] for r in fan["ctl"]], [r["cpu_s"] for r in fan["floor"]])
     rows.append(row("0 issue 34", f"fan-out CPU, {deltas} deltas to {observers} observers (floor: batched relay): "
                     f"{spread_text(rf)}", "ms", 1e3 * median_of(fan["ctl"], "cpu_s"),
@@ -1091,6 +1099,9 @@ def main() -> None:
     parser.add_argument("--observers", type=int, default=64)
     parser.add_argument("--fanout-rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--prompt-only", action="store_true",
+                        help="section 0's prompt rows alone (idle and observed phases, the three sides): no loaded "
+                             "phase, no fan-out, no section 4")
     parser.add_argument("--profile-controller", metavar="PREFIX",
                         help="run both controllers under cProfile, stats to PREFIX.prompt and PREFIX.fanout "
                              "(slows every figure; for finding where the time goes)")
@@ -1157,13 +1168,15 @@ def main() -> None:
         ctl_final = {"prompt": ctl.stop()}
         procs.remove(ctl)
         # A fresh controller for the fan-out: its RSS is not the loaded phase's high-water mark.
-        fan_ctl = controller("fan", "stamps-fan", "fanout")
-        fan = asyncio.run(measure_fanout(args, fan_ctl, floor, paths))
-        ctl_final["fanout"] = fan_ctl.stop()
-        procs.remove(fan_ctl)
+        fan: dict[str, list[dict[str, Any]]] | None = None
+        if not args.prompt_only:
+            fan_ctl = controller("fan", "stamps-fan", "fanout")
+            fan = asyncio.run(measure_fanout(args, fan_ctl, floor, paths))
+            ctl_final["fanout"] = fan_ctl.stop()
+            procs.remove(fan_ctl)
         floor_final = floor.stop()
         procs.remove(floor)
-        if args.look_bytes:
+        if args.look_bytes and not args.prompt_only:
             sides: dict[str, Proc] = {}
             for side in ("fresh", "free"):
                 sides[side] = Proc(me("controller", "--socket", paths[f"{side}-look"], "--stamps",
@@ -1191,8 +1204,9 @@ def main() -> None:
     outcomes = prompt["outcomes"]
     if any(not k.endswith((":finished", ":settled")) for k in outcomes):
         notes.append(f"prompt outcomes other than finished: {outcomes}")
-    iso = fan["iso"]
-    for kind in ("floor", "ctl", "iso"):
+    iso = fan["iso"] if fan is not None else []
+    for kind in ("floor", "ctl", "iso") if fan is not None else ():
+        assert fan is not None
         bad = [r for r in fan[kind] if r["incomplete"] or r["markers_on_readers"]
                or r["min_per_observer"] < args.deltas]
         if bad:
@@ -1233,6 +1247,10 @@ def main() -> None:
     print("prompt path, per-round p99 us: " + "; ".join(f"{k} {v['p99_rounds']}" for k, v in ph.items()))
     print("prompt path, pooled p50/p99 us: " + "; ".join(
         f"{k} {v['pooled_p50']:.0f}/{v['pooled_p99']:.0f} (n={v['n']})" for k, v in ph.items()))
+    if fan is None:  # --prompt-only
+        for note in notes:
+            print(f"note: {note}")
+        return
     print(f"load held: {prompt['held']} connections at the start, {prompt['held_after']} at the end of "
           f"{prompt['loaded_s']} s ({prompt['load_ready_s']} s to set up); generator: {json.dumps(prompt['load'])}")
     print(f"controller RSS KiB: idle {prompt['rss_kib']['idle']}, loaded peak {prompt['rss_kib']['loaded_peak']}, "
