@@ -101,7 +101,7 @@ from ._connection import (
     Placeholder,
     ServerConnection,
 )
-from ._jsonrpc import encode_error, encode_notification, encode_result
+from ._jsonrpc import encode_error, encode_result, notification_line
 from ._limits import ServerLimits
 from ._socket import Listener, SocketPathError, read_peer, socket_state
 
@@ -389,7 +389,7 @@ class SocketServer:
             c.enqueue_reply(data)
         elif isinstance(action, Notify):
             try:
-                data = encode_notification(action.method, action.params)
+                data = notification_line(action.method, action.params)
             except (TypeError, ValueError) as exc:
                 self.bug("encode notification", exc)
                 return
@@ -416,7 +416,7 @@ class SocketServer:
         lines: list[bytes] = []
         for action in actions:
             try:
-                lines.append(encode_notification(action.method, action.params))
+                lines.append(notification_line(action.method, action.params))
             except (TypeError, ValueError) as exc:
                 self.bug("encode notification", exc)
         if not lines:
