@@ -100,6 +100,7 @@ from ._connection import (
     Notes,
     Placeholder,
     ServerConnection,
+    _Entry,
 )
 from ._jsonrpc import encode_error, encode_result, notification_line
 from ._limits import ServerLimits
@@ -154,6 +155,7 @@ class SocketServer:
         self._clock = clock
         self._conns: dict[ConnId, ServerConnection] = {}
         self._dirty: list[ServerConnection] = []  # connections whose notifications wait for the turn's end
+        self._joins: dict[tuple[_Entry, ...], bytes] | None = None  # `joined`'s, during `_flush_dirty`
         self._rejected: set[ServerConnection] = set()
         self._next_id = 0
         self._shutting_down = False
@@ -342,12 +344,34 @@ class SocketServer:
         """The end of a loop turn: each connection that queued notifications in it writes them, in one write
         (issue 34: one callback for every connection, not one per connection)."""
         dirty, self._dirty = self._dirty, []
-        for c in dirty:
-            try:
-                c.run_scheduled_flush()
-            except Exception as exc:  # pragma: no cover - a bug in _connection.py
-                self.bug("flush", exc)
-                c.abort()
+        self._joins = {}
+        try:
+            for c in dirty:
+                try:
+                    c.run_scheduled_flush()
+                except Exception as exc:  # pragma: no cover - a bug in _connection.py
+                    self.bug("flush", exc)
+                    c.abort()
+        finally:
+            self._joins = None
+
+    def joined(self, entries: collections.deque[_Entry]) -> bytes:
+        """The queued notifications as one write. During `_flush_dirty` the joins are kept by the entries
+        themselves (the same objects in every observer's outbox: the call's records and its `dispatched`
+        receipt, say), so every observer writes the same bytes object and each run is joined once."""
+        if len(entries) == 1:
+            only = entries[0]
+            return only if type(only) is bytes else only.data  # type: ignore[union-attr]
+        key = tuple(entries)
+        joins = self._joins
+        if joins is not None:
+            data = joins.get(key)
+            if data is not None:
+                return data
+        data = b"".join([e if type(e) is bytes else e.data for e in key])  # type: ignore[union-attr]
+        if joins is not None:
+            joins[key] = data
+        return data
 
     def hold_rejected(self, conn: ServerConnection) -> int:
         self._rejected.add(conn)
