@@ -552,6 +552,8 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, req: P
     sent: dict[str, dict[str, list[dict[str, float]]]] = {}
     ended: dict[str, dict[str, list[dict[str, float]]]] = {}
     cpu: dict[str, dict[str, list[float]]] = {}  # phase -> side -> CPU seconds per prompt, per round
+    reads: dict[str, list[float]] = {}  # phase -> the required-work relay's file read and hash, CPU s per prompt
+    session_bytes: dict[str, int] = {}  # phase -> its session file's size at the phase's end
     outcomes: dict[str, int] = {}
 
     def run_round(phase: str, r: int, n: int) -> None:
@@ -563,9 +565,13 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, req: P
         order = order[r % len(order):] + order[:r % len(order)]
         for side, client, a, proc in order if r % 2 == 0 else order[::-1]:
             ends: dict[str, float] = {}
-            cpu0 = proc.ask()["cpu"]
+            before = proc.ask()
             stamps, got = prompt_round(client, a, f"{side}-{phase}-{r}", n, controller=side != "floor", ends=ends)
-            cpu.setdefault(phase, {}).setdefault(side, []).append((proc.ask()["cpu"] - cpu0) / n)
+            after = proc.ask()
+            cpu.setdefault(phase, {}).setdefault(side, []).append((after["cpu"] - before["cpu"]) / n)
+            if "read_cpu" in after:  # the required-work relay: its file reads' share, and the file's size
+                reads.setdefault(phase, []).append((after["read_cpu"] - before["read_cpu"]) / n)
+                session_bytes[phase] = after["session_bytes"]
             sent.setdefault(phase, {}).setdefault(side, []).append(stamps)
             ended.setdefault(phase, {}).setdefault(side, []).append(ends)
             for k, v in got.items():
@@ -651,7 +657,8 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, req: P
                                           "cpu_us": [1e6 * c for c in cpu[phase][side]]}
     if missing:
         notes.append(f"{missing} prompts have no engine stamp (left out)")
-    return {"phases": results, "outcomes": outcomes, "load": load_counts, "observer_bytes": observer_bytes, "held": held,
+    return {"phases": results, "outcomes": outcomes, "load": load_counts, "observer_bytes": observer_bytes,
+            "req_read_us": {k: [1e6 * x for x in v] for k, v in reads.items()}, "req_session_bytes": session_bytes, "held": held,
             "held_after": held_after, "load_ready_s": round(load_ready_s, 2), "idle_s": round(idle_s, 1),
             "loaded_s": round(loaded_s, 1),
             "rss_kib": {"idle": rss_idle, "loaded_peak": rss_loaded, "after": rss_after}}
@@ -989,6 +996,10 @@ def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]] | No
                         statistics.median(c["cpu_us"]), statistics.median(f["cpu_us"]), rc[1], "<= 3x", rc[1] <= 3.0))
         anchors(f"CPU, {phase}", "us", {k: ph[f"{k} {phase}"]["cpu_us"] for k in sides},
                 {k: statistics.median(ph[f"{k} {phase}"]["cpu_us"]) for k in sides})
+        read_us = statistics.median(prompt["req_read_us"][phase])
+        rows.append(row("0 issue 34", f"  of the {req}'s: the drift check's file read and SHA-256 pass (the session "
+                        f"{prompt['req_session_bytes'][phase] / 1e6:.2f} MB at the phase's end)", "us", read_us,
+                        statistics.median(ph[f"req {phase}"]["cpu_us"]), None, "report", None))
     c, f = ph["ctl idle"], ph["floor idle"]
     rt = paired(c["turn_rounds_p50"], f["turn_rounds_p50"])
     rows.append(row("0 issue 34", f"whole idle turn p50 (-> finished; floor -> agent_settled): {spread_text(rt)}",
