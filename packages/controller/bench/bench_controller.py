@@ -600,8 +600,8 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, req: P
             drain.close()
         # Bytes each observer was sent per prompt: the required-work relay's notifications are the
         # controller's shapes (this checks their size), the plain relay's one run-settled.
-        observer_bytes = {side: (drain.bytes_by_path[paths[side]] - sent_before[paths[side]]) / args.observers
-                          / (args.rounds * args.prompts) for side in ("ctl", "floor", "req")}
+        observer_bytes = {side: (drain.bytes_by_path[paths[side]] - sent_before[paths[side]])
+                          / max(1, args.observers) / (args.rounds * args.prompts) for side in ("ctl", "floor", "req")}
 
         load_counts: dict[str, Any] = {}
         held = held_after = 0
