@@ -23,7 +23,12 @@ Section 0, issue 34's rows (each the median of the rounds' paired ratios, min-ma
 p50 and p99 overhead with `--observers` watchers on each side (a drain thread in this process reads them), the
 server CPU per prompt (each role's ``time.process_time()``, all its threads, over a side's round), idle and with
 the watchers, the whole idle turn (client write -> the terminal receipt read; the relay: -> agent_settled read)
-and the fan-out's CPU against the batched relay.
+and the fan-out's CPU against the batched relay. The prompt rows run against a second anchor too, the
+required-work relay (required_relay.py: no controller code; per prompt the work the brief requires, the 3 engine
+round trips, the look and the drift check's read off the loop, the controller's 14 notifications in 2 writes per
+observer): each row is printed as the required-work relay against the plain relay (the floor of the brief's
+work) and the controller against the required-work relay (what the controller adds over it), with the CPU the
+required-work relay's file reads took (they grow with the session file). ``--prompt-only`` runs these rows alone.
 
 The three goals:
 
@@ -61,12 +66,12 @@ Rounds alternate which side goes first. The machine has few cores and other jobs
 how noisy its floor was across rounds (max - min over the median). No assertions: numbers only.
 
     python packages/controller/bench/bench_controller.py [--quick] [--json] [--rounds R] [--prompts N]
-        [--loaded-seconds S] [--deltas N] [--observers N] [--fanout-rounds R]
+        [--loaded-seconds S] [--deltas N] [--observers N] [--fanout-rounds R] [--prompt-only]
         [--profile-controller PREFIX]
 
 About 45 s by default on 2 cores (``--quick``: about 15 s, one fan-out round, 4 s under load). Everything
-it makes lives in one 0700 directory under /tmp (three sockets, three stamp files), removed by name at the
-end; its processes (two controllers, the relay, the load generator, the stubs) are stopped and reaped by
+it makes lives in one 0700 directory under /tmp (its sockets and stamp files, the stubs' session trees), removed by name at the
+end; its processes (the controllers, the relay, the required-work relay, the load generator, the stubs) are stopped and reaped by
 their recorded pids. ``--profile-controller`` runs the controllers under cProfile (to see where the time
 goes; the profiler slows every figure).
 """
