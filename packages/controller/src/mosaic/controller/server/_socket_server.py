@@ -331,14 +331,12 @@ class SocketServer:
         return conn_id
 
     def want_flush(self, conn: ServerConnection) -> None:
+        # One hop: what this turn made ready runs first. The engine pump woken by the prompt this turn wrote is
+        # among it (the runtime writes the prompt before it delivers the call's records: `core/_admission`), so
+        # its `dispatched` receipt joins the same write.
         if not self._dirty:
-            self._event_loop.call_soon(self._settle_dirty)
+            self._event_loop.call_soon(self._flush_dirty)
         self._dirty.append(conn)
-
-    def _settle_dirty(self) -> None:
-        # One more hop: what the same turn made ready runs first (the engine pump woken by the command this
-        # turn wrote, whose `dispatched` receipt then joins the same write), then the flush.
-        self._event_loop.call_soon(self._flush_dirty)
 
     def _flush_dirty(self) -> None:
         """The end of a loop turn: each connection that queued notifications in it writes them, in one write
