@@ -23,7 +23,12 @@ Section 0, issue 34's rows (each the median of the rounds' paired ratios, min-ma
 p50 and p99 overhead with `--observers` watchers on each side (a drain thread in this process reads them), the
 server CPU per prompt (each role's ``time.process_time()``, all its threads, over a side's round), idle and with
 the watchers, the whole idle turn (client write -> the terminal receipt read; the relay: -> agent_settled read)
-and the fan-out's CPU against the batched relay.
+and the fan-out's CPU against the batched relay. The prompt rows run against a second anchor too, the
+required-work relay (required_relay.py: no controller code; per prompt the work the brief requires, the 3 engine
+round trips, the look and the drift check's read off the loop, the controller's 14 notifications in 2 writes per
+observer): each row is printed as the required-work relay against the plain relay (the floor of the brief's
+work) and the controller against the required-work relay (what the controller adds over it), with the CPU the
+required-work relay's file reads took (they grow with the session file). ``--prompt-only`` runs these rows alone.
 
 The three goals:
 
@@ -61,12 +66,12 @@ Rounds alternate which side goes first. The machine has few cores and other jobs
 how noisy its floor was across rounds (max - min over the median). No assertions: numbers only.
 
     python packages/controller/bench/bench_controller.py [--quick] [--json] [--rounds R] [--prompts N]
-        [--loaded-seconds S] [--deltas N] [--observers N] [--fanout-rounds R]
+        [--loaded-seconds S] [--deltas N] [--observers N] [--fanout-rounds R] [--prompt-only]
         [--profile-controller PREFIX]
 
 About 45 s by default on 2 cores (``--quick``: about 15 s, one fan-out round, 4 s under load). Everything
-it makes lives in one 0700 directory under /tmp (three sockets, three stamp files), removed by name at the
-end; its processes (two controllers, the relay, the load generator, the stubs) are stopped and reaped by
+it makes lives in one 0700 directory under /tmp (its sockets and stamp files, the stubs' session trees), removed by name at the
+end; its processes (the controllers, the relay, the required-work relay, the load generator, the stubs) are stopped and reaped by
 their recorded pids. ``--profile-controller`` runs the controllers under cProfile (to see where the time
 goes; the profiler slows every figure).
 """
@@ -97,6 +102,7 @@ from bench_server import pct, raise_nofile, rss_kib
 HERE = os.path.dirname(os.path.abspath(__file__))
 STUB_SESSION_ID = "01a22bb8-0000-7000-8000-0000000stub1"  # the stub's session header id (stub_engine.py)
 STUB = os.path.join(HERE, "stub_engine.py")
+REQUIRED = os.path.join(HERE, "required_relay.py")  # section 0's second anchor, the required-work relay
 TERMINAL = ("finished", "failed", "delivery-unknown")
 MAX_OUTBOX = 4 * 1024 * 1024  # ServerLimits.max_outbox_bytes default (checked in the controller role)
 WAIT = 120.0
@@ -510,6 +516,7 @@ class Drain:
 
         self.sel = selectors.DefaultSelector()
         self.socks: list[socket.socket] = []
+        self.bytes_by_path = dict.fromkeys(paths, 0)
         for path in paths:
             for _ in range(n):
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -519,8 +526,7 @@ class Drain:
                 sock.recv(1, socket.MSG_PEEK)  # answered: subscribed from here
                 sock.setblocking(False)
                 self.socks.append(sock)
-                self.sel.register(sock, selectors.EVENT_READ)
-        self.bytes = 0
+                self.sel.register(sock, selectors.EVENT_READ, path)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -531,7 +537,7 @@ class Drain:
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
                 with contextlib.suppress(BlockingIOError):
-                    self.bytes += len(sock.recv(1 << 18))
+                    self.bytes_by_path[key.data] += len(sock.recv(1 << 18))
 
     def close(self) -> None:
         self._stop.set()
@@ -542,23 +548,35 @@ class Drain:
         self.sel.close()
 
 
-def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, paths: dict[str, str],
+def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, req: Proc, paths: dict[str, str],
                         notes: list[str]) -> dict[str, Any]:
     ctl_client, auth = controlling_client(paths["ctl"])
     floor_client = LineClient(paths["floor"])
     floor_auth = {"incarnation": auth["incarnation"], "generation": auth["generation"]}  # the same line
+    req_client, req_auth = controlling_client(paths["req"])
     sent: dict[str, dict[str, list[dict[str, float]]]] = {}
     ended: dict[str, dict[str, list[dict[str, float]]]] = {}
     cpu: dict[str, dict[str, list[float]]] = {}  # phase -> side -> CPU seconds per prompt, per round
+    reads: dict[str, list[float]] = {}  # phase -> the required-work relay's file read and hash, CPU s per prompt
+    session_bytes: dict[str, int] = {}  # phase -> its session file's size at the phase's end
     outcomes: dict[str, int] = {}
 
     def run_round(phase: str, r: int, n: int) -> None:
-        order = (("floor", floor_client, floor_auth, floor), ("ctl", ctl_client, auth, ctl))
+        # The sides in turn, the order rotated every round; the required-work relay (the second anchor) in
+        # the idle and observed phases only (the load targets the controller and the plain relay's figures).
+        order = [("floor", floor_client, floor_auth, floor), ("ctl", ctl_client, auth, ctl)]
+        if phase != "loaded":
+            order.append(("req", req_client, req_auth, req))
+        order = order[r % len(order):] + order[:r % len(order)]
         for side, client, a, proc in order if r % 2 == 0 else order[::-1]:
             ends: dict[str, float] = {}
-            cpu0 = proc.ask()["cpu"]
-            stamps, got = prompt_round(client, a, f"{side}-{phase}-{r}", n, controller=side == "ctl", ends=ends)
-            cpu.setdefault(phase, {}).setdefault(side, []).append((proc.ask()["cpu"] - cpu0) / n)
+            before = proc.ask()
+            stamps, got = prompt_round(client, a, f"{side}-{phase}-{r}", n, controller=side != "floor", ends=ends)
+            after = proc.ask()
+            cpu.setdefault(phase, {}).setdefault(side, []).append((after["cpu"] - before["cpu"]) / n)
+            if "read_cpu" in after:  # the required-work relay: its file reads' share, and the file's size
+                reads.setdefault(phase, []).append((after["read_cpu"] - before["read_cpu"]) / n)
+                session_bytes[phase] = after["session_bytes"]
             sent.setdefault(phase, {}).setdefault(side, []).append(stamps)
             ended.setdefault(phase, {}).setdefault(side, []).append(ends)
             for k, v in got.items():
@@ -577,49 +595,60 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, paths:
 
         # The same with `observers` watchers on each side (the controller's receipts and events, the relay's
         # run-settled, go to every one of them).
-        drain = Drain([paths["ctl"], paths["floor"]], args.observers)
+        drain = Drain([paths["ctl"], paths["floor"], paths["req"]], args.observers)
         try:
             run_round("warm-observed", 0, 50)
+            sent_before = dict(drain.bytes_by_path)  # the observe replies (the controller's: a 256 KiB page) left out
             for r in range(args.rounds):
                 run_round("observed", r, args.prompts)
         finally:
             drain.close()
+        # Bytes each observer was sent per prompt: the required-work relay's notifications are the
+        # controller's shapes (this checks their size), the plain relay's one run-settled.
+        observer_bytes = {side: (drain.bytes_by_path[paths[side]] - sent_before[paths[side]])
+                          / max(1, args.observers) / (args.rounds * args.prompts) for side in ("ctl", "floor", "req")}
 
-        load = Proc(bench_server.role("load", "--socket", paths["ctl"], "--idle", str(args.idle), "--burst", "0",
-                                      "--slowloris", str(args.slowloris), "--hangups-per-second",
-                                      str(args.hangups_per_second)))  # the server benchmark's load shapes
-        try:
-            t_load = time.monotonic()
-            load.wait_line("loaded")
-            held = ctl.ask()["connections"]
-            while held < args.idle + args.slowloris and time.monotonic() - t_load < 30:
-                time.sleep(0.05)  # polling the controller's count until the whole load is held
+        load_counts: dict[str, Any] = {}
+        held = held_after = 0
+        load_ready_s = loaded_s = 0.0
+        rss_loaded = rss_kib(ctl.p.pid)
+        if not args.prompt_only:
+            load = Proc(bench_server.role("load", "--socket", paths["ctl"], "--idle", str(args.idle), "--burst", "0",
+                                          "--slowloris", str(args.slowloris), "--hangups-per-second",
+                                          str(args.hangups_per_second)))  # the server benchmark's load shapes
+            try:
+                t_load = time.monotonic()
+                load.wait_line("loaded")
                 held = ctl.ask()["connections"]
-            load_ready_s = time.monotonic() - t_load
-            rss_loaded = rss_kib(ctl.p.pid)
-            t_measure = time.monotonic()
-            r = 0
-            while r < args.rounds or time.monotonic() - t_measure < args.loaded_seconds:
-                run_round("loaded", r, args.prompts)
-                rss_loaded = max(rss_loaded, rss_kib(ctl.p.pid))
-                r += 1
-            held_after = ctl.ask()["connections"]
-            loaded_s = time.monotonic() - t_measure
-            load_counts = load.stop()
-        finally:
-            load.kill()  # by its pid, if stop() did not end it
+                while held < args.idle + args.slowloris and time.monotonic() - t_load < 30:
+                    time.sleep(0.05)  # polling the controller's count until the whole load is held
+                    held = ctl.ask()["connections"]
+                load_ready_s = time.monotonic() - t_load
+                rss_loaded = rss_kib(ctl.p.pid)
+                t_measure = time.monotonic()
+                r = 0
+                while r < args.rounds or time.monotonic() - t_measure < args.loaded_seconds:
+                    run_round("loaded", r, args.prompts)
+                    rss_loaded = max(rss_loaded, rss_kib(ctl.p.pid))
+                    r += 1
+                held_after = ctl.ask()["connections"]
+                loaded_s = time.monotonic() - t_measure
+                load_counts = load.stop()
+            finally:
+                load.kill()  # by its pid, if stop() did not end it
         rss_after = rss_kib(ctl.p.pid)
     finally:
         ctl_client.close()
         floor_client.close()
+        req_client.close()
 
     engine: dict[str, float] = {}
-    for name in ("stamps-ctl", "stamps-floor"):
+    for name in ("stamps-ctl", "stamps-floor", "stamps-req"):
         engine.update(read_stamps(paths[name])[0])
     results: dict[str, Any] = {}
     missing = 0
-    for phase in ("idle", "observed", "loaded"):
-        for side in ("floor", "ctl"):
+    for phase in ("idle", "observed") if args.prompt_only else ("idle", "observed", "loaded"):
+        for side in ("floor", "ctl") if phase == "loaded" else ("floor", "ctl", "req"):
             rounds: list[list[float]] = []
             turns: list[list[float]] = []
             for stamps, ends in zip(sent[phase][side], ended[phase][side], strict=True):
@@ -633,7 +662,8 @@ def measure_prompt_path(args: argparse.Namespace, ctl: Proc, floor: Proc, paths:
                                           "cpu_us": [1e6 * c for c in cpu[phase][side]]}
     if missing:
         notes.append(f"{missing} prompts have no engine stamp (left out)")
-    return {"phases": results, "outcomes": outcomes, "load": load_counts, "held": held,
+    return {"phases": results, "outcomes": outcomes, "load": load_counts, "observer_bytes": observer_bytes,
+            "req_read_us": {k: [1e6 * x for x in v] for k, v in reads.items()}, "req_session_bytes": session_bytes, "held": held,
             "held_after": held_after, "load_ready_s": round(load_ready_s, 2), "idle_s": round(idle_s, 1),
             "loaded_s": round(loaded_s, 1),
             "rss_kib": {"idle": rss_idle, "loaded_peak": rss_loaded, "after": rss_after}}
@@ -930,27 +960,59 @@ def spread_text(r: tuple[float, float, float]) -> str:
     return f"{r[1]:.2f}x ({r[0]:.2f}-{r[2]:.2f})"
 
 
-def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]], deltas: int,
+def build_rows(prompt: dict[str, Any], fan: dict[str, list[dict[str, Any]]] | None, deltas: int,
                observers: int) -> list[dict[str, Any]]:
+    """The table's rows; with `fan` None (``--prompt-only``) section 0's prompt rows alone."""
     rows: list[dict[str, Any]] = []
     ph = prompt["phases"]
-    # Issue 34's rows: each a median of paired per-round ratios, min-max beside it.
+    req = "required-work relay"
+
+    def anchors(name: str, unit: str, values: dict[str, list[float]], medians: dict[str, float]) -> None:
+        """The same measure against the second anchor, the required-work relay (REQUIRED): its own ratio to
+        the plain relay (the floor of what the brief makes the controller do), and the controller's over it."""
+        rq = paired(values["req"], values["floor"])
+        rows.append(row("0 issue 34", f"  {name}: {req} / plain relay: {spread_text(rq)}", unit, medians["req"],
+                        medians["floor"], rq[1], "report", None))
+        rc = paired(values["ctl"], values["req"])
+        rows.append(row("0 issue 34", f"  {name}: controller / {req}: {spread_text(rc)}", unit, medians["ctl"],
+                        medians["req"], rc[1], "report", None))
+
+    # Issue 34's rows: each a median of paired per-round ratios, min-max beside it; the goal against the
+    # plain relay, then the same against the required-work relay.
+    sides = ("floor", "ctl", "req")
     c, f = ph["ctl observed"], ph["floor observed"]
     r50 = paired(c["rounds_p50"], f["rounds_p50"])
     rows.append(row("0 issue 34", f"prompt path p50, {observers} observers: {spread_text(r50)}", "us", c["p50"],
                     f["p50"], r50[1], "<= 2x", r50[1] <= 2.0, f["p50_spread"]))
+    anchors("prompt path p50", "us", {k: ph[f"{k} observed"]["rounds_p50"] for k in sides},
+            {k: ph[f"{k} observed"]["p50"] for k in sides})
     over = c["p99"] - f["p99"]
     rows.append(row("0 issue 34", f"prompt path p99 overhead, {observers} observers", "us", over, None, None,
                     "< 1000 us", over < 1000))
+    q = ph["req observed"]
+    rows.append(row("0 issue 34", f"  the same, {req} - plain relay", "us", q["p99"] - f["p99"], None, None,
+                    "report", None))
+    rows.append(row("0 issue 34", f"  the same, controller - {req}", "us", c["p99"] - q["p99"], None, None,
+                    "report", None))
     for phase in ("idle", "observed"):
         c, f = ph[f"ctl {phase}"], ph[f"floor {phase}"]
         rc = paired(c["cpu_us"], f["cpu_us"])
         rows.append(row("0 issue 34", f"server CPU per prompt, {phase}: {spread_text(rc)}", "us",
                         statistics.median(c["cpu_us"]), statistics.median(f["cpu_us"]), rc[1], "<= 3x", rc[1] <= 3.0))
+        anchors(f"CPU, {phase}", "us", {k: ph[f"{k} {phase}"]["cpu_us"] for k in sides},
+                {k: statistics.median(ph[f"{k} {phase}"]["cpu_us"]) for k in sides})
+        read_us = statistics.median(prompt["req_read_us"][phase])
+        rows.append(row("0 issue 34", f"  of the {req}'s: the drift check's file read and SHA-256 pass (the session "
+                        f"{prompt['req_session_bytes'][phase] / 1e6:.2f} MB at the phase's end)", "us", read_us,
+                        statistics.median(ph[f"req {phase}"]["cpu_us"]), None, "report", None))
     c, f = ph["ctl idle"], ph["floor idle"]
     rt = paired(c["turn_rounds_p50"], f["turn_rounds_p50"])
     rows.append(row("0 issue 34", f"whole idle turn p50 (-> finished; floor -> agent_settled): {spread_text(rt)}",
                     "us", c["turn"]["p50"], f["turn"]["p50"], rt[1], "<= 3x", rt[1] <= 3.0))
+    anchors("idle turn (both -> finished)", "us", {k: ph[f"{k} idle"]["turn_rounds_p50"] for k in sides},
+            {k: ph[f"{k} idle"]["turn"]["p50"] for k in sides})
+    if fan is None:
+        return rows
     rf = paired([r["cpu_s"] for r in fan["ctl"]], [r["cpu_s"] for r in fan["floor"]])
     rows.append(row("0 issue 34", f"fan-out CPU, {deltas} deltas to {observers} observers (floor: batched relay): "
                     f"{spread_text(rf)}", "ms", 1e3 * median_of(fan["ctl"], "cpu_s"),
@@ -1053,6 +1115,9 @@ def main() -> None:
     parser.add_argument("--observers", type=int, default=64)
     parser.add_argument("--fanout-rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--prompt-only", action="store_true",
+                        help="section 0's prompt rows alone (idle and observed phases, the three sides): no loaded "
+                             "phase, no fan-out, no section 4")
     parser.add_argument("--profile-controller", metavar="PREFIX",
                         help="run both controllers under cProfile, stats to PREFIX.prompt and PREFIX.fanout "
                              "(slows every figure; for finding where the time goes)")
@@ -1090,7 +1155,7 @@ def main() -> None:
         notes.append(f"RLIMIT_NOFILE hard limit {limit}: idle connections reduced from {args.idle} to {fit}")
         args.idle = fit
     tmp = tempfile.mkdtemp(prefix="mcbc-", dir="/tmp")  # 0700: a private socket directory
-    names = ("ctl.sock", "fan.sock", "floor.sock", "stamps-ctl", "stamps-fan", "stamps-floor",
+    names = ("ctl.sock", "fan.sock", "floor.sock", "req.sock", "stamps-ctl", "stamps-fan", "stamps-floor", "stamps-req",
              "fresh-look.sock", "free-look.sock", "stamps-fresh-look", "stamps-free-look")
     paths = {name.removesuffix(".sock"): os.path.join(tmp, name) for name in names}
     procs: list[Proc] = []
@@ -1109,18 +1174,25 @@ def main() -> None:
         floor = Proc(me("relay", "--socket", paths["floor"], "--stamps", paths["stamps-floor"]))
         procs.append(floor)
         floor.wait_ready()
+        req = Proc([sys.executable, REQUIRED, "--socket", paths["req"], "--stamps", paths["stamps-req"]])
+        procs.append(req)
+        req.wait_ready()
         ctl = controller("ctl", "stamps-ctl", "prompt")
-        prompt = measure_prompt_path(args, ctl, floor, paths, notes)
+        prompt = measure_prompt_path(args, ctl, floor, req, paths, notes)
+        req.stop()
+        procs.remove(req)
         ctl_final = {"prompt": ctl.stop()}
         procs.remove(ctl)
         # A fresh controller for the fan-out: its RSS is not the loaded phase's high-water mark.
-        fan_ctl = controller("fan", "stamps-fan", "fanout")
-        fan = asyncio.run(measure_fanout(args, fan_ctl, floor, paths))
-        ctl_final["fanout"] = fan_ctl.stop()
-        procs.remove(fan_ctl)
+        fan: dict[str, list[dict[str, Any]]] | None = None
+        if not args.prompt_only:
+            fan_ctl = controller("fan", "stamps-fan", "fanout")
+            fan = asyncio.run(measure_fanout(args, fan_ctl, floor, paths))
+            ctl_final["fanout"] = fan_ctl.stop()
+            procs.remove(fan_ctl)
         floor_final = floor.stop()
         procs.remove(floor)
-        if args.look_bytes:
+        if args.look_bytes and not args.prompt_only:
             sides: dict[str, Proc] = {}
             for side in ("fresh", "free"):
                 sides[side] = Proc(me("controller", "--socket", paths[f"{side}-look"], "--stamps",
@@ -1148,8 +1220,9 @@ def main() -> None:
     outcomes = prompt["outcomes"]
     if any(not k.endswith((":finished", ":settled")) for k in outcomes):
         notes.append(f"prompt outcomes other than finished: {outcomes}")
-    iso = fan["iso"]
-    for kind in ("floor", "ctl", "iso"):
+    iso = fan["iso"] if fan is not None else []
+    for kind in ("floor", "ctl", "iso") if fan is not None else ():
+        assert fan is not None
         bad = [r for r in fan[kind] if r["incomplete"] or r["markers_on_readers"]
                or r["min_per_observer"] < args.deltas]
         if bad:
@@ -1184,9 +1257,16 @@ def main() -> None:
     print_table(rows)
     print()
     ph = prompt["phases"]
+    print("bytes sent to each observer per prompt: " + "; ".join(
+        f"{side} {b:,.0f}" for side, b in prompt["observer_bytes"].items())
+        + " (the required-work relay's notifications are the controller's shapes)")
     print("prompt path, per-round p99 us: " + "; ".join(f"{k} {v['p99_rounds']}" for k, v in ph.items()))
     print("prompt path, pooled p50/p99 us: " + "; ".join(
         f"{k} {v['pooled_p50']:.0f}/{v['pooled_p99']:.0f} (n={v['n']})" for k, v in ph.items()))
+    if fan is None:  # --prompt-only
+        for note in notes:
+            print(f"note: {note}")
+        return
     print(f"load held: {prompt['held']} connections at the start, {prompt['held_after']} at the end of "
           f"{prompt['loaded_s']} s ({prompt['load_ready_s']} s to set up); generator: {json.dumps(prompt['load'])}")
     print(f"controller RSS KiB: idle {prompt['rss_kib']['idle']}, loaded peak {prompt['rss_kib']['loaded_peak']}, "

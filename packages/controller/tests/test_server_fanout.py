@@ -134,3 +134,50 @@ def test_near_the_cap_a_joined_run_is_queued_line_by_line_so_the_cap_drops_what_
                 await lagger.aclose()
 
     run(main())
+
+
+def test_the_server_writes_the_cores_records_byte_for_byte_as_the_protocols_json_encoder_would() -> None:
+    """The fan-out encodes with msgspec (issue 34; `_jsonrpc` rule 5): for the values the core's records hold
+    (strings with every control character, non-ASCII, U+2028/2029, a lone surrogate, read-only mappings,
+    tuples, ints past 64 bits, clock-like and small floats) each observer reads exactly `encode_notification`'s
+    bytes; a float json writes with an exponent is the same number in both, spelled without the sign."""
+    import random
+    from types import MappingProxyType
+
+    from mosaic.controller.protocol import encode_notification
+
+    rng = random.Random(34)
+    texts = ["".join(chr(c) for c in range(32)), "h\u00e9llo \u2028 \u2029 \U0001f600", "a\ud800b", '"\\/',
+             "\x7f\x80\xff"] + ["".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x80, 0xD800),
+                                                        rng.randrange(0xE000, 0x110000)])) for _ in range(40))
+                                for _ in range(20)]
+    numbers = [0, -1, 2**63, -(2**70), 0.0, -0.0, 1796597285.0239248, 0.1, 123.456, 1e15, 9999999999999998.0,
+               0.0001] + [rng.uniform(-1e9, 1e9) for _ in range(40)] + [rng.randrange(-2**80, 2**80) for _ in range(20)]
+    records: list[tuple[str, object]] = []
+    for i, text in enumerate(texts):
+        records.append(("record", {"type": "receipt", "state": "finished", "updatedAt": numbers[i % len(numbers)],
+                                   "text": text, "fences": (), "limits": MappingProxyType({"k": MappingProxyType(
+                                       {"v": numbers[(i * 7) % len(numbers)], "t": text})}), "none": None,
+                                   "flags": [True, False, None], "nested": [[{"n": n} for n in numbers[i:i + 3]]]}))
+    records += [("event", {"payload": {"value": n}}) for n in numbers]
+    exponents = [1e16, 2.5e-05, -1.5e300, 5e-324]
+
+    async def main() -> None:
+        with socket_dir() as d:
+            async with serving(d.sock) as (server, core):
+                client = await Client.connect(d.sock)
+                await core.wait_for(lambda: len(core.connected()) == 1)
+                to = tuple(core.connected())
+                for method, params in records:
+                    server.deliver(Notify(to, method, params))
+                server.deliver_notifications([Notify(to, method, params) for method, params in records])
+                server.deliver(Notify(to, "event", {"exponents": exponents}))
+                server.deliver(Notify(to, "end", {}))
+                expected = b"".join(encode_notification(m, p) for m, p in records)
+                got = await _read_to_end(client)
+                assert got.startswith(expected + expected)
+                last = got[2 * len(expected):]
+                assert json.loads(last) == json.loads(encode_notification("event", {"exponents": exponents}))
+                await client.aclose()
+
+    run(main())

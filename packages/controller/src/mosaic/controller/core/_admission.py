@@ -267,11 +267,15 @@ def _dispatch(s: CoreState, asked: Asked) -> None:
         s.refuse(call, "fenced", f"the engine pipe is poisoned: {exc.reason}")
         return
     _slot.reserve(s, request, command)
+    # The write first (issue 34: the records below are encoded after it, off the prompt path). What the write
+    # makes known (dispatched) still follows these records: the link reports it as a queued event, fed to the
+    # core after this call, and the reply and records reach the clients at the end of this loop turn.
+    s.emit(FlushEngine())
+    request_record, receipt_record = request.request_record(), request.receipt_record()  # built once, sent twice
     s.emit(Reply(call.conn, call.rpc_id, {"outcome": "admitted", "clientRequest": {
         "type": "clientRequest", "clientRequest": crid, "actor": request.actor, "conversation": request.conversation,
         "operation": "prompt", "textDigest": digest, "textBytes": request.text_bytes},
-        "request": request.request_record(), "receipt": request.receipt_record()}))
-    s.record(request.request_record())
-    s.record(request.receipt_record())
+        "request": request_record, "receipt": receipt_record}))
+    s.record(request_record)
+    s.record(receipt_record)
     s.broadcast_binding()
-    s.emit(FlushEngine())  # last: what the write makes known (dispatched) follows these records

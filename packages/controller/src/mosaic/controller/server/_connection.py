@@ -78,6 +78,10 @@ class ConnectionHost(Protocol):
         """Call `conn.run_scheduled_flush()` once at the end of this loop turn (with every other connection
         that asked in the same turn: one callback for all)."""
 
+    def joined(self, entries: collections.deque[_Entry]) -> bytes:
+        """The queued notifications `entries` (bytes and `Notes` only) as one write: within the end-of-turn
+        flush, the same bytes object for every connection whose outbox holds the same entries."""
+
     def bug(self, where: str, exc: BaseException) -> None:
         """Log a bug in `where` once; never raises."""
 
@@ -628,8 +632,8 @@ class ServerConnection(asyncio.Protocol):
         if (open_ and not self.write_paused and not self.reply_bytes and self.marker is None
                 and not self.reservations and 0 < self.outbox_bytes <= WRITE_BATCH):
             # The fan-out's common case: only notifications are queued (no reply, filled or not, no marker) and
-            # they fit one write: one join, one write, no look at each entry's kind.
-            self.write_batch(transport, [e if isinstance(e, bytes) else e.data for e in outbox])  # type: ignore[union-attr]
+            # they fit one write: one join (shared by every observer with the same entries), one write.
+            self.write_batch(transport, [self.host.joined(outbox)])
             outbox.clear()
             self.outbox_bytes = 0
         while outbox and open_ and not self.write_paused:

@@ -40,6 +40,14 @@ mosaic-controller-client's `_protocol.py`):
    Any `Mapping` is written as an object (the core hands out read-only mappings); a value JSON cannot
    carry (NaN, a set, bytes) raises ``ValueError``/``TypeError``: that is a bug in the
    caller, and the server turns it into -32603 for the request (see `_socket_server`).
+5. The server's fan-out of the core's notifications encodes with msgspec (`notification_line`, issue 34:
+   about 8x faster than json's encoder on the core's records): the same bytes as `encode_notification` for
+   every JSON value but a float json writes with an exponent (``1e+16``, ``2.5e-05``: msgspec writes
+   ``1e16``, ``0.000025``, the same number); a lone surrogate or a value msgspec cannot encode goes to
+   `encode_notification` (and raises as it does). It does not refuse what is JSON to msgspec and not to
+   json (a float NaN or infinity is written ``null``, bytes as base64, a set as an array): the core's
+   notifications hold none (its floats are clock readings; engine records are decoded strictly, NaN and
+   Infinity refused by pi-rpc; client values are refused at parse, rule 3).
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 from mosaic.controller_client import (
     ENUMS,
@@ -71,6 +81,7 @@ __all__ = [
     "encode_error",
     "encode_notification",
     "encode_result",
+    "notification_line",
     "parse_line",
 ]
 
@@ -305,3 +316,15 @@ def encode_notification(method: str, params: Any) -> bytes:
     """The notification line ``{"jsonrpc":"2.0","method":method,"params":params}`` + LF (no id).
     Raises like `encode_result`."""
     return _dumps({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+_FAST = msgspec.json.Encoder(enc_hook=_default)
+
+
+def notification_line(method: str, params: Any) -> bytes:
+    """`encode_notification`'s line, encoded by msgspec (rule 5): what the server writes for the core's
+    notifications. Falls back to `encode_notification` for what msgspec refuses (and raises as it does)."""
+    try:
+        return _FAST.encode({"jsonrpc": "2.0", "method": method, "params": params}) + b"\n"
+    except (TypeError, ValueError):  # a lone surrogate (UnicodeEncodeError), a value that is not JSON
+        return encode_notification(method, params)

@@ -11,7 +11,8 @@ A prompt, with the drift check on, waits for one look at the session file before
 safe-open open and fstat) runs off the loop on a thread of its own, and every input that arrives meanwhile
 (calls, engine events, timers, effect results) waits behind the prompt, in order, so the core sees the
 inputs in the order they came, the prompt with its look attached (`Call.session`). It costs the prompt
-path one thread hop (README "Benchmarks", the prompt path).
+path one thread hop each way, the cheapest there is: a `SimpleQueue.put` to the look thread, a
+`call_soon_threadsafe` back (README "Benchmarks", the prompt path).
 
 Blocking lower calls run off the loop in a small bounded pool (DESIGN "The controller's intended
 shape"): the reader's page reads, the drift check's session file reads (`session_reader`, for the core's
@@ -34,6 +35,8 @@ import functools
 import json
 import logging
 import os
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -177,8 +180,10 @@ class ControllerRuntime:
         # Blocking work off the loop: the pool given (the lifecycle's one pool, which it shuts down), or its own.
         self._own_pool = pool is None
         self._pool = pool or ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mosaic-controller")
-        # The prompt's look runs on a thread of its own: never behind a page or a drift read in the pool.
-        self._stat_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mosaic-controller-stat")
+        # The prompt's look runs on a thread of its own: never behind a page or a drift read in the pool. Its
+        # jobs go by a SimpleQueue (None stops it), started with the first look.
+        self._look_jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._look_thread: threading.Thread | None = None
         self._waiting: deque[Input] = deque()  # inputs that came while a prompt's look was taken
         self._looking = False
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -227,7 +232,7 @@ class ControllerRuntime:
             await self.link.aclose()
         if self._own_pool:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        self._stat_pool.shutdown(wait=False, cancel_futures=True)
+        self._look_jobs.put(None)  # the look thread ends after the look it may be taking (never waited for)
 
     # -- the one way in ------------------------------------------------------------------------------------
 
@@ -246,31 +251,36 @@ class ControllerRuntime:
 
     def _look(self, call: Call) -> None:
         """Take the prompt's look at the session file on the look thread; `_looked` feeds the prompt with it
-        when it is back (a future's callback: no task between, the cheapest hop off the loop and back)."""
+        when it is back (no future and no task between: the cheapest hop off the loop and back)."""
         assert self._loop is not None
         loop = self._loop
         look = self.session_stat
 
-        def stat() -> SessionStat:
+        def stat() -> None:
             if look is None:
-                return SessionStat(None, "this controller has no session reader")
-            try:
-                return SessionStat(look())
-            except Exception as exc:  # noqa: BLE001 - a look that fails is no evidence: the core reads the file
-                return SessionStat(None, repr(exc))
-
-        def back(done: Future[SessionStat]) -> None:
+                seen = SessionStat(None, "this controller has no session reader")
+            else:
+                try:
+                    seen = SessionStat(look())
+                except Exception as exc:  # noqa: BLE001 - a look that fails is no evidence: the core reads the file
+                    seen = SessionStat(None, repr(exc))
             with contextlib.suppress(RuntimeError):  # the loop is closed: the controller is gone
-                loop.call_soon_threadsafe(self._looked, call, done)
+                loop.call_soon_threadsafe(self._looked, call, seen)
 
+        if self._look_thread is None:
+            self._look_thread = threading.Thread(target=self._look_worker, name="mosaic-controller-look",
+                                                 daemon=True)
+            self._look_thread.start()
         self._looking = True
-        try:
-            self._stat_pool.submit(stat).add_done_callback(back)
-        except RuntimeError:  # the pool was shut down: closing
-            self._looking = False
+        self._look_jobs.put(stat)
 
-    def _looked(self, call: Call, done: Future[SessionStat]) -> None:
-        seen = done.result() if not done.cancelled() else SessionStat(None, "the look was cancelled")
+    def _look_worker(self) -> None:
+        """The look thread: each job in turn, until None."""
+        jobs = self._look_jobs
+        while (job := jobs.get()) is not None:
+            job()
+
+    def _looked(self, call: Call, seen: SessionStat) -> None:
         self._looking = False
         try:
             if not self._closed:
@@ -353,8 +363,11 @@ class ControllerRuntime:
             self._read_page(action)
         elif isinstance(action, Effect):
             row = EFFECTS[action.kind]  # the core asks only for its rows' kinds
-            ports: Any = self if row.runs_in == "runtime" else self.effects
-            self._start(self._effect(action, row, getattr(ports, row.port)))
+            if row.runs_in == "runtime" and row.port == "read_session":
+                self._read_session_soon(action, row)  # the runtime's own: one hop each way, no task
+            else:
+                ports: Any = self if row.runs_in == "runtime" else self.effects
+                self._start(self._effect(action, row, getattr(ports, row.port)))
         elif isinstance(action, Evidence):
             self._record_evidence(action)
 
@@ -409,9 +422,9 @@ class ControllerRuntime:
 
         self._start(run())
 
-    async def read_session(self, effect: Effect) -> Mapping[str, Any]:
-        """The runtime's own port (`EffectPorts.read_session`): the drift check's file read (core rule 8), off
-        the loop in the pool: {"ok": True, "file": SessionBytes | None} or {"ok": False, "error": ...}."""
+    def _session_read(self, effect: Effect) -> Callable[[], Mapping[str, Any]]:
+        """The drift check's file read (core rule 8), blocking: {"ok": True, "file": SessionBytes | None} or
+        {"ok": False, "error": ...}; never raises."""
         reader = self.session_reader
 
         def read() -> Mapping[str, Any]:
@@ -422,9 +435,38 @@ class ControllerRuntime:
             except Exception as exc:  # noqa: BLE001 - unreadable is reported (the check is uncertain), never a crash
                 return {"ok": False, "error": repr(exc)}
 
+        return read
+
+    async def read_session(self, effect: Effect) -> Mapping[str, Any]:
+        """The runtime's own port (`EffectPorts.read_session`): the drift check's file read, off the loop in
+        the pool. `_carry_out` takes the same read by `_read_session_soon` (no task); this is the port's form."""
         assert self._loop is not None
-        result: Mapping[str, Any] = await self._loop.run_in_executor(self._pool, read)
+        result: Mapping[str, Any] = await self._loop.run_in_executor(self._pool, self._session_read(effect))
         return result
+
+    def _read_session_soon(self, effect: Effect, row: EffectKind) -> None:
+        """The session file's read in the pool, its result fed back as `EffectDone` by one
+        `call_soon_threadsafe` (issue 34: the task and the asyncio future of `_effect` cost the turn's end two
+        more loop hops). Whatever the read raised, or a pool that was shut down, is the row's `failed` answer
+        (never success: `_effects` rule 2), fed on a later loop turn as `_effect` would."""
+        assert self._loop is not None
+        loop = self._loop
+
+        def done_now(result: Mapping[str, Any]) -> None:
+            self.feed(EffectDone(effect.effect_id, effect.kind, result))
+
+        def back(done: Future[Mapping[str, Any]]) -> None:
+            try:
+                result = done.result()
+            except BaseException as exc:  # noqa: BLE001 - cancelled or failed: the row's failed answer
+                result = row.failed(exc)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the controller is gone
+                loop.call_soon_threadsafe(done_now, result)
+
+        try:
+            self._pool.submit(self._session_read(effect)).add_done_callback(back)
+        except RuntimeError as exc:  # the pool was shut down: closing
+            loop.call_soon(done_now, row.failed(exc))
 
     async def wait_core(self, predicate: Callable[[ControllerCore], bool], timeout: float) -> None:
         """Return once `predicate(core)` holds, checked now and after each input the core takes; raises

@@ -100,8 +100,9 @@ from ._connection import (
     Notes,
     Placeholder,
     ServerConnection,
+    _Entry,
 )
-from ._jsonrpc import encode_error, encode_notification, encode_result
+from ._jsonrpc import encode_error, encode_result, notification_line
 from ._limits import ServerLimits
 from ._socket import Listener, SocketPathError, read_peer, socket_state
 
@@ -154,6 +155,7 @@ class SocketServer:
         self._clock = clock
         self._conns: dict[ConnId, ServerConnection] = {}
         self._dirty: list[ServerConnection] = []  # connections whose notifications wait for the turn's end
+        self._joins: dict[tuple[_Entry, ...], bytes] | None = None  # `joined`'s, during `_flush_dirty`
         self._rejected: set[ServerConnection] = set()
         self._next_id = 0
         self._shutting_down = False
@@ -329,25 +331,45 @@ class SocketServer:
         return conn_id
 
     def want_flush(self, conn: ServerConnection) -> None:
+        # One hop: what this turn made ready runs first. The engine pump woken by the prompt this turn wrote is
+        # among it (the runtime writes the prompt before it delivers the call's records: `core/_admission`), so
+        # its `dispatched` receipt joins the same write.
         if not self._dirty:
-            self._event_loop.call_soon(self._settle_dirty)
+            self._event_loop.call_soon(self._flush_dirty)
         self._dirty.append(conn)
-
-    def _settle_dirty(self) -> None:
-        # One more hop: what the same turn made ready runs first (the engine pump woken by the command this
-        # turn wrote, whose `dispatched` receipt then joins the same write), then the flush.
-        self._event_loop.call_soon(self._flush_dirty)
 
     def _flush_dirty(self) -> None:
         """The end of a loop turn: each connection that queued notifications in it writes them, in one write
         (issue 34: one callback for every connection, not one per connection)."""
         dirty, self._dirty = self._dirty, []
-        for c in dirty:
-            try:
-                c.run_scheduled_flush()
-            except Exception as exc:  # pragma: no cover - a bug in _connection.py
-                self.bug("flush", exc)
-                c.abort()
+        self._joins = {}
+        try:
+            for c in dirty:
+                try:
+                    c.run_scheduled_flush()
+                except Exception as exc:  # pragma: no cover - a bug in _connection.py
+                    self.bug("flush", exc)
+                    c.abort()
+        finally:
+            self._joins = None
+
+    def joined(self, entries: collections.deque[_Entry]) -> bytes:
+        """The queued notifications as one write. During `_flush_dirty` the joins are kept by the entries
+        themselves (the same objects in every observer's outbox: the call's records and its `dispatched`
+        receipt, say), so every observer writes the same bytes object and each run is joined once."""
+        if len(entries) == 1:
+            only = entries[0]
+            return only if type(only) is bytes else only.data  # type: ignore[union-attr]
+        key = tuple(entries)
+        joins = self._joins
+        if joins is not None:
+            data = joins.get(key)
+            if data is not None:
+                return data
+        data = b"".join([e if type(e) is bytes else e.data for e in key])  # type: ignore[union-attr]
+        if joins is not None:
+            joins[key] = data
+        return data
 
     def hold_rejected(self, conn: ServerConnection) -> int:
         self._rejected.add(conn)
@@ -389,7 +411,7 @@ class SocketServer:
             c.enqueue_reply(data)
         elif isinstance(action, Notify):
             try:
-                data = encode_notification(action.method, action.params)
+                data = notification_line(action.method, action.params)
             except (TypeError, ValueError) as exc:
                 self.bug("encode notification", exc)
                 return
@@ -416,7 +438,7 @@ class SocketServer:
         lines: list[bytes] = []
         for action in actions:
             try:
-                lines.append(encode_notification(action.method, action.params))
+                lines.append(notification_line(action.method, action.params))
             except (TypeError, ValueError) as exc:
                 self.bug("encode notification", exc)
         if not lines:
