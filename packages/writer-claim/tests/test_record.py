@@ -483,6 +483,31 @@ def test_the_published_bytes_are_the_canonical_json_of_any_record(
     assert encode_revision(rev) == canonical_json(revision_to_json(rev)) + b"\n"
 
 
+def test_revisions_of_several_claims_in_turn_are_each_their_own_canonical_json() -> None:
+    """What the revisions of a claim share is written once and kept for the next revision: a revision that
+    differs from the last one written in any shared part (binding, either key, host, owner, writer process,
+    incarnation or role, claim ID and unit name, generation), whatever else it shares with it, is written
+    with its own, in any order."""
+    base = _revision(spawn_marker=True, engine=ENGINE, invocation_id="inv")
+    other_id = "claim-" + "b" * 32
+    variants = [
+        base,
+        base.evolve(binding=Binding("b2", "pi", "c2", "br2", None, Pins("v2", "x2", "y2"))),
+        base.evolve(seat=SeatKey("s2", "p2", "w2")),
+        base.evolve(session=SessionKey("pi", "other-session")),
+        base.evolve(host=HostIdentity("1" * 32, "2" * 32)),
+        base.evolve(owner=Owner(ProcessIdentity(77, 78, "pid:[x]"), "inc-77")),
+        base.evolve(writer=Writer(ProcessIdentity(88, 89, "pid:[y]"), base.writer.incarnation, "owner")),
+        base.evolve(writer=Writer(base.writer.process, "another-incarnation", "owner")),
+        base.evolve(writer=Writer(base.writer.process, base.writer.incarnation, "restart")),
+        base.evolve(claim_id=other_id, unit_name=unit_name_for(other_id)),
+        base.evolve(generation=7),
+        base.evolve(number=2, reason="active", state=State.ACTIVE, key="session"),
+    ]
+    for rev in variants + variants[::-1] + [v for pair in zip(variants, variants[1:], strict=False) for v in pair]:
+        assert encode_revision(rev) == canonical_json(revision_to_json(rev)) + b"\n"
+
+
 def test_a_lone_surrogate_fails_the_encoding_as_canonical_json_does() -> None:
     """Text that is not valid Unicode cannot be UTF-8: the written-out encoding refuses it as
     `canonical_json` does (UnicodeEncodeError), in any field, before anything is published."""
