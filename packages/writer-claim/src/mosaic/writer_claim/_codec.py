@@ -173,14 +173,15 @@ def _shared_text(rev: Revision) -> tuple[bytes, str, str, str, str, str]:
     writer incarnation and role; anything else is written again."""
     b, w = rev.binding, rev.writer
     wp = w.process
-    key: tuple[object, ...] = (b, rev.seat, rev.session, rev.host, rev.owner, wp, rev.claim_id, rev.unit_name,
-                               rev.generation, w.incarnation, w.role)
     kept = _shared
     if kept is not None:
         k = kept[0]
         if (k[0] is b and k[1] is rev.seat and k[2] is rev.session and k[3] is rev.host and k[4] is rev.owner
-                and k[5] is wp and k[6:] == key[6:]):
+                and k[5] is wp and k[6] == rev.claim_id and k[7] == rev.unit_name and k[8] == rev.generation
+                and k[9] == w.incarnation and k[10] == w.role):
             return kept[1]
+    key: tuple[object, ...] = (b, rev.seat, rev.session, rev.host, rev.owner, wp, rev.claim_id, rev.unit_name,
+                               rev.generation, w.incarnation, w.role)
     q, n = _quote, int.__repr__
     pins, host, owner, seat, session = b.pins, rev.host, rev.owner, rev.seat, rev.session
     op = owner.process
