@@ -94,7 +94,9 @@ def utc_timestamp(now: float) -> str:
     it works them out (the fraction rounded half to even to microseconds, carried into the second): the
     date and time of a second is made once and kept for the next reading within the same second (the steps
     of a claim come in bursts), so most readings only format their milliseconds."""
-    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+    if type(now) is not float and (isinstance(now, bool) or not isinstance(now, (int, float))):
+        raise ValueError(f"a clock reading is seconds since the epoch, not {now!r}")
+    if not math.isfinite(now):
         raise ValueError(f"a clock reading is seconds since the epoch, not {now!r}")
     if isinstance(now, int):
         second, micro = int(now), 0
