@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -158,7 +157,7 @@ def publish(fd: int, rev: Revision, step: str, hook: Hook | None) -> bytes:
 def _write_temp(fd: int, rev: Revision, step: str, data: bytes, hook: Hook | None) -> str:
     """The revision's bytes in a new temporary file, fsynced; its name. On failure the file is gone."""
     key = rev.dirname
-    temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
+    temp = f".tmp-{rev.claim_id}-{os.getpid()}-{os.urandom(4).hex()}"
     tfd = os.open(temp, TEMP_FLAGS, 0o600, dir_fd=fd)
     try:
         if hook is not None:
@@ -186,7 +185,7 @@ def _write_reserved(fd: int, rev: Revision, step: str, data: bytes, cause: OSErr
     reserve is left; on a failure after the rename the file is gone (that reserve with it)."""
     key = rev.dirname
     for index in range(1, RESERVE_REVISIONS + 1):
-        temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
+        temp = f".tmp-{rev.claim_id}-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             os.rename(reserve_name(rev.claim_id, index), temp, src_dir_fd=fd, dst_dir_fd=fd)
         except FileNotFoundError:
