@@ -14,7 +14,7 @@ about a second, never committed), and its own floor directories holding as many 
 links into a directory of the same size. One long-lived store per level runs the cycles, as a controller
 does. A head lookup that listed and parsed every name would grow with the history; the figures to read
 are the cycle at H against the cycle at 0 (goal: within 1.1x at 10,000) and each cycle against its floor
-(goal: at most 1.2x). Also reported per level: what a store's first look at the pair costs (a new process;
+(goal: at most 1.15x, issue 34). Also reported per level: what a store's first look at the pair costs (a new process;
 existence checks, no listing) and, for comparison, what listing both chains costs (the lookup the head
 search replaced: CHANGELOG.md has the history).
 
@@ -47,7 +47,7 @@ SESSION = SessionKey("pi", "01a22a58-944f-7072-a9ab-f808835fc6a2")
 BINDING = Binding("bench-binding", "pi", "pi-bench", "main", "leaf", Pins("0.85.1", "ab" * 32, "sha256:" + "cd" * 32))
 PROOF = ProofRef(ProofKind.COHORT, "sha256:" + "ef" * 32, {"bench": True})
 GOAL_VS_FIRST = 1.1
-GOAL_VS_FLOOR = 1.2  # the cycle against its floor (README "Benchmark")
+GOAL_VS_FLOOR = 1.15  # the cycle against its floor (README "Benchmark", issue 34)
 
 ENGINE = ProcessRef(4242, 99)
 REVISION_NAME = re.compile(r"r([0-9]{10})\.json")
@@ -271,6 +271,12 @@ def main(argv: list[str]) -> int:
           f"{last['cycle_vs_first']}x ({vs_first}; CPU {last['cycle_cpu_vs_first']}x)")
     print(f"goal: cycle <= {GOAL_VS_FLOOR}x its fsync floor at every level: "
           f"{', '.join(str(r['cycle_vs_floor']) for r in rows)} ({vs_floor})")
+    cpu_over = [float(r["cycle_cpu_median_ms"]) - float(r["floor_cpu_median_ms"]) for r in rows]  # type: ignore[arg-type]
+    print(f"row: claim cycle vs its fsync floor at history {' / '.join(str(r['history_cycles']) for r in rows)}: "
+          f"{' / '.join(str(r['cycle_vs_floor']) for r in rows)} (goal <= {GOAL_VS_FLOOR} at every history: {vs_floor}); "
+          f"cycle {' / '.join(str(r['cycle_median_ms']) for r in rows)} ms, floor "
+          f"{' / '.join(str(r['floor_median_ms']) for r in rows)} ms; CPU over the floor "
+          f"{' / '.join(f'+{over:.2f}' for over in cpu_over)} ms")
     print(f"(history made in {result['setup_s']} s)")
     return 0
 

@@ -31,8 +31,17 @@ from claim_helpers import (
 )
 
 from mosaic.safe_open import ProcessRef
-from mosaic.writer_claim import ClaimRefusal, ClaimStore, Outcome, ProofKind, ProofRef, State, UnitObservation
-from mosaic.writer_claim.model import MAX_COHORT_BYTES
+from mosaic.writer_claim import (
+    Claim,
+    ClaimRefusal,
+    ClaimStore,
+    Outcome,
+    ProofKind,
+    ProofRef,
+    State,
+    UnitObservation,
+)
+from mosaic.writer_claim.model import MAX_COHORT_BYTES, ProcessIdentity, Writer
 from mosaic.writer_claim.store import Barrier
 
 
@@ -394,3 +403,18 @@ def test_an_io_error_on_the_session_key_gives_the_seat_key_back(claim_root: Path
     assert raw_holders(claim_root, SEAT, SESSION) == set()
     assert [n for n in os.listdir(claim_root / SESSION.dirname) if n.startswith(".tmp-")] == []
     make_store(claim_root, pid=2002).acquire(SEAT, SESSION, BINDING)
+
+
+def test_an_owner_step_is_written_by_this_store_as_owner_whoever_wrote_the_last_revision(claim_root: Path) -> None:
+    """Every step a claim publishes names this store's process and incarnation as its writer, role owner
+    (the writer of the last revision is reused only when it is exactly that): a claim over heads another
+    writer published (here a restart's) writes its next revisions as this store's owner."""
+    store = make_store(claim_root, pid=2000)
+    c = store.acquire(SEAT, SESSION, BINDING)
+    other = Writer(ProcessIdentity(3000, 13000, "pid:[test]"), "inc-3000", "restart")
+    over = Claim(store, c.head("seat").evolve(writer=other), c.head("session").evolve(writer=other))
+    over.mark_spawn()
+    for key in (SEAT, SESSION):
+        assert raw_records(claim_root, key.dirname)[-1]["writer"] == {  # type: ignore[index]
+            "pid": 2000, "startTime": 12000, "pidNamespace": "pid:[test]", "incarnation": "inc-2000", "role": "owner"}
+    assert over.head("seat").writer == Writer(store.process, store.incarnation, "owner")

@@ -63,7 +63,7 @@ from mosaic.writer_claim.internals import (
     revision_to_json,
     unit_name_for,
 )
-from mosaic.writer_claim.model import MAX_COHORT_BYTES, Eligibility, StopInfo
+from mosaic.writer_claim.model import MAX_COHORT_BYTES, Eligibility, Owner, ProcessIdentity, StopInfo, Writer
 
 README = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3]) / "packages/writer-claim/README.md"
 
@@ -163,6 +163,56 @@ def test_claim_root_is_opened_beneath_a_held_fd(tmp_path: Path) -> None:
     real.mkdir()
     store.acquire(SEAT2 := SeatKey("s2", "p", "w"), SESSION, BINDING)
     assert os.listdir(real) == [] and (tmp_path / "moved" / SEAT2.dirname).is_dir()
+
+
+@pytest.mark.parametrize("swap", ["symlink-elsewhere", "new-directory", "removed"])
+def test_a_key_directory_swapped_after_use_is_opened_again_beneath_the_root(tmp_path: Path, swap: str) -> None:
+    """The store keeps the fds of the key directories it used, but uses one only while the name beneath the
+    held root still names that very directory (same device and inode): a key directory renamed away after
+    the store used it, and replaced by a symlink, a new directory or nothing, is looked up again through
+    safe-open, as a store that held nothing would. The moved directory never receives another revision; a
+    symlink is refused (unsafe-path) and its target stays empty; a new directory receives the next
+    revision; a removed one is made again and receives it."""
+    root = tmp_path / "claims"
+    root.mkdir()
+    store = make_store(root)
+    c = store.acquire(SEAT, SESSION, BINDING)
+    moved = root / "moved"
+    os.rename(root / SEAT.dirname, moved)
+    before = sorted(os.listdir(moved))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if swap == "symlink-elsewhere":
+        os.symlink(elsewhere, root / SEAT.dirname)
+        with pytest.raises(SafeOpenRefusal) as e:
+            c.mark_spawn()
+        assert e.value.code == "unsafe-path"
+        assert os.listdir(elsewhere) == []
+    else:
+        if swap == "new-directory":
+            (root / SEAT.dirname).mkdir()
+        c.mark_spawn()  # what a new Root.open_dir would do: the name's directory (made again when gone)
+        assert sorted(os.listdir(root / SEAT.dirname)) == ["r0000000002.json"]
+        assert raw_records(root, SEAT.dirname)[-1]["spawnMarker"] is True  # type: ignore[index]
+    assert sorted(os.listdir(moved)) == before
+    store.close()
+
+
+def test_a_store_holds_a_bounded_number_of_key_directories_and_closes_them(tmp_path: Path) -> None:
+    """A controller sees many pairs over its life: the store holds the fds of at most 16 key directories
+    (the oldest closed first), and `close` closes every one it holds."""
+    root = tmp_path / "claims"
+    root.mkdir()
+    fds_before = set(os.listdir("/proc/self/fd"))
+    store = make_store(root)
+    for i in range(20):
+        store.acquire(SeatKey(f"s{i}", "p", "w"), SessionKey("pi", f"session-{i}"), BINDING)
+    held = {os.readlink(f"/proc/self/fd/{fd}") for fd in set(os.listdir("/proc/self/fd")) - fds_before
+            if os.path.exists(f"/proc/self/fd/{fd}")}
+    keys = {p for p in held if os.path.dirname(p) == os.path.realpath(root)}
+    assert 0 < len(keys) <= 16
+    store.close()
+    assert set(os.listdir("/proc/self/fd")) - fds_before == set()
 
 
 @pytest.mark.parametrize("kind", ["sigterm", "eof", "agent_settled", "disconnect", "idle", "abort-ack", ""])
@@ -388,6 +438,87 @@ def test_round_trip_and_schema(seat: SeatKey, session: SessionKey, state: State,
     assert VALIDATOR.is_valid(json.loads(data))
 
 
+# Any text a field may hold, escapes included: quotes, backslashes, control characters, U+2028, non-ASCII.
+_any_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1,
+                    max_size=12) | st.sampled_from(['"', "\\", "\n\t\x01\x1f", "\u2028\u2029", "é☃𝄞", "</script>"])
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    texts=st.lists(_any_text, min_size=24, max_size=24),
+    state=st.sampled_from(list(State)),
+    marker=st.booleans(),
+    number=st.integers(1, 9_999_999_999),
+    generation=st.integers(1, 2**62),
+    pids=st.lists(st.integers(1, 2**31), min_size=4, max_size=4),
+    leaf=st.booleans(),
+    invocation=st.booleans(),
+    confirmation=st.booleans(),
+    detail=st.dictionaries(_any_text, st.none() | st.booleans() | st.integers(-(2**62), 2**62) | _any_text, max_size=4),
+    cohort=st.none() | st.dictionaries(_json_text, _json, max_size=5),
+    eligibility=st.none() | st.builds(Eligibility, st.from_regex(r"[A-Za-z0-9._:-]{1,128}", fullmatch=True),
+                                      st.booleans()),
+    engine_uid=st.none() | st.integers(1, 2**32 - 2),
+)
+def test_the_published_bytes_are_the_canonical_json_of_any_record(
+        texts: list[str], state: State, marker: bool, number: int, generation: int, pids: list[int], leaf: bool,
+        invocation: bool, confirmation: bool, detail: dict[str, object], cohort: dict[str, Any] | None,
+        eligibility: Eligibility | None, engine_uid: int | None) -> None:
+    """The bytes are written out field by field (`encode_revision`), not by the generic encoder: for any
+    text in every string field, every optional field present and absent, and any integers, they are
+    exactly the canonical JSON of the record (sorted keys, the `json` module's escapes, UTF-8) and a
+    newline."""
+    t = iter(texts)
+    marker = marker or engine_uid is not None
+    proof = ProofRef(ProofKind.COHORT, "sha256:" + "1" * 64, detail) if state is State.STOPPED else None  # type: ignore[arg-type]
+    stop = StopInfo(next(t), next(t) if confirmation else None, next(t)) if state is State.STOPPING else None
+    binding = Binding(next(t), next(t), next(t), next(t), next(t) if leaf else None, Pins(next(t), next(t), next(t)))
+    owner = Owner(ProcessIdentity(pids[0], pids[1], next(t)), next(t))
+    writer = Writer(ProcessIdentity(pids[2], pids[3], next(t)), next(t), "restart" if number % 2 else "owner")
+    rev = _revision(seat=SeatKey(next(t), next(t), next(t)), session=SessionKey(next(t), next(t)), state=state,
+                    spawn_marker=marker, number=number, generation=generation, binding=binding, owner=owner,
+                    writer=writer, proof=proof, stop=stop, engine=ProcessRef(pids[0], pids[3]) if marker else None,
+                    invocation_id=next(t) if invocation else None, cohort=cohort, eligibility=eligibility,
+                    engine_uid=engine_uid, reason=next(t), published_at=next(t))
+    assert encode_revision(rev) == canonical_json(revision_to_json(rev)) + b"\n"
+
+
+def test_revisions_of_several_claims_in_turn_are_each_their_own_canonical_json() -> None:
+    """What the revisions of a claim share is written once and kept for the next revision: a revision that
+    differs from the last one written in any shared part (binding, either key, host, owner, writer process,
+    incarnation or role, claim ID and unit name, generation), whatever else it shares with it, is written
+    with its own, in any order."""
+    base = _revision(spawn_marker=True, engine=ENGINE, invocation_id="inv")
+    other_id = "claim-" + "b" * 32
+    variants = [
+        base,
+        base.evolve(binding=Binding("b2", "pi", "c2", "br2", None, Pins("v2", "x2", "y2"))),
+        base.evolve(seat=SeatKey("s2", "p2", "w2")),
+        base.evolve(session=SessionKey("pi", "other-session")),
+        base.evolve(host=HostIdentity("1" * 32, "2" * 32)),
+        base.evolve(owner=Owner(ProcessIdentity(77, 78, "pid:[x]"), "inc-77")),
+        base.evolve(writer=Writer(ProcessIdentity(88, 89, "pid:[y]"), base.writer.incarnation, "owner")),
+        base.evolve(writer=Writer(base.writer.process, "another-incarnation", "owner")),
+        base.evolve(writer=Writer(base.writer.process, base.writer.incarnation, "restart")),
+        base.evolve(claim_id=other_id, unit_name=unit_name_for(other_id)),
+        base.evolve(generation=7),
+        base.evolve(number=2, reason="active", state=State.ACTIVE, key="session"),
+    ]
+    for rev in variants + variants[::-1] + [v for pair in zip(variants, variants[1:], strict=False) for v in pair]:
+        assert encode_revision(rev) == canonical_json(revision_to_json(rev)) + b"\n"
+
+
+def test_a_lone_surrogate_fails_the_encoding_as_canonical_json_does() -> None:
+    """Text that is not valid Unicode cannot be UTF-8: the written-out encoding refuses it as
+    `canonical_json` does (UnicodeEncodeError), in any field, before anything is published."""
+    for changes in ({"reason": "bad \ud800"}, {"binding": Binding("b", "pi", "c", "main", "\udfff", BINDING.pins)}):
+        rev = _revision(**changes)
+        with pytest.raises(UnicodeEncodeError):
+            canonical_json(revision_to_json(rev))
+        with pytest.raises(UnicodeEncodeError):
+            encode_revision(rev)
+
+
 def test_model_refuses_incoherent_revisions() -> None:
     with pytest.raises(ValueError):
         _revision(state=State.STOPPING)  # stopping without its stop record
@@ -468,6 +599,24 @@ def test_the_clock_is_seconds_and_publishedAt_is_utc_milliseconds(claim_root: Pa
               for key in (SEAT, SESSION)}
     assert stamps == {"seat": ["2026-01-01T00:00:00.123Z", "2026-01-01T00:00:01.000Z"],
                       "session": ["2026-01-01T00:00:00.123Z", "2026-01-01T00:00:02.500Z"]}
+
+
+def test_publishedAt_within_a_second_and_across_its_edge_is_the_datetime_text(claim_root: Path) -> None:
+    """The text of a second is kept for the next reading within the same second: readings in a burst, on
+    both sides of a second's edge and at half a microsecond (rounded half to even, as datetime does,
+    carried into the next second) give exactly `datetime.fromtimestamp(reading, UTC)`'s text."""
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    t0 = 1767225600.0
+    readings = [t0 + 0.9994995, t0 + 0.9995, t0 + 0.9999994, t0 + 0.9999996, t0 + 1.0004, t0 + 1.0000005,
+                t0 + 0.25, 1767225603, t0 + 86399.9999996]
+    clock = iter(readings)
+    run_lifecycle(make_store(claim_root, clock=lambda: next(clock)), lambda c, s: None)
+    stamps = sorted(r["publishedAt"] for key in (SEAT, SESSION)  # type: ignore[index]
+                    for r in raw_records(claim_root, key.dirname))
+    expected = [datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+                for t in readings]
+    assert stamps == sorted(expected + expected[:1])  # acquire's one reading is on both keys
 
 
 @pytest.mark.parametrize("reading", [math.nan, math.inf, 1e20, "2026-01-01T00:00:00.000Z"])

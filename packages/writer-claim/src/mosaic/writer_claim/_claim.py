@@ -134,8 +134,12 @@ class Claim:
             if not first:
                 store._hook("between-keys", step, self._heads[order[0]].dirname, self.claim_id)
             first = False
-            new = prev.evolve(number=prev.number + 1, writer=Writer(store.process, store.incarnation, "owner"),
-                              reason=reason, published_at=utc_timestamp(store._clock()), **changes)
+            writer = prev.writer  # this store's owner writer already, unless another wrote the last revision
+            if not (writer.process is store.process and writer.incarnation == store.incarnation
+                    and writer.role == "owner"):
+                writer = Writer(store.process, store.incarnation, "owner")
+            new = prev.evolve(number=prev.number + 1, writer=writer, reason=reason,
+                              published_at=utc_timestamp(store._clock()), **changes)
             check_owner_transition(prev, new)
             if not store._publish_one(new, step):
                 raise ClaimRefusal(

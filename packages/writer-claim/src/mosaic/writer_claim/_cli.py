@@ -110,8 +110,7 @@ def _key_dirs(store: ClaimStore) -> list[str]:
 
 def _head(store: ClaimStore, dirname: str) -> KeyObservation:
     kind: KeyKind = "seat" if dirname.startswith("seat-") else "session"
-    with store._key_dir(dirname, create=False) as fd:
-        return store._observe_key(kind, dirname, fd)
+    return store._observe_key(kind, dirname, store._dir_fd(dirname, create=False))
 
 
 def _pairs(store: ClaimStore) -> tuple[list[PairObservation], list[KeyObservation]]:

@@ -11,7 +11,7 @@ sits) is unreadable, and an unreadable head holds its key as uncertain.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mosaic.safe_open import HostIdentity, ProcessRef, canonical_json
@@ -119,21 +119,104 @@ def _revision_json(rev: Revision, cohort: object) -> dict[str, object]:
 def encode_revision(rev: Revision) -> bytes:
     """The bytes published for a revision: canonical JSON and a trailing newline.
 
-    The cohort reference is the same read-only object in every revision of a claim and keeps its own
-    canonical bytes (`_FrozenObject.encoded`), so it is spliced in, not copied and encoded again for each
-    publication (copying and encoding it for each one would cost most of a cycle's CPU above its fsyncs).
-    The bytes are those of `canonical_json(revision_to_json(rev))`: canonical JSON sorts the keys, and the
-    revision's keys before "cohort" ("bindingId", "branch", "claimId") hold strings, in which a quote is
-    always escaped, so the first `"cohort":null` in the text is the key itself."""
+    These are exactly the bytes of `canonical_json(revision_to_json(rev)) + b"\\n"` (sorted keys, no
+    spaces, UTF-8), written out field by field in that order rather than by building the object and
+    sorting and encoding it generically, which cost about three times as much for each publication. The
+    strings go through the `json` module's own string encoder, the integers through `int.__repr__` (what
+    `json` does for an int), the proof's detail through `canonical_json`. What every revision of a claim
+    written by one store shares (`_shared_text`: binding, keys, host, owner, writer, claim ID, unit name,
+    generation) is written once and kept; the cohort reference is the same read-only object in every
+    revision of a claim and keeps its own canonical bytes (`_FrozenObject.encoded`), which are spliced in.
+    A string that is not valid Unicode (a lone surrogate) raises UnicodeEncodeError, as `canonical_json`
+    does. `test_record.py` holds the two to the same bytes for every optional field present and absent,
+    for any text, and for revisions of several claims in turn."""
     cohort = rev.cohort
-    if not isinstance(cohort, _FrozenObject):
+    if cohort is not None and not isinstance(cohort, _FrozenObject):
         return canonical_json(revision_to_json(rev)) + b"\n"
-    text = canonical_json(_revision_json(rev, None))
-    at = text.index(_COHORT_NULL)
-    return b"".join((text[:at], b'"cohort":', cohort.encoded, text[at + len(_COHORT_NULL):], b"\n"))
+    q, n = _quote, int.__repr__
+    shared = _shared_text(rev)
+    tail: list[str] = [shared[1]]
+    if rev.eligibility is not None or rev.engine_uid is not None:
+        e = rev.eligibility
+        tail += (',"eligibility":', "null" if e is None else
+                 f'{{"id":{q(e.id)},"taken":{"true" if e.taken else "false"}}}')
+    engine = rev.engine
+    tail += (',"engine":', "null" if engine is None else
+             f'{{"pid":{n(engine.pid)},"startTime":{n(engine.start_time)}}}')
+    if rev.engine_uid is not None:
+        tail += (',"engineUid":', n(rev.engine_uid))
+    fmt = (FORMAT_ENGINE_UID if rev.engine_uid is not None else FORMAT if rev.eligibility is None
+           else FORMAT_ELIGIBILITY)
+    stop, proof = rev.stop, rev.proof
+    tail += (
+        ',"format":', q(fmt), shared[2], "null" if rev.invocation_id is None else q(rev.invocation_id),
+        ',"key":', q(rev.key), shared[3],
+        "null" if proof is None else "".join((
+            '{"detail":', canonical_json(dict(proof.detail)).decode(), ',"digest":', q(proof.digest),
+            ',"kind":', q(proof.kind.value), "}")),
+        ',"publishedAt":', q(rev.published_at), ',"reason":', q(rev.reason), ',"revision":', n(rev.number),
+        shared[4], "true" if rev.spawn_marker else "false", ',"state":', q(rev.state.value),
+        ',"stop":', "null" if stop is None else "".join((
+            '{"confirmation":', "null" if stop.confirmation is None else q(stop.confirmation),
+            ',"phase":', q(stop.phase), ',"stopId":', q(stop.stop_id), "}")),
+        shared[5],
+    )
+    return b"".join((shared[0], b"null" if cohort is None else cohort.encoded, "".join(tail).encode()))
 
 
-_COHORT_NULL = b'"cohort":null'
+def _shared_text(rev: Revision) -> tuple[bytes, str, str, str, str, str]:
+    """The text of what the revisions of one claim written by one store share, in the six runs between
+    the fields that change: up to the cohort (as bytes), the conversation, generation to invocation ID,
+    leaf to proof, seat and session to the spawn marker, and the unit name and writer to the end. Kept for
+    the last claim written: the same binding, keys, host, owner and writer process objects (the revisions
+    of a claim carry the very objects they were built from) and the same claim ID, unit name, generation,
+    writer incarnation and role; anything else is written again."""
+    b, w = rev.binding, rev.writer
+    wp = w.process
+    kept = _shared
+    if kept is not None:
+        k = kept[0]
+        if (k[0] is b and k[1] is rev.seat and k[2] is rev.session and k[3] is rev.host and k[4] is rev.owner
+                and k[5] is wp and k[6] == rev.claim_id and k[7] == rev.unit_name and k[8] == rev.generation
+                and k[9] == w.incarnation and k[10] == w.role):
+            return kept[1]
+    key: tuple[object, ...] = (b, rev.seat, rev.session, rev.host, rev.owner, wp, rev.claim_id, rev.unit_name,
+                               rev.generation, w.incarnation, w.role)
+    q, n = _quote, int.__repr__
+    pins, host, owner, seat, session = b.pins, rev.host, rev.owner, rev.seat, rev.session
+    op = owner.process
+    texts = (
+        "".join(('{"bindingId":', q(b.binding_id), ',"branch":', q(b.branch), ',"claimId":', q(rev.claim_id),
+                 ',"cohort":')).encode(),
+        "".join((',"conversation":', q(b.conversation))),
+        "".join((',"generation":', n(rev.generation), ',"harness":', q(b.harness),
+                 ',"host":{"bootId":', q(host.boot_id), ',"machineId":', q(host.machine_id), '},"invocationId":')),
+        "".join((',"leaf":', "null" if b.leaf is None else q(b.leaf),
+                 ',"owner":{"incarnation":', q(owner.incarnation), ',"pid":', n(op.pid), ',"pidNamespace":',
+                 q(op.pid_namespace), ',"startTime":', n(op.start_time),
+                 '},"pins":{"argvDigest":', q(pins.argv_digest), ',"binarySha256":', q(pins.binary_sha256),
+                 ',"engineVersion":', q(pins.engine_version), '},"proof":')),
+        "".join((',"seat":{"project":', q(seat.project), ',"seat":', q(seat.seat), ',"workspace":',
+                 q(seat.workspace), '},"session":{"harness":', q(session.harness), ',"sessionId":',
+                 q(session.session_id), '},"spawnMarker":')),
+        "".join((',"unitName":', q(rev.unit_name), ',"writer":{"incarnation":', q(w.incarnation), ',"pid":',
+                 n(wp.pid), ',"pidNamespace":', q(wp.pid_namespace), ',"role":', q(w.role), ',"startTime":',
+                 n(wp.start_time), "}}\n")),
+    )
+    _remember(key, texts)
+    return texts
+
+
+def _remember(key: tuple[object, ...], texts: tuple[bytes, str, str, str, str, str]) -> None:
+    global _shared
+    _shared = (key, texts)
+
+
+# (key, texts) of the last claim `_shared_text` wrote: one tuple, replaced whole.
+_shared: tuple[tuple[object, ...], tuple[bytes, str, str, str, str, str]] | None = None
+
+# The `json` module's encoder of one string (`"` and the escapes, non-ASCII kept: ensure_ascii=False).
+_quote: Callable[[str], str] = json.encoder.encode_basestring
 
 
 # -- strict reading ----------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -123,9 +122,9 @@ class LostLink(Exception):
     """link() found the revision name taken: another writer published first."""
 
 
-def publish(fd: int, rev: Revision, step: str, hook: Hook) -> bytes:
-    """Publish `rev` at its number in the key directory `fd` (module rule 1), calling `hook` after each
-    step; return the bytes published, or raise `LostLink` when the name is taken."""
+def publish(fd: int, rev: Revision, step: str, hook: Hook | None) -> bytes:
+    """Publish `rev` at its number in the key directory `fd` (module rule 1), calling `hook` (None: no
+    barrier) after each step; return the bytes published, or raise `LostLink` when the name is taken."""
     data = encode_revision(rev)
     key = rev.dirname
     target = revision_name(rev.number)
@@ -143,28 +142,34 @@ def publish(fd: int, rev: Revision, step: str, hook: Hook) -> bytes:
     except Exception:
         unlink_quietly(temp, fd)
         raise
-    hook("linked", step, key, rev.claim_id, name=target, source=temp)
+    if hook is not None:
+        hook("linked", step, key, rev.claim_id, name=target, source=temp)
     os.fsync(fd)
-    hook("dir-fsynced", step, key, rev.claim_id)
+    if hook is not None:
+        hook("dir-fsynced", step, key, rev.claim_id)
     # The temporary name is garbage now. Its unlink is made durable by the next fsync of this
     # directory; a crash before that leaves a .tmp- file that no reader looks at.
     os.unlink(temp, dir_fd=fd)
-    hook("temp-unlinked", step, key, rev.claim_id, name=temp)
+    if hook is not None:
+        hook("temp-unlinked", step, key, rev.claim_id, name=temp)
     return data
 
-def _write_temp(fd: int, rev: Revision, step: str, data: bytes, hook: Hook) -> str:
+def _write_temp(fd: int, rev: Revision, step: str, data: bytes, hook: Hook | None) -> str:
     """The revision's bytes in a new temporary file, fsynced; its name. On failure the file is gone."""
     key = rev.dirname
-    temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
+    temp = f".tmp-{rev.claim_id}-{os.getpid()}-{os.urandom(4).hex()}"
     tfd = os.open(temp, TEMP_FLAGS, 0o600, dir_fd=fd)
     try:
-        hook("temp-created", step, key, rev.claim_id, name=temp)
+        if hook is not None:
+            hook("temp-created", step, key, rev.claim_id, name=temp)
         view = memoryview(data)
         while view:
             view = view[os.write(tfd, view):]
-        hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
+        if hook is not None:
+            hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
         os.fsync(tfd)
-        hook("temp-fsynced", step, key, rev.claim_id, name=temp)
+        if hook is not None:
+            hook("temp-fsynced", step, key, rev.claim_id, name=temp)
     except Exception:
         os.close(tfd)
         unlink_quietly(temp, fd)
@@ -172,29 +177,33 @@ def _write_temp(fd: int, rev: Revision, step: str, data: bytes, hook: Hook) -> s
     os.close(tfd)
     return temp
 
-def _write_reserved(fd: int, rev: Revision, step: str, data: bytes, cause: OSError, hook: Hook) -> str:
+def _write_reserved(fd: int, rev: Revision, step: str, data: bytes, cause: OSError,
+                    hook: Hook | None) -> str:
     """The file system had no room for the temporary file: take one of the claim's reserves (renamed to
     a temporary name, so two writers never share one) and write the revision into its allocated blocks,
     truncate it to the revision's length and fsync it; its temporary name. Raises `cause` when no
     reserve is left; on a failure after the rename the file is gone (that reserve with it)."""
     key = rev.dirname
     for index in range(1, RESERVE_REVISIONS + 1):
-        temp = f".tmp-{rev.claim_id}-{os.getpid()}-{secrets.token_hex(4)}"
+        temp = f".tmp-{rev.claim_id}-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             os.rename(reserve_name(rev.claim_id, index), temp, src_dir_fd=fd, dst_dir_fd=fd)
         except FileNotFoundError:
             continue
         try:
-            hook("temp-created", step, key, rev.claim_id, name=temp)
+            if hook is not None:
+                hook("temp-created", step, key, rev.claim_id, name=temp)
             tfd = os.open(temp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             try:
                 done = 0
                 while done < len(data):
                     done += os.pwrite(tfd, data[done:], done)
                 os.ftruncate(tfd, len(data))
-                hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
+                if hook is not None:
+                    hook("temp-written", step, key, rev.claim_id, name=temp, data=data)
                 os.fsync(tfd)
-                hook("temp-fsynced", step, key, rev.claim_id, name=temp)
+                if hook is not None:
+                    hook("temp-fsynced", step, key, rev.claim_id, name=temp)
             finally:
                 os.close(tfd)
         except Exception:

@@ -17,7 +17,7 @@ import math
 import re
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
 from types import MappingProxyType
@@ -88,14 +88,40 @@ def _count(value: object, what: str, *, minimum: int = 0) -> int:
 
 def utc_timestamp(now: float) -> str:
     """`now` (seconds since the epoch) as the informational `publishedAt` form: UTC, ISO 8601, milliseconds
-    and `Z`, e.g. `2026-01-01T00:00:00.000Z`. Raises ValueError for a value that is not a finite time."""
-    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+    and `Z`, e.g. `2026-01-01T00:00:00.000Z`. Raises ValueError for a value that is not a finite time.
+
+    The text is `datetime.fromtimestamp(now, UTC)`'s, whose seconds and microseconds are worked out here as
+    it works them out (the fraction rounded half to even to microseconds, carried into the second): the
+    date and time of a second is made once and kept for the next reading within the same second (the steps
+    of a claim come in bursts), so most readings only format their milliseconds."""
+    if type(now) is not float and (isinstance(now, bool) or not isinstance(now, (int, float))):
         raise ValueError(f"a clock reading is seconds since the epoch, not {now!r}")
-    try:
-        moment = datetime.fromtimestamp(now, UTC)
-    except (OverflowError, OSError, ValueError):
-        raise ValueError(f"{now!r} is out of the range of a timestamp") from None
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if not math.isfinite(now):
+        raise ValueError(f"a clock reading is seconds since the epoch, not {now!r}")
+    if isinstance(now, int):
+        second, micro = int(now), 0
+    else:
+        fraction, whole = math.modf(now)
+        micro = round(fraction * 1e6)
+        if micro >= 1_000_000:
+            micro, whole = micro - 1_000_000, whole + 1.0
+        elif micro < 0:
+            micro, whole = micro + 1_000_000, whole - 1.0
+        second = int(whole)
+    global _stamp_second
+    cached, prefix = _stamp_second
+    if cached != second:
+        try:
+            moment = datetime.fromtimestamp(now, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"{now!r} is out of the range of a timestamp") from None
+        prefix = moment.isoformat(timespec="seconds").removesuffix("+00:00")
+        _stamp_second = (second, prefix)
+    return f"{prefix}.{micro // 1000:03d}Z"
+
+
+# The last second `utc_timestamp` formatted, and its text up to the seconds.
+_stamp_second: tuple[int | None, str] = (None, "")
 
 
 class _FrozenObject(Mapping[str, JSON]):
@@ -661,8 +687,21 @@ class Revision:
         return self.state is State.STOPPED and self.proof is not None
 
     def evolve(self, **changes: object) -> Revision:
-        return replace(self, **changes)  # type: ignore[arg-type]
+        """This revision with `changes` (field names; TypeError for anything else), checked as a new one is
+        (`__post_init__`). What `dataclasses.replace` does, without reading every field through getattr
+        and passing it to `__init__` again: a publication builds one per key and step."""
+        unknown = changes.keys() - _REVISION_FIELDS
+        if unknown:
+            raise TypeError(f"Revision has no field {sorted(unknown)[0]!r}")
+        new = object.__new__(Revision)
+        values = new.__dict__
+        values.update(self.__dict__)
+        values.update(changes)
+        new.__post_init__()
+        return new
 
+
+_REVISION_FIELDS = frozenset(f.name for f in fields(Revision))
 
 REVISION_NAME_RE = re.compile(r"^r([0-9]{10})\.json$")
 

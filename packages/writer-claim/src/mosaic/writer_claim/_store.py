@@ -47,8 +47,7 @@ import errno
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
@@ -111,6 +110,8 @@ __all__ = ["ClaimStore", "CohortProbe", "OwnerLiveness", "PairObservation", "Res
 # A lost link() is re-read and re-decided. Each loss means another writer made progress, so this bound is
 # only a guard against a pathological livelock; past it the call refuses instead of spinning.
 MAX_ROUNDS = 64
+# Key directories a store holds open at once (`ClaimStore._dir_fd`): a controller's pairs in use, two each.
+MAX_HELD_DIRS = 16
 
 class OwnerLiveness(Protocol):
     """The owner check's liveness question (§2 "Owner check"). `ProcLiveness` is the default."""
@@ -237,6 +238,9 @@ class ClaimStore:
         # Claims this store made reserves for (`Claim.reserve_space`): their reserves are removed when they
         # stop. A restart's stopped revision removes a dead owner's too; no other step looks for any.
         self._reserved: set[str] = set()
+        # key directory name -> (fd, device, inode) of the key directories this store holds open, at most
+        # MAX_HELD_DIRS, the oldest closed first (`_dir_fd`).
+        self._held: dict[str, tuple[int, int, int]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -246,7 +250,10 @@ class ClaimStore:
 
     def close(self) -> None:
         """Close the claim root if this store opened it. A claim is never changed by closing (§2 "What never
-        releases a claim": disconnect)."""
+        releases a claim": disconnect). The key directories it holds open are closed too."""
+        held, self._held = self._held, {}
+        for fd, _, _ in held.values():
+            os.close(fd)
         if self._owns_root:
             self._root.close()
 
@@ -289,15 +296,41 @@ class ClaimStore:
             self._hook("root-fsynced", step, dirname, claim_id)
         return self._root.open_dir(dirname)
 
-    @contextmanager
-    def _key_dir(self, dirname: str, *, create: bool, claim_id: str | None = None,
-                 step: str = "") -> Iterator[int | None]:
+    def _dir_fd(self, dirname: str, *, create: bool, claim_id: str | None = None, step: str = "") -> int | None:
+        """An fd on the key directory `dirname` beneath the held root (the store's: not to be closed), or None
+        when it does not exist and `create` is false ("Layout and publication" in the README).
+
+        The store holds the fds of the last MAX_HELD_DIRS key directories it used. A held fd is used only
+        while the name beneath the root still names that very directory: one lstat of the name, relative to
+        the root's fd, must show the device and inode the fd was opened on. Anything else (the name gone,
+        replaced by another directory or a symlink, a mount over it) closes the held fd and opens the name
+        again through safe-open, which refuses what it always refused. So a held fd writes where a new
+        `Root.open_dir` would, without resolving the name and opening it for every publication."""
+        held = self._held.get(dirname)
+        if held is not None:
+            held_fd, dev, ino = held
+            if self._root.closed:
+                raise ValueError(f"{self._root!r} is closed")
+            try:
+                st = os.lstat(dirname, dir_fd=self._root.fd)
+            except OSError:
+                st = None
+            if st is not None and st.st_ino == ino and st.st_dev == dev:
+                return held_fd
+            del self._held[dirname]
+            os.close(held_fd)
         fd = self._open_key_dir(dirname, create=create, claim_id=claim_id, step=step)
-        try:
-            yield fd
-        finally:
-            if fd is not None:
+        if fd is not None:
+            try:
+                st = os.fstat(fd)
+            except BaseException:
                 os.close(fd)
+                raise
+            if len(self._held) >= MAX_HELD_DIRS:
+                oldest = next(iter(self._held))
+                os.close(self._held.pop(oldest)[0])
+            self._held[dirname] = (fd, st.st_dev, st.st_ino)
+        return fd
 
     def _observe_key(self, key: KeyKind, dirname: str, fd: int | None) -> KeyObservation:
         if fd is None:
@@ -349,8 +382,7 @@ class ClaimStore:
     def observe_key(self, key: SeatKey | SessionKey) -> KeyObservation:
         """One key's chain as it is now: the highest revision number and that revision (or why it does not
         parse)."""
-        with self._key_dir(key.dirname, create=False) as fd:
-            return self._observe_key(key.kind, key.dirname, fd)
+        return self._observe_key(key.kind, key.dirname, self._dir_fd(key.dirname, create=False))
 
     def observe(self, seat: SeatKey, session: SessionKey) -> PairObservation:
         """Both keys of a pair, the seat key first. Writes nothing."""
@@ -358,11 +390,11 @@ class ClaimStore:
 
     def read_chain(self, key: SeatKey | SessionKey) -> list[Revision | Unreadable]:
         """Every revision of one key, oldest first (for inspection; the rules read only heads)."""
-        with self._key_dir(key.dirname, create=False) as fd:
-            if fd is None:
-                return []
-            numbers = sorted(n for n in (parse_revision_name(x) for x in os.listdir(fd)) if n is not None)
-            return [read_revision(fd, key.kind, key.dirname, n) for n in numbers]
+        fd = self._dir_fd(key.dirname, create=False)
+        if fd is None:
+            return []
+        numbers = sorted(n for n in (parse_revision_name(x) for x in os.listdir(fd)) if n is not None)
+        return [read_revision(fd, key.kind, key.dirname, n) for n in numbers]
 
     # -- publishing --------------------------------------------------------------------------------------
 
@@ -371,19 +403,20 @@ class ClaimStore:
         naming the key, the step and the revision."""
         # Every revision is checked against the proof rules before it is written, whoever built it.
         check_proof(rev.proof, state=rev.state, spawn_marker=rev.spawn_marker, by_restart=rev.writer.role == "restart")
+        dirname = rev.dirname
         try:
-            with self._key_dir(rev.dirname, create=True, claim_id=rev.claim_id, step=step) as fd:
-                assert fd is not None
-                try:
-                    data = publish(fd, rev, step, self._hook)
-                except LostLink:
-                    self._saw(rev.dirname, rev.number)  # another writer's revision is there
-                    return False
-                self._saw(rev.dirname, rev.number)
-                self._published[rev.dirname] = (rev.number, data, rev)
-                if rev.state is State.STOPPED and (rev.claim_id in self._reserved or step == "restart"):
-                    drop_reserves(fd, rev.claim_id)  # the claim is over on this key: its room goes back
-                return True
+            fd = self._dir_fd(dirname, create=True, claim_id=rev.claim_id, step=step)
+            assert fd is not None
+            try:
+                data = publish(fd, rev, step, self._hook if self._barrier is not None else None)
+            except LostLink:
+                self._saw(dirname, rev.number)  # another writer's revision is there
+                return False
+            self._saw(dirname, rev.number)
+            self._published[dirname] = (rev.number, data, rev)
+            if rev.state is State.STOPPED and (rev.claim_id in self._reserved or step == "restart"):
+                drop_reserves(fd, rev.claim_id)  # the claim is over on this key: its room goes back
+            return True
         except ClaimWriteError:
             raise
         except OSError as exc:
@@ -394,10 +427,10 @@ class ClaimStore:
         """Make `count` reserve files of `size` bytes for `claim_id` in the key directory (`_disk.make_reserves`);
         the claim's reserves go when it stops. Raises OSError."""
         self._reserved.add(claim_id)
-        with self._key_dir(dirname, create=False) as fd:
-            if fd is None:
-                raise FileNotFoundError(errno.ENOENT, f"no key directory {dirname}")
-            make_reserves(fd, claim_id, size, count)
+        fd = self._dir_fd(dirname, create=False)
+        if fd is None:
+            raise FileNotFoundError(errno.ENOENT, f"no key directory {dirname}")
+        make_reserves(fd, claim_id, size, count)
 
     # -- acquisition -------------------------------------------------------------------------------------
 
