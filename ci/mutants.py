@@ -18,7 +18,8 @@ scratch copy, so a patch applied to the scratch sources is what the tests import
 uv by its path, else a uv on PATH, else the venv module and pip: `venv_commands`). Then:
 
 1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing;
-   checked once per package for all its named tests together);
+   checked once per package suite for all its named tests together, the unit suites' runs shared out among the
+   scratch copies as the mutants are, the cohort suites' one at a time);
 2. the patch must apply cleanly (`patch -p1 --fuzz=0`: its context exactly as in the tree, a line offset
    allowed), else the mutant is an error;
 3. the named tests run again (all of them: one test's crash never hides another's assertion), with the
@@ -61,8 +62,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import workspace
+
+T = TypeVar("T")
 
 MUTANTS_DIR = workspace.ROOT / "mutants"
 TEST_TIMEOUT_S = 600
@@ -337,20 +342,29 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
             print(f"mutant {m.stem} ({m.package}): {out.result} in {out.seconds:.1f}s"
                   + (f"\n{out.detail}" if out.detail else ""), flush=True)
 
-    work: queue.SimpleQueue[Mutant] = queue.SimpleQueue()
+    _share_out([m for m in mutants if not m.serial], scratches, one)
     for m in mutants:
-        if not m.serial:
-            work.put(m)
+        if m.serial:
+            one(scratches[0], m)
+    return outcomes
+
+
+def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch, T], None]) -> None:
+    """Run `one(scratch, item)` for every item, the items shared out among the scratch copies (a queue each
+    copy's worker takes from, in order); the first exception a worker raised is raised once all have ended."""
+    work: queue.SimpleQueue[T] = queue.SimpleQueue()
+    for item in items:
+        work.put(item)
     failures: list[BaseException] = []
 
     def worker(scratch: Scratch) -> None:
         try:
             while True:
                 try:
-                    m = work.get_nowait()
+                    item = work.get_nowait()
                 except queue.Empty:
                     return
-                one(scratch, m)
+                one(scratch, item)
         except BaseException as e:  # noqa: BLE001 - re-raised by the main thread once every worker ended
             failures.append(e)
 
@@ -361,10 +375,36 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
         t.join()
     if failures:
         raise failures[0]
+
+
+def _baselines(mutants: list[Mutant], scratches: list[Scratch]) -> dict[tuple[str, str], bool]:
+    """Once per package suite: do its named tests all pass on the unpatched copy? The unit suites' runs are
+    shared out among the scratch copies as their mutants are (the largest first; each copy makes the venvs it
+    will need), the cohort suites' one at a time after them, on the first copy. Only when a suite fails here
+    are its mutants checked one by one, to name the test that fails anyway."""
+    killers = {(m.package, s): set[str]() for m in mutants for s in m.suites}
     for m in mutants:
-        if m.serial:
-            one(scratches[0], m)
-    return outcomes
+        for s in m.suites:
+            killers[m.package, s].update(m.killers_in(s))
+    results: dict[tuple[str, str], bool] = {}
+    report = threading.Lock()
+
+    def one(scratch: Scratch, key: tuple[str, str]) -> None:
+        named = sorted(killers[key])
+        start = time.monotonic()
+        proc = scratch.pytest(key[0], named)
+        with report:
+            results[key] = proc.returncode == 0
+            print(f"baseline {key[0]} {key[1]}: {len(named)} named test(s) on the unpatched tree: "
+                  f"{'passed' if results[key] else 'FAILED'} in {time.monotonic() - start:.1f}s", flush=True)
+            if not results[key]:
+                print(_tail(proc), flush=True)
+
+    unit = sorted((k for k in killers if k[1] not in SERIAL_SUITES), key=lambda k: (-len(killers[k]), k))
+    _share_out(unit, scratches, one)
+    for key in sorted(k for k in killers if k[1] in SERIAL_SUITES):
+        one(scratches[0], key)
+    return results
 
 
 def place_problems(scratch: Scratch, mutant: Mutant) -> list[str]:
@@ -422,23 +462,12 @@ def main(argv: list[str]) -> int:
     scratches = [Scratch() for _ in range(jobs)]
     for sc in scratches:
         sc.compile_sources()
-    scratch = scratches[0]
     rows: list[tuple[Mutant, Outcome]] = []
     uv = workspace.tool("uv")
     print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}; venvs made with "
           + (uv if uv is not None else "the venv module and pip (no uv in the tool venv or on PATH)"), flush=True)
     try:
-        # Baseline once per package: every named test passes on the unpatched copy. Only when that
-        # fails are the mutants of that package checked one by one, to name the test that fails anyway.
-        baseline: dict[tuple[str, str], bool] = {}
-        for pkg, suite in sorted({(m.package, s) for m in mutants for s in m.suites}):
-            killers = sorted({k for m in mutants if m.package == pkg for k in m.killers_in(suite)})
-            print(f"baseline {pkg} {suite}: {len(killers)} named test(s) on the unpatched tree ...", flush=True)
-            proc = scratch.pytest(pkg, killers)
-            baseline[pkg, suite] = proc.returncode == 0
-            if not baseline[pkg, suite]:
-                print(_tail(proc), flush=True)
-        outcomes = _run_all(mutants, scratches, baseline)
+        outcomes = _run_all(mutants, scratches, _baselines(mutants, scratches))
         rows = [(m, outcomes[m.stem]) for m in mutants]
     finally:
         for sc in scratches:

@@ -11,6 +11,8 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -157,6 +159,55 @@ def test_a_mutant_may_name_killers_in_two_suites_each_run_on_its_own_and_one_in_
     assert m.suites == ["tests", "tests_cohort"] and m.serial
     assert m.killers_in("tests") == ["tests/test_b.py::test_f", "tests/test_c.py::test_g"]
     assert not mutants.Mutant(pathlib.Path("y.patch"), "w", "-", "controller", ["tests/test_b.py::t"]).serial
+
+
+class _FakeScratch:
+    """A scratch copy whose pytest only records which suite ran where and how many ran at once."""
+
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def __init__(self, name: str, runs: list[tuple[str, str, str]], fail: set[str]) -> None:
+        self.name, self.runs, self.fail = name, runs, fail
+
+    def pytest(self, package: str, killed_by: list[str]) -> subprocess.CompletedProcess[str]:
+        suite = mutants.suite_of(killed_by[0])
+        with self.lock:
+            _FakeScratch.running += 1
+            _FakeScratch.most = max(_FakeScratch.most, _FakeScratch.running)
+            cohort_beside = suite in mutants.SERIAL_SUITES and _FakeScratch.running > 1
+        time.sleep(0.05)
+        with self.lock:
+            _FakeScratch.running -= 1
+            self.runs.append((self.name, package, suite))
+        assert not cohort_beside, "a cohort suite's baseline ran beside another run"
+        return subprocess.CompletedProcess([], 1 if package in self.fail else 0, "", "")
+
+
+def test_the_baselines_are_shared_out_among_the_copies_and_the_cohort_suites_run_alone_on_the_first() -> None:
+    """Issue 34: each package suite's baseline runs once; the unit suites' on every copy at once (each copy
+    makes the venvs it will need), the cohort suites' after them, one at a time, on the first copy; a suite
+    whose named tests fail on the unpatched tree is reported failed."""
+    ms = [mutants.Mutant(pathlib.Path(f"{i}.patch"), "w", "-", pkg, killers) for i, (pkg, killers) in enumerate([
+        ("controller", ["tests/test_a.py::t1", "tests_cohort/test_k.py::k1"]),
+        ("controller", ["tests/test_a.py::t2"]),
+        ("pi-format", ["tests/test_p.py::t"]),
+        ("safe-open", ["tests/test_s.py::t"]),
+        ("writer-claim", ["tests/test_w.py::t"]),
+        ("cgroup-cohort", ["tests_cohort/test_c.py::c"]),
+    ])]
+    runs: list[tuple[str, str, str]] = []
+    _FakeScratch.running = _FakeScratch.most = 0
+    copies = [_FakeScratch("first", runs, {"safe-open"}), _FakeScratch("second", runs, {"safe-open"})]
+    got = mutants._baselines(ms, copies)  # type: ignore[arg-type]
+    assert got == {("controller", "tests"): True, ("controller", "tests_cohort"): True,
+                   ("pi-format", "tests"): True, ("safe-open", "tests"): False, ("writer-claim", "tests"): True,
+                   ("cgroup-cohort", "tests_cohort"): True}
+    assert sorted((p, s) for _, p, s in runs) == sorted(got)  # each once
+    assert _FakeScratch.most == 2 and {name for name, _, s in runs if s == "tests"} == {"first", "second"}
+    cohort = [(name, i) for i, (name, _, s) in enumerate(runs) if s == "tests_cohort"]
+    assert [name for name, _ in cohort] == ["first", "first"] and min(i for _, i in cohort) == len(runs) - 2
 
 
 # Issue 26, item 1: the pass makes its venvs with the tool venv's uv by its path (nox puts only the session's
