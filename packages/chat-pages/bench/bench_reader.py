@@ -359,6 +359,35 @@ class _Bytes:
         out: dict[str, Any] = json.loads(self.raw[at:-1])
         return out
 
+    def whole(self) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.raw)
+        return out
+
+
+class _Dicts:
+    """A page on the dict path with `_Bytes`'s face: serialized as the server would (`dump_bytes`) when made,
+    its parts' bytes added to `served` (for the floor)."""
+
+    def __init__(self, res: dict[str, Any], served: list[bytes] | None) -> None:
+        from mosaic.chat_pages.parts import dump_bytes
+
+        dump_bytes(res)
+        if served is not None:
+            served.extend(res["page"]["parts"].encoded)  # the parts' bytes the page carries (no extra work)
+        self.res = res
+
+    @property
+    def cursor(self) -> str | None:
+        cursor = self.res["cursor"]
+        return None if cursor is None else str(cursor["id"])
+
+    def view(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.res["view"]
+        return out
+
+    def whole(self) -> dict[str, Any]:
+        return self.res
+
 
 def _every_page(r: Any, cid: str, served: list[bytes] | None = None,
                 walk: dict[str, Any] | None = None, raw: bool = False) -> tuple[int, int, dict[str, Any]]:
@@ -368,69 +397,19 @@ def _every_page(r: Any, cid: str, served: list[bytes] | None = None,
     JSON (for the floor; the dict path). With `walk`, the
     default branch's pages (its first visit: the open, then every page from its root) are timed one by one
     into it: each later page's wall and thread CPU time with the collector's passes inside it apart, the full
-    collections inside them, and the CPU of the open and the whole branch."""
-    if raw:
-        return _every_page_bytes(r, cid, walk)
-    from mosaic.chat_pages.parts import dump_bytes
+    collections inside them, and the CPU of the open and the whole branch. Only the reader's call is timed;
+    the dict path's serialization comes after it."""
 
-    def dump(res: dict[str, Any]) -> None:
-        dump_bytes(res)
-        if served is not None:
-            served.extend(res["page"]["parts"].encoded)  # the parts' bytes the page carries (no extra work)
+    def wrap(res: Any) -> _Bytes | _Dicts:
+        return _Bytes(res) if raw else _Dicts(res, served)
 
     watch = _Collections()
     gc.callbacks.append(watch)
     try:
         c0 = time.thread_time()
-        res = r.open(conversation=cid)
+        got = r.open(conversation=cid, as_json=raw)
         open_cpu = time.thread_time() - c0
-        dump(res)
-        default = res["view"]["defaultBranch"]
-        branches = [b["name"] for b in res["view"]["branches"]]
-        pages = 1
-        last = res
-        for b in branches:
-            timed = walk is not None and b == default
-            c0 = time.thread_time()
-            res = r.open(conversation=cid, branch=b)
-            dump(res)
-            pages += 1
-            times: list[tuple[float, float, float, float]] = []  # wall, cpu, collector wall, collector cpu
-            full: list[float] = []  # the full collections inside page calls (wall)
-            while res["cursor"] is not None:
-                cursor = res["cursor"]["id"]
-                if not timed:
-                    res = r.next(cursor=cursor, conversation=cid, branch=b)
-                    dump(res)
-                    pages += 1
-                    continue
-                del watch.passes[:]
-                t, c = time.perf_counter(), time.thread_time()
-                watch.inside = True
-                res = r.next(cursor=cursor, conversation=cid, branch=b)
-                watch.inside = False
-                wall, cpu = time.perf_counter() - t, time.thread_time() - c
-                times.append((wall, cpu, sum(x[1] for x in watch.passes), sum(x[2] for x in watch.passes)))
-                full += [x[1] for x in watch.passes if x[0] == 2]
-                dump(res)
-                pages += 1
-            if timed and walk is not None:
-                walk.update(pages=times, fullCollections=full, cpu=open_cpu + time.thread_time() - c0)
-            if b == default:
-                last = res
-    finally:
-        gc.callbacks.remove(watch)
-    return pages, len(branches), last
-
-
-def _every_page_bytes(r: Any, cid: str, walk: dict[str, Any] | None) -> tuple[int, int, dict[str, Any]]:
-    """`_every_page` on the bytes path: the same walk, each page the bytes the routes send."""
-    watch = _Collections()
-    gc.callbacks.append(watch)
-    try:
-        c0 = time.thread_time()
-        res = _Bytes(r.open(conversation=cid, as_json=True))
-        open_cpu = time.thread_time() - c0
+        res = wrap(got)
         view = res.view()
         default = view["defaultBranch"]
         branches = [b["name"] for b in view["branches"]]
@@ -439,25 +418,26 @@ def _every_page_bytes(r: Any, cid: str, walk: dict[str, Any] | None) -> tuple[in
         for b in branches:
             timed = walk is not None and b == default
             c0 = time.thread_time()
-            res = _Bytes(r.open(conversation=cid, branch=b, as_json=True))
+            res = wrap(r.open(conversation=cid, branch=b, as_json=raw))
             pages += 1
-            times: list[tuple[float, float, float, float]] = []
-            full: list[float] = []
+            times: list[tuple[float, float, float, float]] = []  # wall, cpu, collector wall, collector cpu
+            full: list[float] = []  # the full collections inside page calls (wall)
             cursor = res.cursor
             while cursor is not None:
                 if not timed:
-                    res = _Bytes(r.next(cursor=cursor, conversation=cid, branch=b, as_json=True))
+                    res = wrap(r.next(cursor=cursor, conversation=cid, branch=b, as_json=raw))
                     pages += 1
                     cursor = res.cursor
                     continue
                 del watch.passes[:]
                 t, c = time.perf_counter(), time.thread_time()
                 watch.inside = True
-                res = _Bytes(r.next(cursor=cursor, conversation=cid, branch=b, as_json=True))
+                got = r.next(cursor=cursor, conversation=cid, branch=b, as_json=raw)
                 watch.inside = False
                 wall, cpu = time.perf_counter() - t, time.thread_time() - c
                 times.append((wall, cpu, sum(x[1] for x in watch.passes), sum(x[2] for x in watch.passes)))
                 full += [x[1] for x in watch.passes if x[0] == 2]
+                res = wrap(got)
                 pages += 1
                 cursor = res.cursor
             if timed and walk is not None:
@@ -466,8 +446,7 @@ def _every_page_bytes(r: Any, cid: str, walk: dict[str, Any] | None) -> tuple[in
                 last = res
     finally:
         gc.callbacks.remove(watch)
-    decoded: dict[str, Any] = json.loads(last.raw)  # for the follow, after the walk
-    return pages, len(branches), decoded
+    return pages, len(branches), last.whole()  # the bytes path decodes the last page here, after the walk
 
 
 def every_child(project: str, name: str, mode: str, path: str = "bytes") -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     import mosaic.claude_format.model
@@ -191,12 +191,7 @@ class PageParts(list[dict[str, Any]]):
         the dicts its bytes were made from."""
         if len(self) != len(self._made_from) or any(a is not b for a, b in zip(self, self._made_from, strict=True)):
             return False
-        sep = b"["
-        for raw in self.encoded:
-            out.append(sep)
-            out.append(raw)
-            sep = b","
-        out.append(b"[]" if sep == b"[" else b"]")
+        _array_pieces(self.encoded, out)
         return True
 
 
@@ -214,13 +209,18 @@ class RawParts(list[dict[str, Any]]):
 
     def json_pieces(self, out: list[bytes]) -> bool:
         """Append the parts' JSON to `out` as pieces, as `PageParts.json_pieces` does."""
-        sep = b"["
-        for raw in self.encoded:
-            out.append(sep)
-            out.append(raw)
-            sep = b","
-        out.append(b"[]" if sep == b"[" else b"]")
+        _array_pieces(self.encoded, out)
         return True
+
+
+def _array_pieces(encoded: list[bytes], out: list[bytes]) -> None:
+    """A JSON array of the values `encoded` holds, appended to `out` as pieces (brackets, commas, the values)."""
+    sep = b"["
+    for raw in encoded:
+        out.append(sep)
+        out.append(raw)
+        sep = b","
+    out.append(b"[]" if sep == b"[" else b"]")
 
 
 def item_key(item: Item) -> bytes:
@@ -470,47 +470,41 @@ def paginate(
     A page holds at most 100 parts and at most 8 MiB of serialized UTF-8 including `envelope_bytes`, the
     size of the page with no parts. One part (at most 4 MiB) always fits an empty page.
     """
-    out: list[dict[str, Any]] = []
-    encoded: list[bytes] = []
-    size = envelope_bytes
-    i, k = start
-    while i < count:
-        parts = parts_of(i)
-        while k < len(parts):
-            if len(out) >= MAX_PARTS_PER_PAGE:
-                return PageParts(out, encoded), (i, k)
-            part, raw = parts[k]
-            psize = len(raw) + (1 if out else 0)
-            if out and size + psize > MAX_PAGE_BYTES:
-                return PageParts(out, encoded), (i, k)
-            out.append(part)
-            encoded.append(raw)
-            size += psize
-            k += 1
-        i, k = i + 1, 0
-    return PageParts(out, encoded), None
+    chosen, nxt = _cut(count, start, envelope_bytes, parts_of, lambda pair: len(pair[1]))
+    return PageParts([part for part, _ in chosen], [raw for _, raw in chosen]), nxt
 
 
 def paginate_raw(
     count: int, start: tuple[int, int], envelope_bytes: int, raws_of: Callable[[int], Sequence[bytes]]
 ) -> tuple[RawParts, tuple[int, int] | None]:
-    """`paginate` on the parts' bytes alone: the same parts (the same rules, the same sizes), as their JSON
-    bytes, and where the next page starts. `raws_of(i)` gives item i's parts' bytes."""
-    encoded: list[bytes] = []
-    size = envelope_bytes
+    """`paginate` on the parts' bytes alone: the same parts (the same cut), as their JSON bytes, and where the
+    next page starts. `raws_of(i)` gives item i's parts' bytes."""
+    chosen, nxt = _cut(count, start, envelope_bytes, raws_of, len)
+    return RawParts(chosen), nxt
+
+
+_P = TypeVar("_P")
+
+
+def _cut(count: int, start: tuple[int, int], envelope_bytes: int, of: Callable[[int], Sequence[_P]],
+         size: Callable[[_P], int]) -> tuple[list[_P], tuple[int, int] | None]:
+    """The one page cut both paths make: the parts from `start` while the page holds fewer than 100 and its
+    JSON (`envelope_bytes`, each part's `size` and the commas) stays within 8 MiB, at least one part; and
+    where the next page starts."""
+    out: list[_P] = []
+    total = envelope_bytes
     i, k = start
     while i < count:
-        raws = raws_of(i)
-        n = len(raws)
-        while k < n:
-            if len(encoded) >= MAX_PARTS_PER_PAGE:
-                return RawParts(encoded), (i, k)
-            raw = raws[k]
-            psize = len(raw) + (1 if encoded else 0)
-            if encoded and size + psize > MAX_PAGE_BYTES:
-                return RawParts(encoded), (i, k)
-            encoded.append(raw)
-            size += psize
+        parts = of(i)
+        while k < len(parts):
+            if len(out) >= MAX_PARTS_PER_PAGE:
+                return out, (i, k)
+            part = parts[k]
+            psize = size(part) + (1 if out else 0)
+            if out and total + psize > MAX_PAGE_BYTES:
+                return out, (i, k)
+            out.append(part)
+            total += psize
             k += 1
         i, k = i + 1, 0
-    return RawParts(encoded), None
+    return out, None
