@@ -37,9 +37,11 @@ def tool_text(record: dict[str, Any]) -> str:
     return text
 
 
-def settles(run: FakeRun) -> list[dict[str, Any]]:
+def settles(run: FakeRun, count: int = 1) -> list[dict[str, Any]]:
+    """The fake's dialog-settled notifications, once ``count`` have arrived: they come on the control channel,
+    which can lag behind the stdout record a test waited for."""
     assert run.ctl is not None
-    return [e for e in run.ctl.events if e.get("event") == "dialog-settled"]
+    return run.ctl.wait_all(lambda e: e.get("event") == "dialog-settled", count, WAIT)
 
 
 @pytest.mark.parametrize("kind", ["confirm", "select", "input", "editor"])
@@ -180,7 +182,7 @@ def test_P6_an_interrupt_waits_for_a_plain_dialog_and_settles_an_abortable_one_a
     abortable = cue(run, "p2", "select", abortable=True)
     run.ask("q2", "clear_queue")
     run.ask("a2", "abort")  # answered: the abort settled the dialog with its default
-    assert [(e["id"], e["how"]) for e in settles(run)][-1] == (abortable["id"], "aborted")
+    assert [(e["id"], e["how"]) for e in settles(run, 2)][-1] == (abortable["id"], "aborted")
     ends = [r for r in run.records if r.get("type") == "tool_execution_end"]
     assert tool_text(ends[-1]) == "select answered undefined"
     assert [r["type"] for r in run.records if r.get("type") == "extension_ui_request"] == ["extension_ui_request"] * 2
@@ -193,7 +195,7 @@ def test_the_editor_ignores_its_timeout_and_the_abort_signal(fake_run: Any) -> N
     assert "timeout" not in request
     run.send({"id": "a1", "type": "abort"})
     run.ask("s1", "get_state")
-    assert settles(run) == [] and "a1" not in run.types()
+    assert settles(run, 0) == [] and "a1" not in run.types()
     answer(run, request["id"], value="kept")
     run.wait(id="a1", type="response")
     assert settles(run)[0]["how"] == "answered"

@@ -184,6 +184,21 @@ class FakeControl:
                     raise TimeoutError("the fake engine sent no matching notification in time")
                 self._cond.wait(left)
 
+    def wait_all(self, predicate: Callable[[dict[str, Any]], bool], count: int, timeout: float) -> list[dict[str, Any]]:
+        """Every notification received so far that matches ``predicate``, once there are at least ``count``
+        (none is consumed: the control channel is read apart from the engine's stdout, so a notification can
+        arrive after a later stdout record); ``TimeoutError`` otherwise."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                got = [ev for ev in self._events if predicate(ev)]
+                left = deadline - time.monotonic()
+                if len(got) >= count:
+                    return got
+                if left <= 0 or self._closed:
+                    raise TimeoutError(f"the fake engine sent {len(got)} of {count} matching notifications in time")
+                self._cond.wait(left)
+
     def wait_held(self, point: str, timeout: float) -> Held:
         """Wait until a run is held at ``point``; return the notification."""
         ev = self.wait_event(lambda e: e.get("event") == "held" and e.get("point") == point, timeout)
