@@ -1,0 +1,252 @@
+"""A long string cut into fragments straight from its JSON bytes, never decoded (issue 34: one 20 MB line).
+
+A string token from the file (`raw`: its bytes with the quotes, `bytes` or a `memoryview` of the file's
+bytes, from a file whose UTF-8 was validated, a token msgspec accepts) is **canonical** when msgspec writes
+its text back as exactly those bytes (`canonical`): no backslash, or only the escapes msgspec and
+JSON.stringify both write (`\\"` `\\\\` `\\b` `\\f` `\\n` `\\r` `\\t`, and `\\u00xx` in lowercase hex for the
+other controls below U+0020). A canonical token's bytes may be spliced into a page verbatim, and so may any
+piece of it cut between two characters: JSON escapes each character on its own, so a piece's JSON is its
+bytes between two quotes.
+
+`raw_fragments(raw)` gives the cuts `_parts.fragments` makes of the decoded text, as byte offsets into the
+token: the same fragments (at most 262,144 UTF-16 units and 1 MiB of JSON each, a surrogate pair never
+cut, an escape never cut, an empty string one empty fragment), counted on the bytes:
+
+- a code point is one UTF-8 lead byte (a byte outside 0x80-0xBF) or one escape (`\\X`: 2 bytes, `\\u00xx`:
+  6 bytes, whose bytes are all ASCII, so no escape is ever inside a UTF-8 sequence);
+- a code point is one UTF-16 unit, except a 4-byte UTF-8 sequence (lead 0xF0-0xF4): two, a surrogate pair;
+- a fragment's JSON is its bytes and the two quotes.
+
+A backslash starts an escape exactly when it is the odd one of a run of backslashes counted from the
+run's first (a run always starts where a character starts: no escape but `\\\\` holds a backslash after its
+first byte). Counting starts at a character boundary, so `bytes.count(b"\\\\\\\\")` (greedy, left to right)
+pairs a run's backslashes as a decoder does.
+
+The cost is linear in the token's bytes with a small constant: each window of it is counted with
+`bytes.translate`, `bytes.count` and `bytes.isascii` (all in C), and the exact cut is found by an
+interpolation search that counts each byte about once, then a walk of at most a few dozen bytes. No window
+is larger than about 1.5 MiB, so what is held beside the token is bounded whatever its size.
+"""
+
+from __future__ import annotations
+
+import re
+from zlib import adler32
+
+__all__: list[str] = []
+
+MAX_STRING_UNITS = 262_144  # _parts.MAX_STRING_UNITS (the same limits; test_rawtext holds them equal)
+MAX_FRAGMENT_JSON = 1024 * 1024  # _parts.MAX_FRAGMENT_JSON
+
+_BACKSLASH = 0x5C
+_U = 0x75
+#: Where an exact cut is walked character by character rather than searched by counting.
+_WALK = 48
+#: canonical's window: a bounded copy of the token at a time.
+_WINDOW = 1024 * 1024
+#: An escape msgspec would not write, once each escaped backslash is gone (every backslash left starts an
+#: escape): `\\/` (it writes `/`), or a `\\u` other than `\\u00xx` in lowercase hex for a control it has no
+#: short form for (not `\\u0008`-`\\u000a`, `\\u000c`, `\\u000d`, not from U+0020 on: it writes those
+#: characters themselves, and a surrogate pair's escapes as its 4 bytes of UTF-8).
+_BAD_ESCAPE = re.compile(rb"\\(?:/|u(?!00(?:0[0-7bef]|1[0-9a-f])))")
+
+Raw = bytes | memoryview
+
+
+def canonical(raw: Raw) -> bool:
+    """Whether `raw`, one JSON string token with its quotes that msgspec accepts, is exactly what msgspec
+    writes for its text (`msgspec.json.encode(msgspec.json.decode(raw)) == raw`), so that it and any piece
+    of it cut between two characters may be spliced into a page verbatim. Linear: a long token is looked at
+    a window at a time, a bounded copy each."""
+    end = len(raw) - 1
+    if end < 1 or raw[0] != 0x22 or raw[end] != 0x22:
+        return False
+    at = 1
+    while at < end:
+        cut = _boundary(raw, at, min(end, at + _WINDOW), end)
+        if cut == at:  # a window shorter than one escape: never, as windows are 1 MiB; stay linear anyway
+            cut = _next_char(raw, at)
+        if not _canonical_piece(bytes(raw[at:cut])):
+            return False
+        at = cut
+    return True
+
+
+def _canonical_piece(piece: bytes) -> bool:
+    """Whether `piece`, the bytes between two character boundaries of a token msgspec accepts, holds only the
+    escapes msgspec writes (a token msgspec accepts holds no raw control and no raw quote)."""
+    if b"\\" not in piece or (b"\\u" not in piece and b"\\/" not in piece):
+        return True  # where msgspec writes something else, a \/ or a \u is (or the text after an escaped backslash)
+    if b"\\\\" in piece:
+        piece = piece.replace(b"\\\\", b"")  # each pair from a run's start: what is left starts an escape
+    return _BAD_ESCAPE.search(piece) is None
+
+
+def raw_fragments(raw: Raw) -> list[tuple[int, int, int]]:
+    """The fragments `_parts.fragments` cuts the text of the canonical token `raw` into, as (start, end,
+    json_size) byte offsets into `raw`: `b'"' + raw[start:end] + b'"'` is each fragment's JSON, json_size
+    its length (end - start + 2), and decoding them gives exactly `fragments(text)`.
+
+    The same rule as `_parts._sized_fragments`, on bytes: each fragment as many characters as fit in
+    262,144 UTF-16 units (a surrogate pair that would straddle the limit moves on whole); one whose JSON is
+    then over 1 MiB shrinks to length * (1 MiB - 8) // its size characters, again until it fits."""
+    end = len(raw) - 1
+    out: list[tuple[int, int, int]] = []
+    start = 1
+    ratio = 1.0  # bytes per unit of the last fragment: where the next cut is first looked for
+    while start < end:
+        cut, units = _reach(raw, start, end, MAX_STRING_UNITS, True, ratio)
+        if units:
+            ratio = (cut - start) / units
+        size = cut - start + 2
+        if size > MAX_FRAGMENT_JSON:
+            chars = _weight(bytes(raw[start:cut]), False)
+            while size > MAX_FRAGMENT_JSON:
+                keep = max(1, min(chars - 1, chars * (MAX_FRAGMENT_JSON - 8) // size))
+                cut, chars = _reach(raw, start, cut, keep, False, (cut - start) / chars)
+                size = cut - start + 2
+        out.append((start, cut, size))
+        start = cut
+    return out or [(1, 1, 2)]
+
+
+def _reach(raw: Raw, start: int, end: int, target: int, by_units: bool, ratio: float) -> tuple[int, int]:
+    """The furthest character boundary `cut` in [start, end] whose piece raw[start:cut] holds at most `target`
+    UTF-16 units (`by_units`) or code points, with that count.
+
+    An interpolation search over boundaries: `lo` (known within the target) and `hi` (known past it, or
+    past `end`); each probe counts only the bytes from `lo` to it, and a probe that does not halve the
+    bracket is followed by one at its middle, so the bytes counted stay a small multiple of the piece's."""
+    lo, have = start, 0
+    hi, hi_weight = end + 1, -1  # hi_weight -1: nothing past the target seen yet (hi is beyond `end`)
+    halve = False
+    while True:
+        want = target - have
+        if want <= 0 or lo >= end:
+            return lo, have
+        if hi - lo <= _WALK:
+            return _walk(raw, lo, min(hi, end), have, target, by_units)
+        if hi_weight < 0:
+            # Each byte is at most one unit and one code point, so `want` bytes never overshoot; ahead of
+            # that, aim a little short of where the density seen so far puts the target.
+            probe = lo + max(want, int(want * ratio * 0.98) - 8)
+        elif halve:
+            probe = (lo + hi) // 2
+        else:
+            probe = lo + max(1, (hi - lo) * want // (hi_weight - have))
+        probe = _boundary(raw, lo, min(probe, hi - 1, end), end)
+        if probe <= lo:
+            return _walk(raw, lo, min(hi, end), have, target, by_units)
+        weight = have + _weight(bytes(raw[lo:probe]), by_units)
+        before = hi - lo
+        if weight <= target:
+            lo, have = probe, weight
+            if have:
+                ratio = (lo - start) / have
+        else:
+            hi, hi_weight = probe, weight
+        halve = hi_weight >= 0 and (hi - lo) * 2 > before and not halve
+
+
+def _weights(four: int) -> bytes:
+    """A `bytes.translate` table giving each byte its share of a count: a UTF-8 lead byte or an ASCII byte
+    one, a 4-byte lead `four` (two UTF-16 units, one code point), a continuation byte none, and a backslash
+    none (the escape's next byte counts it: `\\n` is one; `_weight` puts `\\\\` and `\\u00xx` right)."""
+    table = bytearray(256)
+    for b in range(256):
+        table[b] = 0 if 0x80 <= b < 0xC0 else four if b >= 0xF0 else 1
+    table[_BACKSLASH] = 0
+    return bytes(table)
+
+
+_UNIT_WEIGHTS = _weights(2)
+_CHAR_WEIGHTS = _weights(1)
+#: Blocks short enough that adler32's sum of their weights (modulo 65,521) is the sum itself: a block's
+#: weights sum to at most its length, plus one for a 4-byte lead whose continuation bytes are past its end.
+_BLOCK = 65_000
+
+
+def _weight(piece: bytes, by_units: bool) -> int:
+    """The UTF-16 units (`by_units`) or code points of `piece`, the bytes between two character boundaries of a
+    canonical token: the sum of its bytes' weights (`bytes.translate`, then zlib.adler32 summing each block
+    in C), each escaped backslash one more, each `\\u00xx` four fewer."""
+    if piece.isascii() and b"\\" not in piece:
+        return len(piece)
+    weights = memoryview(piece.translate(_UNIT_WEIGHTS if by_units else _CHAR_WEIGHTS))
+    total = 0
+    for at in range(0, len(weights), _BLOCK):
+        total += ((adler32(weights[at:at + _BLOCK]) & 0xFFFF) - 1) % 65_521
+    if b"\\" in piece:
+        # Each escaped backslash counts one more, each \u00xx escape four fewer. (Plain finds and counts, not a
+        # regex: a regex for a backslash is tried at every byte of a run of them.)
+        pairs = piece.count(b"\\\\")  # greedy from a boundary: a run's backslashes paired as a decoder does
+        if b"\\u" in piece:
+            plain = piece.replace(b"\\\\", b"//") if pairs else piece  # each backslash left starts an escape
+            total -= 4 * plain.count(b"\\u")
+        total += pairs
+    return total
+
+
+def _walk(raw: Raw, at: int, stop: int, have: int, target: int, by_units: bool) -> tuple[int, int]:
+    """From the boundary `at`, whole characters while the count stays within `target` and before `stop`
+    (a few dozen bytes at most: the search narrowed it)."""
+    while at < stop:
+        b = raw[at]
+        if b == _BACKSLASH:
+            length, width = (6 if raw[at + 1] == _U else 2), 1
+        elif b < 0x80:
+            length, width = 1, 1
+        elif b < 0xE0:
+            length, width = 2, 1
+        elif b < 0xF0:
+            length, width = 3, 1
+        else:
+            length, width = 4, 2 if by_units else 1
+        if have + width > target:
+            break
+        at += length
+        have += width
+    return at, have
+
+
+def _next_char(raw: Raw, at: int) -> int:
+    """The boundary after the character at the boundary `at`."""
+    b = raw[at]
+    if b == _BACKSLASH:
+        return at + (6 if raw[at + 1] == _U else 2)
+    return at + (1 if b < 0x80 else 2 if b < 0xE0 else 3 if b < 0xF0 else 4)
+
+
+def _boundary(raw: Raw, lo: int, at: int, end: int) -> int:
+    """The last character boundary at or before `at`, not before the boundary `lo` (`end`, the closing
+    quote, is one): back out of a UTF-8 sequence, or to the backslash of an escape `at` is inside."""
+    if at >= end:
+        return end
+    b = raw[at]
+    if b >= 0x80:
+        while 0x80 <= raw[at] < 0xC0:  # a continuation byte: back to its lead (escapes are ASCII)
+            at -= 1
+        return at
+    near = max(lo, at - 5)  # an escape is at most 6 bytes: one holding `at` starts at most 5 before it
+    slash = bytes(raw[near:at]).rfind(b"\\")
+    if slash < 0:
+        return at
+    slash += near
+    if _run(raw, lo, slash) % 2 == 1:  # the odd one of its run: it starts an escape
+        if slash + (6 if raw[slash + 1] == _U else 2) > at:
+            return slash
+    return at
+
+
+def _run(raw: Raw, lo: int, at: int) -> int:
+    """How many backslashes end at `at` (inclusive), not counting before `lo`: looked at in growing steps, so
+    the cost is the run's length."""
+    count, top, step = 0, at + 1, 16
+    while True:
+        bottom = max(lo, top - step)
+        piece = bytes(raw[bottom:top])
+        kept = len(piece.rstrip(b"\\"))
+        count += len(piece) - kept
+        if kept or bottom == lo:
+            return count
+        top, step = bottom, step * 4
