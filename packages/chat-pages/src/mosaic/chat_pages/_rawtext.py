@@ -100,7 +100,8 @@ def raw_fragments(raw: Raw) -> list[tuple[int, int, int]]:
             ratio = (cut - start) / units
         size = cut - start + 2
         if size > MAX_FRAGMENT_JSON:
-            chars = _weight(bytes(raw[start:cut]), False)
+            # Its code points: its units less one for each 4-byte character (one pass that keeps only their leads).
+            chars = units - len(bytes(raw[start:cut]).translate(None, _BELOW_FOUR))
             while size > MAX_FRAGMENT_JSON:
                 keep = max(1, min(chars - 1, chars * (MAX_FRAGMENT_JSON - 8) // size))
                 cut, chars = _reach(raw, start, cut, keep, False, (cut - start) / chars)
@@ -159,6 +160,8 @@ def _weights(four: int) -> bytes:
     return bytes(table)
 
 
+#: Deleted to keep only the 4-byte leads (0xF0-0xF4) of a piece.
+_BELOW_FOUR = bytes(range(0xF0))
 _UNIT_WEIGHTS = _weights(2)
 _CHAR_WEIGHTS = _weights(1)
 #: Blocks short enough that adler32's sum of their weights (modulo 65,521) is the sum itself: a block's
