@@ -726,7 +726,8 @@ def long_line(tmp: str, rounds: int) -> dict[str, Any]:
     for shape, (project, name, line) in long_line_files(tmp).items():
         path = project / ".pi/state/alpha/sessions" / name
         size = path.stat().st_size
-        pairs, floors, growth, pages = [], [], [], []
+        pairs, floors, growth, pages, cuts = [], [], [], [], []
+        token = _text_token(line)
         for _ in range(rounds):
             got = _child("--open-child", project, name)
             t = time.perf_counter()
@@ -738,9 +739,33 @@ def long_line(tmp: str, rounds: int) -> dict[str, Any]:
             pairs.append((got["t"], loads))
             growth.append(got["growth"])
             pages.append(got["page"])
+            cuts.append(_cut_token(token))
         out[shape] = {"file": size, "pairs": pairs, "floor": floors, "growth": statistics.median(growth),
-                      "page": max(pages)}
+                      "page": max(pages), "cuts": cuts, "token": len(token)}
     return out
+
+
+def _text_token(line: bytes) -> bytes:
+    """The JSON token of the long line's text, as msgspec writes it (the line's own bytes: json.dumps writes
+    the same escapes)."""
+    import msgspec
+
+    token = msgspec.json.encode(json.loads(line)["message"]["content"][0]["text"])
+    assert token in line
+    return token
+
+
+def _cut_token(token: bytes) -> tuple[float, float]:
+    """(canonical + raw_fragments of the token: its fragments cut from its bytes, issue 34's fragmenter,
+    json.loads of the token), alternating."""
+    from mosaic.chat_pages._rawtext import canonical, raw_fragments
+
+    t = time.perf_counter()
+    assert canonical(token) and raw_fragments(token)
+    mine = time.perf_counter() - t
+    t = time.perf_counter()
+    json.loads(token)
+    return mine, time.perf_counter() - t
 
 
 def hostile_open(tmp: str, rounds: int) -> dict[str, Any]:
@@ -912,6 +937,12 @@ def long_line_rows(rows: dict[str, Any]) -> list[str]:
                    f"| json.loads of the line {_ms(statistics.median(b for _, b in floor))} / the file | "
                    f"{_ms(statistics.median(a for a, _ in floor))} / {held / 1e6:,.0f} MB | {_ratios(floor)} / "
                    f"{held / row['file']:.2f}x the file | (the reader's row cannot go below it) | |")
+        if row.get("cuts"):
+            cuts = row["cuts"]
+            out.append(f"| its text's fragments cut from its JSON token, never decoded (`canonical` + `raw_fragments`, in "
+                       f"process, {row['token'] / 1e6:.1f} MB) | json.loads of the token "
+                       f"{_ms(statistics.median(b for _, b in cuts))} | {_ms(statistics.median(a for a, _ in cuts))} | "
+                       f"{_ratios(cuts)} | (a part of the open) | |")
     return out
 
 

@@ -210,6 +210,9 @@ def test_F10_canonical_is_exactly_msgspec_writing_the_same_bytes(raw: bytes) -> 
         return  # canonical's input is a token msgspec accepts (a `Raw` field's): nothing else is asked
     assert canonical(raw) == definition(raw)
     assert canonical(memoryview(b"[" + raw + b"]")[1:-1]) == definition(raw)
+    # The same escapes among plenty of plain text (canonical searches sparse backslashes another way).
+    padded = b'"' + b"plain text " * 500 + raw[1:]
+    assert canonical(padded) == definition(padded)
 
 
 def _accepted(raw: bytes) -> bool:

@@ -44,13 +44,26 @@ _U = 0x75
 _WALK = 48
 #: canonical's window: a bounded copy of the token at a time.
 _WINDOW = 1024 * 1024
+#: Where an escape msgspec may not have written can be (a real \\/ or \\u escape, or the text after an escaped
+#: backslash: `\\\\u0041` is a backslash and u0041): a piece with neither is canonical.
+_SUSPECT = re.compile(rb"\\[/u]")
 #: An escape msgspec would not write, once each escaped backslash is gone (every backslash left starts an
 #: escape): `\\/` (it writes `/`), or a `\\u` other than `\\u00xx` in lowercase hex for a control it has no
 #: short form for (not `\\u0008`-`\\u000a`, `\\u000c`, `\\u000d`, not from U+0020 on: it writes those
 #: characters themselves, and a surrogate pair's escapes as its 4 bytes of UTF-8).
 _BAD_ESCAPE = re.compile(rb"\\(?:/|u(?!00(?:0[0-7bef]|1[0-9a-f])))")
+#: An escaped backslash or a `\\u`: what the weights alone do not count right (`_weight`).
+_UNEVEN = re.compile(rb"\\[\\u]")
 
 Raw = bytes | memoryview
+
+
+def _sparse(piece: bytes) -> bool:
+    """Whether backslashes are rare in `piece` (judged on its first 4 KiB), so that one regex search for a
+    backslash and what follows it (tried at each backslash, in C) costs less than two plain finds of two
+    bytes (each a pass over the piece). Where they are dense (a run of escaped backslashes, text of
+    controls), the plain finds: a regex would be tried at nearly every byte. Either answer is exact."""
+    return piece.count(b"\\", 0, 4096) * 32 < min(len(piece), 4096)
 
 
 def canonical(raw: Raw) -> bool:
@@ -75,8 +88,11 @@ def canonical(raw: Raw) -> bool:
 def _canonical_piece(piece: bytes) -> bool:
     """Whether `piece`, the bytes between two character boundaries of a token msgspec accepts, holds only the
     escapes msgspec writes (a token msgspec accepts holds no raw control and no raw quote)."""
-    if b"\\" not in piece or (b"\\u" not in piece and b"\\/" not in piece):
-        return True  # where msgspec writes something else, a \/ or a \u is (or the text after an escaped backslash)
+    if b"\\" not in piece:
+        return True
+    # Where msgspec writes something else, a \/ or a \u is (or the text after an escaped backslash).
+    if (_SUSPECT.search(piece) is None) if _sparse(piece) else (b"\\u" not in piece and b"\\/" not in piece):
+        return True
     if b"\\\\" in piece:
         piece = piece.replace(b"\\\\", b"")  # each pair from a run's start: what is left starts an escape
     return _BAD_ESCAPE.search(piece) is None
@@ -179,9 +195,8 @@ def _weight(piece: bytes, by_units: bool) -> int:
     total = 0
     for at in range(0, len(weights), _BLOCK):
         total += ((adler32(weights[at:at + _BLOCK]) & 0xFFFF) - 1) % 65_521
-    if b"\\" in piece:
-        # Each escaped backslash counts one more, each \u00xx escape four fewer. (Plain finds and counts, not a
-        # regex: a regex for a backslash is tried at every byte of a run of them.)
+    if b"\\" in piece and (_UNEVEN.search(piece) is not None if _sparse(piece) else True):
+        # Each escaped backslash counts one more, each \u00xx escape four fewer.
         pairs = piece.count(b"\\\\")  # greedy from a boundary: a run's backslashes paired as a decoder does
         if b"\\u" in piece:
             plain = piece.replace(b"\\\\", b"//") if pairs else piece  # each backslash left starts an escape
