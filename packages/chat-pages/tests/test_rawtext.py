@@ -166,6 +166,26 @@ def test_F10_raw_mixed_text_of_several_MB_cuts_as_its_text() -> None:
     assert len(check_same_cuts(text)) > 5
 
 
+def test_F10_raw_a_long_token_is_looked_at_a_bounded_window_at_a_time() -> None:
+    # What is held beside a 12-20 MB token while it is cut and checked: windows of about 1.5 MiB and what
+    # is made from one (its weights, a copy without escaped backslashes), never a copy of the token. The
+    # bound has a wide margin (the windows measure 1-3 MiB here); a copy of the token would be 12 MB or more.
+    import tracemalloc
+
+    for text in ["a" * 12_000_000, "é中😀 \n\\\x01" * 1_000_000, "\\" * 6_000_000, "\x01" * 2_000_000]:
+        raw = ENCODE(text)
+        tracemalloc.start()
+        try:
+            raw_fragments(raw)
+            canonical(raw)
+            raw_fragments(memoryview(raw))
+            canonical(memoryview(raw))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 * 2**20 < len(raw), (len(raw), peak)
+
+
 # --- canonical ------------------------------------------------------------------------------------------------
 
 #: For a character, other JSON spellings of it than the one msgspec writes (JSON.parse and msgspec read them all).
