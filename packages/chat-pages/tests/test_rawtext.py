@@ -9,6 +9,7 @@ canonical's 1 MiB windows (an escape, and a run of backslashes, across a window'
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -16,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mosaic.chat_pages.parts import MAX_FRAGMENT_JSON, MAX_STRING_UNITS
-from mosaic.chat_pages.testing import canonical, fragments, raw_fragments
+from mosaic.chat_pages.testing import canonical, encoded_parts, fragments, raw_fragments, raw_item_parts
+from mosaic.pi_format import Parsed, parse
 
 # No example database: the tests write nothing into the repository. print_blob lets a failure be replayed.
 SETTINGS = settings(deadline=None, database=None, print_blob=True,
@@ -276,3 +278,80 @@ def test_F10_canonical_across_its_1_MiB_windows() -> None:
     big = ENCODE(("\\" * 3 + "u0041 é\x01") * 400_000)
     assert canonical(big) and definition(big)
     assert not canonical(big[:-1] + rb"\/" + b'"')
+
+
+# --- raw_item_parts -------------------------------------------------------------------------------------------
+
+
+class ValuesJson:
+    """An item as the JSON of each of its values, as pi-format's `ItemJson` holds it (what a compact encoder
+    writes for each), made here from the rendered item; long tokens as memoryviews, as the file's would be."""
+
+    def __init__(self, item: Any) -> None:
+        d = item.to_json()
+
+        def enc(value: Any) -> Any:
+            tok = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+            return memoryview(b"[" + tok + b"]")[1:-1] if len(tok) > 60_000 else tok
+
+        self.id, self.kind, self.line = item.id, item.kind, item.line
+        self.timestamp = enc(d["timestamp"])
+        self.attrs = tuple((k, enc(v)) for k, v in d["attrs"].items())
+        self.blocks = tuple(tuple((k, enc(v)) for k, v in b.items()) for b in d["blocks"])
+
+
+def _session(entries: list[dict[str, Any]]) -> bytes:
+    head = {"type": "session", "version": 3, "id": "01a22bb8-0000-7000-8000-000000000001",
+            "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/p"}
+    lines = [json.dumps(head)]
+    for i, e in enumerate(entries):
+        lines.append(json.dumps(dict(e, id=f"e{i}", parentId=f"e{i - 1}" if i else None,
+                                     timestamp=e.get("timestamp", "2026-01-01T00:00:01.000Z")), ensure_ascii=False))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def check_item_parts(entries: list[dict[str, Any]]) -> int:
+    """Every item of the session: raw_item_parts over its values' JSON gives encoded_parts' bytes exactly."""
+    parsed = parse(_session(entries), project="/p")
+    assert isinstance(parsed, Parsed)
+    count = 0
+    for item in parsed.branches[parsed.default_branch].items:
+        want = [raw for _, raw in encoded_parts(item)]
+        got = raw_item_parts(ValuesJson(item))
+        assert len(got) == len(want)
+        assert [got[k] for k in range(len(got))] == want
+        count += len(want)
+    return count
+
+
+def _message(role: str, content: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": "message", "message": {"role": role, "content": content, **extra}}
+
+
+def test_F10_raw_item_parts_are_the_parts_of_the_rendered_item() -> None:
+    big = "x" * 600_000 + "é😀\n" * 200_000
+    entries = [
+        _message("user", [{"type": "text", "text": big}], timestamp=1),
+        _message("assistant", [{"type": "thinking", "thinking": big}, {"type": "text", "text": "hi"},
+                               {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": big[:300_000]}}]
+                 + [{"type": "text", "text": f"t{i}"} for i in range(80)], stopReason="stop", errorMessage="e" * 70_000),
+        _message("user", "short"),
+        # Four 4 MiB parts of one text (the 20 MB line's shape, smaller), and a long timestamp.
+        _message("user", [{"type": "text", "text": "ab\"c\\d" * 2_500_000}]),
+        {**_message("user", [{"type": "text", "text": "t"}]), "timestamp": "9" * 70_000},
+        # 64 blocks then more, each long: parts cut by blocks and by bytes.
+        _message("user", [{"type": "text", "text": "中" * 300_000} for _ in range(3)] + [{"type": "text", "text": "s"}] * 70),
+        _message("bashExecution", None, command="c" * 70_000, output="o" * 2_000_000, exitCode=0),
+    ]
+    assert check_item_parts(entries) > 12
+
+
+@settings(SETTINGS, max_examples=25)
+@given(st.lists(st.tuples(st.sampled_from(["a", "é", ASTRAL, "\n", "\x01", '"']),
+                          st.sampled_from([0, 1, 65_535, 65_536, 65_537, L - 1, L, L + 1, ESCAPES_IN_1MIB + 1])),
+                min_size=1, max_size=4),
+       st.integers(0, 70))
+def test_F10_raw_item_parts_at_the_limits(texts: list[tuple[str, int]], short_blocks: int) -> None:
+    blocks = [{"type": "text", "text": atom * n} for atom, n in texts] + [{"type": "text", "text": "s"}] * short_blocks
+    check_item_parts([_message("user", blocks), _message("assistant", [{"type": "thinking", "thinking": atom * n}
+                                                                        for atom, n in texts], stopReason="stop")])

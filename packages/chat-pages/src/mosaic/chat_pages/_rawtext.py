@@ -31,12 +31,21 @@ is larger than about 1.5 MiB, so what is held beside the token is bounded whatev
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Protocol, overload
 from zlib import adler32
 
-__all__: list[str] = []
+import msgspec
 
-MAX_STRING_UNITS = 262_144  # _parts.MAX_STRING_UNITS (the same limits; test_rawtext holds them equal)
-MAX_FRAGMENT_JSON = 1024 * 1024  # _parts.MAX_FRAGMENT_JSON
+from ._parts import (
+    INLINE_FIELD_JSON,
+    MAX_BLOCKS_PER_PART,
+    MAX_FRAGMENT_JSON,
+    MAX_PART_BYTES,
+    MAX_STRING_UNITS,
+)
+
+__all__: list[str] = []
 
 _BACKSLASH = 0x5C
 _U = 0x75
@@ -268,3 +277,185 @@ def _run(raw: Raw, lo: int, at: int) -> int:
         if kept or bottom == lo:
             return count
         top, step = bottom, step * 4
+
+
+# --- an item's parts from its values' JSON -------------------------------------------------------------------
+
+
+class ValuesJson(Protocol):
+    """An item as the JSON of each of its values (pi-format's `ItemJson`, from `Parsed.render_json`): for
+    `d = item.to_json()`, `id`, `kind`, `line` are d's (its entry is its id, its notice null), `timestamp` the
+    JSON of d["timestamp"], `attrs` (name, JSON) of each of d["attrs"] in order, `blocks` (key, JSON) of each
+    key of each of d["blocks"] in order, a toolCall's `arguments` the JSON of the arguments value. Each
+    string's JSON canonical (what msgspec writes); a long one may be a memoryview of the file's bytes."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def timestamp(self) -> Raw: ...
+    @property
+    def attrs(self) -> Sequence[tuple[str, Raw]]: ...
+    @property
+    def blocks(self) -> Sequence[Sequence[tuple[str, Raw]]]: ...
+
+
+#: The fields whose strings stay inline up to 1 MiB of JSON (a block's body); any other up to 64 KiB.
+_BODY_FIELDS = frozenset({"text", "arguments"})
+_QUOTE = 0x22
+
+
+class _Piece:
+    """One entry of a part's blocks: a block, or a fragment of one of its strings (`_parts.encoded_parts`'
+    pieces), as the JSON chunks it is written from (bytes, and a fragment's memoryview of its token) and its
+    length."""
+
+    __slots__ = ("chunks", "size")
+
+    def __init__(self, chunks: list[Raw], size: int) -> None:
+        self.chunks, self.size = chunks, size
+
+
+def _fragment_pieces(tok: Raw, block: int | None, field: str, out: list[_Piece]) -> None:
+    """The fragment pieces of the string token `tok` (its cuts from `raw_fragments`), appended to `out`: each
+    `{"kind":"fragment","block","field","fragment","more","value"}`, the value a slice of the token."""
+    view = memoryview(tok)
+    cuts = raw_fragments(view)
+    last = len(cuts) - 1
+    head = b'{"kind":"fragment","block":' + (b"null" if block is None else str(block).encode()) + b',"field":' + \
+        msgspec.json.encode(field) + b',"fragment":'
+    for j, (start, end, size) in enumerate(cuts):
+        lead = head + str(j).encode() + (b',"more":true,"value":"' if j < last else b',"more":false,"value":"')
+        out.append(_Piece([lead, view[start:end], b'"}'], len(lead) + size + 1))
+
+
+def _long(tok: Raw, max_json: int) -> bool:
+    """`not _parts.fits(text, max_json)` for a string token (a non-string is never cut): its JSON over
+    `max_json`, or its text over 262,144 UTF-16 units (counted on the bytes only when the token could hold
+    that many)."""
+    n = len(tok)
+    if n < 2 or tok[0] != _QUOTE:
+        return False
+    if n > max_json:
+        return True
+    if n - 2 <= MAX_STRING_UNITS:
+        return False
+    return _reach(tok, 1, n - 1, MAX_STRING_UNITS, True, 1.0)[0] < n - 1
+
+
+def _field(name: str) -> bytes:
+    return b"," + msgspec.json.encode(name) + b":"
+
+
+def raw_item_parts(item: ValuesJson) -> Sequence[bytes]:
+    """The JSON bytes of the parts `_parts.encoded_parts` makes of the item whose values' JSON is `item`,
+    byte for byte, each part made from the token bytes when it is asked for (a page takes a few parts of a
+    long item; the parts are never all held at once beside the file). A string too long to stay inline is
+    cut into fragments by `raw_fragments`, never decoded; everything else is spliced as it is."""
+    pieces: list[_Piece] = []
+    continued: list[str] = []
+    ident = msgspec.json.encode(item.id)
+    timestamp = item.timestamp
+    if _long(timestamp, INLINE_FIELD_JSON):
+        _fragment_pieces(timestamp, None, "timestamp", pieces)
+        continued.append("timestamp")
+        timestamp = b"null"
+    head: list[Raw] = [b',"timestamp":', timestamp, b',"entry":', ident, b',"attrs":{']
+    sep = b""
+    for name, value in item.attrs:
+        if _long(value, INLINE_FIELD_JSON):
+            _fragment_pieces(value, None, "attrs." + name, pieces)
+            continued.append("attrs." + name)
+            value = b"null"
+        head += [sep, msgspec.json.encode(name), b":", value]
+        sep = b","
+    head.append(b'},"notice":null')
+    if continued:
+        head += [b',"continued":', msgspec.json.encode(continued)]
+    for i, pairs in enumerate(item.blocks):
+        chunks: list[Raw] = [b'{"kind":', pairs[0][1]]
+        mine: list[_Piece] = []
+        cont: list[str] = []
+        for name, value in pairs[1:]:
+            if name == "arguments":  # the arguments travel as JSON text (compact JSON: only \ and " to escape)
+                value = b'"' + bytes(value).replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'
+            if _long(value, MAX_FRAGMENT_JSON if name in _BODY_FIELDS else INLINE_FIELD_JSON):
+                _fragment_pieces(value, i, name, mine)
+                cont.append(name)
+                value = b"null"
+            chunks += [_field(name), value]
+        chunks.append(b',"block":' + str(i).encode())
+        if cont:
+            chunks += [b',"continued":', msgspec.json.encode(cont)]
+        chunks.append(b"}")
+        pieces.append(_Piece(chunks, sum(len(c) for c in chunks)))
+        pieces += mine
+    return _RawParts(_plan(item, ident, head, pieces))
+
+
+def _plan(item: ValuesJson, ident: bytes, head: list[Raw], pieces: list[_Piece]) -> list[tuple[list[Raw], list[_Piece]]]:
+    """`_parts._pack` on pieces: parts of at most 64 blocks and 4 MiB of JSON, each (its opening chunks up to
+    `"blocks":[`, its pieces); sized as `_pack` sizes them (with `"last":false`, the longer spelling)."""
+    kind = msgspec.json.encode(item.kind)
+    line = str(item.line).encode()
+    out: list[tuple[list[Raw], list[_Piece]]] = []
+
+    def opening(k: int) -> list[Raw]:
+        chunks: list[Raw] = [b'{"item":', ident, b',"index":', str(k).encode(), b',"last":false,"kind":', kind,
+                             b',"line":', line]
+        if k == 0:
+            chunks += head
+        chunks.append(b',"blocks":[')
+        return chunks
+
+    current = opening(0)
+    mine: list[_Piece] = []
+    size = sum(len(c) for c in current) + 2  # "]}"
+    for piece in pieces:
+        grow = piece.size + (1 if mine else 0)
+        if mine and (len(mine) >= MAX_BLOCKS_PER_PART or size + grow > MAX_PART_BYTES):
+            out.append((current, mine))
+            current, mine = opening(len(out)), []
+            size = sum(len(c) for c in current) + 2
+            grow = piece.size
+        mine.append(piece)
+        size += grow
+    out.append((current, mine))
+    return out
+
+
+class _RawParts(Sequence[bytes]):
+    """An item's parts (`raw_item_parts`): part k's JSON bytes made when asked for, from its plan."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: list[tuple[list[Raw], list[_Piece]]]) -> None:
+        self.plan = plan
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    @overload
+    def __getitem__(self, k: int) -> bytes: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[bytes]: ...
+    def __getitem__(self, k: int | slice) -> bytes | list[bytes]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self.plan)))]
+        if k < 0:
+            k += len(self.plan)
+        opening, pieces = self.plan[k]
+        chunks = list(opening)
+        if k == len(self.plan) - 1:
+            chunks[4] = b',"last":true,"kind":'
+        sep = False
+        for piece in pieces:
+            if sep:
+                chunks.append(b",")
+            chunks += piece.chunks
+            sep = True
+        chunks.append(b"]}")
+        return b"".join(chunks)
