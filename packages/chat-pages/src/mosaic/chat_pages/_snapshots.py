@@ -344,10 +344,20 @@ class Snap:
     def part_bytes_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[bytes]]:
         """`parts_of` as the parts' JSON bytes alone (a page served as bytes): a kept item's bytes as they are
         kept, never read back into dicts; an item not kept made (`made`: spliced from its line's bytes where
-        it can be, else rendered and serialized) and kept as `parts_of` does."""
+        it can be, else rendered and serialized) and kept as `parts_of` does. A page asks for its items in
+        order, so the chunk of refs last looked up is held here (`ref_at` without its lookup per item)."""
+        kept_of = self.parts.get
+        at = [-1]
+        refs: list[array[int]] = [array("q")]
+
         def get(i: int) -> Sequence[bytes]:
-            ref = self.ref_at(branch, i)
-            kept = self.parts.get(ref)
+            c = i // _ITEM_CHUNK
+            if c != at[0]:
+                self.ref_at(branch, i)  # the chunk made (or found) and kept in `chunks`
+                refs[0] = self.chunks[(branch, c)]
+                at[0] = c
+            ref = refs[0][i - c * _ITEM_CHUNK]
+            kept = kept_of(ref)
             if kept is None:
                 key, raws = self.made(ref)
                 keys[i] = key

@@ -335,21 +335,28 @@ def render_json(buf: bytes, a: int, b: int, raw_id: str, line: int) -> ItemJson 
 
 def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
     """`render_entry` on raw fields (None where it makes a notice or nothing: rendered)."""
+    tok: bytes | None
     etype = bytes(e.type)
     nsid = NATIVE_PREFIX + safe_id(raw_id)
-    timestamp = _str(e.timestamp) or _NULL
+    raw = e.timestamp
+    timestamp = _NULL
+    if len(raw):
+        tok = bytes(raw)
+        if tok[0] == _QUOTE:
+            timestamp = tok
     attrs: list[tuple[str, bytes]] = []
-    tok: bytes | None
     if etype == _MESSAGE:
         msg = e.message
         if msg is None:
             return None  # no message object: a notice
         role = bytes(msg.role)
         if role == _ASSISTANT:
-            for key in ASSISTANT_STR_ATTRS:
-                tok = _str(getattr(msg, key))
-                if tok is not None:
-                    attrs.append((key, tok))
+            for key in ASSISTANT_STR_ATTRS:  # _str, inline (the commonest entry's five attributes)
+                raw = getattr(msg, key)
+                if len(raw):
+                    tok = bytes(raw)
+                    if tok[0] == _QUOTE:
+                        attrs.append((key, tok))
             return ItemJson(nsid, "assistant", line, timestamp, tuple(attrs), _content(msg.content))
         if role == _TOOL_RESULT:
             call = _id_of(msg.toolCallId)
