@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     Branch = mosaic.pi_format.model.Branch | mosaic.claude_format.model.Branch
 
 from ._parts import encoded_from, encoded_parts, item_key, raws_of
+from ._rawparts import json_part
 from ._refusal import ReaderRefusal
 
 #: Seed "Costs": a parse cache and a branch-entries cache, two snapshots each.
@@ -275,6 +276,11 @@ class Snap:
     # (branch, chunk number) -> the refs of that chunk of the branch's items (ints: what pi-format's
     # Branch.refs_from returns; nothing is rendered to find them).
     chunks: dict[tuple[str, int], array[int]] = field(default_factory=dict)
+    # pi-format's render_json (an entry's item as JSON cut from its line), None for a format without one.
+    _render_json: Callable[[int], Any] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._render_json = getattr(self.parsed, "render_json", None)
 
     @property
     def length(self) -> int:
@@ -298,7 +304,23 @@ class Snap:
         kept = self.parts.get(ref)
         if kept is not None:
             return kept[0]
+        if self._render_json is not None:
+            ij = self._render_json(ref)
+            if ij is not None:
+                return f"{ij.id}@{ij.line}\n".encode()  # item_key of an entry's own item
         return item_key(self.parsed.render(ref))
+
+    def made(self, ref: int) -> tuple[bytes, tuple[bytes, ...]]:
+        """(follow-digest key, parts' JSON bytes) of the item `ref`, made now: spliced from its line's bytes
+        (`_rawparts.json_part`) where pi-format cuts its JSON, else rendered and encoded (`encoded_parts`)."""
+        if self._render_json is not None:
+            ij = self._render_json(ref)
+            if ij is not None:
+                got = json_part(ij)
+                if got is not None:
+                    return got
+        item = self.parsed.render(ref)
+        return item_key(item), raws_of(encoded_parts(item))
 
     def parts_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[tuple[dict[str, Any], bytes]]]:
         """A function from an item index of `branch` to that item's parts with their JSON bytes, each made
@@ -321,14 +343,24 @@ class Snap:
 
     def part_bytes_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[bytes]]:
         """`parts_of` as the parts' JSON bytes alone (a page served as bytes): a kept item's bytes as they are
-        kept, never read back into dicts; an item not kept rendered, serialized and kept as `parts_of` does."""
+        kept, never read back into dicts; an item not kept made (`made`: spliced from its line's bytes where
+        it can be, else rendered and serialized) and kept as `parts_of` does. A page asks for its items in
+        order, so the chunk of refs last looked up is held here (`ref_at` without its lookup per item)."""
+        kept_of = self.parts.get
+        at = [-1]
+        refs: list[array[int]] = [array("q")]
+
         def get(i: int) -> Sequence[bytes]:
-            ref = self.ref_at(branch, i)
-            kept = self.parts.get(ref)
+            c = i // _ITEM_CHUNK
+            if c != at[0]:
+                self.ref_at(branch, i)  # the chunk made (or found) and kept in `chunks`
+                refs[0] = self.chunks[(branch, c)]
+                at[0] = c
+            ref = refs[0][i - c * _ITEM_CHUNK]
+            kept = kept_of(ref)
             if kept is None:
-                item = self.parsed.render(ref)
-                keys[i] = key = item_key(item)
-                raws = raws_of(encoded_parts(item))
+                key, raws = self.made(ref)
+                keys[i] = key
                 self.parts.put(ref, key, raws)
                 return raws
             keys[i] = kept[0]

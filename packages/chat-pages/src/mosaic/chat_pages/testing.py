@@ -20,7 +20,8 @@ surrogate pair; `raw_fragments(raw)`: the same cuts made
 on a string's JSON token, never decoded, and `canonical(raw)`: whether a token is what msgspec writes for its
 text, so it may be spliced verbatim; `raw_item_parts(values)`: an item's parts made from the JSON of its values
 (pi-format's `ItemJson`), its long strings cut by `raw_fragments`; `sized_parts(item)` and `encoded_parts(item)`: an item's parts with their serialized sizes
-or bytes; `part_from_json(raw)`: a kept part read back); the lanes reader calls run on (`Lanes`, and
+or bytes; `part_from_json(raw)`: a kept part read back; `json_part(item_json)`: the one part spliced from the
+JSON pieces pi-format cuts from an entry's line, with its follow-digest key, or None); the lanes reader calls run on (`Lanes`, and
 `lane_of(target)`, the conversation a target asks for); `RACY_NS`, how much older than a verification a
 file's ctime must be for the re-verification shortcut to skip hashing the pinned prefix again (git's
 racily-clean rule; README "Snapshots, epochs, cursors"); the guard's `loopback_hosts(address, port)` (the
@@ -41,6 +42,7 @@ from ._cli import SERVE_SWITCH_INTERVAL
 from ._guard import loopback_hosts, split_token
 from ._lanes import Lanes, lane_of
 from ._parts import encoded_parts, fragments, part_from_json, sized_parts
+from ._rawparts import json_part
 from ._rawtext import canonical, raw_fragments, raw_item_parts
 from ._snapshots import RACY_NS
 from ._sources import receipts_rel, same_path, sessions_rel
@@ -55,6 +57,7 @@ __all__ = [
     "general_parts_path",
     "header_timeout",
     "json_encodes",
+    "json_part",
     "lane_of",
     "loopback_hosts",
     "part_encodes",
