@@ -319,21 +319,21 @@ def _one_part(tmp: Path, content: Any, role: str = "user", **message: Any) -> tu
 
 def test_F10_a_long_string_is_spliced_while_inline_and_left_to_the_fragments_past_it(tmp_path: Path) -> None:
     """A text up to 262,144 UTF-16 units and 1 MiB of JSON stays inline and is spliced; past either limit
-    (or an attribute past 64 KiB) it needs fragments, which `json_part` leaves to the rendered path (the one
-    place a raw string would be cut): None, and `encoded_parts` makes the fragments."""
+    (or an attribute past 64 KiB) it needs fragments, which `json_part` cuts from the token's bytes
+    (`_long_string`, `_rawtext.raw_item_parts`): the fragments `encoded_parts` makes of the decoded text."""
     for text in ("x" * 262_144, "😀" * 131_072, "\n" * 174_762):  # 262,144 units; 1 MiB of JSON (6 B each)
         got, want = _one_part(tmp_path, [{"type": "text", "text": text}])
         assert got is not None and [got[1]] == want
     for text in ("x" * 262_145, "😀" * 131_073, "\x01" * 174_763):  # one unit too many; over 1 MiB of JSON
         got, want = _one_part(tmp_path, [{"type": "text", "text": text}])
-        assert got is None and b'"kind":"fragment"' in want[0]
+        assert got is not None and [got[1]] == want and b'"kind":"fragment"' in want[0]
     got, want = _one_part(tmp_path, "x", "assistant", stopReason="s" * 65_534)  # 64 KiB of JSON: inline
     assert got is not None and [got[1]] == want
     got, want = _one_part(tmp_path, "x", "assistant", stopReason="s" * 65_535)
-    assert got is None and b'"attrs.stopReason"' in want[0]
+    assert got is not None and [got[1]] == want and b'"attrs.stopReason"' in want[0]
     args = {"p": "q" * 300_000}  # its JSON text is a body string over 262,144 units
     got, want = _one_part(tmp_path, [{"type": "toolCall", "id": "c", "name": "n", "arguments": args}], "assistant")
-    assert got is None and b'"field":"arguments"' in want[0]
+    assert got is not None and [got[1]] == want and b'"field":"arguments"' in want[0]
 
 
 def test_F10_parts_of_65_blocks_or_4_MiB_are_left_to_the_general_path(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ written as a JSON string: only `\\` and `"` need escaping in compact JSON), `"bl
 fields. It makes a part only where `encoded_parts` makes exactly one part with no fragment: at most 64
 blocks, every string inline (`_parts.fits`: its JSON within its field's limit and at most 262,144 UTF-16
 units, told from its token's length, or counted when it is longer than that) and the part under 4 MiB. Anything else returns None and the caller
-renders the item: a long string goes through `_long_string`, the one place where the fragments of a raw
-string token would be cut (today it never cuts: the item is rendered).
+renders the item; an item with a long string goes through `_long_string`, the one place where the fragments
+of a raw string token are cut (`_rawtext.raw_item_parts`: the parts `encoded_parts` makes, each made when a
+page asks for it, the fragments cut from the token's bytes by `raw_fragments`).
 
 `tests/test_pages_as_bytes.py` holds `json_part` to `encoded_parts` for every entry of every fixture, of
 generated sessions and of hostile shapes, and every page served from these parts to the dict pages.
@@ -17,6 +18,7 @@ generated sessions and of hostile shapes, and every page served from these parts
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -29,6 +31,7 @@ from ._parts import (
     MAX_PART_BYTES,
     MAX_STRING_UNITS,
 )
+from ._rawtext import raw_item_parts
 
 if TYPE_CHECKING:
     from mosaic.pi_format.model import ItemJson
@@ -55,12 +58,12 @@ def _key(name: str) -> bytes:
     return got
 
 
-def _long_string(tok: bytes, max_json: int) -> tuple[bytes, tuple[bytes, ...]] | None:
-    """The seam for a string token too long to stay inline (over `max_json` bytes of JSON, or over 262,144
-    UTF-16 units): where the item's parts would be made with that string cut into fragments from its bytes
-    (`_rawtext.raw_fragments`, once wired). Not made here yet: None, and the item is rendered
-    (`_parts.encoded_parts` cuts the decoded text)."""
-    return None
+def _long_string(ij: ItemJson) -> tuple[bytes, Sequence[bytes]]:
+    """The seam for an item with a string token too long to stay inline (over its field's JSON limit, or over
+    262,144 UTF-16 units): its parts made from its values' JSON with each such string cut into fragments
+    from its bytes, never decoded (`_rawtext.raw_item_parts`, `raw_fragments`), each part made when a page
+    asks for it."""
+    return f"{ij.id}@{ij.line}\n".encode(), raw_item_parts(ij)
 
 
 def _inline(tok: bytes, max_json: int) -> bool:
@@ -76,15 +79,16 @@ def _inline(tok: bytes, max_json: int) -> bool:
     return utf16_units(text) <= MAX_STRING_UNITS
 
 
-def json_part(ij: ItemJson) -> tuple[bytes, tuple[bytes, ...]] | None:
-    """(the item's follow-digest key, the JSON bytes of its parts: one part), or None (module doc)."""
+def json_part(ij: ItemJson) -> tuple[bytes, Sequence[bytes]] | None:
+    """(the item's follow-digest key, the JSON bytes of its parts: one part, or an item's parts with a long
+    string's fragments from `_long_string`), or None (module doc)."""
     blocks = ij.blocks
     if len(blocks) > MAX_BLOCKS_PER_PART:
         return None
     item = b'"' + ij.id.encode() + b'"'  # a safe id: ASCII with no character JSON escapes
     ts = ij.timestamp
     if len(ts) > _ALWAYS_INLINE and not _inline(ts, INLINE_FIELD_JSON):
-        return _long_string(ts, INLINE_FIELD_JSON)
+        return _long_string(ij)
     out = [b'{"item":', item, b',"index":0,"last":true,"kind":"', ij.kind.encode(), b'","line":',
            str(ij.line).encode(), b',"timestamp":', ts, b',"entry":', item, b',"attrs":{']
     add = out.append
@@ -92,7 +96,7 @@ def json_part(ij: ItemJson) -> tuple[bytes, tuple[bytes, ...]] | None:
         first = len(out)
         for name, value in ij.attrs:
             if len(value) > _ALWAYS_INLINE and not _inline(value, INLINE_FIELD_JSON):
-                return _long_string(value, INLINE_FIELD_JSON)
+                return _long_string(ij)
             add(_KEYS.get(name) or _key(name))
             add(value)
         out[first] = out[first][1:]  # the first attribute has no comma before it
@@ -109,7 +113,7 @@ def json_part(ij: ItemJson) -> tuple[bytes, tuple[bytes, ...]] | None:
             if len(value) > _ALWAYS_INLINE:
                 limit = MAX_FRAGMENT_JSON if name in _BODY_FIELDS else INLINE_FIELD_JSON
                 if not _inline(value, limit):
-                    return _long_string(value, limit)
+                    return _long_string(ij)
             add(_KEYS.get(name) or _key(name))
             add(value)
         add(_BLOCK_ENDS[i])

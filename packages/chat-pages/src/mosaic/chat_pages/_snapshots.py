@@ -310,7 +310,7 @@ class Snap:
                 return f"{ij.id}@{ij.line}\n".encode()  # item_key of an entry's own item
         return item_key(self.parsed.render(ref))
 
-    def made(self, ref: int) -> tuple[bytes, tuple[bytes, ...]]:
+    def made(self, ref: int) -> tuple[bytes, Sequence[bytes]]:
         """(follow-digest key, parts' JSON bytes) of the item `ref`, made now: spliced from its line's bytes
         (`_rawparts.json_part`) where pi-format cuts its JSON, else rendered and encoded (`encoded_parts`)."""
         if self._render_json is not None:
@@ -361,7 +361,8 @@ class Snap:
             if kept is None:
                 key, raws = self.made(ref)
                 keys[i] = key
-                self.parts.put(ref, key, raws)
+                if type(raws) is tuple:  # an item with a long string's fragments makes each part when asked
+                    self.parts.put(ref, key, raws)
                 return raws
             keys[i] = kept[0]
             return kept[1]

@@ -232,7 +232,9 @@ class ItemJson(msgspec.Struct, frozen=True, gc=False):
     d["timestamp"]; `attrs` is (name, JSON of the value) of each of d["attrs"], in order; `blocks` is, for
     each of d["blocks"], (key, JSON of the value) of each of its keys in order, a toolCall's `arguments` being
     the JSON of the arguments value. "The JSON" is exactly what a compact encoder writes (msgspec, or Python's
-    json with ensure_ascii=False and `(",", ":")` separators: the same bytes for every value here)."""
+    json with ensure_ascii=False and `(",", ":")` separators: the same bytes for every value here). A string
+    token over 64 KiB is a memoryview of the line's bytes rather than a copy (read it with `len`, indexing,
+    `==`, `bytes(...)`, `bytes.join` or msgspec; issue 34: a 20 MB text is not held twice)."""
 
     id: str
     kind: ItemKind

@@ -29,7 +29,7 @@ checked them) and msgspec accepted them, so a spliced token is valid UTF-8 and h
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -161,11 +161,22 @@ class _NotRaw(Exception):
 # Every token below comes from a line `canonical_span` accepted: a string token is spliced as it is.
 
 
+#: A string token longer than this is kept as a view of the line's bytes, not a copy (issue 34: a 20 MB text
+#: would be held twice); chat-pages reads it as it reads bytes (its length, its bytes, a join, msgspec).
+_VIEW_OVER = 64 * 1024
+
+
+def _tok(raw: _R) -> bytes:
+    """`bytes(raw)`, or for a token over `_VIEW_OVER` bytes a memoryview of the line (no copy; typed as the
+    bytes it reads as: indexing, `len`, `==`, `bytes.join` and msgspec take both)."""
+    return cast("bytes", memoryview(raw)) if len(raw) > _VIEW_OVER else bytes(raw)
+
+
 def _str(raw: _R) -> bytes | None:
     """The JSON a `_put(..., str)` keeps: the field's token when it is a string, None when it is absent or of
     another type."""
     if len(raw):
-        tok = bytes(raw)
+        tok = _tok(raw)
         if tok[0] == _QUOTE:
             return tok
     return None
@@ -253,7 +264,7 @@ def _block(b: _Block) -> Pairs:
     if btype == _TEXT:
         raw = b.text
         if len(raw):
-            tok = bytes(raw)
+            tok = _tok(raw)
             if tok[0] == _QUOTE:
                 return (_K_TEXT, ("text", tok))
         return _BAD_TEXT
@@ -262,7 +273,7 @@ def _block(b: _Block) -> Pairs:
             return _REDACTED
         raw = b.thinking
         if len(raw):
-            tok = bytes(raw)
+            tok = _tok(raw)
             if tok[0] == _QUOTE:
                 return (_K_THINKING, ("text", tok))
         return _BAD_THINKING
@@ -298,7 +309,7 @@ def _content(content: Any) -> tuple[Pairs, ...]:
         return tuple([_block(b) for b in content])
     if not len(content):
         return ()
-    tok = bytes(content)
+    tok = _tok(content)
     if tok == _NULL:
         return ()
     if tok[0] == _QUOTE:
@@ -341,7 +352,7 @@ def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
     raw = e.timestamp
     timestamp = _NULL
     if len(raw):
-        tok = bytes(raw)
+        tok = _tok(raw)
         if tok[0] == _QUOTE:
             timestamp = tok
     attrs: list[tuple[str, bytes]] = []
@@ -354,7 +365,7 @@ def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
             for key in ASSISTANT_STR_ATTRS:  # _str, inline (the commonest entry's five attributes)
                 raw = getattr(msg, key)
                 if len(raw):
-                    tok = bytes(raw)
+                    tok = _tok(raw)
                     if tok[0] == _QUOTE:
                         attrs.append((key, tok))
             return ItemJson(nsid, "assistant", line, timestamp, tuple(attrs), _content(msg.content))
