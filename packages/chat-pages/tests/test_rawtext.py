@@ -10,13 +10,18 @@ canonical's 1 MiB windows (an escape, and a run of backslashes, across a window'
 from __future__ import annotations
 
 import json
+import os
+import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import msgspec
+from helpers import entry, header, write_session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mosaic.chat_pages.parts import MAX_FRAGMENT_JSON, MAX_STRING_UNITS
+from mosaic.chat_pages import RepositorySpec, conversation_id, create_reader, roots_from_specs
+from mosaic.chat_pages.parts import MAX_FRAGMENT_JSON, MAX_PAGE_BYTES, MAX_STRING_UNITS, dump_bytes
 from mosaic.chat_pages.testing import canonical, encoded_parts, fragments, raw_fragments, raw_item_parts
 from mosaic.pi_format import Parsed, parse
 
@@ -172,8 +177,6 @@ def test_F10_raw_a_long_token_is_looked_at_a_bounded_window_at_a_time() -> None:
     # What is held beside a 12-20 MB token while it is cut and checked: windows of about 1.5 MiB and what
     # is made from one (its weights, a copy without escaped backslashes), never a copy of the token. The
     # bound has a wide margin (the windows measure 1-3 MiB here); a copy of the token would be 12 MB or more.
-    import tracemalloc
-
     for text in ["a" * 12_000_000, "é中😀 \n\\\x01" * 1_000_000, "\\" * 6_000_000, "\x01" * 2_000_000]:
         raw = ENCODE(text)
         tracemalloc.start()
@@ -355,3 +358,44 @@ def test_F10_raw_item_parts_at_the_limits(texts: list[tuple[str, int]], short_bl
     blocks = [{"type": "text", "text": atom * n} for atom, n in texts] + [{"type": "text", "text": "s"}] * short_blocks
     check_item_parts([_message("user", blocks), _message("assistant", [{"type": "thinking", "thinking": atom * n}
                                                                         for atom, n in texts], stopReason="stop")])
+
+
+# --- the one long line, opened ------------------------------------------------------------------------------
+
+
+def test_F10_a_long_line_is_paged_from_the_file_bytes_never_decoded_nor_held_twice(tmp_path: Path) -> None:
+    # One 12 MB text (ASCII, and text with 2-, 3- and 4-byte characters and escapes): every page as bytes is the
+    # dict page serialized, and while the first page is made what Python allocates stays within the file's
+    # bytes, one page and a margin: the text is never decoded (1x, or 4x as a str of 4-byte characters) and
+    # the page is not held both as its parts and as its bytes.
+    for name, text in (("ascii", "word " * 2_400_000), ("mixed", "é中😀 \n\"q " * 900_000)):
+        root = tmp_path / name
+        path = write_session(root, "s.jsonl", [header(root), entry("big", None, text)])
+        specs = [RepositorySpec(str(root), "alpha", str(root))]
+        cid = conversation_id(str(root), "alpha", "s.jsonl")
+        reader = create_reader(lambda specs=specs: roots_from_specs(specs))
+        reader.catalogue()  # the modules loaded, outside the measurement
+        tracemalloc.start()
+        try:
+            page = reader.open(conversation=cid, as_json=True)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        size = os.path.getsize(path)
+        assert page.startswith(b'{"ok":true,') and len(page) <= MAX_PAGE_BYTES
+        assert peak < size + MAX_PAGE_BYTES + 3 * 2**20, (name, size, peak)
+        # Every page (the cursors aside: each reader makes its own) is the dict page of another reader.
+        fresh = create_reader(lambda specs=specs: roots_from_specs(specs))
+        got, want = json.loads(page), json.loads(dump_bytes(fresh.open(conversation=cid)))
+        pages = 1
+        while True:
+            # The cursor records and cursors aside (each reader makes its own), the same page.
+            got.pop("cursor"), want.pop("cursor"), got.pop("follow"), want.pop("follow")
+            cursor, dict_cursor = got["page"].pop("nextCursor"), want["page"].pop("nextCursor")
+            assert got == want and got["page"]["parts"]
+            if cursor is None:
+                break
+            got = json.loads(reader.next(cursor=cursor, conversation=cid, branch="main", as_json=True))
+            want = json.loads(dump_bytes(fresh.next(cursor=dict_cursor, conversation=cid, branch="main")))
+            pages += 1
+        assert pages >= 2

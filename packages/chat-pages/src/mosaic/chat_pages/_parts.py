@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 if TYPE_CHECKING:
     import mosaic.claude_format.model
@@ -172,6 +172,25 @@ def _text_of(part: dict[str, Any]) -> dict[str, Any]:
     return part
 
 
+class Spliced:
+    """One part's JSON as the pieces it is joined from (bytes, and views of the file's bytes: a long string's
+    fragments, `_rawtext.raw_item_parts`), with its length: `_array_pieces` puts the pieces themselves into
+    the page, so the page's one join is their one copy (issue 34: a 20 MB line's page is not held both as
+    its parts and as the page)."""
+
+    __slots__ = ("pieces", "size")
+
+    def __init__(self, pieces: list[bytes | memoryview], size: int) -> None:
+        self.pieces, self.size = pieces, size
+
+    def __len__(self) -> int:
+        return self.size
+
+
+#: One part's JSON in a page served as bytes: its bytes, or its pieces.
+PartJson: TypeAlias = bytes | Spliced
+
+
 class PageParts(list[dict[str, Any]]):
     """The parts of one page: a list of part dicts, carrying each part's JSON bytes, made once when the part
     was made and used both to size the page and to serialize it (`_jsonout.dump_bytes` joins them instead
@@ -185,7 +204,7 @@ class PageParts(list[dict[str, Any]]):
         self.encoded = encoded
         self._made_from = tuple(parts)
 
-    def json_pieces(self, out: list[bytes]) -> bool:
+    def json_pieces(self, out: list[bytes | memoryview]) -> bool:
         """Append the list's JSON to `out` as pieces (brackets, commas and each part's bytes, not joined: the
         caller joins the whole value once), or append nothing and return False when the list no longer holds
         the dicts its bytes were made from."""
@@ -203,22 +222,26 @@ class RawParts(list[dict[str, Any]]):
 
     __slots__ = ("encoded",)
 
-    def __init__(self, encoded: list[bytes]) -> None:
+    def __init__(self, encoded: list[PartJson]) -> None:
         super().__init__()
         self.encoded = encoded
 
-    def json_pieces(self, out: list[bytes]) -> bool:
+    def json_pieces(self, out: list[bytes | memoryview]) -> bool:
         """Append the parts' JSON to `out` as pieces, as `PageParts.json_pieces` does."""
         _array_pieces(self.encoded, out)
         return True
 
 
-def _array_pieces(encoded: list[bytes], out: list[bytes]) -> None:
-    """A JSON array of the values `encoded` holds, appended to `out` as pieces (brackets, commas, the values)."""
+def _array_pieces(encoded: Sequence[PartJson], out: list[bytes | memoryview]) -> None:
+    """A JSON array of the values `encoded` holds, appended to `out` as pieces (brackets, commas, the values;
+    a `Spliced` value as its own pieces)."""
     sep = b"["
     for raw in encoded:
         out.append(sep)
-        out.append(raw)
+        if isinstance(raw, Spliced):
+            out += raw.pieces
+        else:
+            out.append(raw)
         sep = b","
     out.append(b"[]" if sep == b"[" else b"]")
 
@@ -478,9 +501,15 @@ def paginate_raw(
     count: int, start: tuple[int, int], envelope_bytes: int, raws_of: Callable[[int], Sequence[bytes]]
 ) -> tuple[RawParts, tuple[int, int] | None]:
     """`paginate` on the parts' bytes alone: the same parts (the same cut), as their JSON bytes, and where the
-    next page starts. `raws_of(i)` gives item i's parts' bytes."""
-    chosen, nxt = _cut(count, start, envelope_bytes, raws_of, len)
+    next page starts. `raws_of(i)` gives item i's parts' bytes; where that sequence also gives them as their
+    pieces (`spliced()`: an item made from the file's bytes part by part), the page takes the pieces."""
+    chosen, nxt = _cut(count, start, envelope_bytes, lambda i: _spliceable(raws_of(i)), len)
     return RawParts(chosen), nxt
+
+
+def _spliceable(parts: Sequence[bytes]) -> Sequence[PartJson]:
+    spliced: Callable[[], Sequence[Spliced]] | None = getattr(parts, "spliced", None)
+    return parts if spliced is None else spliced()
 
 
 _P = TypeVar("_P")

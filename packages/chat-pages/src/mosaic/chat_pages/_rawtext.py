@@ -43,6 +43,7 @@ from ._parts import (
     MAX_FRAGMENT_JSON,
     MAX_PART_BYTES,
     MAX_STRING_UNITS,
+    Spliced,
 )
 
 __all__: list[str] = []
@@ -445,6 +446,10 @@ class _RawParts(Sequence[bytes]):
     def __getitem__(self, k: int | slice) -> bytes | list[bytes]:
         if isinstance(k, slice):
             return [self[j] for j in range(*k.indices(len(self.plan)))]
+        return b"".join(self.chunks(k))
+
+    def chunks(self, k: int) -> list[Raw]:
+        """Part k's JSON as the chunks it is joined from (a long string's fragments views of its token)."""
         if k < 0:
             k += len(self.plan)
         opening, pieces = self.plan[k]
@@ -458,4 +463,29 @@ class _RawParts(Sequence[bytes]):
             chunks += piece.chunks
             sep = True
         chunks.append(b"]}")
-        return b"".join(chunks)
+        return chunks
+
+    def spliced(self) -> Sequence[Spliced]:
+        """The parts as their pieces (`_parts.Spliced`), each made when asked for: a page served as bytes
+        joins them straight into its own bytes (`_parts.paginate_raw`)."""
+        return _SplicedParts(self)
+
+
+class _SplicedParts(Sequence[Spliced]):
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: _RawParts) -> None:
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return len(self.parts.plan)
+
+    @overload
+    def __getitem__(self, k: int) -> Spliced: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[Spliced]: ...
+    def __getitem__(self, k: int | slice) -> Spliced | list[Spliced]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        chunks = self.parts.chunks(k)
+        return Spliced(chunks, sum(len(c) for c in chunks))
