@@ -368,7 +368,7 @@ def test_F10_a_long_line_is_paged_from_the_file_bytes_never_decoded_nor_held_twi
     # dict page serialized, and while the first page is made what Python allocates stays within the file's
     # bytes, one page and a margin: the text is never decoded (1x, or 4x as a str of 4-byte characters) and
     # the page is not held both as its parts and as its bytes.
-    for name, text in (("ascii", "word " * 2_400_000), ("mixed", "é中😀 \n\"q " * 900_000)):
+    for name, text in (("ascii", "word " * 2_400_000), ("mixed", "é中😀 \n\"q\\ " * 900_000)):
         root = tmp_path / name
         path = write_session(root, "s.jsonl", [header(root), entry("big", None, text)])
         specs = [RepositorySpec(str(root), "alpha", str(root))]

@@ -125,12 +125,42 @@ def canonical_string(tok: bytes) -> bool:
     return _BAD_ESCAPE.search(tok) is None
 
 
+#: `canonical_span` judges a long line a window of this many bytes at a time (issue 34: a copy of a 20 MB line
+#: and a second one without its escaped backslashes were held beside the file).
+_WINDOW = 1 << 20
+
+
 def canonical_span(buf: bytes, a: int, b: int) -> bool:
-    """`canonical_string(buf[a:b])`, copying nothing when no backslash there can start a bad escape."""
+    """`canonical_string(buf[a:b])`, copying nothing when no backslash there can start a bad escape, and at
+    most a window of it at a time otherwise (each window ends where no escape is split)."""
     at = buf.find(b"\\", a, b)
     if at < 0 or _MAYBE_BAD.search(buf, at, b) is None:
         return True
+    while b - a > _WINDOW:
+        cut = _escape_boundary(buf, a, a + _WINDOW)
+        if not canonical_string(buf[a:cut]):
+            return False
+        a = cut
     return canonical_string(buf[a:b])
+
+
+def _escape_boundary(buf: bytes, a: int, cut: int) -> int:
+    """A place at or before `cut` (and past `a`, where an escape may start) that splits no escape: `cut`
+    itself when no backslash is in the 5 bytes before it (an escape is at most 6 bytes), else the start of
+    the run of backslashes that backslash ends (no escape but `\\\\` holds a backslash past its first byte,
+    so a run starts an escape), or, for a run from `a` on, an even number of its bytes (whole pairs)."""
+    q = buf.rfind(b"\\", cut - 5, cut)
+    if q < 0:
+        return cut
+    end, step = q + 1, 16
+    while True:  # the run's start, looked for in growing steps (the cost is the run's length)
+        lo = max(a, end - step)
+        kept = len(buf[lo:end].rstrip(b"\\"))
+        if kept or lo == a:
+            start = lo + kept
+            break
+        end, step = lo, step * 4
+    return start if start > a else a + (q + 1 - a) // 2 * 2
 
 
 def _check_float(text: str) -> float:
