@@ -47,11 +47,18 @@ patch that lost its place. `python ci/mutants.py STEM...` runs only the named mu
 (default: the CPU count, at most 2) runs the mutants of the unit suites on N scratch copies side by side, each copy patched by one
 mutant at a time. The mutants whose killers are in a cohort suite (`tests_cohort`: real cgroups, a systemd
 sandbox) run after them, one at a time, so that two labs never share the machine's cgroup tree at once.
+
+Beside the engine lane (`bash ci/test`: ci/run_sessions.py starts the pass while the engine sessions may still
+run, and names a file it holds an exclusive lock on until they have ended in `MOSAIC_ENGINE_LANE_LOCK`), the
+pass works on its first scratch copy only until it can take a shared lock on that file, then on all of them,
+and runs no cohort suite (baseline or mutant) before it took it (`LaneGate`). Without the variable it starts
+on every copy at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -328,10 +335,49 @@ def _jobs(argv: list[str]) -> tuple[int, list[str]]:
     return (workspace.DEFAULT_JOBS if value is None else max(1, int(value or "1"))), rest
 
 
+LANE_LOCK_ENV = "MOSAIC_ENGINE_LANE_LOCK"
+
+
+class LaneGate:
+    """Whether the engine lane has ended: open at once without a lane lock file; else it opens when a thread
+    of its own has taken a shared lock on the file (held exclusively by ci/run_sessions.py while the engine
+    sessions run; released, never held, once taken)."""
+
+    def __init__(self, lock_path: str | None) -> None:
+        self._open = threading.Event()
+        if not lock_path:
+            self._open.set()
+            return
+        threading.Thread(target=self._take, args=(lock_path,), name="mutants-lane-gate", daemon=True).start()
+
+    def _take(self, lock_path: str) -> None:
+        try:
+            fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # the runner's lock file is gone: its lane has ended with it
+            self._open.set()
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        finally:
+            os.close(fd)
+            self._open.set()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._open.wait(timeout)
+
+
+OPEN = LaneGate(None)
+
+
 def _run_all(mutants: list[Mutant], scratches: list[Scratch],
-             baseline: dict[tuple[str, str], bool]) -> dict[str, Outcome]:
+             baseline: dict[tuple[str, str], bool], gate: LaneGate = OPEN) -> dict[str, Outcome]:
     """Each mutant on one scratch copy: the unit suites' mutants shared out among the copies (a queue each
-    worker takes from), then the serial suites' mutants one at a time on the first copy."""
+    worker takes from; the copies past the first once `gate` is open), then the serial suites' mutants one at
+    a time on the first copy, once `gate` is open."""
     outcomes: dict[str, Outcome] = {}
     report = threading.Lock()  # one worker's line at a time
 
@@ -342,16 +388,21 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
             print(f"mutant {m.stem} ({m.package}): {out.result} in {out.seconds:.1f}s"
                   + (f"\n{out.detail}" if out.detail else ""), flush=True)
 
-    _share_out([m for m in mutants if not m.serial], scratches, one)
-    for m in mutants:
-        if m.serial:
-            one(scratches[0], m)
+    _share_out([m for m in mutants if not m.serial], scratches, one, gate)
+    serial = [m for m in mutants if m.serial]
+    if serial and not gate.is_open:
+        print("mutants: the cohort suites' mutants wait for the engine lane to end", flush=True)
+    gate.wait()
+    for m in serial:
+        one(scratches[0], m)
     return outcomes
 
 
-def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch, T], None]) -> None:
+def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch, T], None],
+               gate: LaneGate = OPEN) -> None:
     """Run `one(scratch, item)` for every item, the items shared out among the scratch copies (a queue each
-    copy's worker takes from, in order); the first exception a worker raised is raised once all have ended."""
+    copy's worker takes from, in order); the first exception a worker raised is raised once all have ended.
+    Every copy but the first takes an item only once `gate` is open (it ends if the queue ran dry first)."""
     work: queue.SimpleQueue[T] = queue.SimpleQueue()
     for item in items:
         work.put(item)
@@ -359,6 +410,10 @@ def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch,
 
     def worker(scratch: Scratch) -> None:
         try:
+            if scratch is not scratches[0]:
+                while not gate.wait(0.2):
+                    if work.empty():
+                        return
             while True:
                 try:
                     item = work.get_nowait()
@@ -377,10 +432,11 @@ def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch,
         raise failures[0]
 
 
-def _baselines(mutants: list[Mutant], scratches: list[Scratch]) -> dict[tuple[str, str], bool]:
+def _baselines(mutants: list[Mutant], scratches: list[Scratch], gate: LaneGate = OPEN) -> dict[tuple[str, str], bool]:
     """Once per package suite: do its named tests all pass on the unpatched copy? The unit suites' runs are
     shared out among the scratch copies as their mutants are (the largest first; each copy makes the venvs it
-    will need), the cohort suites' one at a time after them, on the first copy. Only when a suite fails here
+    will need; the copies past the first once `gate` is open), the cohort suites' one at a time after them,
+    on the first copy, once `gate` is open. Only when a suite fails here
     are its mutants checked one by one, to name the test that fails anyway."""
     killers = {(m.package, s): set[str]() for m in mutants for s in m.suites}
     for m in mutants:
@@ -401,8 +457,11 @@ def _baselines(mutants: list[Mutant], scratches: list[Scratch]) -> dict[tuple[st
                 print(_tail(proc), flush=True)
 
     unit = sorted((k for k in killers if k[1] not in SERIAL_SUITES), key=lambda k: (-len(killers[k]), k))
-    _share_out(unit, scratches, one)
-    for key in sorted(k for k in killers if k[1] in SERIAL_SUITES):
+    _share_out(unit, scratches, one, gate)
+    serial = sorted(k for k in killers if k[1] in SERIAL_SUITES)
+    if serial:
+        gate.wait()
+    for key in serial:
         one(scratches[0], key)
     return results
 
@@ -466,8 +525,12 @@ def main(argv: list[str]) -> int:
     uv = workspace.tool("uv")
     print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}; venvs made with "
           + (uv if uv is not None else "the venv module and pip (no uv in the tool venv or on PATH)"), flush=True)
+    gate = LaneGate(os.environ.get(LANE_LOCK_ENV))
+    if not gate.is_open:
+        print("mutants: beside the engine lane: one scratch copy until it ends, the cohort suites after it",
+              flush=True)
     try:
-        outcomes = _run_all(mutants, scratches, _baselines(mutants, scratches))
+        outcomes = _run_all(mutants, scratches, _baselines(mutants, scratches, gate), gate)
         rows = [(m, outcomes[m.stem]) for m in mutants]
     finally:
         for sc in scratches:
