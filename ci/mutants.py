@@ -216,6 +216,7 @@ class Scratch:
         self.tree = self.dir / "tree"
         shutil.copytree(workspace.ROOT, self.tree, ignore=COPY_IGNORE, symlinks=True)
         self.venvs: dict[str, pathlib.Path] = {}
+        self.servers: dict[str, subprocess.Popen[str]] = {}
 
     def compile_sources(self) -> None:
         """Bytecode for the unpatched sources, checked against each source's hash at every import: a module
@@ -244,27 +245,50 @@ class Scratch:
             self.venvs[package] = python
         return self.venvs[package]
 
+    def _env(self) -> dict[str, str]:
+        """What every pytest run of this copy shares. Bytecode is written: the third-party modules' on their
+        first import (they never change), the scratch sources' checked against their hash (`compile_sources`),
+        so a patched module is always compiled from its source. Without it every run compiled pytest and
+        hypothesis again, a second or more each."""
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "MOSAIC_MUTANT_SIGNALS")}
+        env["MOSAIC_REPO"] = str(self.tree)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.tree / "ci"), env.get("PYTHONPATH", "")) if p)
+        return env
+
+    def _server(self, package: str) -> subprocess.Popen[str]:
+        """The package's pytest fork server (ci/pytest_forkserver.py), started on first use in its venv and
+        directory: pytest and Hypothesis imported once, each run a fork of it (no module of the tree imported
+        before the fork)."""
+        server = self.servers.get(package)
+        if server is None or server.poll() is not None:
+            server = subprocess.Popen([str(self.python(package)), "-m", "pytest_forkserver"],
+                                      cwd=str(self.tree / "packages" / package), env=self._env(),
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            self.servers[package] = server
+        return server
+
     def pytest(self, package: str, killed_by: list[str],
                signals_file: pathlib.Path | None = None) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
         ids = [str(pkg_dir / k) for k in killed_by]
-        # Bytecode is written: the third-party modules' on their first import (they never change), the scratch
-        # sources' checked against their hash (`compile_sources`), so a patched module is always compiled from
-        # its source. Without it every run compiled pytest and hypothesis again, a second or more each.
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["MOSAIC_REPO"] = str(self.tree)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.tree / "ci"), env.get("PYTHONPATH", "")) if p)
-        if signals_file is not None:
-            env["MOSAIC_MUTANT_SIGNALS"] = str(signals_file)
+        extra = {} if signals_file is None else {"MOSAIC_MUTANT_SIGNALS": str(signals_file)}
         # The baseline stops at its first failure; a mutated run runs every named test, so that one test's
         # crash never hides another's assertion.
         first = ["-x"] if signals_file is None else []
-        cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-p", "mutant_signal", *first, "-q",
-               "--import-mode=importlib", "--rootdir", str(pkg_dir / suite_of(killed_by[0])), *ids]
+        argv = ["-p", "no:cacheprovider", "-p", "mutant_signal", *first, "-q", "--import-mode=importlib",
+                "--rootdir", str(pkg_dir / suite_of(killed_by[0])), *ids]
+        server = self._server(package)
+        assert server.stdin is not None and server.stdout is not None
         try:
-            return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
-        except subprocess.TimeoutExpired as exc:
-            return subprocess.CompletedProcess(cmd, TIMED_OUT, str(exc.stdout or ""), f"timeout after {TEST_TIMEOUT_S}s")
+            server.stdin.write(json.dumps({"argv": argv, "env": extra, "timeout": TEST_TIMEOUT_S}) + "\n")
+            server.stdin.flush()
+            answer = json.loads(server.stdout.readline())
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"the pytest fork server for {package} failed ({exc!r}); its exit status: {server.poll()}") from exc
+        cmd = [str(self.python(package)), "-m", "pytest", *argv]
+        if answer["returncode"] == TIMED_OUT:
+            return subprocess.CompletedProcess(cmd, TIMED_OUT, answer["output"], f"timeout after {TEST_TIMEOUT_S}s")
+        return subprocess.CompletedProcess(cmd, answer["returncode"], answer["output"], "")
 
     def patch(self, mutant: Mutant, *, reverse: bool = False, dry: bool = False) -> subprocess.CompletedProcess[str]:
         cmd = ["patch", "-p1", "--fuzz=0", "--batch", "--forward", "-s", "-d", str(self.tree), "-i", str(mutant.path)]
@@ -276,6 +300,16 @@ class Scratch:
         return _run(cmd)
 
     def remove(self) -> None:
+        for server in self.servers.values():
+            if server.stdin is not None:
+                server.stdin.close()  # the server ends at the end of its requests
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            if server.stdout is not None:
+                server.stdout.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
