@@ -302,7 +302,7 @@ def test_the_pass_runs_a_mutant_with_only_the_system_directories_on_path(scratch
     """A checkout-shaped copy holding the pass, safe-open and one of its mutants: with the tool venv's uv
     (linked into the copy's .cache/tools/venv) and with none anywhere, the pass makes its venv, installs the
     package and kills the mutant."""
-    for name in ("mutants.py", "workspace.py", "mutant_signal.py"):
+    for name in ("mutants.py", "workspace.py", "mutant_signal.py", "pytest_forkserver.py"):
         shutil.copy(REPO / "ci" / name, scratch_repo / "ci" / name)
     shutil.copytree(REPO / "packages" / "safe-open", scratch_repo / "packages" / "safe-open",
                     ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
