@@ -147,7 +147,7 @@ def test_F10_every_page_of_every_fixture_branch_as_bytes_is_the_dict_page_serial
 def test_F10_a_generated_session_as_bytes_every_page_of_every_branch_and_a_follow(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """A realistic session of about 2,900 entries and 5 MB with 3 forks (the benchmark's generator), whose
-    part cache (half the file) cannot keep every item, so later branches render items again: every page of
+    part cache (a third of the file) cannot keep every item, so later branches render items again: every page of
     every branch twice, then follows (one line; then more than a page), all compared byte for byte."""
     bench = _bench()
     root = world.top / "gen"
@@ -275,7 +275,7 @@ def _spliced_parts(data: bytes, project: str = "/tmp/p") -> tuple[int, int]:
                 continue
             item = parsed.render(ref)
             want = encoded_parts(item)
-            assert [raw for _, raw in want] == list(got[1]), ref
+            assert [raw for _, raw in want] == [bytes(raw) for raw in got[1]], ref
             assert got[0] == f"{item.id}@{item.line}\n".encode()
             spliced += 1
     return len(seen), spliced
@@ -314,7 +314,7 @@ def _one_part(tmp: Path, content: Any, role: str = "user", **message: Any) -> tu
     ij = parsed.render_json(ref)
     assert ij is not None
     got = json_part(ij)
-    return None if got is None else (got[0], got[1][0]), [raw for _, raw in encoded_parts(parsed.render(ref))]
+    return None if got is None else (got[0], bytes(got[1][0])), [raw for _, raw in encoded_parts(parsed.render(ref))]
 
 
 def test_F10_a_long_string_is_spliced_while_inline_and_left_to_the_fragments_past_it(tmp_path: Path) -> None:
@@ -351,6 +351,25 @@ def test_F10_parts_of_65_blocks_or_4_MiB_are_left_to_the_general_path(tmp_path: 
     assert got is None and len(want) == 2 and len(want[0]) + len(want[1]) > 4 << 20
     got, want = _one_part(tmp_path, [*big, {"type": "text", "text": "y" * (pad - 1)}])
     assert got is not None and [got[1]] == want and len(got[1]) == (4 << 20) - 1
+
+
+def test_F10_a_long_text_is_kept_as_a_view_of_the_file_not_a_copy(tmp_path: Path) -> None:
+    """A text over 512 bytes of JSON is spliced as a view of the file's bytes (the part is not `bytes`: its
+    own bytes between views), so the part cache keeps no second copy of it; a short one is copied. Either
+    way the part's JSON is `encoded_parts`' bytes."""
+    import mosaic.pi_format as pi_format
+
+    for text, viewed in (("é" * 300, True), ("x" * 100, False)):
+        data = header(tmp_path) + _line_of([{"type": "text", "text": text}, {"type": "thinking", "thinking": text}])
+        parsed = pi_format.parse(data, project=str(tmp_path))
+        assert isinstance(parsed, pi_format.Parsed)
+        (ref,) = parsed.branches["main"].refs_from(0, 10)
+        ij = parsed.render_json(ref)
+        got = None if ij is None else json_part(ij)
+        assert got is not None and len(got[1]) == 1
+        (part,) = got[1]
+        assert (type(part) is not bytes) == viewed
+        assert bytes(part) == encoded_parts(parsed.render(ref))[0][1] and len(part) == len(bytes(part))
 
 
 def test_F10_tool_call_arguments_are_spliced_as_json_text(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ generated sessions and of hostile shapes, and every page served from these parts
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -28,6 +28,8 @@ from ._parts import (
     MAX_FRAGMENT_JSON,
     MAX_PART_BYTES,
     MAX_STRING_UNITS,
+    Encoded,
+    Spliced,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +45,10 @@ _ALWAYS_INLINE = INLINE_FIELD_JSON
 _KEYS: dict[str, bytes] = {}
 #: `,"block":i}` closing block i.
 _BLOCK_ENDS = [b',"block":%d}' % i for i in range(MAX_BLOCKS_PER_PART)]
+#: What a view in a kept part costs (the Raw, its share of its line's memoryview, a bytes object between
+#: views) and what the part's pieces cost beside (the tuple, the Spliced): what the part cache counts.
+_VIEW_COST = 48 + 200 + 33 + 8
+_PIECES_COST = 56 + 48
 
 
 def _key(name: str) -> bytes:
@@ -55,7 +61,7 @@ def _key(name: str) -> bytes:
     return got
 
 
-def _long_string(tok: bytes, max_json: int) -> tuple[bytes, tuple[bytes, ...]] | None:
+def _long_string(tok: Any, max_json: int) -> tuple[bytes, tuple[Encoded, ...]] | None:
     """The seam for a string token too long to stay inline (over `max_json` bytes of JSON, or over 262,144
     UTF-16 units): where the item's parts would be made with that string cut into fragments from its bytes
     (`_rawtext.raw_fragments`, once wired). Not made here yet: None, and the item is rendered
@@ -63,21 +69,23 @@ def _long_string(tok: bytes, max_json: int) -> tuple[bytes, tuple[bytes, ...]] |
     return None
 
 
-def _inline(tok: bytes, max_json: int) -> bool:
+def _inline(tok: Any, max_json: int) -> bool:
     """`_parts.fits` on a JSON token: a non-string always stays inline; a string when its JSON (the token:
     it is canonical) is within `max_json` and its text has at most 262,144 UTF-16 units (each unit takes at
     least one byte of the token, so a short token needs no count; a longer one is decoded to count them)."""
     n = len(tok)
-    if tok[0] != _QUOTE or (n <= max_json and n - 2 <= MAX_STRING_UNITS):
-        return True
+    if (type(tok) is bytes and tok[0] != _QUOTE) or (n <= max_json and n - 2 <= MAX_STRING_UNITS):
+        return True  # (a view, not bytes, is always a string token)
     if n > max_json:
         return False
     text: str = msgspec.json.decode(tok)
     return utf16_units(text) <= MAX_STRING_UNITS
 
 
-def json_part(ij: ItemJson) -> tuple[bytes, tuple[bytes, ...]] | None:
-    """(the item's follow-digest key, the JSON bytes of its parts: one part), or None (module doc)."""
+def json_part(ij: ItemJson) -> tuple[bytes, tuple[Encoded, ...]] | None:
+    """(the item's follow-digest key, the JSON of its parts: one part), or None (module doc). A part whose
+    texts pi-format gave as views of the file's bytes (`msgspec.Raw`) is a `_parts.Spliced`: its own bytes
+    between those views, so keeping it keeps no second copy of its texts."""
     blocks = ij.blocks
     if len(blocks) > MAX_BLOCKS_PER_PART:
         return None
@@ -97,6 +105,7 @@ def json_part(ij: ItemJson) -> tuple[bytes, tuple[bytes, ...]] | None:
             add(value)
         out[first] = out[first][1:]  # the first attribute has no comma before it
     add(b'},"notice":null,"blocks":[')
+    views = False
     for i, pairs in enumerate(blocks):
         # A block's JSON starts with its kind (to_json's first key): `{"kind":`, then `,"name":value` each.
         add(b'{"kind":' if i == 0 else b',{"kind":')
@@ -112,9 +121,36 @@ def json_part(ij: ItemJson) -> tuple[bytes, tuple[bytes, ...]] | None:
                     return _long_string(value, limit)
             add(_KEYS.get(name) or _key(name))
             add(value)
+            if type(value) is not bytes:
+                views = True
         add(_BLOCK_ENDS[i])
     add(b"]}")
+    key = f"{ij.id}@{ij.line}\n".encode()
+    if views:
+        part = _spliced(out)
+        return None if part.size >= MAX_PART_BYTES else (key, (part,))
     raw = b"".join(out)
     if len(raw) >= MAX_PART_BYTES:
         return None  # one part of exactly 4 MiB may be one or two parts in `encoded_parts`: rendered
-    return f"{ij.id}@{ij.line}\n".encode(), (raw,)
+    return key, (raw,)
+
+
+def _spliced(out: list[Any]) -> Spliced:
+    """`out`'s pieces as a `Spliced` part: each run of bytes joined into one, each view kept as it is."""
+    pieces: list[Any] = []
+    run: list[bytes] = []
+    size = own = 0
+    for piece in out:
+        if type(piece) is bytes:
+            run.append(piece)
+            continue
+        joined = b"".join(run)
+        pieces.append(joined)
+        own += len(joined)
+        run = []
+        pieces.append(piece)
+        size += len(piece)
+    joined = b"".join(run)
+    pieces.append(joined)
+    own += len(joined)
+    return Spliced(tuple(pieces), size + own, own + _VIEW_COST * (len(pieces) // 2) + _PIECES_COST)

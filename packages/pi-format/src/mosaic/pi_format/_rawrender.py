@@ -171,6 +171,24 @@ def _str(raw: _R) -> bytes | None:
     return None
 
 
+#: A body string token (a block's text) longer than this is given as its `Raw` view of the line, not copied:
+#: a caller that keeps it keeps a view of the file's bytes (48 bytes and the line's view), not another copy.
+VIEW_BYTES = 512
+
+
+def _body(raw: _R) -> bytes | _R | None:
+    """A block's text: the field's token when it is a string (a long one as its view), else None."""
+    n = len(raw)
+    if not n:
+        return None
+    if n > VIEW_BYTES:
+        with memoryview(raw) as view:
+            first = view[0]
+        return raw if first == _QUOTE else None
+    tok = bytes(raw)
+    return tok if tok[0] == _QUOTE else None
+
+
 def _int(raw: _R) -> bytes | None:
     """The JSON a `_put(..., int)` keeps (not a bool, not a float such as 5.0): its digits, when short."""
     if not len(raw):
@@ -212,7 +230,7 @@ def _nsid(raw: _R) -> bytes | None:
     return None if s is None else _ENCODE(NATIVE_PREFIX + safe_id(s))
 
 
-Pairs = tuple[tuple[str, bytes], ...]
+Pairs = tuple[tuple[str, "bytes | _R"], ...]
 
 _TEXT = b'"text"'
 _THINKING = b'"thinking"'
@@ -251,21 +269,13 @@ def _block(b: _Block) -> Pairs:
         return _NO_TYPE
     btype = bytes(b.type)
     if btype == _TEXT:
-        raw = b.text
-        if len(raw):
-            tok = bytes(raw)
-            if tok[0] == _QUOTE:
-                return (_K_TEXT, ("text", tok))
-        return _BAD_TEXT
+        text = _body(b.text)
+        return _BAD_TEXT if text is None else (_K_TEXT, ("text", text))
     if btype == _THINKING:
         if len(b.redacted) and _redacted(b.redacted):
             return _REDACTED
-        raw = b.thinking
-        if len(raw):
-            tok = bytes(raw)
-            if tok[0] == _QUOTE:
-                return (_K_THINKING, ("text", tok))
-        return _BAD_THINKING
+        text = _body(b.thinking)
+        return _BAD_THINKING if text is None else (_K_THINKING, ("text", text))
     if btype == _TOOLCALL:
         s = _id_of(b.id)
         name = _str(b.name)
@@ -302,7 +312,7 @@ def _content(content: Any) -> tuple[Pairs, ...]:
     if tok == _NULL:
         return ()
     if tok[0] == _QUOTE:
-        return ((_K_TEXT, ("text", tok)),)
+        return ((_K_TEXT, ("text", tok)),)  # (a string content: copied, as `tok` is already)
     raise _NotRaw  # a content of a wrong type: rendered (its unsupported block describes it)
 
 
@@ -336,6 +346,7 @@ def render_json(buf: bytes, a: int, b: int, raw_id: str, line: int) -> ItemJson 
 def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
     """`render_entry` on raw fields (None where it makes a notice or nothing: rendered)."""
     tok: bytes | None
+    text: bytes | _R | None
     etype = bytes(e.type)
     nsid = NATIVE_PREFIX + safe_id(raw_id)
     raw = e.timestamp
@@ -373,12 +384,12 @@ def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
             return ItemJson(nsid, "user", line, timestamp, (), _content(msg.content))
         if role == _BASH:
             blocks: list[Pairs] = []
-            tok = _str(msg.command)
-            if tok is not None:
-                blocks.append((_K_COMMAND, ("text", tok)))
-            tok = _str(msg.output)
-            if tok is not None:
-                blocks.append((_K_TEXT, ("text", tok)))
+            text = _body(msg.command)
+            if text is not None:
+                blocks.append((_K_COMMAND, ("text", text)))
+            text = _body(msg.output)
+            if text is not None:
+                blocks.append((_K_TEXT, ("text", text)))
             tok = _int(msg.exitCode)
             if tok is not None:
                 attrs.append(("exitCode", tok))
@@ -396,7 +407,7 @@ def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
             attrs.append(("customType", tok))
         return ItemJson(nsid, "custom_message", line, timestamp, tuple(attrs), _content(e.content))
     if etype == _COMPACTION or etype == _BRANCH_SUMMARY:
-        summary = _str(e.summary)
+        summary = _body(e.summary)
         texts: tuple[Pairs, ...] = () if summary is None else ((_K_TEXT, ("text", summary)),)
         if etype == _COMPACTION:
             tok = _int(e.tokensBefore)
