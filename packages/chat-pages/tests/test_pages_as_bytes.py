@@ -12,6 +12,7 @@ byte of the two answers can be compared, and each reader walks on with its own c
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import secrets
 import tempfile
@@ -147,7 +148,7 @@ def test_F10_every_page_of_every_fixture_branch_as_bytes_is_the_dict_page_serial
 def test_F10_a_generated_session_as_bytes_every_page_of_every_branch_and_a_follow(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """A realistic session of about 2,900 entries and 5 MB with 3 forks (the benchmark's generator), whose
-    part cache (a third of the file) cannot keep every item, so later branches render items again: every page of
+    part cache (a quarter of the file) cannot keep every item, so later branches render items again: every page of
     every branch twice, then follows (one line; then more than a page), all compared byte for byte."""
     bench = _bench()
     root = world.top / "gen"
@@ -380,3 +381,40 @@ def test_F10_tool_call_arguments_are_spliced_as_json_text(tmp_path: Path) -> Non
                           "assistant")
     assert got is not None and [got[1]] == want
     assert got[1].endswith(b'"arguments":' + dumps(dumps(args)).encode() + b',"block":0}]}')
+
+
+def test_F10_dict_pages_read_back_the_spliced_parts_a_bytes_page_kept(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One reader serves every page as bytes (its part cache then holds spliced parts, long texts as views of
+    the file), then every page again as dicts: each dict page, read back from those kept parts, is the page
+    a fresh reader makes, and serializes to the bytes page."""
+    bench = _bench()
+    root = world.top / "gen"
+    sessions = root / ".pi/state/alpha/sessions"
+    sessions.mkdir(parents=True)
+    bench.generate(sessions / "g.jsonl", os.path.realpath(root), target=400_000, fork_count=1)
+    world.approve(root)
+    twin = Twin(world, monkeypatch)
+    cid = world.cid(root, "g.jsonl")
+    served: list[bytes] = []
+    res = twin.raw.open(conversation=cid, as_json=True)
+    while True:
+        served.append(res)
+        cursor = json.loads(res)["cursor"]
+        if cursor is None:
+            break
+        res = twin.raw.next(cursor=cursor["id"], conversation=cid, branch="main", as_json=True)
+    twin.n = 0
+    again = twin.raw.open(conversation=cid)
+    twin.n = 0
+    fresh = twin.dicts.open(conversation=cid)
+    pages = 0
+    while True:
+        assert again == fresh and dump_bytes(again) == dump_bytes(fresh)
+        pages += 1
+        if again["cursor"] is None:
+            break
+        n = twin.n
+        again = twin.raw.next(cursor=again["cursor"]["id"], conversation=cid, branch="main")
+        twin.n = n
+        fresh = twin.dicts.next(cursor=fresh["cursor"]["id"], conversation=cid, branch="main")
+    assert pages == len(served) >= 3

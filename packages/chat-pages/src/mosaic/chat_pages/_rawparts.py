@@ -105,7 +105,7 @@ def json_part(ij: ItemJson) -> tuple[bytes, tuple[Encoded, ...]] | None:
             add(value)
         out[first] = out[first][1:]  # the first attribute has no comma before it
     add(b'},"notice":null,"blocks":[')
-    views = False
+    views: list[int] = []  # where `out` holds a view (a long text's Raw), not bytes
     for i, pairs in enumerate(blocks):
         # A block's JSON starts with its kind (to_json's first key): `{"kind":`, then `,"name":value` each.
         add(b'{"kind":' if i == 0 else b',{"kind":')
@@ -120,14 +120,14 @@ def json_part(ij: ItemJson) -> tuple[bytes, tuple[Encoded, ...]] | None:
                 if not _inline(value, limit):
                     return _long_string(value, limit)
             add(_KEYS.get(name) or _key(name))
-            add(value)
             if type(value) is not bytes:
-                views = True
+                views.append(len(out))
+            add(value)
         add(_BLOCK_ENDS[i])
     add(b"]}")
     key = f"{ij.id}@{ij.line}\n".encode()
     if views:
-        part = _spliced(out)
+        part = _spliced(out, views)
         return None if part.size >= MAX_PART_BYTES else (key, (part,))
     raw = b"".join(out)
     if len(raw) >= MAX_PART_BYTES:
@@ -135,22 +135,20 @@ def json_part(ij: ItemJson) -> tuple[bytes, tuple[Encoded, ...]] | None:
     return key, (raw,)
 
 
-def _spliced(out: list[Any]) -> Spliced:
-    """`out`'s pieces as a `Spliced` part: each run of bytes joined into one, each view kept as it is."""
+def _spliced(out: list[Any], views: list[int]) -> Spliced:
+    """`out`'s pieces as a `Spliced` part: the bytes between two views (at `views`) joined into one, each view
+    kept as it is."""
     pieces: list[Any] = []
-    run: list[bytes] = []
-    size = own = 0
-    for piece in out:
-        if type(piece) is bytes:
-            run.append(piece)
-            continue
-        joined = b"".join(run)
+    at = size = own = 0
+    for v in views:
+        joined = b"".join(out[at:v])
+        view = out[v]
         pieces.append(joined)
+        pieces.append(view)
         own += len(joined)
-        run = []
-        pieces.append(piece)
-        size += len(piece)
-    joined = b"".join(run)
+        size += len(view)
+        at = v + 1
+    joined = b"".join(out[at:])
     pieces.append(joined)
     own += len(joined)
-    return Spliced(tuple(pieces), size + own, own + _VIEW_COST * (len(pieces) // 2) + _PIECES_COST)
+    return Spliced(tuple(pieces), size + own, own + _VIEW_COST * len(views) + _PIECES_COST)

@@ -253,11 +253,11 @@ class PartCache:
 
 
 def part_budget(size: int) -> int:
-    """How many bytes of parts a snapshot of `size` bytes keeps: a third of the file, between 1 and 64 MiB, so
-    a reader that served every page of it holds under 1.5x the file (issue 34: measured 1.45x at 18.6 MB).
-    A part spliced from the file's bytes counts only what it holds of its own (`_parts.held`), so a third
-    keeps about as many items as half did when every part was a copy."""
-    return max(1 << 20, min(64 << 20, size // 3))
+    """How many bytes of parts a snapshot of `size` bytes keeps: a quarter of the file, between 1 and 64 MiB,
+    so a reader that served every page of it holds under 1.5x the file (issue 34: 1.33x at 18.6 MB, 1.45x at
+    100 MB; a third held 1.45x and 1.55x). A part spliced from the file's bytes counts only what it holds of
+    its own (`_parts.held`), so a quarter keeps more items than half did when every part was a copy."""
+    return max(1 << 20, min(64 << 20, size // 4))
 
 
 @dataclass(eq=False)
