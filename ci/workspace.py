@@ -140,7 +140,7 @@ KNOWN_FOLDER_EXCEPTIONS: dict[str, dict[tuple[str, str], str]] = {}
 # a budget is not checked yet: the controller (its files move in issue 31).
 PUBLIC_BUDGET: dict[str, int] = {
     "safe-open": 30,  # + mosaic.safe_open.ids (safe_id, HASH_PREFIX): the client and the reader share it
-    "pi-format": 27,
+    "pi-format": 28,  # + ItemJson: an entry's item as JSON cut from its line (issue 34), what chat-pages splices
     "claude-format": 25,
     "chat-pages": 49,
     "writer-claim": 37,  # + PairObservation: what ClaimStore.observe returns, the controller reads it

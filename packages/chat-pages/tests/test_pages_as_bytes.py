@@ -12,16 +12,19 @@ byte of the two answers can be compared, and each reader walks on with its own c
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CLAUDE_TREES, World, claude_tree, entry, header, materialise, write_session
+from helpers import CLAUDE_TREES, FIXTURES, World, claude_tree, entry, header, materialise, write_session
 
 from mosaic.chat_pages import create_reader
 from mosaic.chat_pages.parts import MAX_PAGE_BYTES, MAX_PARTS_PER_PAGE, dump_bytes, dumps
+from mosaic.chat_pages.testing import encoded_parts, json_part
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_reader.py"
 
@@ -145,7 +148,7 @@ def test_F10_every_page_of_every_fixture_branch_as_bytes_is_the_dict_page_serial
 def test_F10_a_generated_session_as_bytes_every_page_of_every_branch_and_a_follow(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """A realistic session of about 2,900 entries and 5 MB with 3 forks (the benchmark's generator), whose
-    part cache (half the file) cannot keep every item, so later branches render items again: every page of
+    part cache (a quarter of the file) cannot keep every item, so later branches render items again: every page of
     every branch twice, then follows (one line; then more than a page), all compared byte for byte."""
     bench = _bench()
     root = world.top / "gen"
@@ -246,3 +249,172 @@ def test_F10_refusals_as_bytes_are_the_dict_refusals_serialized(world: World, mo
     codes.append(twin.next(res["cursor"]["id"], cid, "main")["refusal"]["code"])  # dropped with the refusal
     assert codes == ["unknown-conversation", "unknown-branch", "unknown-actor", "unsupported-purpose",
                      "cursor-unknown", "cursor-foreign", "cursor-expired", "source-replaced", "cursor-unknown"]
+
+
+# -- parts spliced from the file's bytes (issue 34): `json_part` over pi-format's `render_json` -------------
+
+
+def _spliced_parts(data: bytes, project: str = "/tmp/p") -> tuple[int, int]:
+    """Every entry of every branch of the session `data`: where pi-format cuts its JSON and `json_part`
+    splices a part, that part and its digest key are `encoded_parts`' one part and `"id@line"`; (items,
+    items spliced). A refused file has none: (0, 0)."""
+    import mosaic.pi_format as pi_format
+
+    parsed = pi_format.parse(data, project=project)
+    if not isinstance(parsed, pi_format.Parsed):
+        return 0, 0
+    seen: set[int] = set()
+    spliced = 0
+    for branch in parsed.branches.values():
+        for ref in branch.refs_from(0, 1 << 30):
+            if ref in seen:
+                continue
+            seen.add(ref)
+            ij = parsed.render_json(ref)
+            got = None if ij is None else json_part(ij)
+            if got is None:
+                continue
+            item = parsed.render(ref)
+            want = encoded_parts(item)
+            assert [raw for _, raw in want] == [bytes(raw) for raw in got[1]], ref
+            assert got[0] == f"{item.id}@{item.line}\n".encode()
+            spliced += 1
+    return len(seen), spliced
+
+
+def test_F10_spliced_parts_are_the_rendered_parts_for_every_fixture_and_a_generated_session() -> None:
+    """Every entry of every Pi fixture (the pinned Pi's sessions and the adversarial files) and of a
+    generated session of the benchmark's shapes: a spliced part is byte for byte the rendered one, and
+    what Pi writes is spliced (all but a few of the adversarial files' entries)."""
+    total = spliced = 0
+    for path in sorted(FIXTURES.rglob("*.jsonl")):
+        if "claude-2.1.283" in path.parts:
+            continue
+        n, s = _spliced_parts(path.read_bytes(), project="/")
+        total, spliced = total + n, spliced + s
+    assert total >= 500 and spliced >= 0.9 * total
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "g.jsonl"
+        made = _bench().generate(path, "/tmp/p", target=600_000, fork_count=2)
+        n, s = _spliced_parts(path.read_bytes())
+    assert n >= made["entries"] - 2 and s == n > 0  # every item (the two hidden entries show none)
+
+
+def _line_of(content: Any, role: str = "user", **message: Any) -> bytes:
+    return _msg("e1", None, content, role)[:-3] + (b"," + dumps(message).encode()[1:-1] if message else b"") + b"}}\n"
+
+
+def _one_part(tmp: Path, content: Any, role: str = "user", **message: Any) -> tuple[Any, list[bytes]]:
+    """(json_part of the one entry, encoded_parts' bytes of it)."""
+    import mosaic.pi_format as pi_format
+
+    data = header(tmp) + _line_of(content, role, **message)
+    parsed = pi_format.parse(data, project=str(tmp))
+    assert isinstance(parsed, pi_format.Parsed)
+    (ref,) = parsed.branches["main"].refs_from(0, 10)
+    ij = parsed.render_json(ref)
+    assert ij is not None
+    got = json_part(ij)
+    return None if got is None else (got[0], bytes(got[1][0])), [raw for _, raw in encoded_parts(parsed.render(ref))]
+
+
+def test_F10_a_long_string_is_spliced_while_inline_and_left_to_the_fragments_past_it(tmp_path: Path) -> None:
+    """A text up to 262,144 UTF-16 units and 1 MiB of JSON stays inline and is spliced; past either limit
+    (or an attribute past 64 KiB) it needs fragments, which `json_part` leaves to the rendered path (the one
+    place a raw string would be cut): None, and `encoded_parts` makes the fragments."""
+    for text in ("x" * 262_144, "😀" * 131_072, "\n" * 174_762):  # 262,144 units; 1 MiB of JSON (6 B each)
+        got, want = _one_part(tmp_path, [{"type": "text", "text": text}])
+        assert got is not None and [got[1]] == want
+    for text in ("x" * 262_145, "😀" * 131_073, "\x01" * 174_763):  # one unit too many; over 1 MiB of JSON
+        got, want = _one_part(tmp_path, [{"type": "text", "text": text}])
+        assert got is None and b'"kind":"fragment"' in want[0]
+    got, want = _one_part(tmp_path, "x", "assistant", stopReason="s" * 65_534)  # 64 KiB of JSON: inline
+    assert got is not None and [got[1]] == want
+    got, want = _one_part(tmp_path, "x", "assistant", stopReason="s" * 65_535)
+    assert got is None and b'"attrs.stopReason"' in want[0]
+    args = {"p": "q" * 300_000}  # its JSON text is a body string over 262,144 units
+    got, want = _one_part(tmp_path, [{"type": "toolCall", "id": "c", "name": "n", "arguments": args}], "assistant")
+    assert got is None and b'"field":"arguments"' in want[0]
+
+
+def test_F10_parts_of_65_blocks_or_4_MiB_are_left_to_the_general_path(tmp_path: Path) -> None:
+    """64 blocks are one part, spliced; 65 are two parts: None. A part of exactly 4 MiB with several blocks
+    is two parts in `encoded_parts` (its cut counts `"last":false`): None; one byte less is spliced."""
+    got, want = _one_part(tmp_path, [{"type": "text", "text": f"t{i}"} for i in range(64)])
+    assert got is not None and [got[1]] == want
+    got, want = _one_part(tmp_path, [{"type": "text", "text": f"t{i}"} for i in range(65)])
+    assert got is None and len(want) == 2
+    big = [{"type": "text", "text": "😀" * 130_000} for _ in range(8)]  # 8 x 520,002 bytes of JSON
+    got, _ = _one_part(tmp_path, [*big, {"type": "text", "text": ""}])
+    assert got is not None
+    pad = (4 << 20) - len(got[1])
+    got, want = _one_part(tmp_path, [*big, {"type": "text", "text": "y" * pad}])
+    assert got is None and len(want) == 2 and len(want[0]) + len(want[1]) > 4 << 20
+    got, want = _one_part(tmp_path, [*big, {"type": "text", "text": "y" * (pad - 1)}])
+    assert got is not None and [got[1]] == want and len(got[1]) == (4 << 20) - 1
+
+
+def test_F10_a_long_text_is_kept_as_a_view_of_the_file_not_a_copy(tmp_path: Path) -> None:
+    """A text over 512 bytes of JSON is spliced as a view of the file's bytes (the part is not `bytes`: its
+    own bytes between views), so the part cache keeps no second copy of it; a short one is copied. Either
+    way the part's JSON is `encoded_parts`' bytes."""
+    import mosaic.pi_format as pi_format
+
+    for text, viewed in (("é" * 300, True), ("x" * 100, False)):
+        data = header(tmp_path) + _line_of([{"type": "text", "text": text}, {"type": "thinking", "thinking": text}])
+        parsed = pi_format.parse(data, project=str(tmp_path))
+        assert isinstance(parsed, pi_format.Parsed)
+        (ref,) = parsed.branches["main"].refs_from(0, 10)
+        ij = parsed.render_json(ref)
+        got = None if ij is None else json_part(ij)
+        assert got is not None and len(got[1]) == 1
+        (part,) = got[1]
+        assert (type(part) is not bytes) == viewed
+        assert bytes(part) == encoded_parts(parsed.render(ref))[0][1] and len(part) == len(bytes(part))
+
+
+def test_F10_tool_call_arguments_are_spliced_as_json_text(tmp_path: Path) -> None:
+    """A toolCall's arguments travel as their JSON text: spliced, its quotes and backslashes escaped, the
+    same bytes as `encoded_parts` (which writes the decoded arguments with Python's json)."""
+    args = {"cmd": "printf \"a\\tb\"\n", "paths": ["/x", "é日😀"], "n": 3, "f": 2.5, "ok": True, "none": None}
+    got, want = _one_part(tmp_path, [{"type": "toolCall", "id": "call_1|fc_1", "name": "bash", "arguments": args}],
+                          "assistant")
+    assert got is not None and [got[1]] == want
+    assert got[1].endswith(b'"arguments":' + dumps(dumps(args)).encode() + b',"block":0}]}')
+
+
+def test_F10_dict_pages_read_back_the_spliced_parts_a_bytes_page_kept(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One reader serves every page as bytes (its part cache then holds spliced parts, long texts as views of
+    the file), then every page again as dicts: each dict page, read back from those kept parts, is the page
+    a fresh reader makes, and serializes to the bytes page."""
+    bench = _bench()
+    root = world.top / "gen"
+    sessions = root / ".pi/state/alpha/sessions"
+    sessions.mkdir(parents=True)
+    bench.generate(sessions / "g.jsonl", os.path.realpath(root), target=400_000, fork_count=1)
+    world.approve(root)
+    twin = Twin(world, monkeypatch)
+    cid = world.cid(root, "g.jsonl")
+    served: list[bytes] = []
+    res = twin.raw.open(conversation=cid, as_json=True)
+    while True:
+        served.append(res)
+        cursor = json.loads(res)["cursor"]
+        if cursor is None:
+            break
+        res = twin.raw.next(cursor=cursor["id"], conversation=cid, branch="main", as_json=True)
+    twin.n = 0
+    again = twin.raw.open(conversation=cid)
+    twin.n = 0
+    fresh = twin.dicts.open(conversation=cid)
+    pages = 0
+    while True:
+        assert again == fresh and dump_bytes(again) == dump_bytes(fresh)
+        pages += 1
+        if again["cursor"] is None:
+            break
+        n = twin.n
+        again = twin.raw.next(cursor=again["cursor"]["id"], conversation=cid, branch="main")
+        twin.n = n
+        fresh = twin.dicts.next(cursor=fresh["cursor"]["id"], conversation=cid, branch="main")
+    assert pages == len(served) >= 3

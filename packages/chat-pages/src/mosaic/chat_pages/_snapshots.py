@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     Parsed = mosaic.pi_format.model.Parsed | mosaic.claude_format.model.Parsed
     Branch = mosaic.pi_format.model.Branch | mosaic.claude_format.model.Branch
 
-from ._parts import encoded_from, encoded_parts, item_key, raws_of
+from ._parts import Encoded, encoded_from, encoded_parts, held, item_key, raws_of
+from ._rawparts import json_part
 from ._refusal import ReaderRefusal
 
 #: Seed "Costs": a parse cache and a branch-entries cache, two snapshots each.
@@ -219,22 +220,23 @@ class PartCache:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.size = 0
-        self._kept: dict[int, tuple[bytes, tuple[bytes, ...]]] = {}
+        self._kept: dict[int, tuple[bytes, tuple[Encoded, ...]]] = {}
         self._latest: list[int] = []  # a max-heap of the kept refs (negated)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._kept)
 
-    def get(self, ref: int) -> tuple[bytes, tuple[bytes, ...]] | None:
+    def get(self, ref: int) -> tuple[bytes, tuple[Encoded, ...]] | None:
         """(digest key, parts' JSON bytes) of the item `ref`, or None when it is not kept."""
         return self._kept.get(ref)
 
-    def put(self, ref: int, key: bytes, raws: tuple[bytes, ...]) -> None:
-        """Keep the item `ref` if it fits, evicting items later in the file than it."""
+    def put(self, ref: int, key: bytes, raws: tuple[Encoded, ...]) -> None:
+        """Keep the item `ref` if it fits, evicting items later in the file than it. A part spliced from the
+        file's bytes (`_parts.Spliced`) costs what it holds of its own, not the texts it views."""
         if ref < 0:
             return
-        cost = sum(len(raw) for raw in raws) + len(key) + self.OVERHEAD * (len(raws) + 1)
+        cost = sum(held(raw) for raw in raws) + len(key) + self.OVERHEAD * (len(raws) + 1)
         with self._lock:
             if ref in self._kept:
                 return
@@ -242,7 +244,7 @@ class PartCache:
             while self.size + cost > self.budget and latest and -latest[0] > ref:
                 gone = -heapq.heappop(latest)
                 _, old = self._kept.pop(gone)
-                self.size -= sum(len(raw) for raw in old) + len(_) + self.OVERHEAD * (len(old) + 1)
+                self.size -= sum(held(raw) for raw in old) + len(_) + self.OVERHEAD * (len(old) + 1)
             if self.size + cost > self.budget:
                 return
             self._kept[ref] = (key, raws)
@@ -251,9 +253,11 @@ class PartCache:
 
 
 def part_budget(size: int) -> int:
-    """How many bytes of parts a snapshot of `size` bytes keeps: half the file, between 1 and 64 MiB (so a
-    reader that served every page of it holds at most about 1.5x the file)."""
-    return max(1 << 20, min(64 << 20, size // 2))
+    """How many bytes of parts a snapshot of `size` bytes keeps: a quarter of the file, between 1 and 64 MiB,
+    so a reader that served every page of it holds under 1.5x the file (issue 34: 1.33x at 18.6 MB, 1.45x at
+    100 MB; a third held 1.45x and 1.55x). A part spliced from the file's bytes counts only what it holds of
+    its own (`_parts.held`), so a quarter keeps more items than half did when every part was a copy."""
+    return max(1 << 20, min(64 << 20, size // 4))
 
 
 @dataclass(eq=False)
@@ -275,6 +279,11 @@ class Snap:
     # (branch, chunk number) -> the refs of that chunk of the branch's items (ints: what pi-format's
     # Branch.refs_from returns; nothing is rendered to find them).
     chunks: dict[tuple[str, int], array[int]] = field(default_factory=dict)
+    # pi-format's render_json (an entry's item as JSON cut from its line), None for a format without one.
+    _render_json: Callable[[int], Any] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._render_json = getattr(self.parsed, "render_json", None)
 
     @property
     def length(self) -> int:
@@ -298,14 +307,30 @@ class Snap:
         kept = self.parts.get(ref)
         if kept is not None:
             return kept[0]
+        if self._render_json is not None:
+            ij = self._render_json(ref)
+            if ij is not None:
+                return f"{ij.id}@{ij.line}\n".encode()  # item_key of an entry's own item
         return item_key(self.parsed.render(ref))
 
-    def parts_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[tuple[dict[str, Any], bytes]]]:
+    def made(self, ref: int) -> tuple[bytes, tuple[Encoded, ...]]:
+        """(follow-digest key, parts' JSON bytes) of the item `ref`, made now: spliced from its line's bytes
+        (`_rawparts.json_part`) where pi-format cuts its JSON, else rendered and encoded (`encoded_parts`)."""
+        if self._render_json is not None:
+            ij = self._render_json(ref)
+            if ij is not None:
+                got = json_part(ij)
+                if got is not None:
+                    return got
+        item = self.parsed.render(ref)
+        return item_key(item), raws_of(encoded_parts(item))
+
+    def parts_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[tuple[dict[str, Any], Encoded]]]:
         """A function from an item index of `branch` to that item's parts with their JSON bytes, each made
         and serialized once while it is kept (the bytes size the page and are the page's serialization); a
         kept item is read back from its bytes, never rendered again. It puts each item's follow-digest key
         in `keys` (by index), so the page that asked digests its items without rendering them again."""
-        def get(i: int) -> Sequence[tuple[dict[str, Any], bytes]]:
+        def get(i: int) -> Sequence[tuple[dict[str, Any], Encoded]]:
             ref = self.ref_at(branch, i)
             kept = self.parts.get(ref)
             if kept is None:
@@ -319,16 +344,26 @@ class Snap:
 
         return get
 
-    def part_bytes_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[bytes]]:
+    def part_bytes_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[Encoded]]:
         """`parts_of` as the parts' JSON bytes alone (a page served as bytes): a kept item's bytes as they are
-        kept, never read back into dicts; an item not kept rendered, serialized and kept as `parts_of` does."""
-        def get(i: int) -> Sequence[bytes]:
-            ref = self.ref_at(branch, i)
-            kept = self.parts.get(ref)
+        kept, never read back into dicts; an item not kept made (`made`: spliced from its line's bytes where
+        it can be, else rendered and serialized) and kept as `parts_of` does. A page asks for its items in
+        order, so the chunk of refs last looked up is held here (`ref_at` without its lookup per item)."""
+        kept_of = self.parts.get
+        at = [-1]
+        refs: list[array[int]] = [array("q")]
+
+        def get(i: int) -> Sequence[Encoded]:
+            c = i // _ITEM_CHUNK
+            if c != at[0]:
+                self.ref_at(branch, i)  # the chunk made (or found) and kept in `chunks`
+                refs[0] = self.chunks[(branch, c)]
+                at[0] = c
+            ref = refs[0][i - c * _ITEM_CHUNK]
+            kept = kept_of(ref)
             if kept is None:
-                item = self.parsed.render(ref)
-                keys[i] = key = item_key(item)
-                raws = raws_of(encoded_parts(item))
+                key, raws = self.made(ref)
+                keys[i] = key
                 self.parts.put(ref, key, raws)
                 return raws
             keys[i] = kept[0]

@@ -17,7 +17,8 @@ Each changes module state for the whole process while its block runs: use it fro
 
 The machinery: how an item becomes parts and a long string fragments (`fragments(text)`: never inside a
 surrogate pair; `sized_parts(item)` and `encoded_parts(item)`: an item's parts with their serialized sizes
-or bytes; `part_from_json(raw)`: a kept part read back); the lanes reader calls run on (`Lanes`, and
+or bytes; `part_from_json(raw)`: a kept part read back; `json_part(item_json)`: the one part spliced from the
+JSON pieces pi-format cuts from an entry's line, with its follow-digest key, or None); the lanes reader calls run on (`Lanes`, and
 `lane_of(target)`, the conversation a target asks for); `RACY_NS`, how much older than a verification a
 file's ctime must be for the re-verification shortcut to skip hashing the pinned prefix again (git's
 racily-clean rule; README "Snapshots, epochs, cursors"); the guard's `loopback_hosts(address, port)` (the
@@ -38,6 +39,7 @@ from ._cli import SERVE_SWITCH_INTERVAL
 from ._guard import loopback_hosts, split_token
 from ._lanes import Lanes, lane_of
 from ._parts import encoded_parts, fragments, part_from_json, sized_parts
+from ._rawparts import json_part
 from ._snapshots import RACY_NS
 from ._sources import receipts_rel, same_path, sessions_rel
 
@@ -50,6 +52,7 @@ __all__ = [
     "general_parts_path",
     "header_timeout",
     "json_encodes",
+    "json_part",
     "lane_of",
     "loopback_hosts",
     "part_encodes",

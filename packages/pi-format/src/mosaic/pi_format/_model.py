@@ -36,6 +36,7 @@ __all__ = [
     "Header",
     "ImageBlock",
     "Item",
+    "ItemJson",
     "ItemKind",
     "Json",
     "Notice",
@@ -224,6 +225,25 @@ class Item(msgspec.Struct, frozen=True, gc=False):
         }
 
 
+class ItemJson(msgspec.Struct, frozen=True, gc=False):
+    """An entry's item as the JSON of each of its values, cut from the entry's line without decoding its
+    strings (`Parsed.render_json`). For the item `Parsed.render(ref)` makes, with `d = item.to_json()`:
+    `id`, `kind`, `line` are d's (`entry` is `id`, `notice` is null); `timestamp` is the JSON of
+    d["timestamp"]; `attrs` is (name, JSON of the value) of each of d["attrs"], in order; `blocks` is, for
+    each of d["blocks"], (key, JSON of the value) of each of its keys in order, a toolCall's `arguments` being
+    the JSON of the arguments value. "The JSON" is exactly what a compact encoder writes (msgspec, or Python's
+    json with ensure_ascii=False and `(",", ":")` separators: the same bytes for every value here). A block's
+    long `text` (over 512 bytes of JSON) is a `msgspec.Raw`: a view of the file's bytes holding that JSON (a
+    string token), not a copy; every other value is `bytes`."""
+
+    id: str
+    kind: ItemKind
+    line: int
+    timestamp: bytes
+    attrs: tuple[tuple[str, bytes], ...]
+    blocks: tuple[tuple[tuple[str, bytes | msgspec.Raw], ...], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class Header:
     """Line 1. `id` is the raw Pi session id; `cwd` is absolute (else the file was refused)."""
@@ -381,6 +401,15 @@ class Parsed:
         forest = self._state.forest  # type: ignore[attr-defined]
         item: Item = forest.render(ref)
         return item
+
+    def render_json(self, ref: int) -> ItemJson | None:
+        """The item a ref names as the JSON of its values, cut from its line's bytes (`ItemJson`), or None
+        when this fast path cannot prove those bytes are the rendered item's (a notice, a line the exact
+        decoder read, a non-canonical escape, a long integer, ...): the caller then uses `render(ref)`.
+        Where it is not None, it equals the JSON of `render(ref).to_json()` value by value."""
+        forest = self._state.forest  # type: ignore[attr-defined]
+        got: ItemJson | None = forest.render_json(ref)
+        return got
 
     def unreadable_run_count(self) -> int:
         """How many runs `unreadable_runs` yields (how many malformed-line notices a branch holds)."""

@@ -39,13 +39,20 @@ SHOWN_TYPES = frozenset({"message", "custom_message", "compaction", "branch_summ
 #: Message roles a `message` entry may carry in Pi 0.85.1 (FACTS.md (c); session-format.md 72-172).
 ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution"})
 
-_TYPE_NAME_MAX = 64
+#: How much of an unknown block type (or a described value) an unsupported block names.
+TYPE_NAME_MAX = 64
+
+#: The string attributes an assistant message keeps, in order (the raw render, `_rawrender`, reads these too).
+ASSISTANT_STR_ATTRS = ("stopReason", "errorMessage", "provider", "model", "api")
+
+#: The boolean attributes a bashExecution message keeps after `exitCode`, in order.
+BASH_BOOL_ATTRS = ("cancelled", "truncated", "excludeFromContext")
 
 
 def describe(value: object) -> str:
     """A short, safe description of a JSON value for a notice message (never the full content)."""
     if isinstance(value, str):
-        return repr(value[:_TYPE_NAME_MAX] + ("..." if len(value) > _TYPE_NAME_MAX else ""))
+        return repr(value[:TYPE_NAME_MAX] + ("..." if len(value) > TYPE_NAME_MAX else ""))
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -104,7 +111,7 @@ def _block(element: object) -> Block:
     if btype == "image":
         return ImageBlock(mime_type=_str_or_none(element.get("mimeType")))
     if isinstance(btype, str):
-        return UnsupportedBlock(btype[:_TYPE_NAME_MAX])
+        return UnsupportedBlock(btype[:TYPE_NAME_MAX])
     return UnsupportedBlock("<no type>")
 
 
@@ -196,7 +203,7 @@ def _render_message(msg: object, safe: str, nsid: str, line: int, timestamp: str
     if role == "user":
         return Item(nsid, "user", line, timestamp, content_blocks(msg.get("content")), attrs, nsid)
     if role == "assistant":
-        for key in ("stopReason", "errorMessage", "provider", "model", "api"):
+        for key in ASSISTANT_STR_ATTRS:
             _put(attrs, key, msg.get(key), str)
         return Item(nsid, "assistant", line, timestamp, content_blocks(msg.get("content")), attrs, nsid)
     if role == "toolResult":
@@ -215,7 +222,7 @@ def _render_message(msg: object, safe: str, nsid: str, line: int, timestamp: str
         if isinstance(output, str):
             blocks.append(TextBlock(output))
         _put(attrs, "exitCode", msg.get("exitCode"), int)
-        for key in ("cancelled", "truncated", "excludeFromContext"):
+        for key in BASH_BOOL_ATTRS:
             _put(attrs, key, msg.get(key), bool)
         return Item(nsid, "bashExecution", line, timestamp, tuple(blocks), attrs, nsid)
     return notice_item(

@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._ids import BRANCH_PREFIX, HASH_PREFIX, MAIN_BRANCH, NATIVE_PREFIX, safe_id
 from ._line_notices import LineNotices
-from ._lines import PBAD, PEND, SHOWS, Index
-from ._model import LINES_CAP, Branch, Entry, Item
+from ._lines import KEPT, PBAD, PEND, SHOWS, Index
+from ._model import LINES_CAP, Branch, Entry, Item, ItemJson
+from ._rawrender import render_json
 from ._render import describe, notice_item, render_entry
 
 if TYPE_CHECKING:
@@ -255,6 +256,21 @@ class Forest:
         """Winner w's item (or the notice standing for it), None when hidden. Decoded and rendered now."""
         value = self.ix.value(self.record(w))
         return render_entry(value, value["id"], self.lines[w])  # the raw id, as the id table has it
+
+    def render_json(self, ref: int) -> ItemJson | None:
+        """`render(ref)` as the JSON of its values cut from the line (`_rawrender`), or None (module doc
+        there): only an entry's own item (an even ref) of a line msgspec read (not KEPT)."""
+        if ref < 0 or ref & 1:
+            return None
+        w = ref >> 1
+        if not w < self.n:
+            raise ValueError(f"no item {ref} in this parse")
+        ix = self.ix
+        r = self.record(w)
+        if ix.flags[r] & KEPT:
+            return None
+        buf, a, b = ix.span(r)
+        return render_json(buf, a, b, self.raw_id(w), self.lines[w])
 
     def pre_item(self, w: int) -> Item | None:
         """The notice standing before winner w (its parent is missing, or a loop was cut there), or None."""
