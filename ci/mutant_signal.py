@@ -21,6 +21,11 @@ For every failed report it writes one JSON line to the file named by ``MOSAIC_MU
   None`` still records the timeout as its ``__context__``).
 
 ci/mutants.py reads it (`classify`).
+
+In a mutated run (``MOSAIC_MUTANT_SIGNALS`` set) Hypothesis does not shrink or explain a failing example
+(`pytest_configure` loads a profile without those phases before any test module is imported): a mutant is
+killed by the first example that fails, and shrinking it to the smallest took up to 15 s a mutant, which
+tells the pass nothing. A property test's own ``@settings`` that names its ``phases`` keeps them.
 """
 
 from __future__ import annotations
@@ -65,6 +70,20 @@ def was_a_timeout(exc: BaseException) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
+
+
+MUTANTS_PROFILE = "mosaic-mutants"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("MOSAIC_MUTANT_SIGNALS"):
+        return
+    try:
+        from hypothesis import Phase, settings
+    except ImportError:  # a suite without Hypothesis
+        return
+    settings.register_profile(MUTANTS_PROFILE, phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target))
+    settings.load_profile(MUTANTS_PROFILE)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -47,11 +47,18 @@ patch that lost its place. `python ci/mutants.py STEM...` runs only the named mu
 (default: the CPU count, at most 2) runs the mutants of the unit suites on N scratch copies side by side, each copy patched by one
 mutant at a time. The mutants whose killers are in a cohort suite (`tests_cohort`: real cgroups, a systemd
 sandbox) run after them, one at a time, so that two labs never share the machine's cgroup tree at once.
+
+Beside the engine lane (`bash ci/test`: ci/run_sessions.py starts the pass while the engine sessions may still
+run, and names a file it holds an exclusive lock on until they have ended in `MOSAIC_ENGINE_LANE_LOCK`), the
+pass works on its first scratch copy only until it can take a shared lock on that file, then on all of them,
+and runs no cohort suite (baseline or mutant) before it took it (`LaneGate`). Without the variable it starts
+on every copy at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -209,6 +216,7 @@ class Scratch:
         self.tree = self.dir / "tree"
         shutil.copytree(workspace.ROOT, self.tree, ignore=COPY_IGNORE, symlinks=True)
         self.venvs: dict[str, pathlib.Path] = {}
+        self.servers: dict[str, subprocess.Popen[str]] = {}
 
     def compile_sources(self) -> None:
         """Bytecode for the unpatched sources, checked against each source's hash at every import: a module
@@ -237,27 +245,50 @@ class Scratch:
             self.venvs[package] = python
         return self.venvs[package]
 
+    def _env(self) -> dict[str, str]:
+        """What every pytest run of this copy shares. Bytecode is written: the third-party modules' on their
+        first import (they never change), the scratch sources' checked against their hash (`compile_sources`),
+        so a patched module is always compiled from its source. Without it every run compiled pytest and
+        hypothesis again, a second or more each."""
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "MOSAIC_MUTANT_SIGNALS")}
+        env["MOSAIC_REPO"] = str(self.tree)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.tree / "ci"), env.get("PYTHONPATH", "")) if p)
+        return env
+
+    def _server(self, package: str) -> subprocess.Popen[str]:
+        """The package's pytest fork server (ci/pytest_forkserver.py), started on first use in its venv and
+        directory: pytest and Hypothesis imported once, each run a fork of it (no module of the tree imported
+        before the fork)."""
+        server = self.servers.get(package)
+        if server is None or server.poll() is not None:
+            server = subprocess.Popen([str(self.python(package)), "-m", "pytest_forkserver"],
+                                      cwd=str(self.tree / "packages" / package), env=self._env(),
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            self.servers[package] = server
+        return server
+
     def pytest(self, package: str, killed_by: list[str],
                signals_file: pathlib.Path | None = None) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
         ids = [str(pkg_dir / k) for k in killed_by]
-        # Bytecode is written: the third-party modules' on their first import (they never change), the scratch
-        # sources' checked against their hash (`compile_sources`), so a patched module is always compiled from
-        # its source. Without it every run compiled pytest and hypothesis again, a second or more each.
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["MOSAIC_REPO"] = str(self.tree)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.tree / "ci"), env.get("PYTHONPATH", "")) if p)
-        if signals_file is not None:
-            env["MOSAIC_MUTANT_SIGNALS"] = str(signals_file)
+        extra = {} if signals_file is None else {"MOSAIC_MUTANT_SIGNALS": str(signals_file)}
         # The baseline stops at its first failure; a mutated run runs every named test, so that one test's
         # crash never hides another's assertion.
         first = ["-x"] if signals_file is None else []
-        cmd = [str(self.python(package)), "-m", "pytest", "-p", "no:cacheprovider", "-p", "mutant_signal", *first, "-q",
-               "--import-mode=importlib", "--rootdir", str(pkg_dir / suite_of(killed_by[0])), *ids]
+        argv = ["-p", "no:cacheprovider", "-p", "mutant_signal", *first, "-q", "--import-mode=importlib",
+                "--rootdir", str(pkg_dir / suite_of(killed_by[0])), *ids]
+        server = self._server(package)
+        assert server.stdin is not None and server.stdout is not None
         try:
-            return _run(cmd, cwd=str(pkg_dir), env=env, timeout=TEST_TIMEOUT_S)
-        except subprocess.TimeoutExpired as exc:
-            return subprocess.CompletedProcess(cmd, TIMED_OUT, str(exc.stdout or ""), f"timeout after {TEST_TIMEOUT_S}s")
+            server.stdin.write(json.dumps({"argv": argv, "env": extra, "timeout": TEST_TIMEOUT_S}) + "\n")
+            server.stdin.flush()
+            answer = json.loads(server.stdout.readline())
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"the pytest fork server for {package} failed ({exc!r}); its exit status: {server.poll()}") from exc
+        cmd = [str(self.python(package)), "-m", "pytest", *argv]
+        if answer["returncode"] == TIMED_OUT:
+            return subprocess.CompletedProcess(cmd, TIMED_OUT, answer["output"], f"timeout after {TEST_TIMEOUT_S}s")
+        return subprocess.CompletedProcess(cmd, answer["returncode"], answer["output"], "")
 
     def patch(self, mutant: Mutant, *, reverse: bool = False, dry: bool = False) -> subprocess.CompletedProcess[str]:
         cmd = ["patch", "-p1", "--fuzz=0", "--batch", "--forward", "-s", "-d", str(self.tree), "-i", str(mutant.path)]
@@ -269,6 +300,16 @@ class Scratch:
         return _run(cmd)
 
     def remove(self) -> None:
+        for server in self.servers.values():
+            if server.stdin is not None:
+                server.stdin.close()  # the server ends at the end of its requests
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            if server.stdout is not None:
+                server.stdout.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -328,10 +369,49 @@ def _jobs(argv: list[str]) -> tuple[int, list[str]]:
     return (workspace.DEFAULT_JOBS if value is None else max(1, int(value or "1"))), rest
 
 
+LANE_LOCK_ENV = "MOSAIC_ENGINE_LANE_LOCK"
+
+
+class LaneGate:
+    """Whether the engine lane has ended: open at once without a lane lock file; else it opens when a thread
+    of its own has taken a shared lock on the file (held exclusively by ci/run_sessions.py while the engine
+    sessions run; released, never held, once taken)."""
+
+    def __init__(self, lock_path: str | None) -> None:
+        self._open = threading.Event()
+        if not lock_path:
+            self._open.set()
+            return
+        threading.Thread(target=self._take, args=(lock_path,), name="mutants-lane-gate", daemon=True).start()
+
+    def _take(self, lock_path: str) -> None:
+        try:
+            fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # the runner's lock file is gone: its lane has ended with it
+            self._open.set()
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        finally:
+            os.close(fd)
+            self._open.set()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._open.wait(timeout)
+
+
+OPEN = LaneGate(None)
+
+
 def _run_all(mutants: list[Mutant], scratches: list[Scratch],
-             baseline: dict[tuple[str, str], bool]) -> dict[str, Outcome]:
+             baseline: dict[tuple[str, str], bool], gate: LaneGate = OPEN) -> dict[str, Outcome]:
     """Each mutant on one scratch copy: the unit suites' mutants shared out among the copies (a queue each
-    worker takes from), then the serial suites' mutants one at a time on the first copy."""
+    worker takes from; the copies past the first once `gate` is open), then the serial suites' mutants one at
+    a time on the first copy, once `gate` is open."""
     outcomes: dict[str, Outcome] = {}
     report = threading.Lock()  # one worker's line at a time
 
@@ -342,16 +422,21 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
             print(f"mutant {m.stem} ({m.package}): {out.result} in {out.seconds:.1f}s"
                   + (f"\n{out.detail}" if out.detail else ""), flush=True)
 
-    _share_out([m for m in mutants if not m.serial], scratches, one)
-    for m in mutants:
-        if m.serial:
-            one(scratches[0], m)
+    _share_out([m for m in mutants if not m.serial], scratches, one, gate)
+    serial = [m for m in mutants if m.serial]
+    if serial and not gate.is_open:
+        print("mutants: the cohort suites' mutants wait for the engine lane to end", flush=True)
+    gate.wait()
+    for m in serial:
+        one(scratches[0], m)
     return outcomes
 
 
-def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch, T], None]) -> None:
+def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch, T], None],
+               gate: LaneGate = OPEN) -> None:
     """Run `one(scratch, item)` for every item, the items shared out among the scratch copies (a queue each
-    copy's worker takes from, in order); the first exception a worker raised is raised once all have ended."""
+    copy's worker takes from, in order); the first exception a worker raised is raised once all have ended.
+    Every copy but the first takes an item only once `gate` is open (it ends if the queue ran dry first)."""
     work: queue.SimpleQueue[T] = queue.SimpleQueue()
     for item in items:
         work.put(item)
@@ -359,6 +444,10 @@ def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch,
 
     def worker(scratch: Scratch) -> None:
         try:
+            if scratch is not scratches[0]:
+                while not gate.wait(0.2):
+                    if work.empty():
+                        return
             while True:
                 try:
                     item = work.get_nowait()
@@ -377,10 +466,11 @@ def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch,
         raise failures[0]
 
 
-def _baselines(mutants: list[Mutant], scratches: list[Scratch]) -> dict[tuple[str, str], bool]:
+def _baselines(mutants: list[Mutant], scratches: list[Scratch], gate: LaneGate = OPEN) -> dict[tuple[str, str], bool]:
     """Once per package suite: do its named tests all pass on the unpatched copy? The unit suites' runs are
     shared out among the scratch copies as their mutants are (the largest first; each copy makes the venvs it
-    will need), the cohort suites' one at a time after them, on the first copy. Only when a suite fails here
+    will need; the copies past the first once `gate` is open), the cohort suites' one at a time after them,
+    on the first copy, once `gate` is open. Only when a suite fails here
     are its mutants checked one by one, to name the test that fails anyway."""
     killers = {(m.package, s): set[str]() for m in mutants for s in m.suites}
     for m in mutants:
@@ -401,8 +491,11 @@ def _baselines(mutants: list[Mutant], scratches: list[Scratch]) -> dict[tuple[st
                 print(_tail(proc), flush=True)
 
     unit = sorted((k for k in killers if k[1] not in SERIAL_SUITES), key=lambda k: (-len(killers[k]), k))
-    _share_out(unit, scratches, one)
-    for key in sorted(k for k in killers if k[1] in SERIAL_SUITES):
+    _share_out(unit, scratches, one, gate)
+    serial = sorted(k for k in killers if k[1] in SERIAL_SUITES)
+    if serial:
+        gate.wait()
+    for key in serial:
         one(scratches[0], key)
     return results
 
@@ -466,8 +559,12 @@ def main(argv: list[str]) -> int:
     uv = workspace.tool("uv")
     print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}; venvs made with "
           + (uv if uv is not None else "the venv module and pip (no uv in the tool venv or on PATH)"), flush=True)
+    gate = LaneGate(os.environ.get(LANE_LOCK_ENV))
+    if not gate.is_open:
+        print("mutants: beside the engine lane: one scratch copy until it ends, the cohort suites after it",
+              flush=True)
     try:
-        outcomes = _run_all(mutants, scratches, _baselines(mutants, scratches))
+        outcomes = _run_all(mutants, scratches, _baselines(mutants, scratches, gate), gate)
         rows = [(m, outcomes[m.stem]) for m in mutants]
     finally:
         for sc in scratches:

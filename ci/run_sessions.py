@@ -11,7 +11,11 @@ With two jobs (`--jobs N`, default the CPU count, at most 2) the sessions run in
 - beside it, the package suites, `lint` and `build`, which touch nothing outside their own venv, the
   repository's `dist/` (build only) and temporary directories (no cgroup, no real Pi, no user manager);
   a worker that is free takes the next of them;
-- `mutants` last, alone: it runs its own scratch copies side by side.
+- `mutants` on the first worker free once every package suite, `lint` and `build` has started, beside what
+  is left of the engine lane: run_sessions holds an exclusive lock on a file of its own (named to the pass in
+  `MOSAIC_ENGINE_LANE_LOCK`) for as long as the engine lane runs, and the pass works on one scratch copy
+  until it can take that lock, then on all of them; its cohort suites (real cgroups, the user manager) run
+  only after it took it, so they never meet an engine session.
 Each session's output is printed whole when it ends, so no two interleave. `--jobs 1` runs every session
 one after another in the order given, streamed as it goes.
 """
@@ -19,9 +23,13 @@ one after another in the order given, streamed as it goes.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import fcntl
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -42,13 +50,18 @@ def header(name: str) -> str:
     return f"\n===== nox -s {name}{' -- ' + ' '.join(extra) if extra else ''} ====="
 
 
-def run(name: str, *, stream: bool = True) -> tuple[str, str, float]:
-    """Run one session; its output goes to stdout as it comes (`stream`) or whole, with its header, at its end."""
+#: The environment variable naming the engine lane's lock file to the mutation pass (ci/mutants.py reads it).
+LANE_LOCK_ENV = "MOSAIC_ENGINE_LANE_LOCK"
+
+
+def run(name: str, *, stream: bool = True, env: dict[str, str] | None = None) -> tuple[str, str, float]:
+    """Run one session; its output goes to stdout as it comes (`stream`) or whole, with its header, at its end.
+    `env`: variables added to this process's environment for the session."""
     start = time.monotonic()
     extra = POSARGS.get(name, [])
     argv = [str(workspace.TOOLS_BIN / "nox"), "-s", name, *(["--", *extra] if extra else [])]
-    proc = subprocess.Popen(argv, cwd=workspace.ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(argv, cwd=workspace.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            bufsize=1, env=None if env is None else {**os.environ, **env})
     reason = ""
     kept: list[str] = []
     assert proc.stdout is not None
@@ -93,21 +106,36 @@ def main(argv: list[str]) -> int:
     beside = [n for n in names if n in SIDE_BY_SIDE]
     two_lanes = jobs > 1 and len(lane) + len(beside) > 1
     if two_lanes:
+        gated = ["mutants"] if "mutants" in names and lane else []
         print(f"\n===== {jobs} at a time: {' '.join(lane) or '-'} one after another (the engine lane), beside "
-              f"{' '.join(beside) or '-'}; then the rest =====", flush=True)
+              f"{' '.join(beside) or '-'}{', then mutants (its cohort suites after the engine lane)' if gated else ''}"
+              f"; then the rest =====", flush=True)
+        with contextlib.ExitStack() as stack:
+            env: dict[str, str] = {}
+            lock_fd = -1
+            if gated:
+                lock_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="mosaic-lane-"))
+                env[LANE_LOCK_ENV] = os.path.join(lock_dir, "engine-lane.lock")
+                lock_fd = os.open(env[LANE_LOCK_ENV], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                stack.callback(os.close, lock_fd)
+                fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held for as long as the engine lane runs
 
-        def one(name: str) -> None:
-            results[name] = run(name, stream=False)
+            def one(name: str) -> None:
+                results[name] = run(name, stream=False, env=env if name in gated else None)
 
-        def engine_lane() -> None:
-            for name in lane:
-                one(name)
+            def engine_lane() -> None:
+                try:
+                    for name in lane:
+                        one(name)
+                finally:
+                    if lock_fd >= 0:
+                        fcntl.flock(lock_fd, fcntl.LOCK_UN)
 
-        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            done = [pool.submit(engine_lane)] if lane else []
-            done += [pool.submit(one, n) for n in beside]
-            for future in done:
-                future.result()
+            with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+                done = [pool.submit(engine_lane)] if lane else []
+                done += [pool.submit(one, n) for n in [*beside, *gated]]  # mutants once a worker is free
+                for future in done:
+                    future.result()
     for name in names:
         if name not in results:
             print(header(name), flush=True)

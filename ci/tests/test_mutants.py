@@ -138,6 +138,30 @@ def test_the_plugin_records_the_raising_frame_and_a_timeout_behind_an_assertion(
                       "test_wait": "HUNG", "test_timeout": "HUNG"}
 
 
+def test_in_a_mutated_run_hypothesis_neither_shrinks_nor_explains(tmp_path: pathlib.Path) -> None:
+    """The plugin loads a Hypothesis profile without the shrink and explain phases in a mutated run only
+    (MOSAIC_MUTANT_SIGNALS set), before the test modules are imported, so a property test's own @settings
+    inherits it; a baseline run (no signals file) keeps Hypothesis's defaults."""
+    suite = tmp_path / "tests"
+    suite.mkdir()
+    (suite / "test_h.py").write_text(
+        "from hypothesis import Phase, given, settings, strategies as st\n"
+        "@settings(max_examples=5, database=None)\n"
+        "@given(st.integers())\n"
+        "def test_phases(n):\n"
+        "    assert Phase.shrink not in settings().phases and Phase.explain not in settings().phases\n"
+        "    assert Phase.generate in settings().phases\n")
+    ci = str(pathlib.Path(__file__).resolve().parents[1])
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutant_signal", "--rootdir",
+            str(suite), str(suite / "test_h.py")]
+    base = {k: v for k, v in os.environ.items() if k != "MOSAIC_MUTANT_SIGNALS"}
+    mutated = subprocess.run(argv, env={**base, "PYTHONPATH": ci, "MOSAIC_MUTANT_SIGNALS": str(tmp_path / "s.jsonl")},
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert mutated.returncode == 0, mutated.stdout + mutated.stderr
+    baseline = subprocess.run(argv, env={**base, "PYTHONPATH": ci}, capture_output=True, text=True, cwd=tmp_path)
+    assert baseline.returncode == 1, baseline.stdout + baseline.stderr  # the defaults shrink
+
+
 def test_jobs_are_read_from_the_arguments_and_the_rest_are_mutant_names() -> None:
     assert mutants._jobs(["--jobs", "3", "a-mutant"]) == (3, ["a-mutant"])
     assert mutants._jobs(["--jobs=1", "b"]) == (1, ["b"])
@@ -210,6 +234,47 @@ def test_the_baselines_are_shared_out_among_the_copies_and_the_cohort_suites_run
     assert [name for name, _ in cohort] == ["first", "first"] and min(i for _, i in cohort) == len(runs) - 2
 
 
+def test_beside_the_engine_lane_only_the_first_copy_works_and_no_cohort_suite_runs_until_the_lane_ends(
+        tmp_path: pathlib.Path) -> None:
+    """Issue 34 (bash ci/test within 12 minutes): while the runner holds the engine lane's lock, the baselines run
+    on the first copy alone and no cohort suite runs; once it lets go, the second copy joins and the cohort
+    suites run, still one at a time, on the first copy."""
+    import fcntl
+
+    lock = tmp_path / "engine-lane.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    ms = [mutants.Mutant(pathlib.Path(f"{i}.patch"), "w", "-", pkg, killers) for i, (pkg, killers) in enumerate([
+        ("controller", ["tests/test_a.py::t1", "tests_cohort/test_k.py::k1"]),
+        ("pi-format", ["tests/test_p.py::t"]),
+        ("safe-open", ["tests/test_s.py::t"]),
+        ("writer-claim", ["tests/test_w.py::t"]),
+        ("claude-rpc", ["tests/test_c.py::t"]),
+        ("cgroup-cohort", ["tests_cohort/test_c.py::c"]),
+    ])]
+    runs: list[tuple[str, str, str]] = []
+    _FakeScratch.running = _FakeScratch.most = 0
+    copies = [_FakeScratch("first", runs, set()), _FakeScratch("second", runs, set())]
+    gate = mutants.LaneGate(str(lock))
+    got: dict[tuple[str, str], bool] = {}
+    worker = threading.Thread(target=lambda: got.update(mutants._baselines(ms, copies, gate)))  # type: ignore[arg-type]
+    worker.start()
+    time.sleep(0.4)  # the first copy has run every unit suite's baseline (0.05 s each) by now
+    while_held = list(runs)
+    assert not gate.is_open and worker.is_alive()
+    assert {name for name, _, _ in while_held} == {"first"} and len(while_held) == 5
+    assert all(suite == "tests" for _, _, suite in while_held)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+    worker.join(10)
+    assert gate.is_open and not worker.is_alive() and all(got.values()) and len(got) == 7
+    assert [(name, s) for name, _, s in runs[5:]] == [("first", "tests_cohort"), ("first", "tests_cohort")]
+
+
+def test_without_a_lane_lock_every_copy_starts_at_once() -> None:
+    assert mutants.LaneGate(None).is_open and mutants.OPEN.is_open
+
+
 # Issue 26, item 1: the pass makes its venvs with the tool venv's uv by its path (nox puts only the session's
 # venv on PATH, and ci/bootstrap's uv lives in .cache/tools/venv), or with the venv module and pip where there
 # is no uv at all; never `uv` by bare name. Each run below has only the system directories on PATH.
@@ -237,7 +302,7 @@ def test_the_pass_runs_a_mutant_with_only_the_system_directories_on_path(scratch
     """A checkout-shaped copy holding the pass, safe-open and one of its mutants: with the tool venv's uv
     (linked into the copy's .cache/tools/venv) and with none anywhere, the pass makes its venv, installs the
     package and kills the mutant."""
-    for name in ("mutants.py", "workspace.py", "mutant_signal.py"):
+    for name in ("mutants.py", "workspace.py", "mutant_signal.py", "pytest_forkserver.py"):
         shutil.copy(REPO / "ci" / name, scratch_repo / "ci" / name)
     shutil.copytree(REPO / "packages" / "safe-open", scratch_repo / "packages" / "safe-open",
                     ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))

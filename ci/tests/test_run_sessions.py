@@ -23,7 +23,15 @@ import workspace  # noqa: E402
 FAKE_NOX = """#!/bin/sh
 name="$2"
 echo "start $name $(date +%s.%N)" >> "$FAKE_LOG"
-for i in 1 2 3; do echo "$name line $i"; sleep 0.1; done
+if [ -n "$MOSAIC_ENGINE_LANE_LOCK" ]; then
+  if flock -n -s "$MOSAIC_ENGINE_LANE_LOCK" true; then held=free; else held=held; fi
+  echo "lane-$held $name $(date +%s.%N)" >> "$FAKE_LOG"
+  flock -s "$MOSAIC_ENGINE_LANE_LOCK" true
+  echo "lane-taken $name $(date +%s.%N)" >> "$FAKE_LOG"
+fi
+pause=0.1
+case " $SLOW " in *" $name "*) pause=0.5;; esac
+for i in 1 2 3; do echo "$name line $i"; sleep $pause; done
 echo "end $name $(date +%s.%N)" >> "$FAKE_LOG"
 case " $FAIL " in *" $name "*) echo "nox > Session $name failed."; exit 1;; esac
 case " $SKIP " in *" $name "*) echo "nox > Session $name skipped: no engine here (took 0 seconds)."; exit 0;; esac
@@ -31,15 +39,16 @@ echo "nox > Session $name was successful."
 """
 
 
-def run_sessions(repo: Path, *args: str, fail: str = "", skip: str = "") -> tuple[subprocess.CompletedProcess[str],
-                                                                                       list[tuple[str, str]]]:
+def run_sessions(repo: Path, *args: str, fail: str = "", skip: str = "",
+                 slow: str = "") -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
     copy_scripts(repo, "run_sessions.py", "workspace.py")
     bindir = repo / ".cache" / "tools" / "venv" / "bin"
     bindir.mkdir(parents=True)
     (bindir / "nox").write_text(FAKE_NOX)
     os.chmod(bindir / "nox", 0o755)
     log = repo / "fake.log"
-    env = {**os.environ, "FAKE_LOG": str(log), "FAIL": fail, "SKIP": skip}
+    env = {**os.environ, "FAKE_LOG": str(log), "FAIL": fail, "SKIP": skip, "SLOW": slow}
+    env.pop("MOSAIC_ENGINE_LANE_LOCK", None)
     done = subprocess.run([sys.executable, str(repo / "ci" / "run_sessions.py"), *args], capture_output=True,
                           text=True, timeout=120, env=env)
     events = [(x.split()[0], x.split()[1]) for x in log.read_text().splitlines()] if log.exists() else []
@@ -67,26 +76,30 @@ def table(stdout: str) -> list[list[str]]:
     return [r.split() for r in rows if not r.startswith(("total time", "sessions:"))]
 
 
-def test_two_lanes_the_engine_sessions_one_after_another_beside_the_package_suites_then_mutants_alone(
+def test_two_lanes_the_engine_sessions_one_after_another_beside_the_package_suites_then_mutants(
         scratch_repo: Path) -> None:
     done, events = run_sessions(scratch_repo, "--jobs", "2")
     assert done.returncode == 0, done
     together = set(workspace.PACKAGES) | {"lint", "build"}
     engine = ["cohort", "smoke", "claude-smoke", "bench", "demo"]
     running: set[str] = set()
+    started_so_far: set[str] = set()
     most = 0
     beside_engine = False
     for kind, name in events:
         if kind == "start":
             running.add(name)
+            started_so_far.add(name)
             # The sessions that share the cgroup tree, the real Pi or the user manager never run at once;
-            # mutants (its own scratch copies side by side) runs alone.
+            # mutants starts only once every package suite, lint and build has started.
             assert len(running & set(engine)) <= 1, running
-            assert name != "mutants" or running == {"mutants"}, running
+            assert name != "mutants" or together <= started_so_far, started_so_far
             beside_engine = beside_engine or bool(running & set(engine) and running & together)
             most = max(most, len(running))
-        else:
+        elif kind == "end":
             running.discard(name)
+    # Only the mutation pass is told of the engine lane's lock (here the lane had ended: the lock was free).
+    assert [(k, n) for k, n in events if k.startswith("lane-")] == [("lane-free", "mutants"), ("lane-taken", "mutants")]
     assert most == 2 and beside_engine  # two lanes, never more than the jobs asked for
     started = [n for k, n in events if k == "start"]
     assert [n for n in started if n in engine] == engine and started[-1] == "mutants"
@@ -97,6 +110,19 @@ def test_two_lanes_the_engine_sessions_one_after_another_beside_the_package_suit
     assert [row[0] for row in table(done.stdout)] == [*workspace.PACKAGES, "lint", "build", "mutants", *engine]
     total = len(workspace.PACKAGES) + 3 + len(engine)  # the package suites, lint, build, mutants, the engine lane
     assert done.stdout.splitlines()[-1] == f"sessions: {total} passed, 0 failed, 0 skipped"
+
+
+def test_mutants_starts_beside_the_engine_lane_and_its_lock_is_held_until_the_lane_has_ended(
+        scratch_repo: Path) -> None:
+    """The mutation pass starts on the worker lint frees while the engine lane still runs; the lane's lock file,
+    named to the pass alone, is held then, and the pass can take it only after the lane's last session ended."""
+    done, events = run_sessions(scratch_repo, "--jobs", "2", "lint", "mutants", "cohort", "smoke", slow="cohort smoke")
+    assert done.returncode == 0, done
+    when = {(k, n): i for i, (k, n) in enumerate(events)}
+    assert when["start", "mutants"] < when["end", "cohort"]  # beside the engine lane
+    assert ("lane-held", "mutants") in when and ("lane-free", "mutants") not in when
+    assert when["lane-taken", "mutants"] > when["end", "smoke"]  # only once the lane's last session ended
+    assert done.stdout.splitlines()[-1] == "sessions: 4 passed, 0 failed, 0 skipped"
 
 
 def test_a_failed_and_a_skipped_session_side_by_side_are_never_shown_passed(scratch_repo: Path) -> None:

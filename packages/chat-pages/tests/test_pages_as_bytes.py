@@ -12,6 +12,7 @@ byte of the two answers can be compared, and each reader walks on with its own c
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import secrets
 import tempfile
@@ -147,7 +148,7 @@ def test_F10_every_page_of_every_fixture_branch_as_bytes_is_the_dict_page_serial
 def test_F10_a_generated_session_as_bytes_every_page_of_every_branch_and_a_follow(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """A realistic session of about 2,900 entries and 5 MB with 3 forks (the benchmark's generator), whose
-    part cache (half the file) cannot keep every item, so later branches render items again: every page of
+    part cache (a quarter of the file) cannot keep every item, so later branches render items again: every page of
     every branch twice, then follows (one line; then more than a page), all compared byte for byte."""
     bench = _bench()
     root = world.top / "gen"
@@ -275,7 +276,7 @@ def _spliced_parts(data: bytes, project: str = "/tmp/p") -> tuple[int, int]:
                 continue
             item = parsed.render(ref)
             want = encoded_parts(item)
-            assert [raw for _, raw in want] == list(got[1]), ref
+            assert [raw for _, raw in want] == [bytes(raw) for raw in got[1]], ref
             assert got[0] == f"{item.id}@{item.line}\n".encode()
             spliced += 1
     return len(seen), spliced
@@ -314,7 +315,7 @@ def _one_part(tmp: Path, content: Any, role: str = "user", **message: Any) -> tu
     ij = parsed.render_json(ref)
     assert ij is not None
     got = json_part(ij)
-    return None if got is None else (got[0], got[1][0]), [raw for _, raw in encoded_parts(parsed.render(ref))]
+    return None if got is None else (got[0], bytes(got[1][0])), [raw for _, raw in encoded_parts(parsed.render(ref))]
 
 
 def test_F10_a_long_string_is_spliced_while_inline_and_left_to_the_fragments_past_it(tmp_path: Path) -> None:
@@ -353,6 +354,25 @@ def test_F10_parts_of_65_blocks_or_4_MiB_are_left_to_the_general_path(tmp_path: 
     assert got is not None and [got[1]] == want and len(got[1]) == (4 << 20) - 1
 
 
+def test_F10_a_long_text_is_kept_as_a_view_of_the_file_not_a_copy(tmp_path: Path) -> None:
+    """A text over 512 bytes of JSON is spliced as a view of the file's bytes (the part is not `bytes`: its
+    own bytes between views), so the part cache keeps no second copy of it; a short one is copied. Either
+    way the part's JSON is `encoded_parts`' bytes."""
+    import mosaic.pi_format as pi_format
+
+    for text, viewed in (("é" * 300, True), ("x" * 100, False)):
+        data = header(tmp_path) + _line_of([{"type": "text", "text": text}, {"type": "thinking", "thinking": text}])
+        parsed = pi_format.parse(data, project=str(tmp_path))
+        assert isinstance(parsed, pi_format.Parsed)
+        (ref,) = parsed.branches["main"].refs_from(0, 10)
+        ij = parsed.render_json(ref)
+        got = None if ij is None else json_part(ij)
+        assert got is not None and len(got[1]) == 1
+        (part,) = got[1]
+        assert (type(part) is not bytes) == viewed
+        assert bytes(part) == encoded_parts(parsed.render(ref))[0][1] and len(part) == len(bytes(part))
+
+
 def test_F10_tool_call_arguments_are_spliced_as_json_text(tmp_path: Path) -> None:
     """A toolCall's arguments travel as their JSON text: spliced, its quotes and backslashes escaped, the
     same bytes as `encoded_parts` (which writes the decoded arguments with Python's json)."""
@@ -361,3 +381,40 @@ def test_F10_tool_call_arguments_are_spliced_as_json_text(tmp_path: Path) -> Non
                           "assistant")
     assert got is not None and [got[1]] == want
     assert got[1].endswith(b'"arguments":' + dumps(dumps(args)).encode() + b',"block":0}]}')
+
+
+def test_F10_dict_pages_read_back_the_spliced_parts_a_bytes_page_kept(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One reader serves every page as bytes (its part cache then holds spliced parts, long texts as views of
+    the file), then every page again as dicts: each dict page, read back from those kept parts, is the page
+    a fresh reader makes, and serializes to the bytes page."""
+    bench = _bench()
+    root = world.top / "gen"
+    sessions = root / ".pi/state/alpha/sessions"
+    sessions.mkdir(parents=True)
+    bench.generate(sessions / "g.jsonl", os.path.realpath(root), target=400_000, fork_count=1)
+    world.approve(root)
+    twin = Twin(world, monkeypatch)
+    cid = world.cid(root, "g.jsonl")
+    served: list[bytes] = []
+    res = twin.raw.open(conversation=cid, as_json=True)
+    while True:
+        served.append(res)
+        cursor = json.loads(res)["cursor"]
+        if cursor is None:
+            break
+        res = twin.raw.next(cursor=cursor["id"], conversation=cid, branch="main", as_json=True)
+    twin.n = 0
+    again = twin.raw.open(conversation=cid)
+    twin.n = 0
+    fresh = twin.dicts.open(conversation=cid)
+    pages = 0
+    while True:
+        assert again == fresh and dump_bytes(again) == dump_bytes(fresh)
+        pages += 1
+        if again["cursor"] is None:
+            break
+        n = twin.n
+        again = twin.raw.next(cursor=again["cursor"]["id"], conversation=cid, branch="main")
+        twin.n = n
+        fresh = twin.dicts.next(cursor=fresh["cursor"]["id"], conversation=cid, branch="main")
+    assert pages == len(served) >= 3

@@ -69,7 +69,7 @@ how noisy its floor was across rounds (max - min over the median). No assertions
         [--loaded-seconds S] [--deltas N] [--observers N] [--fanout-rounds R] [--prompt-only]
         [--profile-controller PREFIX]
 
-About 45 s by default on 2 cores (``--quick``: about 15 s, one fan-out round, 4 s under load). Everything
+About 45 s by default on 2 cores (``--quick``: about 12 s, one fan-out round, 4 s under load, section 4 on a 2 MB session). Everything
 it makes lives in one 0700 directory under /tmp (its sockets and stamp files, the stubs' session trees), removed by name at the
 end; its processes (the controllers, the relay, the required-work relay, the load generator, the stubs) are stopped and reaped by
 their recorded pids. ``--profile-controller`` runs the controllers under cProfile (to see where the time
@@ -1137,6 +1137,7 @@ def main() -> None:
         args.rounds, args.prompts, args.loaded_seconds, args.fanout_rounds = 1, 100, 1.0, 1
         args.deltas, args.observers, args.idle, args.slowloris = 2000, 16, 50, 30
         args.look_rounds = 2
+        args.look_bytes = min(args.look_bytes, 2_000_000)  # section 4 runs; its 18.6 MB figures are the full run's
         global DRAIN_WAIT
         DRAIN_WAIT = 2.0
 

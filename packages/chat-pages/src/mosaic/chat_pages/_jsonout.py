@@ -49,7 +49,7 @@ def dump_bytes(value: Any) -> bytes:
     bytes are the same as encoding the whole value: compact JSON is `{` + `key:value` joined by `,` + `}`.
     """
     if _holds_encoded(value, 2):
-        out: list[bytes | memoryview] = []
+        out: list[bytes] = []
         _spliced(value, 2, out)
         return b"".join(out)  # the one copy: every piece, the parts' bytes included, joined once
     return _plain(value)
@@ -77,7 +77,7 @@ def _key(key: str) -> bytes:
 _KEYS: dict[str, bytes] = {}
 
 
-def _spliced(value: dict[str, Any], depth: int, out: list[bytes | memoryview]) -> None:
+def _spliced(value: dict[str, Any], depth: int, out: list[bytes]) -> None:
     """Append the pieces of `value`'s JSON to `out`: its own punctuation and keys, and each page's parts as the
     bytes they carry (`PageParts.json_pieces`), never copied or encoded again here."""
     sep = b"{"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 if TYPE_CHECKING:
     import mosaic.claude_format.model
@@ -173,22 +173,30 @@ def _text_of(part: dict[str, Any]) -> dict[str, Any]:
 
 
 class Spliced:
-    """One part's JSON as the pieces it is joined from (bytes, and views of the file's bytes: a long string's
-    fragments, `_rawtext.raw_item_parts`), with its length: `_array_pieces` puts the pieces themselves into
-    the page, so the page's one join is their one copy (issue 34: a 20 MB line's page is not held both as
-    its parts and as the page)."""
+    """A part's JSON as pieces (`_rawparts.json_part`): bytes of its own and zero-copy views of string tokens in
+    the session file's bytes (msgspec `Raw`), so a kept part holds its keys and punctuation, not another copy
+    of its texts. `len` is its JSON's length; `bytes()` joins it; `held` is what keeping it costs (its own
+    bytes and an object per view), what the part cache counts."""
 
-    __slots__ = ("pieces", "size")
+    __slots__ = ("pieces", "size", "held")
 
-    def __init__(self, pieces: list[bytes | memoryview], size: int) -> None:
-        self.pieces, self.size = pieces, size
+    def __init__(self, pieces: tuple[Any, ...], size: int, held: int) -> None:
+        self.pieces, self.size, self.held = pieces, size, held
 
     def __len__(self) -> int:
         return self.size
 
+    def __bytes__(self) -> bytes:
+        return b"".join(self.pieces)
 
-#: One part's JSON in a page served as bytes: its bytes, or its pieces.
-PartJson: TypeAlias = bytes | Spliced
+
+#: A part's JSON as the part cache keeps it: its bytes, or its pieces (`Spliced`).
+Encoded = bytes | Spliced
+
+
+def held(raw: Encoded) -> int:
+    """What keeping a part's JSON costs: its length, or a `Spliced` part's own bytes and views."""
+    return raw.held if type(raw) is Spliced else len(raw)
 
 
 class PageParts(list[dict[str, Any]]):
@@ -199,12 +207,12 @@ class PageParts(list[dict[str, Any]]):
 
     __slots__ = ("encoded", "_made_from")
 
-    def __init__(self, parts: list[dict[str, Any]], encoded: list[bytes]) -> None:
+    def __init__(self, parts: list[dict[str, Any]], encoded: list[Encoded]) -> None:
         super().__init__(parts)
         self.encoded = encoded
         self._made_from = tuple(parts)
 
-    def json_pieces(self, out: list[bytes | memoryview]) -> bool:
+    def json_pieces(self, out: list[Any]) -> bool:
         """Append the list's JSON to `out` as pieces (brackets, commas and each part's bytes, not joined: the
         caller joins the whole value once), or append nothing and return False when the list no longer holds
         the dicts its bytes were made from."""
@@ -222,26 +230,26 @@ class RawParts(list[dict[str, Any]]):
 
     __slots__ = ("encoded",)
 
-    def __init__(self, encoded: list[PartJson]) -> None:
+    def __init__(self, encoded: list[Encoded]) -> None:
         super().__init__()
         self.encoded = encoded
 
-    def json_pieces(self, out: list[bytes | memoryview]) -> bool:
+    def json_pieces(self, out: list[Any]) -> bool:
         """Append the parts' JSON to `out` as pieces, as `PageParts.json_pieces` does."""
         _array_pieces(self.encoded, out)
         return True
 
 
-def _array_pieces(encoded: Sequence[PartJson], out: list[bytes | memoryview]) -> None:
-    """A JSON array of the values `encoded` holds, appended to `out` as pieces (brackets, commas, the values;
-    a `Spliced` value as its own pieces)."""
+def _array_pieces(encoded: Sequence[Encoded], out: list[Any]) -> None:
+    """A JSON array of the values `encoded` holds, appended to `out` as pieces (brackets, commas, the values; a
+    `Spliced` part's pieces, views included: `bytes.join` takes any buffer)."""
     sep = b"["
     for raw in encoded:
         out.append(sep)
-        if isinstance(raw, Spliced):
-            out += raw.pieces
-        else:
+        if type(raw) is bytes:
             out.append(raw)
+        else:
+            out.extend(raw.pieces)  # type: ignore[union-attr]
         sep = b","
     out.append(b"[]" if sep == b"[" else b"]")
 
@@ -255,11 +263,13 @@ def item_key(item: Item) -> bytes:
     return f"{item.id}@{item.line}\n".encode()
 
 
-def part_from_json(raw: bytes) -> dict[str, Any]:
+def part_from_json(raw: Encoded) -> dict[str, Any]:
     """The part whose JSON bytes (`encoded_parts`) are `raw`, equal to the one they were made from: compact
     JSON of strings, integers, booleans, null, objects and arrays reads back to equal values in the same key
     order. msgspec reads it (several times faster than json); a part holding a lone surrogate (written as
     its escape, which msgspec refuses) is read by json, which carries it."""
+    if type(raw) is not bytes:
+        raw = bytes(raw)
     decode = _MSGSPEC_DECODE
     if decode is None:
         decode = _msgspec_decode()
@@ -439,13 +449,13 @@ def _pack(
     raws.append(_encode(_text_of(current)))
     if len(raws) == 1:
         return [(current, raws[0])]
-    return _EncodedParts(raws)
+    return cast("Sequence[tuple[dict[str, Any], bytes]]", _EncodedParts(list[Encoded](raws)))  # bytes only
 
 
 _DONE: dict[str, Any] = {}
 
 
-def encoded_from(raws: Sequence[bytes]) -> Sequence[tuple[dict[str, Any], bytes]]:
+def encoded_from(raws: Sequence[Encoded]) -> Sequence[tuple[dict[str, Any], Encoded]]:
     """Parts kept as their JSON bytes, as `encoded_parts` gives them: each part read back when asked for."""
     return _EncodedParts(list(raws))
 
@@ -453,26 +463,26 @@ def encoded_from(raws: Sequence[bytes]) -> Sequence[tuple[dict[str, Any], bytes]
 def raws_of(parts: Sequence[tuple[dict[str, Any], bytes]]) -> tuple[bytes, ...]:
     """The JSON bytes of `parts` (from `encoded_parts`), without reading any part back."""
     if isinstance(parts, _EncodedParts):
-        return tuple(parts.raws)
+        return tuple(cast("list[bytes]", parts.raws))  # made by `_pack`: bytes only
     return tuple(raw for _, raw in parts)
 
 
-class _EncodedParts(Sequence[tuple[dict[str, Any], bytes]]):
+class _EncodedParts(Sequence[tuple[dict[str, Any], Encoded]]):
     """The parts of one item as their JSON bytes; item k is (the part read back from its bytes, the
     bytes), made when it is asked for (a page reads only the parts it takes)."""
 
     __slots__ = ("raws",)
 
-    def __init__(self, raws: list[bytes]) -> None:
+    def __init__(self, raws: list[Encoded]) -> None:
         self.raws = raws
 
     def __len__(self) -> int:
         return len(self.raws)
 
     @overload
-    def __getitem__(self, k: int) -> tuple[dict[str, Any], bytes]: ...
+    def __getitem__(self, k: int) -> tuple[dict[str, Any], Encoded]: ...
     @overload
-    def __getitem__(self, k: slice) -> list[tuple[dict[str, Any], bytes]]: ...
+    def __getitem__(self, k: slice) -> list[tuple[dict[str, Any], Encoded]]: ...
     def __getitem__(self, k: int | slice) -> Any:
         if isinstance(k, slice):
             return [(part_from_json(raw), raw) for raw in self.raws[k]]
@@ -484,7 +494,7 @@ def paginate(
     count: int,
     start: tuple[int, int],
     envelope_bytes: int,
-    parts_of: Callable[[int], Sequence[tuple[dict[str, Any], bytes]]],
+    parts_of: Callable[[int], Sequence[tuple[dict[str, Any], Encoded]]],
 ) -> tuple[PageParts, tuple[int, int] | None]:
     """The parts of one page from position `start` = (item index, part index) among `count` items, and
     where the next page
@@ -498,18 +508,12 @@ def paginate(
 
 
 def paginate_raw(
-    count: int, start: tuple[int, int], envelope_bytes: int, raws_of: Callable[[int], Sequence[bytes]]
+    count: int, start: tuple[int, int], envelope_bytes: int, raws_of: Callable[[int], Sequence[Encoded]]
 ) -> tuple[RawParts, tuple[int, int] | None]:
     """`paginate` on the parts' bytes alone: the same parts (the same cut), as their JSON bytes, and where the
-    next page starts. `raws_of(i)` gives item i's parts' bytes; where that sequence also gives them as their
-    pieces (`spliced()`: an item made from the file's bytes part by part), the page takes the pieces."""
-    chosen, nxt = _cut(count, start, envelope_bytes, lambda i: _spliceable(raws_of(i)), len)
+    next page starts. `raws_of(i)` gives item i's parts' bytes."""
+    chosen, nxt = _cut(count, start, envelope_bytes, raws_of, len)
     return RawParts(chosen), nxt
-
-
-def _spliceable(parts: Sequence[bytes]) -> Sequence[PartJson]:
-    spliced: Callable[[], Sequence[Spliced]] | None = getattr(parts, "spliced", None)
-    return parts if spliced is None else spliced()
 
 
 _P = TypeVar("_P")

@@ -9,8 +9,8 @@ fields. It makes a part only where `encoded_parts` makes exactly one part with n
 blocks, every string inline (`_parts.fits`: its JSON within its field's limit and at most 262,144 UTF-16
 units, told from its token's length, or counted when it is longer than that) and the part under 4 MiB. Anything else returns None and the caller
 renders the item; an item with a long string goes through `_long_string`, the one place where the fragments
-of a raw string token are cut (`_rawtext.raw_item_parts`: the parts `encoded_parts` makes, each made when a
-page asks for it, the fragments cut from the token's bytes by `raw_fragments`).
+of a raw string token are cut (`_rawtext.raw_item_parts`: the parts `encoded_parts` makes, the fragments cut
+from the token's bytes by `raw_fragments`, kept as views of the file's bytes).
 
 `tests/test_pages_as_bytes.py` holds `json_part` to `encoded_parts` for every entry of every fixture, of
 generated sessions and of hostile shapes, and every page served from these parts to the dict pages.
@@ -18,8 +18,7 @@ generated sessions and of hostile shapes, and every page served from these parts
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -30,6 +29,8 @@ from ._parts import (
     MAX_FRAGMENT_JSON,
     MAX_PART_BYTES,
     MAX_STRING_UNITS,
+    Encoded,
+    Spliced,
 )
 from ._rawtext import raw_item_parts
 
@@ -46,6 +47,10 @@ _ALWAYS_INLINE = INLINE_FIELD_JSON
 _KEYS: dict[str, bytes] = {}
 #: `,"block":i}` closing block i.
 _BLOCK_ENDS = [b',"block":%d}' % i for i in range(MAX_BLOCKS_PER_PART)]
+#: What a view in a kept part costs (the Raw, its share of its line's memoryview, a bytes object between
+#: views) and what the part's pieces cost beside (the tuple, the Spliced): what the part cache counts.
+_VIEW_COST = 48 + 200 + 33 + 8
+_PIECES_COST = 56 + 48
 
 
 def _key(name: str) -> bytes:
@@ -58,30 +63,36 @@ def _key(name: str) -> bytes:
     return got
 
 
-def _long_string(ij: ItemJson) -> tuple[bytes, Sequence[bytes]]:
+def _long_string(ij: ItemJson) -> tuple[bytes, tuple[Encoded, ...]]:
     """The seam for an item with a string token too long to stay inline (over its field's JSON limit, or over
-    262,144 UTF-16 units): its parts made from its values' JSON with each such string cut into fragments
-    from its bytes, never decoded (`_rawtext.raw_item_parts`, `raw_fragments`), each part made when a page
-    asks for it."""
-    return f"{ij.id}@{ij.line}\n".encode(), raw_item_parts(ij)
+    262,144 UTF-16 units): its parts made from its values' JSON (`_rawtext.raw_item_parts`: the parts
+    `encoded_parts` makes), each such string cut into fragments from its bytes by `raw_fragments`, never
+    decoded; each part a `Spliced` whose fragments are views of the file's bytes (no copy of the text)."""
+    parts = raw_item_parts(ij)
+    out: list[Encoded] = []
+    for k in range(len(parts)):
+        chunks = parts.chunks(k)
+        out.append(_spliced(chunks, [i for i, c in enumerate(chunks) if type(c) is not bytes]))
+    return f"{ij.id}@{ij.line}\n".encode(), tuple(out)
 
 
-def _inline(tok: bytes, max_json: int) -> bool:
+def _inline(tok: Any, max_json: int) -> bool:
     """`_parts.fits` on a JSON token: a non-string always stays inline; a string when its JSON (the token:
     it is canonical) is within `max_json` and its text has at most 262,144 UTF-16 units (each unit takes at
     least one byte of the token, so a short token needs no count; a longer one is decoded to count them)."""
     n = len(tok)
-    if tok[0] != _QUOTE or (n <= max_json and n - 2 <= MAX_STRING_UNITS):
-        return True
+    if (type(tok) is bytes and tok[0] != _QUOTE) or (n <= max_json and n - 2 <= MAX_STRING_UNITS):
+        return True  # (a view, not bytes, is always a string token)
     if n > max_json:
         return False
     text: str = msgspec.json.decode(tok)
     return utf16_units(text) <= MAX_STRING_UNITS
 
 
-def json_part(ij: ItemJson) -> tuple[bytes, Sequence[bytes]] | None:
-    """(the item's follow-digest key, the JSON bytes of its parts: one part, or an item's parts with a long
-    string's fragments from `_long_string`), or None (module doc)."""
+def json_part(ij: ItemJson) -> tuple[bytes, tuple[Encoded, ...]] | None:
+    """(the item's follow-digest key, the JSON of its parts: one part), or None (module doc). A part whose
+    texts pi-format gave as views of the file's bytes (`msgspec.Raw`) is a `_parts.Spliced`: its own bytes
+    between those views, so keeping it keeps no second copy of its texts."""
     blocks = ij.blocks
     if len(blocks) > MAX_BLOCKS_PER_PART:
         return None
@@ -101,6 +112,7 @@ def json_part(ij: ItemJson) -> tuple[bytes, Sequence[bytes]] | None:
             add(value)
         out[first] = out[first][1:]  # the first attribute has no comma before it
     add(b'},"notice":null,"blocks":[')
+    views: list[int] = []  # where `out` holds a view (a long text's Raw), not bytes
     for i, pairs in enumerate(blocks):
         # A block's JSON starts with its kind (to_json's first key): `{"kind":`, then `,"name":value` each.
         add(b'{"kind":' if i == 0 else b',{"kind":')
@@ -115,10 +127,35 @@ def json_part(ij: ItemJson) -> tuple[bytes, Sequence[bytes]] | None:
                 if not _inline(value, limit):
                     return _long_string(ij)
             add(_KEYS.get(name) or _key(name))
+            if type(value) is not bytes:
+                views.append(len(out))
             add(value)
         add(_BLOCK_ENDS[i])
     add(b"]}")
+    key = f"{ij.id}@{ij.line}\n".encode()
+    if views:
+        part = _spliced(out, views)
+        return None if part.size >= MAX_PART_BYTES else (key, (part,))
     raw = b"".join(out)
     if len(raw) >= MAX_PART_BYTES:
         return None  # one part of exactly 4 MiB may be one or two parts in `encoded_parts`: rendered
-    return f"{ij.id}@{ij.line}\n".encode(), (raw,)
+    return key, (raw,)
+
+
+def _spliced(out: list[Any], views: list[int]) -> Spliced:
+    """`out`'s pieces as a `Spliced` part: the bytes between two views (at `views`) joined into one, each view
+    kept as it is."""
+    pieces: list[Any] = []
+    at = size = own = 0
+    for v in views:
+        joined = b"".join(out[at:v])
+        view = out[v]
+        pieces.append(joined)
+        pieces.append(view)
+        own += len(joined)
+        size += len(view)
+        at = v + 1
+    joined = b"".join(out[at:])
+    pieces.append(joined)
+    own += len(joined)
+    return Spliced(tuple(pieces), size + own, own + _VIEW_COST * len(views) + _PIECES_COST)

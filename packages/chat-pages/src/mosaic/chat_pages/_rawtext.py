@@ -43,7 +43,6 @@ from ._parts import (
     MAX_FRAGMENT_JSON,
     MAX_PART_BYTES,
     MAX_STRING_UNITS,
-    Spliced,
 )
 
 __all__: list[str] = []
@@ -288,7 +287,8 @@ class ValuesJson(Protocol):
     `d = item.to_json()`, `id`, `kind`, `line` are d's (its entry is its id, its notice null), `timestamp` the
     JSON of d["timestamp"], `attrs` (name, JSON) of each of d["attrs"] in order, `blocks` (key, JSON) of each
     key of each of d["blocks"] in order, a toolCall's `arguments` the JSON of the arguments value. Each
-    string's JSON canonical (what msgspec writes); a long one may be a memoryview of the file's bytes."""
+    string's JSON canonical (what msgspec writes); a long one may be a view of the file's bytes (a
+    `msgspec.Raw`, as pi-format gives a block's long text, or a memoryview)."""
 
     @property
     def id(self) -> str: ...
@@ -297,11 +297,15 @@ class ValuesJson(Protocol):
     @property
     def line(self) -> int: ...
     @property
-    def timestamp(self) -> Raw: ...
+    def timestamp(self) -> Token: ...
     @property
-    def attrs(self) -> Sequence[tuple[str, Raw]]: ...
+    def attrs(self) -> Sequence[tuple[str, Token]]: ...
     @property
-    def blocks(self) -> Sequence[Sequence[tuple[str, Raw]]]: ...
+    def blocks(self) -> Sequence[Sequence[tuple[str, Token]]]: ...
+
+
+#: A value's JSON in `ValuesJson`: bytes, or a view of the file's bytes.
+Token = bytes | memoryview | msgspec.Raw
 
 
 #: The fields whose strings stay inline up to 1 MiB of JSON (a block's body); any other up to 64 KiB.
@@ -316,11 +320,11 @@ class _Piece:
 
     __slots__ = ("chunks", "size")
 
-    def __init__(self, chunks: list[Raw], size: int) -> None:
+    def __init__(self, chunks: list[Token], size: int) -> None:
         self.chunks, self.size = chunks, size
 
 
-def _fragment_pieces(tok: Raw, block: int | None, field: str, out: list[_Piece]) -> None:
+def _fragment_pieces(tok: Token, block: int | None, field: str, out: list[_Piece]) -> None:
     """The fragment pieces of the string token `tok` (its cuts from `raw_fragments`), appended to `out`: each
     `{"kind":"fragment","block","field","fragment","more","value"}`, the value a slice of the token."""
     view = memoryview(tok)
@@ -333,11 +337,12 @@ def _fragment_pieces(tok: Raw, block: int | None, field: str, out: list[_Piece])
         out.append(_Piece([lead, view[start:end], b'"}'], len(lead) + size + 1))
 
 
-def _long(tok: Raw, max_json: int) -> bool:
+def _long(value: Token, max_json: int) -> bool:
     """`not _parts.fits(text, max_json)` for a string token (a non-string is never cut): its JSON over
     `max_json`, or its text over 262,144 UTF-16 units (counted on the bytes only when the token could hold
     that many)."""
-    n = len(tok)
+    n = len(value)
+    tok = value if type(value) is bytes else memoryview(value)
     if n < 2 or tok[0] != _QUOTE:
         return False
     if n > max_json:
@@ -351,11 +356,12 @@ def _field(name: str) -> bytes:
     return b"," + msgspec.json.encode(name) + b":"
 
 
-def raw_item_parts(item: ValuesJson) -> Sequence[bytes]:
-    """The JSON bytes of the parts `_parts.encoded_parts` makes of the item whose values' JSON is `item`,
-    byte for byte, each part made from the token bytes when it is asked for (a page takes a few parts of a
-    long item; the parts are never all held at once beside the file). A string too long to stay inline is
-    cut into fragments by `raw_fragments`, never decoded; everything else is spliced as it is."""
+def raw_item_parts(item: ValuesJson) -> RawItemParts:
+    """The parts `_parts.encoded_parts` makes of the item whose values' JSON is `item`, byte for byte: each
+    part's JSON bytes (`parts[k]`) or the chunks they are joined from (`parts.chunks(k)`: bytes, and views
+    of the file's bytes for a long string's fragments and long texts, so no copy of a text is made). A
+    string too long to stay inline is cut into fragments by `raw_fragments`, never decoded; everything else
+    is spliced as it is."""
     pieces: list[_Piece] = []
     continued: list[str] = []
     ident = msgspec.json.encode(item.id)
@@ -364,7 +370,7 @@ def raw_item_parts(item: ValuesJson) -> Sequence[bytes]:
         _fragment_pieces(timestamp, None, "timestamp", pieces)
         continued.append("timestamp")
         timestamp = b"null"
-    head: list[Raw] = [b',"timestamp":', timestamp, b',"entry":', ident, b',"attrs":{']
+    head: list[Token] = [b',"timestamp":', timestamp, b',"entry":', ident, b',"attrs":{']
     sep = b""
     for name, value in item.attrs:
         if _long(value, INLINE_FIELD_JSON):
@@ -377,7 +383,7 @@ def raw_item_parts(item: ValuesJson) -> Sequence[bytes]:
     if continued:
         head += [b',"continued":', msgspec.json.encode(continued)]
     for i, pairs in enumerate(item.blocks):
-        chunks: list[Raw] = [b'{"kind":', pairs[0][1]]
+        chunks: list[Token] = [b'{"kind":', pairs[0][1]]
         mine: list[_Piece] = []
         cont: list[str] = []
         for name, value in pairs[1:]:
@@ -394,18 +400,18 @@ def raw_item_parts(item: ValuesJson) -> Sequence[bytes]:
         chunks.append(b"}")
         pieces.append(_Piece(chunks, sum(len(c) for c in chunks)))
         pieces += mine
-    return _RawParts(_plan(item, ident, head, pieces))
+    return RawItemParts(_plan(item, ident, head, pieces))
 
 
-def _plan(item: ValuesJson, ident: bytes, head: list[Raw], pieces: list[_Piece]) -> list[tuple[list[Raw], list[_Piece]]]:
+def _plan(item: ValuesJson, ident: bytes, head: list[Token], pieces: list[_Piece]) -> list[tuple[list[Token], list[_Piece]]]:
     """`_parts._pack` on pieces: parts of at most 64 blocks and 4 MiB of JSON, each (its opening chunks up to
     `"blocks":[`, its pieces); sized as `_pack` sizes them (with `"last":false`, the longer spelling)."""
     kind = msgspec.json.encode(item.kind)
     line = str(item.line).encode()
-    out: list[tuple[list[Raw], list[_Piece]]] = []
+    out: list[tuple[list[Token], list[_Piece]]] = []
 
-    def opening(k: int) -> list[Raw]:
-        chunks: list[Raw] = [b'{"item":', ident, b',"index":', str(k).encode(), b',"last":false,"kind":', kind,
+    def opening(k: int) -> list[Token]:
+        chunks: list[Token] = [b'{"item":', ident, b',"index":', str(k).encode(), b',"last":false,"kind":', kind,
                              b',"line":', line]
         if k == 0:
             chunks += head
@@ -428,12 +434,13 @@ def _plan(item: ValuesJson, ident: bytes, head: list[Raw], pieces: list[_Piece])
     return out
 
 
-class _RawParts(Sequence[bytes]):
-    """An item's parts (`raw_item_parts`): part k's JSON bytes made when asked for, from its plan."""
+class RawItemParts(Sequence[bytes]):
+    """An item's parts (`raw_item_parts`): part k's JSON bytes, or the chunks they are joined from, made from
+    its plan when asked for."""
 
     __slots__ = ("plan",)
 
-    def __init__(self, plan: list[tuple[list[Raw], list[_Piece]]]) -> None:
+    def __init__(self, plan: list[tuple[list[Token], list[_Piece]]]) -> None:
         self.plan = plan
 
     def __len__(self) -> int:
@@ -448,7 +455,7 @@ class _RawParts(Sequence[bytes]):
             return [self[j] for j in range(*k.indices(len(self.plan)))]
         return b"".join(self.chunks(k))
 
-    def chunks(self, k: int) -> list[Raw]:
+    def chunks(self, k: int) -> list[Token]:
         """Part k's JSON as the chunks it is joined from (a long string's fragments views of its token)."""
         if k < 0:
             k += len(self.plan)
@@ -464,28 +471,3 @@ class _RawParts(Sequence[bytes]):
             sep = True
         chunks.append(b"]}")
         return chunks
-
-    def spliced(self) -> Sequence[Spliced]:
-        """The parts as their pieces (`_parts.Spliced`), each made when asked for: a page served as bytes
-        joins them straight into its own bytes (`_parts.paginate_raw`)."""
-        return _SplicedParts(self)
-
-
-class _SplicedParts(Sequence[Spliced]):
-    __slots__ = ("parts",)
-
-    def __init__(self, parts: _RawParts) -> None:
-        self.parts = parts
-
-    def __len__(self) -> int:
-        return len(self.parts.plan)
-
-    @overload
-    def __getitem__(self, k: int) -> Spliced: ...
-    @overload
-    def __getitem__(self, k: slice) -> list[Spliced]: ...
-    def __getitem__(self, k: int | slice) -> Spliced | list[Spliced]:
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(len(self)))]
-        chunks = self.parts.chunks(k)
-        return Spliced(chunks, sum(len(c) for c in chunks))

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     Parsed = mosaic.pi_format.model.Parsed | mosaic.claude_format.model.Parsed
     Branch = mosaic.pi_format.model.Branch | mosaic.claude_format.model.Branch
 
-from ._parts import encoded_from, encoded_parts, item_key, raws_of
+from ._parts import Encoded, encoded_from, encoded_parts, held, item_key, raws_of
 from ._rawparts import json_part
 from ._refusal import ReaderRefusal
 
@@ -220,22 +220,23 @@ class PartCache:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.size = 0
-        self._kept: dict[int, tuple[bytes, tuple[bytes, ...]]] = {}
+        self._kept: dict[int, tuple[bytes, tuple[Encoded, ...]]] = {}
         self._latest: list[int] = []  # a max-heap of the kept refs (negated)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._kept)
 
-    def get(self, ref: int) -> tuple[bytes, tuple[bytes, ...]] | None:
+    def get(self, ref: int) -> tuple[bytes, tuple[Encoded, ...]] | None:
         """(digest key, parts' JSON bytes) of the item `ref`, or None when it is not kept."""
         return self._kept.get(ref)
 
-    def put(self, ref: int, key: bytes, raws: tuple[bytes, ...]) -> None:
-        """Keep the item `ref` if it fits, evicting items later in the file than it."""
+    def put(self, ref: int, key: bytes, raws: tuple[Encoded, ...]) -> None:
+        """Keep the item `ref` if it fits, evicting items later in the file than it. A part spliced from the
+        file's bytes (`_parts.Spliced`) costs what it holds of its own, not the texts it views."""
         if ref < 0:
             return
-        cost = sum(len(raw) for raw in raws) + len(key) + self.OVERHEAD * (len(raws) + 1)
+        cost = sum(held(raw) for raw in raws) + len(key) + self.OVERHEAD * (len(raws) + 1)
         with self._lock:
             if ref in self._kept:
                 return
@@ -243,7 +244,7 @@ class PartCache:
             while self.size + cost > self.budget and latest and -latest[0] > ref:
                 gone = -heapq.heappop(latest)
                 _, old = self._kept.pop(gone)
-                self.size -= sum(len(raw) for raw in old) + len(_) + self.OVERHEAD * (len(old) + 1)
+                self.size -= sum(held(raw) for raw in old) + len(_) + self.OVERHEAD * (len(old) + 1)
             if self.size + cost > self.budget:
                 return
             self._kept[ref] = (key, raws)
@@ -252,9 +253,11 @@ class PartCache:
 
 
 def part_budget(size: int) -> int:
-    """How many bytes of parts a snapshot of `size` bytes keeps: half the file, between 1 and 64 MiB (so a
-    reader that served every page of it holds at most about 1.5x the file)."""
-    return max(1 << 20, min(64 << 20, size // 2))
+    """How many bytes of parts a snapshot of `size` bytes keeps: a quarter of the file, between 1 and 64 MiB,
+    so a reader that served every page of it holds under 1.5x the file (issue 34: 1.33x at 18.6 MB, 1.45x at
+    100 MB; a third held 1.45x and 1.55x). A part spliced from the file's bytes counts only what it holds of
+    its own (`_parts.held`), so a quarter keeps more items than half did when every part was a copy."""
+    return max(1 << 20, min(64 << 20, size // 4))
 
 
 @dataclass(eq=False)
@@ -310,7 +313,7 @@ class Snap:
                 return f"{ij.id}@{ij.line}\n".encode()  # item_key of an entry's own item
         return item_key(self.parsed.render(ref))
 
-    def made(self, ref: int) -> tuple[bytes, Sequence[bytes]]:
+    def made(self, ref: int) -> tuple[bytes, tuple[Encoded, ...]]:
         """(follow-digest key, parts' JSON bytes) of the item `ref`, made now: spliced from its line's bytes
         (`_rawparts.json_part`) where pi-format cuts its JSON, else rendered and encoded (`encoded_parts`)."""
         if self._render_json is not None:
@@ -322,12 +325,12 @@ class Snap:
         item = self.parsed.render(ref)
         return item_key(item), raws_of(encoded_parts(item))
 
-    def parts_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[tuple[dict[str, Any], bytes]]]:
+    def parts_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[tuple[dict[str, Any], Encoded]]]:
         """A function from an item index of `branch` to that item's parts with their JSON bytes, each made
         and serialized once while it is kept (the bytes size the page and are the page's serialization); a
         kept item is read back from its bytes, never rendered again. It puts each item's follow-digest key
         in `keys` (by index), so the page that asked digests its items without rendering them again."""
-        def get(i: int) -> Sequence[tuple[dict[str, Any], bytes]]:
+        def get(i: int) -> Sequence[tuple[dict[str, Any], Encoded]]:
             ref = self.ref_at(branch, i)
             kept = self.parts.get(ref)
             if kept is None:
@@ -341,7 +344,7 @@ class Snap:
 
         return get
 
-    def part_bytes_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[bytes]]:
+    def part_bytes_of(self, branch: str, keys: dict[int, bytes]) -> Callable[[int], Sequence[Encoded]]:
         """`parts_of` as the parts' JSON bytes alone (a page served as bytes): a kept item's bytes as they are
         kept, never read back into dicts; an item not kept made (`made`: spliced from its line's bytes where
         it can be, else rendered and serialized) and kept as `parts_of` does. A page asks for its items in
@@ -350,7 +353,7 @@ class Snap:
         at = [-1]
         refs: list[array[int]] = [array("q")]
 
-        def get(i: int) -> Sequence[bytes]:
+        def get(i: int) -> Sequence[Encoded]:
             c = i // _ITEM_CHUNK
             if c != at[0]:
                 self.ref_at(branch, i)  # the chunk made (or found) and kept in `chunks`
@@ -361,8 +364,7 @@ class Snap:
             if kept is None:
                 key, raws = self.made(ref)
                 keys[i] = key
-                if type(raws) is tuple:  # an item with a long string's fragments makes each part when asked
-                    self.parts.put(ref, key, raws)
+                self.parts.put(ref, key, raws)
                 return raws
             keys[i] = kept[0]
             return kept[1]

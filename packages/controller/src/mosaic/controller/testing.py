@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -341,6 +341,10 @@ async def _first_drift_check(runtime: ControllerRuntime) -> None:
     await runtime.wait_core(lambda core: core.drift_check is None, WAIT)
 
 
+#: How long a rig whose body raised waits for its clients to hang up before it aborts them (seconds).
+_ABANDONED_LINGER = 0.05
+
+
 @contextlib.asynccontextmanager
 async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link: EngineLink, link_core: LinkCore, *,
                  execution: str, bounds: Bounds, incarnation: str | None = None, limits: ServerLimits | None = None,
@@ -363,6 +367,12 @@ async def _serve(setup: FakeEngineSetup, cid: str, page_reader: PageReader, link
             try:
                 await _first_drift_check(runtime)
                 yield FakeRig(runtime, runtime.socket_path, setup, cid)
+            except BaseException:
+                # The body failed with its clients still connected: they will not answer `closing`, so the
+                # rig does not linger (ServerLimits.close_linger, 5 s) for them before it aborts them. A
+                # failing test (a mutant's kill) ends at once; a passing one closes exactly as before.
+                runtime.server.limits = replace(runtime.server.limits, close_linger=_ABANDONED_LINGER)
+                raise
             finally:
                 await runtime.aclose()
     finally:

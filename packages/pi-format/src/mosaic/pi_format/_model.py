@@ -232,16 +232,16 @@ class ItemJson(msgspec.Struct, frozen=True, gc=False):
     d["timestamp"]; `attrs` is (name, JSON of the value) of each of d["attrs"], in order; `blocks` is, for
     each of d["blocks"], (key, JSON of the value) of each of its keys in order, a toolCall's `arguments` being
     the JSON of the arguments value. "The JSON" is exactly what a compact encoder writes (msgspec, or Python's
-    json with ensure_ascii=False and `(",", ":")` separators: the same bytes for every value here). A string
-    token over 64 KiB is a memoryview of the line's bytes rather than a copy (read it with `len`, indexing,
-    `==`, `bytes(...)`, `bytes.join` or msgspec; issue 34: a 20 MB text is not held twice)."""
+    json with ensure_ascii=False and `(",", ":")` separators: the same bytes for every value here). A block's
+    long `text` (over 512 bytes of JSON) is a `msgspec.Raw`: a view of the file's bytes holding that JSON (a
+    string token), not a copy; every other value is `bytes`."""
 
     id: str
     kind: ItemKind
     line: int
     timestamp: bytes
     attrs: tuple[tuple[str, bytes], ...]
-    blocks: tuple[tuple[tuple[str, bytes], ...], ...]
+    blocks: tuple[tuple[tuple[str, bytes | msgspec.Raw], ...], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ checked them) and msgspec accepted them, so a spliced token is valid UTF-8 and h
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 
@@ -191,25 +191,32 @@ class _NotRaw(Exception):
 # Every token below comes from a line `canonical_span` accepted: a string token is spliced as it is.
 
 
-#: A string token longer than this is kept as a view of the line's bytes, not a copy (issue 34: a 20 MB text
-#: would be held twice); chat-pages reads it as it reads bytes (its length, its bytes, a join, msgspec).
-_VIEW_OVER = 64 * 1024
-
-
-def _tok(raw: _R) -> bytes:
-    """`bytes(raw)`, or for a token over `_VIEW_OVER` bytes a memoryview of the line (no copy; typed as the
-    bytes it reads as: indexing, `len`, `==`, `bytes.join` and msgspec take both)."""
-    return cast("bytes", memoryview(raw)) if len(raw) > _VIEW_OVER else bytes(raw)
-
-
 def _str(raw: _R) -> bytes | None:
     """The JSON a `_put(..., str)` keeps: the field's token when it is a string, None when it is absent or of
     another type."""
     if len(raw):
-        tok = _tok(raw)
+        tok = bytes(raw)
         if tok[0] == _QUOTE:
             return tok
     return None
+
+
+#: A body string token (a block's text) longer than this is given as its `Raw` view of the line, not copied:
+#: a caller that keeps it keeps a view of the file's bytes (48 bytes and the line's view), not another copy.
+VIEW_BYTES = 512
+
+
+def _body(raw: _R) -> bytes | _R | None:
+    """A block's text: the field's token when it is a string (a long one as its view), else None."""
+    n = len(raw)
+    if not n:
+        return None
+    if n > VIEW_BYTES:
+        with memoryview(raw) as view:
+            first = view[0]
+        return raw if first == _QUOTE else None
+    tok = bytes(raw)
+    return tok if tok[0] == _QUOTE else None
 
 
 def _int(raw: _R) -> bytes | None:
@@ -253,7 +260,7 @@ def _nsid(raw: _R) -> bytes | None:
     return None if s is None else _ENCODE(NATIVE_PREFIX + safe_id(s))
 
 
-Pairs = tuple[tuple[str, bytes], ...]
+Pairs = tuple[tuple[str, "bytes | _R"], ...]
 
 _TEXT = b'"text"'
 _THINKING = b'"thinking"'
@@ -292,21 +299,13 @@ def _block(b: _Block) -> Pairs:
         return _NO_TYPE
     btype = bytes(b.type)
     if btype == _TEXT:
-        raw = b.text
-        if len(raw):
-            tok = _tok(raw)
-            if tok[0] == _QUOTE:
-                return (_K_TEXT, ("text", tok))
-        return _BAD_TEXT
+        text = _body(b.text)
+        return _BAD_TEXT if text is None else (_K_TEXT, ("text", text))
     if btype == _THINKING:
         if len(b.redacted) and _redacted(b.redacted):
             return _REDACTED
-        raw = b.thinking
-        if len(raw):
-            tok = _tok(raw)
-            if tok[0] == _QUOTE:
-                return (_K_THINKING, ("text", tok))
-        return _BAD_THINKING
+        text = _body(b.thinking)
+        return _BAD_THINKING if text is None else (_K_THINKING, ("text", text))
     if btype == _TOOLCALL:
         s = _id_of(b.id)
         name = _str(b.name)
@@ -339,11 +338,11 @@ def _content(content: Any) -> tuple[Pairs, ...]:
         return tuple([_block(b) for b in content])
     if not len(content):
         return ()
-    tok = _tok(content)
+    tok = bytes(content)
     if tok == _NULL:
         return ()
     if tok[0] == _QUOTE:
-        return ((_K_TEXT, ("text", tok)),)
+        return ((_K_TEXT, ("text", tok)),)  # (a string content: copied, as `tok` is already)
     raise _NotRaw  # a content of a wrong type: rendered (its unsupported block describes it)
 
 
@@ -377,12 +376,13 @@ def render_json(buf: bytes, a: int, b: int, raw_id: str, line: int) -> ItemJson 
 def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
     """`render_entry` on raw fields (None where it makes a notice or nothing: rendered)."""
     tok: bytes | None
+    text: bytes | _R | None
     etype = bytes(e.type)
     nsid = NATIVE_PREFIX + safe_id(raw_id)
     raw = e.timestamp
     timestamp = _NULL
     if len(raw):
-        tok = _tok(raw)
+        tok = bytes(raw)
         if tok[0] == _QUOTE:
             timestamp = tok
     attrs: list[tuple[str, bytes]] = []
@@ -395,7 +395,7 @@ def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
             for key in ASSISTANT_STR_ATTRS:  # _str, inline (the commonest entry's five attributes)
                 raw = getattr(msg, key)
                 if len(raw):
-                    tok = _tok(raw)
+                    tok = bytes(raw)
                     if tok[0] == _QUOTE:
                         attrs.append((key, tok))
             return ItemJson(nsid, "assistant", line, timestamp, tuple(attrs), _content(msg.content))
@@ -414,12 +414,12 @@ def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
             return ItemJson(nsid, "user", line, timestamp, (), _content(msg.content))
         if role == _BASH:
             blocks: list[Pairs] = []
-            tok = _str(msg.command)
-            if tok is not None:
-                blocks.append((_K_COMMAND, ("text", tok)))
-            tok = _str(msg.output)
-            if tok is not None:
-                blocks.append((_K_TEXT, ("text", tok)))
+            text = _body(msg.command)
+            if text is not None:
+                blocks.append((_K_COMMAND, ("text", text)))
+            text = _body(msg.output)
+            if text is not None:
+                blocks.append((_K_TEXT, ("text", text)))
             tok = _int(msg.exitCode)
             if tok is not None:
                 attrs.append(("exitCode", tok))
@@ -437,7 +437,7 @@ def _entry(e: Any, raw_id: str, line: int) -> ItemJson | None:
             attrs.append(("customType", tok))
         return ItemJson(nsid, "custom_message", line, timestamp, tuple(attrs), _content(e.content))
     if etype == _COMPACTION or etype == _BRANCH_SUMMARY:
-        summary = _str(e.summary)
+        summary = _body(e.summary)
         texts: tuple[Pairs, ...] = () if summary is None else ((_K_TEXT, ("text", summary)),)
         if etype == _COMPACTION:
             tok = _int(e.tokensBefore)
