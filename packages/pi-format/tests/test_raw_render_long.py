@@ -60,3 +60,60 @@ def test_render_json_of_a_long_line_copies_a_window_not_the_line() -> None:
         tracemalloc.stop()
     assert got is not None
     assert peak < 6 * WINDOW < len(text) // 2, peak  # two copies of one window, not of the line
+
+
+def _counting_renders(monkeypatch: object) -> list[int]:
+    """Count the render's own reads of a line (`_rawrender`'s decoders) from now on."""
+    from mosaic.pi_format import _rawrender
+
+    calls: list[int] = []
+    for name in ("_DECODE", "_DECODE_RAW"):
+        real = getattr(_rawrender, name)
+
+        def counting(view: object, real: object = real) -> object:
+            calls.append(len(view))  # type: ignore[arg-type]
+            return real(view)  # type: ignore[operator]
+
+        monkeypatch.setattr(_rawrender, name, counting)  # type: ignore[attr-defined]
+    return calls
+
+
+def test_a_line_of_1_mib_is_read_once_for_the_index_and_its_render(monkeypatch: object) -> None:
+    """Issue 34 (one 20 MB line): a line of LONG_LINE bytes or more is read once, its head and its render's
+    fields together; its render is what rendering it gives. One byte shorter, the render reads the line
+    itself (short lines keep no decoded fields)."""
+    from mosaic.pi_format import _lines
+
+    for extra, reads in ((0, 0), (-1, 1)):
+        pad = _lines.LONG_LINE - len(PREFIX) - len(SUFFIX) + extra
+        text = b"a" * (pad - 11) + rb"\n\u0001ok!"  # canonical escapes in it (11 bytes)
+        assert len(PREFIX) + len(text) + len(SUFFIX) == _lines.LONG_LINE + extra
+        parsed, ref = _parsed(text)
+        calls = _counting_renders(monkeypatch)
+        got = parsed.render_json(ref)
+        monkeypatch.undo()  # type: ignore[attr-defined]
+        assert len(calls) == reads, (extra, calls)
+        assert got is not None
+        rendered = parsed.render(ref).to_json()
+        assert bytes(dict(got.blocks[0])["text"]) == json.dumps(rendered["blocks"][0]["text"]).encode()  # type: ignore[index]
+        assert (got.id, got.kind, got.line) == (rendered["id"], rendered["kind"], rendered["line"])
+
+
+def test_a_long_line_the_render_fields_refuse_is_indexed_by_its_head_and_rendered_as_before() -> None:
+    """A long line whose shape the render's structs refuse (a content that is a string, a message that is not
+    an object) is read by the head decoder as a short line is: the same record, the same parent; its render
+    is then `render_json`'s own (a string content) or None (rendered by the caller)."""
+    big = "x" * (1 << 20)
+    for message, fast in (({"role": "user", "content": big}, True), (5, False)):
+        line = json.dumps({"type": "message", "id": "e1", "parentId": None, "timestamp": "t", "message": message,
+                           "pad": big}).encode()
+        data = json.dumps(HEADER).encode() + b"\n" + line + b"\n"
+        parsed = parse(data, project=HEADER["cwd"])
+        assert isinstance(parsed, Parsed)
+        (ref,) = parsed.branches[parsed.default_branch].refs_from(0, 10)
+        rendered = parsed.render(ref).to_json()  # the caller's path: the record read by its head
+        assert str(rendered["id"]).endswith("e1") and rendered["line"] == 2
+        got = parsed.render_json(ref)
+        assert (got is not None) is fast, message if not fast else "string content"
+        if got is not None:
+            assert (got.id, got.kind) == (rendered["id"], rendered["kind"])

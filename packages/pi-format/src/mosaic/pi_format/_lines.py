@@ -45,6 +45,7 @@ from typing import Any, NoReturn
 import msgspec
 
 from ._idtable import DENSE_BYTES, IdTable
+from ._rawrender import decode_long
 from ._render import HIDDEN_TYPES, shows
 from ._runs import Runs
 
@@ -129,6 +130,31 @@ class _Head(msgspec.Struct, gc=False):
 _FAST = msgspec.json.Decoder(_Head).decode
 _FULL = msgspec.json.Decoder().decode
 _QUICK = True
+_HEAD = _FAST  # the head decoder itself: a test that replaced `_FAST` reads every line through its own
+
+#: A line at least this long (bytes) is read once for the index and its render together (`_long_head`):
+#: reading a 20 MB line twice was a sixth of its first page's time (issue 34). Shorter lines are cheap to
+#: read again and are not kept decoded (a million tiny entries must not hold a struct each).
+LONG_LINE = 1 << 20
+
+
+def _raw_value(raw: msgspec.Raw) -> Any:
+    """What the head decoder's `Any` field holds for the raw token `raw` (an absent field: None)."""
+    return msgspec.json.decode(raw) if len(raw) else None
+
+
+def _long_head(data: bytes, pos: int, stop: int, long: dict[tuple[int, int], Any]) -> _Head:
+    """The head of the long line data[pos:stop], read with its render's fields (`_rawrender.decode_long`),
+    which are kept in `long` by (id(data), pos) for `Parsed.render_json` (the line is read once, not twice). A line
+    that read refuses for any reason is read by the head decoder alone, exactly as a short line is (its
+    verdict, or its refusal, is the head decoder's)."""
+    view = memoryview(data)[pos:stop]  # not released here: the raw fields hold it
+    try:
+        e = decode_long(view)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return _FAST(view)  # type: ignore[no-any-return]
+    long[id(data), pos] = e
+    return _Head(_raw_value(e.type), _raw_value(e.id), _raw_value(e.parentId), _raw_value(e.display))
 
 
 #: In the compact id table, an id (or pending parentId) read again from a line longer than this is kept as a
@@ -160,7 +186,7 @@ class Index:
     extending one that a result holds.
     """
 
-    __slots__ = ("bufs", "seg_first", "start", "line", "flags", "ppos", "kept", "ids", "pend",
+    __slots__ = ("bufs", "seg_first", "start", "line", "flags", "ppos", "kept", "long", "ids", "pend",
                  "pend_rec", "dups", "late", "consumed", "tc")
 
     def __init__(self, size: int) -> None:
@@ -173,6 +199,8 @@ class Index:
         self.flags = bytearray()
         self.ppos = array(tc)
         self.kept: dict[int, Any] = {}
+        # The long lines' render fields, read with their heads (`_long_head`), by (id(buffer), start).
+        self.long: dict[tuple[int, int], Any] = {}
         self.ids = IdTable()
         self.pend = IdTable()
         self.pend_rec = array(tc)
@@ -195,6 +223,7 @@ class Index:
         other.flags = bytearray(self.flags)
         other.ppos = array(tc, self.ppos)
         other.kept = dict(self.kept)
+        other.long = dict(self.long)
         other.pend_rec = array(tc, self.pend_rec)
         other.ids = self.ids.copy(other._reader(None))
         other.pend = self.pend.copy(other._reader(other.pend_rec))
@@ -502,7 +531,10 @@ def decode_lines(data: bytes, pos: int, end: int, line: int, ix: Index, unreadab
             value: Any
             if stop > pos and next_suspect >= nl and (utf8_ok or _utf8(view, pos, stop)):
                 try:
-                    head = fast(view[pos:stop])
+                    if nl - pos < LONG_LINE or fast is not _HEAD:
+                        head = fast(view[pos:stop])
+                    else:
+                        head = _long_head(data, pos, stop, ix.long)
                 except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
                     value, why = _judge(data, view, pos, stop, exc)
                 else:

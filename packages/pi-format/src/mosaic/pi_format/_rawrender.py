@@ -97,7 +97,16 @@ class _EntryRaw(_Entry, gc=False):
     content: _R = _ABSENT  # type: ignore[assignment]
 
 
+class _LongEntry(_Entry, gc=False):
+    """`_Entry` with the line index's two fields of its own: a long line is read once, for the index and for
+    its render together (`decode_long`)."""
+
+    id: _R = _ABSENT
+    parentId: _R = _ABSENT  # noqa: N815 (the JSON key)
+
+
 _DECODE = msgspec.json.Decoder(_Entry).decode
+_DECODE_LONG = msgspec.json.Decoder(_LongEntry).decode
 _DECODE_RAW = msgspec.json.Decoder(_EntryRaw).decode
 _ENCODE = msgspec.json.encode
 
@@ -354,6 +363,24 @@ _USER = b'"user"'
 _ASSISTANT = b'"assistant"'
 _TOOL_RESULT = b'"toolResult"'
 _BASH = b'"bashExecution"'
+
+
+def decode_long(view: memoryview) -> Any:
+    """The line `view` read once into the raw fields `render_decoded` renders from, with its `id` and
+    `parentId` raw too (the line index takes its head from them: `_lines._long_head`). Raises what msgspec
+    raises; the raw fields hold the view (never release it under them)."""
+    return _DECODE_LONG(view)
+
+
+def render_decoded(e: Any, buf: bytes, a: int, b: int, raw_id: str, line: int) -> ItemJson | None:
+    """`render_json(buf, a, b, raw_id, line)` from the line's fields as `decode_long` read them (the same
+    rules on the same bytes; the line is not read again)."""
+    if not canonical_span(buf, a, b):
+        return None
+    try:
+        return _entry(e, raw_id, line)
+    except (_NotRaw, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
 
 
 def render_json(buf: bytes, a: int, b: int, raw_id: str, line: int) -> ItemJson | None:

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._ids import BRANCH_PREFIX, HASH_PREFIX, MAIN_BRANCH, NATIVE_PREFIX, safe_id
 from ._line_notices import LineNotices
-from ._lines import KEPT, PBAD, PEND, SHOWS, Index
+from ._lines import KEPT, LONG_LINE, PBAD, PEND, SHOWS, Index
 from ._model import LINES_CAP, Branch, Entry, Item, ItemJson
-from ._rawrender import render_json
+from ._rawrender import render_decoded, render_json
 from ._render import describe, notice_item, render_entry
 
 if TYPE_CHECKING:
@@ -270,6 +270,10 @@ class Forest:
         if ix.flags[r] & KEPT:
             return None
         buf, a, b = ix.span(r)
+        if b - a >= LONG_LINE:
+            e = ix.long.get((id(buf), a))
+            if e is not None:  # read with its head: not read again
+                return render_decoded(e, buf, a, b, self.raw_id(w), self.lines[w])
         return render_json(buf, a, b, self.raw_id(w), self.lines[w])
 
     def pre_item(self, w: int) -> Item | None:
