@@ -152,7 +152,7 @@ def _long_head(data: bytes, pos: int, stop: int, long: dict[tuple[int, int], Any
     try:
         e = decode_long(view)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return _FAST(view)  # type: ignore[no-any-return]
+        return _FAST(view)
     long[id(data), pos] = e
     return _Head(_raw_value(e.type), _raw_value(e.id), _raw_value(e.parentId), _raw_value(e.display))
 
