@@ -10,6 +10,7 @@ import tracemalloc
 from helpers import HEADER
 
 from mosaic.pi_format import Parsed, parse
+from mosaic.pi_format.testing import LONG_LINE, render_reads
 
 WINDOW = 1 << 20
 PREFIX = b'{"type":"message","id":"e1","parentId":null,"timestamp":"t","message":{"role":"user","content":[{"type":"text","text":"'
@@ -62,36 +63,17 @@ def test_render_json_of_a_long_line_copies_a_window_not_the_line() -> None:
     assert peak < 6 * WINDOW < len(text) // 2, peak  # two copies of one window, not of the line
 
 
-def _counting_renders(monkeypatch: object) -> list[int]:
-    """Count the render's own reads of a line (`_rawrender`'s decoders) from now on."""
-    from mosaic.pi_format import _rawrender
-
-    calls: list[int] = []
-    for name in ("_DECODE", "_DECODE_RAW"):
-        real = getattr(_rawrender, name)
-
-        def counting(view: object, real: object = real) -> object:
-            calls.append(len(view))  # type: ignore[arg-type]
-            return real(view)  # type: ignore[operator]
-
-        monkeypatch.setattr(_rawrender, name, counting)  # type: ignore[attr-defined]
-    return calls
-
-
-def test_a_line_of_1_mib_is_read_once_for_the_index_and_its_render(monkeypatch: object) -> None:
+def test_a_line_of_1_mib_is_read_once_for_the_index_and_its_render() -> None:
     """Issue 34 (one 20 MB line): a line of LONG_LINE bytes or more is read once, its head and its render's
     fields together; its render is what rendering it gives. One byte shorter, the render reads the line
     itself (short lines keep no decoded fields)."""
-    from mosaic.pi_format import _lines
-
     for extra, reads in ((0, 0), (-1, 1)):
-        pad = _lines.LONG_LINE - len(PREFIX) - len(SUFFIX) + extra
+        pad = LONG_LINE - len(PREFIX) - len(SUFFIX) + extra
         text = b"a" * (pad - 11) + rb"\n\u0001ok!"  # canonical escapes in it (11 bytes)
-        assert len(PREFIX) + len(text) + len(SUFFIX) == _lines.LONG_LINE + extra
+        assert len(PREFIX) + len(text) + len(SUFFIX) == LONG_LINE + extra
         parsed, ref = _parsed(text)
-        calls = _counting_renders(monkeypatch)
-        got = parsed.render_json(ref)
-        monkeypatch.undo()  # type: ignore[attr-defined]
+        with render_reads() as calls:
+            got = parsed.render_json(ref)
         assert len(calls) == reads, (extra, calls)
         assert got is not None
         rendered = parsed.render(ref).to_json()

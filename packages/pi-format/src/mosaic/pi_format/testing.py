@@ -37,14 +37,15 @@ from typing import Any, Literal, NoReturn, cast
 
 import msgspec
 
-from . import _idtable, _lines, _tree
+from . import _idtable, _lines, _rawrender, _tree
 from ._lines import DECODER as EXACT_DECODER
-from ._lines import UTF8_BLOCK
+from ._lines import LONG_LINE, UTF8_BLOCK
 from ._lines import _long_digit_runs as long_digit_runs
 from ._model import Branch, Item, Parsed
 
 __all__ = [
     "EXACT_DECODER",
+    "LONG_LINE",
     "UTF8_BLOCK",
     "EntryReads",
     "colliding_hashes",
@@ -58,6 +59,7 @@ __all__ = [
     "id_table_widths",
     "long_digit_runs",
     "narrow_id_table",
+    "render_reads",
     "rendered_lines",
     "sparse_form",
 ]
@@ -121,6 +123,27 @@ def head_decodes() -> Iterator[list[bytes]]:
         yield calls
     finally:
         _lines._FAST = real
+
+
+@contextlib.contextmanager
+def render_reads() -> Iterator[list[int]]:
+    """Yield a list that collects the length of every line `Parsed.render_json` reads itself inside the block
+    (a line the line index read with its render's fields, `LONG_LINE` bytes or more, is not among them)."""
+    calls: list[int] = []
+    saved = _rawrender._DECODE, _rawrender._DECODE_RAW
+
+    def counting(real: Any) -> Any:
+        def read(view: Any) -> Any:
+            calls.append(len(view))
+            return real(view)
+
+        return read
+
+    _rawrender._DECODE, _rawrender._DECODE_RAW = counting(saved[0]), counting(saved[1])
+    try:
+        yield calls
+    finally:
+        _rawrender._DECODE, _rawrender._DECODE_RAW = saved
 
 
 @contextlib.contextmanager
