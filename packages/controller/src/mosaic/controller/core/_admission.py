@@ -102,7 +102,7 @@ def _hello_not_first(s: CoreState, asked: Asked) -> bool:
 def _unverified(s: CoreState, asked: Asked) -> bool:
     if asked.call.method not in UNVERIFIED_METHODS:
         return False
-    if asked.call.method == "approval" and (s.config.answer_dialogs or s.config.engine.permission_requests):
+    if asked.call.method == "approval" and s.config.answers_decisions:
         return False  # issue 33: the deployment answers dialogs; issue 32: the engine's permission requests (P7)
     s.refuse(asked.call, "unsupported-capability", f"{asked.call.method} is a CHAT-01 command this increment does "
                                                    "not verify (approval is I2's; draft, upload, queue-edit CHAT-04's)")

@@ -63,7 +63,7 @@ def asked(s: CoreState, ask: DialogAsk) -> None:
     s.dialogs += 1
     made = s.new_id("d")  # made whether or not the ask has its own id (the ids that follow stay as they were)
     name = s.config.engine.name
-    answering = s.config.answer_dialogs or s.config.engine.permission_requests
+    answering = s.config.answers_decisions
     if not answering or ask.choices is None or ask.id is None:
         s.doubt_disabled += 1
         _chain.approval_uncertain(s)  # seed "Approval": once a dialog was seen, every stop says so

@@ -111,6 +111,12 @@ class CoreConfig:
     # dialog is shown disabled and never answered (P3); a deployment that adopts C-2 turns it on.
     answer_dialogs: bool = False
 
+    @property
+    def answers_decisions(self) -> bool:
+        """Whether the engine's decisions are answered here: its dialogs with the dialogs option (issue 33), or
+        its permission requests, which an engine whose rules say so asks whatever the option (issue 32, P7)."""
+        return self.answer_dialogs or self.engine.permission_requests
+
 
 def text_digest(text: str) -> str:
     """The text's SHA-256 as CHAT-01 writes digests (`sha256:<hex>`)."""
