@@ -377,10 +377,7 @@ def render_decoded(e: Any, buf: bytes, a: int, b: int, raw_id: str, line: int) -
     rules on the same bytes; the line is not read again)."""
     if not canonical_span(buf, a, b):
         return None
-    try:
-        return _entry(e, raw_id, line)
-    except (_NotRaw, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None
+    return _rendered(e, raw_id, line)
 
 
 def render_json(buf: bytes, a: int, b: int, raw_id: str, line: int) -> ItemJson | None:
@@ -395,6 +392,14 @@ def render_json(buf: bytes, a: int, b: int, raw_id: str, line: int) -> ItemJson 
             e: Any = _DECODE(view)
         except msgspec.ValidationError:
             e = _DECODE_RAW(view)  # a content that is a string (or of a wrong type)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    return _rendered(e, raw_id, line)
+
+
+def _rendered(e: Any, raw_id: str, line: int) -> ItemJson | None:
+    """`_entry`, with None where it finds a field it does not prove (the caller renders)."""
+    try:
         return _entry(e, raw_id, line)
     except (_NotRaw, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
