@@ -29,15 +29,18 @@ uv by its path, else a uv on PATH, else the venv module and pip: `venv_commands`
    file is in packages/<package>/<suite>/: a test or a helper of the suite) and not in place of a timeout,
    or on the exception the mutant's `signal:` line declares (reported apart). Otherwise:
    - "HUNG": a wait ran out: a TimeoutError, the AssertionError a harness raised while handling one, or
-     the named tests still running after TEST_TIMEOUT_S. The mutation stopped something from happening in
-     time, which asserts no rule;
+     the named tests still running at their bound (HANG_FLOOR_S plus HANG_FACTOR times the suite's
+     baseline, at most TEST_TIMEOUT_S). The mutation stopped something from happening in time, which asserts
+     no rule either way, so a hung mutant is run once more from the start and the second run's result is
+     its result (`run_mutant`; the first hang is named in the report);
    - "CRASHED": anything else: an `assert` in the product (or a package's `testing` module), an exception
      the code raised before the test's assertion could run, a failure in setup or teardown.
    Exit 0 means it survived; any other exit (no such test, collection error) is an error, never a kill;
 4. the patch is reverted before the next mutant.
 
-It prints a table (mutant, package, brief, killed by, result, time) and a count of each result, and exits 1
-unless every mutant was killed.
+It prints a table (mutant, package, brief, killed by, result, time), under it each mutant not killed with why
+(and each killed only on its second run), then a count of each result, and exits 1 unless every mutant was
+killed.
 
 `python ci/mutants.py --apply-only [STEM...]` runs no test: it proves every patch still has its place, on one
 scratch copy of the tree (no venv is made): each header parses, each file its `killed-by:` names exists, and
@@ -77,8 +80,13 @@ import workspace
 T = TypeVar("T")
 
 MUTANTS_DIR = workspace.ROOT / "mutants"
-TEST_TIMEOUT_S = 600
-TIMED_OUT = -9  # the returncode of a pytest run killed at TEST_TIMEOUT_S
+TEST_TIMEOUT_S = 600  # the most any one pytest run of the pass may take
+TIMED_OUT = -9  # the returncode of a pytest run killed at its bound
+# A mutated run's bound: HANG_FLOOR_S plus HANG_FACTOR times its suite's baseline (every named test of the
+# suite, unpatched, on this machine), at most TEST_TIMEOUT_S. A killer is one of the baseline's tests and
+# takes seconds; a mutated run past the bound is hung, whatever it would have done after.
+HANG_FLOOR_S = 120.0
+HANG_FACTOR = 4.0
 COPY_IGNORE = shutil.ignore_patterns(".git", ".nox", ".cache", "node_modules", "__pycache__", ".hypothesis",
                                      "*.pyc", ".venv")
 
@@ -125,6 +133,22 @@ class Outcome:
     result: str  # killed | SURVIVED | CRASHED | HUNG | ERROR
     detail: str
     seconds: float
+    runs: int = 1  # 2 when the first run hung and the mutant was run once more (`run_mutant`)
+    by_signal: bool = False  # killed by the exception its `signal:` line declares, not by an assertion
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """A package suite's named tests, all of them on the unpatched copy: whether they passed, and how long."""
+
+    ok: bool
+    seconds: float
+
+    def bound(self) -> float:
+        """How long a mutated run of some of these tests may take before it is hung (HANG_FLOOR_S, HANG_FACTOR)."""
+        if not self.ok:
+            return float(TEST_TIMEOUT_S)
+        return min(float(TEST_TIMEOUT_S), HANG_FLOOR_S + HANG_FACTOR * self.seconds)
 
 
 def parse(path: pathlib.Path) -> Mutant:
@@ -267,8 +291,8 @@ class Scratch:
             self.servers[package] = server
         return server
 
-    def pytest(self, package: str, killed_by: list[str],
-               signals_file: pathlib.Path | None = None) -> subprocess.CompletedProcess[str]:
+    def pytest(self, package: str, killed_by: list[str], signals_file: pathlib.Path | None = None,
+               timeout: float = TEST_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
         ids = [str(pkg_dir / k) for k in killed_by]
         extra = {} if signals_file is None else {"MOSAIC_MUTANT_SIGNALS": str(signals_file)}
@@ -280,14 +304,14 @@ class Scratch:
         server = self._server(package)
         assert server.stdin is not None and server.stdout is not None
         try:
-            server.stdin.write(json.dumps({"argv": argv, "env": extra, "timeout": TEST_TIMEOUT_S}) + "\n")
+            server.stdin.write(json.dumps({"argv": argv, "env": extra, "timeout": timeout}) + "\n")
             server.stdin.flush()
             answer = json.loads(server.stdout.readline())
         except (OSError, ValueError) as exc:
             raise SystemExit(f"the pytest fork server for {package} failed ({exc!r}); its exit status: {server.poll()}") from exc
         cmd = [str(self.python(package)), "-m", "pytest", *argv]
         if answer["returncode"] == TIMED_OUT:
-            return subprocess.CompletedProcess(cmd, TIMED_OUT, answer["output"], f"timeout after {TEST_TIMEOUT_S}s")
+            return subprocess.CompletedProcess(cmd, TIMED_OUT, answer["output"], f"timeout after {timeout:.0f}s")
         return subprocess.CompletedProcess(cmd, answer["returncode"], answer["output"], "")
 
     def patch(self, mutant: Mutant, *, reverse: bool = False, dry: bool = False) -> subprocess.CompletedProcess[str]:
@@ -318,10 +342,23 @@ def _tail(proc: subprocess.CompletedProcess[str], n: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
-def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: dict[str, bool]) -> Outcome:
+def run_mutant(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> Outcome:
+    """`run_one`, and once more when it hung: a hang asserts nothing either way (a wait ran out, or the run
+    passed its bound), so it is run again from the start, and the second run's result is the mutant's, with the
+    first hang named in its detail. Killed only by a named test's assertion (or declared signal), as always."""
+    first = run_one(scratch, mutant, baseline)
+    if first.result != "HUNG":
+        return first
+    second = run_one(scratch, mutant, baseline)
+    hung = "the first run hung (" + first.detail.splitlines()[0] + "), so it ran again"
+    return Outcome(second.result, "; ".join(d for d in (hung, second.detail) if d),
+                   first.seconds + second.seconds, runs=2, by_signal=second.by_signal)
+
+
+def run_one(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> Outcome:
     start = time.monotonic()
     for suite in mutant.suites:
-        if not baseline_ok[suite]:
+        if not baseline[suite].ok:
             base = scratch.pytest(mutant.package, mutant.killers_in(suite))
             if base.returncode != 0:
                 return Outcome("ERROR", "named test does not pass on the unpatched tree:\n" + _tail(base),
@@ -332,18 +369,20 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: dict[str, bool]) -> O
     applied = scratch.patch(mutant)
     if applied.returncode != 0:
         return Outcome("ERROR", "patch failed:\n" + _tail(applied), time.monotonic() - start)
-    runs: list[tuple[str, pathlib.Path, subprocess.CompletedProcess[str]]] = []
+    runs: list[tuple[str, pathlib.Path, float, subprocess.CompletedProcess[str]]] = []
     try:
         for suite in mutant.suites:
             signals_file = scratch.dir / f"signals-{mutant.stem}-{suite}.jsonl"
-            runs.append((suite, signals_file, scratch.pytest(mutant.package, mutant.killers_in(suite), signals_file)))
+            bound = baseline[suite].bound()
+            runs.append((suite, signals_file, bound,
+                         scratch.pytest(mutant.package, mutant.killers_in(suite), signals_file, bound)))
     finally:
         undone = scratch.patch(mutant, reverse=True)
         if undone.returncode != 0:
             raise SystemExit(f"could not revert {mutant.path.name}; scratch tree left at {scratch.tree}")
     took = time.monotonic() - start
     details: list[str] = []
-    for suite, signals_file, mutated in runs:  # killed only when every suite's named tests killed it
+    for suite, signals_file, bound, mutated in runs:  # killed only when every suite's named tests killed it
         where = f"{suite}: " if len(runs) > 1 else ""
         if mutated.returncode == 1:
             result, detail = classify(signals_file, mutant.signals)
@@ -352,13 +391,14 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline_ok: dict[str, bool]) -> O
             if detail:
                 details.append(f"{where}{detail}")
         elif mutated.returncode == TIMED_OUT:
-            return Outcome("HUNG", f"{where}hung, not killed: the named tests ran past {TEST_TIMEOUT_S}s", took)
+            return Outcome("HUNG", f"{where}hung, not killed: the named tests ran past their bound, {bound:.0f}s\n"
+                           + _tail(mutated), took)
         elif mutated.returncode == 0:
             return Outcome("SURVIVED", f"{where}the named tests pass with the mutation applied", took)
         else:
             return Outcome("ERROR", f"{where}pytest exit {mutated.returncode} (not a test failure):\n"
                            + _tail(mutated), took)
-    return Outcome("killed", "; ".join(details), took)
+    return Outcome("killed", "; ".join(details), took, by_signal=bool(details))
 
 
 SERIAL_SUITES = ("tests_cohort",)  # suites that bring up a cohort lab: never two at once
@@ -408,7 +448,7 @@ OPEN = LaneGate(None)
 
 
 def _run_all(mutants: list[Mutant], scratches: list[Scratch],
-             baseline: dict[tuple[str, str], bool], gate: LaneGate = OPEN) -> dict[str, Outcome]:
+             baseline: dict[tuple[str, str], Baseline], gate: LaneGate = OPEN) -> dict[str, Outcome]:
     """Each mutant on one scratch copy: the unit suites' mutants shared out among the copies (a queue each
     worker takes from; the copies past the first once `gate` is open), then the serial suites' mutants one at
     a time on the first copy, once `gate` is open."""
@@ -416,7 +456,7 @@ def _run_all(mutants: list[Mutant], scratches: list[Scratch],
     report = threading.Lock()  # one worker's line at a time
 
     def one(scratch: Scratch, m: Mutant) -> None:
-        out = run_one(scratch, m, {s: baseline[m.package, s] for s in m.suites})
+        out = run_mutant(scratch, m, {s: baseline[m.package, s] for s in m.suites})
         with report:
             outcomes[m.stem] = out
             print(f"mutant {m.stem} ({m.package}): {out.result} in {out.seconds:.1f}s"
@@ -466,7 +506,8 @@ def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch,
         raise failures[0]
 
 
-def _baselines(mutants: list[Mutant], scratches: list[Scratch], gate: LaneGate = OPEN) -> dict[tuple[str, str], bool]:
+def _baselines(mutants: list[Mutant], scratches: list[Scratch],
+               gate: LaneGate = OPEN) -> dict[tuple[str, str], Baseline]:
     """Once per package suite: do its named tests all pass on the unpatched copy? The unit suites' runs are
     shared out among the scratch copies as their mutants are (the largest first; each copy makes the venvs it
     will need; the copies past the first once `gate` is open), the cohort suites' one at a time after them,
@@ -476,7 +517,7 @@ def _baselines(mutants: list[Mutant], scratches: list[Scratch], gate: LaneGate =
     for m in mutants:
         for s in m.suites:
             killers[m.package, s].update(m.killers_in(s))
-    results: dict[tuple[str, str], bool] = {}
+    results: dict[tuple[str, str], Baseline] = {}
     report = threading.Lock()
 
     def one(scratch: Scratch, key: tuple[str, str]) -> None:
@@ -484,10 +525,10 @@ def _baselines(mutants: list[Mutant], scratches: list[Scratch], gate: LaneGate =
         start = time.monotonic()
         proc = scratch.pytest(key[0], named)
         with report:
-            results[key] = proc.returncode == 0
+            results[key] = Baseline(proc.returncode == 0, time.monotonic() - start)
             print(f"baseline {key[0]} {key[1]}: {len(named)} named test(s) on the unpatched tree: "
-                  f"{'passed' if results[key] else 'FAILED'} in {time.monotonic() - start:.1f}s", flush=True)
-            if not results[key]:
+                  f"{'passed' if results[key].ok else 'FAILED'} in {results[key].seconds:.1f}s", flush=True)
+            if not results[key].ok:
                 print(_tail(proc), flush=True)
 
     unit = sorted((k for k in killers if k[1] not in SERIAL_SUITES), key=lambda k: (-len(killers[k]), k))
@@ -533,6 +574,17 @@ def apply_only(paths: list[pathlib.Path]) -> int:
     return 1 if bad else 0
 
 
+def report_after_the_table(rows: list[tuple[Mutant, Outcome]]) -> None:
+    """Under the table, where the end of a long log shows it: each mutant not killed with why (its detail
+    and the tail of its run), and each one that was run a second time after a hang."""
+    for m, out in rows:
+        if out.result != "killed":
+            print(f"\nNOT KILLED: {m.stem} ({m.package}): {out.result}\n{out.detail}")
+    again = [(m, out) for m, out in rows if out.runs > 1 and out.result == "killed"]
+    for m, out in again:
+        print(f"\nkilled on a second run: {m.stem} ({m.package}): {out.detail.splitlines()[0]}")
+
+
 def main(argv: list[str]) -> int:
     apply = "--apply-only" in argv
     argv = [a for a in argv if a != "--apply-only"]
@@ -575,13 +627,15 @@ def main(argv: list[str]) -> int:
     for m, out in rows:
         print(f"{m.stem.ljust(width)}  {m.package:<17} {m.brief:<5} {out.result:<8} {out.seconds:6.1f}s  "
               f"{', '.join(m.killed_by)}")
+    report_after_the_table(rows)
+    again = sum(1 for _, out in rows if out.runs > 1 and out.result == "killed")
     bad = [m.stem for m, out in rows if out.result != "killed"]
     count = {r: sum(1 for _, out in rows if out.result == r) for r in ("SURVIVED", "CRASHED", "HUNG", "ERROR")}
-    by_signal = sum(1 for _, out in rows if out.result == "killed" and out.detail)
+    by_signal = sum(1 for _, out in rows if out.result == "killed" and out.by_signal)
     print(f"\nmutants: {len(rows) - len(bad)} killed ({len(rows) - len(bad) - by_signal} by a test's assertion, "
           f"{by_signal} by their declared signal), "
           f"{len(bad)} not killed ({count['SURVIVED']} survived, {count['CRASHED']} crashed, "
-          f"{count['HUNG']} hung, {count['ERROR']} errors)")
+          f"{count['HUNG']} hung, {count['ERROR']} errors); {again} killed only on a second run after a hang")
     return 1 if bad else 0
 
 

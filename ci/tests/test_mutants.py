@@ -224,7 +224,7 @@ def test_the_baselines_are_shared_out_among_the_copies_and_the_cohort_suites_run
     runs: list[tuple[str, str, str]] = []
     _FakeScratch.running = _FakeScratch.most = 0
     copies = [_FakeScratch("first", runs, {"safe-open"}), _FakeScratch("second", runs, {"safe-open"})]
-    got = mutants._baselines(ms, copies)  # type: ignore[arg-type]
+    got = {k: b.ok for k, b in mutants._baselines(ms, copies).items()}  # type: ignore[arg-type]
     assert got == {("controller", "tests"): True, ("controller", "tests_cohort"): True,
                    ("pi-format", "tests"): True, ("safe-open", "tests"): False, ("writer-claim", "tests"): True,
                    ("cgroup-cohort", "tests_cohort"): True}
@@ -256,7 +256,7 @@ def test_beside_the_engine_lane_only_the_first_copy_works_and_no_cohort_suite_ru
     _FakeScratch.running = _FakeScratch.most = 0
     copies = [_FakeScratch("first", runs, set()), _FakeScratch("second", runs, set())]
     gate = mutants.LaneGate(str(lock))
-    got: dict[tuple[str, str], bool] = {}
+    got: dict[tuple[str, str], mutants.Baseline] = {}
     worker = threading.Thread(target=lambda: got.update(mutants._baselines(ms, copies, gate)))  # type: ignore[arg-type]
     worker.start()
     time.sleep(0.4)  # the first copy has run every unit suite's baseline (0.05 s each) by now
@@ -267,8 +267,81 @@ def test_beside_the_engine_lane_only_the_first_copy_works_and_no_cohort_suite_ru
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
     worker.join(10)
-    assert gate.is_open and not worker.is_alive() and all(got.values()) and len(got) == 7
+    assert gate.is_open and not worker.is_alive() and all(b.ok for b in got.values()) and len(got) == 7
     assert [(name, s) for name, _, s in runs[5:]] == [("first", "tests_cohort"), ("first", "tests_cohort")]
+
+
+def test_a_mutated_runs_bound_grows_with_its_suites_baseline_and_never_passes_the_ceiling() -> None:
+    """A stop's CI lost 600 s to one hung run: a mutated run is bounded by its suite's baseline on this machine
+    (floor plus a multiple), at most TEST_TIMEOUT_S; a suite whose baseline failed gets the ceiling."""
+    assert mutants.Baseline(True, 10.0).bound() == mutants.HANG_FLOOR_S + 10.0 * mutants.HANG_FACTOR
+    assert mutants.Baseline(True, 0.0).bound() == mutants.HANG_FLOOR_S
+    assert mutants.Baseline(True, 10_000.0).bound() == mutants.TEST_TIMEOUT_S
+    assert mutants.Baseline(False, 1.0).bound() == mutants.TEST_TIMEOUT_S
+    assert mutants.Baseline(True, 24.0).bound() < mutants.TEST_TIMEOUT_S / 2  # the slowest suite's, today
+
+
+class _ScriptedScratch:
+    """A scratch copy whose patches always apply and whose mutated runs answer from a script, in order: "hang"
+    (the run passed its bound), "wait" (a harness wait ran out), "kill" (a test's assertion), "pass"."""
+
+    def __init__(self, tmp_path: pathlib.Path, script: list[str]) -> None:
+        self.dir, self.script = tmp_path, list(script)
+        self.bounds: list[float] = []
+
+    def patch(self, mutant: object, **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    def pytest(self, package: str, killed_by: list[str], signals_file: pathlib.Path | None = None,
+               timeout: float = mutants.TEST_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        assert signals_file is not None  # every baseline passed: only mutated runs
+        self.bounds.append(timeout)
+        step = self.script.pop(0)
+        if step == "hang":
+            return subprocess.CompletedProcess([], mutants.TIMED_OUT, "still waiting", "")
+        if step == "pass":
+            return subprocess.CompletedProcess([], 0, "", "")
+        row = _row() if step == "kill" else _row(type="builtins.TimeoutError", assertion=False, timeout=True)
+        signals_file.write_text(json.dumps(row) + "\n")
+        return subprocess.CompletedProcess([], 1, "", "")
+
+
+@pytest.mark.parametrize(("script", "result", "runs"), [
+    (["kill"], "killed", 1),
+    (["hang", "kill"], "killed", 2),
+    (["wait", "kill"], "killed", 2),
+    (["hang", "hang"], "HUNG", 2),
+    (["hang", "pass"], "SURVIVED", 2),
+    (["pass"], "SURVIVED", 1),
+])
+def test_a_hung_mutant_runs_once_more_and_the_second_run_decides(
+        tmp_path: pathlib.Path, script: list[str], result: str, runs: int) -> None:
+    """A hang asserts nothing either way: the mutant runs again from the start, once; a kill still needs a named
+    test's assertion, the hang is named in the detail, and each run is bounded by its suite's baseline."""
+    scratch = _ScriptedScratch(tmp_path, script)
+    m = mutants.Mutant(pathlib.Path("m.patch"), "w", "-", "pi-rpc", ["tests/test_a.py::test_a"])
+    base = mutants.Baseline(True, 5.0)
+    out = mutants.run_mutant(scratch, m, {"tests": base})  # type: ignore[arg-type]
+    assert (out.result, out.runs) == (result, runs) and not scratch.script
+    assert scratch.bounds == [base.bound()] * runs
+    assert ("the first run hung" in out.detail) == (runs == 2)
+    assert not out.by_signal
+
+
+def test_under_the_table_each_mutant_not_killed_is_named_with_why_and_each_second_run_kill_too(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """CI shows the end of a long log: why a mutant was not killed must be there, not only in its line."""
+    def m(stem: str) -> mutants.Mutant:
+        return mutants.Mutant(pathlib.Path(f"{stem}.patch"), "w", "-", "pi-rpc", ["tests/t.py::t"])
+    mutants.report_after_the_table([
+        (m("a"), mutants.Outcome("killed", "", 1.0)),
+        (m("b"), mutants.Outcome("HUNG", "hung, not killed: the named tests ran past their bound, 140s\nTAIL", 280.0, runs=2)),
+        (m("c"), mutants.Outcome("killed", "the first run hung (x), so it ran again", 3.0, runs=2)),
+    ])
+    out = capsys.readouterr().out
+    assert "NOT KILLED: b (pi-rpc): HUNG\nhung, not killed: the named tests ran past their bound, 140s\nTAIL" in out
+    assert "killed on a second run: c (pi-rpc): the first run hung (x), so it ran again" in out
+    assert " a (" not in out
 
 
 def test_without_a_lane_lock_every_copy_starts_at_once() -> None:
