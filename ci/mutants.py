@@ -19,7 +19,7 @@ uv by its path, else a uv on PATH, else the venv module and pip: `venv_commands`
 
 1. baseline: the named tests must pass on the unpatched copy (a test that fails anyway kills nothing;
    checked once per package suite for all its named tests together, the unit suites' runs shared out among the
-   scratch copies as the mutants are, the cohort suites' one at a time);
+   scratch copies as the mutants are, each cohort suite's just before its mutants, in their line);
 2. the patch must apply cleanly (`patch -p1 --fuzz=0`: its context exactly as in the tree, a line offset
    allowed), else the mutant is an error;
 3. the named tests run again (all of them: one test's crash never hides another's assertion), with the
@@ -49,7 +49,9 @@ what a commit that moves code runs before the full pass (`nox -s lint` runs it);
 patch that lost its place. `python ci/mutants.py STEM...` runs only the named mutants; `--jobs N`
 (default: the CPU count, at most 2) runs the mutants of the unit suites on N scratch copies side by side, each copy patched by one
 mutant at a time. The mutants whose killers are in a cohort suite (`tests_cohort`: real cgroups, a systemd
-sandbox) run after them, one at a time, so that two labs never share the machine's cgroup tree at once.
+sandbox) run in a line of their own on the first copy, each cohort suite's baseline first, one at a time, so
+that two labs never share the machine's cgroup tree at once; the other copies go on with the unit suites'
+mutants beside the line (a unit suite's test makes no lab), and the first copy joins them when it ends.
 
 Beside the engine lane (`bash ci/test`: ci/run_sessions.py starts the pass while the engine sessions may still
 run, and names a file it holds an exclusive lock on until they have ended in `MOSAIC_ENGINE_LANE_LOCK`), the
@@ -450,48 +452,66 @@ OPEN = LaneGate(None)
 def _run_all(mutants: list[Mutant], scratches: list[Scratch],
              baseline: dict[tuple[str, str], Baseline], gate: LaneGate = OPEN) -> dict[str, Outcome]:
     """Each mutant on one scratch copy: the unit suites' mutants shared out among the copies (a queue each
-    worker takes from; the copies past the first once `gate` is open), then the serial suites' mutants one at
-    a time on the first copy, once `gate` is open."""
+    worker takes from; the copies past the first once `gate` is open); the serial line, each serial suite's
+    baseline and then the serial suites' mutants, in order, one at a time, on the first copy once `gate` is
+    open, while the other copies go on with the unit suites' mutants beside it. `baseline` holds the unit
+    suites' (`_baselines`); the serial suites' are added to it by their line."""
     outcomes: dict[str, Outcome] = {}
     report = threading.Lock()  # one worker's line at a time
+    killers = _killers(mutants)
+    base = _baseline_step(killers, baseline, report)
 
-    def one(scratch: Scratch, m: Mutant) -> None:
+    def one(scratch: Scratch, step: Mutant | tuple[str, str]) -> None:
+        if isinstance(step, tuple):  # a serial suite's baseline, before its mutants in the line
+            base(scratch, step)
+            return
+        m = step
         out = run_mutant(scratch, m, {s: baseline[m.package, s] for s in m.suites})
         with report:
             outcomes[m.stem] = out
             print(f"mutant {m.stem} ({m.package}): {out.result} in {out.seconds:.1f}s"
                   + (f"\n{out.detail}" if out.detail else ""), flush=True)
 
-    _share_out([m for m in mutants if not m.serial], scratches, one, gate)
-    serial = [m for m in mutants if m.serial]
+    serial: list[Mutant | tuple[str, str]] = [k for k in sorted(killers) if k[1] in SERIAL_SUITES]
+    serial += [m for m in mutants if m.serial]
     if serial and not gate.is_open:
-        print("mutants: the cohort suites' mutants wait for the engine lane to end", flush=True)
-    gate.wait()
-    for m in serial:
-        one(scratches[0], m)
+        print("mutants: the cohort suites (baselines and mutants) wait for the engine lane to end", flush=True)
+    units: list[Mutant | tuple[str, str]] = [m for m in mutants if not m.serial]
+    _share_out(units, scratches, one, gate, serial)
     return outcomes
 
 
 def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch, T], None],
-               gate: LaneGate = OPEN) -> None:
+               gate: LaneGate = OPEN, serial: list[T] | None = None) -> None:
     """Run `one(scratch, item)` for every item, the items shared out among the scratch copies (a queue each
     copy's worker takes from, in order); the first exception a worker raised is raised once all have ended.
-    Every copy but the first takes an item only once `gate` is open (it ends if the queue ran dry first)."""
+    Every copy but the first takes an item only once `gate` is open (it ends if the queue ran dry first).
+    The `serial` items run on the first copy alone, in order, one at a time, and only once `gate` is open:
+    it takes the next of them before its next shared item, so the other copies go on beside it."""
     work: queue.SimpleQueue[T] = queue.SimpleQueue()
     for item in items:
         work.put(item)
+    line = list(serial or [])
+    line.reverse()  # popped from the end: in order
     failures: list[BaseException] = []
 
     def worker(scratch: Scratch) -> None:
+        first = scratch is scratches[0]
         try:
-            if scratch is not scratches[0]:
+            if not first:
                 while not gate.wait(0.2):
                     if work.empty():
                         return
             while True:
+                if first and line and gate.is_open:
+                    one(scratch, line.pop())  # only the first copy's worker touches the line
+                    continue
                 try:
                     item = work.get_nowait()
                 except queue.Empty:
+                    if first and line:
+                        gate.wait(0.2)
+                        continue
                     return
                 one(scratch, item)
         except BaseException as e:  # noqa: BLE001 - re-raised by the main thread once every worker ended
@@ -506,20 +526,19 @@ def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch,
         raise failures[0]
 
 
-def _baselines(mutants: list[Mutant], scratches: list[Scratch],
-               gate: LaneGate = OPEN) -> dict[tuple[str, str], Baseline]:
-    """Once per package suite: do its named tests all pass on the unpatched copy? The unit suites' runs are
-    shared out among the scratch copies as their mutants are (the largest first; each copy makes the venvs it
-    will need; the copies past the first once `gate` is open), the cohort suites' one at a time after them,
-    on the first copy, once `gate` is open. Only when a suite fails here
-    are its mutants checked one by one, to name the test that fails anyway."""
+def _killers(mutants: list[Mutant]) -> dict[tuple[str, str], set[str]]:
+    """(package, suite) -> every test its mutants name there."""
     killers = {(m.package, s): set[str]() for m in mutants for s in m.suites}
     for m in mutants:
         for s in m.suites:
             killers[m.package, s].update(m.killers_in(s))
-    results: dict[tuple[str, str], Baseline] = {}
-    report = threading.Lock()
+    return killers
 
+
+def _baseline_step(killers: dict[tuple[str, str], set[str]], results: dict[tuple[str, str], Baseline],
+                   report: threading.Lock) -> Callable[[Scratch, tuple[str, str]], None]:
+    """The baseline of one package suite on a scratch copy: all its named tests on the unpatched copy, the
+    result put in `results` and printed."""
     def one(scratch: Scratch, key: tuple[str, str]) -> None:
         named = sorted(killers[key])
         start = time.monotonic()
@@ -531,13 +550,20 @@ def _baselines(mutants: list[Mutant], scratches: list[Scratch],
             if not results[key].ok:
                 print(_tail(proc), flush=True)
 
+    return one
+
+
+def _baselines(mutants: list[Mutant], scratches: list[Scratch],
+               gate: LaneGate = OPEN) -> dict[tuple[str, str], Baseline]:
+    """Once per unit package suite: do its named tests all pass on the unpatched copy? The runs are shared out
+    among the scratch copies as the mutants are (the largest first; each copy makes the venvs it will need;
+    the copies past the first once `gate` is open). The serial suites' baselines run in their line
+    (`_run_all`), just before their mutants. Only when a suite fails here are its mutants checked one by one,
+    to name the test that fails anyway."""
+    killers = _killers(mutants)
+    results: dict[tuple[str, str], Baseline] = {}
     unit = sorted((k for k in killers if k[1] not in SERIAL_SUITES), key=lambda k: (-len(killers[k]), k))
-    _share_out(unit, scratches, one, gate)
-    serial = sorted(k for k in killers if k[1] in SERIAL_SUITES)
-    if serial:
-        gate.wait()
-    for key in serial:
-        one(scratches[0], key)
+    _share_out(unit, scratches, _baseline_step(killers, results, threading.Lock()), gate)
     return results
 
 

@@ -186,89 +186,129 @@ def test_a_mutant_may_name_killers_in_two_suites_each_run_on_its_own_and_one_in_
 
 
 class _FakeScratch:
-    """A scratch copy whose pytest only records which suite ran where and how many ran at once."""
+    """A scratch copy whose patches apply and whose pytest records each run (copy, package, suite, baseline or
+    mutant, start, end) and how many cohort-suite runs were under way at once: a baseline passes, a mutated run
+    is killed by a test's assertion. A cohort suite's run takes longer than a unit suite's."""
 
-    running = 0
-    most = 0
     lock = threading.Lock()
 
-    def __init__(self, name: str, runs: list[tuple[str, str, str]], fail: set[str]) -> None:
-        self.name, self.runs, self.fail = name, runs, fail
+    def __init__(self, name: str, runs: list[tuple[str, str, str, str, float, float]], fail: set[str],
+                 tmp: pathlib.Path, cohort_now: list[int]) -> None:
+        self.name, self.runs, self.fail, self.cohort_now = name, runs, fail, cohort_now
+        self.dir = tmp / name
+        self.dir.mkdir(parents=True, exist_ok=True)
 
-    def pytest(self, package: str, killed_by: list[str]) -> subprocess.CompletedProcess[str]:
+    def patch(self, mutant: object, **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    def pytest(self, package: str, killed_by: list[str], signals_file: pathlib.Path | None = None,
+               timeout: float = mutants.TEST_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         suite = mutants.suite_of(killed_by[0])
+        cohort = suite in mutants.SERIAL_SUITES
         with self.lock:
-            _FakeScratch.running += 1
-            _FakeScratch.most = max(_FakeScratch.most, _FakeScratch.running)
-            cohort_beside = suite in mutants.SERIAL_SUITES and _FakeScratch.running > 1
-        time.sleep(0.05)
+            if cohort:
+                self.cohort_now[0] += 1
+                self.cohort_now[1] = max(self.cohort_now[1], self.cohort_now[0])
+        start = time.monotonic()
+        time.sleep(0.15 if cohort else 0.03)
+        end = time.monotonic()
         with self.lock:
-            _FakeScratch.running -= 1
-            self.runs.append((self.name, package, suite))
-        assert not cohort_beside, "a cohort suite's baseline ran beside another run"
-        return subprocess.CompletedProcess([], 1 if package in self.fail else 0, "", "")
+            if cohort:
+                self.cohort_now[0] -= 1
+            self.runs.append((self.name, package, suite, "base" if signals_file is None else "mutant", start, end))
+        if signals_file is None:
+            return subprocess.CompletedProcess([], 1 if package in self.fail else 0, "", "")
+        signals_file.write_text(json.dumps(_row()) + "\n")
+        return subprocess.CompletedProcess([], 1, "", "")
 
 
-def test_the_baselines_are_shared_out_among_the_copies_and_the_cohort_suites_run_alone_on_the_first() -> None:
-    """Issue 34: each package suite's baseline runs once; the unit suites' on every copy at once (each copy
-    makes the venvs it will need), the cohort suites' after them, one at a time, on the first copy; a suite
-    whose named tests fail on the unpatched tree is reported failed."""
-    ms = [mutants.Mutant(pathlib.Path(f"{i}.patch"), "w", "-", pkg, killers) for i, (pkg, killers) in enumerate([
+def _mutant_set() -> list[mutants.Mutant]:
+    return [mutants.Mutant(pathlib.Path(f"{i}.patch"), "w", "-", pkg, killers) for i, (pkg, killers) in enumerate([
         ("controller", ["tests/test_a.py::t1", "tests_cohort/test_k.py::k1"]),
-        ("controller", ["tests/test_a.py::t2"]),
-        ("pi-format", ["tests/test_p.py::t"]),
-        ("safe-open", ["tests/test_s.py::t"]),
-        ("writer-claim", ["tests/test_w.py::t"]),
         ("cgroup-cohort", ["tests_cohort/test_c.py::c"]),
+        *[(pkg, [f"tests/test_{i}.py::t"]) for i, pkg in enumerate(
+            ["controller", "pi-format", "safe-open", "writer-claim", "claude-rpc", "pi-rpc", "chat-pages"] * 3)],
     ])]
-    runs: list[tuple[str, str, str]] = []
-    _FakeScratch.running = _FakeScratch.most = 0
-    copies = [_FakeScratch("first", runs, {"safe-open"}), _FakeScratch("second", runs, {"safe-open"})]
-    got = {k: b.ok for k, b in mutants._baselines(ms, copies).items()}  # type: ignore[arg-type]
-    assert got == {("controller", "tests"): True, ("controller", "tests_cohort"): True,
-                   ("pi-format", "tests"): True, ("safe-open", "tests"): False, ("writer-claim", "tests"): True,
-                   ("cgroup-cohort", "tests_cohort"): True}
-    assert sorted((p, s) for _, p, s in runs) == sorted(got)  # each once
-    assert _FakeScratch.most == 2 and {name for name, _, s in runs if s == "tests"} == {"first", "second"}
-    cohort = [(name, i) for i, (name, _, s) in enumerate(runs) if s == "tests_cohort"]
-    assert [name for name, _ in cohort] == ["first", "first"] and min(i for _, i in cohort) == len(runs) - 2
+
+
+def _copies(tmp: pathlib.Path, runs: list[tuple[str, str, str, str, float, float]],
+            fail: set[str] | None = None) -> tuple[list[_FakeScratch], list[int]]:
+    cohort_now = [0, 0]  # under way now, the most at once
+    return [_FakeScratch("first", runs, fail or set(), tmp, cohort_now),
+            _FakeScratch("second", runs, fail or set(), tmp, cohort_now)], cohort_now
+
+
+def test_the_unit_suites_baselines_are_shared_out_among_the_copies_and_a_failing_one_is_reported(
+        tmp_path: pathlib.Path) -> None:
+    """Issue 34: each unit package suite's baseline runs once, on every copy at once (each copy makes the venvs
+    it will need); a suite whose named tests fail on the unpatched tree is reported failed. No cohort suite
+    runs here: its baseline is the first step of its line (the next test)."""
+    runs: list[tuple[str, str, str, str, float, float]] = []
+    copies, _ = _copies(tmp_path, runs, {"safe-open"})
+    got = {k: b.ok for k, b in mutants._baselines(_mutant_set(), copies).items()}  # type: ignore[arg-type]
+    assert got == {("controller", "tests"): True, ("pi-format", "tests"): True, ("safe-open", "tests"): False,
+                   ("writer-claim", "tests"): True, ("claude-rpc", "tests"): True, ("pi-rpc", "tests"): True,
+                   ("chat-pages", "tests"): True}
+    assert sorted((p, s) for _, p, s, *_ in runs) == sorted(got)  # each once
+    assert {name for name, *_ in runs} == {"first", "second"}
+
+
+def test_the_cohort_line_runs_on_the_first_copy_one_at_a_time_its_baseline_first_beside_the_unit_mutants(
+        tmp_path: pathlib.Path) -> None:
+    """Two labs never share the machine's cgroup tree: every cohort-suite run (baseline or mutant) is on the
+    first copy, never two at once, each suite's baseline before its mutants. The second copy goes on with the
+    unit suites' mutants beside the line, instead of idling while it runs after them (stop 40)."""
+    runs: list[tuple[str, str, str, str, float, float]] = []
+    copies, cohort_now = _copies(tmp_path, runs)
+    ms = _mutant_set()
+    base = mutants._baselines(ms, copies)  # type: ignore[arg-type]
+    del runs[:]
+    outcomes = mutants._run_all(ms, copies, base)  # type: ignore[arg-type]
+    assert {m.stem for m in ms} == set(outcomes) and all(o.result == "killed" for o in outcomes.values())
+    cohort = [r for r in runs if r[2] == "tests_cohort"]
+    assert cohort and {r[0] for r in cohort} == {"first"} and cohort_now[1] == 1
+    for package in ("controller", "cgroup-cohort"):
+        kinds = [r[3] for r in sorted(cohort, key=lambda r: r[4]) if r[1] == package]
+        assert kinds == ["base", "mutant"], (package, kinds)
+    beside = [r for r in runs if r[0] == "second" and any(c[4] < r[5] and r[4] < c[5] for c in cohort)]
+    assert beside, "no unit mutant ran beside the cohort line"
+    assert base[("controller", "tests_cohort")].ok and base[("cgroup-cohort", "tests_cohort")].ok
 
 
 def test_beside_the_engine_lane_only_the_first_copy_works_and_no_cohort_suite_runs_until_the_lane_ends(
         tmp_path: pathlib.Path) -> None:
-    """Issue 34 (bash ci/test within 12 minutes): while the runner holds the engine lane's lock, the baselines run
-    on the first copy alone and no cohort suite runs; once it lets go, the second copy joins and the cohort
-    suites run, still one at a time, on the first copy."""
+    """Issue 34 (bash ci/test within 12 minutes): while the runner holds the engine lane's lock, the baselines and
+    mutants run on the first copy alone and no cohort suite runs; once it lets go, the second copy joins and the
+    cohort line runs, one at a time, on the first copy."""
     import fcntl
 
     lock = tmp_path / "engine-lane.lock"
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    ms = [mutants.Mutant(pathlib.Path(f"{i}.patch"), "w", "-", pkg, killers) for i, (pkg, killers) in enumerate([
-        ("controller", ["tests/test_a.py::t1", "tests_cohort/test_k.py::k1"]),
-        ("pi-format", ["tests/test_p.py::t"]),
-        ("safe-open", ["tests/test_s.py::t"]),
-        ("writer-claim", ["tests/test_w.py::t"]),
-        ("claude-rpc", ["tests/test_c.py::t"]),
-        ("cgroup-cohort", ["tests_cohort/test_c.py::c"]),
-    ])]
-    runs: list[tuple[str, str, str]] = []
-    _FakeScratch.running = _FakeScratch.most = 0
-    copies = [_FakeScratch("first", runs, set()), _FakeScratch("second", runs, set())]
+    ms = _mutant_set()
+    runs: list[tuple[str, str, str, str, float, float]] = []
+    copies, cohort_now = _copies(tmp_path, runs)
     gate = mutants.LaneGate(str(lock))
-    got: dict[tuple[str, str], mutants.Baseline] = {}
-    worker = threading.Thread(target=lambda: got.update(mutants._baselines(ms, copies, gate)))  # type: ignore[arg-type]
+    got: dict[str, mutants.Outcome] = {}
+
+    def the_pass() -> None:
+        got.update(mutants._run_all(ms, copies, mutants._baselines(ms, copies, gate), gate))  # type: ignore[arg-type]
+
+    worker = threading.Thread(target=the_pass)
     worker.start()
-    time.sleep(0.4)  # the first copy has run every unit suite's baseline (0.05 s each) by now
+    time.sleep(0.5)  # the first copy has run the unit baselines and some unit mutants (0.03 s each) by now
     while_held = list(runs)
     assert not gate.is_open and worker.is_alive()
-    assert {name for name, _, _ in while_held} == {"first"} and len(while_held) == 5
-    assert all(suite == "tests" for _, _, suite in while_held)
+    assert {r[0] for r in while_held} == {"first"} and len(while_held) >= 3
+    assert all(r[2] == "tests" for r in while_held)
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
-    worker.join(10)
-    assert gate.is_open and not worker.is_alive() and all(b.ok for b in got.values()) and len(got) == 7
-    assert [(name, s) for name, _, s in runs[5:]] == [("first", "tests_cohort"), ("first", "tests_cohort")]
+    worker.join(20)
+    assert gate.is_open and not worker.is_alive() and len(got) == len(ms)
+    assert all(o.result == "killed" for o in got.values())
+    cohort = [r for r in runs if r[2] == "tests_cohort"]
+    assert len(cohort) == 4 and {r[0] for r in cohort} == {"first"} and cohort_now[1] == 1
+    assert "second" in {r[0] for r in runs[len(while_held):]}
 
 
 def test_a_mutated_runs_bound_grows_with_its_suites_baseline_and_never_passes_the_ceiling() -> None:
