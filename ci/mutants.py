@@ -639,7 +639,7 @@ def main(argv: list[str]) -> int:
           + (uv if uv is not None else "the venv module and pip (no uv in the tool venv or on PATH)"), flush=True)
     gate = LaneGate(os.environ.get(LANE_LOCK_ENV))
     if not gate.is_open:
-        print("mutants: beside the engine lane: one scratch copy until it ends, the cohort suites after it",
+        print("mutants: beside the engine lane: one scratch copy until it ends, the cohort line (baselines and mutants) after it",
               flush=True)
     try:
         outcomes = _run_all(mutants, scratches, _baselines(mutants, scratches, gate), gate)
