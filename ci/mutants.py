@@ -375,6 +375,7 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> 
     try:
         for suite in mutant.suites:
             signals_file = scratch.dir / f"signals-{mutant.stem}-{suite}.jsonl"
+            signals_file.unlink(missing_ok=True)  # the plugin appends: a second run records only its own
             bound = baseline[suite].bound()
             runs.append((suite, signals_file, bound,
                          scratch.pytest(mutant.package, mutant.killers_in(suite), signals_file, bound)))

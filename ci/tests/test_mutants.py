@@ -323,7 +323,8 @@ def test_a_mutated_runs_bound_grows_with_its_suites_baseline_and_never_passes_th
 
 class _ScriptedScratch:
     """A scratch copy whose patches always apply and whose mutated runs answer from a script, in order: "hang"
-    (the run passed its bound), "wait" (a harness wait ran out), "kill" (a test's assertion), "pass"."""
+    (the run passed its bound), "wait" (a harness wait ran out), "kill" (a test's assertion), "crash" (an exception
+    the code raised), "pass"."""
 
     def __init__(self, tmp_path: pathlib.Path, script: list[str]) -> None:
         self.dir, self.script = tmp_path, list(script)
@@ -342,7 +343,10 @@ class _ScriptedScratch:
         if step == "pass":
             return subprocess.CompletedProcess([], 0, "", "")
         row = _row() if step == "kill" else _row(type="builtins.TimeoutError", assertion=False, timeout=True)
-        signals_file.write_text(json.dumps(row) + "\n")
+        if step == "crash":
+            row = _row(type="builtins.KeyError", assertion=False)
+        with open(signals_file, "a") as out:  # as the plugin writes
+            out.write(json.dumps(row) + "\n")
         return subprocess.CompletedProcess([], 1, "", "")
 
 
@@ -352,6 +356,7 @@ class _ScriptedScratch:
     (["wait", "kill"], "killed", 2),
     (["hang", "hang"], "HUNG", 2),
     (["hang", "pass"], "SURVIVED", 2),
+    (["wait", "crash"], "CRASHED", 2),  # the first run's wait is not read again as the second's
     (["pass"], "SURVIVED", 1),
 ])
 def test_a_hung_mutant_runs_once_more_and_the_second_run_decides(
