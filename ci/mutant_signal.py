@@ -20,7 +20,8 @@ For every failed report it writes one JSON line to the file named by ``MOSAIC_MU
   wait that catches its timeout and raises ``AssertionError`` instead: ``raise AssertionError(...) from
   None`` still records the timeout as its ``__context__``).
 
-ci/mutants.py reads it (`classify`).
+ci/mutants.py reads it (`classify`). Beside it, in the same file's name plus ``.running``, it keeps the nodeid
+of the test under way (written as each test starts), so a run killed at its bound names the test it hung in.
 
 In a mutated run (``MOSAIC_MUTANT_SIGNALS`` set) Hypothesis does not shrink or explain a failing example
 (`pytest_configure` loads a profile without those phases before any test module is imported): a mutant is
@@ -84,6 +85,12 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     settings.register_profile(MUTANTS_PROFILE, phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target))
     settings.load_profile(MUTANTS_PROFILE)
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    path = os.environ.get("MOSAIC_MUTANT_SIGNALS")
+    if path:
+        pathlib.Path(path + ".running").write_text(nodeid, encoding="utf-8")
 
 
 @pytest.hookimpl(hookwrapper=True)

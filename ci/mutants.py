@@ -376,6 +376,7 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> 
         for suite in mutant.suites:
             signals_file = scratch.dir / f"signals-{mutant.stem}-{suite}.jsonl"
             signals_file.unlink(missing_ok=True)  # the plugin appends: a second run records only its own
+            pathlib.Path(f"{signals_file}.running").unlink(missing_ok=True)
             bound = baseline[suite].bound()
             runs.append((suite, signals_file, bound,
                          scratch.pytest(mutant.package, mutant.killers_in(suite), signals_file, bound)))
@@ -394,8 +395,10 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> 
             if detail:
                 details.append(f"{where}{detail}")
         elif mutated.returncode == TIMED_OUT:
-            return Outcome("HUNG", f"{where}hung, not killed: the named tests ran past their bound, {bound:.0f}s\n"
-                           + _tail(mutated), took)
+            running = pathlib.Path(f"{signals_file}.running")
+            hung_in = running.read_text(encoding="utf-8") if running.exists() else "?"
+            return Outcome("HUNG", f"{where}hung, not killed: the named tests ran past their bound, {bound:.0f}s, "
+                           f"in {hung_in}\n" + _tail(mutated), took)
         elif mutated.returncode == 0:
             return Outcome("SURVIVED", f"{where}the named tests pass with the mutation applied", took)
         else:

@@ -138,6 +138,23 @@ def test_the_plugin_records_the_raising_frame_and_a_timeout_behind_an_assertion(
                       "test_wait": "HUNG", "test_timeout": "HUNG"}
 
 
+def test_a_run_killed_at_its_bound_names_the_test_it_hung_in(tmp_path: pathlib.Path) -> None:
+    """A stop's CI failed on one hung mutant and its log could not say where: the plugin keeps the test under
+    way beside the signals file, which a run killed mid-test leaves naming that test."""
+    suite = tmp_path / "tests"
+    suite.mkdir()
+    (suite / "test_h.py").write_text("import time\ndef test_quick():\n    pass\n"
+                                     "def test_stuck():\n    time.sleep(60)\n")
+    out = tmp_path / "signals.jsonl"
+    env = {**os.environ, "MOSAIC_MUTANT_SIGNALS": str(out),
+           "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1])}
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutant_signal",
+                        "--rootdir", str(suite), str(suite / "test_h.py")], env=env, capture_output=True,
+                       text=True, cwd=tmp_path, timeout=8)
+    assert pathlib.Path(f"{out}.running").read_text() == "test_h.py::test_stuck"
+
+
 def test_in_a_mutated_run_hypothesis_neither_shrinks_nor_explains(tmp_path: pathlib.Path) -> None:
     """The plugin loads a Hypothesis profile without the shrink and explain phases in a mutated run only
     (MOSAIC_MUTANT_SIGNALS set), before the test modules are imported, so a property test's own @settings
