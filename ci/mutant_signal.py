@@ -21,7 +21,9 @@ For every failed report it writes one JSON line to the file named by ``MOSAIC_MU
   None`` still records the timeout as its ``__context__``).
 
 ci/mutants.py reads it (`classify`). Beside it, in the same file's name plus ``.running``, it keeps the nodeid
-of the test under way (written as each test starts), so a run killed at its bound names the test it hung in.
+of the test under way (written as each test starts), so a run killed at its bound names the test it hung in;
+and with ``MOSAIC_MUTANT_BOUND`` (the run's bound in seconds) every thread's stack is written to the name plus
+``.stacks`` five seconds before it (`faulthandler`), so such a run also shows where it waited.
 
 In a mutated run (``MOSAIC_MUTANT_SIGNALS`` set) Hypothesis does not shrink or explain a failing example
 (`pytest_configure` loads a profile without those phases before any test module is imported): a mutant is
@@ -31,6 +33,7 @@ tells the pass nothing. A property test's own ``@settings`` that names its ``pha
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import pathlib
@@ -76,15 +79,30 @@ def was_a_timeout(exc: BaseException) -> bool:
 MUTANTS_PROFILE = "mosaic-mutants"
 
 
+_STACKS: list[Any] = []  # the open .stacks file while its dump is armed
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    if not os.environ.get("MOSAIC_MUTANT_SIGNALS"):
+    path = os.environ.get("MOSAIC_MUTANT_SIGNALS")
+    if not path:
         return
+    bound = os.environ.get("MOSAIC_MUTANT_BOUND")
+    if bound:
+        out = open(path + ".stacks", "w", encoding="utf-8")  # noqa: SIM115 - closed at unconfigure
+        _STACKS.append(out)
+        faulthandler.dump_traceback_later(max(1.0, float(bound) - 5.0), exit=False, file=out)
     try:
         from hypothesis import Phase, settings
     except ImportError:  # a suite without Hypothesis
         return
     settings.register_profile(MUTANTS_PROFILE, phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target))
     settings.load_profile(MUTANTS_PROFILE)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _STACKS:
+        faulthandler.cancel_dump_traceback_later()
+        _STACKS.pop().close()
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:

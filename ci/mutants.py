@@ -297,7 +297,8 @@ class Scratch:
                timeout: float = TEST_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
         ids = [str(pkg_dir / k) for k in killed_by]
-        extra = {} if signals_file is None else {"MOSAIC_MUTANT_SIGNALS": str(signals_file)}
+        extra = {} if signals_file is None else {"MOSAIC_MUTANT_SIGNALS": str(signals_file),
+                                                 "MOSAIC_MUTANT_BOUND": f"{timeout:.0f}"}
         # The baseline stops at its first failure; a mutated run runs every named test, so that one test's
         # crash never hides another's assertion.
         first = ["-x"] if signals_file is None else []
@@ -377,6 +378,7 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> 
             signals_file = scratch.dir / f"signals-{mutant.stem}-{suite}.jsonl"
             signals_file.unlink(missing_ok=True)  # the plugin appends: a second run records only its own
             pathlib.Path(f"{signals_file}.running").unlink(missing_ok=True)
+            pathlib.Path(f"{signals_file}.stacks").unlink(missing_ok=True)
             bound = baseline[suite].bound()
             runs.append((suite, signals_file, bound,
                          scratch.pytest(mutant.package, mutant.killers_in(suite), signals_file, bound)))
@@ -397,8 +399,12 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> 
         elif mutated.returncode == TIMED_OUT:
             running = pathlib.Path(f"{signals_file}.running")
             hung_in = running.read_text(encoding="utf-8") if running.exists() else "?"
+            stacks = pathlib.Path(f"{signals_file}.stacks")
+            where_waited = stacks.read_text(encoding="utf-8", errors="replace").strip() if stacks.exists() else ""
             return Outcome("HUNG", f"{where}hung, not killed: the named tests ran past their bound, {bound:.0f}s, "
-                           f"in {hung_in}\n" + _tail(mutated), took)
+                           f"in {hung_in}\n" + _tail(mutated)
+                           + (f"\nevery thread's stack 5 s before the bound:\n{where_waited[-6000:]}" if where_waited else ""),
+                           took)
         elif mutated.returncode == 0:
             return Outcome("SURVIVED", f"{where}the named tests pass with the mutation applied", took)
         else:

@@ -140,19 +140,22 @@ def test_the_plugin_records_the_raising_frame_and_a_timeout_behind_an_assertion(
 
 def test_a_run_killed_at_its_bound_names_the_test_it_hung_in(tmp_path: pathlib.Path) -> None:
     """A stop's CI failed on one hung mutant and its log could not say where: the plugin keeps the test under
-    way beside the signals file, which a run killed mid-test leaves naming that test."""
+    way beside the signals file, which a run killed mid-test leaves naming that test, and dumps every thread's
+    stack 5 s before the run's bound."""
     suite = tmp_path / "tests"
     suite.mkdir()
     (suite / "test_h.py").write_text("import time\ndef test_quick():\n    pass\n"
                                      "def test_stuck():\n    time.sleep(60)\n")
     out = tmp_path / "signals.jsonl"
-    env = {**os.environ, "MOSAIC_MUTANT_SIGNALS": str(out),
+    env = {**os.environ, "MOSAIC_MUTANT_SIGNALS": str(out), "MOSAIC_MUTANT_BOUND": "6",
            "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1])}
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutant_signal",
                         "--rootdir", str(suite), str(suite / "test_h.py")], env=env, capture_output=True,
                        text=True, cwd=tmp_path, timeout=8)
     assert pathlib.Path(f"{out}.running").read_text() == "test_h.py::test_stuck"
+    stacks = pathlib.Path(f"{out}.stacks").read_text()  # dumped 5 s before the bound: 1 s in
+    assert 'test_h.py", line 5 in test_stuck' in stacks, stacks
 
 
 def test_in_a_mutated_run_hypothesis_neither_shrinks_nor_explains(tmp_path: pathlib.Path) -> None:
@@ -355,7 +358,9 @@ class _ScriptedScratch:
         assert signals_file is not None  # every baseline passed: only mutated runs
         self.bounds.append(timeout)
         step = self.script.pop(0)
-        if step == "hang":
+        if step == "hang":  # what the plugin leaves of a run killed at its bound
+            pathlib.Path(f"{signals_file}.running").write_text("tests/test_a.py::test_a")
+            pathlib.Path(f"{signals_file}.stacks").write_text('File "x.py", line 1 in stuck_here')
             return subprocess.CompletedProcess([], mutants.TIMED_OUT, "still waiting", "")
         if step == "pass":
             return subprocess.CompletedProcess([], 0, "", "")
@@ -388,6 +393,10 @@ def test_a_hung_mutant_runs_once_more_and_the_second_run_decides(
     assert scratch.bounds == [base.bound()] * runs
     assert ("the first run hung" in out.detail) == (runs == 2)
     assert not out.by_signal
+    if script[-1] == "hang":  # the test it was in, and where it waited
+        assert "bound, 140s, in tests/test_a.py::test_a" in out.detail and "line 1 in stuck_here" in out.detail
+    if script == ["hang", "kill"]:
+        assert "in tests/test_a.py::test_a" in out.detail  # the first hang's line names its test
 
 
 def test_under_the_table_each_mutant_not_killed_is_named_with_why_and_each_second_run_kill_too(
