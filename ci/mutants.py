@@ -78,12 +78,12 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import workspace
+from pytest_forkserver import TIMED_OUT  # the returncode of a pytest run killed at its bound
 
 T = TypeVar("T")
 
 MUTANTS_DIR = workspace.ROOT / "mutants"
 TEST_TIMEOUT_S = 600  # the most any one pytest run of the pass may take
-TIMED_OUT = -9  # the returncode of a pytest run killed at its bound
 # A mutated run's bound: HANG_FLOOR_S plus HANG_FACTOR times its suite's baseline (every named test of the
 # suite, unpatched, on this machine), at most TEST_TIMEOUT_S. A killer is one of the baseline's tests and
 # takes seconds; a mutated run past the bound is hung, whatever it would have done after.
@@ -345,6 +345,20 @@ def _tail(proc: subprocess.CompletedProcess[str], n: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
+def _beside(signals_file: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """What the plugin (ci/mutant_signal.py) leaves beside the signals file: the test under way, and every
+    thread's stack dumped 5 s before the run's bound."""
+    return pathlib.Path(f"{signals_file}.running"), pathlib.Path(f"{signals_file}.stacks")
+
+
+def _past_its_bound(signals_file: pathlib.Path, bound: float, run: subprocess.CompletedProcess[str]) -> str:
+    """Why a run killed at its bound is hung: the test it was in, its output's tail, where it waited."""
+    running, stacks = (p.read_text(encoding="utf-8", errors="replace").strip() if p.exists() else ""
+                       for p in _beside(signals_file))
+    return (f"hung, not killed: the named tests ran past their bound, {bound:.0f}s, in {running or '?'}\n"
+            + _tail(run) + (f"\nevery thread's stack 5 s before the bound:\n{stacks[-6000:]}" if stacks else ""))
+
+
 def run_mutant(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> Outcome:
     """`run_one`, and once more when it hung: a hang asserts nothing either way (a wait ran out, or the run
     passed its bound), so it is run again from the start, and the second run's result is the mutant's, with the
@@ -376,9 +390,8 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> 
     try:
         for suite in mutant.suites:
             signals_file = scratch.dir / f"signals-{mutant.stem}-{suite}.jsonl"
-            signals_file.unlink(missing_ok=True)  # the plugin appends: a second run records only its own
-            pathlib.Path(f"{signals_file}.running").unlink(missing_ok=True)
-            pathlib.Path(f"{signals_file}.stacks").unlink(missing_ok=True)
+            for left in (signals_file, *_beside(signals_file)):  # the plugin appends: a second run records its own
+                left.unlink(missing_ok=True)
             bound = baseline[suite].bound()
             runs.append((suite, signals_file, bound,
                          scratch.pytest(mutant.package, mutant.killers_in(suite), signals_file, bound)))
@@ -397,14 +410,7 @@ def run_one(scratch: Scratch, mutant: Mutant, baseline: dict[str, Baseline]) -> 
             if detail:
                 details.append(f"{where}{detail}")
         elif mutated.returncode == TIMED_OUT:
-            running = pathlib.Path(f"{signals_file}.running")
-            hung_in = running.read_text(encoding="utf-8") if running.exists() else "?"
-            stacks = pathlib.Path(f"{signals_file}.stacks")
-            where_waited = stacks.read_text(encoding="utf-8", errors="replace").strip() if stacks.exists() else ""
-            return Outcome("HUNG", f"{where}hung, not killed: the named tests ran past their bound, {bound:.0f}s, "
-                           f"in {hung_in}\n" + _tail(mutated)
-                           + (f"\nevery thread's stack 5 s before the bound:\n{where_waited[-6000:]}" if where_waited else ""),
-                           took)
+            return Outcome("HUNG", f"{where}{_past_its_bound(signals_file, bound, mutated)}", took)
         elif mutated.returncode == 0:
             return Outcome("SURVIVED", f"{where}the named tests pass with the mutation applied", took)
         else:
@@ -419,9 +425,6 @@ SERIAL_SUITES = ("tests_cohort",)  # suites that bring up a cohort lab: never tw
 def _jobs(argv: list[str]) -> tuple[int, list[str]]:
     value, rest = workspace.split_jobs(argv)
     return (workspace.DEFAULT_JOBS if value is None else max(1, int(value or "1"))), rest
-
-
-LANE_LOCK_ENV = "MOSAIC_ENGINE_LANE_LOCK"
 
 
 class LaneGate:
@@ -520,7 +523,7 @@ def _share_out(items: list[T], scratches: list[Scratch], one: Callable[[Scratch,
                     item = work.get_nowait()
                 except queue.Empty:
                     if first and line:
-                        gate.wait(0.2)
+                        gate.wait()  # nothing left but the line, which waits for the gate
                         continue
                     return
                 one(scratch, item)
@@ -610,15 +613,16 @@ def apply_only(paths: list[pathlib.Path]) -> int:
     return 1 if bad else 0
 
 
-def report_after_the_table(rows: list[tuple[Mutant, Outcome]]) -> None:
+def report_after_the_table(rows: list[tuple[Mutant, Outcome]]) -> int:
     """Under the table, where the end of a long log shows it: each mutant not killed with why (its detail
-    and the tail of its run), and each one that was run a second time after a hang."""
+    and the tail of its run), and each one killed only on a second run after a hang (how many: returned)."""
     for m, out in rows:
         if out.result != "killed":
             print(f"\nNOT KILLED: {m.stem} ({m.package}): {out.result}\n{out.detail}")
     again = [(m, out) for m, out in rows if out.runs > 1 and out.result == "killed"]
     for m, out in again:
         print(f"\nkilled on a second run: {m.stem} ({m.package}): {out.detail.splitlines()[0]}")
+    return len(again)
 
 
 def main(argv: list[str]) -> int:
@@ -647,7 +651,7 @@ def main(argv: list[str]) -> int:
     uv = workspace.tool("uv")
     print(f"mutants: {len(mutants)} on {jobs} scratch cop{'y' if jobs == 1 else 'ies'}; venvs made with "
           + (uv if uv is not None else "the venv module and pip (no uv in the tool venv or on PATH)"), flush=True)
-    gate = LaneGate(os.environ.get(LANE_LOCK_ENV))
+    gate = LaneGate(os.environ.get(workspace.LANE_LOCK_ENV))
     if not gate.is_open:
         print("mutants: beside the engine lane: one scratch copy until it ends, the cohort line (baselines and mutants) after it",
               flush=True)
@@ -663,8 +667,7 @@ def main(argv: list[str]) -> int:
     for m, out in rows:
         print(f"{m.stem.ljust(width)}  {m.package:<17} {m.brief:<5} {out.result:<8} {out.seconds:6.1f}s  "
               f"{', '.join(m.killed_by)}")
-    report_after_the_table(rows)
-    again = sum(1 for _, out in rows if out.runs > 1 and out.result == "killed")
+    again = report_after_the_table(rows)
     bad = [m.stem for m, out in rows if out.result != "killed"]
     count = {r: sum(1 for _, out in rows if out.result == r) for r in ("SURVIVED", "CRASHED", "HUNG", "ERROR")}
     by_signal = sum(1 for _, out in rows if out.result == "killed" and out.by_signal)

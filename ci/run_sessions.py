@@ -50,10 +50,6 @@ def header(name: str) -> str:
     return f"\n===== nox -s {name}{' -- ' + ' '.join(extra) if extra else ''} ====="
 
 
-#: The environment variable naming the engine lane's lock file to the mutation pass (ci/mutants.py reads it).
-LANE_LOCK_ENV = "MOSAIC_ENGINE_LANE_LOCK"
-
-
 def run(name: str, *, stream: bool = True, env: dict[str, str] | None = None) -> tuple[str, str, float]:
     """Run one session; its output goes to stdout as it comes (`stream`) or whole, with its header, at its end.
     `env`: variables added to this process's environment for the session."""
@@ -115,8 +111,8 @@ def main(argv: list[str]) -> int:
             lock_fd = -1
             if gated:
                 lock_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="mosaic-lane-"))
-                env[LANE_LOCK_ENV] = os.path.join(lock_dir, "engine-lane.lock")
-                lock_fd = os.open(env[LANE_LOCK_ENV], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                env[workspace.LANE_LOCK_ENV] = os.path.join(lock_dir, "engine-lane.lock")
+                lock_fd = os.open(env[workspace.LANE_LOCK_ENV], os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
                 stack.callback(os.close, lock_fd)
                 fcntl.flock(lock_fd, fcntl.LOCK_EX)  # held for as long as the engine lane runs
 

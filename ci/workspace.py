@@ -18,6 +18,8 @@ TOOLS_BIN = ROOT / ".cache" / "tools" / "venv" / "bin"
 # How many things the test command's scripts run side by side unless told (`--jobs N`): the CPU count, at
 # most 2 (ci/run_sessions.py's lanes, ci/mutants.py's scratch copies).
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)
+#: The variable ci/run_sessions.py names the engine lane's lock file in, for the mutation pass (ci/mutants.py).
+LANE_LOCK_ENV = "MOSAIC_ENGINE_LANE_LOCK"
 
 
 def tool(name: str) -> str | None:
