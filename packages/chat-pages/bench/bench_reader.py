@@ -961,11 +961,9 @@ def long_line_rows(rows: dict[str, Any]) -> list[str]:
                    f"{row['growth'] / 1e6:,.0f} MB | {_ratios(pairs)} / {row['growth'] / row['file']:.2f}x the file | "
                    f"<= 2x / <= 1.5x | {_yes(met)} |")
         if row.get("warm"):
-            warm = row["warm"]
-            out.append(f"| the same open with a second fresh reader in its process, its heap grown (no page faulted in) "
-                       f"| json.loads of the line in the bench's own process, its heap grown "
-                       f"{_ms(statistics.median(b for _, b in warm))} | {_ms(statistics.median(a for a, _ in warm))} | "
-                       f"{_ratios(warm)} | (beside the row above) | |")
+            out.append(_beside_row("the same open with a second fresh reader in its process, its heap grown (no page "
+                                   "faulted in)", "json.loads of the line in the bench's own process, its heap grown",
+                                   row["warm"], "(beside the row above)"))
         floor = row["floor"]
         held = row["file"] + row["page"]
         out.append(f"| the floor of that open, same rounds: read the file + one SHA-256 pass over it in a fresh process "
@@ -974,12 +972,17 @@ def long_line_rows(rows: dict[str, Any]) -> list[str]:
                    f"{_ms(statistics.median(a for a, _ in floor))} / {held / 1e6:,.0f} MB | {_ratios(floor)} / "
                    f"{held / row['file']:.2f}x the file | (the reader's row cannot go below it) | |")
         if row.get("cuts"):
-            cuts = row["cuts"]
-            out.append(f"| its text's fragments cut from its JSON token, never decoded (`canonical` + `raw_fragments`, in "
-                       f"process, {row['token'] / 1e6:.1f} MB) | json.loads of the token "
-                       f"{_ms(statistics.median(b for _, b in cuts))} | {_ms(statistics.median(a for a, _ in cuts))} | "
-                       f"{_ratios(cuts)} | (a part of the open) | |")
+            out.append(_beside_row("its text's fragments cut from its JSON token, never decoded (`canonical` + "
+                                   f"`raw_fragments`, in process, {row['token'] / 1e6:.1f} MB)",
+                                   "json.loads of the token", row["cuts"], "(a part of the open)"))
     return out
+
+
+def _beside_row(what: str, anchor: str, pairs: list[tuple[float, float]], note: str) -> str:
+    """A table row beside a goal's row: `what` against `anchor`, the medians of (it, the anchor) in `pairs`
+    and their ratios."""
+    return (f"| {what} | {anchor} {_ms(statistics.median(b for _, b in pairs))} | "
+            f"{_ms(statistics.median(a for a, _ in pairs))} | {_ratios(pairs)} | {note} | |")
 
 
 def _every_row(label: str, row: dict[str, Any], path: str, every: list[tuple[dict[str, Any], float | None]],
