@@ -17,12 +17,16 @@ PREFIX = b'{"type":"message","id":"e1","parentId":null,"timestamp":"t","message"
 SUFFIX = b'"}]}}'
 
 
-def _parsed(text_json: bytes) -> tuple[Parsed, int]:
-    data = json.dumps(HEADER).encode() + b"\n" + PREFIX + text_json + SUFFIX + b"\n"
-    parsed = parse(data, project=HEADER["cwd"])
+def _parsed_line(line: bytes) -> tuple[Parsed, int]:
+    """A session of the header and the entry `line`; its item's ref."""
+    parsed = parse(json.dumps(HEADER).encode() + b"\n" + line + b"\n", project=HEADER["cwd"])
     assert isinstance(parsed, Parsed)
     (ref,) = parsed.branches[parsed.default_branch].refs_from(0, 10)
     return parsed, ref
+
+
+def _parsed(text_json: bytes) -> tuple[Parsed, int]:
+    return _parsed_line(PREFIX + text_json + SUFFIX)
 
 
 def _render_json(text_json: bytes) -> object:
@@ -87,12 +91,8 @@ def test_a_long_line_the_render_fields_refuse_is_indexed_by_its_head_and_rendere
     is then `render_json`'s own (a string content) or None (rendered by the caller)."""
     big = "x" * (1 << 20)
     for message, fast in (({"role": "user", "content": big}, True), (5, False)):
-        line = json.dumps({"type": "message", "id": "e1", "parentId": None, "timestamp": "t", "message": message,
-                           "pad": big}).encode()
-        data = json.dumps(HEADER).encode() + b"\n" + line + b"\n"
-        parsed = parse(data, project=HEADER["cwd"])
-        assert isinstance(parsed, Parsed)
-        (ref,) = parsed.branches[parsed.default_branch].refs_from(0, 10)
+        parsed, ref = _parsed_line(json.dumps({"type": "message", "id": "e1", "parentId": None, "timestamp": "t",
+                                               "message": message, "pad": big}).encode())
         rendered = parsed.render(ref).to_json()  # the caller's path: the record read by its head
         assert str(rendered["id"]).endswith("e1") and rendered["line"] == 2
         got = parsed.render_json(ref)
