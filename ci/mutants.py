@@ -23,7 +23,9 @@ uv by its path, else a uv on PATH, else the venv module and pip: `venv_commands`
 2. the patch must apply cleanly (`patch -p1 --fuzz=0`: its context exactly as in the tree, a line offset
    allowed), else the mutant is an error;
 3. the named tests run again (all of them: one test's crash never hides another's assertion), with the
-   `mutant_signal` plugin (ci/mutant_signal.py) recording how each failed and where. The mutant is killed
+   `mutant_signal` plugin (ci/mutant_signal.py) recording how each failed and where, and with plain asserts
+   (no explanation of a failed comparison: on a CI machine pytest diffs both sides, minutes for two long
+   texts; `pytest_argv`). The mutant is killed
    only when a named test failed in its call phase on an assertion (`AssertionError` or pytest's `Failed`:
    a `pytest.raises` that saw nothing, `pytest.fail`) raised in the suite's own code (the raising frame's
    file is in packages/<package>/<suite>/: a test or a helper of the suite) and not in place of a timeout,
@@ -208,6 +210,20 @@ def classify(signals_file: pathlib.Path, declared: tuple[str, ...]) -> tuple[str
     return "CRASHED", detail
 
 
+def pytest_argv(pkg_dir: pathlib.Path, killed_by: list[str], *, mutated: bool) -> list[str]:
+    """pytest's arguments for a run of a package's named tests (all in one suite, its rootdir).
+
+    The baseline stops at its first failure; a mutated run runs every named test, so that one test's crash
+    never hides another's assertion. A mutated run's asserts are plain: its verdict needs only which test
+    failed on what (ci/mutant_signal.py), never pytest's explanation of a failed comparison, which on a CI
+    machine (`CI` set) is a difflib diff of both sides: 4 minutes for one failed compare of two 1 MiB texts
+    (chat-pages--raw-long-string-spliced hung at its bound so, twice, in stop 40's CI).
+    """
+    first = ["--assert=plain"] if mutated else ["-x"]
+    return ["-p", "no:cacheprovider", "-p", "mutant_signal", *first, "-q", "--import-mode=importlib",
+            "--rootdir", str(pkg_dir / suite_of(killed_by[0])), *(str(pkg_dir / k) for k in killed_by)]
+
+
 def venv_commands(venv: pathlib.Path) -> tuple[list[str], list[str]]:
     """How to make a package's venv and install into it (the install command takes the requirements after
     it): with uv by its path (the tool venv's, else one on PATH: `workspace.tool`), never by bare name, since
@@ -296,14 +312,9 @@ class Scratch:
     def pytest(self, package: str, killed_by: list[str], signals_file: pathlib.Path | None = None,
                timeout: float = TEST_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         pkg_dir = self.tree / "packages" / package
-        ids = [str(pkg_dir / k) for k in killed_by]
         extra = {} if signals_file is None else {"MOSAIC_MUTANT_SIGNALS": str(signals_file),
                                                  "MOSAIC_MUTANT_BOUND": f"{timeout:.0f}"}
-        # The baseline stops at its first failure; a mutated run runs every named test, so that one test's
-        # crash never hides another's assertion.
-        first = ["-x"] if signals_file is None else []
-        argv = ["-p", "no:cacheprovider", "-p", "mutant_signal", *first, "-q", "--import-mode=importlib",
-                "--rootdir", str(pkg_dir / suite_of(killed_by[0])), *ids]
+        argv = pytest_argv(pkg_dir, killed_by, mutated=signals_file is not None)
         server = self._server(package)
         assert server.stdin is not None and server.stdout is not None
         try:

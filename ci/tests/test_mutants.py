@@ -186,6 +186,33 @@ def test_in_a_mutated_run_hypothesis_neither_shrinks_nor_explains(tmp_path: path
     assert baseline.returncode == 1, baseline.stdout + baseline.stderr  # the defaults shrink
 
 
+def test_a_mutated_runs_failed_compare_is_a_kill_at_once_on_a_ci_machine_where_pytest_would_diff_it(
+        tmp_path: pathlib.Path) -> None:
+    """Stop 40's CI hung a mutant at its bound twice: with `CI` set, pytest explains a failed `==` of two long
+    sequences by a difflib diff (minutes for 3,000 lines). A mutated run's asserts are plain (`pytest_argv`), so
+    the same failure is a kill in about a second; the baseline's arguments keep pytest's explanation (a run of
+    them is still explaining after 8 s)."""
+    pkg = tmp_path / "pkg"
+    (pkg / "tests").mkdir(parents=True)
+    (pkg / "tests" / "test_c.py").write_text(
+        "def test_compare():\n"
+        "    got = [f'entry {i} of the page' for i in range(3000)]\n"
+        "    assert got == [f'entry {i} of the page!' for i in range(3000)]\n")
+    signals = tmp_path / "signals.jsonl"
+    env = {**os.environ, "CI": "1", "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1]),
+           "MOSAIC_MUTANT_SIGNALS": str(signals)}
+    killer = ["tests/test_c.py::test_compare"]
+    done = subprocess.run([sys.executable, "-m", "pytest", *mutants.pytest_argv(pkg, killer, mutated=True)],
+                          env=env, capture_output=True, text=True, cwd=pkg, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert mutants.classify(signals, ()) == ("killed", "")
+    assert "--assert=plain" not in mutants.pytest_argv(pkg, killer, mutated=False)
+    signals.unlink()
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-m", "pytest", *mutants.pytest_argv(pkg, killer, mutated=False)],
+                       env=env, capture_output=True, text=True, cwd=pkg, timeout=8)
+
+
 def test_jobs_are_read_from_the_arguments_and_the_rest_are_mutant_names() -> None:
     assert mutants._jobs(["--jobs", "3", "a-mutant"]) == (3, ["a-mutant"])
     assert mutants._jobs(["--jobs=1", "b"]) == (1, ["b"])
