@@ -517,6 +517,82 @@ def every_child(project: str, name: str, mode: str, path: str = "bytes") -> None
     print(json.dumps(out))
 
 
+def _norule_walk(data: bytes) -> tuple[int, int, int]:
+    """The "no rule" floor's work: every line after the header decoded once into the fields a tree needs
+    (msgspec: a Struct of `type`, `id` and `parentId`, the `timestamp` and `message` kept as `Raw` views of the
+    file's bytes), each entry's parent found by id, each leaf's path walked, and every page of every branch
+    (100 parts a page) joined from the file's bytes: one part an entry, its id, line, timestamp and message
+    as the file holds them. Nothing is checked beyond what the decode proves (no inert rendering, no cap, no
+    id rule, no hash), so it is no reader: it is what Python's decode and joins cost. (pages, parts, the
+    pages' bytes)."""
+    import msgspec
+
+    null = msgspec.Raw(b"null")
+    line_type = msgspec.defstruct("Line", [("type", str), ("id", str | None, None), ("parentId", str | None, None),
+                                           ("timestamp", msgspec.Raw, null), ("message", msgspec.Raw, null)])
+    decode = msgspec.json.Decoder(line_type).decode
+    lines: list[Any] = [decode(line) for line in data.split(b"\n")[1:] if line]
+    at = {e.id: i for i, e in enumerate(lines)}
+    parents = [at.get(e.parentId) if e.parentId is not None else None for e in lines]
+    inner = set(parents)
+    pages = parts_n = size = 0
+    for leaf in (i for i in range(len(lines)) if i not in inner):
+        path: list[int] = []
+        j: int | None = leaf
+        while j is not None:
+            path.append(j)
+            j = parents[j]
+        path.reverse()
+        for s in range(0, len(path), 100):
+            parts = [b'{"item":"' + str(lines[k].id).encode() + b'","line":' + str(k + 2).encode() + b',"timestamp":'
+                     + bytes(lines[k].timestamp) + b',"message":' + bytes(lines[k].message) + b"}"
+                     for k in path[s:s + 100]]
+            page = b'{"ok":true,"page":{"parts":[' + b",".join(parts) + b"]}}"
+            pages += 1
+            parts_n += len(parts)
+            size += len(page)
+    return pages, parts_n, size
+
+
+def _once_walk(data: bytes, project: str) -> tuple[int, float]:
+    """The "each item once" floor's work: the reader's parse of the file (pi-format's `parse`, as a snapshot
+    makes it, without the hash) and every item of every branch made once, as `Snap.made` makes an item the
+    part cache does not hold (pi-format's `render_json`, the rules applied to the line's bytes, and the
+    splice `json_part`; else a render and `encoded_parts`), with no page, no cache, no repeat. (its items, the
+    parse's seconds)."""
+    import mosaic.pi_format as pi_format
+    from mosaic.chat_pages._parts import encoded_parts
+    from mosaic.chat_pages._rawparts import json_part
+
+    t = time.perf_counter()
+    parsed = pi_format.parse(data, project=project, realpath=os.path.realpath)
+    assert isinstance(parsed, pi_format.Parsed)
+    parse = time.perf_counter() - t
+    refs: set[int] = set()
+    for branch in parsed.branches.values():
+        refs.update(branch.refs_from(0, branch.item_count))
+    for ref in sorted(refs):
+        ij = parsed.render_json(ref)
+        if ij is None or json_part(ij) is None:
+            encoded_parts(parsed.render(ref))
+    return len(refs), parse
+
+
+def floor_child(project: str, name: str, which: str) -> None:
+    """Child mode: one floor of the every-page walk (`_norule_walk` or `_once_walk`), the first work of a fresh
+    process after its imports (as the reader's first visit is), the file read inside the clock."""
+    _warm_imports()
+    import msgspec  # noqa: F401
+
+    from mosaic.chat_pages import _parts, _rawparts  # noqa: F401
+
+    path = Path(project) / ".pi/state/alpha/sessions" / name
+    t = time.perf_counter()
+    data = path.read_bytes()
+    got = _norule_walk(data) if which == "norule" else _once_walk(data, os.path.realpath(project))
+    print(json.dumps({"first": time.perf_counter() - t, "count": got}))
+
+
 def _warm_imports() -> None:
     """Load what the reader loads on first use (pi-format's parser and msgspec, the reader's modules)."""
     import msgspec  # noqa: F401
@@ -888,6 +964,7 @@ def _measure_file(pi: PiLoader | None, project: Path, name: str, path: Path, gen
     row["firstPages"] = firsts
     every: list[tuple[dict[str, Any], float | None]] = []
     dicts: list[tuple[dict[str, Any], float | None]] = []
+    floors: list[tuple[dict[str, Any], dict[str, Any], float | None]] = []
     for k, mode in enumerate(every_modes):
         # Alternating: Pi's loader, then the reader's bytes path (whose first round ends in a follow that
         # appends a line), then its dict path, each paired with the same Pi run.
@@ -900,8 +977,12 @@ def _measure_file(pi: PiLoader | None, project: Path, name: str, path: Path, gen
         every.append((_child("--every-child", project, name, mode, "bytes"), pi_seconds))
         if k < len(dict_modes):
             dicts.append((_child("--every-child", project, name, dict_modes[k], "dicts"), pi_seconds))
+            # The walk's two floors, each paired with the same Pi run (`floor_child`).
+            floors.append((_child("--floor-child", project, name, "norule"),
+                           _child("--floor-child", project, name, "once"), pi_seconds))
     row["everyPage"] = every
     row["everyPageDicts"] = dicts
+    row["floors"] = floors
     row["memoryGrowth"] = _child("--memory-child", project, name)["growth"]
     if pi is not None and pi_memory:
         row["piMemory"] = pi.run(0, "memory")["growth"]
@@ -1017,6 +1098,31 @@ def _every_row(label: str, row: dict[str, Any], path: str, every: list[tuple[dic
             f"{goal} | {met} |")
 
 
+def floor_rows(label: str, floors: list[tuple[dict[str, Any], dict[str, Any], float | None]], have_pi: bool,
+               no_pi: str) -> list[str]:
+    """The every-page walk's two floors (`floor_child`), each against the Pi run its round paired it with."""
+    norule, once = [n for n, _, _ in floors], [o for _, o, _ in floors]
+    pages, parts, _ = norule[0]["count"]
+    items = once[0]["count"][0]
+    parse = statistics.median(o["count"][1] for o in once)
+    rows = [(f"a floor of that walk with no rule applied, {label}: each line decoded once (msgspec: `type`, `id`, "
+             f"`parentId`, the timestamp and message as `Raw` views), each leaf's path, every page joined from the "
+             f"file's bytes ({pages} pages, {parts:,} parts; fresh process, {len(floors)} rounds). No reader: it "
+             f"serves the file uninspected", norule),
+            (f"this design's floor, {label}: the reader's parse (pi-format, no hash; {_ms(parse)} of it) and each "
+             f"of the {items:,} items of every branch made once as `Snap.made` makes it (`render_json`: the rules "
+             f"on its line's bytes, then the splice `json_part`), no page, no cache (fresh process)", once)]
+    out = []
+    for what, got in rows:
+        t = statistics.median(g["first"] for g in got)
+        if not have_pi:
+            out.append(f"| {what} | {no_pi} | {_ms(t)} | none | (beside the goal's row) | |")
+            continue
+        pairs = [(g["first"], pi) for g, (_, _, pi) in zip(got, floors, strict=True) if pi is not None]
+        out.append(_beside_row(what, "Pi open + getBranch of every leaf", pairs, "(beside the goal's row)"))
+    return out
+
+
 def table(report: dict[str, Any]) -> list[str]:
     small, big, cap = report["18.6MB"], report["100MB"], report.get("256MiB")
     have_pi = report["pi"] is None
@@ -1049,6 +1155,8 @@ def table(report: dict[str, Any]) -> list[str]:
         for path, every in (("bytes", row["everyPage"]), ("dicts", row.get("everyPageDicts") or [])):
             if every:
                 out.append(_every_row(label, row, path, every, have_pi, no_pi, row is small))
+        if row.get("floors"):
+            out += floor_rows(label, row["floors"], have_pi, no_pi)
     if have_pi:
         s_pi = statistics.median(p for _, p in small["everyPage"] if p is not None)
         b_pi = statistics.median(p for _, p in big["everyPage"] if p is not None)
@@ -1181,6 +1289,7 @@ def main() -> int:
     ap.add_argument("--every-child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--open-child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--anchor-child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--floor-child", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--cap", action="store_true",
                     help="also the first page's memory at 256 MiB (a 267 MB file: about 8 s more)")
     ap.add_argument("--profile", action="store_true",
@@ -1210,6 +1319,9 @@ def main() -> int:
         return 0
     if args.anchor_child:
         anchor_child(*args.anchor_child)
+        return 0
+    if args.floor_child:
+        floor_child(*args.floor_child)
         return 0
     if args.profile:
         profile_every_page()
