@@ -189,15 +189,15 @@ def test_in_a_mutated_run_hypothesis_neither_shrinks_nor_explains(tmp_path: path
 def test_a_mutated_runs_failed_compare_is_a_kill_at_once_on_a_ci_machine_where_pytest_would_diff_it(
         tmp_path: pathlib.Path) -> None:
     """Stop 40's CI hung a mutant at its bound twice: with `CI` set, pytest explains a failed `==` of two long
-    sequences by a difflib diff (minutes for 3,000 lines). A mutated run's asserts are plain (`pytest_argv`), so
-    the same failure is a kill in about a second; the baseline's arguments keep pytest's explanation (a run of
-    them is still explaining after 8 s)."""
+    sequences by a difflib diff (minutes for these 5,000 lines: 3,000 took over 38 s of CPU here). A mutated
+    run's asserts are plain (`pytest_argv`), so the same failure is a kill in about a second; the baseline's
+    arguments keep pytest's explanation (a run of them is still explaining after 8 s)."""
     pkg = tmp_path / "pkg"
     (pkg / "tests").mkdir(parents=True)
     (pkg / "tests" / "test_c.py").write_text(
         "def test_compare():\n"
-        "    got = [f'entry {i} of the page' for i in range(3000)]\n"
-        "    assert got == [f'entry {i} of the page!' for i in range(3000)]\n")
+        "    got = [f'entry {i} of the page' for i in range(5000)]\n"
+        "    assert got == [f'entry {i} of the page!' for i in range(5000)]\n")
     signals = tmp_path / "signals.jsonl"
     env = {**os.environ, "CI": "1", "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[1]),
            "MOSAIC_MUTANT_SIGNALS": str(signals)}
