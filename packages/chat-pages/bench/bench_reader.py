@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -556,13 +557,11 @@ def _norule_walk(data: bytes) -> tuple[int, int, int]:
 
 def _once_walk(data: bytes, project: str) -> tuple[int, float]:
     """The "each item once" floor's work: the reader's parse of the file (pi-format's `parse`, as a snapshot
-    makes it, without the hash) and every item of every branch made once, as `Snap.made` makes an item the
-    part cache does not hold (pi-format's `render_json`, the rules applied to the line's bytes, and the
-    splice `json_part`; else a render and `encoded_parts`), with no page, no cache, no repeat. (its items, the
-    parse's seconds)."""
+    makes it, without the hash) and every item of every branch made once by the snapshot's own `Snap.made`
+    (pi-format's `render_json`, the rules applied to the line's bytes, and the splice `json_part`; else a
+    render and `encoded_parts`), with no page, no cache, no repeat. (its items, the parse's seconds)."""
     import mosaic.pi_format as pi_format
-    from mosaic.chat_pages._parts import encoded_parts
-    from mosaic.chat_pages._rawparts import json_part
+    from mosaic.chat_pages._snapshots import Snap
 
     t = time.perf_counter()
     parsed = pi_format.parse(data, project=project, realpath=os.path.realpath)
@@ -571,10 +570,9 @@ def _once_walk(data: bytes, project: str) -> tuple[int, float]:
     refs: set[int] = set()
     for branch in parsed.branches.values():
         refs.update(branch.refs_from(0, branch.item_count))
+    snap = Snap(parsed, (data,), None)
     for ref in sorted(refs):
-        ij = parsed.render_json(ref)
-        if ij is None or json_part(ij) is None:
-            encoded_parts(parsed.render(ref))
+        snap.made(ref)
     return len(refs), parse
 
 
@@ -582,9 +580,7 @@ def floor_child(project: str, name: str, which: str) -> None:
     """Child mode: one floor of the every-page walk (`_norule_walk` or `_once_walk`), the first work of a fresh
     process after its imports (as the reader's first visit is), the file read inside the clock."""
     _warm_imports()
-    import msgspec  # noqa: F401
-
-    from mosaic.chat_pages import _parts, _rawparts  # noqa: F401
+    from mosaic.chat_pages import _snapshots  # noqa: F401 (what `_once_walk` calls, loaded before the clock)
 
     path = Path(project) / ".pi/state/alpha/sessions" / name
     t = time.perf_counter()
@@ -1308,21 +1304,13 @@ def main() -> int:
         args.big_rounds = 1
         TARGET_BYTES, BIG_BYTES = TARGET_BYTES // 20, BIG_BYTES // 20
         LONG_LINE_BYTES, HOSTILE_BYTES = LONG_LINE_BYTES // 20, HOSTILE_BYTES // 20
-    if args.memory_child:
-        memory_child(*args.memory_child)
-        return 0
-    if args.every_child:
-        every_child(*args.every_child)
-        return 0
-    if args.open_child:
-        open_child(*args.open_child)
-        return 0
-    if args.anchor_child:
-        anchor_child(*args.anchor_child)
-        return 0
-    if args.floor_child:
-        floor_child(*args.floor_child)
-        return 0
+    children: dict[str, Callable[..., None]] = {"memory_child": memory_child, "every_child": every_child,
+                                                "open_child": open_child, "anchor_child": anchor_child,
+                                                "floor_child": floor_child}
+    for dest, child in children.items():
+        if getattr(args, dest):
+            child(*getattr(args, dest))
+            return 0
     if args.profile:
         profile_every_page()
         return 0
