@@ -555,6 +555,152 @@ def _norule_walk(data: bytes) -> tuple[int, int, int]:
     return pages, parts_n, size
 
 
+def _required_walk(data: bytes, rules: bool, made: dict[int, bytes] | None = None) -> tuple[int, int, int]:
+    """The "shape" floor's work (`rules` False): what a reader that serves the pages' shape costs with none of
+    the rules. Each line after the header checked as UTF-8 (a line that is not ASCII decoded, as a reader must
+    before it splices a byte of it) and decoded once (msgspec: `type`, `id`, `parentId`, the timestamp as a
+    `Raw` view, the message's role, its attributes and its blocks, each block's texts as `Raw` views), each
+    entry's parent found by id, each leaf's path walked, each item spliced once into an item's JSON (the keys
+    of `_rawparts.json_part`'s part in its order: a toolCall's arguments written as a JSON string) and kept,
+    unbounded, and every page of every branch (100 parts a page) joined from the kept items.
+
+    The "required" floor (`rules` True) adds the rules a reader of these entries must apply before it splices
+    their bytes, each by the reader's own function (the cheapest form of it this project has): every line's
+    escapes proved canonical (pi-format's `canonical_span`), the item's id and each tool call's id made safe
+    ids (`safe_id`), the attributes an assistant message and a tool result show (string, boolean), each tool
+    call's arguments proved to be what a compact encoder writes (`canonical_value`), and every text within
+    its part's limit. Neither floor hashes the file, bounds its memory, cuts a page by its size, issues a
+    cursor or opens the file safely: a floor, not a reader. It takes the bench file's shapes only (user,
+    assistant and tool-result messages with text, thinking and toolCall blocks; its model and thinking-level
+    changes as bare items) and raises on any other.
+    (pages, items, the pages' bytes)."""
+    import msgspec
+
+    from mosaic.chat_pages._parts import MAX_FRAGMENT_JSON
+    from mosaic.pi_format.testing import ASSISTANT_STR_ATTRS, canonical_span, canonical_value
+    from mosaic.safe_open.ids import safe_id
+
+    raw, null = msgspec.Raw, msgspec.Raw(b"null")
+    text = msgspec.defstruct("Text", [("text", raw)], tag_field="type", tag="text")
+    thinking = msgspec.defstruct("Thinking", [("thinking", raw)], tag_field="type", tag="thinking")
+    tool_call = msgspec.defstruct("ToolCall", [("id", str), ("name", raw), ("arguments", raw)], tag_field="type",
+                                  tag="toolCall")
+    message = msgspec.defstruct("Message", [("role", str), ("content", list[text | thinking | tool_call], []),
+                                            *((key, raw, null) for key in ASSISTANT_STR_ATTRS),
+                                            ("toolCallId", str | None, None), ("toolName", raw, null),
+                                            ("isError", raw, null)])
+    line_type = msgspec.defstruct("Line", [("type", str), ("id", str), ("parentId", str | None, None),
+                                           ("timestamp", raw, null), ("message", message | None, None)])
+    decode = msgspec.json.Decoder(line_type).decode
+    lines: list[Any] = []
+    for line in data.split(b"\n")[1:]:
+        if line:
+            if not line.isascii():
+                line.decode()
+            if rules and not canonical_span(line, 0, len(line)):
+                raise ValueError("the required floor takes canonical lines only")
+            lines.append(decode(line))
+    at = {e.id: i for i, e in enumerate(lines)}
+    parents = [at.get(e.parentId) if e.parentId is not None else None for e in lines]
+    inner = set(parents)
+    same = str  # no id rule: the raw id
+    sid = safe_id if rules else same
+    attr_keys = [(key, b'"' + key.encode() + b'":') for key in ASSISTANT_STR_ATTRS]
+
+    def attrs(msg: Any) -> bytes:
+        got: list[bytes] = []
+        if msg.role == "assistant":
+            for key, head in attr_keys:
+                tok = bytes(getattr(msg, key))
+                if tok[0] == 0x22:  # a string
+                    got.append(head + tok)
+        elif msg.role == "toolResult":
+            if msg.toolCallId is not None:
+                got.append(b'"toolCallId":"' + safe_id(msg.toolCallId).encode() + b'"')
+            tok = bytes(msg.toolName)
+            if tok[0] == 0x22:
+                got.append(b'"toolName":' + tok)
+            tok = bytes(msg.isError)
+            if tok in (b"true", b"false"):
+                got.append(b'"isError":' + tok)
+        return b",".join(got)
+
+    def item(k: int) -> bytes:
+        e = lines[k]
+        msg = e.message
+        iid = b"n." + sid(e.id).encode()
+        out = [b'{"item":"', iid, b'","index":0,"last":true,"kind":"', (e.type if msg is None else msg.role).encode(),
+               b'","line":', str(k + 2).encode(), b',"timestamp":', e.timestamp, b',"entry":"', iid, b'","attrs":{',
+               attrs(msg) if rules and msg is not None else b"", b'},"notice":null,"blocks":[']
+        for i, b in enumerate(() if msg is None else msg.content):
+            kind = type(b)
+            if kind is tool_call:
+                args = bytes(b.arguments)
+                if rules and not canonical_value(args):
+                    raise ValueError("the required floor takes canonical arguments only")
+                args = args.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+                out += (b',{"kind":"toolCall","id":"' if i else b'{"kind":"toolCall","id":"', sid(b.id).encode(),
+                        b'","name":', b.name, b',"arguments":"', args, b'"')
+            else:
+                body = b.text if kind is text else b.thinking
+                if rules and len(body) > MAX_FRAGMENT_JSON:
+                    raise ValueError("the required floor takes texts within one part only")
+                head = b'"text","text":' if kind is text else b'"thinking","text":'
+                out += (b',{"kind":' if i else b'{"kind":', head, body)
+            out.append(b',"block":%d}' % i)
+        out.append(b"]}")
+        return b"".join(out)
+
+    if made is None:
+        made = {}
+    pages = size = 0
+    for leaf in (i for i in range(len(lines)) if i not in inner):
+        path: list[int] = []
+        j: int | None = leaf
+        while j is not None:
+            path.append(j)
+            j = parents[j]
+        path.reverse()
+        for s in range(0, len(path), 100):
+            parts = []
+            for k in path[s:s + 100]:
+                part = made.get(k)
+                if part is None:
+                    part = made[k] = item(k)
+                parts.append(part)
+            size += len(b'{"ok":true,"page":{"parts":[' + b",".join(parts) + b"]}}")
+            pages += 1
+    return pages, len(made), size
+
+
+def check_required_floor(project: Path, name: str) -> int:
+    """That the required floor (`_required_walk`) makes every item byte for byte as the reader does (`Snap.made`,
+    every item of every branch): a floor that served other bytes would not bound the reader. Raises when one
+    differs; the number of items compared."""
+    import mosaic.pi_format as pi_format
+    from mosaic.chat_pages._parts import Spliced
+    from mosaic.chat_pages._snapshots import Snap
+
+    data = (project / ".pi/state/alpha/sessions" / name).read_bytes()
+    made: dict[int, bytes] = {}
+    _required_walk(data, True, made)
+    parsed = pi_format.parse(data, project=os.path.realpath(project), realpath=os.path.realpath)
+    assert isinstance(parsed, pi_format.Parsed)
+    snap = Snap(parsed, (data,), None)
+    refs: set[int] = set()
+    for branch in parsed.branches.values():
+        refs.update(branch.refs_from(0, branch.item_count))
+    for ref in refs:
+        _, parts = snap.made(ref)
+        part = parts[0]
+        mine = b"".join(bytes(p) for p in part.pieces) if isinstance(part, Spliced) else bytes(part)
+        line = json.loads(mine)["line"]
+        if len(parts) != 1 or made.get(line - 2) != mine:
+            raise AssertionError(f"the required floor's item at line {line} is not the reader's: the floor no longer "
+                                 "bounds the reader")
+    return len(refs)
+
+
 def _once_walk(data: bytes, project: str) -> tuple[int, float]:
     """The "each item once" floor's work: the reader's parse of the file (pi-format's `parse`, as a snapshot
     makes it, without the hash) and every item of every branch made once by the snapshot's own `Snap.made`
@@ -576,17 +722,37 @@ def _once_walk(data: bytes, project: str) -> tuple[int, float]:
     return len(refs), parse
 
 
-def floor_child(project: str, name: str, which: str) -> None:
-    """Child mode: one floor of the every-page walk (`_norule_walk` or `_once_walk`), the first work of a fresh
-    process after its imports (as the reader's first visit is), the file read inside the clock."""
+#: The every-page walk's floors, cheapest first: no rule (`_norule_walk`), the output's shape and then the rules
+#: a reader must apply (`_required_walk`), this design's items made once (`_once_walk`).
+FLOORS = ("norule", "shape", "required", "once")
+
+
+def floor_child(project: str, name: str, which: str, profile: str | None = None) -> None:
+    """Child mode: one floor of the every-page walk (`which`: a key of `FLOORS`), the first work of a fresh
+    process after its imports (as the reader's first visit is), the file read inside the clock; under cProfile,
+    its statistics written to `profile`, when given (its time is then not a figure)."""
     _warm_imports()
     from mosaic.chat_pages import _snapshots  # noqa: F401 (what `_once_walk` calls, loaded before the clock)
 
     path = Path(project) / ".pi/state/alpha/sessions" / name
-    t = time.perf_counter()
-    data = path.read_bytes()
-    got = _norule_walk(data) if which == "norule" else _once_walk(data, os.path.realpath(project))
-    print(json.dumps({"first": time.perf_counter() - t, "count": got}))
+    walks: dict[str, Callable[[bytes], Any]] = {
+        "norule": _norule_walk, "shape": lambda data: _required_walk(data, False),
+        "required": lambda data: _required_walk(data, True),
+        "once": lambda data: _once_walk(data, os.path.realpath(project))}
+    walk = walks[which]
+    gc.disable()  # a floor is the cheapest run of its work: no collection walks what it made (the reader pauses the
+    # collector for its parse, `_snapshots.gc_paused`)
+    with contextlib.ExitStack() as stack:
+        if profile is not None:
+            import cProfile
+
+            prof = stack.enter_context(cProfile.Profile())
+        t = time.perf_counter()
+        got = walk(path.read_bytes())
+        first = time.perf_counter() - t
+    if profile is not None:
+        prof.dump_stats(profile)
+    print(json.dumps({"first": first, "count": got}))
 
 
 def _warm_imports() -> None:
@@ -960,7 +1126,9 @@ def _measure_file(pi: PiLoader | None, project: Path, name: str, path: Path, gen
     row["firstPages"] = firsts
     every: list[tuple[dict[str, Any], float | None]] = []
     dicts: list[tuple[dict[str, Any], float | None]] = []
-    floors: list[tuple[dict[str, Any], dict[str, Any], float | None]] = []
+    floors: list[tuple[dict[str, dict[str, Any]], float | None]] = []
+    if dict_modes:  # the floors are measured: first, that the required one makes the reader's bytes (untimed)
+        row["requiredChecked"] = check_required_floor(project, name)
     for k, mode in enumerate(every_modes):
         # Alternating: Pi's loader, then the reader's bytes path (whose first round ends in a follow that
         # appends a line), then its dict path, each paired with the same Pi run.
@@ -973,9 +1141,8 @@ def _measure_file(pi: PiLoader | None, project: Path, name: str, path: Path, gen
         every.append((_child("--every-child", project, name, mode, "bytes"), pi_seconds))
         if k < len(dict_modes):
             dicts.append((_child("--every-child", project, name, dict_modes[k], "dicts"), pi_seconds))
-            # The walk's two floors, each paired with the same Pi run (`floor_child`).
-            floors.append((_child("--floor-child", project, name, "norule"),
-                           _child("--floor-child", project, name, "once"), pi_seconds))
+            # The walk's floors, each paired with the same Pi run (`floor_child`).
+            floors.append(({which: _child("--floor-child", project, name, which) for which in FLOORS}, pi_seconds))
     row["everyPage"] = every
     row["everyPageDicts"] = dicts
     row["floors"] = floors
@@ -1090,32 +1257,45 @@ def _every_row(label: str, row: dict[str, Any], path: str, every: list[tuple[dic
     if second:
         ratio += f" / {_ratios([(c['cached'], p) for c, p in every if p is not None and c['cached'] is not None])}"
     met = _yes(first <= pi) if path == "bytes" and goal_row else ""
+    required = [(got["required"]["first"], p) for got, p in row.get("floors") or () if p is not None]
+    if met == _yes(False) and required:  # the goal against the floor of its rules, paired with the same Pi runs
+        met += f": the required floor is {_ratios(required)}"
     return (f"{head} | Pi open + getBranch of every leaf {_ms(pi)}{floor_note} | {reader} | {ratio}{floor_ratio} | "
             f"{goal} | {met} |")
 
 
-def floor_rows(label: str, floors: list[tuple[dict[str, Any], dict[str, Any], float | None]], have_pi: bool,
-               no_pi: str) -> list[str]:
-    """The every-page walk's two floors (`floor_child`), each against the Pi run its round paired it with."""
-    norule, once = [n for n, _, _ in floors], [o for _, o, _ in floors]
-    pages, parts, _ = norule[0]["count"]
-    items = once[0]["count"][0]
-    parse = statistics.median(o["count"][1] for o in once)
-    rows = [(f"a floor of that walk with no rule applied, {label}: each line decoded once (msgspec: `type`, `id`, "
-             f"`parentId`, the timestamp and message as `Raw` views), each leaf's path, every page joined from the "
-             f"file's bytes ({pages} pages, {parts:,} parts; fresh process, {len(floors)} rounds). No reader: it "
-             f"serves the file uninspected", norule),
-            (f"this design's floor, {label}: the reader's parse (pi-format, no hash; {_ms(parse)} of it) and each "
-             f"of the {items:,} items of every branch made once as `Snap.made` makes it (`render_json`: the rules "
-             f"on its line's bytes, then the splice `json_part`), no page, no cache (fresh process)", once)]
+def floor_rows(label: str, floors: list[tuple[dict[str, dict[str, Any]], float | None]], have_pi: bool,
+               no_pi: str, checked: int) -> list[str]:
+    """The every-page walk's floors (`floor_child`, `FLOORS`), each against the Pi run its round paired it with."""
+    first = floors[0][0]
+    pages, parts, _ = first["norule"]["count"]
+    items = first["once"]["count"][0]
+    parse = statistics.median(got["once"]["count"][1] for got, _ in floors)
+    what = {"norule": f"a floor of that walk with no rule applied, {label}: each line decoded once (msgspec: `type`, "
+                      f"`id`, `parentId`, the timestamp and message as `Raw` views), each leaf's path, every page "
+                      f"joined from the file's bytes ({pages} pages, {parts:,} parts; fresh process, {len(floors)} "
+                      f"rounds). No reader: it serves the file uninspected",
+            "shape": f"the shape's floor, {label}: that walk with each line not ASCII checked as UTF-8, the "
+                     f"message's attributes and blocks decoded (texts as `Raw` views), each of the "
+                     f"{first['shape']['count'][1]:,} items spliced once into an item's JSON and kept, unbounded; no "
+                     f"rule (fresh process)",
+            "required": f"the required floor, {label}: the shape's floor with the rules a reader must apply before "
+                        f"it splices, each by the reader's own function: every line's escapes proved canonical, "
+                        f"safe ids, the attributes, each tool call's arguments proved canonical, each text within "
+                        f"its part's limit (checked before the rounds: all {checked:,} items byte for byte the "
+                        f"reader's). No hash, no memory bound, no cursor, no safe open: a floor, not a reader (fresh "
+                        f"process)",
+            "once": f"this design's floor, {label}: the reader's parse (pi-format, no hash; {_ms(parse)} of it) and "
+                    f"each of the {items:,} items of every branch made once as `Snap.made` makes it (`render_json`: "
+                    f"the rules on its line's bytes, then the splice `json_part`), no page, no cache (fresh process)"}
     out = []
-    for what, got in rows:
-        t = statistics.median(g["first"] for g in got)
+    for which in FLOORS:
+        t = statistics.median(got[which]["first"] for got, _ in floors)
         if not have_pi:
-            out.append(f"| {what} | {no_pi} | {_ms(t)} | none | (beside the goal's row) | |")
+            out.append(f"| {what[which]} | {no_pi} | {_ms(t)} | none | (beside the goal's row) | |")
             continue
-        pairs = [(g["first"], pi) for g, (_, _, pi) in zip(got, floors, strict=True) if pi is not None]
-        out.append(_beside_row(what, "Pi open + getBranch of every leaf", pairs, "(beside the goal's row)"))
+        pairs = [(got[which]["first"], pi) for got, pi in floors if pi is not None]
+        out.append(_beside_row(what[which], "Pi open + getBranch of every leaf", pairs, "(beside the goal's row)"))
     return out
 
 
@@ -1152,7 +1332,7 @@ def table(report: dict[str, Any]) -> list[str]:
             if every:
                 out.append(_every_row(label, row, path, every, have_pi, no_pi, row is small))
         if row.get("floors"):
-            out += floor_rows(label, row["floors"], have_pi, no_pi)
+            out += floor_rows(label, row["floors"], have_pi, no_pi, row["requiredChecked"])
     if have_pi:
         s_pi = statistics.median(p for _, p in small["everyPage"] if p is not None)
         b_pi = statistics.median(p for _, p in big["everyPage"] if p is not None)
@@ -1227,17 +1407,23 @@ def table(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def profile_every_page() -> None:
-    """Every page of every branch of the 18.6 MB file as bytes, first visit, in a fresh process under
-    cProfile; prints the top frames by own time and by cumulative time."""
+def profile_every_page(what: str = "walk") -> None:
+    """Every page of every branch of the 18.6 MB file as bytes, first visit (`what` "walk"), or one of its
+    floors (`what` a key of `FLOORS`), in a fresh process under cProfile; prints the top frames by own time and
+    by cumulative time."""
     import pstats
 
     with tempfile.TemporaryDirectory(prefix="bench-reader-") as tmp:
         project, name, gen = _session(tmp, "small", TARGET_BYTES, False, None)
         stats = str(Path(tmp) / "every.prof")
-        got = _child("--every-child", project, name, "time", "profile:" + stats)
-        print(f"every page of every branch, {gen['bytes'] / 1e6:.1f} MB, as bytes, first visit under cProfile: "
-              f"{_ms(got['first'])} ({got['pages']} pages, {got['branches']} branches)")
+        if what == "walk":
+            got = _child("--every-child", project, name, "time", "profile:" + stats)
+            print(f"every page of every branch, {gen['bytes'] / 1e6:.1f} MB, as bytes, first visit under cProfile: "
+                  f"{_ms(got['first'])} ({got['pages']} pages, {got['branches']} branches)")
+        else:
+            got = _child("--floor-child", project, name, what, stats)
+            print(f"the every-page walk's {what!r} floor, {gen['bytes'] / 1e6:.1f} MB, under cProfile: "
+                  f"{_ms(got['first'])} ({got['count']})")
         for key in ("tottime", "cumulative"):
             st = pstats.Stats(stats)
             st.sort_stats(key).print_stats(18)
@@ -1285,12 +1471,12 @@ def main() -> int:
     ap.add_argument("--every-child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--open-child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--anchor-child", nargs=3, help=argparse.SUPPRESS)
-    ap.add_argument("--floor-child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--floor-child", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--cap", action="store_true",
                     help="also the first page's memory at 256 MiB (a 267 MB file: about 8 s more)")
-    ap.add_argument("--profile", action="store_true",
-                    help="only every page of every branch of the 18.6 MB file as bytes, first visit, under cProfile: "
-                         "its top frames")
+    ap.add_argument("--profile", nargs="?", const="walk", choices=("walk", *FLOORS),
+                    help="only every page of every branch of the 18.6 MB file as bytes, first visit (walk), or one of "
+                         "its floors, under cProfile: its top frames")
     ap.add_argument("--budgets", action="store_true",
                     help="only every page of every branch of the 18.6 MB file as bytes with the part cache at a "
                          "quarter of the file (the default), a third, half and unbounded, alternating (--rounds rounds)")
@@ -1312,7 +1498,7 @@ def main() -> int:
             child(*getattr(args, dest))
             return 0
     if args.profile:
-        profile_every_page()
+        profile_every_page(args.profile)
         return 0
     if args.budgets:
         compare_budgets(args.rounds)
