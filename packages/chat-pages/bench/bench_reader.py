@@ -46,7 +46,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -518,66 +519,110 @@ def every_child(project: str, name: str, mode: str, path: str = "bytes") -> None
     print(json.dumps(out))
 
 
-def _norule_walk(data: bytes) -> tuple[int, int, int]:
-    """The "no rule" floor's work: every line after the header decoded once into the fields a tree needs
-    (msgspec: a Struct of `type`, `id` and `parentId`, the `timestamp` and `message` kept as `Raw` views of the
-    file's bytes), each entry's parent found by id, each leaf's path walked, and every page of every branch
-    (100 parts a page) joined from the file's bytes: one part an entry, its id, line, timestamp and message
-    as the file holds them. Nothing is checked beyond what the decode proves (no inert rendering, no cap, no
-    id rule, no hash), so it is no reader: it is what Python's decode and joins cost. (pages, parts, the
-    pages' bytes)."""
-    import msgspec
+def _floor_lines(data: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each non-empty line after the header, found with `bytes.find` (no copy of a line: the
+    floors decode views of the file's bytes, as the reader does)."""
+    at, end = data.index(b"\n") + 1, len(data)
+    while at < end:
+        nl = data.find(b"\n", at)
+        if nl < 0:
+            nl = end
+        if nl > at:
+            yield at, nl
+        at = nl + 1
 
-    null = msgspec.Raw(b"null")
-    line_type = msgspec.defstruct("Line", [("type", str), ("id", str | None, None), ("parentId", str | None, None),
-                                           ("timestamp", msgspec.Raw, null), ("message", msgspec.Raw, null)])
-    decode = msgspec.json.Decoder(line_type).decode
-    lines: list[Any] = [decode(line) for line in data.split(b"\n")[1:] if line]
-    at = {e.id: i for i, e in enumerate(lines)}
-    parents = [at.get(e.parentId) if e.parentId is not None else None for e in lines]
+
+def _floor_paths(ids: list[str], parent_ids: list[str | None]) -> Iterator[list[int]]:
+    """Each leaf's path from its root (line indexes), each entry's parent found by id: the tree a floor walks."""
+    at = {x: i for i, x in enumerate(ids)}
+    parents = [at.get(p) if p is not None else None for p in parent_ids]
     inner = set(parents)
-    pages = parts_n = size = 0
-    for leaf in (i for i in range(len(lines)) if i not in inner):
+    for leaf in range(len(ids)):
+        if leaf in inner:
+            continue
         path: list[int] = []
         j: int | None = leaf
         while j is not None:
             path.append(j)
             j = parents[j]
         path.reverse()
+        yield path
+
+
+def _floor_pages(paths: Iterator[list[int]], part: Callable[[int], tuple[Any, ...]]) -> tuple[int, int, int]:
+    """Every page of every path, 100 parts a page, each page's JSON made by one join of its parts' pieces (no
+    copy of a page but that one; `part(k)`: the pieces of line k's part, bytes or views of the file's bytes).
+    (pages, parts, the pages' bytes)."""
+    pages = parts_n = size = 0
+    for path in paths:
         for s in range(0, len(path), 100):
-            parts = [b'{"item":"' + str(lines[k].id).encode() + b'","line":' + str(k + 2).encode() + b',"timestamp":'
-                     + bytes(lines[k].timestamp) + b',"message":' + bytes(lines[k].message) + b"}"
-                     for k in path[s:s + 100]]
-            page = b'{"ok":true,"page":{"parts":[' + b",".join(parts) + b"]}}"
+            out = [b'{"ok":true,"page":{"parts":[']
+            for k in path[s:s + 100]:
+                out += part(k)
+                out.append(b",")
+            out[-1] = b"]}}"
+            size += len(b"".join(out))
             pages += 1
-            parts_n += len(parts)
-            size += len(page)
+            parts_n += len(path[s:s + 100])
     return pages, parts_n, size
 
 
-def _required_walk(data: bytes, rules: bool, made: dict[int, bytes] | None = None) -> tuple[int, int, int]:
+def _norule_walk(data: bytes) -> tuple[int, int, int]:
+    """The "no rule" floor's work: every line after the header decoded once into the fields a tree needs
+    (msgspec: a Struct of `type`, `id` and `parentId`, the `timestamp` and `message` kept as `Raw` views of the
+    file's bytes), each entry's parent found by id, each leaf's path walked, and every page of every branch
+    (100 parts a page) joined from the file's bytes: one part an entry, its id, line, timestamp and message
+    as the file holds them. Nothing is checked beyond what the decode proves (no UTF-8 check of a skipped
+    string, no escape check, no cap, no id rule, no hash), so it is no reader: it is what Python's decode and
+    joins cost. (pages, parts, the pages' bytes)."""
+    import msgspec
+
+    null = msgspec.Raw(b"null")
+    line_type = msgspec.defstruct("Line", [("type", str), ("id", str), ("parentId", str | None, None),
+                                           ("timestamp", msgspec.Raw, null), ("message", msgspec.Raw, null)])
+    decode = msgspec.json.Decoder(line_type).decode
+    view = memoryview(data)
+    lines: list[Any] = [decode(view[a:b]) for a, b in _floor_lines(data)]
+
+    def part(k: int) -> tuple[bytes]:
+        e = lines[k]
+        return (b"".join((b'{"item":"', e.id.encode(), b'","line":', str(k + 2).encode(), b',"timestamp":',
+                          e.timestamp, b',"message":', e.message, b"}")),)
+
+    return _floor_pages(_floor_paths([e.id for e in lines], [e.parentId for e in lines]), part)
+
+
+def _required_walk(data: bytes, rules: bool, budget: int | None = None,
+                   made: dict[int, bytes] | None = None) -> tuple[int, int, int]:
     """The "shape" floor's work (`rules` False): what a reader that serves the pages' shape costs with none of
-    the rules. Each line after the header checked as UTF-8 (a line that is not ASCII decoded, as a reader must
-    before it splices a byte of it) and decoded once (msgspec: `type`, `id`, `parentId`, the timestamp as a
-    `Raw` view, the message's role, its attributes and its blocks, each block's texts as `Raw` views), each
-    entry's parent found by id, each leaf's path walked, each item spliced once into an item's JSON (the keys
-    of `_rawparts.json_part`'s part in its order: a toolCall's arguments written as a JSON string) and kept,
-    unbounded, and every page of every branch (100 parts a page) joined from the kept items.
+    the rules. Each line after the header checked as UTF-8 (decoded, as a reader must before it splices a
+    byte of it) and decoded once (msgspec: `type`, `id`, `parentId`, the timestamp as a `Raw` view, the
+    message's role, its attributes and its blocks, each block's texts as `Raw` views), each leaf's path
+    walked, each item spliced once into an item's JSON (the keys of `_rawparts.json_part`'s part in its order:
+    a toolCall's arguments written as a JSON string) and kept, unbounded, and every page of every branch (100
+    parts a page) joined from the kept items (`_floor_pages`).
 
     The "required" floor (`rules` True) adds the rules a reader of these entries must apply before it splices
     their bytes, each by the reader's own function (the cheapest form of it this project has): every line's
     escapes proved canonical (pi-format's `canonical_span`), the item's id and each tool call's id made safe
     ids (`safe_id`), the attributes an assistant message and a tool result show (string, boolean), each tool
     call's arguments proved to be what a compact encoder writes (`canonical_value`), and every text within
-    its part's limit. Neither floor hashes the file, bounds its memory, cuts a page by its size, issues a
-    cursor or opens the file safely: a floor, not a reader. It takes the bench file's shapes only (user,
-    assistant and tool-result messages with text, thinking and toolCall blocks; its model and thinking-level
-    changes as bare items) and raises on any other.
-    (pages, items, the pages' bytes)."""
+    its part's limit.
+
+    With a `budget` (bytes), the required floor within a memory bound: the first pass keeps only each line's
+    span and its `id` and `parentId` (a decode of those two), each item is made from its line when a page
+    needs it and kept while the kept items' bytes (and 133 bytes each) fit the budget, the first made first,
+    so an item past it is made again at each page that holds it.
+
+    No floor hashes the file, cuts a page by its size, issues a cursor or opens the file safely: a floor, not
+    a reader. It takes the bench file's shapes only (user, assistant and tool-result messages with text,
+    thinking and toolCall blocks; its model and thinking-level changes as bare items) and raises on any
+    other. (pages, items made, the pages' bytes); each item's JSON is left in `made` (by line index after the
+    header) when it is given (`check_required_floor` compares them with the reader's)."""
     import msgspec
 
     from mosaic.chat_pages._parts import MAX_FRAGMENT_JSON
-    from mosaic.pi_format.testing import ASSISTANT_STR_ATTRS, canonical_span, canonical_value
+    from mosaic.pi_format.testing import ASSISTANT_STR_ATTRS, VIEW_BYTES, canonical_span, canonical_value
     from mosaic.safe_open.ids import safe_id
 
     raw, null = msgspec.Raw, msgspec.Raw(b"null")
@@ -592,28 +637,35 @@ def _required_walk(data: bytes, rules: bool, made: dict[int, bytes] | None = Non
     line_type = msgspec.defstruct("Line", [("type", str), ("id", str), ("parentId", str | None, None),
                                            ("timestamp", raw, null), ("message", message | None, None)])
     decode = msgspec.json.Decoder(line_type).decode
-    lines: list[Any] = []
-    for line in data.split(b"\n")[1:]:
-        if line:
-            if not line.isascii():
-                line.decode()
-            if rules and not canonical_span(line, 0, len(line)):
-                raise ValueError("the required floor takes canonical lines only")
-            lines.append(decode(line))
-    at = {e.id: i for i, e in enumerate(lines)}
-    parents = [at.get(e.parentId) if e.parentId is not None else None for e in lines]
-    inner = set(parents)
-    same = str  # no id rule: the raw id
-    sid = safe_id if rules else same
+    decode_head = msgspec.json.Decoder(msgspec.defstruct("Head", [("id", str), ("parentId", str | None, None)])).decode
+    view = memoryview(data)
+    starts, ends = array("q"), array("q")
+    lines: list[Any] = []  # each line decoded (unbounded), else nothing kept of it but its span, id and parent
+    ids: list[str] = []
+    parent_ids: list[str | None] = []
+    for a, b in _floor_lines(data):
+        line = view[a:b]
+        str(line, "utf-8")  # the UTF-8 check (a decode; the bench's lines are not ASCII)
+        if rules and not canonical_span(data, a, b):
+            raise ValueError("the required floor takes canonical lines only")
+        e = decode(line) if budget is None else decode_head(line)
+        if budget is None:
+            lines.append(e)
+        else:
+            starts.append(a)
+            ends.append(b)
+        ids.append(e.id)
+        parent_ids.append(e.parentId)
+    sid = safe_id if rules else str  # no id rule: the raw id
     attr_keys = [(key, b'"' + key.encode() + b'":') for key in ASSISTANT_STR_ATTRS]
 
     def attrs(msg: Any) -> bytes:
         got: list[bytes] = []
         if msg.role == "assistant":
-            for key, head in attr_keys:
+            for key, name in attr_keys:
                 tok = bytes(getattr(msg, key))
                 if tok[0] == 0x22:  # a string
-                    got.append(head + tok)
+                    got.append(name + tok)
         elif msg.role == "toolResult":
             if msg.toolCallId is not None:
                 got.append(b'"toolCallId":"' + safe_id(msg.toolCallId).encode() + b'"')
@@ -625,8 +677,8 @@ def _required_walk(data: bytes, rules: bool, made: dict[int, bytes] | None = Non
                 got.append(b'"isError":' + tok)
         return b",".join(got)
 
-    def item(k: int) -> bytes:
-        e = lines[k]
+    def item(k: int) -> list[Any]:
+        e = lines[k] if budget is None else decode(view[starts[k]:ends[k]])
         msg = e.message
         iid = b"n." + sid(e.id).encode()
         out = [b'{"item":"', iid, b'","index":0,"last":true,"kind":"', (e.type if msg is None else msg.role).encode(),
@@ -645,45 +697,66 @@ def _required_walk(data: bytes, rules: bool, made: dict[int, bytes] | None = Non
                 body = b.text if kind is text else b.thinking
                 if rules and len(body) > MAX_FRAGMENT_JSON:
                     raise ValueError("the required floor takes texts within one part only")
-                head = b'"text","text":' if kind is text else b'"thinking","text":'
-                out += (b',{"kind":' if i else b'{"kind":', head, body)
+                out += (b',{"kind":' if i else b'{"kind":', b'"text","text":' if kind is text else b'"thinking","text":',
+                        body if budget is not None and len(body) > VIEW_BYTES else bytes(body))
             out.append(b',"block":%d}' % i)
         out.append(b"]}")
-        return b"".join(out)
+        return out
 
-    if made is None:
-        made = {}
-    pages = size = 0
-    for leaf in (i for i in range(len(lines)) if i not in inner):
-        path: list[int] = []
-        j: int | None = leaf
-        while j is not None:
-            path.append(j)
-            j = parents[j]
-        path.reverse()
-        for s in range(0, len(path), 100):
-            parts = []
-            for k in path[s:s + 100]:
-                part = made.get(k)
-                if part is None:
-                    part = made[k] = item(k)
-                parts.append(part)
-            size += len(b'{"ok":true,"page":{"parts":[' + b",".join(parts) + b"]}}")
-            pages += 1
-    return pages, len(made), size
+    def pieces(out: list[Any]) -> tuple[tuple[Any, ...], int]:
+        """The part's pieces, the bytes between two views joined, and what keeping them costs (the reader's
+        count for a spliced part: its own bytes, 290 a view, the tuple)."""
+        got: list[Any] = []
+        own = views = 0
+        run: list[bytes] = []
+        for x in out:
+            if type(x) is bytes:
+                run.append(x)
+                continue
+            got += (b"".join(run), x)
+            own += len(got[-2])
+            views += 1
+            run = []
+        got.append(b"".join(run))
+        own += len(got[-1])
+        return tuple(got), own + 290 * views + 56 + 8 * len(got)
+
+    kept: dict[int, tuple[Any, ...]] = {}
+    room = [0 if budget is None else budget, 0]  # the budget left, the items made
+
+    def part(k: int) -> tuple[Any, ...]:
+        got = kept.get(k)
+        if got is None:
+            room[1] += 1
+            if budget is None:
+                whole = b"".join(item(k))
+                if made is not None:
+                    made[k] = whole
+                got = kept[k] = (whole,)
+                return got
+            got, cost = pieces(item(k))
+            if cost <= room[0]:
+                kept[k] = got
+                room[0] -= cost
+        return got
+
+    pages, _, size = _floor_pages(_floor_paths(ids, parent_ids), part)
+    return pages, room[1], size
 
 
 def check_required_floor(project: Path, name: str) -> int:
     """That the required floor (`_required_walk`) makes every item byte for byte as the reader does (`Snap.made`,
-    every item of every branch): a floor that served other bytes would not bound the reader. Raises when one
-    differs; the number of items compared."""
+    every item of every branch), and serves the same pages within the part budget: a floor that served other
+    bytes would not bound the reader. Raises when one differs; the number of items compared."""
     import mosaic.pi_format as pi_format
     from mosaic.chat_pages._parts import Spliced
-    from mosaic.chat_pages._snapshots import Snap
+    from mosaic.chat_pages._snapshots import Snap, part_budget
 
     data = (project / ".pi/state/alpha/sessions" / name).read_bytes()
     made: dict[int, bytes] = {}
-    _required_walk(data, True, made)
+    whole = _required_walk(data, True, made=made)
+    if _required_walk(data, True, part_budget(len(data)))[::2] != whole[::2]:
+        raise AssertionError("the required floor within the part budget serves other pages than without it")
     parsed = pi_format.parse(data, project=os.path.realpath(project), realpath=os.path.realpath)
     assert isinstance(parsed, pi_format.Parsed)
     snap = Snap(parsed, (data,), None)
@@ -722,9 +795,12 @@ def _once_walk(data: bytes, project: str) -> tuple[int, float]:
     return len(refs), parse
 
 
-#: The every-page walk's floors, cheapest first: no rule (`_norule_walk`), the output's shape and then the rules
-#: a reader must apply (`_required_walk`), this design's items made once (`_once_walk`).
-FLOORS = ("norule", "shape", "required", "once")
+#: The every-page walk's floors: no rule (`_norule_walk`); the output's shape, then the rules a reader must apply,
+#: unbounded and within the reader's part budget (`_required_walk`); this design's items made once (`_once_walk`).
+FLOORS = ("norule", "shape", "required", "bounded", "once")
+#: The "bounded" floor keeps its items' pieces up to this fraction of the file (1/N; the reader's part cache keeps
+#: a quarter). A third holds 1.40x the file here, within the memory goal (1.5x); half held 1.53x.
+BOUNDED_FLOOR_DIV = 3
 
 
 def floor_child(project: str, name: str, which: str, profile: str | None = None) -> None:
@@ -738,10 +814,12 @@ def floor_child(project: str, name: str, which: str, profile: str | None = None)
     walks: dict[str, Callable[[bytes], Any]] = {
         "norule": _norule_walk, "shape": lambda data: _required_walk(data, False),
         "required": lambda data: _required_walk(data, True),
+        "bounded": lambda data: _required_walk(data, True, len(data) // BOUNDED_FLOOR_DIV),
         "once": lambda data: _once_walk(data, os.path.realpath(project))}
     walk = walks[which]
     gc.disable()  # a floor is the cheapest run of its work: no collection walks what it made (the reader pauses the
     # collector for its parse, `_snapshots.gc_paused`)
+    base = reset_peak()
     with contextlib.ExitStack() as stack:
         if profile is not None:
             import cProfile
@@ -752,7 +830,8 @@ def floor_child(project: str, name: str, which: str, profile: str | None = None)
         first = time.perf_counter() - t
     if profile is not None:
         prof.dump_stats(profile)
-    print(json.dumps({"first": first, "count": got}))
+    # The peak RSS growth across the walk, the file's bytes included (what the reader's memory rows measure).
+    print(json.dumps({"first": first, "count": got, "growth": vm_bytes("VmHWM") - base}))
 
 
 def _warm_imports() -> None:
@@ -1257,45 +1336,58 @@ def _every_row(label: str, row: dict[str, Any], path: str, every: list[tuple[dic
     if second:
         ratio += f" / {_ratios([(c['cached'], p) for c, p in every if p is not None and c['cached'] is not None])}"
     met = _yes(first <= pi) if path == "bytes" and goal_row else ""
-    required = [(got["required"]["first"], p) for got, p in row.get("floors") or () if p is not None]
-    if met == _yes(False) and required:  # the goal against the floor of its rules, paired with the same Pi runs
-        met += f": the required floor is {_ratios(required)}"
+    floors = {which: [(got[which]["first"], p) for got, p in row.get("floors") or () if p is not None]
+              for which in ("required", "bounded")}
+    if met == _yes(False) and floors["required"]:  # against the floors of its rules, paired with the same Pi runs
+        met += (f": the required floor is {_ratios(floors['required'])}, {_ratios(floors['bounded'])} within the "
+                f"part budget")
     return (f"{head} | Pi open + getBranch of every leaf {_ms(pi)}{floor_note} | {reader} | {ratio}{floor_ratio} | "
             f"{goal} | {met} |")
 
 
 def floor_rows(label: str, floors: list[tuple[dict[str, dict[str, Any]], float | None]], have_pi: bool,
-               no_pi: str, checked: int) -> list[str]:
-    """The every-page walk's floors (`floor_child`, `FLOORS`), each against the Pi run its round paired it with."""
+               no_pi: str, checked: int, size: int) -> list[str]:
+    """The every-page walk's floors (`floor_child`, `FLOORS`), each against the Pi run its round paired it with,
+    and the peak memory each grew by (the file's bytes included) against the file."""
+    from mosaic.pi_format.testing import VIEW_BYTES
+
     first = floors[0][0]
     pages, parts, _ = first["norule"]["count"]
     items = first["once"]["count"][0]
     parse = statistics.median(got["once"]["count"][1] for got, _ in floors)
+    made = first["bounded"]["count"][1]
     what = {"norule": f"a floor of that walk with no rule applied, {label}: each line decoded once (msgspec: `type`, "
                       f"`id`, `parentId`, the timestamp and message as `Raw` views), each leaf's path, every page "
                       f"joined from the file's bytes ({pages} pages, {parts:,} parts; fresh process, {len(floors)} "
                       f"rounds). No reader: it serves the file uninspected",
-            "shape": f"the shape's floor, {label}: that walk with each line not ASCII checked as UTF-8, the "
-                     f"message's attributes and blocks decoded (texts as `Raw` views), each of the "
-                     f"{first['shape']['count'][1]:,} items spliced once into an item's JSON and kept, unbounded; no "
-                     f"rule (fresh process)",
+            "shape": f"the shape's floor, {label}: that walk with each line checked as UTF-8, the message's "
+                     f"attributes and blocks decoded (texts as `Raw` views), each of the "
+                     f"{first['shape']['count'][1]:,} items spliced once into an item's JSON and kept, unbounded; "
+                     f"no rule (fresh process)",
             "required": f"the required floor, {label}: the shape's floor with the rules a reader must apply before "
                         f"it splices, each by the reader's own function: every line's escapes proved canonical, "
                         f"safe ids, the attributes, each tool call's arguments proved canonical, each text within "
                         f"its part's limit (checked before the rounds: all {checked:,} items byte for byte the "
-                        f"reader's). No hash, no memory bound, no cursor, no safe open: a floor, not a reader (fresh "
-                        f"process)",
+                        f"reader's); every item kept, unbounded. No hash, no cursor, no safe open: a floor, not a "
+                        f"reader (fresh process)",
+            "bounded": f"the required floor within the memory goal, {label}: the same rules, the first pass "
+                       f"keeping each line's span, id and parent only, each item made from its line when a page "
+                       f"needs it (a text over {VIEW_BYTES} bytes of JSON as a view of the file's bytes) and kept while its "
+                       f"pieces fit in 1/{BOUNDED_FLOOR_DIV} of the file, the first made first ({made:,} items "
+                       f"made) (fresh process)",
             "once": f"this design's floor, {label}: the reader's parse (pi-format, no hash; {_ms(parse)} of it) and "
                     f"each of the {items:,} items of every branch made once as `Snap.made` makes it (`render_json`: "
                     f"the rules on its line's bytes, then the splice `json_part`), no page, no cache (fresh process)"}
     out = []
     for which in FLOORS:
         t = statistics.median(got[which]["first"] for got, _ in floors)
+        memory = statistics.median(got[which]["growth"] for got, _ in floors) / size
+        note = f"(beside the goal's row; memory {memory:.2f}x the file)"
         if not have_pi:
-            out.append(f"| {what[which]} | {no_pi} | {_ms(t)} | none | (beside the goal's row) | |")
+            out.append(f"| {what[which]} | {no_pi} | {_ms(t)} | none | {note} | |")
             continue
         pairs = [(got[which]["first"], pi) for got, pi in floors if pi is not None]
-        out.append(_beside_row(what[which], "Pi open + getBranch of every leaf", pairs, "(beside the goal's row)"))
+        out.append(_beside_row(what[which], "Pi open + getBranch of every leaf", pairs, note))
     return out
 
 
@@ -1332,7 +1424,7 @@ def table(report: dict[str, Any]) -> list[str]:
             if every:
                 out.append(_every_row(label, row, path, every, have_pi, no_pi, row is small))
         if row.get("floors"):
-            out += floor_rows(label, row["floors"], have_pi, no_pi, row["requiredChecked"])
+            out += floor_rows(label, row["floors"], have_pi, no_pi, row["requiredChecked"], row["file"]["bytes"])
     if have_pi:
         s_pi = statistics.median(p for _, p in small["everyPage"] if p is not None)
         b_pi = statistics.median(p for _, p in big["everyPage"] if p is not None)

@@ -20,9 +20,10 @@ use these:
   entry of the shared tree (what a page costs, counted rather than timed);
 - `EXACT_DECODER`, `UTF8_BLOCK` (the bytes of lines checked for UTF-8 at once) and `long_digit_runs` (the
   search for integers longer than Python's digit limit, which msgspec would skip);
-- `canonical_span`, `canonical_value` and `ASSISTANT_STR_ATTRS`: the raw render's own proofs (a line's escapes
-  are canonical; a value is what a compact encoder writes) and the attributes an assistant item shows, for a
-  benchmark that bounds the reader by the rules it must apply (chat-pages' "required" floor).
+- `canonical_span`, `canonical_value`, `ASSISTANT_STR_ATTRS` and `VIEW_BYTES`: the raw render's own proofs (a
+  line's escapes are canonical; a value is what a compact encoder writes), the attributes an assistant item
+  shows and the length past which a text is given as a view, for a benchmark that bounds the reader by the
+  rules it must apply (chat-pages' "required" floors).
 
 Each switch changes module state for the whole process while its block runs: use it from one thread, in a
 test. Importing this module loads the parser (and msgspec).
@@ -45,7 +46,7 @@ from ._lines import DECODER as EXACT_DECODER
 from ._lines import LONG_LINE, UTF8_BLOCK
 from ._lines import _long_digit_runs as long_digit_runs
 from ._model import Branch, Item, Parsed
-from ._rawrender import canonical_span, canonical_value
+from ._rawrender import VIEW_BYTES, canonical_span, canonical_value
 from ._render import ASSISTANT_STR_ATTRS
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "EXACT_DECODER",
     "LONG_LINE",
     "UTF8_BLOCK",
+    "VIEW_BYTES",
     "EntryReads",
     "canonical_span",
     "canonical_value",
