@@ -611,8 +611,9 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None,
 
     With a `budget` (bytes), the required floor within a memory bound: the first pass keeps only each line's
     span and its `id` and `parentId` (a decode of those two), each item is made from its line when a page
-    needs it and kept while the kept items' bytes (and 133 bytes each) fit the budget, the first made first,
-    so an item past it is made again at each page that holds it.
+    needs it and kept as its pieces (each text over `VIEW_BYTES` a view of the file's bytes, as the reader
+    keeps a spliced part) while they fit the budget, the first made first until one does not fit, so an item
+    past it is made again at each page that holds it.
 
     No floor hashes the file, cuts a page by its size, issues a cursor or opens the file safely: a floor, not
     a reader. It takes the bench file's shapes only (user, assistant and tool-result messages with text,
@@ -677,13 +678,16 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None,
                 got.append(b'"isError":' + tok)
         return b",".join(got)
 
-    def item(k: int) -> list[Any]:
+    def item(k: int) -> tuple[list[Any], list[int]]:
+        """Line k's item as the pieces of its JSON (bytes, and each text as its `Raw` view of the line), and
+        where a text over VIEW_BYTES is among them."""
         e = lines[k] if budget is None else decode(view[starts[k]:ends[k]])
         msg = e.message
         iid = b"n." + sid(e.id).encode()
         out = [b'{"item":"', iid, b'","index":0,"last":true,"kind":"', (e.type if msg is None else msg.role).encode(),
                b'","line":', str(k + 2).encode(), b',"timestamp":', e.timestamp, b',"entry":"', iid, b'","attrs":{',
                attrs(msg) if rules and msg is not None else b"", b'},"notice":null,"blocks":[']
+        views: list[int] = []
         for i, b in enumerate(() if msg is None else msg.content):
             kind = type(b)
             if kind is tool_call:
@@ -697,47 +701,50 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None,
                 body = b.text if kind is text else b.thinking
                 if rules and len(body) > MAX_FRAGMENT_JSON:
                     raise ValueError("the required floor takes texts within one part only")
-                out += (b',{"kind":' if i else b'{"kind":', b'"text","text":' if kind is text else b'"thinking","text":',
-                        body if budget is not None and len(body) > VIEW_BYTES else bytes(body))
+                out += (b',{"kind":' if i else b'{"kind":', b'"text","text":' if kind is text else b'"thinking","text":')
+                if len(body) > VIEW_BYTES:
+                    views.append(len(out))
+                out.append(body)
             out.append(b',"block":%d}' % i)
         out.append(b"]}")
-        return out
+        return out, views
 
-    def pieces(out: list[Any]) -> tuple[tuple[Any, ...], int]:
-        """The part's pieces, the bytes between two views joined, and what keeping them costs (the reader's
-        count for a spliced part: its own bytes, 290 a view, the tuple)."""
+    def pieces(out: list[Any], views: list[int]) -> tuple[tuple[Any, ...], int]:
+        """The part's pieces, the bytes between two long texts joined and each long text its view, and what
+        keeping them costs (the reader's count for a spliced part: its own bytes, 290 a view, the tuple)."""
         got: list[Any] = []
-        own = views = 0
-        run: list[bytes] = []
-        for x in out:
-            if type(x) is bytes:
-                run.append(x)
-                continue
-            got += (b"".join(run), x)
+        own = at = 0
+        for v in views:
+            got += (b"".join(out[at:v]), out[v])
             own += len(got[-2])
-            views += 1
-            run = []
-        got.append(b"".join(run))
+            at = v + 1
+        got.append(b"".join(out[at:]))
         own += len(got[-1])
-        return tuple(got), own + 290 * views + 56 + 8 * len(got)
+        return tuple(got), own + 290 * len(views) + 56 + 8 * len(got)
 
     kept: dict[int, tuple[Any, ...]] = {}
-    room = [0 if budget is None else budget, 0]  # the budget left, the items made
+    room = [0 if budget is None else budget, 0]  # the budget left (0 once an item did not fit), the items made
 
     def part(k: int) -> tuple[Any, ...]:
         got = kept.get(k)
-        if got is None:
-            room[1] += 1
-            if budget is None:
-                whole = b"".join(item(k))
-                if made is not None:
-                    made[k] = whole
-                got = kept[k] = (whole,)
-                return got
-            got, cost = pieces(item(k))
+        if got is not None:
+            return got
+        room[1] += 1
+        out, views = item(k)
+        if budget is None:
+            whole = b"".join(out)
+            if made is not None:
+                made[k] = whole
+            got = kept[k] = (whole,)
+        elif room[0]:
+            got, cost = pieces(out, views)
             if cost <= room[0]:
                 kept[k] = got
                 room[0] -= cost
+            else:
+                room[0] = 0  # the first item that does not fit ends the keeping
+        else:
+            got = (b"".join(out),)
         return got
 
     pages, _, size = _floor_pages(_floor_paths(ids, parent_ids), part)
@@ -799,7 +806,7 @@ def _once_walk(data: bytes, project: str) -> tuple[int, float]:
 #: unbounded and within the reader's part budget (`_required_walk`); this design's items made once (`_once_walk`).
 FLOORS = ("norule", "shape", "required", "bounded", "once")
 #: The "bounded" floor keeps its items' pieces up to this fraction of the file (1/N; the reader's part cache keeps
-#: a quarter). A third holds 1.40x the file here, within the memory goal (1.5x); half held 1.53x.
+#: a quarter). A third holds 1.44x the file here, within the memory goal (1.5x); half held 1.53x.
 BOUNDED_FLOOR_DIV = 3
 
 
@@ -1340,7 +1347,7 @@ def _every_row(label: str, row: dict[str, Any], path: str, every: list[tuple[dic
               for which in ("required", "bounded")}
     if met == _yes(False) and floors["required"]:  # against the floors of its rules, paired with the same Pi runs
         met += (f": the required floor is {_ratios(floors['required'])}, {_ratios(floors['bounded'])} within the "
-                f"part budget")
+                f"memory goal")
     return (f"{head} | Pi open + getBranch of every leaf {_ms(pi)}{floor_note} | {reader} | {ratio}{floor_ratio} | "
             f"{goal} | {met} |")
 
@@ -1372,9 +1379,9 @@ def floor_rows(label: str, floors: list[tuple[dict[str, dict[str, Any]], float |
                         f"reader (fresh process)",
             "bounded": f"the required floor within the memory goal, {label}: the same rules, the first pass "
                        f"keeping each line's span, id and parent only, each item made from its line when a page "
-                       f"needs it (a text over {VIEW_BYTES} bytes of JSON as a view of the file's bytes) and kept while its "
-                       f"pieces fit in 1/{BOUNDED_FLOOR_DIV} of the file, the first made first ({made:,} items "
-                       f"made) (fresh process)",
+                       f"needs it (a text over {VIEW_BYTES} bytes of JSON as a view of the file's bytes) and kept "
+                       f"while its pieces fit in 1/{BOUNDED_FLOOR_DIV} of the file, the first made first until one "
+                       f"does not ({made:,} items made) (fresh process)",
             "once": f"this design's floor, {label}: the reader's parse (pi-format, no hash; {_ms(parse)} of it) and "
                     f"each of the {items:,} items of every branch made once as `Snap.made` makes it (`render_json`: "
                     f"the rules on its line's bytes, then the splice `json_part`), no page, no cache (fresh process)"}
