@@ -806,7 +806,7 @@ def _once_walk(data: bytes, project: str) -> tuple[int, float]:
 #: unbounded and within the reader's part budget (`_required_walk`); this design's items made once (`_once_walk`).
 FLOORS = ("norule", "shape", "required", "bounded", "once")
 #: The "bounded" floor keeps its items' pieces up to this fraction of the file (1/N; the reader's part cache keeps
-#: a quarter). A third holds 1.44x the file here, within the memory goal (1.5x); half held 1.53x.
+#: a quarter). A third holds 1.44x the file here, within the memory goal (1.5x); half held 1.56x.
 BOUNDED_FLOOR_DIV = 3
 
 
