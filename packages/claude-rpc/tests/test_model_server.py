@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+import socketserver
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -116,6 +117,55 @@ def test_an_image_block_gets_an_image_aware_answer(server: ModelServer) -> None:
     assert _text(_events(_post(server, _request(content)).read())) == "IMAGE seen: base64 image/png 40 b64 chars"
 
 
+def test_a_reply_with_no_pause_is_written_in_one_piece_so_the_client_has_its_end_with_its_tool_use(
+        server: ModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The binary asks for a tool's permission as the tool_use block ends; a reply written event by event
+    could still be open then (an interrupt on that request ended a CI run's turn as `aborted_streaming`).
+    Each stretch of events between two pauses is one write: a tool_use reply whole, a slow one a delta at a
+    time."""
+    writes: list[bytes] = []
+    real = socketserver._SocketWriter.write
+
+    def write(self: Any, data: Any) -> int:
+        writes.append(bytes(data))
+        return real(self, data)
+
+    monkeypatch.setattr(socketserver._SocketWriter, "write", write)
+    raw = _post(server, _request("BASH: touch x")).read()
+    bodies = [w for w in writes if b"event: " in w]
+    assert bodies == [raw] and [n for n, _ in _events(raw)][-1] == "message_stop"
+    writes.clear()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT)
+    body = json.dumps(_request("SLOW please")).encode()
+    sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    server.wait_for(lambda rs: len(rs) == 2 and rs[1].events >= 4, WAIT)
+    sock.close()
+    server.wait_for(lambda rs: rs[1].outcome != "pending", WAIT)
+    slow = [w for w in writes if b"event: " in w]
+    assert slow[0].count(b"event: ") == 3 and all(w.count(b"event: ") == 1 for w in slow[1:]), slow
+
+
+def test_bash_late_ends_its_message_late_after_its_tool_use_block(server: ModelServer) -> None:
+    """`BASH-LATE: <command>`: the same tool_use as `BASH: `, its block whole in the first write and the
+    message's end 5 s later (the reply still streams while the binary, which asks for the tool
+    as the block ends, waits for the answer). Read up to the block's end, then the client leaves."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT)
+    body = json.dumps(_request("BASH-LATE: touch late")).encode()
+    sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    got = b""
+    while b"event: content_block_stop" not in got:
+        got += sock.recv(65536)
+    got = got.split(b"\r\n\r\n", 1)[1]
+    rec = server.wait_for(lambda rs: rs[0].events >= 4, WAIT)[0]  # counted once the write returned
+    assert (rec.scenario, rec.outcome, rec.events) == ("bash-late", "pending", 4)
+    assert b"message_delta" not in got
+    delta = [e for n, e in _events(got.split(b"event: content_block_stop")[0]) if n == "content_block_delta"]
+    assert json.loads(delta[0]["delta"]["partial_json"]) == {"command": "touch late", "description": "scripted bash"}
+    sock.close()
+
+
 def test_slow_streams_sixty_deltas_and_a_client_that_leaves_is_recorded_quietly(server: ModelServer) -> None:
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT)
     body = json.dumps(_request("SLOW please")).encode()
@@ -158,7 +208,8 @@ def test_other_routes_and_bodies_are_refused_in_the_apis_error_shape(server: Mod
 
 
 def test_a_custom_table_is_consulted_first_and_the_default_table_ends_with_a_catch_all() -> None:
-    assert [s.name for s in DEFAULT_SCENARIOS] == ["tool-result", "image", "bash", "write", "agent", "slow", "text"]
+    assert [s.name for s in DEFAULT_SCENARIOS] == ["tool-result", "image", "bash", "bash-late", "write", "agent", "slow",
+                                                   "text"]
     mine = Scenario("mine", lambda r: "MINE" in r.last_user_text, lambda r: TextReply(("mine",)))
     with ModelServer((mine, *DEFAULT_SCENARIOS)) as srv:
         assert _text(_events(_post(srv, _request("MINE now")).read())) == "mine"

@@ -129,3 +129,49 @@ def test_the_link_drives_the_sealed_binary_through_allow_interrupt_h8_eof_and_re
     with ModelServer() as server:
         asyncio.run(first(server))
         asyncio.run(resumed(server))
+
+
+def test_h8_while_the_reply_still_streams_the_binary_cancels_the_request_and_ends_aborted_streaming(
+        claude: ClaudeInstall, tmp_path: Path) -> None:
+    """The binary asks `can_use_tool` as the tool_use block ends, before the model's message ends (seen when
+    a CI run's model server was slow to write the reply's last events; `BASH-LATE` ends it 5 s late on
+    purpose). An interrupt then still cancels the pending request (`control_cancel_request`), the late answer
+    is refused and nothing runs; the turn ends `aborted_streaming` with no stop reason, not `aborted_tools` /
+    `tool_use` as with the reply whole (the test above, FACTS' recording)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+
+    async def run(server: ModelServer) -> None:
+        launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s", cwd=proj,
+                             base_url=server.base_url, api_key=FAKE_KEY)
+        assert launch.pinned and check_launch(launch) is None
+        link = await ClaudeEngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, stderr=subprocess.PIPE,
+                                            expected_session_id=SESSION_UUID)
+        seen: list[LinkEvent] = []
+        try:
+            assert (await link.outcome(link.send_initialize())).succeeded
+            link.send_user("BASH-LATE: touch never-made-late", uuid=UUIDS[8])
+            pending = await until(link, PermissionAsked, seen)
+            assert isinstance(pending, PermissionAsked)
+            streaming = [r for r in server.requests if r.scenario == "bash-late"]
+            assert [r.outcome for r in streaming] == ["pending"]  # the reply has not ended yet
+            link.send_interrupt()
+            cancelled = await until(link, PermissionCancelled, seen)
+            assert isinstance(cancelled, PermissionCancelled) and cancelled.request is pending.request
+            late = link.allow(pending.request.request_id)
+            assert isinstance(late, ClaudeRpcRefusal) and late.code == "permission-cancelled"
+            finished = await until(link, TurnFinished, seen)
+            assert isinstance(finished, TurnFinished), finished
+            result = finished.result
+            assert (result.subtype, result.stop_reason, result.terminal_reason) == (
+                "error_during_execution", None, "aborted_streaming"), result
+            link.close_stdin()
+            await link.wait_output_end(WAIT)
+            await link.wait(WAIT)
+        finally:
+            await link.aclose()
+        assert not (proj / "never-made-late").exists()
+        assert [e for e in seen if isinstance(e, (RanAfterInterrupt, SessionMismatch))] == []
+
+    with ModelServer() as server:
+        asyncio.run(run(server))

@@ -19,8 +19,8 @@ from dialog_flows import code, decision_is, decisions
 from mosaic.controller.testing import RawClient, event_is, receipt_is, stop_is
 
 
-async def _asked(c: RawClient, auth: Mapping[str, Any], crid: str, command: str) -> dict[str, Any]:
-    reply = await c.call("prompt", **auth, clientRequestId=crid, text=f"BASH: {command}")
+async def _asked(c: RawClient, auth: Mapping[str, Any], crid: str, command: str, cue: str = "BASH: ") -> dict[str, Any]:
+    reply = await c.call("prompt", **auth, clientRequestId=crid, text=f"{cue}{command}")
     assert reply["result"]["outcome"] == "admitted", reply
     shown: dict[str, Any] = (await c.until(decision_is("open")))["params"]
     assert shown["method"] == "can_use_tool" and shown["choices"] == ["allow once", "deny"], shown
@@ -76,14 +76,16 @@ async def P7_deny_the_tool_does_not_run(socket_path: str, project: Path) -> None
     await c.close()
 
 
-async def H8_P6_an_interrupt_cancels_the_pending_request_and_a_late_answer_is_refused(socket_path: str,
-                                                                                   project: Path) -> None:
+async def H8_P6_an_interrupt_cancels_the_pending_request_and_a_late_answer_is_refused(
+        socket_path: str, project: Path, cue: str = "BASH: ") -> None:
     """An interrupt with the request pending: the stop's approval is uncertain (P6, never denied: nothing is
     written); Claude cancels the request (`control_cancel_request`): the decision settles `how: cancelled`,
-    and an answer from then on is refused (H8); the tool never ran (no file) and the stop is reconciled."""
+    and an answer from then on is refused (H8); the tool never ran (no file) and the stop is reconciled.
+    `cue` "BASH-LATE: " asks while the model's reply still streams (the real binary's turn then ends
+    `aborted_streaming`, not `aborted_tools`: `tests_smoke/test_claude_real.py`)."""
     c = await validated_client(socket_path)
     auth = await c.control()
-    shown = await _asked(c, auth, "pending", "touch pending-one")
+    shown = await _asked(c, auth, "pending", "touch pending-one", cue)
     stop = (await c.call("interrupt", **auth))["result"]["stop"]
     assert stop["approvalDisposition"] == "uncertain", stop
     cancelled = (await c.until(lambda n: decision_is("settled")(n) and n["params"].get("how") == "cancelled"))

@@ -196,6 +196,29 @@ def test_P7_H5_H6_H7_H8_claude_permission_flows_on_the_real_binary(flow: str, cl
     asyncio.run(scenario())
 
 
+def test_H8_P6_claude_real_an_interrupt_while_the_reply_still_streams(claude: ClaudeInstall, tmp_path: Path) -> None:
+    """H8 and P6 when the binary asks `can_use_tool` before the model's message has ended (`BASH-LATE: `, the
+    scripted reply's end 5 s after its tool_use block; a slow model stream does this): the interrupt still
+    makes Claude cancel the request, a late answer is refused, nothing runs, the approval stays uncertain and
+    the stop is reconciled, though the binary ends the turn `aborted_streaming` rather than `aborted_tools`."""
+
+    async def scenario() -> None:
+        with ModelServer() as server, private_socket_dir() as sockets:
+            project = tmp_path / "proj"
+            project.mkdir()
+            launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
+                                 cwd=project, base_url=server.base_url, api_key=FAKE_KEY)
+            assert launch.pinned and check_launch(launch) is None
+            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
+                async with asyncio.timeout(WAIT * 2):
+                    await claude_permission_flows.H8_P6_an_interrupt_cancels_the_pending_request_and_a_late_answer_is_refused(
+                        runtime.socket_path, project, cue="BASH-LATE: ")
+            late = [r for r in server.requests if r.scenario == "bash-late"]
+            assert [r.events for r in late] == [4], late  # the reply's end (events 5 and 6) never reached Claude
+
+    asyncio.run(scenario())
+
+
 def test_H9_claude_real_an_interrupt_written_right_after_a_prompt_ends_reconciled(claude: ClaudeInstall,
                                                                                   tmp_path: Path) -> None:
     """H9 on the real binary: the interrupt is written right after the prompt, with no wait for any frame of

@@ -25,6 +25,8 @@ scenario           reply
                    b64 chars``
 ``bash``           ``BASH: <command>``: a ``Bash`` tool_use ``{"command": <command>, "description":
                    "scripted bash"}``
+``bash-late``      ``BASH-LATE: <command>``: the same tool_use, its message ending 5 seconds
+                   after its block (the binary asks ``can_use_tool`` while the reply still streams)
 ``write``          ``WRITE: <absolute path>``: a ``Write`` tool_use writing ``written by the scripted
                    model\\n`` there
 ``agent``          ``AGENT``: an ``Agent`` tool_use (``general-purpose``, description ``scripted sub``,
@@ -73,6 +75,9 @@ Outcome = Literal["pending", "completed", "disconnected", "http-error", "stopped
 REMINDER = "<system-reminder>"
 SLOW_DELTAS = tuple(f"slow{i:02d} " for i in range(60))
 SLOW_INTERVAL = 0.25
+#: `bash-late`: the seconds between its tool_use block's end and its message's end. The binary asks
+#: `can_use_tool` as the block ends, so for this long its request is pending while the reply still streams.
+_LATE_END = 5.0
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -173,10 +178,12 @@ class TextReply:
 @dataclass(frozen=True)
 class ToolUseReply:
     """One ``tool_use`` block: its start with empty input, the input's JSON as one ``input_json_delta``,
-    then ``stop_reason: tool_use``."""
+    then ``stop_reason: tool_use``; the block's end and the message's end ``end_after`` seconds apart (0: in
+    one write, the whole reply)."""
 
     name: str
     input: JsonObject
+    end_after: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -228,6 +235,11 @@ def _bash(req: RecordedRequest) -> Reply:
     return ToolUseReply("Bash", {"command": req.last_user_text[len("BASH: "):], "description": "scripted bash"})
 
 
+def _bash_late(req: RecordedRequest) -> Reply:
+    return ToolUseReply("Bash", {"command": req.last_user_text[len("BASH-LATE: "):], "description": "scripted bash"},
+                        end_after=_LATE_END)
+
+
 def _write(req: RecordedRequest) -> Reply:
     return ToolUseReply("Write", {"file_path": req.last_user_text[len("WRITE: "):].strip(),
                                   "content": "written by the scripted model\n"})
@@ -251,6 +263,8 @@ DEFAULT_SCENARIOS: tuple[Scenario, ...] = (
              "quote the tool result and its is_error flag"),
     Scenario("image", lambda r: bool(r.blocks_of("image")), _image, "describe the image block's source"),
     Scenario("bash", directive("BASH: "), _bash, "a Bash tool_use with the command after `BASH: `"),
+    Scenario("bash-late", directive("BASH-LATE: "), _bash_late,
+             "the same, its message ending 5 s after its block (the binary asks before the end)"),
     Scenario("write", directive("WRITE: "), _write, "a Write tool_use to the path after `WRITE: `"),
     Scenario("agent", directive("AGENT"), _agent, "an Agent tool_use: a general-purpose subagent"),
     Scenario("slow", directive("SLOW"), _slow, "60 deltas 0.25 s apart (a driver interrupts it)"),
@@ -291,6 +305,8 @@ def _events(req: RecordedRequest, reply: TextReply | ToolUseReply) -> Iterator[t
                                       "delta": {"type": "input_json_delta", "partial_json": json.dumps(reply.input)}}
         stop, out = "tool_use", 1
     yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    if isinstance(reply, ToolUseReply) and reply.end_after > 0:
+        yield reply.end_after
     yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                             "usage": {"output_tokens": out}}
     yield "message_stop", {"type": "message_stop"}
@@ -443,19 +459,32 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
         except _CLIENT_GONE as exc:
             raise _Disconnected from exc
-        for item in _events(record, reply):
+        # The events between two pauses go out in one write: a reply with no pause (a tool_use) reaches the
+        # client whole, as one chunk, so the client has read its end before it acts on the tool_use (the
+        # binary asks for a tool's permission as the block ends; an interrupt sent on that request would
+        # otherwise find the reply still streaming when this thread was slow to write its last events).
+        burst: list[bytes] = []
+        for item in [*_events(record, reply), 0.0]:
             if isinstance(item, float):
-                if owner._stopping.wait(item):
+                if burst:
+                    self._write_burst(record, burst)
+                    burst = []
+                if item and owner._stopping.wait(item):
                     raise _Stopped
                 continue
-            if owner._stopping.is_set():
-                raise _Stopped
             name, data = item
-            try:
-                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                self.wfile.flush()
-            except _CLIENT_GONE as exc:
-                raise _Disconnected from exc
+            burst.append(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+    def _write_burst(self, record: RecordedRequest, burst: list[bytes]) -> None:
+        owner = self.server.owner
+        if owner._stopping.is_set():
+            raise _Stopped
+        try:
+            self.wfile.write(b"".join(burst))
+            self.wfile.flush()
+        except _CLIENT_GONE as exc:
+            raise _Disconnected from exc
+        for _ in burst:
             owner._count_event(record.index)
 
 
