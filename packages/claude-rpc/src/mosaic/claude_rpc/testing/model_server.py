@@ -231,13 +231,16 @@ def _image(req: RecordedRequest) -> Reply:
     return TextReply((f"IMAGE seen: {source.get('type')} {source.get('media_type')} {size} b64 chars",))
 
 
+def _bash_input(req: RecordedRequest, cue: str) -> JsonObject:
+    return {"command": req.last_user_text[len(cue):], "description": "scripted bash"}
+
+
 def _bash(req: RecordedRequest) -> Reply:
-    return ToolUseReply("Bash", {"command": req.last_user_text[len("BASH: "):], "description": "scripted bash"})
+    return ToolUseReply("Bash", _bash_input(req, "BASH: "))
 
 
 def _bash_late(req: RecordedRequest) -> Reply:
-    return ToolUseReply("Bash", {"command": req.last_user_text[len("BASH-LATE: "):], "description": "scripted bash"},
-                        end_after=_LATE_END)
+    return ToolUseReply("Bash", _bash_input(req, "BASH-LATE: "), end_after=_LATE_END)
 
 
 def _write(req: RecordedRequest) -> Reply:
