@@ -611,9 +611,9 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None,
 
     With a `budget` (bytes), the required floor within a memory bound: the first pass keeps only each line's
     span and its `id` and `parentId` (a decode of those two), each item is made from its line when a page
-    needs it and kept as its pieces (each text over `VIEW_BYTES` a view of the file's bytes, as the reader
-    keeps a spliced part) while they fit the budget, the first made first until one does not fit, so an item
-    past it is made again at each page that holds it.
+    needs it and kept as its pieces (each text over `VIEW_BYTES` a view of the file's bytes: the reader's
+    spliced part, `_rawparts._spliced`, counted as the part cache counts it) while they fit the budget, the
+    first made first until one does not fit, so an item past it is made again at each page that holds it.
 
     No floor hashes the file, cuts a page by its size, issues a cursor or opens the file safely: a floor, not
     a reader. It takes the bench file's shapes only (user, assistant and tool-result messages with text,
@@ -623,6 +623,7 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None,
     import msgspec
 
     from mosaic.chat_pages._parts import MAX_FRAGMENT_JSON
+    from mosaic.chat_pages._rawparts import _spliced
     from mosaic.pi_format.testing import ASSISTANT_STR_ATTRS, VIEW_BYTES, canonical_span, canonical_value
     from mosaic.safe_open.ids import safe_id
 
@@ -709,19 +710,6 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None,
         out.append(b"]}")
         return out, views
 
-    def pieces(out: list[Any], views: list[int]) -> tuple[tuple[Any, ...], int]:
-        """The part's pieces, the bytes between two long texts joined and each long text its view, and what
-        keeping them costs (the reader's count for a spliced part: its own bytes, 290 a view, the tuple)."""
-        got: list[Any] = []
-        own = at = 0
-        for v in views:
-            got += (b"".join(out[at:v]), out[v])
-            own += len(got[-2])
-            at = v + 1
-        got.append(b"".join(out[at:]))
-        own += len(got[-1])
-        return tuple(got), own + 290 * len(views) + 56 + 8 * len(got)
-
     kept: dict[int, tuple[Any, ...]] = {}
     room = [0 if budget is None else budget, 0]  # the budget left (0 once an item did not fit), the items made
 
@@ -737,10 +725,11 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None,
                 made[k] = whole
             got = kept[k] = (whole,)
         elif room[0]:
-            got, cost = pieces(out, views)
-            if cost <= room[0]:
+            spliced = _spliced(out, views)  # the reader's spliced part: its pieces and what keeping them costs
+            got = spliced.pieces
+            if spliced.held <= room[0]:
                 kept[k] = got
-                room[0] -= cost
+                room[0] -= spliced.held
             else:
                 room[0] = 0  # the first item that does not fit ends the keeping
         else:
@@ -753,27 +742,17 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None,
 
 def check_required_floor(project: Path, name: str) -> int:
     """That the required floor (`_required_walk`) makes every item byte for byte as the reader does (`Snap.made`,
-    every item of every branch), and serves the same pages within the part budget: a floor that served other
-    bytes would not bound the reader. Raises when one differs; the number of items compared."""
-    import mosaic.pi_format as pi_format
-    from mosaic.chat_pages._parts import Spliced
-    from mosaic.chat_pages._snapshots import Snap, part_budget
-
+    every item of every branch), and serves the same pages within its budget (the "bounded" floor's): a floor
+    that served other bytes would not bound the reader. Raises when one differs; the number of items compared."""
     data = (project / ".pi/state/alpha/sessions" / name).read_bytes()
     made: dict[int, bytes] = {}
     whole = _required_walk(data, True, made=made)
-    if _required_walk(data, True, part_budget(len(data)))[::2] != whole[::2]:
-        raise AssertionError("the required floor within the part budget serves other pages than without it")
-    parsed = pi_format.parse(data, project=os.path.realpath(project), realpath=os.path.realpath)
-    assert isinstance(parsed, pi_format.Parsed)
-    snap = Snap(parsed, (data,), None)
-    refs: set[int] = set()
-    for branch in parsed.branches.values():
-        refs.update(branch.refs_from(0, branch.item_count))
+    if _required_walk(data, True, len(data) // BOUNDED_FLOOR_DIV)[::2] != whole[::2]:
+        raise AssertionError("the required floor within its budget serves other pages than without it")
+    snap, refs, _ = _reader_items(data, os.path.realpath(project))
     for ref in refs:
         _, parts = snap.made(ref)
-        part = parts[0]
-        mine = b"".join(bytes(p) for p in part.pieces) if isinstance(part, Spliced) else bytes(part)
+        mine = bytes(parts[0])  # a spliced part's bytes joined
         line = json.loads(mine)["line"]
         if len(parts) != 1 or made.get(line - 2) != mine:
             raise AssertionError(f"the required floor's item at line {line} is not the reader's: the floor no longer "
@@ -781,11 +760,10 @@ def check_required_floor(project: Path, name: str) -> int:
     return len(refs)
 
 
-def _once_walk(data: bytes, project: str) -> tuple[int, float]:
-    """The "each item once" floor's work: the reader's parse of the file (pi-format's `parse`, as a snapshot
-    makes it, without the hash) and every item of every branch made once by the snapshot's own `Snap.made`
-    (pi-format's `render_json`, the rules applied to the line's bytes, and the splice `json_part`; else a
-    render and `encoded_parts`), with no page, no cache, no repeat. (its items, the parse's seconds)."""
+def _reader_items(data: bytes, project: str) -> tuple[Any, list[int], float]:
+    """The reader's parse of the file (pi-format's `parse`, as a snapshot makes it, without the hash), a
+    snapshot of it (`Snap`) and the refs of every item of every branch, in file order; and the parse's
+    seconds."""
     import mosaic.pi_format as pi_format
     from mosaic.chat_pages._snapshots import Snap
 
@@ -796,14 +774,22 @@ def _once_walk(data: bytes, project: str) -> tuple[int, float]:
     refs: set[int] = set()
     for branch in parsed.branches.values():
         refs.update(branch.refs_from(0, branch.item_count))
-    snap = Snap(parsed, (data,), None)
-    for ref in sorted(refs):
+    return Snap(parsed, (data,), None), sorted(refs), parse
+
+
+def _once_walk(data: bytes, project: str) -> tuple[int, float]:
+    """The "each item once" floor's work: the reader's parse of the file (`_reader_items`) and every item of
+    every branch made once by the snapshot's own `Snap.made` (pi-format's `render_json`, the rules applied to
+    the line's bytes, and the splice `json_part`; else a render and `encoded_parts`), with no page, no cache,
+    no repeat. (its items, the parse's seconds)."""
+    snap, refs, parse = _reader_items(data, project)
+    for ref in refs:
         snap.made(ref)
     return len(refs), parse
 
 
 #: The every-page walk's floors: no rule (`_norule_walk`); the output's shape, then the rules a reader must apply,
-#: unbounded and within the reader's part budget (`_required_walk`); this design's items made once (`_once_walk`).
+#: unbounded and within the memory goal (`_required_walk`); this design's items made once (`_once_walk`).
 FLOORS = ("norule", "shape", "required", "bounded", "once")
 #: The "bounded" floor keeps its items' pieces up to this fraction of the file (1/N; the reader's part cache keeps
 #: a quarter). A third holds 1.44x the file here, within the memory goal (1.5x); half held 1.56x.
