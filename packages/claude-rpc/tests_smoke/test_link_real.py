@@ -45,17 +45,35 @@ async def until(link: ClaudeEngineLink, kind: type, seen: list[LinkEvent]) -> Li
             return ev
 
 
+async def _first_launch(claude: ClaudeInstall, tmp_path: Path, proj: Path, server: ModelServer) -> ClaudeEngineLink:
+    """The sealed binary launched on a new session in `proj` against `server`, under the link."""
+    launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s", cwd=proj,
+                         base_url=server.base_url, api_key=FAKE_KEY)
+    assert launch.pinned and check_launch(launch) is None
+    return await ClaudeEngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, stderr=subprocess.PIPE,
+                                        expected_session_id=SESSION_UUID)
+
+
+async def _interrupt_the_pending_request(link: ClaudeEngineLink, pending: LinkEvent,
+                                         seen: list[LinkEvent]) -> LinkEvent:
+    """H8: an interrupt with the request `pending`: the binary cancels it, a late answer is refused; the
+    turn's end."""
+    assert isinstance(pending, PermissionAsked)
+    link.send_interrupt()
+    cancelled = await until(link, PermissionCancelled, seen)
+    assert isinstance(cancelled, PermissionCancelled) and cancelled.request is pending.request
+    late = link.allow(pending.request.request_id)
+    assert isinstance(late, ClaudeRpcRefusal) and late.code == "permission-cancelled"
+    return await until(link, TurnFinished, seen)
+
+
 def test_the_link_drives_the_sealed_binary_through_allow_interrupt_h8_eof_and_resume(claude: ClaudeInstall,
                                                                                      tmp_path: Path) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()
 
     async def first(server: ModelServer) -> None:
-        launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s", cwd=proj,
-                             base_url=server.base_url, api_key=FAKE_KEY)
-        assert launch.pinned and check_launch(launch) is None
-        link = await ClaudeEngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, stderr=subprocess.PIPE,
-                                            expected_session_id=SESSION_UUID)
+        link = await _first_launch(claude, tmp_path, proj, server)
         seen: list[LinkEvent] = []
         try:
             assert (await link.outcome(link.send_initialize())).succeeded
@@ -84,12 +102,7 @@ def test_the_link_drives_the_sealed_binary_through_allow_interrupt_h8_eof_and_re
             link.send_user("BASH: touch never-made", uuid=UUIDS[3])
             pending = await until(link, PermissionAsked, seen)
             assert isinstance(pending, PermissionAsked)
-            link.send_interrupt()
-            cancelled = await until(link, PermissionCancelled, seen)
-            assert isinstance(cancelled, PermissionCancelled) and cancelled.request is pending.request
-            late = link.allow(pending.request.request_id)
-            assert isinstance(late, ClaudeRpcRefusal) and late.code == "permission-cancelled"
-            finished = await until(link, TurnFinished, seen)
+            finished = await _interrupt_the_pending_request(link, pending, seen)
             assert isinstance(finished, TurnFinished) and finished.result.stop_reason == "tool_use"
             link.close_stdin()
             await link.wait_output_end(WAIT)
@@ -142,11 +155,7 @@ def test_h8_while_the_reply_still_streams_the_binary_cancels_the_request_and_end
     proj.mkdir()
 
     async def run(server: ModelServer) -> None:
-        launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s", cwd=proj,
-                             base_url=server.base_url, api_key=FAKE_KEY)
-        assert launch.pinned and check_launch(launch) is None
-        link = await ClaudeEngineLink.spawn(launch.argv, env=launch.env, cwd=launch.cwd, stderr=subprocess.PIPE,
-                                            expected_session_id=SESSION_UUID)
+        link = await _first_launch(claude, tmp_path, proj, server)
         seen: list[LinkEvent] = []
         try:
             assert (await link.outcome(link.send_initialize())).succeeded
@@ -155,12 +164,7 @@ def test_h8_while_the_reply_still_streams_the_binary_cancels_the_request_and_end
             assert isinstance(pending, PermissionAsked)
             streaming = [r for r in server.requests if r.scenario == "bash-late"]
             assert [r.outcome for r in streaming] == ["pending"]  # the reply has not ended yet
-            link.send_interrupt()
-            cancelled = await until(link, PermissionCancelled, seen)
-            assert isinstance(cancelled, PermissionCancelled) and cancelled.request is pending.request
-            late = link.allow(pending.request.request_id)
-            assert isinstance(late, ClaudeRpcRefusal) and late.code == "permission-cancelled"
-            finished = await until(link, TurnFinished, seen)
+            finished = await _interrupt_the_pending_request(link, pending, seen)
             assert isinstance(finished, TurnFinished), finished
             result = finished.result
             assert (result.subtype, result.stop_reason, result.terminal_reason) == (

@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from claude_rig import wire as rig_wire
 from mosaic.cgroup_cohort import CohortRef, Credentials, DirectCgroupLauncher, FixtureVerifier, release_cohort
 from mosaic.claude_rpc import ClaudeInstall
 from mosaic.claude_rpc.seal import check_launch, seal_launch
-from mosaic.claude_rpc.testing import ModelServer
+from mosaic.claude_rpc.testing import ModelServer, RecordedRequest
 from mosaic.claude_rpc.testing.drive import FAKE_KEY
 from mosaic.claude_rpc.testing.recordings import SESSION_UUID
 from mosaic.controller import LaunchingController, Placement
@@ -172,6 +173,26 @@ def test_claude_real_drift_the_binarys_own_appends_pass_and_a_foreign_entry_refu
     asyncio.run(scenario())
 
 
+def _permission_flow(claude: ClaudeInstall, tmp_path: Path,
+                     flow: Callable[[str, Path], Awaitable[None]]) -> tuple[RecordedRequest, ...]:
+    """`flow(socket_path, project)` against the sealed binary under the controller, the scripted model
+    behind it; the requests the model server saw."""
+
+    async def scenario() -> tuple[RecordedRequest, ...]:
+        with ModelServer() as server, private_socket_dir() as sockets:
+            project = tmp_path / "proj"
+            project.mkdir()
+            launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
+                                 cwd=project, base_url=server.base_url, api_key=FAKE_KEY)
+            assert launch.pinned and check_launch(launch) is None
+            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
+                async with asyncio.timeout(WAIT * 2):
+                    await flow(runtime.socket_path, project)
+            return server.requests
+
+    return asyncio.run(scenario())
+
+
 @pytest.mark.parametrize("flow", claude_permission_flows.FLOWS)
 def test_P7_H5_H6_H7_H8_claude_permission_flows_on_the_real_binary(flow: str, claude: ClaudeInstall,
                                                                    tmp_path: Path) -> None:
@@ -180,20 +201,7 @@ def test_P7_H5_H6_H7_H8_claude_permission_flows_on_the_real_binary(flow: str, cl
     deny never runs it, an interrupt makes Claude cancel the request and a late answer is refused (H8, P6),
     a takeover answers once through the new projection (H5). What Claude did is read from the project
     directory and its tool result."""
-    run = getattr(claude_permission_flows, flow)
-
-    async def scenario() -> None:
-        with ModelServer() as server, private_socket_dir() as sockets:
-            project = tmp_path / "proj"
-            project.mkdir()
-            launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
-                                 cwd=project, base_url=server.base_url, api_key=FAKE_KEY)
-            assert launch.pinned and check_launch(launch) is None
-            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
-                async with asyncio.timeout(WAIT * 2):
-                    await run(runtime.socket_path, project)
-
-    asyncio.run(scenario())
+    _permission_flow(claude, tmp_path, getattr(claude_permission_flows, flow))
 
 
 def test_H8_P6_claude_real_an_interrupt_while_the_reply_still_streams(claude: ClaudeInstall, tmp_path: Path) -> None:
@@ -201,22 +209,11 @@ def test_H8_P6_claude_real_an_interrupt_while_the_reply_still_streams(claude: Cl
     scripted reply's end 5 s after its tool_use block; a slow model stream does this): the interrupt still
     makes Claude cancel the request, a late answer is refused, nothing runs, the approval stays uncertain and
     the stop is reconciled, though the binary ends the turn `aborted_streaming` rather than `aborted_tools`."""
-
-    async def scenario() -> None:
-        with ModelServer() as server, private_socket_dir() as sockets:
-            project = tmp_path / "proj"
-            project.mkdir()
-            launch = seal_launch(claude.root, session_id=SESSION_UUID, resume=False, scratch=tmp_path / "s",
-                                 cwd=project, base_url=server.base_url, api_key=FAKE_KEY)
-            assert launch.pinned and check_launch(launch) is None
-            async with claude_controller(launch.argv, launch.env, launch.cwd, sockets) as runtime:
-                async with asyncio.timeout(WAIT * 2):
-                    await claude_permission_flows.H8_P6_an_interrupt_cancels_the_pending_request_and_a_late_answer_is_refused(
-                        runtime.socket_path, project, cue="BASH-LATE: ")
-            late = [r for r in server.requests if r.scenario == "bash-late"]
-            assert [r.events for r in late] == [4], late  # the reply's end (events 5 and 6) never reached Claude
-
-    asyncio.run(scenario())
+    h8 = claude_permission_flows.H8_P6_an_interrupt_cancels_the_pending_request_and_a_late_answer_is_refused
+    requests = _permission_flow(claude, tmp_path, lambda socket_path, project: h8(socket_path, project,
+                                                                                  cue="BASH-LATE: "))
+    late = [r for r in requests if r.scenario == "bash-late"]
+    assert [r.events for r in late] == [4], late  # the reply's end (events 5 and 6) never reached Claude
 
 
 def test_H9_claude_real_an_interrupt_written_right_after_a_prompt_ends_reconciled(claude: ClaudeInstall,
