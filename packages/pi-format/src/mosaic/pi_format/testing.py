@@ -20,9 +20,9 @@ use these:
   entry of the shared tree (what a page costs, counted rather than timed);
 - `EXACT_DECODER`, `UTF8_BLOCK` (the bytes of lines checked for UTF-8 at once) and `long_digit_runs` (the
   search for integers longer than Python's digit limit, which msgspec would skip);
-- `canonical_span`, `canonical_value`, `ASSISTANT_STR_ATTRS` and `VIEW_BYTES`: the raw render's own proofs (a
-  line's escapes are canonical; a value is what a compact encoder writes), the attributes an assistant item
-  shows and the length past which a text is given as a view, for a benchmark that bounds the reader by the
+- `canonical_span`, `canonical_value`, `ASSISTANT_STR_ATTRS`, `VIEW_BYTES` and `HIDDEN_TYPES`: the raw render's
+  own proofs (a line's escapes are canonical; a value is what a compact encoder writes), the attributes an
+  assistant item shows, the length past which a text is given as a view and the entry types that make no item, for a benchmark that bounds the reader by the
   rules it must apply (chat-pages' "required" floors).
 
 Each switch changes module state for the whole process while its block runs: use it from one thread, in a
@@ -47,11 +47,12 @@ from ._lines import LONG_LINE, UTF8_BLOCK
 from ._lines import _long_digit_runs as long_digit_runs
 from ._model import Branch, Item, Parsed
 from ._rawrender import VIEW_BYTES, canonical_span, canonical_value
-from ._render import ASSISTANT_STR_ATTRS
+from ._render import ASSISTANT_STR_ATTRS, HIDDEN_TYPES
 
 __all__ = [
     "ASSISTANT_STR_ATTRS",
     "EXACT_DECODER",
+    "HIDDEN_TYPES",
     "LONG_LINE",
     "UTF8_BLOCK",
     "VIEW_BYTES",
