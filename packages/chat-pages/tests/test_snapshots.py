@@ -7,9 +7,11 @@ import hashlib
 import os
 from pathlib import Path
 
+import pytest
 from helpers import World, entry, header, materialise, write_session
 
 from mosaic.chat_pages import Reader
+from mosaic.safe_open import Root
 
 
 def source_epoch(dev: int, ino: int, digest: str) -> str:
@@ -204,6 +206,50 @@ def test_F14_removed_file_or_root_after_open(world: World) -> None:
     os.rename(root / ".pi/state/alpha/sessions", root / ".pi/state/alpha/moved")
     out = world.follow(res)
     assert out["refusal"] == {"code": "unavailable", "reconcile": False, "message": out["refusal"]["message"]}
+
+
+def test_F14_a_next_finds_its_own_file_by_name_and_lists_no_sessions_directory(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README "Snapshots, epochs, cursors": a next (a page cursor or a follow) looks for its cursor's own file by
+    name in its own root, and lists no approved root's sessions directory, so a page costs the same beside 5
+    session files or 5,000 (it grew with every file in every root listed before). Where the file is gone, the
+    listing decides as it always did: unknown-conversation."""
+    other = world.top / "other"
+    write_session(other, "o.jsonl", [header(other)])
+    world.approve(other)  # an approved root listed before the conversation's own
+    root, cid, p = _session(world)
+    for i in range(40):
+        write_session(root, f"z{i:03d}.jsonl", [header(root)])
+    listed: list[str] = []
+    listdir = Root.listdir
+
+    def counted(self: Root, rel: str) -> list[str]:
+        listed.append(rel)
+        return listdir(self, rel)
+
+    monkeypatch.setattr(Root, "listdir", counted)
+    pages = [world.open(cid)]
+    assert listed, "an open finds the conversation by listing the approved roots"
+    listed.clear()
+    while pages[-1]["cursor"] is not None:
+        pages.append(world.next(pages[-1]["cursor"]["id"], cid, "main"))
+    assert len(pages) == 3 and all(r["ok"] for r in pages)
+    assert [x["item"] for r in pages for x in r["page"]["parts"]] == [f"n.e{i:04d}" for i in range(250)]
+    with open(p, "ab") as f:
+        f.write(entry("x1", "e0249", "appended"))
+    grown = world.follow(pages[-1])
+    assert [x["item"] for x in grown["page"]["parts"]] == ["n.x1"]
+    assert listed == []
+    res = world.open(cid)
+    approved = list(world.specs)
+    world.specs.clear()  # the root no longer approved: the next is refused, as the listing refused it
+    assert world.next(res["cursor"]["id"], cid, "main")["refusal"]["code"] == "unknown-conversation"
+    world.specs += approved
+    res = world.open(cid)
+    os.unlink(p)
+    listed.clear()
+    assert world.next(res["cursor"]["id"], cid, "main")["refusal"]["code"] == "unknown-conversation"
+    assert listed, "a file no longer there is looked for by the listing, which decides"
 
 
 def test_F14_an_in_place_rewrite_is_refused_also_when_the_snapshot_left_the_cache(world: World) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -228,7 +229,8 @@ class Reader:
             raise ReaderRefusal("unsupported-purpose", f"purpose {purpose!r} is not {HISTORY}")
 
     @contextmanager
-    def _resolve(self, conversation: object, hint: tuple[str, str] | None = None) -> Iterator[tuple[_Loc, Root]]:
+    def _resolve(self, conversation: object, hint: tuple[str, str] | None = None,
+                 name: str | None = None) -> Iterator[tuple[_Loc, Root]]:
         """Find the conversation by listing the approved roots again; yields it with its open root.
 
         Refuses unknown-conversation when no approved root lists it now, unsupported-harness for the row of
@@ -237,6 +239,11 @@ class Reader:
         (permission denied: `unreadable`), the answer is `unreadable`, as the catalogue reports that root in
         refusedRoots: seed "Refusal codes", unreadable is "permission denied on a file, a root or a directory
         above it inside the approved roots", and the conversation may be in the root that cannot be read.
+
+        A cursor's own file (`name`, in the root of `hint`) is looked for by its name first (`_named`): a
+        `next` then costs the same beside 5 sessions or 5,000, where listing every approved root's sessions
+        made each page cost more with every session file beside it. Where that look finds nothing, the
+        listing decides, as it always did.
         """
         if isinstance(conversation, str) and conversation.startswith(CLAUDE_PREFIX):
             with self._resolve_claude(conversation, hint) as claude:
@@ -248,6 +255,15 @@ class Reader:
         for u in roots.unsupported:
             if conversation_id(u.project_root, u.seat, "") == conversation:
                 raise ReaderRefusal("unsupported-harness", f"seat {u.seat} runs {u.harness!r}, not Pi (D2)")
+        if name is not None and hint is not None:
+            named = self._named(roots, conversation, hint, name)
+            if named is not None:
+                sroot, root = named
+                try:
+                    yield _Loc(sroot, sroot.sessions_rel, name, conversation, root.path), root
+                finally:
+                    root.close()
+                return
         hint_refusal: SafeOpenRefusal | None = None
         unreadable: SafeOpenRefusal | None = None
         for sroot in roots.sessions:
@@ -284,6 +300,26 @@ class Reader:
             raise ReaderRefusal("unreadable", f"not found in the roots that can be read, and an approved root "
                                               f"cannot be read ({unreadable.message})")
         raise ReaderRefusal("unknown-conversation", "no such conversation in the approved roots now")
+
+    def _named(self, roots: Roots, conversation: str, hint: tuple[str, str],
+               name: str) -> tuple[SessionRoot, Root] | None:
+        """The approved root of `hint` opened, when its sessions directory holds an entry `name` (one lstat)
+        that a listing would give for `conversation` (a session file name whose id is `conversation`): what
+        the listing finds, found without it. None (nothing held open) when the root is no longer approved,
+        cannot be opened, or holds no such entry now: the listing then decides, and says why."""
+        sroot = next((r for r in roots.sessions if (r.project_root, r.seat) == hint), None)
+        if sroot is None or not is_session_name(name) or conversation_id(*hint, name) != conversation:
+            return None
+        try:
+            root = open_root(sroot.project_root, method=self._method)
+        except SafeOpenRefusal:
+            return None
+        try:
+            root.lstat(posixpath.join(sroot.sessions_rel, name))
+        except SafeOpenRefusal:
+            root.close()
+            return None
+        return sroot, root
 
     @contextmanager
     def _resolve_claude(self, conversation: str, hint: tuple[str, str] | None) -> Iterator[tuple[_Loc, Root]]:
@@ -386,7 +422,7 @@ class Reader:
               raw: bool = False) -> dict[str, Any]:
         self._check_caller(actor, purpose)
         c = self._cursors.take(cursor, conversation, branch, actor, purpose, self._clock())
-        with self._resolve(conversation, hint=(c.project_root, c.seat)) as (loc, root):
+        with self._resolve(conversation, hint=(c.project_root, c.seat), name=c.name) as (loc, root):
             if (loc.root.project_root, loc.root.seat, loc.key) != (c.project_root, c.seat, c.name):
                 raise ReaderRefusal("unknown-conversation", "the conversation resolves elsewhere now")
             snaps = self._snaps_of(loc)
