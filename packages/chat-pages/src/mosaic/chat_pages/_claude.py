@@ -103,6 +103,23 @@ def receipted(root: Root, croot: ClaudeRoot) -> tuple[list[Receipted], list[Read
     return out, refused
 
 
+def receipt_naming(root: Root, croot: ClaudeRoot, receipt: str, conversation: str) -> Receipted | None:
+    """What `receipted` gives for `conversation` when `receipt` (a receipt's path relative to the project root,
+    as `Receipted.receipt` names it) still names its session, read from that one receipt; None when it does
+    not, or cannot be read (`receipted` then says why). A `next` reads its cursor's receipt only: the seat's
+    other receipts, one a launch, are not read again at every page."""
+    rel, _, name = receipt.rpartition("/")
+    try:
+        data = read_receipt(root, rel, name)
+    except ReaderRefusal:
+        return None
+    for raw in (data or b"").split(b"\n"):
+        line = raw.strip().decode("utf-8", "replace")
+        if line and claude_conversation_id(croot.project_root, croot.seat, line) == conversation:
+            return Receipted(line, receipt, conversation)
+    return None
+
+
 def _launch_order(name: str) -> tuple[int, int, str]:
     return (0, int(name), name) if name.isdigit() else (1, 0, name)
 

@@ -57,6 +57,8 @@ class Cursor:
     # carried from page to page so the digest a follow cursor keeps costs only the items of each page.
     hasher: Any = None
     hashed: int = 0
+    # A Claude transcript's receipt that named its session (`_claude.Receipted.receipt`): read alone at a next.
+    receipt: str = ""
 
     def record(self) -> dict[str, Any]:
         """The CHAT-01 cursor record the caller sees (the position stays here)."""

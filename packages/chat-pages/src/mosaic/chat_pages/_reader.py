@@ -32,7 +32,7 @@ from mosaic.safe_open import OpenedFile, Refusal, Root, SafeOpenRefusal, is_sess
 from mosaic.safe_open.root import Method
 
 from ._catalogue import catalogue_row, claude_rows, unsupported_row
-from ._claude import locate, receipted
+from ._claude import Receipted, locate, receipt_naming, receipted
 from ._cursors import CURSOR_CAP, CURSOR_TTL_SECONDS, HISTORY, LOCAL_OPERATOR, Cursor, CursorStore
 from ._follow import follow
 from ._jsonout import dump_bytes, iso_time, json_size
@@ -76,6 +76,9 @@ class _Loc:
     name: str
     conversation: str
     project: str
+    # A Claude transcript's receipt, the one that named its session (`Receipted.receipt`): what its cursors
+    # read again at a next.
+    receipt: str = ""
 
     @property
     def claude(self) -> bool:
@@ -229,8 +232,8 @@ class Reader:
             raise ReaderRefusal("unsupported-purpose", f"purpose {purpose!r} is not {HISTORY}")
 
     @contextmanager
-    def _resolve(self, conversation: object, hint: tuple[str, str] | None = None,
-                 name: str | None = None) -> Iterator[tuple[_Loc, Root]]:
+    def _resolve(self, conversation: object, hint: tuple[str, str] | None = None, name: str | None = None,
+                 receipt: str = "") -> Iterator[tuple[_Loc, Root]]:
         """Find the conversation by listing the approved roots again; yields it with its open root.
 
         Refuses unknown-conversation when no approved root lists it now, unsupported-harness for the row of
@@ -243,10 +246,10 @@ class Reader:
         A cursor's own file (`name`, in the root of `hint`) is looked for by its name first (`_named`): a
         `next` then costs the same beside 5 sessions or 5,000, where listing every approved root's sessions
         made each page cost more with every session file beside it. Where that look finds nothing, the
-        listing decides, as it always did.
+        listing decides, as it always did. A Claude cursor's `receipt` likewise (`_resolve_claude`).
         """
         if isinstance(conversation, str) and conversation.startswith(CLAUDE_PREFIX):
-            with self._resolve_claude(conversation, hint) as claude:
+            with self._resolve_claude(conversation, hint, receipt) as claude:
                 yield claude
             return
         if not isinstance(conversation, str) or not conversation.startswith("pi-"):
@@ -322,14 +325,53 @@ class Reader:
         return sroot, root
 
     @contextmanager
-    def _resolve_claude(self, conversation: str, hint: tuple[str, str] | None) -> Iterator[tuple[_Loc, Root]]:
+    def _resolve_claude(self, conversation: str, hint: tuple[str, str] | None,
+                        receipt: str = "") -> Iterator[tuple[_Loc, Root]]:
         """A Claude conversation: the seat whose launcher receipts name it now (read again on every call),
         then its transcript resolved under the seat's Claude root (`_claude.locate`); yields it with the
         Claude root open. Refuses as `_resolve` does when no receipt names it, and with the refusal of the
-        receipt's line or of the resolution (`unsafe-path`, `unavailable`, ...) when one does."""
+        receipt's line or of the resolution (`unsafe-path`, `unavailable`, ...) when one does.
+
+        A cursor's `receipt` (in the seat of `hint`) is read first, alone (`receipt_naming`): a `next` then
+        costs the same beside 1 launch or 1,000, where reading every receipt made each page cost more with
+        every launch. Where it no longer names the session, every receipt is read, as always."""
+        roots = self._roots().claude
+        found = None
+        if receipt and hint is not None:
+            found = self._receipted_by(roots, conversation, hint, receipt)
+        croot, match, project = found or self._receipted_anywhere(roots, conversation, hint)
+        try:
+            croot_fs = open_root(croot.claude_root, method=self._method)
+        except SafeOpenRefusal as e:
+            raise ReaderRefusal(e.code, f"the Claude root of seat {croot.seat}: {e.message}") from None
+        try:
+            rel = locate(croot_fs, match)
+            yield _Loc(croot, rel, match.file, conversation, project, match.receipt), croot_fs
+        finally:
+            croot_fs.close()
+
+    def _receipted_by(self, roots: tuple[ClaudeRoot, ...], conversation: str, hint: tuple[str, str],
+                      receipt: str) -> tuple[ClaudeRoot, Receipted, str] | None:
+        """(the seat, its receipt's line, the project's real path) when the approved seat of `hint` still has
+        `receipt` naming `conversation`; None otherwise (`_receipted_anywhere` then decides)."""
+        croot = next((r for r in roots if (r.project_root, r.seat) == hint), None)
+        if croot is None:
+            return None
+        try:
+            with open_root(croot.project_root, method=self._method) as proot:
+                match = receipt_naming(proot, croot, receipt, conversation)
+                project = proot.path
+        except SafeOpenRefusal:
+            return None
+        return None if match is None else (croot, match, project)
+
+    def _receipted_anywhere(self, roots: tuple[ClaudeRoot, ...], conversation: str,
+                            hint: tuple[str, str] | None) -> tuple[ClaudeRoot, Receipted, str]:
+        """(the seat, the first receipt line naming `conversation`, the project's real path), every approved
+        seat's receipts read; raises the refusals `_resolve_claude` names when none does."""
         hint_refusal: SafeOpenRefusal | None = None
         unreadable: SafeOpenRefusal | None = None
-        for croot in self._roots().claude:
+        for croot in roots:
             try:
                 with open_root(croot.project_root, method=self._method) as proot:
                     sessions, _ = receipted(proot, croot)
@@ -341,18 +383,8 @@ class Reader:
                     unreadable = e
                 continue
             match = next((s for s in sessions if s.conversation == conversation), None)
-            if match is None:
-                continue
-            try:
-                croot_fs = open_root(croot.claude_root, method=self._method)
-            except SafeOpenRefusal as e:
-                raise ReaderRefusal(e.code, f"the Claude root of seat {croot.seat}: {e.message}") from None
-            try:
-                rel = locate(croot_fs, match)
-                yield _Loc(croot, rel, match.file, conversation, project), croot_fs
-            finally:
-                croot_fs.close()
-            return
+            if match is not None:
+                return croot, match, project
         if hint_refusal is not None:
             raise ReaderRefusal(hint_refusal.code, hint_refusal.message)
         if unreadable is not None:
@@ -412,7 +444,7 @@ class Reader:
             id="", kind="page", actor=LOCAL_OPERATOR, purpose=HISTORY, conversation=loc.conversation,
             branch=name, project_root=loc.root.project_root, seat=loc.root.seat, name=loc.key,
             dev=dev, ino=ino, length=cut, digest=digest, epoch=source_epoch(dev, ino, digest),
-            incomplete=incomplete, expires=0.0,
+            incomplete=incomplete, expires=0.0, receipt=loc.receipt,
         )
         return self._page(base, snap, (0, 0), raw)
 
@@ -422,7 +454,8 @@ class Reader:
               raw: bool = False) -> dict[str, Any]:
         self._check_caller(actor, purpose)
         c = self._cursors.take(cursor, conversation, branch, actor, purpose, self._clock())
-        with self._resolve(conversation, hint=(c.project_root, c.seat), name=c.name) as (loc, root):
+        hint = (c.project_root, c.seat)
+        with self._resolve(conversation, hint=hint, name=c.name, receipt=c.receipt) as (loc, root):
             if (loc.root.project_root, loc.root.seat, loc.key) != (c.project_root, c.seat, c.name):
                 raise ReaderRefusal("unknown-conversation", "the conversation resolves elsewhere now")
             snaps = self._snaps_of(loc)
