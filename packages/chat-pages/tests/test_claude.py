@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from helpers import ClaudeTree, World, assemble, claude_tree, fingerprint, materialise, write_receipt
 
-from mosaic.chat_pages import ReaderServer, _reader
+from mosaic.chat_pages import ReaderServer
 from mosaic.chat_pages.parts import MAX_PARTS_PER_PAGE, MAX_STRING_UNITS
 
 TREES = ["edit-branch", "edit-branch-file-order", "edit-branch-no-last-prompt", "edit-branch-old-leaf", "fork",
@@ -304,12 +304,11 @@ def test_launch_receipts_add_sessions_in_order_each_once(world: World) -> None:
     assert [r["sessionId"] for r in world.catalogue()["conversations"]] == in_order
 
 
-def test_a_next_reads_only_the_receipt_that_named_its_session(world: World,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_next_reads_only_the_receipt_that_named_its_session(world: World) -> None:
     """A Claude next reads the receipt that named its session again, alone, so a page costs the same beside 1
     launch or 1,000 (every receipt was read at every page). Where that receipt no longer names the session,
     every receipt is read and decides, as before: another receipt naming it serves the page, none is
-    unknown-conversation."""
+    unknown-conversation. (The receipts each call opened: the F17 watch's log.)"""
     t = _seat(world)
     path = t.transcript()
     cid = world.claude_cid(t.project, t.session)
@@ -323,37 +322,33 @@ def test_a_next_reads_only_the_receipt_that_named_its_session(world: World,
     _append(path, *turns)
     for n in range(40):
         write_receipt(t.project, "alpha", f"00000000-0000-4000-8000-{n + 1:012x}", launch=str(n + 100))
-    calls: list[str] = []
-    every = _reader.receipted
+    seat = str(t.project / ".pi/state/alpha/session-id")
 
-    def counted(root: Any, croot: Any) -> Any:
-        calls.append(croot.seat)
-        return every(root, croot)
+    def receipts() -> set[str]:
+        return {p for p in world.opened_log[-1] if p.endswith("/session-id")}
 
-    monkeypatch.setattr(_reader, "receipted", counted)
     res = world.open(cid, "main")
-    assert res["ok"] and calls, "an open finds the session by reading every receipt"
-    calls.clear()
+    assert res["ok"] and len(receipts()) == 44, "an open finds the session by reading every receipt"
     texts = _texts(res["page"]["parts"])
     res = world.next(res["cursor"]["id"], cid, "main")
-    assert res["ok"] and calls == []
+    assert res["ok"] and receipts() == {seat}
     texts += _texts(res["page"]["parts"])
     # The seat's receipt no longer names it; the launches' do (the tree's three, and a seventh): every receipt
     # is read, and the page is served.
     write_receipt(t.project, "alpha", "00000000-0000-4000-8000-00000000ffff")
     write_receipt(t.project, "alpha", t.session, launch="7")
     res = world.next(res["cursor"]["id"], cid, "main")
-    assert res["ok"] and calls == ["alpha"]
+    assert res["ok"] and len(receipts()) == 45
     texts += _texts(res["page"]["parts"])
     while res["cursor"] is not None:
         res = world.next(res["cursor"]["id"], cid, "main")
         texts += _texts(res["page"]["parts"])
+        assert receipts() == {str(t.project / ".pi/state/alpha/launches/1/session-id")}  # the first naming it now
     assert texts[-250:] == [f"turn {n}" for n in range(250)]
     for launch in ("1", "2", "3", "7"):  # no receipt names it now
         (t.project / f".pi/state/alpha/launches/{launch}/session-id").unlink()
-    calls.clear()
     assert _refusal(world.follow(res))[0] == "unknown-conversation"
-    assert calls == ["alpha"]
+    assert len(receipts()) == 41
 
 
 # -- L5: sidechains and subagents apart ------------------------------------------------------------------
