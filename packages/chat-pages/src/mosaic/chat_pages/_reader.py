@@ -458,6 +458,7 @@ class Reader:
         with self._resolve(conversation, hint=hint, name=c.name, receipt=c.receipt) as (loc, root):
             if (loc.root.project_root, loc.root.seat, loc.key) != (c.project_root, c.seat, c.name):
                 raise ReaderRefusal("unknown-conversation", "the conversation resolves elsewhere now")
+            c.receipt = loc.receipt  # the receipt naming it now: the cursors issued from `c` read that one
             snaps = self._snaps_of(loc)
             with self._open_file(root, loc) as f:
                 key = (c.dev, c.ino, c.length, c.digest)
