@@ -347,6 +347,16 @@ def test_a_next_reads_only_the_receipt_that_named_its_session(world: World) -> N
         assert receipts() == {str(t.project / ".pi/state/alpha/launches/1/session-id")}  # the first naming it now
         later += 1
     assert later >= 2 and texts[-450:] == [f"turn {n}" for n in range(450)]
+    more = [{**user, "uuid": f"00000000-0000-4000-9000-{n:012d}", "parentUuid": parent,
+             "message": {"role": "user", "content": f"more {n}"}} for n in range(150)]
+    for prev, e in zip([parent] + [m["uuid"] for m in more], more, strict=False):
+        e["parentUuid"] = prev
+    _append(path, *more)
+    res = world.follow(res)  # the follow's page cursor reads the same receipt alone too
+    assert res["ok"] and res["cursor"] is not None
+    res = world.next(res["cursor"]["id"], cid, "main")
+    assert receipts() == {str(t.project / ".pi/state/alpha/launches/1/session-id")}
+    assert _texts(res["page"]["parts"])[-1] == "more 149" and res["cursor"] is None
     for launch in ("1", "2", "3", "7"):  # no receipt names it now
         (t.project / f".pi/state/alpha/launches/{launch}/session-id").unlink()
     assert _refusal(world.follow(res))[0] == "unknown-conversation"

@@ -82,6 +82,7 @@ def follow(c: Cursor, key: SnapKey, hasher: Any, prefix: bytes | None, old: Snap
         id="", kind="page", actor=c.actor, purpose=c.purpose, conversation=c.conversation, branch=c.branch,
         project_root=c.project_root, seat=c.seat, name=c.name, dev=c.dev, ino=c.ino, length=length,
         digest=digest, epoch=c.epoch, incomplete=incomplete, expires=0.0, hasher=c.hasher, hashed=c.served,
+        receipt=c.receipt,
     )
     return base, snap, (c.served, 0)
 
