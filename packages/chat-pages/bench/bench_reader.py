@@ -617,11 +617,11 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None, made: di
     spliced part, `_rawparts._spliced`, counted as the part cache counts it) while they fit the budget, the
     first made first until one does not fit, so an item past it is made again at each page that holds it.
 
-    With `served` (the file's path; with a `budget`), the "served" floor: the bounded floor's pages as a reader
+    With `served` (the file's path), the "served" floors, unbounded or within a `budget`: the pages as a reader
     must serve them (`_served_pages`): the file's SHA-256 on a second thread, each page cut by its size, the
     follow digest, a cursor, the file opened and its stat compared at each page, the envelope and the view; the
-    digest keys made in the first pass. `shown` then receives every page's bytes and each branch's follow
-    digest (`check_required_floor`).
+    digest keys made in the first pass, the settings entries (`HIDDEN_TYPES`) left out as the reader leaves
+    them. `shown` then receives every page's bytes and each branch's follow digest (`check_served_floor`).
 
     The other floors hash no file, cut no page by its size, issue no cursor and open no file: floors, not a
     reader. It takes the bench file's shapes only (user, assistant and tool-result messages with text,
