@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from helpers import LAYOUT, World, entry, header, materialise, write_session
 
 from mosaic.chat_pages import RepositorySpec, SeatRegistration, conversation_id, roots_from_specs
@@ -15,6 +16,7 @@ from mosaic.chat_pages import RepositorySpec, SeatRegistration, conversation_id,
 # samePath is private (roots_from_specs applies it to registrations): F2 tests the rule itself as well as
 # through the registrations.
 from mosaic.chat_pages.testing import same_path
+from mosaic.safe_open import Root
 
 
 def _reg(project: Path, seat: str = "alpha", harness: str = "pi", started: str = "2026-11-30T08:00:00.000Z",
@@ -67,6 +69,37 @@ def test_F1_ids_resolve_by_listing_again_a_removed_file_is_unknown(world: World)
     materialise(world.top, "proj-rpc", ["plain.jsonl"])
     world.specs.clear()
     assert world.open(cid)["refusal"]["code"] == "unknown-conversation"
+
+
+def test_F1_an_open_looks_first_where_a_listing_found_the_conversation(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An open looks first where a listing found the same conversation before (one lstat in its root, the
+    approved roots read again): a second open lists no sessions directory, so it costs the same beside 5
+    session files or 5,000. A root no longer approved, or a file no longer there, is left to the listing,
+    which decides as it always did: unknown-conversation."""
+    root = materialise(world.top, "proj-rpc", ["plain.jsonl"])
+    for i in range(40):
+        write_session(root, f"z{i:03d}.jsonl", [header(root)])
+    world.approve(root)
+    cid = world.cid(root, "plain.jsonl")
+    listed: list[str] = []
+    listdir = Root.listdir
+
+    def counted(self: Root, rel: str) -> list[str]:
+        listed.append(rel)
+        return listdir(self, rel)
+
+    monkeypatch.setattr(Root, "listdir", counted)
+    assert world.open(cid)["ok"] and listed
+    listed.clear()
+    assert world.open(cid)["ok"] and listed == []
+    approved = list(world.specs)
+    world.specs.clear()
+    assert world.open(cid)["refusal"]["code"] == "unknown-conversation"
+    world.specs += approved
+    os.unlink(root / ".pi/state/alpha/sessions/plain.jsonl")
+    listed.clear()
+    assert world.open(cid)["refusal"]["code"] == "unknown-conversation" and listed
 
 
 def test_F1_specs_with_a_relative_root_or_a_bad_seat_are_refused_roots(world: World) -> None:

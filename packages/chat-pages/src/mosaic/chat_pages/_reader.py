@@ -22,6 +22,7 @@ import os
 import posixpath
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
 
 # What the public modules show of this module; the rest is the package's own.
 __all__ = ["Reader", "create_reader"]
+
+#: How many conversations' files an open remembers where a listing found them (`Reader._listed`).
+LISTED_CAP = 1000
 
 _CURSOR_PLACEHOLDER = "c-" + "0" * 32
 #: view lists at most this many branches (plus the default branch) and this many unreadable line ranges.
@@ -124,6 +128,10 @@ class Reader:
         self._snaps = SnapshotCache()
         self._claude_snaps = SnapshotCache(CLAUDE_FORMAT)
         self._fs_clock = fs_clock
+        # Where a listing found a Pi conversation's file, by conversation id: (project root, seat, name), at most
+        # LISTED_CAP, the least recently found first out. Only an open looks here (a next has its cursor's).
+        self._listed: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+        self._listed_lock = threading.Lock()
         #: How often a next read the pinned prefix again (hashed it, or compared it with the cached snapshot's
         #: bytes), how often the stat shortcut skipped that, and how often an open reused a cached snapshot.
         self.verify_counts = {"hashed": 0, "skipped": 0, "reused": 0}
@@ -245,8 +253,9 @@ class Reader:
 
         A cursor's own file (`name`, in the root of `hint`) is looked for by its name first (`_named`): a
         `next` then costs the same beside 5 sessions or 5,000, where listing every approved root's sessions
-        made each page cost more with every session file beside it. Where that look finds nothing, the
-        listing decides, as it always did. A Claude cursor's `receipt` likewise (`_resolve_claude`).
+        made each page cost more with every session file beside it. An open looks first where a listing found
+        the same conversation before (`_listed`). Where that look finds nothing, the listing decides, as it
+        always did. A Claude cursor's `receipt` likewise (`_resolve_claude`).
         """
         if isinstance(conversation, str) and conversation.startswith(CLAUDE_PREFIX):
             with self._resolve_claude(conversation, hint, receipt) as claude:
@@ -258,12 +267,20 @@ class Reader:
         for u in roots.unsupported:
             if conversation_id(u.project_root, u.seat, "") == conversation:
                 raise ReaderRefusal("unsupported-harness", f"seat {u.seat} runs {u.harness!r}, not Pi (D2)")
+        where: tuple[tuple[str, str], str] | None = None
         if name is not None and hint is not None:
-            named = self._named(roots, conversation, hint, name)
+            where = hint, name
+        else:
+            with self._listed_lock:
+                listed = self._listed.get(conversation)
+            if listed is not None:
+                where = (listed[0], listed[1]), listed[2]
+        if where is not None:
+            named = self._named(roots, conversation, where[0], where[1])
             if named is not None:
                 sroot, root = named
                 try:
-                    yield _Loc(sroot, sroot.sessions_rel, name, conversation, root.path), root
+                    yield _Loc(sroot, sroot.sessions_rel, where[1], conversation, root.path), root
                 finally:
                     root.close()
                 return
@@ -292,6 +309,7 @@ class Reader:
             if found is None:
                 root.close()
                 continue
+            self._found(conversation, (sroot.project_root, sroot.seat, found))
             try:
                 yield _Loc(sroot, sroot.sessions_rel, found, conversation, root.path), root
             finally:
@@ -303,6 +321,14 @@ class Reader:
             raise ReaderRefusal("unreadable", f"not found in the roots that can be read, and an approved root "
                                               f"cannot be read ({unreadable.message})")
         raise ReaderRefusal("unknown-conversation", "no such conversation in the approved roots now")
+
+    def _found(self, conversation: str, where: tuple[str, str, str]) -> None:
+        """Remember where a listing found `conversation`, the oldest forgotten past LISTED_CAP."""
+        with self._listed_lock:
+            self._listed[conversation] = where
+            self._listed.move_to_end(conversation)
+            while len(self._listed) > LISTED_CAP:
+                self._listed.popitem(last=False)
 
     def _named(self, roots: Roots, conversation: str, hint: tuple[str, str],
                name: str) -> tuple[SessionRoot, Root] | None:
