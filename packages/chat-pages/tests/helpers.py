@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 from mosaic.chat_pages import (
     Reader,
@@ -58,7 +59,7 @@ from mosaic.chat_pages.sources import (
     claude_conversation_id,
 )
 from mosaic.chat_pages.testing import receipts_rel, sessions_rel
-from mosaic.safe_open import is_session_name
+from mosaic.safe_open import Root, is_session_name
 from mosaic.safe_open.testing import OpenWatch
 
 REPO = Path(os.environ.get("MOSAIC_REPO") or Path(__file__).resolve().parents[3])
@@ -230,6 +231,20 @@ def write_receipt(project: Path, seat: str, *ids: str, launch: str | None = None
     p = d / "session-id"
     p.write_text("".join(f"{i}\n" for i in ids))
     return p
+
+
+def listed_dirs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """From now on, the directory (relative to its root) of every `Root.listdir` the reader makes, in order: a
+    spy on safe-open's public `Root`, undone with `monkeypatch`."""
+    listed: list[str] = []
+    listdir = Root.listdir
+
+    def counted(self: Root, rel: str) -> list[str]:
+        listed.append(rel)
+        return listdir(self, rel)
+
+    monkeypatch.setattr(Root, "listdir", counted)
+    return listed
 
 
 def header(project: Path, **extra: Any) -> bytes:

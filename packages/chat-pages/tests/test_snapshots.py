@@ -8,10 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import World, entry, header, materialise, write_session
+from helpers import World, entry, header, listed_dirs, materialise, write_session
 
 from mosaic.chat_pages import Reader
-from mosaic.safe_open import Root
 
 
 def source_epoch(dev: int, ino: int, digest: str) -> str:
@@ -220,14 +219,7 @@ def test_F14_a_next_finds_its_own_file_by_name_and_lists_no_sessions_directory(
     root, cid, p = _session(world)
     for i in range(40):
         write_session(root, f"z{i:03d}.jsonl", [header(root)])
-    listed: list[str] = []
-    listdir = Root.listdir
-
-    def counted(self: Root, rel: str) -> list[str]:
-        listed.append(rel)
-        return listdir(self, rel)
-
-    monkeypatch.setattr(Root, "listdir", counted)
+    listed = listed_dirs(monkeypatch)
     pages = [world.open(cid)]
     assert listed, "an open finds the conversation by listing the approved roots"
     listed.clear()

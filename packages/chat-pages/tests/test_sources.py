@@ -9,14 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import LAYOUT, World, entry, header, materialise, write_session
+from helpers import LAYOUT, World, entry, header, listed_dirs, materialise, write_session
 
 from mosaic.chat_pages import RepositorySpec, SeatRegistration, conversation_id, roots_from_specs
 
 # samePath is private (roots_from_specs applies it to registrations): F2 tests the rule itself as well as
 # through the registrations.
 from mosaic.chat_pages.testing import same_path
-from mosaic.safe_open import Root
 
 
 def _reg(project: Path, seat: str = "alpha", harness: str = "pi", started: str = "2026-11-30T08:00:00.000Z",
@@ -82,14 +81,7 @@ def test_F1_an_open_looks_first_where_a_listing_found_the_conversation(
         write_session(root, f"z{i:03d}.jsonl", [header(root)])
     world.approve(root)
     cid = world.cid(root, "plain.jsonl")
-    listed: list[str] = []
-    listdir = Root.listdir
-
-    def counted(self: Root, rel: str) -> list[str]:
-        listed.append(rel)
-        return listdir(self, rel)
-
-    monkeypatch.setattr(Root, "listdir", counted)
+    listed = listed_dirs(monkeypatch)
     assert world.open(cid)["ok"] and listed
     listed.clear()
     assert world.open(cid)["ok"] and listed == []
