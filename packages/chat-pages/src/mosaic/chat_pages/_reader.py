@@ -267,23 +267,22 @@ class Reader:
         for u in roots.unsupported:
             if conversation_id(u.project_root, u.seat, "") == conversation:
                 raise ReaderRefusal("unsupported-harness", f"seat {u.seat} runs {u.harness!r}, not Pi (D2)")
-        where: tuple[tuple[str, str], str] | None = None
         if name is not None and hint is not None:
-            where = hint, name
+            where: tuple[str, str, str] | None = (*hint, name)
         else:
             with self._listed_lock:
-                listed = self._listed.get(conversation)
-            if listed is not None:
-                where = (listed[0], listed[1]), listed[2]
-        if where is not None:
-            named = self._named(roots, conversation, where[0], where[1])
-            if named is not None:
-                sroot, root = named
-                try:
-                    yield _Loc(sroot, sroot.sessions_rel, where[1], conversation, root.path), root
-                finally:
-                    root.close()
-                return
+                where = self._listed.get(conversation)
+        found = None if where is None else self._named(roots, conversation, where)
+        sroot, root, name = found or self._listing(roots, conversation, hint)
+        try:
+            yield _Loc(sroot, sroot.sessions_rel, name, conversation, root.path), root
+        finally:
+            root.close()
+
+    def _listing(self, roots: Roots, conversation: str,
+                 hint: tuple[str, str] | None) -> tuple[SessionRoot, Root, str]:
+        """(the first approved root whose sessions directory lists `conversation`, that root opened, the file's
+        name), remembered for the next open (`_listed`); raises the refusals `_resolve` names when none does."""
         hint_refusal: SafeOpenRefusal | None = None
         unreadable: SafeOpenRefusal | None = None
         for sroot in roots.sessions:
@@ -310,11 +309,7 @@ class Reader:
                 root.close()
                 continue
             self._found(conversation, (sroot.project_root, sroot.seat, found))
-            try:
-                yield _Loc(sroot, sroot.sessions_rel, found, conversation, root.path), root
-            finally:
-                root.close()
-            return
+            return sroot, root, found
         if hint_refusal is not None:
             raise ReaderRefusal(hint_refusal.code, hint_refusal.message)
         if unreadable is not None:
@@ -330,14 +325,16 @@ class Reader:
             while len(self._listed) > LISTED_CAP:
                 self._listed.popitem(last=False)
 
-    def _named(self, roots: Roots, conversation: str, hint: tuple[str, str],
-               name: str) -> tuple[SessionRoot, Root] | None:
-        """The approved root of `hint` opened, when its sessions directory holds an entry `name` (one lstat)
-        that a listing would give for `conversation` (a session file name whose id is `conversation`): what
-        the listing finds, found without it. None (nothing held open) when the root is no longer approved,
-        cannot be opened, or holds no such entry now: the listing then decides, and says why."""
-        sroot = next((r for r in roots.sessions if (r.project_root, r.seat) == hint), None)
-        if sroot is None or not is_session_name(name) or conversation_id(*hint, name) != conversation:
+    def _named(self, roots: Roots, conversation: str,
+               where: tuple[str, str, str]) -> tuple[SessionRoot, Root, str] | None:
+        """What `_listing` gives, found without a listing: the approved root of `where` (project root, seat,
+        name) opened, when its sessions directory holds an entry of that name (one lstat) that a listing would
+        give for `conversation` (a session file name whose id is `conversation`). None (nothing held open) when
+        the root is no longer approved, cannot be opened, or holds no such entry now: the listing then decides,
+        and says why."""
+        project_root, seat, name = where
+        sroot = next((r for r in roots.sessions if (r.project_root, r.seat) == (project_root, seat)), None)
+        if sroot is None or not is_session_name(name) or conversation_id(*where) != conversation:
             return None
         try:
             root = open_root(sroot.project_root, method=self._method)
@@ -348,7 +345,7 @@ class Reader:
         except SafeOpenRefusal:
             root.close()
             return None
-        return sroot, root
+        return sroot, root, name
 
     @contextmanager
     def _resolve_claude(self, conversation: str, hint: tuple[str, str] | None,
