@@ -28,6 +28,7 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mosaic.safe_open import Root, SafeOpenRefusal
@@ -93,9 +94,8 @@ def receipted(root: Root, croot: ClaudeRoot) -> tuple[list[Receipted], list[Read
             continue
         if data is None:
             continue
-        for raw in data.split(b"\n"):
-            line = raw.strip().decode("utf-8", "replace")
-            if not line or line in seen:
+        for line in _receipt_lines(data):
+            if line in seen:
                 continue
             seen.add(line)
             out.append(Receipted(line, f"{rel}/{name}",
@@ -113,11 +113,19 @@ def receipt_naming(root: Root, croot: ClaudeRoot, receipt: str, conversation: st
         data = read_receipt(root, rel, name)
     except ReaderRefusal:
         return None
-    for raw in (data or b"").split(b"\n"):
-        line = raw.strip().decode("utf-8", "replace")
-        if line and claude_conversation_id(croot.project_root, croot.seat, line) == conversation:
+    for line in _receipt_lines(data or b""):
+        if claude_conversation_id(croot.project_root, croot.seat, line) == conversation:
             return Receipted(line, receipt, conversation)
     return None
+
+
+def _receipt_lines(data: bytes) -> Iterator[str]:
+    """A receipt's lines as session ids are read from it: each stripped, undecodable bytes replaced, empty
+    ones skipped (`receipted` and `receipt_naming` read them alike)."""
+    for raw in data.split(b"\n"):
+        line = raw.strip().decode("utf-8", "replace")
+        if line:
+            yield line
 
 
 def _launch_order(name: str) -> tuple[int, int, str]:
