@@ -551,16 +551,17 @@ def _floor_paths(ids: list[str], parent_ids: list[str | None]) -> Iterator[list[
         yield path
 
 
-def _floor_pages(paths: Iterator[list[int]], part: Callable[[int], tuple[Any, ...]]) -> tuple[int, int, int]:
+def _floor_pages(paths: Iterator[list[int]],
+                 part: Callable[[int], tuple[tuple[Any, ...], int]]) -> tuple[int, int, int]:
     """Every page of every path, 100 parts a page, each page's JSON made by one join of its parts' pieces (no
-    copy of a page but that one; `part(k)`: the pieces of line k's part, bytes or views of the file's bytes).
-    (pages, parts, the pages' bytes)."""
+    copy of a page but that one; `part(k)`: the pieces of line k's part, bytes or views of the file's bytes,
+    and its size). (pages, parts, the pages' bytes)."""
     pages = parts_n = size = 0
     for path in paths:
         for s in range(0, len(path), 100):
             out = [b'{"ok":true,"page":{"parts":[']
             for k in path[s:s + 100]:
-                out += part(k)
+                out += part(k)[0]
                 out.append(b",")
             out[-1] = b"]}}"
             size += len(b"".join(out))
@@ -586,10 +587,11 @@ def _norule_walk(data: bytes) -> tuple[int, int, int]:
     view = memoryview(data)
     lines: list[Any] = [decode(view[a:b]) for a, b in _floor_lines(data)]
 
-    def part(k: int) -> tuple[bytes]:
+    def part(k: int) -> tuple[tuple[bytes], int]:
         e = lines[k]
-        return (b"".join((b'{"item":"', e.id.encode(), b'","line":', str(k + 2).encode(), b',"timestamp":',
-                          e.timestamp, b',"message":', e.message, b"}")),)
+        joined = b"".join((b'{"item":"', e.id.encode(), b'","line":', str(k + 2).encode(), b',"timestamp":',
+                           e.timestamp, b',"message":', e.message, b"}"))
+        return (joined,), len(joined)
 
     return _floor_pages(_floor_paths([e.id for e in lines], [e.parentId for e in lines]), part)
 
@@ -734,10 +736,11 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None, made: di
         out.append(b"]}")
         return out, views
 
-    kept: dict[int, tuple[Any, ...]] = {}
+    kept: dict[int, tuple[tuple[Any, ...], int]] = {}
     room = [0 if budget is None else budget, 0]  # the budget left (0 once an item did not fit), the items made
 
-    def part(k: int) -> tuple[Any, ...]:
+    def part(k: int) -> tuple[tuple[Any, ...], int]:
+        """(line k's part as its pieces, its size in bytes): kept when it was made and kept, else made now."""
         got = kept.get(k)
         if got is not None:
             return got
@@ -747,50 +750,26 @@ def _required_walk(data: bytes, rules: bool, budget: int | None = None, made: di
             whole = b"".join(out)
             if made is not None:
                 made[k] = whole
-            got = kept[k] = (whole,)
+            got = kept[k] = ((whole,), len(whole))
         elif room[0]:
             spliced = _spliced(out, views)  # the reader's spliced part: its pieces and what keeping them costs
-            got = spliced.pieces
+            got = (spliced.pieces, spliced.size)
             if spliced.held <= room[0]:
                 kept[k] = got
                 room[0] -= spliced.held
             else:
                 room[0] = 0  # the first item that does not fit ends the keeping
         else:
-            got = (b"".join(out),)
+            whole = b"".join(out)
+            got = ((whole,), len(whole))
         return got
 
     if served is None:
         pages, _, size = _floor_pages(_floor_paths(ids, parent_ids), part)
         return pages, room[1], size
-
-    def part_sized(k: int) -> tuple[tuple[Any, ...], int]:
-        """`part` for the served floor: (line k's part as its pieces, its size in bytes), kept as `part` keeps."""
-        got = sized.get(k)
-        if got is not None:
-            return got
-        room[1] += 1
-        out, views = item(k)
-        if budget is None:  # every item kept, as the required floor keeps it
-            whole = b"".join(out)
-            got = sized[k] = ((whole,), len(whole))
-        elif room[0]:
-            spliced = _spliced(out, views)
-            got = (spliced.pieces, spliced.size)
-            if spliced.held <= room[0]:
-                sized[k] = got
-                room[0] -= spliced.held
-            else:
-                room[0] = 0
-        else:
-            whole = b"".join(out)
-            got = ((whole,), len(whole))
-        return got
-
-    sized: dict[int, tuple[tuple[Any, ...], int]] = {}
     hashing.join()
     pages, size = _served_pages(served, len(data), digest[0], ids, list(_floor_paths(ids, parent_ids)), hidden,
-                                keys, part_sized, shown)
+                                keys, part, shown)
     return pages, room[1], size
 
 
@@ -819,7 +798,8 @@ def _served_pages(path: Path, length: int, digest: str, ids: list[str], paths: l
 
     encode = msgspec.json.Encoder().encode
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
-    pinned = stat_id(os.stat(path))
+    st = os.stat(path)
+    pinned = stat_id(st)
 
     def verified() -> None:
         before = os.lstat(path)
@@ -853,7 +833,6 @@ def _served_pages(path: Path, length: int, digest: str, ids: list[str], paths: l
                    "unreadableLines": [], "unreadableLineCount": 0, "unreadableRangeCount": 0})
     project, seat = os.path.realpath(path.parents[4]), path.parents[1].name
     conv = conversation_id(project, seat, path.name)
-    st = os.stat(path)
     epoch = source_epoch(st.st_dev, st.st_ino, digest)
     store = CursorStore()
     pages = size = 0
