@@ -304,7 +304,7 @@ def test_launch_receipts_add_sessions_in_order_each_once(world: World) -> None:
     assert [r["sessionId"] for r in world.catalogue()["conversations"]] == in_order
 
 
-def test_a_next_reads_only_the_receipt_that_named_its_session(world: World) -> None:
+def test_L6_a_next_reads_only_the_receipt_that_named_its_session(world: World) -> None:
     """A Claude next reads the receipt that named its session again, alone, so a page costs the same beside 1
     launch or 1,000 (every receipt was read at every page). Where that receipt no longer names the session,
     every receipt is read and decides, as before: another receipt naming it serves the page, none is
